@@ -1,0 +1,143 @@
+/*
+ * sparsetune.h - the C ABI of libsparsetune, the runtime dispatch library.
+ *
+ * An inference engine links libsparsetune, opens a tuning database written by
+ * `sparsetune tune`, and calls one function per op. Each call picks the best
+ * recorded kernel variant for its shape (exact shape, else the nearest batch
+ * bucket, else the op's default variant), loads that variant's cubin from the
+ * database the first time it is needed, and launches it on the caller's stream.
+ *
+ * Rules every entry point follows:
+ *  - It returns an st_status; ST_OK (0) is success. On failure nothing was
+ *    launched, and st_last_error() names the argument and value at fault.
+ *  - Device memory is always the caller's: tensors, outputs and workspace.
+ *    The library allocates no device memory on the launch path and never
+ *    synchronizes the host with the device there, so launches can be captured
+ *    in a CUDA graph (after st_*_prepare loaded the module for the shape).
+ *  - The CUDA driver is loaded at run time; on a machine without a driver or
+ *    device st_open fails with ST_ERR_NO_DRIVER or ST_ERR_NO_DEVICE.
+ *  - A handle is thread-safe: several threads may launch through one handle.
+ */
+#ifndef SPARSETUNE_H
+#define SPARSETUNE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SPARSETUNE_VERSION_MAJOR 0
+#define SPARSETUNE_VERSION_MINOR 1
+#define SPARSETUNE_VERSION_PATCH 0
+#define SPARSETUNE_VERSION_STRING "0.1.0"
+
+typedef enum st_status {
+  ST_OK = 0,
+  ST_ERR_INVALID_ARG = 1, /* a shape, stride, dtype, pointer or limit is wrong */
+  ST_ERR_NO_DRIVER = 2,   /* libcuda.so.1 could not be loaded */
+  ST_ERR_NO_DEVICE = 3,   /* the driver loaded but the device ordinal is absent */
+  ST_ERR_CUDA = 4,        /* a CUDA driver call failed; the message has its name */
+  ST_ERR_DB = 5,          /* the database is missing, corrupt, foreign or too new */
+  ST_ERR_NO_VARIANT = 6,  /* no compiled variant in the database fits the shape */
+  ST_ERR_WORKSPACE = 7,   /* the workspace is smaller than the op needs */
+  ST_ERR_NOMEM = 8,       /* host memory ran out */
+  ST_ERR_UNSUPPORTED = 9  /* valid by the op contract, but not built (yet) */
+} st_status;
+
+typedef enum st_dtype {
+  ST_DTYPE_BF16 = 1,
+  ST_DTYPE_FP8_E4M3 = 2,
+  ST_DTYPE_INT32 = 3,
+  ST_DTYPE_FP32 = 4
+} st_dtype;
+
+#define ST_MAX_DIMS 6
+
+/* A strided view of device memory. Shapes and strides are in elements; the
+ * last dimension must have stride 1. The library never frees `data`. */
+typedef struct st_tensor {
+  void *data;
+  st_dtype dtype;
+  int ndim;
+  int64_t shape[ST_MAX_DIMS];
+  int64_t stride[ST_MAX_DIMS];
+} st_tensor;
+
+/* Opaque handle: one open database bound to one CUDA device. */
+typedef struct st_handle st_handle;
+
+/* Opens `db_path` read-only (the file is never modified) and binds the handle
+ * to the primary context of CUDA device `device_ordinal`, which it retains
+ * until st_close. Loads the winners recorded for this device model.
+ * On success *out owns a handle the caller releases with st_close. */
+st_status st_open(const char *db_path, int device_ordinal, st_handle **out);
+
+/* Unloads modules, releases the primary context and frees the handle.
+ * NULL is accepted. No launch may be in flight on another thread. */
+void st_close(st_handle *handle);
+
+/* The message of the calling thread's last failed call on `handle` (NULL: the
+ * last failed st_open of this thread), or "" if there is none. The string is
+ * owned by the library and valid until the thread's next call. */
+const char *st_last_error(const st_handle *handle);
+
+/* A short name for a status code ("ST_ERR_INVALID_ARG"); never NULL. */
+const char *st_status_name(st_status status);
+
+/* Zero-fills `bytes` of `workspace` on `stream`. A workspace must be zeroed
+ * once before its first use; the kernels leave it zeroed after every launch,
+ * so graph replays need no further clearing. */
+st_status st_workspace_clear(st_handle *handle, void *workspace, size_t bytes,
+                             void *stream);
+
+/* ---- index_decode: lightning-indexer block selection for a decode batch ---
+ *
+ * For R requests with `qlen` query tokens each (the last qlen positions of
+ * the request), selects per index head h and query token the ids of
+ * min(topk, nb) visible 128-token KV blocks: the `init_blocks` first and the
+ * `local_blocks` last visible ones, then those with the highest block score
+ * (max over the block's visible positions of dot(q, k)). Unused slots are -1;
+ * a request with seq_len 0 gets a row of -1 and its memory is not touched.
+ */
+typedef struct st_index_decode_args {
+  st_tensor q;           /* [R*qlen, H, D], bf16 or fp8 e4m3                 */
+  st_tensor k_cache;     /* [pages, 128, D], same dtype as q                  */
+  st_tensor block_table; /* [R, max_blocks] int32: page of each 128-token block */
+  st_tensor seq_lens;    /* [R] int32, tokens per request, 0 = padding row   */
+  st_tensor topk_idx;    /* out: [H, R*qlen, topk] int32                      */
+  int qlen;              /* 1..4 query tokens per request                     */
+  int topk;              /* 1..64                                             */
+  int init_blocks;       /* forced first blocks, init + local <= topk         */
+  int local_blocks;      /* forced last blocks (the query's own included)     */
+  int max_context;       /* host-known bound on every seq_len, 1..max_blocks*128 */
+} st_index_decode_args;
+
+/* Bytes of workspace st_index_decode needs for these arguments (pointers in
+ * `args` are not read). */
+st_status st_index_decode_workspace_size(st_handle *handle,
+                                         const st_index_decode_args *args,
+                                         size_t *bytes);
+
+/* Loads the module that st_index_decode would launch for these arguments, so
+ * a later call can be captured in a CUDA graph without loading anything. */
+st_status st_index_decode_prepare(st_handle *handle,
+                                  const st_index_decode_args *args);
+
+/* Launches index_decode on `stream` (a CUstream; NULL = legacy default).
+ * Asynchronous; no host synchronization, no allocation. `workspace` must hold
+ * st_index_decode_workspace_size bytes and have been cleared once. */
+st_status st_index_decode(st_handle *handle, const st_index_decode_args *args,
+                          void *workspace, size_t workspace_bytes,
+                          void *stream);
+
+/* The variant id and name the last successful st_index_decode call of this
+ * thread on `handle` launched (for logs and tests); "" if none. */
+const char *st_last_variant(const st_handle *handle);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SPARSETUNE_H */

@@ -1,0 +1,34 @@
+/* index_decode.h - the argument block of the index_decode kernels.
+ *
+ * Plain C shared by the host launcher (runtime/ops/index_decode.c) and the
+ * NVRTC-compiled kernels (templates/index_decode.cu), which take it by value:
+ * host and device read the same layout by construction. Strides are in
+ * elements; every innermost (head_dim) stride is 1. */
+#ifndef ST_INDEX_DECODE_PARAMS_H
+#define ST_INDEX_DECODE_PARAMS_H
+
+#include "common/st_types.h"
+
+typedef struct st_index_decode_params {
+  const void *q;              /* [R*qlen, H, D] bf16 or fp8 e4m3                */
+  const void *k_cache;        /* [pages, 128, D], same dtype                    */
+  const int32_t *block_table; /* [R, bt_stride...] page per 128-token block     */
+  const int32_t *seq_lens;    /* [R]                                            */
+  int32_t *topk_idx;          /* [H, R*qlen, topk]                              */
+  uint32_t *counters;         /* workspace: [R * head_groups] CTAs done (single) */
+  uint32_t *cand_key;         /* workspace: [R, H, qlen, splits, topk_cap] keys */
+  int32_t *cand_idx;          /* workspace: same shape, block ids               */
+  int64_t q_stride_row, q_stride_head;
+  int64_t k_stride_page, k_stride_token;
+  int64_t bt_stride;
+  int64_t out_stride_head, out_stride_row;
+  int32_t num_requests;       /* R                                              */
+  int32_t qlen;               /* query tokens per request, <= MAX_QLEN          */
+  int32_t num_heads;          /* H                                              */
+  int32_t topk;               /* <= TOPK_CAP                                    */
+  int32_t init_blocks, local_blocks;
+  int32_t max_blocks;         /* columns of block_table that may be read        */
+  int32_t splits;             /* CTAs per (request, head group) = gridDim.x     */
+} st_index_decode_params;
+
+#endif

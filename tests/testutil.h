@@ -1,0 +1,36 @@
+/* testutil.h - helpers shared by the ctest suites (cmocka based).
+ *
+ * Random inputs come from a seeded generator whose seed every test prints, so
+ * a failure can be replayed with ST_TEST_SEED=<seed>. */
+#ifndef ST_TESTUTIL_H
+#define ST_TESTUTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+/* Exit code ctest treats as "skipped" (SKIP_RETURN_CODE). */
+#define ST_TEST_SKIP 77
+
+/* The seed for this process: $ST_TEST_SEED if set, else time-based; printed. */
+uint64_t st_test_seed(const char *test_name);
+
+/* splitmix64 step: a small, good, reproducible generator. */
+uint64_t st_rand_next(uint64_t *state);
+/* Uniform in [lo, hi). */
+double st_rand_uniform(uint64_t *state, double lo, double hi);
+/* Uniform integer in [lo, hi]. */
+int64_t st_rand_int(uint64_t *state, int64_t lo, int64_t hi);
+
+/* For GPU suites: returns 0 if a driver and device are present, else prints
+ * "SKIPPED: <reason>" and returns ST_TEST_SKIP for main() to return. */
+int st_test_require_gpu(void);
+
+/* A fresh temporary file path under $TMPDIR (file not created); the caller
+ * unlinks it. */
+void st_test_temp_path(char *buf, size_t cap, const char *suffix);
+
+#endif
