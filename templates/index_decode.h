@@ -27,8 +27,11 @@ typedef struct st_index_decode_params {
   int32_t num_heads;          /* H                                              */
   int32_t topk;               /* <= TOPK_CAP                                    */
   int32_t init_blocks, local_blocks;
-  int32_t max_blocks;         /* columns of block_table that may be read        */
+  int32_t max_blocks;         /* blocks any request may have: ceil(max_context/128),
+                                 never more than block_table's columns          */
   int32_t splits;             /* CTAs per (request, head group) = gridDim.x     */
+  int32_t chunk_cap;          /* blocks one CTA's score buffer holds:
+                                 >= ceil(max_blocks / splits)                    */
 } st_index_decode_params;
 
 #endif

@@ -60,7 +60,8 @@ typedef struct st_index_decode_plan {
   unsigned block;
   unsigned smem_bytes;           /* dynamic shared memory of the main kernel */
   unsigned merge_grid[3];        /* SPLIT only                               */
-  unsigned merge_block;
+  unsigned merge_block;          /* 0: no merge launch                       */
+  unsigned merge_smem_bytes;
   int splits;                    /* effective split count                    */
   size_t workspace_bytes;
   size_t counters_offset, cand_key_offset, cand_idx_offset;

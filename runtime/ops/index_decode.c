@@ -1,0 +1,258 @@
+/* ops/index_decode.c - validation, fit, launch math and launch of index_decode.
+ * Shared by the tuner and the runtime: what was timed is what runs. */
+#include "ops/index_decode.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "ops/tensor_check.h"
+
+/* Dynamic shared memory one CTA may ask for. Far under the 227 KiB limit so
+ * several CTAs share a multiprocessor. */
+#define ST_INDEX_DECODE_MAX_SMEM (96 * 1024)
+#define ST_WS_ALIGN 256
+
+static const char *dtype_name(st_dtype d) {
+  return d == ST_DTYPE_BF16 ? "bf16" : d == ST_DTYPE_FP8_E4M3 ? "fp8" : "?";
+}
+
+st_status st_index_decode_config_from_params(const st_params *kernel, const st_params *launch,
+                                             st_index_decode_config *cfg, st_err *err) {
+  memset(cfg, 0, sizeof *cfg);
+  const char *dtype = st_params_get(kernel, "dtype");
+  const char *algo = st_params_get(kernel, "algo");
+  if (!dtype || (strcmp(dtype, "bf16") && strcmp(dtype, "fp8")))
+    return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter dtype='%s' is not bf16 or fp8",
+                   dtype ? dtype : "(missing)");
+  if (!algo || (strcmp(algo, "single") && strcmp(algo, "split")))
+    return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter algo='%s' is not single or split",
+                   algo ? algo : "(missing)");
+  cfg->dtype = strcmp(dtype, "bf16") == 0 ? ST_DTYPE_BF16 : ST_DTYPE_FP8_E4M3;
+  cfg->algo = strcmp(algo, "single") == 0 ? ST_INDEX_DECODE_SINGLE : ST_INDEX_DECODE_SPLIT;
+  long long v;
+  st_status s;
+#define GET(ps, key, lo, hi, field)                                                            \
+  if ((s = st_params_get_int(ps, key, lo, hi, &v, err)) != ST_OK) return s;                    \
+  cfg->field = (int)v;
+  GET(kernel, "head_dim", 16, 512, head_dim)
+  GET(kernel, "topk", 1, ST_INDEX_DECODE_MAX_TOPK, topk_cap)
+  GET(kernel, "heads_per_cta", 1, 16, heads_per_cta)
+  GET(kernel, "max_qlen", 1, ST_INDEX_DECODE_MAX_QLEN, max_qlen)
+  GET(kernel, "threads", 64, 1024, threads)
+  GET(kernel, "units_in_flight", 1, 8, units_in_flight)
+  GET(launch, "splits", 0, 4096, splits)
+#undef GET
+  if (cfg->threads % 32)
+    return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter threads=%d is not a multiple of 32", cfg->threads);
+  if (cfg->heads_per_cta * cfg->max_qlen > 16)
+    return st_fail(err, ST_ERR_INVALID_ARG, "variant has heads_per_cta*max_qlen=%d columns, more than 16",
+                   cfg->heads_per_cta * cfg->max_qlen);
+  return ST_OK;
+}
+
+st_status st_index_decode_check_args(const st_index_decode_args *a, st_err *err) {
+  if (!a) return st_fail(err, ST_ERR_INVALID_ARG, "args is NULL");
+  st_status s;
+  if (a->qlen < 1 || a->qlen > ST_INDEX_DECODE_MAX_QLEN)
+    return st_fail(err, ST_ERR_INVALID_ARG, "qlen=%d is outside 1..%d", a->qlen, ST_INDEX_DECODE_MAX_QLEN);
+  if (a->topk < 1 || a->topk > ST_INDEX_DECODE_MAX_TOPK)
+    return st_fail(err, ST_ERR_INVALID_ARG, "topk=%d is outside 1..%d", a->topk, ST_INDEX_DECODE_MAX_TOPK);
+  if (a->init_blocks < 0 || a->local_blocks < 0)
+    return st_fail(err, ST_ERR_INVALID_ARG, "init_blocks=%d and local_blocks=%d must not be negative",
+                   a->init_blocks, a->local_blocks);
+  if (a->init_blocks + a->local_blocks > a->topk)
+    return st_fail(err, ST_ERR_INVALID_ARG, "init_blocks + local_blocks = %d + %d exceeds topk=%d",
+                   a->init_blocks, a->local_blocks, a->topk);
+  if (a->q.dtype != ST_DTYPE_BF16 && a->q.dtype != ST_DTYPE_FP8_E4M3)
+    return st_fail(err, ST_ERR_INVALID_ARG, "q.dtype=%d is not bf16 (%d) or fp8_e4m3 (%d)", (int)a->q.dtype,
+                   ST_DTYPE_BF16, ST_DTYPE_FP8_E4M3);
+  if ((s = st_check_tensor(&a->q, "q", a->q.dtype, 3, err)) != ST_OK) return s;
+  const int64_t rows = a->q.shape[0], H = a->q.shape[1], D = a->q.shape[2];
+  if (rows % a->qlen)
+    return st_fail(err, ST_ERR_INVALID_ARG, "q.shape[0]=%lld is not a multiple of qlen=%d", (long long)rows,
+                   a->qlen);
+  const int64_t R = rows / a->qlen;
+  if (R > 65535)
+    return st_fail(err, ST_ERR_INVALID_ARG, "%lld requests exceed the limit of 65535", (long long)R);
+  if (H > 65535) return st_fail(err, ST_ERR_INVALID_ARG, "q.shape[1]=%lld heads exceed 65535", (long long)H);
+  if ((s = st_check_tensor(&a->k_cache, "k_cache", a->q.dtype, 3, err)) != ST_OK) return s;
+  if (a->k_cache.shape[1] != ST_BLOCK_TOKENS || a->k_cache.shape[2] != D)
+    return st_fail(err, ST_ERR_INVALID_ARG, "k_cache.shape=[%lld,%lld,%lld] must be [pages,%d,%lld]",
+                   (long long)a->k_cache.shape[0], (long long)a->k_cache.shape[1],
+                   (long long)a->k_cache.shape[2], ST_BLOCK_TOKENS, (long long)D);
+  if ((s = st_check_tensor(&a->block_table, "block_table", ST_DTYPE_INT32, 2, err)) != ST_OK) return s;
+  if (a->block_table.shape[0] != R)
+    return st_fail(err, ST_ERR_INVALID_ARG, "block_table.shape[0]=%lld must equal the %lld requests",
+                   (long long)a->block_table.shape[0], (long long)R);
+  if ((s = st_check_tensor(&a->seq_lens, "seq_lens", ST_DTYPE_INT32, 1, err)) != ST_OK) return s;
+  if (a->seq_lens.shape[0] != R)
+    return st_fail(err, ST_ERR_INVALID_ARG, "seq_lens.shape[0]=%lld must equal the %lld requests",
+                   (long long)a->seq_lens.shape[0], (long long)R);
+  if ((s = st_check_tensor(&a->topk_idx, "topk_idx", ST_DTYPE_INT32, 3, err)) != ST_OK) return s;
+  if (a->topk_idx.shape[0] != H || a->topk_idx.shape[1] != rows || a->topk_idx.shape[2] != a->topk)
+    return st_fail(err, ST_ERR_INVALID_ARG, "topk_idx.shape=[%lld,%lld,%lld] must be [H=%lld, R*qlen=%lld, topk=%d]",
+                   (long long)a->topk_idx.shape[0], (long long)a->topk_idx.shape[1],
+                   (long long)a->topk_idx.shape[2], (long long)H, (long long)rows, a->topk);
+  const int64_t cap = a->block_table.shape[1] * ST_BLOCK_TOKENS;
+  if (a->max_context < 1 || a->max_context > cap)
+    return st_fail(err, ST_ERR_INVALID_ARG, "max_context=%d is outside 1..%lld (block_table columns x %d)",
+                   a->max_context, (long long)cap, ST_BLOCK_TOKENS);
+  /* 16-byte vector loads of q and K rows. */
+  if ((s = st_check_vector_rows(&a->q, "q", 16, err)) != ST_OK) return s;
+  if ((s = st_check_vector_rows(&a->k_cache, "k_cache", 16, err)) != ST_OK) return s;
+  return ST_OK;
+}
+
+st_status st_index_decode_check_fit(const st_index_decode_config *cfg, const st_index_decode_args *a,
+                                    st_err *err) {
+  const int64_t H = a->q.shape[1], D = a->q.shape[2];
+  if (cfg->dtype != a->q.dtype)
+    return st_fail(err, ST_ERR_NO_VARIANT, "variant is for dtype %s, call is %s", dtype_name(cfg->dtype),
+                   dtype_name(a->q.dtype));
+  if (cfg->head_dim != D)
+    return st_fail(err, ST_ERR_NO_VARIANT, "variant is for head_dim %d, call has %lld", cfg->head_dim, (long long)D);
+  if (a->topk > cfg->topk_cap)
+    return st_fail(err, ST_ERR_NO_VARIANT, "variant holds topk <= %d, call asks %d", cfg->topk_cap, a->topk);
+  if (H % cfg->heads_per_cta)
+    return st_fail(err, ST_ERR_NO_VARIANT, "variant scores %d heads per CTA, which does not divide H=%lld",
+                   cfg->heads_per_cta, (long long)H);
+  if (a->qlen > cfg->max_qlen)
+    return st_fail(err, ST_ERR_NO_VARIANT, "variant handles qlen <= %d, call has %d", cfg->max_qlen, a->qlen);
+  return ST_OK;
+}
+
+static size_t align_up(size_t x) { return (x + ST_WS_ALIGN - 1) / ST_WS_ALIGN * ST_WS_ALIGN; }
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* Split count: the variant's, or (0) enough CTAs for two per multiprocessor;
+ * never more than the blocks, and at least enough that one CTA's scores fit
+ * in shared memory. */
+static int choose_splits(const st_index_decode_config *cfg, int64_t R, int64_t groups, int64_t max_blocks,
+                         int sm_count) {
+  int64_t s = cfg->splits;
+  if (s == 0) s = ceil_div(2 * (int64_t)sm_count, R * groups);
+  if (s > max_blocks) s = max_blocks;
+  const int64_t cols = (int64_t)cfg->heads_per_cta * cfg->max_qlen;
+  const int64_t min_s = ceil_div(max_blocks * cols * 4, ST_INDEX_DECODE_MAX_SMEM);
+  if (s < min_s) s = min_s;
+  return (int)(s < 1 ? 1 : s);
+}
+
+st_status st_index_decode_plan_make(const st_index_decode_config *cfg, const st_index_decode_args *a,
+                                    int sm_count, st_index_decode_plan *plan, st_err *err) {
+  memset(plan, 0, sizeof *plan);
+  const int64_t rows = a->q.shape[0], H = a->q.shape[1];
+  const int64_t R = rows / a->qlen, groups = H / cfg->heads_per_cta;
+  const int64_t max_blocks = ceil_div(a->max_context, ST_BLOCK_TOKENS);
+  const int splits = choose_splits(cfg, R, groups, max_blocks, sm_count > 0 ? sm_count : 1);
+  const int64_t chunk_cap = ceil_div(max_blocks, splits);
+  const int64_t cols = (int64_t)cfg->heads_per_cta * cfg->max_qlen;
+  const int64_t warps = cfg->threads / 32;
+  const int direct = cfg->algo == ST_INDEX_DECODE_SINGLE && splits == 1;
+  const int64_t merge_keys = (warps < cols ? warps : cols) * splits * cfg->topk_cap;
+  int64_t smem = cols * chunk_cap * 4;
+  if (cfg->algo == ST_INDEX_DECODE_SINGLE && !direct && merge_keys * 4 > smem) smem = merge_keys * 4;
+  if (smem > ST_INDEX_DECODE_MAX_SMEM || merge_keys * 4 > ST_INDEX_DECODE_MAX_SMEM)
+    return st_fail(err, ST_ERR_UNSUPPORTED,
+                   "max_context=%d needs %lld bytes of shared memory with %d splits (limit %d)", a->max_context,
+                   (long long)(smem > merge_keys * 4 ? smem : merge_keys * 4), splits, ST_INDEX_DECODE_MAX_SMEM);
+
+  st_index_decode_params *p = &plan->params;
+  p->q = a->q.data;
+  p->k_cache = a->k_cache.data;
+  p->block_table = a->block_table.data;
+  p->seq_lens = a->seq_lens.data;
+  p->topk_idx = a->topk_idx.data;
+  p->q_stride_row = a->q.stride[0];
+  p->q_stride_head = a->q.stride[1];
+  p->k_stride_page = a->k_cache.stride[0];
+  p->k_stride_token = a->k_cache.stride[1];
+  p->bt_stride = a->block_table.stride[0];
+  p->out_stride_head = a->topk_idx.stride[0];
+  p->out_stride_row = a->topk_idx.stride[1];
+  p->num_requests = (int32_t)R;
+  p->qlen = a->qlen;
+  p->num_heads = (int32_t)H;
+  p->topk = a->topk;
+  p->init_blocks = a->init_blocks;
+  p->local_blocks = a->local_blocks;
+  p->max_blocks = (int32_t)max_blocks;
+  p->splits = splits;
+  p->chunk_cap = (int32_t)chunk_cap;
+
+  size_t off = 0;
+  if (cfg->algo == ST_INDEX_DECODE_SINGLE && !direct) {
+    plan->counters_offset = off;
+    off = align_up(off + (size_t)(R * groups) * 4);
+  }
+  if (!direct) {
+    const size_t cand = (size_t)R * (size_t)H * (size_t)a->qlen * (size_t)splits * (size_t)cfg->topk_cap;
+    plan->cand_key_offset = off;
+    off = align_up(off + cand * 4);
+    plan->cand_idx_offset = off;
+    off = align_up(off + cand * 4);
+  }
+  plan->workspace_bytes = off;
+  plan->grid[0] = (unsigned)splits;
+  plan->grid[1] = (unsigned)R;
+  plan->grid[2] = (unsigned)groups;
+  plan->block = (unsigned)cfg->threads;
+  plan->smem_bytes = (unsigned)smem;
+  plan->splits = splits;
+  if (cfg->algo == ST_INDEX_DECODE_SPLIT) {
+    plan->merge_grid[0] = (unsigned)R;
+    plan->merge_grid[1] = (unsigned)groups;
+    plan->merge_grid[2] = 1;
+    plan->merge_block = (unsigned)cfg->threads;
+    plan->merge_smem_bytes = (unsigned)(merge_keys * 4);
+  }
+  return ST_OK;
+}
+
+static st_status launch_one(const st_cu *cu, CUfunction fn, const unsigned grid[3], unsigned block, unsigned smem,
+                            st_index_decode_params *params, CUstream stream, st_err *err) {
+  if (smem > 48 * 1024)
+    ST_CU_TRY(cu, cu->cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem), err);
+  void *kargs[] = {params};
+  ST_CU_TRY(cu, cu->cuLaunchKernel(fn, grid[0], grid[1], grid[2], block, 1, 1, smem, stream, kargs, NULL), err);
+  return ST_OK;
+}
+
+st_status st_index_decode_launch(const st_cu *cu, CUfunction main_fn, CUfunction merge_fn,
+                                 const st_index_decode_plan *plan, void *workspace, size_t workspace_bytes,
+                                 CUstream stream, st_err *err) {
+  if (!main_fn) return st_fail(err, ST_ERR_INVALID_ARG, "index_decode main kernel is NULL");
+  if (plan->merge_block && !merge_fn)
+    return st_fail(err, ST_ERR_INVALID_ARG, "index_decode split variant needs its merge kernel");
+  if (plan->workspace_bytes > 0 && (!workspace || workspace_bytes < plan->workspace_bytes))
+    return st_fail(err, ST_ERR_WORKSPACE, "workspace of %zu bytes at %p is smaller than the %zu bytes needed",
+                   workspace ? workspace_bytes : 0, workspace, plan->workspace_bytes);
+  st_index_decode_params params = plan->params;
+  char *ws = workspace;
+  if (plan->workspace_bytes > 0) {
+    params.counters = (uint32_t *)(ws + plan->counters_offset);
+    params.cand_key = (uint32_t *)(ws + plan->cand_key_offset);
+    params.cand_idx = (int32_t *)(ws + plan->cand_idx_offset);
+  }
+  st_status s = launch_one(cu, main_fn, plan->grid, plan->block, plan->smem_bytes, &params, stream, err);
+  if (s != ST_OK || !plan->merge_block) return s;
+  return launch_one(cu, merge_fn, plan->merge_grid, plan->merge_block, plan->merge_smem_bytes, &params, stream, err);
+}
+
+st_status st_index_decode_dispatch_key(const st_index_decode_args *a, char *key, size_t cap, st_params *fields,
+                                       st_err *err) {
+  const long long R = a->q.shape[0] / (a->qlen > 0 ? a->qlen : 1);
+  const char *dt = dtype_name(a->q.dtype);
+  int n = snprintf(key, cap, "%s:B=%lld,D=%lld,H=%lld,dtype=%s,qlen=%d,topk=%d", ST_INDEX_DECODE_OP, R,
+                   (long long)a->q.shape[2], (long long)a->q.shape[1], dt, a->qlen, a->topk);
+  if (n < 0 || (size_t)n >= cap) return st_fail(err, ST_ERR_INVALID_ARG, "dispatch key buffer too small");
+  if (!fields) return ST_OK;
+  fields->n = 0;
+  st_status s;
+  if ((s = st_params_set_int(fields, "B", R, err)) || (s = st_params_set_int(fields, "D", a->q.shape[2], err)) ||
+      (s = st_params_set_int(fields, "H", a->q.shape[1], err)) || (s = st_params_set(fields, "dtype", dt, err)) ||
+      (s = st_params_set_int(fields, "qlen", a->qlen, err)) || (s = st_params_set_int(fields, "topk", a->topk, err)))
+    return s;
+  return ST_OK;
+}

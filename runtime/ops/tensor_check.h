@@ -1,0 +1,19 @@
+/* ops/tensor_check.h - argument checks every op launcher shares. */
+#ifndef ST_OPS_TENSOR_CHECK_H
+#define ST_OPS_TENSOR_CHECK_H
+
+#include "error.h"
+#include "sparsetune.h"
+
+/* Bytes of one element of `d` (0 for an unknown dtype). */
+int st_dtype_bytes(st_dtype d);
+
+/* `t` (called `name` in messages) has dtype `dtype`, `ndim` dims, positive
+ * shape, non-negative strides, innermost stride 1, and non-NULL data. */
+st_status st_check_tensor(const st_tensor *t, const char *name, st_dtype dtype, int ndim, st_err *err);
+
+/* Every row of `t` (innermost dim) starts `align`-byte aligned and its length
+ * in bytes is a multiple of `align`: base pointer and all outer strides. */
+st_status st_check_vector_rows(const st_tensor *t, const char *name, int align, st_err *err);
+
+#endif

@@ -1,0 +1,32 @@
+// mma.cuh - the warp-level tensor-core products the scoring loops use.
+//
+// Both compute D[16x8] += A[16xK] * B[Kx8] in fp32, A row-major, B
+// column-major, per the PTX fragment layouts (g = lane/4, c = lane%4):
+//   A regs: a0 = row g, a1 = row g+8, a2 = row g (upper k half), a3 = row g+8 (upper)
+//   B regs: b0 = col g (lower k half), b1 = col g (upper k half)
+//   C regs: c0,c1 = row g, cols 2c,2c+1; c2,c3 = row g+8, cols 2c,2c+1
+// Because A and B take their k slots from the same c, a k permutation applied
+// to both leaves the product unchanged: callers load 16 contiguous bytes per
+// lane and hand registers over without shuffling.
+#ifndef ST_MMA_CUH
+#define ST_MMA_CUH
+
+// bf16 x bf16, K = 16: each register holds 2 bf16.
+__device__ __forceinline__ void st_mma_bf16_16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                                  uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// e4m3 x e4m3, K = 32: each register holds 4 fp8 (sm_89 and later).
+__device__ __forceinline__ void st_mma_e4m3_16832(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                                  uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 "
+               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+#endif // ST_MMA_CUH

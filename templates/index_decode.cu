@@ -1,0 +1,297 @@
+// index_decode.cu - lightning-indexer block selection for a decode batch.
+//
+// For request r, index head h and query token t (position p = seq - qlen + t,
+// nb = p/128 + 1 visible blocks), score[j] = max over positions pos <= p of
+// block j of dot(q[r,t,h], k[pos]); keep the init_blocks first and the
+// local_blocks last visible blocks, then the highest-scoring others, up to
+// min(topk, nb) ids (rest -1). The index-K cache is shared by all heads.
+//
+// Grid (splits, R, H / HEADS_PER_CTA); THREADS threads. CTA (s, r, g) scores
+// the s-th of `splits` equal slices of request r's visible blocks for the
+// HEADS_PER_CTA heads of group g and all qlen tokens ("columns" = heads x
+// tokens, at most 16): K rows are read once per CTA and multiplied against
+// every column with tensor-core mma (bf16 m16n8k16, or e4m3 m16n8k32).
+// A warp handles one 16-token tile of a block per step ("unit"); the max over
+// a tile's rows reduces in registers and shuffles, the max over a block's 8
+// tiles by atomicMax on integer keys in shared memory. Each CTA then keeps,
+// per column, its slice's best non-forced blocks (radix select by one warp).
+//   single: the last CTA of (r, g) to finish merges all slices' candidates
+//           and writes topk_idx (one launch; counters reset by that CTA).
+//   split:  candidates go to the workspace; st_index_decode_merge merges.
+// With one split and the single algorithm the CTA writes topk_idx directly.
+//
+// Bytes: the visible K rows once per head group (R * nb * 128 * D * elem);
+// q, block table and candidates are small. FLOPs: 2 * 128 * D * columns per
+// visible block, on tensor cores: the op is bandwidth-bound.
+
+constexpr int IS_FP8 = ${is_fp8};
+constexpr int HEAD_DIM = ${head_dim};
+constexpr int TOPK_CAP = ${topk};
+constexpr int HEADS_PER_CTA = ${heads_per_cta};
+constexpr int MAX_QLEN = ${max_qlen};
+constexpr int THREADS = ${threads};
+constexpr int UNITS = ${units_in_flight};
+constexpr int ALGO_SPLIT = ${algo_split};
+
+#include "index_decode.h"
+#include "common/load.cuh"
+#include "common/mma.cuh"
+#include "common/score_key.cuh"
+#include "common/warp_topk.cuh"
+
+constexpr int BLOCK_TOKENS = 128;
+constexpr int TILES_PER_BLOCK = BLOCK_TOKENS / 16;
+constexpr int WARPS = THREADS / 32;
+constexpr int ELEM_BYTES = IS_FP8 ? 1 : 2;
+constexpr int ROW_BYTES = HEAD_DIM * ELEM_BYTES;
+// A chunk is the 64 bytes of a row that 4 lanes load with 16 bytes each; it
+// feeds two mma k-steps.
+constexpr int CHUNKS = ROW_BYTES / 64;
+constexpr int MAX_COLS = HEADS_PER_CTA * MAX_QLEN;
+constexpr int NTILES = (MAX_COLS + 7) / 8;
+
+static_assert(THREADS % 32 == 0 && THREADS >= 64, "whole warps");
+static_assert(ROW_BYTES % 64 == 0, "rows of whole 64-byte chunks");
+static_assert(MAX_COLS <= 16, "at most two mma column tiles");
+
+struct st_column {
+  int head;   // index head
+  int row;    // row of q / topk_idx (r * qlen + t)
+  int pos;    // absolute position of the query token (-1 and below: none)
+  int nb;     // visible blocks
+  int lo, hi; // forced blocks are [0, lo) and [hi, nb)
+  int want;   // ids to output: min(topk, nb)
+  int free;   // of which chosen by score: want - forced
+};
+
+__device__ __forceinline__ st_column st_make_column(const st_index_decode_params &p, int r, int g, int n,
+                                                     int seq) {
+  st_column c;
+  const int t = n % p.qlen;
+  c.head = g * HEADS_PER_CTA + n / p.qlen;
+  c.row = r * p.qlen + t;
+  c.pos = seq - p.qlen + t;
+  c.nb = c.pos >= 0 ? min(c.pos / BLOCK_TOKENS + 1, p.max_blocks) : 0;
+  c.lo = min(p.init_blocks, c.nb);
+  c.hi = max(c.nb - p.local_blocks, c.lo);
+  c.want = min(p.topk, c.nb);
+  c.free = c.want - (c.lo + (c.nb - c.hi));
+  return c;
+}
+
+__device__ __forceinline__ bool st_forced(const st_column &c, int j) { return j < c.lo || j >= c.hi; }
+
+// Writes the forced ids of a column into slots [0, forced) and -1 into
+// [used, topk): `used` = forced + the ids chosen by score (already written).
+__device__ void st_write_forced_and_pad(const st_index_decode_params &p, const st_column &c, int chosen) {
+  int32_t *out = p.topk_idx + (int64_t)c.head * p.out_stride_head + (int64_t)c.row * p.out_stride_row;
+  const int lane = threadIdx.x & 31;
+  const int forced = c.lo + (c.nb - c.hi);
+  for (int i = lane; i < forced; i += 32) out[i] = i < c.lo ? i : c.hi + (i - c.lo);
+  for (int i = forced + chosen + lane; i < p.topk; i += 32) out[i] = -1;
+}
+
+__device__ __forceinline__ int32_t *st_out_row(const st_index_decode_params &p, const st_column &c) {
+  return p.topk_idx + (int64_t)c.head * p.out_stride_head + (int64_t)c.row * p.out_stride_row;
+}
+
+// A padding request (seq_len <= 0) gets -1 everywhere and touches nothing else.
+__device__ void st_write_padding(const st_index_decode_params &p, int r, int g) {
+  const int ncols = HEADS_PER_CTA * p.qlen;
+  for (int n = 0; n < ncols; n++) {
+    const int t = n % p.qlen;
+    int32_t *out = p.topk_idx + (int64_t)(g * HEADS_PER_CTA + n / p.qlen) * p.out_stride_head +
+                   (int64_t)(r * p.qlen + t) * p.out_stride_row;
+    for (int i = threadIdx.x; i < p.topk; i += THREADS) out[i] = -1;
+  }
+}
+
+// Merges the candidates of all splits of (r, g) for every column and writes
+// topk_idx. `buf` holds splits * TOPK_CAP keys per merging warp.
+__device__ void st_merge_columns(const st_index_decode_params &p, int r, int g, int seq, uint32_t *buf,
+                                 uint32_t *hist) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  const int ncols = HEADS_PER_CTA * p.qlen;
+  const int n = p.splits * TOPK_CAP;
+  for (int col = warp; col < ncols; col += WARPS) {
+    const st_column c = st_make_column(p, r, g, col, seq);
+    const int64_t base = (((int64_t)r * p.num_heads + c.head) * p.qlen + col % p.qlen) * n;
+    for (int i = lane; i < n; i += 32) buf[i] = st_ld_l2_u32(p.cand_key + base + i);
+    __syncwarp();
+    int32_t *out = st_out_row(p, c);
+    const int forced = c.lo + (c.nb - c.hi);
+    const int got = st_warp_topk(buf, n, c.free, hist, [&](int i, int slot) {
+      out[forced + slot] = st_ld_l2_i32(p.cand_idx + base + i);
+    });
+    st_write_forced_and_pad(p, c, got);
+    __syncwarp();
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS) st_index_decode_main(const st_index_decode_params p) {
+  extern __shared__ uint32_t s_dyn[]; // [MAX_COLS][chunk_cap] score keys; reused by the merge
+  __shared__ uint32_t s_hist[WARPS][256];
+  __shared__ int s_last;
+
+  const int split = blockIdx.x, r = blockIdx.y, g = blockIdx.z;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  const int seq = p.seq_lens[r];
+  if (seq <= 0) {
+    if (!ALGO_SPLIT && split == 0) st_write_padding(p, r, g);
+    return;
+  }
+  const int qlen = p.qlen;
+  const int ncols = HEADS_PER_CTA * qlen;
+  const int nb_all = min((seq - 1) / BLOCK_TOKENS + 1, p.max_blocks); // blocks of the last token
+  const int chunk = min((nb_all + p.splits - 1) / p.splits, p.chunk_cap);
+  const int j0 = min(split * chunk, nb_all);
+  const int nloc = min(chunk, nb_all - j0);
+
+  for (int i = threadIdx.x; i < ncols * chunk; i += THREADS) s_dyn[i] = 0u;
+
+  // q fragments: lane (gq = lane/4, cq = lane%4) holds column nt*8+gq,
+  // bytes [ch*64 + cq*16, +16) of its row, the same bytes its A loads cover.
+  const int gq = lane >> 2, cq = lane & 3;
+  uint4 qf[NTILES][CHUNKS];
+#pragma unroll
+  for (int nt = 0; nt < NTILES; nt++) {
+    const int n = nt * 8 + gq;
+    const char *qrow = nullptr;
+    if (n < ncols) {
+      const int h = g * HEADS_PER_CTA + n / qlen, t = n % qlen;
+      qrow = (const char *)p.q + ((int64_t)(r * qlen + t) * p.q_stride_row + (int64_t)h * p.q_stride_head) * ELEM_BYTES;
+    }
+#pragma unroll
+    for (int ch = 0; ch < CHUNKS; ch++)
+      qf[nt][ch] = qrow ? *(const uint4 *)(qrow + ch * 64 + cq * 16) : make_uint4(0, 0, 0, 0);
+  }
+  // Position limit of each accumulator column this lane holds (2 per tile).
+  int col_pos[NTILES][2];
+#pragma unroll
+  for (int nt = 0; nt < NTILES; nt++)
+#pragma unroll
+    for (int cc = 0; cc < 2; cc++) {
+      const int n = nt * 8 + 2 * cq + cc;
+      col_pos[nt][cc] = n < ncols ? seq - qlen + n % qlen : -1;
+    }
+  __syncthreads();
+
+  const int32_t *bt = p.block_table + (int64_t)r * p.bt_stride + j0;
+  const char *kbase = (const char *)p.k_cache;
+  const int nunits = nloc * TILES_PER_BLOCK;
+  for (int base = warp; base < nunits; base += WARPS * UNITS) {
+    uint4 a[UNITS][CHUNKS][2];
+#pragma unroll
+    for (int u = 0; u < UNITS; u++) {
+      const int unit = base + u * WARPS;
+      if (unit < nunits) {
+        const int page = bt[unit / TILES_PER_BLOCK];
+        const int tok = (unit % TILES_PER_BLOCK) * 16 + gq;
+        const char *row0 = kbase + ((int64_t)page * p.k_stride_page + (int64_t)tok * p.k_stride_token) * ELEM_BYTES;
+        const char *row1 = row0 + (int64_t)8 * p.k_stride_token * ELEM_BYTES;
+#pragma unroll
+        for (int ch = 0; ch < CHUNKS; ch++) {
+          a[u][ch][0] = st_ld_stream16(row0 + ch * 64 + cq * 16);
+          a[u][ch][1] = st_ld_stream16(row1 + ch * 64 + cq * 16);
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < UNITS; u++) {
+      const int unit = base + u * WARPS;
+      if (unit >= nunits) break;
+      float acc[NTILES][4];
+#pragma unroll
+      for (int nt = 0; nt < NTILES; nt++) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+#pragma unroll
+      for (int ch = 0; ch < CHUNKS; ch++) {
+        const uint4 lo = a[u][ch][0], hi = a[u][ch][1];
+#pragma unroll
+        for (int nt = 0; nt < NTILES; nt++) {
+          if (nt * 8 >= ncols) break;
+          const uint4 b = qf[nt][ch];
+          if (IS_FP8) {
+            st_mma_e4m3_16832(acc[nt], lo.x, hi.x, lo.y, hi.y, b.x, b.y);
+            st_mma_e4m3_16832(acc[nt], lo.z, hi.z, lo.w, hi.w, b.z, b.w);
+          } else {
+            st_mma_bf16_16816(acc[nt], lo.x, hi.x, lo.y, hi.y, b.x, b.y);
+            st_mma_bf16_16816(acc[nt], lo.z, hi.z, lo.w, hi.w, b.z, b.w);
+          }
+        }
+      }
+      const int jl = unit / TILES_PER_BLOCK;
+      const int pos0 = (j0 + jl) * BLOCK_TOKENS + (unit % TILES_PER_BLOCK) * 16 + gq;
+#pragma unroll
+      for (int nt = 0; nt < NTILES; nt++) {
+        if (nt * 8 >= ncols) break;
+#pragma unroll
+        for (int cc = 0; cc < 2; cc++) {
+          const int lim = col_pos[nt][cc];
+          uint32_t key = pos0 <= lim ? st_score_key(acc[nt][cc]) : 0u;
+          if (pos0 + 8 <= lim) key = max(key, st_score_key(acc[nt][2 + cc]));
+          key = max(key, __shfl_xor_sync(0xffffffffu, key, 4));
+          key = max(key, __shfl_xor_sync(0xffffffffu, key, 8));
+          key = max(key, __shfl_xor_sync(0xffffffffu, key, 16));
+          const int n = nt * 8 + 2 * cq + cc;
+          if (gq == 0 && key != 0u && n < ncols) atomicMax(&s_dyn[n * chunk + jl], key);
+        }
+      }
+    }
+  }
+  __syncthreads();
+
+  // Per column: this slice's best non-forced blocks.
+  const bool direct = !ALGO_SPLIT && p.splits == 1;
+  for (int col = warp; col < ncols; col += WARPS) {
+    const st_column c = st_make_column(p, r, g, col, seq);
+    uint32_t *keys = s_dyn + col * chunk;
+    for (int i = lane; i < nloc; i += 32)
+      if (st_forced(c, j0 + i)) keys[i] = 0u;
+    __syncwarp();
+    if (direct) {
+      int32_t *out = st_out_row(p, c);
+      const int forced = c.lo + (c.nb - c.hi);
+      const int got = st_warp_topk(keys, nloc, c.free, s_hist[warp],
+                                   [&](int i, int slot) { out[forced + slot] = j0 + i; });
+      st_write_forced_and_pad(p, c, got);
+    } else {
+      const int n = p.splits * TOPK_CAP;
+      const int64_t base = (((int64_t)r * p.num_heads + c.head) * qlen + col % qlen) * n + split * TOPK_CAP;
+      uint32_t *ck = p.cand_key + base;
+      int32_t *ci = p.cand_idx + base;
+      const int got = st_warp_topk(keys, nloc, c.free, s_hist[warp], [&](int i, int slot) {
+        ck[slot] = keys[i];
+        ci[slot] = j0 + i;
+      });
+      for (int i = got + lane; i < TOPK_CAP; i += 32) ck[i] = 0u;
+    }
+  }
+  if (direct || ALGO_SPLIT) return;
+
+  // single: the last CTA of (r, g) to get here merges.
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const uint32_t done = atomicAdd(&p.counters[r * gridDim.z + g], 1u);
+    s_last = done == (uint32_t)p.splits - 1;
+  }
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();
+  st_merge_columns(p, r, g, seq, s_dyn + warp * (p.splits * TOPK_CAP), s_hist[warp]);
+  if (threadIdx.x == 0) p.counters[r * gridDim.z + g] = 0u; // ready for the next launch
+}
+
+// split: grid (R, H / HEADS_PER_CTA), THREADS threads; dynamic shared memory
+// holds splits * TOPK_CAP keys per warp.
+extern "C" __global__ void __launch_bounds__(THREADS) st_index_decode_merge(const st_index_decode_params p) {
+  extern __shared__ uint32_t s_dyn[];
+  __shared__ uint32_t s_hist[WARPS][256];
+  const int r = blockIdx.x, g = blockIdx.y, warp = threadIdx.x / 32;
+  const int seq = p.seq_lens[r];
+  if (seq <= 0) {
+    st_write_padding(p, r, g);
+    return;
+  }
+  st_merge_columns(p, r, g, seq, s_dyn + warp * (p.splits * TOPK_CAP), s_hist[warp]);
+}
