@@ -112,3 +112,24 @@ int st_params_to_json(const st_params *ps, char *buf, size_t cap) {
   buf[len] = '\0';
   return (int)len;
 }
+
+st_status st_params_parse_key(const char *key, st_params *out, st_err *err) {
+  out->n = 0;
+  const char *colon = strchr(key, ':');
+  const char *p = colon ? colon + 1 : key;
+  while (*p) {
+    const char *comma = strchr(p, ',');
+    const size_t len = comma ? (size_t)(comma - p) : strlen(p);
+    char field[ST_PARAM_KEY_MAX + ST_PARAM_VAL_MAX + 2];
+    if (len >= sizeof field) return st_fail(err, ST_ERR_INVALID_ARG, "key field '%.40s...' is too long", p);
+    memcpy(field, p, len);
+    field[len] = '\0';
+    char *eq = strchr(field, '=');
+    if (!eq || eq == field) return st_fail(err, ST_ERR_INVALID_ARG, "key field '%s' is not name=value", field);
+    *eq = '\0';
+    st_status s = st_params_set(out, field, eq + 1, err);
+    if (s != ST_OK) return s;
+    p += len + (comma ? 1 : 0);
+  }
+  return ST_OK;
+}

@@ -40,4 +40,8 @@ st_status st_params_get_int(const st_params *ps, const char *key, long long lo,
  * the length written (excluding NUL) or -1 if `cap` is too small. */
 int st_params_to_json(const st_params *ps, char *buf, size_t cap);
 
+/* Reads the fields of a canonical key "op:k1=v1,k2=v2" (the part after the
+ * first ':'; the whole text if there is none) into `out`. */
+st_status st_params_parse_key(const char *key, st_params *out, st_err *err);
+
 #endif

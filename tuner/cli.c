@@ -1,0 +1,245 @@
+#include "cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+volatile sig_atomic_t st_cli_stop = 0;
+
+static void on_signal(int sig) {
+  if (st_cli_stop) _exit(128 + sig);
+  st_cli_stop = 1;
+}
+
+void st_cli_catch_signals(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+}
+
+void st_cli_error(const st_cli *cli, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "sparsetune %s: ", cli && cli->cmd ? cli->cmd : "");
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
+static int parse_ll(const st_cli *cli, const char *name, const char *text, long long lo, long long hi,
+                    long long *out) {
+  char *end = NULL;
+  errno = 0;
+  long long v = strtoll(text, &end, 10);
+  if (errno || end == text || *end || v < lo || v > hi) {
+    st_cli_error(cli, "--%s=%s is not a whole number in %lld..%lld", name, text, lo, hi);
+    return -2;
+  }
+  *out = v;
+  return 0;
+}
+
+int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_cli *cli) {
+  memset(cli, 0, sizeof *cli);
+  cli->cmd = argv[0];
+  cli->db_path = ST_DEFAULT_DB;
+  cli->suite = ST_DEFAULT_SUITE;
+  cli->threshold = 0.05;
+  cli->seed = 20261122;
+  static const struct option opts[] = {
+      {"db", required_argument, 0, 'd'},     {"suite", required_argument, 0, 's'},
+      {"op", required_argument, 0, 'o'},     {"arch", required_argument, 0, 'a'},
+      {"device", required_argument, 0, 'g'}, {"jobs", required_argument, 0, 'j'},
+      {"json", no_argument, 0, 'J'},         {"new", no_argument, 0, 'n'},
+      {"seed", required_argument, 0, 'S'},   {"base", required_argument, 0, 'b'},
+      {"head", required_argument, 0, 'H'},   {"threshold", required_argument, 0, 't'},
+      {"print", no_argument, 0, 'p'},        {"help", no_argument, 0, 'h'},
+      {0, 0, 0, 0}};
+  static const struct {
+    int c;
+    unsigned flag;
+  } need[] = {{'d', ST_OPT_DB},      {'s', ST_OPT_SUITE},   {'o', ST_OPT_OP},      {'a', ST_OPT_ARCH},
+              {'g', ST_OPT_DEVICE},  {'j', ST_OPT_JOBS},    {'J', ST_OPT_JSON},    {'n', ST_OPT_FRESH},
+              {'S', ST_OPT_SEED},    {'b', ST_OPT_REGRESS}, {'H', ST_OPT_REGRESS}, {'t', ST_OPT_REGRESS},
+              {'p', ST_OPT_PRINT}};
+  optind = 1;
+  opterr = 0;
+  int c;
+  long long v;
+  while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+    if (c == 'h') {
+      fputs(usage, stdout);
+      return -1;
+    }
+    if (c == '?' || c == ':') {
+      st_cli_error(cli, c == ':' ? "option %s needs a value (see --help)" : "unknown option %s (see --help)",
+                   argv[optind - 1]);
+      return -2;
+    }
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
+      if (need[i].c == c && !(allowed & need[i].flag)) {
+        st_cli_error(cli, "option %s does not apply to this command (see --help)", argv[optind - 1]);
+        return -2;
+      }
+    switch (c) {
+    case 'd': cli->db_path = optarg; break;
+    case 's': cli->suite = optarg; break;
+    case 'o': cli->op = optarg; break;
+    case 'a': cli->arch = optarg; break;
+    case 'J': cli->json = 1; break;
+    case 'n': cli->fresh = 1; break;
+    case 'p': cli->print_source = 1; break;
+    case 'g':
+      if (parse_ll(cli, "device", optarg, 0, 63, &v)) return -2;
+      cli->device = (int)v;
+      break;
+    case 'j':
+      if (parse_ll(cli, "jobs", optarg, 1, 256, &v)) return -2;
+      cli->jobs = (int)v;
+      break;
+    case 'S':
+      if (parse_ll(cli, "seed", optarg, 0, (long long)(~0ULL >> 1), &v)) return -2;
+      cli->seed = (unsigned long long)v;
+      break;
+    case 'b':
+      if (parse_ll(cli, "base", optarg, 1, (long long)(~0ULL >> 1), &cli->base)) return -2;
+      break;
+    case 'H':
+      if (parse_ll(cli, "head", optarg, 1, (long long)(~0ULL >> 1), &cli->head)) return -2;
+      break;
+    case 't': {
+      char *end = NULL;
+      cli->threshold = strtod(optarg, &end);
+      if (end == optarg || *end || !(cli->threshold >= 0 && cli->threshold < 10)) {
+        st_cli_error(cli, "--threshold=%s is not a fraction in 0..10 (0.05 = 5%%)", optarg);
+        return -2;
+      }
+      break;
+    }
+    }
+  }
+  if (optind < argc && (allowed & ST_OPT_RUN)) {
+    cli->what = argv[optind++];
+    if (optind < argc) {
+      if (parse_ll(cli, "run", argv[optind], 1, (long long)(~0ULL >> 1), &cli->run)) return -2;
+      optind++;
+    }
+  }
+  if (optind < argc) {
+    st_cli_error(cli, "unexpected argument '%s' (see --help)", argv[optind]);
+    return -2;
+  }
+  if (!*cli->db_path) {
+    st_cli_error(cli, "--db needs a file name");
+    return -2;
+  }
+  return 0;
+}
+
+int st_cli_open(const st_cli *cli, st_gen **gen, st_db **db) {
+  st_err err = {{0}};
+  if (gen && st_gen_open(NULL, NULL, gen, &err) != ST_OK) {
+    st_cli_error(cli, "generator: %s", err.msg);
+    return ST_EXIT_FAIL;
+  }
+  if (db && st_db_open(cli->db_path, ST_DB_READWRITE, db, &err) != ST_OK) {
+    st_cli_error(cli, "%s", err.msg);
+    if (gen) {
+      st_gen_close(*gen);
+      *gen = NULL;
+    }
+    return ST_EXIT_FAIL;
+  }
+  return ST_EXIT_OK;
+}
+
+void st_cli_suite_free(st_cli_suite *s) {
+  free(s->shapes);
+  st_gen_free_variants(s->variants, s->nvariants);
+  memset(s, 0, sizeof *s);
+}
+
+/* Appends the variants of `op` for the suite's shapes of that op. */
+static st_status add_op_variants(st_gen *gen, const char *op, st_cli_suite *s, st_err *err) {
+  st_shape *mine = malloc(sizeof *mine * (size_t)s->nshapes);
+  if (!mine) return st_fail(err, ST_ERR_NOMEM, "out of host memory");
+  int n = 0;
+  for (int i = 0; i < s->nshapes; i++)
+    if (strcmp(s->shapes[i].op, op) == 0) mine[n++] = s->shapes[i];
+  st_gen_variant *v = NULL;
+  int nv = 0;
+  st_status st = st_gen_variants(gen, op, mine, n, &v, &nv, err);
+  free(mine);
+  if (st != ST_OK) return st;
+  st_gen_variant *all = realloc(s->variants, sizeof *all * (size_t)(s->nvariants + nv));
+  if (!all) {
+    st_gen_free_variants(v, nv);
+    return st_fail(err, ST_ERR_NOMEM, "out of host memory");
+  }
+  memcpy(all + s->nvariants, v, sizeof *v * (size_t)nv);
+  free(v); /* the sources moved into `all` */
+  s->variants = all;
+  s->nvariants += nv;
+  return ST_OK;
+}
+
+static st_status store_suite(st_db *db, const st_cli_suite *s, st_err *err) {
+  st_status st = st_db_begin(db, err);
+  if (st != ST_OK) return st;
+  for (int i = 0; i < s->nvariants && st == ST_OK; i++) {
+    const st_gen_variant *v = &s->variants[i];
+    st = st_db_put_source(db, v->row.source_hash, v->row.op, &v->row.kernel, v->source, err);
+    if (st == ST_OK) st = st_db_put_variant(db, &v->row, err);
+  }
+  for (int i = 0; i < s->nshapes && st == ST_OK; i++)
+    st = st_db_put_shape(db, s->shapes[i].key, s->shapes[i].op, &s->shapes[i].params, s->shapes[i].dispatch_key, err);
+  if (st != ST_OK) {
+    st_db_rollback(db);
+    return st;
+  }
+  return st_db_commit(db, err);
+}
+
+int st_cli_load_suite(const st_cli *cli, st_gen *gen, st_db *db, st_cli_suite *out) {
+  st_err err = {{0}};
+  memset(out, 0, sizeof *out);
+  if (st_gen_suite(gen, cli->suite, cli->op, &out->shapes, &out->nshapes, &err) != ST_OK) {
+    st_cli_error(cli, "%s", err.msg);
+    return ST_EXIT_USAGE;
+  }
+  if (out->nshapes == 0) {
+    st_cli_error(cli, "suite '%s' has no shapes%s%s", cli->suite, cli->op ? " for op " : "", cli->op ? cli->op : "");
+    st_cli_suite_free(out);
+    return ST_EXIT_USAGE;
+  }
+  /* Each op of the suite once, in order of first appearance. */
+  for (int i = 0; i < out->nshapes; i++) {
+    int seen = 0;
+    for (int j = 0; j < i; j++) seen |= strcmp(out->shapes[j].op, out->shapes[i].op) == 0;
+    if (!seen && add_op_variants(gen, out->shapes[i].op, out, &err) != ST_OK) {
+      st_cli_error(cli, "%s", err.msg);
+      st_cli_suite_free(out);
+      return ST_EXIT_FAIL;
+    }
+  }
+  if (db && store_suite(db, out, &err) != ST_OK) {
+    st_cli_error(cli, "%s", err.msg);
+    st_cli_suite_free(out);
+    return ST_EXIT_FAIL;
+  }
+  return ST_EXIT_OK;
+}
+
+void st_cli_format_duration(double seconds, char *buf, size_t cap) {
+  if (seconds < 0) seconds = 0;
+  const long s = (long)(seconds + 0.5);
+  if (s >= 3600) snprintf(buf, cap, "%ldh%02ldm", s / 3600, s / 60 % 60);
+  else if (s >= 60) snprintf(buf, cap, "%ldm%02lds", s / 60, s % 60);
+  else snprintf(buf, cap, "%lds", s);
+}

@@ -1,0 +1,96 @@
+/* cli.h - what the `sparsetune` commands share: options, the database and
+ * generator they open, the suite's shapes and variants, and messages.
+ *
+ * Exit codes: 0 success; 1 failure (or, for regress, a regression); 2 bad
+ * usage or input; 130 interrupted (the work done so far is kept). */
+#ifndef ST_CLI_H
+#define ST_CLI_H
+
+#include <signal.h>
+#include <stdio.h>
+
+#include "device_info.h"
+#include "generator.h"
+#include "st_db.h"
+
+#define ST_EXIT_OK 0
+#define ST_EXIT_FAIL 1
+#define ST_EXIT_USAGE 2
+#define ST_EXIT_INTERRUPTED 130
+
+#define ST_DEFAULT_DB "sparsetune.db"
+#define ST_DEFAULT_SUITE "m3-decode"
+#define ST_DEFAULT_ARCH "sm_90a"
+
+/* Options; each command accepts the subset named in its usage text. */
+typedef struct st_cli {
+  const char *cmd;
+  const char *db_path;
+  const char *suite;
+  const char *op;         /* NULL: every op of the suite */
+  const char *arch;       /* NULL: the GPU's, else ST_DEFAULT_ARCH */
+  int device;
+  int jobs;               /* compile threads; 0 = online CPUs */
+  int json;
+  int fresh;              /* tune: start a new run instead of resuming */
+  unsigned long long seed;
+  long long base, head;   /* regress */
+  double threshold;       /* regress */
+  const char *what;       /* show: runs | run | winners */
+  long long run;          /* show run N */
+  int print_source;       /* generate: print the rendered sources */
+} st_cli;
+
+/* Option flags a command accepts. */
+enum {
+  ST_OPT_DB = 1 << 0,
+  ST_OPT_SUITE = 1 << 1,
+  ST_OPT_OP = 1 << 2,
+  ST_OPT_ARCH = 1 << 3,
+  ST_OPT_DEVICE = 1 << 4,
+  ST_OPT_JOBS = 1 << 5,
+  ST_OPT_JSON = 1 << 6,
+  ST_OPT_FRESH = 1 << 7,
+  ST_OPT_SEED = 1 << 8,
+  ST_OPT_REGRESS = 1 << 9,
+  ST_OPT_PRINT = 1 << 10,
+  ST_OPT_RUN = 1 << 11
+};
+
+/* Parses argv (argv[0] = the command name) into `cli` with defaults set.
+ * Returns -1 after printing `usage` for --help (exit 0), -2 after a message
+ * for bad usage (exit 2), else 0. */
+int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_cli *cli);
+
+/* Prints "sparsetune <cmd>: <message>" to stderr. */
+void st_cli_error(const st_cli *cli, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Set by SIGINT/SIGTERM once st_cli_catch_signals ran; a second signal
+ * exits at once. */
+extern volatile sig_atomic_t st_cli_stop;
+void st_cli_catch_signals(void);
+
+/* The shapes of the suite (for cli->op, or all ops) and the variants of every
+ * op among them, written to the database (sources, variants, shapes) in one
+ * transaction. Frees with st_cli_suite_free. */
+typedef struct st_cli_suite {
+  st_shape *shapes;
+  int nshapes;
+  st_gen_variant *variants;
+  int nvariants;
+} st_cli_suite;
+
+int st_cli_load_suite(const st_cli *cli, st_gen *gen, st_db *db, st_cli_suite *out);
+void st_cli_suite_free(st_cli_suite *s);
+
+/* Compiles every variant of the suite for `arch` (cached ones skipped), with
+ * a progress line. Returns an exit code. */
+int st_cli_compile(const st_cli *cli, st_db *db, const st_cli_suite *s, const char *arch);
+
+/* Opens the generator and the database (read-write), printing errors. */
+int st_cli_open(const st_cli *cli, st_gen **gen, st_db **db);
+
+/* Seconds as "1m05s" / "42s". */
+void st_cli_format_duration(double seconds, char *buf, size_t cap);
+
+#endif

@@ -1,0 +1,271 @@
+/* cmd_bench.c - `sparsetune bench`: what an engine gets from the runtime.
+ *
+ * For each shape of the suite it builds the inputs the way
+ * ../shared/anchors.md did (same pools, random block tables, every request
+ * at the full context), launches the op through libsparsetune's dispatch
+ * (the winners in the database), checks the result against the reference,
+ * and times CUDA-graph replays: 5 repetitions of 40 replays after warm-up,
+ * the median kept. In the same run it measures device-to-device copy
+ * bandwidth (bytes read + written), and prints per shape the time, the
+ * bandwidth of the bytes the op must move, its fraction of the copy
+ * bandwidth, and the peer's time where the suite records it. The run and
+ * its measurements are stored (kind "bench"), so `regress` can compare
+ * bench runs too. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "op_harness.h"
+#include "sparsetune.h"
+#include "timing.h"
+
+static const char usage[] =
+    "usage: sparsetune bench [--suite NAME] [--op OP] [--db FILE] [--device N] [--seed N] [--json]\n"
+    "\n"
+    "Times the runtime's dispatch (the winners recorded in the database) on\n"
+    "every shape of the suite, as ../shared/anchors.md measured the peer:\n"
+    "CUDA-graph replays, median of 5 x 40, same inputs each replay. Prints\n"
+    "time, GB/s of the bytes the op must move, fraction of the copy bandwidth\n"
+    "measured in the same run, and the peer's time where known.\n"
+    "\n"
+    "  --suite NAME   shape suite (default anchors)\n"
+    "  --op OP        only this op of the suite\n"
+    "  --db FILE      database with winners (default ./sparsetune.db)\n"
+    "  --device N     CUDA device ordinal (default 0)\n"
+    "  --seed N       input seed\n"
+    "  --json         JSON lines instead of the table\n";
+
+#define COPY_BYTES ((size_t)1 << 30)
+
+typedef struct bench_row {
+  const st_shape *shape;
+  char variant[200];
+  char status[16];
+  char error[400];
+  double us, spread, gbs, frac, peer_us;
+} bench_row;
+
+/* Device-to-device copy bandwidth, GB/s counting bytes read plus written. */
+static st_status copy_bandwidth(const st_cu *cu, CUstream s, double *gbs, st_err *err) {
+  CUdeviceptr a = 0, b = 0;
+  CUevent e0 = NULL, e1 = NULL;
+  st_status st = ST_OK;
+  CUresult rc = cu->cuMemAlloc(&a, COPY_BYTES);
+  if (rc == CUDA_SUCCESS) rc = cu->cuMemAlloc(&b, COPY_BYTES);
+  if (rc == CUDA_SUCCESS) rc = cu->cuMemsetD8Async(a, 0x5a, COPY_BYTES, s);
+  if (rc == CUDA_SUCCESS) rc = cu->cuEventCreate(&e0, CU_EVENT_DEFAULT);
+  if (rc == CUDA_SUCCESS) rc = cu->cuEventCreate(&e1, CU_EVENT_DEFAULT);
+  const int reps = 10;
+  float ms = 0;
+  for (int i = 0; i < 3 && rc == CUDA_SUCCESS; i++) rc = cu->cuMemcpyDtoDAsync(b, a, COPY_BYTES, s);
+  if (rc == CUDA_SUCCESS) rc = cu->cuEventRecord(e0, s);
+  for (int i = 0; i < reps && rc == CUDA_SUCCESS; i++) rc = cu->cuMemcpyDtoDAsync(b, a, COPY_BYTES, s);
+  if (rc == CUDA_SUCCESS) rc = cu->cuEventRecord(e1, s);
+  if (rc == CUDA_SUCCESS) rc = cu->cuEventSynchronize(e1);
+  if (rc == CUDA_SUCCESS) rc = cu->cuEventElapsedTime(&ms, e0, e1);
+  if (rc != CUDA_SUCCESS) st = st_cu_fail(cu, rc, "measuring copy bandwidth", err);
+  else *gbs = 2.0 * (double)COPY_BYTES * reps / (ms * 1e-3) / 1e9;
+  if (e0) cu->cuEventDestroy(e0);
+  if (e1) cu->cuEventDestroy(e1);
+  if (a) cu->cuMemFree(a);
+  if (b) cu->cuMemFree(b);
+  return st;
+}
+
+static void bench_shape(const st_cu *cu, const st_device_info *dev, st_handle *rt, CUstream stream,
+                        const st_cli *cli, double copy_gbs, bench_row *row) {
+  const st_op_harness *h = st_harness_find(row->shape->op);
+  st_err err = {{0}};
+  void *kase = NULL, *bound = NULL;
+  snprintf(row->status, sizeof row->status, "failed");
+  if (!h) {
+    snprintf(row->error, sizeof row->error, "no harness for op %s", row->shape->op);
+    return;
+  }
+  if (h->case_create(cu, dev, &row->shape->params, cli->seed, (int)sysconf(_SC_NPROCESSORS_ONLN), &kase, &err) ||
+      h->bind_runtime(kase, rt, &bound, &err)) {
+    snprintf(row->error, sizeof row->error, "%s", err.msg);
+    goto done;
+  }
+  int ok = 0;
+  double max_err = 0;
+  if (h->verify(bound, stream, &ok, &max_err, row->error, sizeof row->error, &err) != ST_OK) {
+    snprintf(row->error, sizeof row->error, "%s", err.msg);
+    goto done;
+  }
+  snprintf(row->variant, sizeof row->variant, "%s", st_last_variant(rt));
+  if (!ok) {
+    snprintf(row->status, sizeof row->status, "wrong");
+    goto done;
+  }
+  const st_timing_opts o = {.warmup = 20, .reps = 5, .iters = 40};
+  st_timing t;
+  if (st_time_graph(cu, stream, h->launch, bound, &o, &t, &err) != ST_OK) {
+    snprintf(row->error, sizeof row->error, "%s", err.msg);
+    goto done;
+  }
+  snprintf(row->status, sizeof row->status, "ok");
+  row->us = t.median_us;
+  row->spread = t.spread;
+  row->gbs = h->min_bytes(kase) / (t.median_us * 1e-6) / 1e9;
+  row->frac = copy_gbs > 0 ? row->gbs / copy_gbs : 0;
+done:
+  if (bound) h->unbind(bound);
+  if (kase) h->case_destroy(kase);
+}
+
+static void print_row(const st_cli *cli, const bench_row *r) {
+  const char *colon = strchr(r->shape->key, ':');
+  const char *shape = colon ? colon + 1 : r->shape->key;
+  if (cli->json) {
+    printf("{\"op\":\"%s\",\"shape\":\"%s\",\"status\":\"%s\",\"us\":%.3f,\"spread\":%.4f,\"gbs\":%.1f,"
+           "\"copy_fraction\":%.4f,\"peer_us\":%.2f,\"speedup\":%.3f,\"variant\":\"%s\"}\n",
+           r->shape->op, shape, r->status, r->us, r->spread, r->gbs, r->frac, r->peer_us,
+           r->us > 0 && r->peer_us > 0 ? r->peer_us / r->us : 0, r->variant);
+    return;
+  }
+  if (strcmp(r->status, "ok")) {
+    printf("%-14s %-62s %s: %s\n", r->shape->op, shape, r->status, r->error);
+    return;
+  }
+  char peer[16] = "-", speed[16] = "-";
+  if (r->peer_us > 0) {
+    snprintf(peer, sizeof peer, "%.1f", r->peer_us);
+    snprintf(speed, sizeof speed, "%.2fx", r->peer_us / r->us);
+  }
+  printf("%-14s %-62s %8.2f %6.1f%% %8.0f %6.1f%% %8s %8s  %s\n", r->shape->op, shape, r->us, 100 * r->spread, r->gbs,
+         100 * r->frac, peer, speed, r->variant);
+}
+
+static void record_rows(const st_cli *cli, const st_device_info *dev, const bench_row *rows, int n) {
+  st_db *db = NULL;
+  st_err err = {{0}};
+  int64_t device_id = 0, run_id = 0;
+  if (st_db_open(cli->db_path, ST_DB_READWRITE, &db, &err) != ST_OK) goto fail;
+  st_run_row run;
+  memset(&run, 0, sizeof run);
+  snprintf(run.kind, sizeof run.kind, "bench");
+  snprintf(run.op, sizeof run.op, "%s", cli->op ? cli->op : "*");
+  snprintf(run.suite, sizeof run.suite, "%s", cli->suite);
+  snprintf(run.arch, sizeof run.arch, "%s", dev->arch);
+  snprintf(run.tool_version, sizeof run.tool_version, "%s", ST_VERSION);
+  snprintf(run.args, sizeof run.args, "suite=%s op=%s seed=%llu", cli->suite, cli->op ? cli->op : "*", cli->seed);
+  if (st_db_put_device(db, dev, &device_id, &err) != ST_OK) goto fail;
+  run.device_id = device_id;
+  if (st_db_run_begin(db, &run, &run_id, &err) != ST_OK) goto fail;
+  for (int i = 0; i < n; i++) {
+    st_measurement m;
+    memset(&m, 0, sizeof m);
+    m.run_id = run_id;
+    /* st_last_variant gives "id name": the id is the first word. */
+    sscanf(rows[i].variant, "%39s", m.variant_id);
+    if (!m.variant_id[0]) snprintf(m.variant_id, sizeof m.variant_id, "none");
+    snprintf(m.shape_key, sizeof m.shape_key, "%s", rows[i].shape->key);
+    snprintf(m.status, sizeof m.status, "%s", rows[i].status);
+    snprintf(m.error, sizeof m.error, "%s", rows[i].error);
+    m.median_us = rows[i].us;
+    m.spread = rows[i].spread;
+    m.reps = 5;
+    m.iters = 40;
+    snprintf(m.samples, sizeof m.samples, "[]");
+    if (st_db_put_measurement(db, &m, &err) != ST_OK) goto fail;
+  }
+  st_db_run_finish(db, run_id, "done", &err);
+  st_db_close(db);
+  if (!cli->json) printf("recorded as run %lld\n", (long long)run_id);
+  return;
+fail:
+  st_cli_error(cli, "recording the bench run: %s", err.msg);
+  st_db_close(db);
+}
+
+int st_cmd_bench(int argc, char **argv) {
+  st_cli cli;
+  int rc = st_cli_parse(argc, argv, ST_OPT_DB | ST_OPT_SUITE | ST_OPT_OP | ST_OPT_DEVICE | ST_OPT_SEED | ST_OPT_JSON,
+                        usage, &cli);
+  if (rc) return rc == -1 ? ST_EXIT_OK : ST_EXIT_USAGE;
+  int suite_given = 0;
+  for (int i = 1; i < argc; i++) suite_given |= !strncmp(argv[i], "--suite", 7);
+  if (!suite_given) cli.suite = "anchors";
+  st_err err = {{0}};
+  st_gen *gen = NULL;
+  st_shape *shapes = NULL;
+  int nshapes = 0;
+  bench_row *rows = NULL;
+  st_handle *rt = NULL;
+  const st_cu *cu = NULL;
+  CUcontext ctx = NULL;
+  CUstream stream = NULL;
+  CUdevice d = 0;
+  st_device_info dev;
+  if (access(cli.db_path, R_OK) != 0) {
+    st_cli_error(&cli, "database %s cannot be read: run `sparsetune tune` first (or pass --db)", cli.db_path);
+    return ST_EXIT_USAGE;
+  }
+  if (st_gen_open(NULL, NULL, &gen, &err) != ST_OK || st_gen_suite(gen, cli.suite, cli.op, &shapes, &nshapes, &err)) {
+    st_cli_error(&cli, "%s", err.msg);
+    rc = ST_EXIT_USAGE;
+    goto done;
+  }
+  st_status s = st_cu_load(&cu, &err);
+  if (s == ST_OK) s = st_cu_device_info(cu, cli.device, &dev, &err);
+  if (s != ST_OK) {
+    st_cli_error(&cli, "bench needs a GPU: %s", err.msg);
+    rc = ST_EXIT_FAIL;
+    goto done;
+  }
+  if (st_open(cli.db_path, cli.device, &rt) != ST_OK) {
+    st_cli_error(&cli, "%s", st_last_error(NULL));
+    rc = ST_EXIT_FAIL;
+    goto done;
+  }
+  if (cu->cuDeviceGet(&d, cli.device) || cu->cuDevicePrimaryCtxRetain(&ctx, d) || cu->cuCtxSetCurrent(ctx) ||
+      cu->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING)) {
+    st_cli_error(&cli, "could not set up the CUDA context of device %d", cli.device);
+    rc = ST_EXIT_FAIL;
+    goto done;
+  }
+  double copy_gbs = 0;
+  if (copy_bandwidth(cu, stream, &copy_gbs, &err) != ST_OK) {
+    st_cli_error(&cli, "%s", err.msg);
+    rc = ST_EXIT_FAIL;
+    goto done;
+  }
+  rows = calloc((size_t)nshapes, sizeof *rows);
+  if (!rows) {
+    rc = ST_EXIT_FAIL;
+    goto done;
+  }
+  if (!cli.json) {
+    printf("bench: suite %s on %s (%s, %d SMs); copy bandwidth %.0f GB/s (read + write)\n", cli.suite, dev.name,
+           dev.arch, dev.sm_count, copy_gbs);
+    printf("method: CUDA-graph replays, median of 5 x 40 after 20 warm-up, same inputs each replay\n");
+    printf("%-14s %-62s %8s %7s %8s %7s %8s %8s  %s\n", "op", "shape", "us", "spread", "GB/s", "of copy", "peer us",
+           "speed-up", "variant (id name)");
+  } else {
+    printf("{\"device\":\"%s\",\"arch\":\"%s\",\"copy_gbs\":%.1f}\n", dev.name, dev.arch, copy_gbs);
+  }
+  int failures = 0;
+  for (int i = 0; i < nshapes; i++) {
+    rows[i].shape = &shapes[i];
+    const char *peer = st_params_get(&shapes[i].params, "peer_us");
+    rows[i].peer_us = peer ? atof(peer) : 0;
+    bench_shape(cu, &dev, rt, stream, &cli, copy_gbs, &rows[i]);
+    failures += strcmp(rows[i].status, "ok") != 0;
+    print_row(&cli, &rows[i]);
+    fflush(stdout);
+  }
+  record_rows(&cli, &dev, rows, nshapes);
+  rc = failures ? ST_EXIT_FAIL : ST_EXIT_OK;
+done:
+  if (stream) cu->cuStreamDestroy(stream);
+  if (ctx) cu->cuDevicePrimaryCtxRelease(d);
+  st_close(rt);
+  free(rows);
+  free(shapes);
+  st_gen_close(gen);
+  return rc;
+}

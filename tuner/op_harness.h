@@ -1,0 +1,51 @@
+/* op_harness.h - what the tuner needs of an op to verify and time variants.
+ *
+ * One harness per op (tuner/ops/<op>.c). A "case" is one shape's inputs,
+ * built as an engine would (random data, paged pools larger than L2,
+ * scattered block tables) plus the double-precision reference of it. A
+ * "bound" variant is a case with one compiled variant planned on it (its
+ * functions, launch plan and workspace), ready to launch. */
+#ifndef ST_OP_HARNESS_H
+#define ST_OP_HARNESS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cuda_driver.h"
+#include "device_info.h"
+#include "error.h"
+#include "params.h"
+
+typedef struct st_op_harness {
+  const char *op;
+  /* Inputs on the device for `shape`, from `seed`; the reference computed
+   * with `threads` CPU threads. *out is freed by case_destroy. */
+  st_status (*case_create)(const st_cu *cu, const st_device_info *dev, const st_params *shape, uint64_t seed,
+                           int threads, void **out, st_err *err);
+  void (*case_destroy)(void *c);
+  /* Checks the variant fits, plans it, takes its kernels from `mod` and a
+   * cleared workspace. ST_ERR_NO_VARIANT: does not fit this shape. */
+  st_status (*bind)(void *c, const st_params *kernel, const st_params *launch, CUmodule mod, void **bound,
+                    st_err *err);
+  /* Binds the runtime library's dispatch instead of one variant (bench):
+   * launches go through the public st_<op> entry point of `rt`, a
+   * `st_handle *`, with a workspace of the size it reports. */
+  st_status (*bind_runtime)(void *c, void *rt, void **bound, st_err *err);
+  st_status (*launch)(void *bound, CUstream stream, st_err *err);
+  /* Poisons the outputs, launches twice (the second run also checks that the
+   * workspace was left ready for a replay), synchronizes and compares each
+   * result with the reference. *ok = 0 with `msg` when wrong; *max_err is the
+   * op's error measure. A non-OK status means CUDA failed (a fault). */
+  st_status (*verify)(void *bound, CUstream stream, int *ok, double *max_err, char *msg, size_t cap, st_err *err);
+  void (*unbind)(void *bound);
+  /* Bytes the op must move at least (each input read once, outputs written
+   * once), for GB/s figures. */
+  double (*min_bytes)(const void *c);
+} st_op_harness;
+
+/* The harness of `op`, or NULL. */
+const st_op_harness *st_harness_find(const char *op);
+
+extern const st_op_harness st_index_decode_harness;
+
+#endif

@@ -1,0 +1,296 @@
+/* tuner/ops/index_decode.c - builds index_decode cases and checks variants
+ * on them. Inputs follow ../shared/anchors.md: an index-K pool of
+ * max(4096, min(B*ctx/128, 65536)) pages, block tables uniformly random over
+ * the pool, q and K uniform random (bf16 in [-1,1), fp8 in [-4,4)). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "op_harness.h"
+#include "ops/index_decode.h"
+#include "random_fill.h"
+#include "reference/index_decode.h"
+
+typedef struct id_case {
+  const st_cu *cu;
+  st_device_info dev;
+  st_ref_index_decode ref; /* host inputs; points at the h_* arrays */
+  void *h_q, *h_pool;
+  int32_t *h_bt, *h_seq;
+  double *scores;          /* reference scores [H][R*qlen][max_blocks] */
+  int32_t *h_out;          /* copy of the kernel's output */
+  CUdeviceptr d_q, d_pool, d_bt, d_seq, d_out;
+  st_index_decode_args args;
+} id_case;
+
+typedef struct id_bound {
+  id_case *c;
+  st_handle *rt; /* not NULL: launch through the runtime's dispatch */
+  st_index_decode_config cfg;
+  st_index_decode_plan plan;
+  CUfunction main_fn, merge_fn;
+  CUdeviceptr ws;
+} id_bound;
+
+static void case_destroy(void *p) {
+  id_case *c = p;
+  if (!c) return;
+  const st_cu *cu = c->cu;
+  CUdeviceptr bufs[] = {c->d_q, c->d_pool, c->d_bt, c->d_seq, c->d_out};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+    if (bufs[i]) cu->cuMemFree(bufs[i]);
+  free(c->h_q);
+  free(c->h_pool);
+  free(c->h_bt);
+  free(c->h_seq);
+  free(c->scores);
+  free(c->h_out);
+  free(c);
+}
+
+static st_status get_shape(const st_params *shape, const char *key, long long lo, long long hi, int *out,
+                           st_err *err) {
+  long long v;
+  st_status s = st_params_get_int(shape, key, lo, hi, &v, err);
+  if (s == ST_OK) *out = (int)v;
+  return s;
+}
+
+/* Sequence lengths: "full" puts every request at ctx; "mixed" draws lengths
+ * in 1..ctx (most not multiples of 128), one request at ctx, every eighth a
+ * padding row (0). */
+static void make_seq_lens(int32_t *seq, int R, int ctx, int mixed, uint64_t *rng) {
+  for (int r = 0; r < R; r++) {
+    if (!mixed) seq[r] = ctx;
+    else if (r % 8 == 7) seq[r] = 0;
+    else seq[r] = 1 + (int32_t)st_rand_below(rng, (uint64_t)ctx);
+  }
+  if (mixed) seq[0] = ctx;
+}
+
+static st_status upload(const st_cu *cu, CUdeviceptr *d, const void *h, size_t bytes, st_err *err) {
+  ST_CU_TRY(cu, cu->cuMemAlloc(d, bytes), err);
+  ST_CU_TRY(cu, cu->cuMemcpyHtoD(*d, h, bytes), err);
+  return ST_OK;
+}
+
+static void set_tensor(st_tensor *t, CUdeviceptr p, st_dtype dt, int ndim, const int64_t *shape) {
+  memset(t, 0, sizeof *t);
+  t->data = (void *)(uintptr_t)p;
+  t->dtype = dt;
+  t->ndim = ndim;
+  int64_t stride = 1;
+  for (int i = ndim - 1; i >= 0; i--) {
+    t->shape[i] = shape[i];
+    t->stride[i] = stride;
+    stride *= shape[i];
+  }
+}
+
+static st_status case_create(const st_cu *cu, const st_device_info *dev, const st_params *shape, uint64_t seed,
+                             int threads, void **out, st_err *err) {
+  int D, H, qlen, topk, init, local, B, ctx;
+  st_status s;
+  if ((s = get_shape(shape, "D", 1, 1024, &D, err)) || (s = get_shape(shape, "H", 1, 64, &H, err)) ||
+      (s = get_shape(shape, "qlen", 1, 4, &qlen, err)) || (s = get_shape(shape, "topk", 1, 64, &topk, err)) ||
+      (s = get_shape(shape, "init", 0, 64, &init, err)) || (s = get_shape(shape, "local", 0, 64, &local, err)) ||
+      (s = get_shape(shape, "B", 1, 65535, &B, err)) || (s = get_shape(shape, "ctx", 1, 1 << 24, &ctx, err)))
+    return s;
+  const char *dts = st_params_get(shape, "dtype"), *lens = st_params_get(shape, "lens");
+  if (!dts || (strcmp(dts, "bf16") && strcmp(dts, "fp8")))
+    return st_fail(err, ST_ERR_INVALID_ARG, "shape dtype='%s' is not bf16 or fp8", dts ? dts : "(missing)");
+  const int mixed = lens && strcmp(lens, "mixed") == 0;
+  const st_dtype dt = strcmp(dts, "bf16") == 0 ? ST_DTYPE_BF16 : ST_DTYPE_FP8_E4M3;
+  const size_t eb = dt == ST_DTYPE_BF16 ? 2 : 1;
+
+  id_case *c = calloc(1, sizeof *c);
+  if (!c) return st_fail(err, ST_ERR_NOMEM, "out of host memory");
+  c->cu = cu;
+  c->dev = *dev;
+  const int max_blocks = (ctx + 127) / 128;
+  int64_t pages = (int64_t)B * max_blocks;
+  if (pages > 65536) pages = 65536;
+  if (pages < 4096) pages = 4096;
+  const size_t rows = (size_t)B * (size_t)qlen;
+  const size_t q_elems = rows * (size_t)H * (size_t)D, pool_elems = (size_t)pages * 128 * (size_t)D;
+  const size_t bt_elems = (size_t)B * (size_t)max_blocks, out_elems = (size_t)H * rows * (size_t)topk;
+  c->h_q = malloc(q_elems * eb);
+  c->h_pool = malloc(pool_elems * eb);
+  c->h_bt = malloc(bt_elems * 4);
+  c->h_seq = malloc((size_t)B * 4);
+  c->scores = malloc(sizeof(double) * (size_t)H * rows * (size_t)max_blocks);
+  c->h_out = malloc(out_elems * 4);
+  if (!c->h_q || !c->h_pool || !c->h_bt || !c->h_seq || !c->scores || !c->h_out) {
+    case_destroy(c);
+    return st_fail(err, ST_ERR_NOMEM, "out of host memory for a case of %zu pool bytes", pool_elems * eb);
+  }
+  const float amp = dt == ST_DTYPE_BF16 ? 1.0f : 4.0f;
+  st_fill_uniform(c->h_q, dt, q_elems, -amp, amp, seed ^ 0x71, threads);
+  st_fill_uniform(c->h_pool, dt, pool_elems, -amp, amp, seed ^ 0x6b, threads);
+  uint64_t rng = seed ^ 0x62;
+  for (size_t i = 0; i < bt_elems; i++) c->h_bt[i] = (int32_t)st_rand_below(&rng, (uint64_t)pages);
+  make_seq_lens(c->h_seq, B, ctx, mixed, &rng);
+
+  c->ref = (st_ref_index_decode){.dtype = dt, .R = B, .qlen = qlen, .H = H, .D = D, .topk = topk,
+                                 .init_blocks = init, .local_blocks = local, .max_blocks = max_blocks,
+                                 .bt_cols = max_blocks, .pages = pages, .q = c->h_q, .k_pool = c->h_pool,
+                                 .block_table = c->h_bt, .seq_lens = c->h_seq};
+  if (st_ref_index_decode_scores(&c->ref, c->scores, threads) != 0) {
+    case_destroy(c);
+    return st_fail(err, ST_ERR_NOMEM, "the reference could not run (threads or memory)");
+  }
+  if ((s = upload(cu, &c->d_q, c->h_q, q_elems * eb, err)) || (s = upload(cu, &c->d_pool, c->h_pool, pool_elems * eb, err)) ||
+      (s = upload(cu, &c->d_bt, c->h_bt, bt_elems * 4, err)) || (s = upload(cu, &c->d_seq, c->h_seq, (size_t)B * 4, err))) {
+    case_destroy(c);
+    return s;
+  }
+  CUresult rc = cu->cuMemAlloc(&c->d_out, out_elems * 4);
+  if (rc != CUDA_SUCCESS) {
+    case_destroy(c);
+    return st_cu_fail(cu, rc, "cuMemAlloc", err);
+  }
+  st_index_decode_args *a = &c->args;
+  set_tensor(&a->q, c->d_q, dt, 3, (int64_t[]){(int64_t)rows, H, D});
+  set_tensor(&a->k_cache, c->d_pool, dt, 3, (int64_t[]){pages, 128, D});
+  set_tensor(&a->block_table, c->d_bt, ST_DTYPE_INT32, 2, (int64_t[]){B, max_blocks});
+  set_tensor(&a->seq_lens, c->d_seq, ST_DTYPE_INT32, 1, (int64_t[]){B});
+  set_tensor(&a->topk_idx, c->d_out, ST_DTYPE_INT32, 3, (int64_t[]){H, (int64_t)rows, topk});
+  a->qlen = qlen;
+  a->topk = topk;
+  a->init_blocks = init;
+  a->local_blocks = local;
+  a->max_context = ctx;
+  if ((s = st_index_decode_check_args(a, err)) != ST_OK) {
+    case_destroy(c);
+    return s;
+  }
+  *out = c;
+  return ST_OK;
+}
+
+static void unbind(void *p) {
+  id_bound *b = p;
+  if (!b) return;
+  if (b->ws) b->c->cu->cuMemFree(b->ws);
+  free(b);
+}
+
+static st_status bind(void *pc, const st_params *kernel, const st_params *launch, CUmodule mod, void **out,
+                      st_err *err) {
+  id_case *c = pc;
+  const st_cu *cu = c->cu;
+  id_bound *b = calloc(1, sizeof *b);
+  if (!b) return st_fail(err, ST_ERR_NOMEM, "out of host memory");
+  b->c = c;
+  st_status s;
+  if ((s = st_index_decode_config_from_params(kernel, launch, &b->cfg, err)) ||
+      (s = st_index_decode_check_fit(&b->cfg, &c->args, err)) ||
+      (s = st_index_decode_plan_make(&b->cfg, &c->args, c->dev.sm_count, &b->plan, err)))
+    goto fail;
+  CUresult rc = cu->cuModuleGetFunction(&b->main_fn, mod, ST_INDEX_DECODE_MAIN_KERNEL);
+  if (rc == CUDA_SUCCESS && b->plan.merge_block) rc = cu->cuModuleGetFunction(&b->merge_fn, mod, ST_INDEX_DECODE_MERGE_KERNEL);
+  if (rc == CUDA_SUCCESS && b->plan.workspace_bytes) {
+    rc = cu->cuMemAlloc(&b->ws, b->plan.workspace_bytes);
+    if (rc == CUDA_SUCCESS) rc = cu->cuMemsetD8Async(b->ws, 0, b->plan.workspace_bytes, NULL);
+  }
+  if (rc != CUDA_SUCCESS) {
+    s = st_cu_fail(cu, rc, "binding index_decode variant", err);
+    goto fail;
+  }
+  *out = b;
+  return ST_OK;
+fail:
+  unbind(b);
+  return s;
+}
+
+static st_status bind_runtime(void *pc, void *rt, void **out, st_err *err) {
+  id_case *c = pc;
+  id_bound *b = calloc(1, sizeof *b);
+  if (!b) return st_fail(err, ST_ERR_NOMEM, "out of host memory");
+  b->c = c;
+  b->rt = rt;
+  size_t bytes = 0;
+  st_status s = st_index_decode_workspace_size(rt, &c->args, &bytes);
+  if (s == ST_OK) s = st_index_decode_prepare(rt, &c->args);
+  if (s != ST_OK) {
+    st_fail(err, s, "runtime: %s", st_last_error(rt));
+    unbind(b);
+    return s;
+  }
+  b->plan.workspace_bytes = bytes;
+  if (bytes) {
+    CUresult rc = c->cu->cuMemAlloc(&b->ws, bytes);
+    if (rc == CUDA_SUCCESS) s = st_workspace_clear(rt, (void *)(uintptr_t)b->ws, bytes, NULL);
+    if (rc != CUDA_SUCCESS || s != ST_OK) {
+      if (rc != CUDA_SUCCESS) s = st_cu_fail(c->cu, rc, "cuMemAlloc", err);
+      else st_fail(err, s, "runtime: %s", st_last_error(rt));
+      unbind(b);
+      return s;
+    }
+  }
+  *out = b;
+  return ST_OK;
+}
+
+static st_status launch(void *pb, CUstream stream, st_err *err) {
+  id_bound *b = pb;
+  if (b->rt) {
+    st_status s = st_index_decode(b->rt, &b->c->args, (void *)(uintptr_t)b->ws, b->plan.workspace_bytes, stream);
+    return s == ST_OK ? ST_OK : st_fail(err, s, "runtime: %s", st_last_error(b->rt));
+  }
+  return st_index_decode_launch(b->c->cu, b->main_fn, b->merge_fn, &b->plan, (void *)(uintptr_t)b->ws,
+                                b->plan.workspace_bytes, stream, err);
+}
+
+static st_status verify(void *pb, CUstream stream, int *ok, double *max_err, char *msg, size_t cap, st_err *err) {
+  id_bound *b = pb;
+  id_case *c = b->c;
+  const st_cu *cu = c->cu;
+  const size_t n = (size_t)c->ref.H * (size_t)c->ref.R * (size_t)c->ref.qlen * (size_t)c->ref.topk;
+  *ok = 1;
+  *max_err = 0;
+  for (int run = 0; run < 2; run++) {
+    /* Poison: an id no row can hold, so an unwritten slot fails the check. */
+    ST_CU_TRY(cu, cu->cuMemsetD32Async(c->d_out, 0x7fff0000u + (unsigned)run, n, stream), err);
+    st_status s = launch(b, stream, err);
+    if (s != ST_OK) return s;
+    ST_CU_TRY(cu, cu->cuStreamSynchronize(stream), err);
+    ST_CU_TRY(cu, cu->cuMemcpyDtoH(c->h_out, c->d_out, n * 4), err);
+    double viol = 0;
+    char why[400];
+    const int bad = st_ref_index_decode_verify(&c->ref, c->scores, c->h_out, (int64_t)c->ref.R * c->ref.qlen * c->ref.topk,
+                                               c->ref.topk, 1e-4, &viol, why, sizeof why);
+    if (viol > *max_err) *max_err = viol;
+    if (bad) {
+      *ok = 0;
+      snprintf(msg, cap, "%s%d wrong row%s; first: %s", run ? "on the second launch (workspace not left clean?): " : "",
+               bad, bad == 1 ? "" : "s", why);
+      return ST_OK;
+    }
+  }
+  return ST_OK;
+}
+
+static double min_bytes(const void *pc) {
+  const id_case *c = pc;
+  const double eb = c->ref.dtype == ST_DTYPE_BF16 ? 2 : 1;
+  double bytes = 0;
+  for (int r = 0; r < c->ref.R; r++) bytes += (double)(c->h_seq[r] > 0 ? c->h_seq[r] : 0) * c->ref.D * eb;
+  bytes += (double)c->ref.R * c->ref.qlen * c->ref.H * c->ref.D * eb; /* q */
+  bytes += (double)c->ref.H * c->ref.R * c->ref.qlen * c->ref.topk * 4; /* topk_idx */
+  return bytes;
+}
+
+const st_op_harness st_index_decode_harness = {
+    .op = ST_INDEX_DECODE_OP,
+    .case_create = case_create,
+    .case_destroy = case_destroy,
+    .bind = bind,
+    .bind_runtime = bind_runtime,
+    .launch = launch,
+    .verify = verify,
+    .unbind = unbind,
+    .min_bytes = min_bytes,
+};

@@ -1,0 +1,113 @@
+#include "timing.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int cmp_double(const void *a, const void *b) {
+  const double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void summarize(st_timing *t) {
+  double sorted[ST_TIMING_MAX_REPS];
+  memcpy(sorted, t->samples_us, sizeof(double) * (size_t)t->reps);
+  qsort(sorted, (size_t)t->reps, sizeof sorted[0], cmp_double);
+  const int n = t->reps;
+  t->median_us = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+  t->min_us = sorted[0];
+  t->max_us = sorted[n - 1];
+  t->spread = t->median_us > 0 ? (t->max_us - t->min_us) / t->median_us : 0;
+}
+
+typedef struct graph_state {
+  const st_cu *cu;
+  CUgraph graph;
+  CUgraphExec exec;
+  CUevent ev[2];
+} graph_state;
+
+static void release(graph_state *g) {
+  if (g->exec) g->cu->cuGraphExecDestroy(g->exec);
+  if (g->graph) g->cu->cuGraphDestroy(g->graph);
+  for (int i = 0; i < 2; i++)
+    if (g->ev[i]) g->cu->cuEventDestroy(g->ev[i]);
+}
+
+/* Milliseconds of `n` replays. */
+static st_status replay(graph_state *g, CUstream s, int n, float *ms, st_err *err) {
+  const st_cu *cu = g->cu;
+  ST_CU_TRY(cu, cu->cuEventRecord(g->ev[0], s), err);
+  for (int i = 0; i < n; i++) ST_CU_TRY(cu, cu->cuGraphLaunch(g->exec, s), err);
+  ST_CU_TRY(cu, cu->cuEventRecord(g->ev[1], s), err);
+  ST_CU_TRY(cu, cu->cuEventSynchronize(g->ev[1]), err);
+  ST_CU_TRY(cu, cu->cuEventElapsedTime(ms, g->ev[0], g->ev[1]), err);
+  return ST_OK;
+}
+
+static st_status run(graph_state *g, CUstream s, st_launch_fn fn, void *ctx, const st_timing_opts *o, st_timing *t,
+                     st_err *err) {
+  const st_cu *cu = g->cu;
+  ST_CU_TRY(cu, cu->cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), err);
+  st_status st = fn(ctx, s, err);
+  CUgraph graph = NULL;
+  CUresult rc = cu->cuStreamEndCapture(s, &graph);
+  g->graph = graph;
+  if (st != ST_OK) return st;
+  if (rc != CUDA_SUCCESS) return st_cu_fail(cu, rc, "cuStreamEndCapture", err);
+  ST_CU_TRY(cu, cu->cuGraphInstantiate(&g->exec, g->graph, 0), err);
+  for (int i = 0; i < 2; i++) ST_CU_TRY(cu, cu->cuEventCreate(&g->ev[i], CU_EVENT_DEFAULT), err);
+  float ms = 0;
+  if (o->warmup > 0 && (st = replay(g, s, o->warmup, &ms, err)) != ST_OK) return st;
+  const int probe_n = o->iters > 0 && o->iters < 5 ? o->iters : 5;
+  if ((st = replay(g, s, probe_n, &ms, err)) != ST_OK) return st;
+  const double probe_us = 1000.0 * ms / probe_n;
+  if (o->prune_us > 0 && probe_us > o->prune_us) {
+    t->pruned = 1;
+    t->reps = 1;
+    t->iters = probe_n;
+    t->samples_us[0] = probe_us;
+    summarize(t);
+    return ST_OK;
+  }
+  int iters = o->iters;
+  if (iters <= 0) {
+    const double want = o->target_rep_ms > 0 ? o->target_rep_ms : 2.0;
+    iters = (int)(want * 1000.0 / (probe_us > 0.01 ? probe_us : 0.01));
+    if (iters < 5) iters = 5;
+    if (o->max_iters > 0 && iters > o->max_iters) iters = o->max_iters;
+  }
+  t->iters = iters;
+  t->reps = o->reps < 1 ? 1 : o->reps > ST_TIMING_MAX_REPS ? ST_TIMING_MAX_REPS : o->reps;
+  for (int r = 0; r < t->reps; r++) {
+    if ((st = replay(g, s, iters, &ms, err)) != ST_OK) return st;
+    t->samples_us[r] = 1000.0 * ms / iters;
+  }
+  summarize(t);
+  return ST_OK;
+}
+
+st_status st_time_graph(const st_cu *cu, CUstream stream, st_launch_fn fn, void *ctx, const st_timing_opts *o,
+                        st_timing *t, st_err *err) {
+  memset(t, 0, sizeof *t);
+  graph_state g = {.cu = cu};
+  st_status s = run(&g, stream, fn, ctx, o, t, err);
+  release(&g);
+  return s;
+}
+
+void st_timing_samples_json(const st_timing *t, char *buf, size_t cap) {
+  size_t len = 0;
+  if (cap < 3) {
+    if (cap) buf[0] = '\0';
+    return;
+  }
+  buf[len++] = '[';
+  for (int i = 0; i < t->reps; i++) {
+    int n = snprintf(buf + len, cap - len, "%s%.4f", i ? "," : "", t->samples_us[i]);
+    if (n < 0 || (size_t)n >= cap - len - 1) break;
+    len += (size_t)n;
+  }
+  buf[len++] = ']';
+  buf[len] = '\0';
+}

@@ -1,0 +1,40 @@
+/* timing.h - GPU time of one op call, measured as an engine runs it.
+ *
+ * The call is captured once into a CUDA graph; the graph is replayed
+ * `warmup` times, then `reps` repetitions of `iters` back-to-back replays are
+ * timed with CUDA events. A repetition's figure is its elapsed time / iters;
+ * the result is the median of the repetitions, with min, max and spread
+ * (max - min) / median kept. Host launch cost is outside the numbers. */
+#ifndef ST_TIMING_H
+#define ST_TIMING_H
+
+#include "cuda_driver.h"
+#include "error.h"
+
+#define ST_TIMING_MAX_REPS 32
+
+typedef st_status (*st_launch_fn)(void *ctx, CUstream stream, st_err *err);
+
+typedef struct st_timing_opts {
+  int warmup;          /* replays before timing                               */
+  int reps;            /* timed repetitions, 1..ST_TIMING_MAX_REPS             */
+  int iters;           /* replays per repetition; 0 = enough for target_rep_ms */
+  double target_rep_ms;/* with iters 0: aim for this long a repetition          */
+  int max_iters;       /* with iters 0: at most this many replays              */
+  double prune_us;     /* > 0: after a short probe slower than this, stop      */
+} st_timing_opts;
+
+typedef struct st_timing {
+  double median_us, min_us, max_us, spread;
+  int reps, iters;
+  int pruned;          /* 1: only the probe ran (reps 1), it was too slow     */
+  double samples_us[ST_TIMING_MAX_REPS];
+} st_timing;
+
+st_status st_time_graph(const st_cu *cu, CUstream stream, st_launch_fn fn, void *ctx, const st_timing_opts *o,
+                        st_timing *t, st_err *err);
+
+/* Writes the samples as a JSON array ("[1.25,1.27]") into buf. */
+void st_timing_samples_json(const st_timing *t, char *buf, size_t cap);
+
+#endif
