@@ -19,7 +19,15 @@
  *
  * Strings returned through row structs point into memory owned by the row and
  * are freed by the matching *_free function; callbacks get rows valid only
- * during the call.
+ * during the call. A callback returns 0 to go on and nonzero to stop early
+ * (the st_db_each_* function then still returns ST_OK); it may call other
+ * st_db functions on the same handle.
+ *
+ * Errors: ST_ERR_INVALID_ARG for a bad argument (a missing or overlong
+ * string, a write on a read-only handle, an unknown run id), ST_ERR_DB for
+ * anything SQLite reports (the message names the file and the call),
+ * ST_ERR_NO_VARIANT when a requested variant or source is absent.
+ * A handle is used by one thread at a time.
  */
 #ifndef ST_DB_H
 #define ST_DB_H
@@ -131,6 +139,12 @@ st_status st_db_get_run(st_db *db, int64_t run_id, st_run_row *out, int *found, 
 st_status st_db_each_run(st_db *db, int limit, int (*cb)(void *ctx, const st_run_row *r), void *ctx,
                          st_err *err);
 
+/* Measurements of a run by status (for reports); all 0 for an unknown run. */
+typedef struct st_run_counts {
+  int64_t ok, wrong, failed, pruned;
+} st_run_counts;
+st_status st_db_run_counts(st_db *db, int64_t run_id, st_run_counts *out, st_err *err);
+
 /* ---- measurements ---- */
 typedef struct st_measurement {
   int64_t run_id;
@@ -172,7 +186,9 @@ typedef struct st_winner_row {
 
 st_status st_db_put_winner(st_db *db, const st_winner_row *w, st_err *err);
 /* Winners of every device whose name and arch match (the runtime's view:
- * a model of card, not one card). */
+ * a model of card, not one card); arch NULL matches any arch. Where several
+ * cards of the model have a winner for one (op, dispatch key), the newest
+ * written one is returned. Ordered by op, then dispatch key. */
 st_status st_db_each_winner(st_db *db, const char *device_name, const char *arch,
                             int (*cb)(void *ctx, const st_winner_row *w), void *ctx, st_err *err);
 

@@ -33,7 +33,7 @@ constexpr int THREADS = ${threads};
 constexpr int UNITS = ${units_in_flight};
 constexpr int ALGO_SPLIT = ${algo_split};
 
-#include "index_decode.h"
+#include "params/index_decode.h"
 #include "common/load.cuh"
 #include "common/mma.cuh"
 #include "common/score_key.cuh"

@@ -1,5 +1,7 @@
 #include "cli.h"
 
+#include "compile.h"
+
 #include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
@@ -242,4 +244,44 @@ void st_cli_format_duration(double seconds, char *buf, size_t cap) {
   if (s >= 3600) snprintf(buf, cap, "%ldh%02ldm", s / 3600, s / 60 % 60);
   else if (s >= 60) snprintf(buf, cap, "%ldm%02lds", s / 60, s % 60);
   else snprintf(buf, cap, "%lds", s);
+}
+
+typedef struct compile_progress_ctx {
+  int tty;
+  double last;
+} compile_progress_ctx;
+
+static void compile_progress(void *ctx, int done, int total, int cached, int failed, double eta, const char *last) {
+  compile_progress_ctx *c = ctx;
+  char eta_text[32] = "?";
+  if (eta >= 0) st_cli_format_duration(eta, eta_text, sizeof eta_text);
+  /* Without a terminal, a line per tenth of the work. */
+  if (!c->tty && last && done < total && (double)done < c->last + 0.1 * total) return;
+  c->last = done;
+  fprintf(stderr, "%scompile: %d/%d sources (%d cached, %d failed) ETA %s%s", c->tty ? "\r\033[K" : "", done, total,
+          cached, failed, eta_text, c->tty ? "" : "\n");
+  if (c->tty && done == total) fputc('\n', stderr);
+  fflush(stderr);
+}
+
+int st_cli_compile(const st_cli *cli, st_db *db, const st_cli_suite *s, const char *arch) {
+  st_err err = {{0}};
+  if (st_compile_check_arch(arch, &err) != ST_OK) {
+    st_cli_error(cli, "%s", err.msg);
+    return ST_EXIT_USAGE;
+  }
+  compile_progress_ctx pc = {.tty = isatty(2), .last = 0};
+  st_compile_stats stats;
+  memset(&stats, 0, sizeof stats);
+  if (st_compile_all(db, s->variants, s->nvariants, arch, cli->jobs, compile_progress, &pc, &st_cli_stop, &stats,
+                     &err) != ST_OK) {
+    st_cli_error(cli, "compile: %s", err.msg);
+    return ST_EXIT_FAIL;
+  }
+  char took[32];
+  st_cli_format_duration(stats.seconds, took, sizeof took);
+  printf("compiled for %s: %d distinct sources, %d cached, %d compiled now (%d failed) in %s%s\n", arch, stats.total,
+         stats.cached, stats.compiled, stats.failed, took, stats.interrupted ? " (interrupted)" : "");
+  if (stats.interrupted) return ST_EXIT_INTERRUPTED;
+  return stats.failed ? ST_EXIT_FAIL : ST_EXIT_OK;
 }

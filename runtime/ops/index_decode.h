@@ -11,7 +11,7 @@
 
 #include "cuda_driver.h"
 #include "error.h"
-#include "index_decode.h" /* templates/: the kernel argument block */
+#include "params/index_decode.h" /* templates/: the kernel argument block */
 #include "params.h"
 #include "sparsetune.h"
 

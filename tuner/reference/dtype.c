@@ -32,6 +32,7 @@ uint8_t st_float_to_fp8_e4m3(float f) {
   const uint8_t sign = signbit(f) ? 0x80 : 0;
   float a = fabsf(f);
   if (a >= 448.0f) return sign | 0x7e;
+  if (a == 0.0f) return sign;
   /* Candidates are exactly representable: scan by rounding the scaled value. */
   int e;
   frexpf(a, &e); /* a = m * 2^e, m in [0.5, 1) */

@@ -1,4 +1,4 @@
-/* index_decode.h - the argument block of the index_decode kernels.
+/* params/index_decode.h - the argument block of the index_decode kernels.
  *
  * Plain C shared by the host launcher (runtime/ops/index_decode.c) and the
  * NVRTC-compiled kernels (templates/index_decode.cu), which take it by value:

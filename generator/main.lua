@@ -1,0 +1,158 @@
+-- main.lua - the generator's entry point (loaded by tuner/generator.c).
+--
+-- new(templates_dir) returns a generator whose functions the C bridge calls:
+--   ops()                       op names, sorted
+--   suites()                    suite names, sorted
+--   suite(name, op)             shapes of suite `name` (op nil: every op) as
+--                               {op, key, dispatch_key, params}
+--   variants(op, shapes)        the variants worth timing on `shapes` plus the
+--                               op's defaults, and the rendered sources:
+--                               list of {name, kernel, launch, is_default,
+--                               source = index into sources}, sources
+--   applies(op, kernel, launch, is_default, shape) -> boolean, reason
+--   render(op, kernel)          the rendered source of one kernel config
+-- Parameters coming from C are text; decimal integers are read as integers.
+-- Errors are Lua errors whose message says what is wrong with what.
+
+local space = require("space")
+local render = require("render")
+local suites = require("suites")
+local variants = require("variants")
+
+local OPS = {
+  index_decode = require("ops.index_decode"),
+}
+
+local M = {}
+
+local function fail(fmt, ...)
+  error(string.format(fmt, ...), 0)
+end
+
+local function op_names()
+  return space.sorted_keys(OPS)
+end
+
+local function op_of(name)
+  local op = OPS[name]
+  if not op then
+    fail("unknown op '%s' (known: %s)", tostring(name), table.concat(op_names(), ", "))
+  end
+  return op
+end
+
+-- Parameters as C passes them (all text) -> Lua values: text that is the
+-- canonical decimal form of an integer becomes that integer, as
+-- st_params_to_json writes it as a number.
+local function from_text(t)
+  local out = {}
+  for k, v in pairs(t) do
+    local n = type(v) == "string" and tonumber(v, 10)
+    if n and math.type(n) == "integer" and string.format("%d", n) == v then
+      out[k] = n
+    else
+      out[k] = v
+    end
+  end
+  return out
+end
+
+local function shape_from_c(op, text, what)
+  local s = from_text(text)
+  local ok, why = op.check_shape(s)
+  if not ok then
+    fail("%s of op %s: %s", what, op.name, why)
+  end
+  return s
+end
+
+local function kernel_from_c(op, text)
+  local k = from_text(text)
+  local ok, why = op.check_kernel(k)
+  if not ok then
+    fail("%s kernel config: %s", op.name, why)
+  end
+  return k
+end
+
+function M.new(templates_dir)
+  if type(templates_dir) ~= "string" or templates_dir == "" then
+    fail("generator needs the templates directory")
+  end
+  local self = {}
+
+  function self.ops()
+    return op_names()
+  end
+
+  function self.suites()
+    return suites.names()
+  end
+
+  function self.suite(name, op_name)
+    if op_name ~= nil then
+      op_of(op_name)
+    end
+    local rows = suites.get(name)
+    if not rows then
+      fail("unknown suite '%s' (known: %s)", tostring(name), table.concat(suites.names(), ", "))
+    end
+    local out, seen = {}, {}
+    for i, row in ipairs(rows) do
+      local op = op_of(row.op)
+      local ok, why = op.check_shape(row.shape)
+      if not ok then
+        fail("suite '%s', shape %d: %s", name, i, why)
+      end
+      local key = op.shape_key(row.shape)
+      if seen[key] then
+        fail("suite '%s' lists shape %s twice", name, key)
+      end
+      seen[key] = true
+      if op_name == nil or row.op == op_name then
+        out[#out + 1] = { op = row.op, key = key, dispatch_key = op.dispatch_key(row.shape), params = row.shape }
+      end
+    end
+    return out
+  end
+
+  function self.variants(op_name, shapes_text)
+    local op = op_of(op_name)
+    local shapes = {}
+    for i, text in ipairs(shapes_text) do
+      shapes[i] = shape_from_c(op, text, "shape " .. i)
+    end
+    local list = variants.list(op, shapes)
+    local read = render.file_reader() -- one per call: template edits show up on the next call
+    local sources, source_of = {}, {}
+    for _, v in ipairs(list) do
+      local kid = space.canonical(v.kernel)
+      if not source_of[kid] then
+        sources[#sources + 1] = render.render(templates_dir, op.template, op.render_values(v.kernel), read)
+        source_of[kid] = #sources
+      end
+      v.source = source_of[kid]
+    end
+    return list, sources
+  end
+
+  function self.applies(op_name, kernel_text, launch_text, is_default, shape_text)
+    local op = op_of(op_name)
+    local kernel = kernel_from_c(op, kernel_text)
+    local launch = from_text(launch_text)
+    local ok, why = op.check_launch(launch)
+    if not ok then
+      fail("%s launch config: %s", op.name, why)
+    end
+    return op.applies(kernel, launch, shape_from_c(op, shape_text, "shape"), is_default)
+  end
+
+  function self.render(op_name, kernel_text)
+    local op = op_of(op_name)
+    return render.render(templates_dir, op.template, op.render_values(kernel_from_c(op, kernel_text)))
+  end
+
+  return self
+end
+
+return M

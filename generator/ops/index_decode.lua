@@ -1,0 +1,289 @@
+-- ops/index_decode.lua - the variant space of index_decode (lightning-indexer
+-- block selection for a decode batch; kernel: templates/index_decode.cu,
+-- launcher: runtime/ops/index_decode.c).
+--
+-- A variant is a kernel config (compile-time, baked into the source) plus a
+-- launch config (`splits`: CTAs per (request, head group); 0 = the launcher
+-- picks). Parameter names here are the ones the C launcher reads
+-- (st_index_decode_config_from_params) and the template expects.
+-- Every function is pure.
+
+local space = require("space")
+
+local M = {}
+
+M.name = "index_decode"
+M.template = "index_decode.cu"
+
+M.kernel_domains = {
+  dtype = { "bf16", "fp8" },
+  head_dim = { 64, 128 },
+  topk = { 4, 8, 16, 32, 64 }, -- capacity; buckets (cap/2, cap], 4 takes 1..4
+  heads_per_cta = { 1, 2, 4 },
+  max_qlen = { 1, 2, 3, 4 },
+  threads = { 128, 256 },
+  units_in_flight = { 1, 2, 4 },
+  algo = { "single", "split" },
+}
+
+-- Tuned variants cover topk capacities up to 32; 64 exists as a default only.
+local TUNED_TOPK_MAX = 32
+-- Launch choices timed: auto and powers of two (bounded per shape below).
+M.splits_choices = { 0, 1, 2, 4, 8, 16, 32, 64, 128, 256 }
+local SPLITS_MAX = 1024
+
+local BLOCK_TOKENS = 128
+local DTYPE_BYTES = { bf16 = 2, fp8 = 1 }
+-- Two mma column tiles of 8: heads x query tokens one CTA scores.
+local MAX_COLUMNS = 16
+-- Registers per thread for K fragments in flight: each unit holds a 16-token
+-- tile, head_dim * bytes / 8 registers of it per thread.
+local FRAGMENT_REGISTER_BUDGET = 64
+-- Pruning model: an H100 (132 SMs); more than 8 waves of CTAs cannot win.
+local SM_COUNT, MAX_WAVES = 132, 8
+-- The launcher refuses plans whose merge buffer (min(warps, columns) x splits
+-- x topk 4-byte keys) exceeds this (ST_INDEX_DECODE_MAX_SMEM in
+-- runtime/ops/index_decode.c); keep the two equal.
+local MAX_MERGE_SMEM_BYTES = 96 * 1024
+
+local SHAPE_FIELDS = { "B", "D", "H", "ctx", "dtype", "init", "lens", "local", "qlen", "topk" }
+-- The host-known subset the runtime dispatches on (runtime/ops/index_decode.c
+-- st_index_decode_dispatch_key builds the same text).
+local DISPATCH_FIELDS = { "B", "D", "H", "dtype", "qlen", "topk" }
+local LENS = { "full", "mixed" }
+local KERNEL_PARAMS = space.sorted_keys(M.kernel_domains)
+local LAUNCH_PARAMS = { splits = true }
+local SHAPE_FIELD_SET = {}
+for _, f in ipairs(SHAPE_FIELDS) do
+  SHAPE_FIELD_SET[f] = true
+end
+
+local function fragment_registers(k)
+  return k.head_dim * DTYPE_BYTES[k.dtype] // 8
+end
+
+-- The constraints of the kernel space: ok, or false and why.
+function M.constraint(k)
+  local cols = k.heads_per_cta * k.max_qlen
+  if cols > MAX_COLUMNS then
+    return false, string.format("heads_per_cta*max_qlen = %d*%d = %d columns exceed %d", k.heads_per_cta,
+      k.max_qlen, cols, MAX_COLUMNS)
+  end
+  local regs = k.units_in_flight * fragment_registers(k)
+  if regs > FRAGMENT_REGISTER_BUDGET then
+    return false, string.format("units_in_flight=%d x %d registers (%s, head_dim %d) = %d exceed the budget of %d",
+      k.units_in_flight, fragment_registers(k), k.dtype, k.head_dim, regs, FRAGMENT_REGISTER_BUDGET)
+  end
+  return true
+end
+
+-- A kernel config from outside (C, the database): every parameter present,
+-- in its domain, no others, and within the constraints.
+function M.check_kernel(k)
+  for _, name in ipairs(KERNEL_PARAMS) do
+    local domain = M.kernel_domains[name]
+    if k[name] == nil then
+      return false, string.format("kernel parameter '%s' is missing", name)
+    end
+    if not space.contains(domain, k[name]) then
+      return false, string.format("kernel parameter %s=%s is not one of its values", name, tostring(k[name]))
+    end
+  end
+  local unknown = space.unknown_key(k, M.kernel_domains)
+  if unknown then
+    return false, string.format("'%s' is not a kernel parameter of %s", unknown, M.name)
+  end
+  return M.constraint(k)
+end
+
+function M.check_launch(l)
+  local unknown = space.unknown_key(l, LAUNCH_PARAMS)
+  if unknown then
+    return false, string.format("'%s' is not a launch parameter of %s", unknown, M.name)
+  end
+  local s = l.splits
+  if math.type(s) ~= "integer" or s < 0 or s > SPLITS_MAX then
+    return false, string.format("launch parameter splits=%s is outside 0..%d", tostring(s), SPLITS_MAX)
+  end
+  return true
+end
+
+-- The tuned kernel configs: the domains with topk <= 32, within constraints.
+function M.kernel_space()
+  local domains = {}
+  for name, domain in pairs(M.kernel_domains) do
+    domains[name] = domain
+  end
+  local topks = {}
+  for _, t in ipairs(M.kernel_domains.topk) do
+    if t <= TUNED_TOPK_MAX then
+      topks[#topks + 1] = t
+    end
+  end
+  domains.topk = topks
+  return (space.filter(space.product(domains), M.constraint))
+end
+
+function M.launch_space(_kernel)
+  local out = {}
+  for _, s in ipairs(M.splits_choices) do
+    out[#out + 1] = { splits = s }
+  end
+  return out
+end
+
+-- The fallbacks: one per dtype x head_dim x topk bucket, valid for every
+-- shape of that kind (any H, qlen <= 4).
+function M.defaults()
+  local out = {}
+  for _, dtype in ipairs(M.kernel_domains.dtype) do
+    for _, head_dim in ipairs(M.kernel_domains.head_dim) do
+      for _, topk in ipairs(M.kernel_domains.topk) do
+        local k = { dtype = dtype, head_dim = head_dim, topk = topk, heads_per_cta = 1, max_qlen = 4,
+          threads = 256, algo = "single" }
+        for _, u in ipairs({ 2, 1 }) do
+          k.units_in_flight = u
+          if M.constraint(k) then
+            break
+          end
+        end
+        out[#out + 1] = { kernel = k, launch = { splits = 0 } }
+      end
+    end
+  end
+  return out
+end
+
+-- ---- shapes ----------------------------------------------------------------
+
+function M.check_shape(s)
+  for _, f in ipairs(SHAPE_FIELDS) do
+    if s[f] == nil then
+      return false, string.format("shape field '%s' is missing", f)
+    end
+  end
+  local unknown = space.unknown_key(s, SHAPE_FIELD_SET)
+  if unknown then
+    return false, string.format("'%s' is not a shape field of %s", unknown, M.name)
+  end
+  local function int_in(f, lo, hi)
+    local v = s[f]
+    if math.type(v) ~= "integer" or v < lo or (hi and v > hi) then
+      return string.format("shape field %s=%s is outside %d..%s", f, tostring(v), lo, hi and tostring(hi) or "")
+    end
+  end
+  local why = int_in("B", 1, 65535) or int_in("D", 16, 512) or int_in("H", 1, 65535) or int_in("qlen", 1, 4)
+      or int_in("topk", 1, 64) or int_in("init", 0, 64) or int_in("local", 0, 64) or int_in("ctx", 1)
+  if why then
+    return false, why
+  end
+  if DTYPE_BYTES[s.dtype] == nil then
+    return false, string.format("shape field dtype=%s is not bf16 or fp8", tostring(s.dtype))
+  end
+  if not space.contains(LENS, s.lens) then
+    return false, string.format("shape field lens=%s is not full or mixed", tostring(s.lens))
+  end
+  if s.init + s["local"] > s.topk then
+    return false, string.format("init + local = %d + %d exceed topk=%d", s.init, s["local"], s.topk)
+  end
+  return true
+end
+
+function M.shape_key(s)
+  return M.name .. ":" .. space.canonical(s, SHAPE_FIELDS)
+end
+
+function M.dispatch_key(s)
+  return M.name .. ":" .. space.canonical(s, DISPATCH_FIELDS)
+end
+
+-- ---- which variants run which shapes ------------------------------------
+
+-- Compile-time fit: the kernel can compute this shape (and, for tuned
+-- variants, is one worth compiling for it).
+function M.fits(k, s, is_default)
+  if k.dtype ~= s.dtype then
+    return false, "dtype differs"
+  end
+  if k.head_dim ~= s.D then
+    return false, "head_dim differs"
+  end
+  if k.topk < s.topk or (k.topk ~= 4 and s.topk <= k.topk // 2) then
+    return false, string.format("topk %d is not in the bucket of capacity %d", s.topk, k.topk)
+  end
+  if s.H % k.heads_per_cta ~= 0 then
+    return false, string.format("heads_per_cta %d does not divide H=%d", k.heads_per_cta, s.H)
+  end
+  if k.max_qlen < s.qlen then
+    return false, string.format("max_qlen %d < qlen %d", k.max_qlen, s.qlen)
+  end
+  if not is_default and k.max_qlen ~= s.qlen and k.max_qlen ~= 4 then
+    return false, string.format("tuned max_qlen %d is neither qlen %d nor 4", k.max_qlen, s.qlen)
+  end
+  return true
+end
+
+-- Launch choices worth timing for a shape (the variant list is per
+-- (kernel, splits)).
+function M.worth(k, l, s, _is_default)
+  local splits = l.splits
+  if splits == 0 then
+    if k.algo == "split" then
+      return false, "algo split needs explicit splits >= 2"
+    end
+    return true
+  end
+  if not space.contains(M.splits_choices, splits) then
+    return false, string.format("splits=%d is not a timed choice", splits)
+  end
+  if k.algo == "split" and splits < 2 then
+    return false, "algo split needs splits >= 2"
+  end
+  local blocks = (s.ctx + BLOCK_TOKENS - 1) // BLOCK_TOKENS
+  if splits > blocks then
+    return false, string.format("splits=%d exceed the %d blocks of ctx %d", splits, blocks, s.ctx)
+  end
+  local ctas = s.B * splits * (s.H // k.heads_per_cta)
+  if ctas > MAX_WAVES * SM_COUNT then
+    return false, string.format("%d CTAs exceed %d waves of %d SMs", ctas, MAX_WAVES, SM_COUNT)
+  end
+  local merges = not (k.algo == "single" and splits == 1)
+  local merge_bytes = math.min(k.threads // 32, k.heads_per_cta * k.max_qlen) * splits * k.topk * 4
+  if merges and merge_bytes > MAX_MERGE_SMEM_BYTES then
+    return false, string.format("merge buffer of %d bytes exceeds %d", merge_bytes, MAX_MERGE_SMEM_BYTES)
+  end
+  return true
+end
+
+function M.applies(k, l, s, is_default)
+  local ok, why = M.fits(k, s, is_default)
+  if not ok then
+    return false, why
+  end
+  return M.worth(k, l, s, is_default)
+end
+
+-- ---- rendering and naming ------------------------------------------------
+
+-- The template's values (exactly the names templates/index_decode.cu uses).
+function M.render_values(k)
+  return {
+    is_fp8 = k.dtype == "fp8" and 1 or 0,
+    head_dim = k.head_dim,
+    topk = k.topk,
+    heads_per_cta = k.heads_per_cta,
+    max_qlen = k.max_qlen,
+    threads = k.threads,
+    units_in_flight = k.units_in_flight,
+    algo_split = k.algo == "split" and 1 or 0,
+  }
+end
+
+-- "index_decode.bf16.d128.k16.h1.q1.t256.u2.single/s8" ("/auto" for splits 0).
+function M.variant_name(k, l)
+  return string.format("%s.%s.d%d.k%d.h%d.q%d.t%d.u%d.%s/%s", M.name, k.dtype, k.head_dim, k.topk,
+    k.heads_per_cta, k.max_qlen, k.threads, k.units_in_flight, k.algo,
+    l.splits == 0 and "auto" or ("s" .. l.splits))
+end
+
+return M

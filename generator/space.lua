@@ -1,0 +1,137 @@
+-- space.lua - generic helpers for variant spaces: cartesian products of
+-- parameter domains, filtering by a constraint, canonical key text.
+--
+-- Everything here is a pure function of its arguments. Orders are fixed
+-- (keys sorted bytewise, domains in the order written) so that two runs
+-- produce the same lists, names and ids.
+
+local M = {}
+
+-- Bytewise string order. Lua's `<` on strings follows the C locale's
+-- collation (strcoll); keys must sort the same everywhere, as the C side's
+-- strcmp does.
+function M.bytewise_less(a, b)
+  local n = math.min(#a, #b)
+  for i = 1, n do
+    local x, y = a:byte(i), b:byte(i)
+    if x ~= y then
+      return x < y
+    end
+  end
+  return #a < #b
+end
+
+-- The keys of table `t`, sorted bytewise.
+function M.sorted_keys(t)
+  local keys = {}
+  for k in pairs(t) do
+    if type(k) ~= "string" then
+      error("parameter names must be strings, got " .. type(k), 2)
+    end
+    keys[#keys + 1] = k
+  end
+  table.sort(keys, M.bytewise_less)
+  return keys
+end
+
+-- Every combination of the domains in `domains` (name -> array of values),
+-- as fresh tables. The first name (bytewise) varies slowest.
+function M.product(domains)
+  local keys = M.sorted_keys(domains)
+  for _, k in ipairs(keys) do
+    if type(domains[k]) ~= "table" or #domains[k] == 0 then
+      error("domain of '" .. k .. "' must be a non-empty array", 2)
+    end
+  end
+  local out = {}
+  local point = {}
+  local function walk(i)
+    if i > #keys then
+      local copy = {}
+      for k, v in pairs(point) do
+        copy[k] = v
+      end
+      out[#out + 1] = copy
+      return
+    end
+    for _, v in ipairs(domains[keys[i]]) do
+      point[keys[i]] = v
+      walk(i + 1)
+    end
+  end
+  walk(1)
+  return out
+end
+
+-- Splits `points` by `constraint(point) -> ok, reason`. Returns the kept
+-- points and the rejected ones as {point = p, reason = text}.
+function M.filter(points, constraint)
+  local kept, rejected = {}, {}
+  for _, p in ipairs(points) do
+    local ok, reason = constraint(p)
+    if ok then
+      kept[#kept + 1] = p
+    else
+      rejected[#rejected + 1] = { point = p, reason = reason or "rejected" }
+    end
+  end
+  return kept, rejected
+end
+
+-- A parameter value as canonical text: integers in decimal, strings as is.
+function M.value_text(v, name)
+  if math.type(v) == "integer" then
+    return string.format("%d", v)
+  elseif type(v) == "string" then
+    return v
+  end
+  error(string.format("parameter '%s' has a %s value; only integers and strings are allowed", name,
+    math.type(v) or type(v)), 2)
+end
+
+-- "k1=v1,k2=v2" over `keys` (all keys of `t` when nil), sorted bytewise.
+function M.canonical(t, keys)
+  local names = {}
+  if keys then
+    for _, k in ipairs(keys) do
+      names[#names + 1] = k
+    end
+    table.sort(names, M.bytewise_less)
+  else
+    names = M.sorted_keys(t)
+  end
+  local parts = {}
+  for _, k in ipairs(names) do
+    if t[k] == nil then
+      error("parameter '" .. k .. "' is missing", 2)
+    end
+    parts[#parts + 1] = k .. "=" .. M.value_text(t[k], k)
+  end
+  return table.concat(parts, ",")
+end
+
+-- The bytewise-first key of `t` that `known` (name -> anything) lacks, or nil.
+function M.unknown_key(t, known)
+  local first
+  for k in pairs(t) do
+    if known[k] == nil then
+      local name = tostring(k)
+      if first == nil or M.bytewise_less(name, first) then
+        first = name
+      end
+    end
+  end
+  return first
+end
+
+-- Whether `v` is one of the values of array `list`.
+function M.contains(list, v)
+  for _, x in ipairs(list) do
+    if x == v then
+      return true
+    end
+  end
+  return false
+end
+
+return M

@@ -1,0 +1,95 @@
+-- suites.lua - the named shape suites.
+--
+-- A suite is an ordered list of {op = name, shape = {field = value}}; shape
+-- fields are those of the op (generator/ops/<op>.lua check_shape).
+--   m3-decode  the default decode suite: MiniMax-M3 decode shapes (the
+--              anchors plus other batch sizes, contexts, KV-head counts,
+--              speculative qlen 2 and mixed lengths); tuned on one H100 in a
+--              few minutes, so keep it near 30 shapes.
+--   anchors    exactly the rows of /work/shared/anchors.md (bench).
+--   smoke      a few tiny shapes for quick end-to-end checks.
+
+local space = require("space")
+
+local M = {}
+
+-- MiniMax-M3 indexer: 2 index heads of 128, top-16 blocks, 1 init + 2 local.
+local function index_decode(dtype, B, ctx, over)
+  local s = { dtype = dtype, B = B, ctx = ctx, D = 128, H = 2, qlen = 1, topk = 16, init = 1, ["local"] = 2,
+    lens = "full" }
+  for k, v in pairs(over or {}) do
+    s[k] = v
+  end
+  return { op = "index_decode", shape = s }
+end
+
+local function anchor_rows()
+  return {
+    index_decode("bf16", 1, 8192),
+    index_decode("bf16", 1, 131072),
+    index_decode("bf16", 8, 8192),
+    index_decode("bf16", 8, 32768),
+    index_decode("bf16", 32, 32768),
+    index_decode("bf16", 128, 131072),
+    index_decode("fp8", 1, 8192),
+    index_decode("fp8", 8, 32768),
+    index_decode("fp8", 128, 131072),
+  }
+end
+
+local function m3_decode()
+  local rows = anchor_rows()
+  local function add(row)
+    rows[#rows + 1] = row
+  end
+  -- More contexts per batch size: decode winners are chosen by worst-case
+  -- regret over the contexts of a dispatch key.
+  add(index_decode("bf16", 1, 32768))
+  add(index_decode("bf16", 8, 131072))
+  add(index_decode("bf16", 32, 8192))
+  add(index_decode("bf16", 128, 32768))
+  add(index_decode("fp8", 1, 131072))
+  add(index_decode("fp8", 8, 8192))
+  add(index_decode("fp8", 32, 32768))
+  for _, B in ipairs({ 1, 8, 32 }) do
+    add(index_decode("bf16", B, 32768, { H = 1 }))
+    add(index_decode("bf16", B, 32768, { H = 4 }))
+    add(index_decode("bf16", B, 32768, { qlen = 2 }))
+    add(index_decode("fp8", B, 32768, { qlen = 2 }))
+  end
+  -- Ragged batches: random lengths, unaligned ones and padding rows.
+  add(index_decode("bf16", 8, 32768, { lens = "mixed" }))
+  add(index_decode("bf16", 32, 32768, { lens = "mixed" }))
+  return rows
+end
+
+local function smoke()
+  return {
+    index_decode("bf16", 1, 1024),
+    index_decode("fp8", 2, 2048, { qlen = 2, lens = "mixed" }),
+    index_decode("bf16", 2, 1000, { D = 64, H = 1, topk = 8 }),
+  }
+end
+
+local SUITES = {
+  ["m3-decode"] = m3_decode,
+  anchors = anchor_rows,
+  smoke = smoke,
+}
+
+function M.names()
+  local names = {}
+  for name in pairs(SUITES) do
+    names[#names + 1] = name
+  end
+  table.sort(names, space.bytewise_less)
+  return names
+end
+
+-- The rows of suite `name`, or nil when there is no such suite.
+function M.get(name)
+  local make = SUITES[name]
+  return make and make() or nil
+end
+
+return M

@@ -1,0 +1,10 @@
+# The dispatch layer of libsparsetune: handles, variant choice, module cache
+# and the public entry points (runtime/CMakeLists.txt builds the shared
+# library once this list is set).
+set(ST_DISPATCH_SOURCES
+  handle.c
+  last_error.c
+  dispatch.c
+  module_cache.c
+  api_index_decode.c
+)

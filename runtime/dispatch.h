@@ -1,0 +1,156 @@
+/* dispatch.h - choosing the index_decode variant for a call.
+ *
+ * Pure host logic: no CUDA, no database. The handle loads the winners and
+ * default variants once (st_open) into an st_dispatch_table; a call turns
+ * its arguments into a dispatch key and asks for a choice:
+ *   1. a winner recorded for exactly this key whose config fits the call;
+ *   2. else the winner with the same key fields except the batch B whose B
+ *      is nearest in log2 distance (ties: the larger B) and fits;
+ *   3. else the default variant that fits with the smallest topk capacity.
+ * Each candidate is then loaded through a hook; one that cannot be loaded
+ * because its binary is missing or broken (ST_ERR_NO_VARIANT) is skipped in
+ * favour of the next, any other failure ends the search.
+ *
+ * Decisions are memoized per (dispatch key, max_context) in a fixed table,
+ * so a repeated call does no allocation and no database or driver work.
+ * The fit check and the loader are function pointers so that the tests can
+ * drive all of this without a GPU. */
+#ifndef ST_DISPATCH_H
+#define ST_DISPATCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "ops/index_decode.h"
+#include "params.h"
+
+/* The dispatch key field that holds the batch size (requests per call). */
+#define ST_DISPATCH_BATCH_FIELD "B"
+/* Longest dispatch key text, NUL included (as st_winner_row stores it). */
+#define ST_DISPATCH_KEY_MAX 256
+/* Decisions remembered per handle and op; the oldest is replaced when full. */
+#define ST_DISPATCH_MEMO_SLOTS 64
+
+/* A loadable variant: identity, the binary it needs, and its parsed config. */
+typedef struct st_dispatch_variant {
+  char id[40];
+  char name[160];
+  char source_hash[40];
+  st_index_decode_config cfg;
+} st_dispatch_variant;
+
+/* A winner recorded for one dispatch key of this device model. */
+typedef struct st_dispatch_winner {
+  st_params fields;    /* the dispatch key's fields (ST_DISPATCH_BATCH_FIELD among them) */
+  long long batch;     /* the value of ST_DISPATCH_BATCH_FIELD; 0 when absent     */
+  int64_t run_id;      /* the tuning run that picked it: newer runs win ties      */
+  double median_us;
+  st_dispatch_variant v;
+} st_dispatch_winner;
+
+/* Everything dispatch knows about one op on one handle. Read-only after
+ * st_open; the arrays are owned by whoever built the table. */
+typedef struct st_dispatch_table {
+  const st_dispatch_winner *winners;
+  size_t n_winners;
+  const st_dispatch_variant *defaults;
+  size_t n_defaults;
+  const char *source; /* where the variants came from (the database path), for messages */
+  const char *note;   /* why some recorded variants were left out at load; NULL if none */
+} st_dispatch_table;
+
+typedef enum st_dispatch_rule {
+  ST_DISPATCH_EXACT = 0,         /* winner of this dispatch key            */
+  ST_DISPATCH_NEAREST_BATCH = 1, /* winner of the nearest batch size       */
+  ST_DISPATCH_DEFAULT = 2        /* the op's fallback variant              */
+} st_dispatch_rule;
+
+/* ST_OK if `cfg` can run the (valid) arguments, else ST_ERR_NO_VARIANT (or
+ * another status) with the reason: the launcher's fit check and plan on the
+ * handle's device, or a test's stand-in. Pure: no allocation, no I/O. */
+typedef st_status (*st_dispatch_fit_fn)(void *ctx, const st_index_decode_config *cfg,
+                                        const st_index_decode_args *a, st_err *err);
+
+/* Makes `v` ready to launch and returns what the launch needs in *loaded
+ * (the module cache entry). ST_ERR_NO_VARIANT: this variant cannot be used
+ * (no binary, failed compile, bad image), try the next; anything else stops. */
+typedef st_status (*st_dispatch_load_fn)(void *ctx, const st_dispatch_variant *v, void **loaded,
+                                         st_err *err);
+
+typedef struct st_dispatch_hooks {
+  st_dispatch_fit_fn fit;
+  void *fit_ctx;
+  st_dispatch_load_fn load;
+  void *load_ctx;
+} st_dispatch_hooks;
+
+typedef struct st_dispatch_candidate {
+  const st_dispatch_variant *v;
+  st_dispatch_rule rule;
+  long long batch; /* the winner's batch; 0 for a default */
+} st_dispatch_candidate;
+
+typedef struct st_dispatch_choice {
+  const st_dispatch_variant *v; /* points into the table                 */
+  st_dispatch_rule rule;
+  void *loaded;                 /* what the load hook returned           */
+} st_dispatch_choice;
+
+typedef struct st_dispatch_memo_entry {
+  uint64_t hash; /* of key; 0 marks a free slot */
+  int max_context;
+  char key[ST_DISPATCH_KEY_MAX];
+  st_dispatch_choice choice;
+} st_dispatch_memo_entry;
+
+typedef struct st_dispatch_memo {
+  st_dispatch_memo_entry slot[ST_DISPATCH_MEMO_SLOTS];
+  unsigned next; /* the slot the next new key replaces (round robin) */
+} st_dispatch_memo;
+
+/* Lists the variants of `t` that fit the call, best first, each once (by
+ * id): exact winners (newest run first), nearest-batch winners, defaults
+ * (smallest topk capacity first). `fields` are the call's dispatch key
+ * fields; only hooks->fit is used. `out` must hold n_winners + n_defaults
+ * entries. *n_fit is the
+ * count written; when it is 0, `why` (may be NULL) holds the last reason a
+ * recorded variant did not fit, or is empty. Never fails. */
+void st_dispatch_candidates(const st_dispatch_table *t, const st_params *fields,
+                            const st_index_decode_args *a, const st_dispatch_hooks *hooks,
+                            st_dispatch_candidate *out, size_t *n_fit, st_err *why);
+
+/* Chooses and loads the variant for a call, without the memo: the first
+ * candidate that loads. `key` is the call's dispatch key text (named in
+ * messages). ST_ERR_NO_VARIANT names the shape and the database when no
+ * variant fits or none of those that fit could be loaded. */
+st_status st_dispatch_choose(const st_dispatch_table *t, const char *key, const st_params *fields,
+                             const st_index_decode_args *a, const st_dispatch_hooks *hooks,
+                             st_dispatch_choice *choice, st_err *err);
+
+/* The memoized choice: a hit whose variant still fits is returned with no
+ * allocation and no hook but `fit`; a miss runs st_dispatch_choose and
+ * remembers a success. The caller serializes access to `memo`. */
+st_status st_dispatch_resolve(const st_dispatch_table *t, st_dispatch_memo *memo, const char *key,
+                              const st_params *fields, const st_index_decode_args *a,
+                              const st_dispatch_hooks *hooks, st_dispatch_choice *choice,
+                              st_err *err);
+
+/* Memo primitives (st_dispatch_resolve uses them; exposed for tests).
+ * find returns NULL on a miss; put replaces the entry of the same key, else
+ * a free slot, else the oldest. Keys longer than ST_DISPATCH_KEY_MAX - 1 are
+ * never remembered. */
+const st_dispatch_choice *st_dispatch_memo_find(const st_dispatch_memo *memo, const char *key,
+                                                int max_context);
+void st_dispatch_memo_put(st_dispatch_memo *memo, const char *key, int max_context,
+                          const st_dispatch_choice *choice);
+
+/* Sorts loaded tables into the order dispatch expects: winners newest run
+ * first then fastest, defaults by topk capacity then name. */
+void st_dispatch_sort_winners(st_dispatch_winner *w, size_t n);
+void st_dispatch_sort_defaults(st_dispatch_variant *v, size_t n);
+
+/* "exact", "nearest batch", "default". */
+const char *st_dispatch_rule_name(st_dispatch_rule rule);
+
+#endif

@@ -1,0 +1,78 @@
+/* handle.h - what an st_handle holds (private to libsparsetune and its tests).
+ *
+ * A handle binds one read-only database to the primary context of one
+ * device. Everything it loads at st_open (winners and defaults) is read-only
+ * afterwards; the memo tables, the module cache and the database connection
+ * change later and are guarded by `lock`. Launches happen outside the lock.
+ *
+ * Ownership: the handle owns every array and pointer below; st_handle_free
+ * releases them in reverse order of acquisition, whatever state they are in,
+ * so st_open can fail at any step and clean up with it. */
+#ifndef ST_HANDLE_H
+#define ST_HANDLE_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "cuda_driver.h"
+#include "dispatch.h"
+#include "module_cache.h"
+#include "st_db.h"
+
+struct st_handle {
+  uint64_t serial;           /* unique per process: tells a reused address apart */
+  const st_cu *cu;           /* NULL for a handle made without a driver (tests)  */
+  st_device_info dev;
+  CUdevice device;
+  CUcontext ctx;             /* retained primary context; NULL until retained    */
+  st_db *db;
+  char *db_path;
+  pthread_mutex_t lock;
+
+  /* index_decode: variants loaded at st_open, and the views dispatch reads. */
+  st_dispatch_winner *id_winners;
+  size_t n_id_winners;
+  st_dispatch_variant *id_defaults;
+  size_t n_id_defaults;
+  st_err id_note;            /* why recorded variants were left out; "" if none */
+  st_dispatch_table id_table;
+  st_dispatch_memo id_memo;
+
+  st_module_cache modules;
+
+  /* How dispatch checks a fit and loads a variant: the launcher (fit check
+   * and plan on this device) and the module cache, or a test's stand-ins.
+   * `reserve_smem` gets what `load` returned and lets its kernels use the
+   * plan's dynamic shared memory. `fit` gets `fit_ctx` (the handle), the
+   * others `hook_ctx` (the handle). */
+  st_dispatch_fit_fn fit;
+  void *fit_ctx;
+  st_dispatch_load_fn load;
+  st_status (*reserve_smem)(void *ctx, void *loaded, const st_index_decode_plan *plan, st_err *err);
+  void *hook_ctx;
+};
+
+/* A handle bound to nothing: no driver, no device, no database, empty
+ * tables, the default hooks. st_open fills it in; tests use it bare. */
+st_status st_handle_alloc(st_handle **out, st_err *err);
+
+/* Releases whatever `h` holds (NULL accepted). */
+void st_handle_free(st_handle *h);
+
+/* Points h->id_table at the handle's arrays (after they change). */
+void st_handle_bind_tables(st_handle *h);
+
+/* ---- per-thread results of the public calls (last_error.c) ----------- */
+
+/* Records `err` as the calling thread's last error on `h` (NULL: the
+ * handle-less slot, which st_last_error(NULL) reads) and returns `status`. */
+st_status st_api_fail(const st_handle *h, st_status status, const st_err *err);
+
+/* Records the variant the calling thread's last launch on `h` used. `v`
+ * must live as long as `h`; only the pointer is stored (no string work). */
+void st_api_set_variant(const st_handle *h, const st_dispatch_variant *v);
+
+/* Forgets the calling thread's records about `h` (at st_close). */
+void st_api_forget(const st_handle *h);
+
+#endif

@@ -1,0 +1,66 @@
+/* module_cache.h - cubins from the database, loaded as CUmodules once.
+ *
+ * One entry per source hash (the binary is a function of the source and the
+ * device arch, which is fixed per handle). An entry is created on the first
+ * request and lives until st_module_cache_free: the CUfunctions in it stay
+ * valid while other threads launch them, so callers may keep pointers to
+ * entries. A binary that is missing, failed to compile or does not load is
+ * remembered as such (ST_ERR_NO_VARIANT and the reason), so a broken variant
+ * costs one database read, not one per call. Driver and database failures
+ * that are not the binary's fault are not remembered.
+ *
+ * Not thread-safe: the handle's lock serializes every call. */
+#ifndef ST_MODULE_CACHE_H
+#define ST_MODULE_CACHE_H
+
+#include <stddef.h>
+
+#include "cuda_driver.h"
+#include "error.h"
+#include "st_db.h"
+
+/* Dynamic shared memory a kernel may use without opting in. */
+#define ST_DEFAULT_DYNAMIC_SMEM_LIMIT (48u * 1024u)
+
+typedef struct st_module {
+  char source_hash[40];
+  st_status status;      /* ST_OK: loaded; else why it cannot be (in `why`) */
+  st_err why;
+  CUmodule module;
+  CUfunction main_fn;    /* ST_INDEX_DECODE_MAIN_KERNEL                     */
+  CUfunction merge_fn;   /* ST_INDEX_DECODE_MERGE_KERNEL, once needed       */
+  unsigned smem_limit;   /* dynamic shared memory main_fn is allowed        */
+  unsigned merge_smem_limit; /* and merge_fn                               */
+} st_module;
+
+typedef struct st_module_cache {
+  const st_cu *cu;
+  CUcontext ctx;         /* the primary context modules are loaded into     */
+  st_db *db;
+  const char *arch;      /* "sm_90a": which binary to read                   */
+  const char *db_path;   /* for messages                                    */
+  st_module **entries;
+  size_t n, cap;
+} st_module_cache;
+
+/* Binds an empty cache; nothing is loaded yet. The pointers must outlive it. */
+void st_module_cache_init(st_module_cache *c, const st_cu *cu, CUcontext ctx, st_db *db,
+                          const char *arch, const char *db_path);
+
+/* The loaded module of `source_hash`, with the merge kernel resolved too when
+ * `need_merge`. ST_ERR_NO_VARIANT: no usable binary (the message says why);
+ * ST_ERR_CUDA / ST_ERR_DB / ST_ERR_NOMEM: could not tell. */
+st_status st_module_cache_get(st_module_cache *c, const char *source_hash, int need_merge,
+                              st_module **out, st_err *err);
+
+/* Lets m->main_fn use `main_bytes` and m->merge_fn `merge_bytes` of dynamic
+ * shared memory (above 48 KiB a kernel must opt in); a no-op when they
+ * already may, so prepare does the driver call and the launch path does not. */
+st_status st_module_reserve_smem(st_module_cache *c, st_module *m, unsigned main_bytes, unsigned merge_bytes,
+                                 st_err *err);
+
+/* Unloads every module and frees the entries. The cache may be re-used
+ * after st_module_cache_init. */
+void st_module_cache_free(st_module_cache *c);
+
+#endif

@@ -1,0 +1,2 @@
+// included, and broken on line 2
+constexpr int D = ${oops};

@@ -1,0 +1,3 @@
+// one
+#include "two.h"
+#include "inc/two.h"

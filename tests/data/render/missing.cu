@@ -1,0 +1,3 @@
+// a template that uses a name nobody gives
+constexpr int A = ${n};
+constexpr int C = ${absent};

@@ -1,0 +1,4 @@
+# index_decode: reference, launcher, and (on a GPU) every variant end to end.
+st_add_test(NAME test_reference_index_decode LABEL cpu SOURCES test_reference_index_decode.c LIBS st_tuner_core)
+st_add_test(NAME test_index_decode_launcher LABEL cpu SOURCES test_index_decode_launcher.c LIBS st_tuner_core)
+st_add_test(NAME test_winners LABEL cpu SOURCES test_winners.c LIBS st_tuner_core)

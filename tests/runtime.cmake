@@ -1,0 +1,6 @@
+# The dispatch layer of libsparsetune (runtime/dispatch.c, handle.c,
+# api_index_decode.c). CPU suites drive dispatch with stand-in fit checks
+# and loaders; the GPU suite needs a driver and a device.
+st_add_test(NAME test_runtime_dispatch LABEL cpu SOURCES test_runtime_dispatch.c)
+st_add_test(NAME test_runtime_api LABEL cpu SOURCES test_runtime_api.c)
+st_add_test(NAME test_runtime_gpu_open LABEL gpu SOURCES test_runtime_gpu_open.c)

@@ -1,0 +1,552 @@
+/* test_generator.c - the C bridge to the generator (tuner/generator.c) over
+ * the real generator/ and templates/: suites and their keys, the variant
+ * lists (defaults, applicability, ids), rendering and error reporting. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "generator.h"
+#include "ops/index_decode.h"
+#include "testutil.h"
+
+#define GEN_DIR ST_SOURCE_DIR "/generator"
+#define TEST_TEMPLATES ST_SOURCE_DIR "/tests/data/templates"
+
+static st_gen *open_gen(const char *templates_dir) {
+  st_gen *g = NULL;
+  st_err err = {{0}};
+  const st_status s = st_gen_open(GEN_DIR, templates_dir, &g, &err);
+  if (s != ST_OK) print_error("st_gen_open: %s\n", err.msg);
+  assert_int_equal(s, ST_OK);
+  assert_non_null(g);
+  return g;
+}
+
+static int load_suite(st_gen *g, const char *suite, st_shape **shapes) {
+  st_err err = {{0}};
+  int n = 0;
+  const st_status s = st_gen_suite(g, suite, "index_decode", shapes, &n, &err);
+  if (s != ST_OK) print_error("st_gen_suite(%s): %s\n", suite, err.msg);
+  assert_int_equal(s, ST_OK);
+  return n;
+}
+
+static int load_variants(st_gen *g, const st_shape *shapes, int nshapes, st_gen_variant **v) {
+  st_err err = {{0}};
+  int n = 0;
+  const st_status s = st_gen_variants(g, "index_decode", shapes, nshapes, v, &n, &err);
+  if (s != ST_OK) print_error("st_gen_variants: %s\n", err.msg);
+  assert_int_equal(s, ST_OK);
+  return n;
+}
+
+static int applies(st_gen *g, const st_variant_row *v, const st_shape *s) {
+  st_err err = {{0}};
+  int a = -1;
+  const st_status st = st_gen_applies(g, v, s, &a, &err);
+  if (st != ST_OK) print_error("st_gen_applies(%s, %s): %s\n", v->name, s->key, err.msg);
+  assert_int_equal(st, ST_OK);
+  return a;
+}
+
+static void assert_contains(const char *text, const char *part) {
+  if (!strstr(text, part)) {
+    print_error("text of %zu bytes does not contain '%s':\n%.300s...\n", strlen(text), part, text);
+    fail();
+  }
+}
+
+/* ---- open --------------------------------------------------------------- */
+
+static void test_open_lists_ops_and_suites(void **state) {
+  (void)state;
+  st_gen *g = open_gen(NULL);
+  st_err err = {{0}};
+  const char **names = NULL;
+  int n = 0;
+  assert_int_equal(st_gen_ops(g, &names, &n, &err), ST_OK);
+  assert_int_equal(n, 1);
+  assert_string_equal(names[0], "index_decode");
+  assert_int_equal(st_gen_suites(g, &names, &n, &err), ST_OK);
+  assert_int_equal(n, 3);
+  assert_string_equal(names[0], "anchors");
+  assert_string_equal(names[1], "m3-decode");
+  assert_string_equal(names[2], "smoke");
+  st_gen_close(g);
+  st_gen_close(NULL);
+}
+
+static void test_open_reports_missing_directories(void **state) {
+  (void)state;
+  st_gen *g = (st_gen *)&g;
+  st_err err = {{0}};
+  assert_int_equal(st_gen_open("/nonexistent/generator", NULL, &g, &err), ST_ERR_INVALID_ARG);
+  assert_null(g);
+  assert_contains(err.msg, "generator directory '/nonexistent/generator' does not exist");
+  assert_int_equal(st_gen_open(GEN_DIR, "/nonexistent/templates", &g, &err), ST_ERR_INVALID_ARG);
+  assert_contains(err.msg, "templates directory '/nonexistent/templates' does not exist");
+  assert_int_equal(st_gen_open(TEST_TEMPLATES, NULL, &g, &err), ST_ERR_INVALID_ARG);
+  assert_contains(err.msg, "has no main.lua");
+}
+
+/* A generator directory whose main.lua is `text`: st_gen_open must fail
+ * with a message containing `part`, and free everything (ASan builds). */
+static void expect_open_failure(const char *text, const char *part) {
+  char dir[512], path[600];
+  st_test_temp_path(dir, sizeof dir, "-gen");
+  assert_int_equal(mkdir(dir, 0700), 0);
+  snprintf(path, sizeof path, "%s/main.lua", dir);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+  st_gen *g = NULL;
+  st_err err = {{0}};
+  const st_status s = st_gen_open(dir, TEST_TEMPLATES, &g, &err);
+  unlink(path);
+  rmdir(dir);
+  assert_int_equal(s, ST_ERR_INVALID_ARG);
+  assert_null(g);
+  assert_contains(err.msg, part);
+  assert_null(strchr(err.msg, '\n')); /* the first line of the traceback only */
+}
+
+static void test_open_reports_lua_errors(void **state) {
+  (void)state;
+  expect_open_failure("return {", "main.lua:1: unexpected symbol near <eof>");
+  expect_open_failure("return { new = function() error('broken generator', 0) end }", "generator: broken generator");
+  expect_open_failure("local x = nil\nreturn { new = function() return x.y end }",
+                      "main.lua:2: attempt to index a nil value");
+  expect_open_failure("return 42", "did not return a table");
+}
+
+/* A temporary directory with `generator` and `templates` links. */
+static void make_home(char *home, size_t cap, const char *templates) {
+  st_test_temp_path(home, cap, "-home");
+  assert_int_equal(mkdir(home, 0700), 0);
+  char link[1024];
+  snprintf(link, sizeof link, "%s/generator", home);
+  assert_int_equal(symlink(GEN_DIR, link), 0);
+  snprintf(link, sizeof link, "%s/templates", home);
+  assert_int_equal(symlink(templates, link), 0);
+}
+
+static void remove_home(const char *home) {
+  char link[1024];
+  snprintf(link, sizeof link, "%s/generator", home);
+  unlink(link);
+  snprintf(link, sizeof link, "%s/templates", home);
+  unlink(link);
+  rmdir(home);
+}
+
+static void test_open_finds_directories_under_sparsetune_home(void **state) {
+  (void)state;
+  char home[512];
+  make_home(home, sizeof home, TEST_TEMPLATES);
+  setenv("SPARSETUNE_HOME", home, 1);
+  st_gen *g = NULL;
+  st_err err = {{0}};
+  const st_status s = st_gen_open(NULL, NULL, &g, &err);
+  unsetenv("SPARSETUNE_HOME");
+  if (s != ST_OK) {
+    remove_home(home);
+    print_error("%s\n", err.msg);
+    fail();
+  }
+  /* The stand-in template of tests/data proves which templates were used. */
+  st_params k = {0};
+  assert_int_equal(st_params_set(&k, "dtype", "fp8", &err), ST_OK);
+  assert_int_equal(st_params_set(&k, "algo", "split", &err), ST_OK);
+  assert_int_equal(st_params_set_int(&k, "head_dim", 64, &err), ST_OK);
+  assert_int_equal(st_params_set_int(&k, "topk", 8, &err), ST_OK);
+  assert_int_equal(st_params_set_int(&k, "heads_per_cta", 2, &err), ST_OK);
+  assert_int_equal(st_params_set_int(&k, "max_qlen", 3, &err), ST_OK);
+  assert_int_equal(st_params_set_int(&k, "threads", 128, &err), ST_OK);
+  assert_int_equal(st_params_set_int(&k, "units_in_flight", 4, &err), ST_OK);
+  char *src = NULL;
+  const st_status rs = st_gen_render(g, "index_decode", &k, &src, &err);
+  remove_home(home);
+  if (rs != ST_OK) print_error("%s\n", err.msg);
+  assert_int_equal(rs, ST_OK);
+  assert_contains(src, "// A stand-in index_decode template");
+  assert_contains(src, "// ---- begin common.h\n// common.h - shared by the stand-in template.\n");
+  assert_contains(src, "constexpr int IS_FP8 = 1;\nconstexpr int HEAD_DIM = 64;\nconstexpr int TOPK_CAP = 8;\n"
+                       "constexpr int HEADS_PER_CTA = 2;\nconstexpr int MAX_QLEN = 3;\nconstexpr int THREADS = 128;\n"
+                       "constexpr int UNITS = 4;\nconstexpr int ALGO_SPLIT = 1;\n");
+  free(src);
+  st_gen_close(g);
+}
+
+/* ---- suites ------------------------------------------------------------- */
+
+static const st_shape *find_shape(const st_shape *s, int n, const char *key) {
+  for (int i = 0; i < n; i++)
+    if (!strcmp(s[i].key, key)) return &s[i];
+  return NULL;
+}
+
+/* The dispatch key the runtime builds for this shape (runtime/ops/index_decode.c). */
+static void runtime_dispatch_key(const st_shape *s, char *key, size_t cap) {
+  st_err err = {{0}};
+  long long B, D, H, qlen, topk;
+  assert_int_equal(st_params_get_int(&s->params, "B", 1, 65535, &B, &err), ST_OK);
+  assert_int_equal(st_params_get_int(&s->params, "D", 1, 512, &D, &err), ST_OK);
+  assert_int_equal(st_params_get_int(&s->params, "H", 1, 65535, &H, &err), ST_OK);
+  assert_int_equal(st_params_get_int(&s->params, "qlen", 1, 4, &qlen, &err), ST_OK);
+  assert_int_equal(st_params_get_int(&s->params, "topk", 1, 64, &topk, &err), ST_OK);
+  st_index_decode_args a;
+  memset(&a, 0, sizeof a);
+  a.q.dtype = !strcmp(st_params_get(&s->params, "dtype"), "fp8") ? ST_DTYPE_FP8_E4M3 : ST_DTYPE_BF16;
+  a.q.ndim = 3;
+  a.q.shape[0] = B * qlen;
+  a.q.shape[1] = H;
+  a.q.shape[2] = D;
+  a.qlen = (int)qlen;
+  a.topk = (int)topk;
+  assert_int_equal(st_index_decode_dispatch_key(&a, key, cap, NULL, &err), ST_OK);
+}
+
+static void test_suite_shape_and_dispatch_keys_are_canonical(void **state) {
+  (void)state;
+  st_gen *g = open_gen(NULL);
+  st_shape *s = NULL;
+  const int n = load_suite(g, "m3-decode", &s);
+  assert_true(n >= 24 && n <= 36);
+  assert_string_equal(s[0].op, "index_decode");
+  assert_string_equal(s[0].key,
+                      "index_decode:B=1,D=128,H=2,ctx=8192,dtype=bf16,init=1,lens=full,local=2,qlen=1,topk=16");
+  const st_shape *b8 = find_shape(
+      s, n, "index_decode:B=8,D=128,H=2,ctx=32768,dtype=bf16,init=1,lens=full,local=2,qlen=1,topk=16");
+  assert_non_null(b8);
+  assert_string_equal(b8->dispatch_key, "index_decode:B=8,D=128,H=2,dtype=bf16,qlen=1,topk=16");
+  assert_int_equal(b8->params.n, 10);
+  assert_string_equal(st_params_get(&b8->params, "lens"), "full");
+  assert_string_equal(st_params_get(&b8->params, "local"), "2");
+  int mixed = 0;
+  for (int i = 0; i < n; i++) {
+    for (int j = 0; j < i; j++) assert_string_not_equal(s[i].key, s[j].key);
+    char key[256];
+    runtime_dispatch_key(&s[i], key, sizeof key);
+    assert_string_equal(s[i].dispatch_key, key);
+    mixed += !strcmp(st_params_get(&s[i].params, "lens"), "mixed");
+  }
+  assert_true(mixed >= 2);
+  free(s);
+  st_gen_close(g);
+}
+
+static void test_suite_anchors_are_the_anchor_rows(void **state) {
+  (void)state;
+  static const char *rows[] = {"bf16:1:8192",  "bf16:1:131072", "bf16:8:8192", "bf16:8:32768", "bf16:32:32768",
+                               "bf16:128:131072", "fp8:1:8192", "fp8:8:32768", "fp8:128:131072"};
+  st_gen *g = open_gen(NULL);
+  st_shape *s = NULL;
+  const int n = load_suite(g, "anchors", &s);
+  assert_int_equal(n, 9);
+  for (int i = 0; i < n; i++) {
+    char want[256], dtype[8];
+    int B, ctx;
+    assert_int_equal(sscanf(rows[i], "%7[^:]:%d:%d", dtype, &B, &ctx), 3);
+    snprintf(want, sizeof want,
+             "index_decode:B=%d,D=128,H=2,ctx=%d,dtype=%s,init=1,lens=full,local=2,qlen=1,topk=16", B, ctx, dtype);
+    assert_string_equal(s[i].key, want);
+  }
+  free(s);
+  st_gen_close(g);
+}
+
+static void test_unknown_names_give_clear_errors(void **state) {
+  (void)state;
+  st_gen *g = open_gen(NULL);
+  st_err err = {{0}};
+  st_shape *s = (st_shape *)&s;
+  int n = -1;
+  assert_int_equal(st_gen_suite(g, "m3-decodee", NULL, &s, &n, &err), ST_ERR_INVALID_ARG);
+  assert_null(s);
+  assert_int_equal(n, 0);
+  assert_string_equal(err.msg, "generator: unknown suite 'm3-decodee' (known: anchors, m3-decode, smoke)");
+  assert_int_equal(st_gen_suite(g, "m3-decode", "index_decod", &s, &n, &err), ST_ERR_INVALID_ARG);
+  assert_string_equal(err.msg, "generator: unknown op 'index_decod' (known: index_decode)");
+  st_gen_variant *v = NULL;
+  assert_int_equal(st_gen_variants(g, "sparse_attn", NULL, 0, &v, &n, &err), ST_ERR_INVALID_ARG);
+  assert_string_equal(err.msg, "generator: unknown op 'sparse_attn' (known: index_decode)");
+  assert_null(v);
+  st_params k = {0};
+  char *src = NULL;
+  assert_int_equal(st_gen_render(g, "index_decode", &k, &src, &err), ST_ERR_INVALID_ARG);
+  assert_string_equal(err.msg, "generator: index_decode kernel config: kernel parameter 'algo' is missing");
+  assert_null(src);
+  /* A shape with a field the op does not know. */
+  st_shape bad;
+  memset(&bad, 0, sizeof bad);
+  assert_int_equal(load_suite(g, "smoke", &s) > 0, 1);
+  bad = s[0];
+  free(s);
+  assert_int_equal(st_params_set(&bad.params, "colour", "red", &err), ST_OK);
+  assert_int_equal(st_gen_variants(g, "index_decode", &bad, 1, &v, &n, &err), ST_ERR_INVALID_ARG);
+  assert_string_equal(err.msg, "generator: shape 1 of op index_decode: 'colour' is not a shape field of index_decode");
+  st_gen_close(g);
+}
+
+/* ---- variants ----------------------------------------------------------- */
+
+static void test_every_m3_shape_has_tuned_variants_and_one_default(void **state) {
+  (void)state;
+  st_gen *g = open_gen(NULL);
+  st_shape *s = NULL;
+  const int n = load_suite(g, "m3-decode", &s);
+  st_gen_variant *v = NULL;
+  const int nv = load_variants(g, s, n, &v);
+  for (int i = 0; i < n; i++) {
+    int tuned = 0, defaults = 0;
+    const st_variant_row *def = NULL;
+    for (int j = 0; j < nv; j++) {
+      if (!applies(g, &v[j].row, &s[i])) continue;
+      if (v[j].row.is_default) {
+        defaults++;
+        def = &v[j].row;
+      } else {
+        tuned++;
+      }
+    }
+    if (tuned < 1 || defaults != 1) print_error("%s: %d tuned, %d defaults\n", s[i].key, tuned, defaults);
+    assert_true(tuned >= 1);
+    assert_int_equal(defaults, 1);
+    assert_string_equal(st_params_get(&def->kernel, "dtype"), st_params_get(&s[i].params, "dtype"));
+    assert_string_equal(st_params_get(&def->kernel, "head_dim"), st_params_get(&s[i].params, "D"));
+    assert_string_equal(st_params_get(&def->kernel, "topk"), "16");
+    assert_string_equal(st_params_get(&def->launch, "splits"), "0");
+  }
+  st_gen_free_variants(v, nv);
+  free(s);
+  st_gen_close(g);
+}
+
+static int count_defaults(const st_gen_variant *v, int n) {
+  int d = 0;
+  for (int i = 0; i < n; i++) d += v[i].row.is_default;
+  return d;
+}
+
+static void test_variants_always_include_the_20_defaults(void **state) {
+  (void)state;
+  st_gen *g = open_gen(NULL);
+  st_gen_variant *v = NULL;
+  int n = load_variants(g, NULL, 0, &v);
+  assert_int_equal(n, 20);
+  assert_int_equal(count_defaults(v, n), 20);
+  assert_string_equal(v[0].row.name, "index_decode.bf16.d64.k4.h1.q4.t256.u2.single/auto");
+  st_gen_free_variants(v, n);
+  st_shape *s = NULL;
+  const int ns = load_suite(g, "smoke", &s);
+  n = load_variants(g, s, ns, &v);
+  assert_true(n > 20);
+  assert_int_equal(count_defaults(v, n), 20);
+  st_gen_free_variants(v, n);
+  free(s);
+  st_gen_close(g);
+}
+
+static void test_variants_are_unique_and_read_by_the_launcher(void **state) {
+  (void)state;
+  st_gen *g = open_gen(NULL);
+  st_shape *s = NULL;
+  const int ns = load_suite(g, "m3-decode", &s);
+  st_gen_variant *v = NULL;
+  const int n = load_variants(g, s, ns, &v);
+  for (int i = 0; i < n; i++) {
+    const st_variant_row *r = &v[i].row;
+    assert_string_equal(r->op, "index_decode");
+    assert_int_equal(strlen(r->id), 32);
+    assert_int_equal(strlen(r->source_hash), 32);
+    char h[33];
+    st_hash_hex(v[i].source, strlen(v[i].source), h);
+    assert_string_equal(h, r->source_hash);
+    for (int j = 0; j < i; j++) {
+      assert_string_not_equal(r->id, v[j].row.id);
+      assert_string_not_equal(r->name, v[j].row.name);
+    }
+    st_index_decode_config cfg;
+    st_err err = {{0}};
+    if (st_index_decode_config_from_params(&r->kernel, &r->launch, &cfg, &err) != ST_OK) {
+      print_error("%s: %s\n", r->name, err.msg);
+      fail();
+    }
+  }
+  st_gen_free_variants(v, n);
+  free(s);
+  st_gen_close(g);
+}
+
+static void test_variant_ids_are_stable_across_runs(void **state) {
+  (void)state;
+  st_gen *a = open_gen(NULL), *b = open_gen(NULL);
+  st_shape *s = NULL;
+  const int ns = load_suite(a, "m3-decode", &s);
+  st_gen_variant *va = NULL, *vb = NULL;
+  const int na = load_variants(a, s, ns, &va);
+  const int nb = load_variants(b, s, ns, &vb);
+  assert_int_equal(na, nb);
+  for (int i = 0; i < na; i++) {
+    assert_string_equal(va[i].row.name, vb[i].row.name);
+    assert_string_equal(va[i].row.id, vb[i].row.id);
+    assert_string_equal(va[i].row.source_hash, vb[i].row.source_hash);
+    assert_int_equal(va[i].row.is_default, vb[i].row.is_default);
+  }
+  st_gen_free_variants(va, na);
+  st_gen_free_variants(vb, nb);
+  free(s);
+  st_gen_close(a);
+  st_gen_close(b);
+}
+
+static void copy_file(const char *from, const char *to, const char *append) {
+  FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+  assert_non_null(in);
+  assert_non_null(out);
+  char buf[4096];
+  size_t k;
+  while ((k = fread(buf, 1, sizeof buf, in)) > 0) assert_int_equal(fwrite(buf, 1, k, out), k);
+  if (append) fputs(append, out);
+  fclose(in);
+  assert_int_equal(fclose(out), 0);
+}
+
+static void test_variant_ids_follow_included_template_text(void **state) {
+  (void)state;
+  char dir[512], tpl[600], hdr[600];
+  st_test_temp_path(dir, sizeof dir, "-templates");
+  assert_int_equal(mkdir(dir, 0700), 0);
+  snprintf(tpl, sizeof tpl, "%s/index_decode.cu", dir);
+  snprintf(hdr, sizeof hdr, "%s/common.h", dir);
+  copy_file(TEST_TEMPLATES "/index_decode.cu", tpl, NULL);
+  copy_file(TEST_TEMPLATES "/common.h", hdr, NULL);
+
+  st_gen *g = open_gen(dir);
+  st_shape *s = NULL;
+  const int ns = load_suite(g, "smoke", &s);
+  st_gen_variant *before = NULL, *after = NULL;
+  const int n0 = load_variants(g, s, ns, &before);
+  copy_file(TEST_TEMPLATES "/common.h", hdr, "// a changed line\n"); /* same handle: nothing cached */
+  const int n1 = load_variants(g, s, ns, &after);
+  unlink(tpl);
+  unlink(hdr);
+  rmdir(dir);
+
+  assert_int_equal(n0, n1);
+  for (int i = 0; i < n0; i++) {
+    assert_string_equal(before[i].row.name, after[i].row.name);
+    assert_string_not_equal(before[i].row.id, after[i].row.id);
+    assert_string_not_equal(before[i].row.source_hash, after[i].row.source_hash);
+    assert_contains(after[i].source, "// a changed line\n// ---- end common.h\n");
+  }
+  st_gen_free_variants(before, n0);
+  st_gen_free_variants(after, n1);
+  free(s);
+  st_gen_close(g);
+}
+
+static void test_render_fills_the_real_template(void **state) {
+  (void)state;
+  st_gen *g = open_gen(NULL);
+  st_shape *s = NULL;
+  const int ns = load_suite(g, "smoke", &s);
+  st_gen_variant *v = NULL;
+  const int n = load_variants(g, s, ns, &v);
+  for (int i = 0; i < n; i++) {
+    if (!v[i].row.is_default || strcmp(st_params_get(&v[i].row.kernel, "head_dim"), "128")) continue;
+    char *src = NULL;
+    st_err err = {{0}};
+    assert_int_equal(st_gen_render(g, "index_decode", &v[i].row.kernel, &src, &err), ST_OK);
+    assert_string_equal(src, v[i].source);
+    assert_null(strstr(src, "${"));
+    assert_contains(src, "constexpr int HEAD_DIM = 128;");
+    assert_contains(src, "constexpr int HEADS_PER_CTA = 1;");
+    assert_contains(src, "// ---- begin common/st_types.h\n");
+    /* self-contained: every quoted include was inlined */
+    assert_null(strstr(src, "#include \""));
+    free(src);
+  }
+  st_gen_free_variants(v, n);
+  free(s);
+  st_gen_close(g);
+}
+
+/* ---- sizes -------------------------------------------------------------- */
+
+static int distinct_sources(const st_gen_variant *v, int n) {
+  int d = 0;
+  for (int i = 0; i < n; i++) {
+    int seen = 0;
+    for (int j = 0; j < i && !seen; j++) seen = !strcmp(v[i].row.source_hash, v[j].row.source_hash);
+    d += !seen;
+  }
+  return d;
+}
+
+static void report_suite(st_gen *g, const char *suite, int *nsources) {
+  st_shape *s = NULL;
+  const int ns = load_suite(g, suite, &s);
+  st_gen_variant *v = NULL;
+  const int n = load_variants(g, s, ns, &v);
+  long jobs = 0;
+  int most = 0;
+  for (int i = 0; i < ns; i++) {
+    int here = 0;
+    for (int j = 0; j < n; j++) here += applies(g, &v[j].row, &s[i]);
+    jobs += here;
+    most = here > most ? here : most;
+  }
+  *nsources = distinct_sources(v, n);
+  printf("suite %s: %d shapes, %d variants (%d defaults), %d distinct sources, %ld (variant, shape) timings, "
+         "at most %d per shape\n",
+         suite, ns, n, count_defaults(v, n), *nsources, jobs, most);
+  st_gen_free_variants(v, n);
+  free(s);
+}
+
+static void test_suite_sizes_stay_within_budget(void **state) {
+  (void)state;
+  st_gen *g = open_gen(NULL);
+  int sources = 0;
+  report_suite(g, "m3-decode", &sources);
+  assert_true(sources < 400);
+  report_suite(g, "anchors", &sources);
+  report_suite(g, "smoke", &sources);
+  st_gen_close(g);
+}
+
+static void test_hash_hex_is_xxh3_128_lowercase(void **state) {
+  (void)state;
+  char a[33], b[33];
+  st_hash_hex("", 0, a);
+  assert_string_equal(a, "99aa06d3014798d86001c324468d497f"); /* XXH3-128 of nothing, seed 0 */
+  st_hash_hex("index_decode", 12, b);
+  assert_int_equal(strlen(b), 32);
+  assert_int_equal(strspn(b, "0123456789abcdef"), 32);
+  assert_string_not_equal(a, b);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_open_lists_ops_and_suites),
+      cmocka_unit_test(test_open_reports_missing_directories),
+      cmocka_unit_test(test_open_reports_lua_errors),
+      cmocka_unit_test(test_open_finds_directories_under_sparsetune_home),
+      cmocka_unit_test(test_suite_shape_and_dispatch_keys_are_canonical),
+      cmocka_unit_test(test_suite_anchors_are_the_anchor_rows),
+      cmocka_unit_test(test_unknown_names_give_clear_errors),
+      cmocka_unit_test(test_every_m3_shape_has_tuned_variants_and_one_default),
+      cmocka_unit_test(test_variants_always_include_the_20_defaults),
+      cmocka_unit_test(test_variants_are_unique_and_read_by_the_launcher),
+      cmocka_unit_test(test_variant_ids_are_stable_across_runs),
+      cmocka_unit_test(test_variant_ids_follow_included_template_text),
+      cmocka_unit_test(test_render_fills_the_real_template),
+      cmocka_unit_test(test_suite_sizes_stay_within_budget),
+      cmocka_unit_test(test_hash_hex_is_xxh3_128_lowercase),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,208 @@
+/* The index_decode launcher: bad arguments are refused with a message naming
+ * the argument and value; variants fit or not for the right reasons; plans
+ * depend only on host-known values and size the workspace and grid as the
+ * kernels expect. No GPU needed: pointers are fake and never dereferenced. */
+#include <stdio.h>
+#include <string.h>
+
+#include "ops/index_decode.h"
+#include "testutil.h"
+
+#define FAKE(p) ((void *)(uintptr_t)(p))
+
+static void tensor(st_tensor *t, void *data, st_dtype dt, int ndim, const int64_t *shape) {
+  memset(t, 0, sizeof *t);
+  t->data = data;
+  t->dtype = dt;
+  t->ndim = ndim;
+  int64_t stride = 1;
+  for (int i = ndim - 1; i >= 0; i--) {
+    t->shape[i] = shape[i];
+    t->stride[i] = stride;
+    stride *= shape[i];
+  }
+}
+
+/* R=8 requests, qlen 2, H=2, D=128, topk 16, 256 blocks of table. */
+static st_index_decode_args valid_args(void) {
+  st_index_decode_args a;
+  memset(&a, 0, sizeof a);
+  tensor(&a.q, FAKE(0x10000), ST_DTYPE_BF16, 3, (int64_t[]){16, 2, 128});
+  tensor(&a.k_cache, FAKE(0x20000), ST_DTYPE_BF16, 3, (int64_t[]){4096, 128, 128});
+  tensor(&a.block_table, FAKE(0x30000), ST_DTYPE_INT32, 2, (int64_t[]){8, 256});
+  tensor(&a.seq_lens, FAKE(0x40000), ST_DTYPE_INT32, 1, (int64_t[]){8});
+  tensor(&a.topk_idx, FAKE(0x50000), ST_DTYPE_INT32, 3, (int64_t[]){2, 16, 16});
+  a.qlen = 2;
+  a.topk = 16;
+  a.init_blocks = 1;
+  a.local_blocks = 2;
+  a.max_context = 32768;
+  return a;
+}
+
+static void expect_refused(const st_index_decode_args *a, const char *fragment) {
+  st_err err = {{0}};
+  st_status s = st_index_decode_check_args(a, &err);
+  if (s != ST_ERR_INVALID_ARG || !strstr(err.msg, fragment))
+    fail_msg("expected refusal containing '%s', got status %d: '%s'", fragment, (int)s, err.msg);
+}
+
+static void test_valid_arguments_pass(void **state) {
+  (void)state;
+  st_index_decode_args a = valid_args();
+  st_err err = {{0}};
+  assert_int_equal(st_index_decode_check_args(&a, &err), ST_OK);
+}
+
+static void test_bad_arguments_are_refused_by_name(void **state) {
+  (void)state;
+  st_index_decode_args a;
+  a = valid_args(); a.topk = 80; expect_refused(&a, "topk=80 is outside 1..64");
+  a = valid_args(); a.topk = 0; expect_refused(&a, "topk=0");
+  a = valid_args(); a.qlen = 5; expect_refused(&a, "qlen=5 is outside 1..4");
+  a = valid_args(); a.init_blocks = 10; a.local_blocks = 7; expect_refused(&a, "exceeds topk=16");
+  a = valid_args(); a.local_blocks = -1; expect_refused(&a, "must not be negative");
+  a = valid_args(); a.q.dtype = ST_DTYPE_FP32; expect_refused(&a, "q.dtype=4");
+  a = valid_args(); a.k_cache.dtype = ST_DTYPE_FP8_E4M3; expect_refused(&a, "k_cache.dtype");
+  a = valid_args(); a.q.ndim = 2; expect_refused(&a, "q.ndim=2");
+  a = valid_args(); a.q.shape[0] = 15; expect_refused(&a, "not a multiple of qlen=2");
+  a = valid_args(); a.q.stride[2] = 2; expect_refused(&a, "innermost stride must be 1");
+  a = valid_args(); a.q.data = NULL; expect_refused(&a, "q.data is NULL");
+  a = valid_args(); a.q.data = FAKE(0x10008); expect_refused(&a, "not 16-byte aligned");
+  a = valid_args(); a.k_cache.shape[1] = 64; expect_refused(&a, "k_cache.shape");
+  a = valid_args(); a.k_cache.shape[2] = 64; expect_refused(&a, "k_cache.shape");
+  a = valid_args(); a.k_cache.stride[1] = 129; expect_refused(&a, "k_cache.stride[1]=129");
+  a = valid_args(); a.block_table.shape[0] = 7; expect_refused(&a, "block_table.shape[0]=7");
+  a = valid_args(); a.block_table.dtype = ST_DTYPE_FP32; expect_refused(&a, "block_table.dtype");
+  a = valid_args(); a.seq_lens.shape[0] = 9; expect_refused(&a, "seq_lens.shape[0]=9");
+  a = valid_args(); a.topk_idx.shape[2] = 8; expect_refused(&a, "topk_idx.shape");
+  a = valid_args(); a.topk_idx.shape[0] = 1; expect_refused(&a, "topk_idx.shape");
+  a = valid_args(); a.max_context = 256 * 128 + 1; expect_refused(&a, "max_context=32769 is outside");
+  a = valid_args(); a.max_context = 0; expect_refused(&a, "max_context=0");
+  a = valid_args(); a.seq_lens.stride[0] = -1; expect_refused(&a, "seq_lens.stride[0]=-1 is negative");
+  expect_refused(NULL, "args is NULL");
+}
+
+static st_index_decode_config config(const char *dtype, int topk, int hpc, int maxq, const char *algo, int splits) {
+  st_params k = {0}, l = {0};
+  st_err err = {{0}};
+  st_params_set(&k, "dtype", dtype, &err);
+  st_params_set(&k, "algo", algo, &err);
+  st_params_set_int(&k, "head_dim", 128, &err);
+  st_params_set_int(&k, "topk", topk, &err);
+  st_params_set_int(&k, "heads_per_cta", hpc, &err);
+  st_params_set_int(&k, "max_qlen", maxq, &err);
+  st_params_set_int(&k, "threads", 256, &err);
+  st_params_set_int(&k, "units_in_flight", 2, &err);
+  st_params_set_int(&l, "splits", splits, &err);
+  st_index_decode_config c;
+  assert_int_equal(st_index_decode_config_from_params(&k, &l, &c, &err), ST_OK);
+  return c;
+}
+
+static void test_variant_fit_names_the_mismatch(void **state) {
+  (void)state;
+  st_index_decode_args a = valid_args();
+  st_err err = {{0}};
+  st_index_decode_config c = config("bf16", 16, 2, 2, "single", 4);
+  assert_int_equal(st_index_decode_check_fit(&c, &a, &err), ST_OK);
+  c = config("fp8", 16, 2, 2, "single", 4);
+  assert_int_equal(st_index_decode_check_fit(&c, &a, &err), ST_ERR_NO_VARIANT);
+  assert_non_null(strstr(err.msg, "dtype fp8"));
+  c = config("bf16", 8, 2, 2, "single", 4);
+  assert_int_equal(st_index_decode_check_fit(&c, &a, &err), ST_ERR_NO_VARIANT);
+  assert_non_null(strstr(err.msg, "topk <= 8"));
+  c = config("bf16", 16, 4, 2, "single", 4);
+  assert_int_equal(st_index_decode_check_fit(&c, &a, &err), ST_ERR_NO_VARIANT);
+  assert_non_null(strstr(err.msg, "does not divide H=2"));
+  c = config("bf16", 16, 2, 1, "single", 4);
+  assert_int_equal(st_index_decode_check_fit(&c, &a, &err), ST_ERR_NO_VARIANT);
+  assert_non_null(strstr(err.msg, "qlen <= 1"));
+}
+
+static void test_bad_variant_parameters_are_refused(void **state) {
+  (void)state;
+  st_params k = {0}, l = {0};
+  st_err err = {{0}};
+  st_index_decode_config c;
+  assert_int_equal(st_index_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "dtype"));
+  st_params_set(&k, "dtype", "bf16", &err);
+  st_params_set(&k, "algo", "magic", &err);
+  assert_int_equal(st_index_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "algo='magic'"));
+}
+
+static void test_plans_size_grid_and_workspace(void **state) {
+  (void)state;
+  st_index_decode_args a = valid_args();
+  st_err err = {{0}};
+  st_index_decode_plan p;
+  /* single, 4 splits: counters + candidates, one launch. */
+  st_index_decode_config c = config("bf16", 16, 2, 2, "single", 4);
+  assert_int_equal(st_index_decode_plan_make(&c, &a, 132, &p, &err), ST_OK);
+  assert_int_equal(p.grid[0], 4);
+  assert_int_equal(p.grid[1], 8);
+  assert_int_equal(p.grid[2], 1);
+  assert_int_equal(p.block, 256);
+  assert_int_equal(p.merge_block, 0);
+  assert_int_equal(p.params.chunk_cap, 64); /* 256 blocks / 4 splits */
+  const size_t cand = 8 * 2 * 2 * 4 * 16 * 4;
+  assert_true(p.workspace_bytes >= 2 * cand + 8 * 4);
+  assert_true(p.cand_idx_offset >= p.cand_key_offset + cand);
+  /* single with 1 split writes the output directly: no workspace. */
+  c = config("bf16", 16, 2, 2, "single", 1);
+  assert_int_equal(st_index_decode_plan_make(&c, &a, 132, &p, &err), ST_OK);
+  assert_int_equal(p.workspace_bytes, 0);
+  /* split: a merge launch over (R, groups). */
+  c = config("bf16", 16, 1, 2, "split", 8);
+  assert_int_equal(st_index_decode_plan_make(&c, &a, 132, &p, &err), ST_OK);
+  assert_int_equal(p.merge_grid[0], 8);
+  assert_int_equal(p.merge_grid[1], 2);
+  assert_int_equal(p.merge_block, 256);
+  /* auto splits: about two CTAs per SM, never more than the blocks. */
+  c = config("bf16", 16, 2, 2, "single", 0);
+  assert_int_equal(st_index_decode_plan_make(&c, &a, 132, &p, &err), ST_OK);
+  assert_int_equal(p.splits, 33);
+  a.max_context = 200;
+  assert_int_equal(st_index_decode_plan_make(&c, &a, 132, &p, &err), ST_OK);
+  assert_int_equal(p.splits, 2);
+  /* Same plan whatever the data: the kernel argument block holds no lengths. */
+  a = valid_args();
+  st_index_decode_plan p2;
+  c = config("bf16", 16, 2, 2, "single", 4);
+  assert_int_equal(st_index_decode_plan_make(&c, &a, 132, &p, &err), ST_OK);
+  a.seq_lens.data = FAKE(0x90000);
+  assert_int_equal(st_index_decode_plan_make(&c, &a, 132, &p2, &err), ST_OK);
+  assert_int_equal(p.workspace_bytes, p2.workspace_bytes);
+  assert_memory_equal(p.grid, p2.grid, sizeof p.grid);
+}
+
+static void test_dispatch_key_is_canonical(void **state) {
+  (void)state;
+  st_index_decode_args a = valid_args();
+  char key[256];
+  st_params f = {0};
+  st_err err = {{0}};
+  assert_int_equal(st_index_decode_dispatch_key(&a, key, sizeof key, &f, &err), ST_OK);
+  assert_string_equal(key, "index_decode:B=8,D=128,H=2,dtype=bf16,qlen=2,topk=16");
+  assert_string_equal(st_params_get(&f, "B"), "8");
+  st_params parsed = {0};
+  assert_int_equal(st_params_parse_key(key, &parsed, &err), ST_OK);
+  char j1[512], j2[512];
+  st_params_to_json(&f, j1, sizeof j1);
+  st_params_to_json(&parsed, j2, sizeof j2);
+  assert_string_equal(j1, j2);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_valid_arguments_pass),
+      cmocka_unit_test(test_bad_arguments_are_refused_by_name),
+      cmocka_unit_test(test_variant_fit_names_the_mismatch),
+      cmocka_unit_test(test_bad_variant_parameters_are_refused),
+      cmocka_unit_test(test_plans_size_grid_and_workspace),
+      cmocka_unit_test(test_dispatch_key_is_canonical),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

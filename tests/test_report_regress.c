@@ -1,0 +1,330 @@
+/* `sparsetune regress`: finds exactly the planted regressions and
+ * improvements among random timings, lets noise (the stored spreads) mask a
+ * change that exceeds the threshold, counts pairs present in one run only,
+ * writes valid JSON, warns across ops and devices, and refuses bad run ids
+ * without writing anything. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report.h"
+#include "test_db_fixture.h"
+
+static uint64_t g_seed;
+
+enum { NVARIANTS = 6, NSHAPES = 5 };
+typedef enum planted { P_REGRESSION, P_IMPROVEMENT, P_MASKED, P_SMALL, P_KINDS } planted;
+
+typedef struct fixture {
+  char path[256];
+  st_db *db;
+  int64_t device, base, head;
+  char variant[NVARIANTS][40];
+  st_regress_summary expect;
+  char regressions[4096], improvements[4096]; /* "id|shape;..." sorted */
+  char worst[300];                            /* "name  shape" of the largest regression */
+} fixture;
+
+typedef struct capture {
+  char *buf;
+  size_t size;
+  FILE *f;
+} capture;
+
+static void capture_open(capture *c) {
+  c->buf = NULL;
+  c->size = 0;
+  c->f = open_memstream(&c->buf, &c->size);
+  assert_non_null(c->f);
+}
+
+static void capture_close(capture *c) {
+  assert_int_equal(fclose(c->f), 0);
+  c->f = NULL;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static void join_sorted(char **keys, int n, char *out, size_t cap) {
+  qsort(keys, (size_t)n, sizeof *keys, cmp_str);
+  out[0] = '\0';
+  for (int i = 0; i < n; i++) {
+    if (i) strncat(out, ";", cap - strlen(out) - 1);
+    strncat(out, keys[i], cap - strlen(out) - 1);
+  }
+}
+
+/* Random base timings; head timings planted per pair; plus four pairs that
+ * exist ok in one run only or in neither. */
+static int setup(void **state) {
+  fixture *f = calloc(1, sizeof *f);
+  assert_non_null(f);
+  uint64_t rng = g_seed;
+  f->db = fx_open_temp(f->path, sizeof f->path);
+  f->device = fx_device(f->db, "NVIDIA H100 80GB HBM3", "sm_90a", "uuid-regress");
+  for (int v = 0; v < NVARIANTS; v++) {
+    char name[32];
+    snprintf(name, sizeof name, "variant_%d", v);
+    fx_variant(f->db, "index_decode", name, v == 0, f->variant[v]);
+  }
+  f->base = fx_run(f->db, "tune", "index_decode", f->device, "done");
+  f->head = fx_run(f->db, "tune", "index_decode", f->device, "done");
+
+  char *reg[NVARIANTS * NSHAPES], *imp[NVARIANTS * NSHAPES];
+  int nreg = 0, nimp = 0;
+  double worst = 0;
+  for (int v = 0; v < NVARIANTS; v++) {
+    for (int s = 0; s < NSHAPES; s++) {
+      int i = v * NSHAPES + s;
+      planted kind = i < P_KINDS ? (planted)i : (planted)st_rand_int(&rng, 0, P_KINDS - 1);
+      char shape[64];
+      snprintf(shape, sizeof shape, "B=%d,ctx=%d", 1 << s, 4096 << v);
+      double base = st_rand_uniform(&rng, 5, 500), r = 0, sb = 0, sh = 0;
+      switch (kind) {
+      case P_REGRESSION: r = st_rand_uniform(&rng, 0.15, 0.6); break;
+      case P_IMPROVEMENT: r = -st_rand_uniform(&rng, 0.15, 0.45); break;
+      case P_MASKED: r = st_rand_uniform(&rng, 0.06, 0.12); break; /* beyond 5 %, within noise */
+      default: r = st_rand_uniform(&rng, -0.03, 0.03); break;
+      }
+      if (kind == P_MASKED) {
+        sb = st_rand_uniform(&rng, 0.07, 0.1);
+        sh = st_rand_uniform(&rng, 0.07, 0.1);
+      } else {
+        sb = st_rand_uniform(&rng, 0.001, 0.03);
+        sh = st_rand_uniform(&rng, 0.001, 0.03);
+      }
+      fx_measure(f->db, f->base, f->variant[v], shape, "ok", base, sb, NULL);
+      fx_measure(f->db, f->head, f->variant[v], shape, "ok", base * (1 + r), sh, NULL);
+      f->expect.compared++;
+      char key[128];
+      snprintf(key, sizeof key, "%s|%s", f->variant[v], shape);
+      if (kind == P_REGRESSION) {
+        f->expect.regressions++;
+        reg[nreg++] = strdup(key);
+        if (r > worst) {
+          worst = r;
+          snprintf(f->worst, sizeof f->worst, "variant_%d  %s", v, shape);
+        }
+      } else if (kind == P_IMPROVEMENT) {
+        f->expect.improvements++;
+        imp[nimp++] = strdup(key);
+      } else {
+        f->expect.unchanged++;
+      }
+    }
+  }
+  join_sorted(reg, nreg, f->regressions, sizeof f->regressions);
+  join_sorted(imp, nimp, f->improvements, sizeof f->improvements);
+  for (int i = 0; i < nreg; i++) free(reg[i]);
+  for (int i = 0; i < nimp; i++) free(imp[i]);
+
+  fx_measure(f->db, f->base, f->variant[0], "only=wrong", "ok", 10, 0.01, NULL);
+  fx_measure(f->db, f->head, f->variant[0], "only=wrong", "wrong", 0, 0, "max_err 0.3 > 0.02");
+  fx_measure(f->db, f->base, f->variant[1], "only=absent", "ok", 10, 0.01, NULL);
+  fx_measure(f->db, f->base, f->variant[2], "only=head", "failed", 0, 0, "illegal address");
+  fx_measure(f->db, f->head, f->variant[2], "only=head", "ok", 10, 0.01, NULL);
+  fx_measure(f->db, f->base, f->variant[3], "neither", "failed", 0, 0, "x");
+  fx_measure(f->db, f->head, f->variant[3], "neither", "pruned", 0, 0, NULL);
+  f->expect.only_base = 2;
+  f->expect.only_head = 1;
+  printf("# planted: %d compared, %d regressions, %d improvements, %d unchanged\n", f->expect.compared,
+         f->expect.regressions, f->expect.improvements, f->expect.unchanged);
+  *state = f;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fixture *f = *state;
+  st_db_close(f->db);
+  fx_remove(f->path);
+  free(f);
+  return 0;
+}
+
+static void assert_summary(const st_regress_summary *got, const st_regress_summary *want) {
+  assert_int_equal(got->compared, want->compared);
+  assert_int_equal(got->regressions, want->regressions);
+  assert_int_equal(got->improvements, want->improvements);
+  assert_int_equal(got->unchanged, want->unchanged);
+  assert_int_equal(got->only_base, want->only_base);
+  assert_int_equal(got->only_head, want->only_head);
+}
+
+static void test_text_report_finds_planted_regressions(void **state) {
+  fixture *f = *state;
+  st_regress_opts o = {f->base, f->head, ST_REGRESS_DEFAULT_THRESHOLD, ST_REPORT_TEXT};
+  st_regress_summary s;
+  st_err err = {{0}};
+  capture c;
+  capture_open(&c);
+  st_status st = st_report_regress(f->db, c.f, &o, &s, &err);
+  capture_close(&c);
+  if (st != ST_OK) fail_msg("%s", err.msg);
+  printf("%s", c.buf);
+  assert_summary(&s, &f->expect);
+  char line[256];
+  snprintf(line, sizeof line,
+           "%d compared, %d regressions, %d improvements, %d unchanged, %d only in base, %d only in head\n",
+           s.compared, s.regressions, s.improvements, s.unchanged, s.only_base, s.only_head);
+  assert_non_null(strstr(c.buf, line));
+  /* Worst first: the row after the header is the largest planted slowdown. */
+  const char *head = strstr(c.buf, "variant ");
+  assert_non_null(head);
+  const char *row = strchr(head, '\n') + 1;
+  const char *end = strchr(row, '\n');
+  assert_non_null(end);
+  char first[512];
+  snprintf(first, sizeof first, "%.*s", (int)(end - row), row);
+  char name[64], shape[64];
+  assert_int_equal(sscanf(f->worst, "%63s %63s", name, shape), 2);
+  assert_non_null(strstr(first, name));
+  assert_non_null(strstr(first, shape));
+  assert_non_null(strstr(first, "regression"));
+  assert_non_null(strstr(c.buf, "note: variant_0 on only=wrong was ok in base and is wrong in head"));
+  assert_null(strstr(c.buf, "warning:"));
+  free(c.buf);
+}
+
+static char *pairs_with(const char *json, const char *verdict) {
+  return fx_json_query("SELECT coalesce(group_concat(k, ';'), '') FROM (SELECT json_extract(value, '$.variant_id') "
+                       "|| '|' || json_extract(value, '$.shape') AS k FROM json_each(?1, '$.pairs') "
+                       "WHERE json_extract(value, '$.verdict') = ?2 ORDER BY k)",
+                       json, verdict);
+}
+
+static void test_json_report_lists_exactly_the_planted_pairs(void **state) {
+  fixture *f = *state;
+  st_regress_opts o = {f->base, f->head, ST_REGRESS_DEFAULT_THRESHOLD, ST_REPORT_JSON};
+  st_regress_summary s;
+  st_err err = {{0}};
+  capture c;
+  capture_open(&c);
+  assert_int_equal(st_report_regress(f->db, c.f, &o, &s, &err), ST_OK);
+  capture_close(&c);
+  assert_true(fx_json_valid(c.buf));
+  assert_summary(&s, &f->expect);
+  char *reg = pairs_with(c.buf, "regression"), *imp = pairs_with(c.buf, "improvement");
+  assert_string_equal(reg, f->regressions);
+  assert_string_equal(imp, f->improvements);
+  free(reg);
+  free(imp);
+  assert_int_equal(fx_json_int(c.buf, "$.summary.regressions"), f->expect.regressions);
+  assert_int_equal(fx_json_int(c.buf, "$.summary.only_in_base"), 2);
+  assert_int_equal(fx_json_int(c.buf, "$.base.id"), f->base);
+  char *status = fx_json_get(c.buf, "$.only_in_head[0].base_status");
+  assert_string_equal(status, "failed");
+  free(status);
+  char *n = fx_json_query("SELECT json_array_length(?1, '$.pairs')", c.buf, NULL);
+  assert_int_equal(atoi(n), f->expect.compared);
+  free(n);
+  free(c.buf);
+}
+
+/* One pair 8 % slower: a regression at a 5 % threshold when the runs are
+ * quiet, unchanged at 10 %, and unchanged at 5 % when the spreads add up
+ * to more than 8 %. */
+static void test_threshold_and_noise_rule(void **state) {
+  fixture *f = *state;
+  int64_t quiet_b = fx_run(f->db, "bench", "index_decode", f->device, "done");
+  int64_t quiet_h = fx_run(f->db, "bench", "index_decode", f->device, "done");
+  fx_measure(f->db, quiet_b, f->variant[0], "B=1", "ok", 100, 0.01, NULL);
+  fx_measure(f->db, quiet_h, f->variant[0], "B=1", "ok", 108, 0.01, NULL);
+  int64_t noisy_b = fx_run(f->db, "bench", "index_decode", f->device, "done");
+  int64_t noisy_h = fx_run(f->db, "bench", "index_decode", f->device, "done");
+  fx_measure(f->db, noisy_b, f->variant[0], "B=1", "ok", 100, 0.05, NULL);
+  fx_measure(f->db, noisy_h, f->variant[0], "B=1", "ok", 108, 0.04, NULL);
+
+  struct {
+    int64_t b, h;
+    double threshold;
+    int regressions;
+  } cases[] = {{quiet_b, quiet_h, 0.05, 1}, {quiet_b, quiet_h, 0.10, 0}, {noisy_b, noisy_h, 0.05, 0},
+               {noisy_b, noisy_h, 0.0, 0},  {quiet_h, quiet_b, 0.05, 0}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    st_regress_opts o = {cases[i].b, cases[i].h, cases[i].threshold, ST_REPORT_TEXT};
+    st_regress_summary s;
+    st_err err = {{0}};
+    capture c;
+    capture_open(&c);
+    assert_int_equal(st_report_regress(f->db, c.f, &o, &s, &err), ST_OK);
+    capture_close(&c);
+    assert_int_equal(s.compared, 1);
+    assert_int_equal(s.regressions, cases[i].regressions);
+    if (i == 4) assert_int_equal(s.improvements, 1); /* reversed: 7.4 % faster */
+    free(c.buf);
+  }
+}
+
+static void test_bad_arguments_are_refused_without_output(void **state) {
+  fixture *f = *state;
+  struct {
+    int64_t b, h;
+    double threshold;
+    const char *needle;
+  } cases[] = {
+      {999, f->head, 0.05, "--base run 999 is not in the database"},
+      {f->base, 12345, 0.05, "--head run 12345 is not in the database"},
+      {f->base, f->base, 0.05, "both run"},
+      {f->base, f->head, -0.1, "threshold=-0.1"},
+      {f->base, f->head, NAN, "threshold=nan"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    st_regress_opts o = {cases[i].b, cases[i].h, cases[i].threshold, ST_REPORT_TEXT};
+    st_regress_summary s = {.regressions = 7};
+    st_err err = {{0}};
+    capture c;
+    capture_open(&c);
+    assert_int_equal(st_report_regress(f->db, c.f, &o, &s, &err), ST_ERR_INVALID_ARG);
+    capture_close(&c);
+    printf("# refused: %s\n", err.msg);
+    if (!strstr(err.msg, cases[i].needle)) fail_msg("'%s' lacks '%s'", err.msg, cases[i].needle);
+    assert_int_equal(c.size, 0);
+    assert_int_equal(s.regressions, 0);
+    free(c.buf);
+  }
+  st_err err = {{0}};
+  assert_int_equal(st_report_regress(f->db, stdout, NULL, NULL, &err), ST_ERR_INVALID_ARG);
+}
+
+static void test_runs_of_other_ops_and_devices_warn(void **state) {
+  fixture *f = *state;
+  int64_t h200 = fx_device(f->db, "NVIDIA H200", "sm_90a", "uuid-h200");
+  int64_t other = fx_run(f->db, "tune", "sparse_attn", h200, NULL);
+  char id[40];
+  fx_variant(f->db, "sparse_attn", "attn", 1, id);
+  fx_measure(f->db, other, id, "B=1", "ok", 10, 0.01, NULL);
+  for (int json = 0; json < 2; json++) {
+    st_regress_opts o = {f->base, other, 0.05, json ? ST_REPORT_JSON : ST_REPORT_TEXT};
+    st_regress_summary s;
+    st_err err = {{0}};
+    capture c;
+    capture_open(&c);
+    assert_int_equal(st_report_regress(f->db, c.f, &o, &s, &err), ST_OK);
+    capture_close(&c);
+    assert_int_equal(s.compared, 0);
+    assert_int_equal(s.only_head, 1);
+    assert_non_null(strstr(c.buf, "different ops"));
+    assert_non_null(strstr(c.buf, "different devices"));
+    assert_non_null(strstr(c.buf, "running, not done"));
+    if (json) {
+      assert_true(fx_json_valid(c.buf));
+      char *n = fx_json_query("SELECT json_array_length(?1, '$.warnings')", c.buf, NULL);
+      assert_int_equal(atoi(n), 3);
+      free(n);
+    }
+    free(c.buf);
+  }
+}
+
+int main(void) {
+  g_seed = st_test_seed("test_report_regress");
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_text_report_finds_planted_regressions, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_json_report_lists_exactly_the_planted_pairs, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_threshold_and_noise_rule, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_bad_arguments_are_refused_without_output, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_runs_of_other_ops_and_devices_warn, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

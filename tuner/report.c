@@ -1,0 +1,743 @@
+/* report.c - `sparsetune show` and `sparsetune regress` (see report.h).
+ *
+ * Every report first gathers its rows from the database, then writes them
+ * either through the text-table helper or the JSON helpers below; those two
+ * are the only places that format output. */
+#include "report.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- JSON output ---------------------------------------------------------- */
+
+/* Length of the valid UTF-8 sequence at p (2..4), or 0 if it is not one. */
+static int utf8_len(const unsigned char *p) {
+  static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+  int n;
+  uint32_t cp;
+  if ((p[0] & 0xe0) == 0xc0) n = 2, cp = p[0] & 0x1f;
+  else if ((p[0] & 0xf0) == 0xe0) n = 3, cp = p[0] & 0x0f;
+  else if ((p[0] & 0xf8) == 0xf0) n = 4, cp = p[0] & 0x07;
+  else return 0;
+  for (int i = 1; i < n; i++) {
+    if ((p[i] & 0xc0) != 0x80) return 0; /* also stops at the NUL */
+    cp = cp << 6 | (p[i] & 0x3f);
+  }
+  if (cp < min_cp[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+  return n;
+}
+
+/* A JSON string: quotes, backslashes and control bytes escaped, bytes that
+ * are not valid UTF-8 (compiler logs may hold any) replaced by U+FFFD. */
+static void json_str(FILE *out, const char *s) {
+  fputc('"', out);
+  for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p;) {
+    unsigned char c = *p;
+    int n;
+    if (c == '"' || c == '\\') fprintf(out, "\\%c", c), p++;
+    else if (c == '\n') fputs("\\n", out), p++;
+    else if (c == '\t') fputs("\\t", out), p++;
+    else if (c == '\r') fputs("\\r", out), p++;
+    else if (c < 0x20 || c == 0x7f) fprintf(out, "\\u%04x", c), p++;
+    else if (c < 0x80) fputc(c, out), p++;
+    else if ((n = utf8_len(p)) > 0) fwrite(p, 1, (size_t)n, out), p += n;
+    else fputs("\\ufffd", out), p++;
+  }
+  fputc('"', out);
+}
+
+static void json_num(FILE *out, double x) {
+  if (isfinite(x)) fprintf(out, "%.10g", x);
+  else fputs("null", out);
+}
+
+/* "key": for the members of an object; `first` says whether to skip the comma. */
+static void json_key(FILE *out, const char *key, int first) {
+  if (!first) fputc(',', out);
+  json_str(out, key);
+  fputc(':', out);
+}
+
+static void json_kv_str(FILE *out, const char *key, const char *val) {
+  json_key(out, key, 0);
+  json_str(out, val);
+}
+
+static void json_kv_num(FILE *out, const char *key, double val) {
+  json_key(out, key, 0);
+  json_num(out, val);
+}
+
+static void json_kv_int(FILE *out, const char *key, long long val) {
+  json_key(out, key, 0);
+  fprintf(out, "%lld", val);
+}
+
+/* The members of a run object after "id" (shared by every report). */
+static void json_run_members(FILE *out, const st_run_row *r) {
+  json_key(out, "id", 1);
+  fprintf(out, "%lld", (long long)r->id);
+  json_kv_str(out, "kind", r->kind);
+  json_kv_str(out, "op", r->op);
+  json_kv_str(out, "suite", r->suite);
+  json_kv_int(out, "device_id", (long long)r->device_id);
+  json_kv_str(out, "device", r->device_name);
+  json_kv_str(out, "arch", r->arch);
+  json_kv_str(out, "status", r->status);
+  json_kv_str(out, "started", r->started);
+  json_kv_str(out, "finished", r->finished);
+  json_kv_str(out, "args", r->args);
+  json_kv_str(out, "tool_version", r->tool_version);
+}
+
+/* ---- text tables ------------------------------------------------------------ */
+
+typedef struct table {
+  int ncols;
+  const char *const *heads;
+  const char *align; /* per column: 'l' or 'r' */
+  char **cells;      /* row-major, ncols per row, owned */
+  size_t nrows, cap;
+} table;
+
+/* Appends a row: exactly ncols `const char *` cells, copied. Control
+ * characters become spaces so that a row stays one line. */
+static st_status table_row(table *t, st_err *err, ...) {
+  if (t->nrows == t->cap) {
+    size_t cap = t->cap ? 2 * t->cap : 32;
+    char **cells = realloc(t->cells, cap * (size_t)t->ncols * sizeof *cells);
+    if (!cells) return st_fail(err, ST_ERR_NOMEM, "report: out of memory for %zu table rows", cap);
+    t->cells = cells;
+    t->cap = cap;
+  }
+  char **row = t->cells + t->nrows * (size_t)t->ncols;
+  va_list ap;
+  va_start(ap, err);
+  int c = 0;
+  for (; c < t->ncols; c++) {
+    const char *v = va_arg(ap, const char *);
+    row[c] = strdup(v ? v : "");
+    if (!row[c]) break;
+    for (char *p = row[c]; *p; p++)
+      if ((unsigned char)*p < 0x20) *p = ' ';
+  }
+  va_end(ap);
+  if (c < t->ncols) {
+    while (c-- > 0) free(row[c]);
+    return st_fail(err, ST_ERR_NOMEM, "report: out of memory for a table cell");
+  }
+  t->nrows++;
+  return ST_OK;
+}
+
+/* Number cells: "-" stands for a value that is not there (not > 0 for
+ * times, not finite for ratios). */
+static const char *fmt_us(char *buf, size_t cap, double us) {
+  if (isfinite(us) && us > 0) snprintf(buf, cap, "%.2f", us);
+  else snprintf(buf, cap, "-");
+  return buf;
+}
+
+static const char *fmt_pct(char *buf, size_t cap, const char *fmt, double fraction) {
+  if (isfinite(fraction)) snprintf(buf, cap, fmt, 100.0 * fraction);
+  else snprintf(buf, cap, "-");
+  return buf;
+}
+
+static const char *fmt_int(char *buf, size_t cap, long long x) {
+  snprintf(buf, cap, "%lld", x);
+  return buf;
+}
+
+static void table_free(table *t) {
+  for (size_t i = 0; i < t->nrows * (size_t)t->ncols; i++) free(t->cells[i]);
+  free(t->cells);
+  t->cells = NULL;
+  t->nrows = t->cap = 0;
+}
+
+static void table_line(const table *t, FILE *out, const char *const *cells, const size_t *width) {
+  for (int c = 0; c < t->ncols; c++) {
+    int last = c == t->ncols - 1;
+    int w = (int)width[c];
+    if (t->align[c] == 'r') fprintf(out, "%*s", w, cells[c]);
+    else if (last) fputs(cells[c], out);
+    else fprintf(out, "%-*s", w, cells[c]);
+    fputs(last ? "\n" : "  ", out);
+  }
+}
+
+static st_status table_print(const table *t, FILE *out, st_err *err) {
+  size_t *width = calloc((size_t)t->ncols, sizeof *width);
+  if (!width) return st_fail(err, ST_ERR_NOMEM, "report: out of memory");
+  for (int c = 0; c < t->ncols; c++) {
+    width[c] = strlen(t->heads[c]);
+    for (size_t r = 0; r < t->nrows; r++) {
+      size_t n = strlen(t->cells[r * (size_t)t->ncols + (size_t)c]);
+      if (n > width[c]) width[c] = n;
+    }
+  }
+  table_line(t, out, t->heads, width);
+  for (size_t r = 0; r < t->nrows; r++)
+    table_line(t, out, (const char *const *)t->cells + r * (size_t)t->ncols, width);
+  free(width);
+  return ST_OK;
+}
+
+static st_status finish_output(FILE *out, st_err *err) {
+  if (fflush(out) != 0 || ferror(out))
+    return st_fail(err, ST_ERR_INVALID_ARG, "report: writing the output failed: %s", strerror(errno));
+  return ST_OK;
+}
+
+static st_status check_common(st_db *db, FILE *out, st_report_format format, st_err *err) {
+  if (!db || !out) return st_fail(err, ST_ERR_INVALID_ARG, "report: db or out is NULL");
+  if (format != ST_REPORT_TEXT && format != ST_REPORT_JSON)
+    return st_fail(err, ST_ERR_INVALID_ARG, "report: format=%d is neither text nor JSON", (int)format);
+  return ST_OK;
+}
+
+/* Device and arch of a run as one cell: "NVIDIA H100 80GB HBM3 (sm_90a)". */
+static void run_device(const st_run_row *r, char *buf, size_t cap) {
+  snprintf(buf, cap, "%s (%s)", r->device_name, r->arch);
+}
+
+/* ---- show: runs ----------------------------------------------------------------- */
+
+typedef struct run_entry {
+  st_run_row run;
+  st_run_counts counts;
+} run_entry;
+
+typedef struct run_list {
+  st_db *db;
+  run_entry *v;
+  size_t n, cap;
+  st_status st;
+  st_err *err;
+} run_list;
+
+static int collect_run(void *ctx, const st_run_row *r) {
+  run_list *l = ctx;
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? 2 * l->cap : 16;
+    run_entry *v = realloc(l->v, cap * sizeof *v);
+    if (!v) {
+      l->st = st_fail(l->err, ST_ERR_NOMEM, "report: out of memory for %zu runs", cap);
+      return 1;
+    }
+    l->v = v;
+    l->cap = cap;
+  }
+  l->v[l->n].run = *r;
+  l->st = st_db_run_counts(l->db, r->id, &l->v[l->n].counts, l->err);
+  if (l->st != ST_OK) return 1;
+  l->n++;
+  return 0;
+}
+
+static void runs_json(FILE *out, const run_list *l) {
+  fputs("{\"runs\":[", out);
+  for (size_t i = 0; i < l->n; i++) {
+    const run_entry *e = &l->v[i];
+    fputs(i ? ",{" : "{", out);
+    json_run_members(out, &e->run);
+    json_kv_int(out, "ok", (long long)e->counts.ok);
+    json_kv_int(out, "wrong", (long long)e->counts.wrong);
+    json_kv_int(out, "failed", (long long)e->counts.failed);
+    json_kv_int(out, "pruned", (long long)e->counts.pruned);
+    fputc('}', out);
+  }
+  fputs("]}\n", out);
+}
+
+static st_status runs_text(FILE *out, const run_list *l, st_err *err) {
+  if (l->n == 0) {
+    fputs("no runs in the database\n", out);
+    return ST_OK;
+  }
+  static const char *const heads[] = {"id",     "kind",    "op",       "suite", "device", "status",
+                                      "started", "finished", "ok",    "failed", "pruned"};
+  table t = {11, heads, "rlllllllrrr", NULL, 0, 0};
+  st_status st = ST_OK;
+  for (size_t i = 0; i < l->n && st == ST_OK; i++) {
+    const run_entry *e = &l->v[i];
+    char id[24], device[160], ok[24], failed[24], pruned[24];
+    run_device(&e->run, device, sizeof device);
+    st = table_row(&t, err, fmt_int(id, sizeof id, (long long)e->run.id), e->run.kind, e->run.op, e->run.suite, device,
+                   e->run.status, e->run.started, e->run.finished[0] ? e->run.finished : "-",
+                   fmt_int(ok, sizeof ok, (long long)e->counts.ok),
+                   fmt_int(failed, sizeof failed, (long long)(e->counts.wrong + e->counts.failed)),
+                   fmt_int(pruned, sizeof pruned, (long long)e->counts.pruned));
+  }
+  if (st == ST_OK) st = table_print(&t, out, err);
+  table_free(&t);
+  return st;
+}
+
+st_status st_report_runs(st_db *db, FILE *out, st_report_format format, int limit, st_err *err) {
+  st_status st = check_common(db, out, format, err);
+  if (st != ST_OK) return st;
+  run_list l = {db, NULL, 0, 0, ST_OK, err};
+  st = st_db_each_run(db, limit, collect_run, &l, err);
+  if (st == ST_OK) st = l.st;
+  if (st == ST_OK) {
+    if (format == ST_REPORT_JSON) runs_json(out, &l);
+    else st = runs_text(out, &l, err);
+  }
+  free(l.v);
+  return st == ST_OK ? finish_output(out, err) : st;
+}
+
+/* ---- show: one run's measurements ---------------------------------------------- */
+
+typedef struct meas_entry {
+  st_measurement m;
+  char name[160];
+  char op[32];
+} meas_entry;
+
+typedef struct meas_list {
+  meas_entry *v;
+  size_t n, cap;
+  st_status st;
+  st_err *err;
+} meas_list;
+
+static int collect_measurement(void *ctx, const st_measurement *m, const char *name, const char *op) {
+  meas_list *l = ctx;
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? 2 * l->cap : 64;
+    meas_entry *v = realloc(l->v, cap * sizeof *v);
+    if (!v) {
+      l->st = st_fail(l->err, ST_ERR_NOMEM, "report: out of memory for %zu measurements", cap);
+      return 1;
+    }
+    l->v = v;
+    l->cap = cap;
+  }
+  meas_entry *e = &l->v[l->n++];
+  e->m = *m;
+  snprintf(e->name, sizeof e->name, "%s", name);
+  snprintf(e->op, sizeof e->op, "%s", op);
+  return 0;
+}
+
+static st_status load_run(st_db *db, int64_t run_id, const char *role, st_run_row *run, meas_list *l, st_err *err) {
+  int found = 0;
+  st_status st = st_db_get_run(db, run_id, run, &found, err);
+  if (st != ST_OK) return st;
+  if (!found) return st_fail(err, ST_ERR_INVALID_ARG, "%s run %lld is not in the database", role, (long long)run_id);
+  l->err = err;
+  st = st_db_each_measurement(db, run_id, collect_measurement, l, err);
+  return st == ST_OK ? l->st : st;
+}
+
+static void run_json_measurements(FILE *out, const st_run_row *run, const meas_list *l) {
+  fputs("{\"run\":{", out);
+  json_run_members(out, run);
+  fputs("},\"measurements\":[", out);
+  for (size_t i = 0; i < l->n; i++) {
+    const meas_entry *e = &l->v[i];
+    fputs(i ? ",{" : "{", out);
+    json_key(out, "variant_id", 1);
+    json_str(out, e->m.variant_id);
+    json_kv_str(out, "variant", e->name);
+    json_kv_str(out, "op", e->op);
+    json_kv_str(out, "shape", e->m.shape_key);
+    json_kv_str(out, "status", e->m.status);
+    json_kv_num(out, "median_us", e->m.median_us);
+    json_kv_num(out, "min_us", e->m.min_us);
+    json_kv_num(out, "max_us", e->m.max_us);
+    json_kv_num(out, "spread", e->m.spread);
+    json_kv_int(out, "reps", e->m.reps);
+    json_kv_int(out, "iters", e->m.iters);
+    json_kv_num(out, "max_err", e->m.max_err);
+    json_kv_str(out, "error", e->m.error);
+    fputc('}', out);
+  }
+  fputs("]}\n", out);
+}
+
+static st_status run_text_measurements(FILE *out, const st_run_row *run, const meas_list *l, st_err *err) {
+  char device[160];
+  run_device(run, device, sizeof device);
+  fprintf(out, "run %lld: %s %s, suite %s, on %s, %s, started %s, finished %s\n", (long long)run->id, run->kind,
+          run->op, run->suite[0] ? run->suite : "-", device, run->status, run->started,
+          run->finished[0] ? run->finished : "-");
+  if (l->n == 0) {
+    fputs("no measurements\n", out);
+    return ST_OK;
+  }
+  static const char *const heads[] = {"variant", "shape", "status", "median us", "spread %", "error"};
+  table t = {6, heads, "lllrrl", NULL, 0, 0};
+  st_status st = ST_OK;
+  for (size_t i = 0; i < l->n && st == ST_OK; i++) {
+    const meas_entry *e = &l->v[i];
+    char med[32], spread[32];
+    fmt_us(med, sizeof med, e->m.median_us);
+    fmt_pct(spread, sizeof spread, "%.1f", e->m.median_us > 0 ? e->m.spread : NAN);
+    st = table_row(&t, err, e->name, e->m.shape_key, e->m.status, med, spread, e->m.error);
+  }
+  if (st == ST_OK) st = table_print(&t, out, err);
+  table_free(&t);
+  return st;
+}
+
+st_status st_report_run(st_db *db, FILE *out, st_report_format format, int64_t run_id, st_err *err) {
+  st_status st = check_common(db, out, format, err);
+  if (st != ST_OK) return st;
+  st_run_row run;
+  meas_list l = {NULL, 0, 0, ST_OK, err};
+  st = load_run(db, run_id, "the", &run, &l, err);
+  if (st == ST_OK) {
+    if (format == ST_REPORT_JSON) run_json_measurements(out, &run, &l);
+    else st = run_text_measurements(out, &run, &l, err);
+  }
+  free(l.v);
+  return st == ST_OK ? finish_output(out, err) : st;
+}
+
+/* ---- show: winners ----------------------------------------------------------------- */
+
+typedef struct winner_list {
+  st_winner_row *v;
+  size_t n, cap;
+  st_status st;
+  st_err *err;
+} winner_list;
+
+static int collect_winner(void *ctx, const st_winner_row *w) {
+  winner_list *l = ctx;
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? 2 * l->cap : 16;
+    st_winner_row *v = realloc(l->v, cap * sizeof *v);
+    if (!v) {
+      l->st = st_fail(l->err, ST_ERR_NOMEM, "report: out of memory for %zu winners", cap);
+      return 1;
+    }
+    l->v = v;
+    l->cap = cap;
+  }
+  l->v[l->n++] = *w;
+  return 0;
+}
+
+/* Default time / winner time, or NAN when the default's time is unknown. */
+static double speedup(const st_winner_row *w) {
+  return w->default_us > 0 && w->median_us > 0 ? w->default_us / w->median_us : NAN;
+}
+
+st_status st_report_winners(st_db *db, FILE *out, st_report_format format, const char *device_name,
+                            const char *arch, st_err *err) {
+  st_status st = check_common(db, out, format, err);
+  if (st != ST_OK) return st;
+  if (!device_name || !*device_name) return st_fail(err, ST_ERR_INVALID_ARG, "report: device name is empty");
+  winner_list l = {NULL, 0, 0, ST_OK, err};
+  st = st_db_each_winner(db, device_name, arch, collect_winner, &l, err);
+  if (st == ST_OK) st = l.st;
+  if (st == ST_OK && format == ST_REPORT_JSON) {
+    fputs("{", out);
+    json_key(out, "device", 1);
+    json_str(out, device_name);
+    json_key(out, "arch", 0);
+    if (arch) json_str(out, arch);
+    else fputs("null", out);
+    fputs(",\"winners\":[", out);
+    for (size_t i = 0; i < l.n; i++) {
+      const st_winner_row *w = &l.v[i];
+      fputs(i ? ",{" : "{", out);
+      json_key(out, "op", 1);
+      json_str(out, w->op);
+      json_kv_str(out, "dispatch_key", w->dispatch_key);
+      json_kv_str(out, "variant_id", w->variant_id);
+      json_kv_str(out, "variant", w->variant_name);
+      json_kv_num(out, "us", w->median_us);
+      json_kv_num(out, "regret", w->regret);
+      json_kv_str(out, "default_variant_id", w->default_variant_id);
+      json_key(out, "default_us", 0);
+      json_num(out, w->default_us > 0 ? w->default_us : NAN);
+      json_kv_num(out, "speedup", speedup(w));
+      json_kv_int(out, "run_id", (long long)w->run_id);
+      fputc('}', out);
+    }
+    fputs("]}\n", out);
+  } else if (st == ST_OK) {
+    fprintf(out, "winners for %s (%s)\n", device_name, arch ? arch : "any arch");
+    if (l.n == 0) fputs("no winners recorded for this device\n", out);
+    static const char *const heads[] = {"op", "dispatch key", "variant", "us", "default us", "speed-up"};
+    table t = {6, heads, "lllrrr", NULL, 0, 0};
+    for (size_t i = 0; i < l.n && st == ST_OK; i++) {
+      const st_winner_row *w = &l.v[i];
+      char us[32], def[32], up[32];
+      double x = speedup(w);
+      if (isfinite(x)) snprintf(up, sizeof up, "%.2fx", x);
+      else snprintf(up, sizeof up, "-");
+      st = table_row(&t, err, w->op, w->dispatch_key, w->variant_name, fmt_us(us, sizeof us, w->median_us),
+                     fmt_us(def, sizeof def, w->default_us), up);
+    }
+    if (st == ST_OK && l.n) st = table_print(&t, out, err);
+    table_free(&t);
+  }
+  free(l.v);
+  return st == ST_OK ? finish_output(out, err) : st;
+}
+
+/* ---- regress ------------------------------------------------------------------------ */
+
+typedef enum verdict { V_UNCHANGED, V_REGRESSION, V_IMPROVEMENT } verdict;
+static const char *const VERDICT[] = {"unchanged", "regression", "improvement"};
+
+typedef struct pair {
+  const meas_entry *base, *head;
+  double change; /* head / base - 1 */
+  double noise;  /* spread_base + spread_head */
+  verdict v;
+} pair;
+
+/* A (variant, shape) ok in one run only; `other` is its entry in the other
+ * run, NULL when absent. */
+typedef struct lone {
+  const meas_entry *m, *other;
+} lone;
+
+typedef struct comparison {
+  pair *pairs;
+  lone *only_base, *only_head;
+  size_t npairs, nbase, nhead;
+} comparison;
+
+static int is_ok(const meas_entry *e) {
+  return !strcmp(e->m.status, "ok") && isfinite(e->m.median_us) && e->m.median_us > 0;
+}
+
+static int cmp_key(const meas_entry *a, const meas_entry *b) {
+  int c = strcmp(a->m.variant_id, b->m.variant_id);
+  return c ? c : strcmp(a->m.shape_key, b->m.shape_key);
+}
+
+static int cmp_entry(const void *a, const void *b) { return cmp_key(a, b); }
+
+/* Worst change first; ties by name and shape so the order is stable. */
+static int cmp_pair(const void *a, const void *b) {
+  const pair *x = a, *y = b;
+  if (x->change != y->change) return x->change < y->change ? 1 : -1;
+  int c = strcmp(x->base->name, y->base->name);
+  return c ? c : strcmp(x->base->m.shape_key, y->base->m.shape_key);
+}
+
+static verdict judge(double change, double noise, double threshold) {
+  double limit = fmax(threshold, noise);
+  if (change > limit) return V_REGRESSION;
+  if (change < -limit) return V_IMPROVEMENT;
+  return V_UNCHANGED;
+}
+
+/* Merges the two runs' measurements (sorted by variant id, shape). */
+static st_status compare_runs(meas_list *b, meas_list *h, double threshold, comparison *c, st_err *err) {
+  qsort(b->v, b->n, sizeof *b->v, cmp_entry);
+  qsort(h->v, h->n, sizeof *h->v, cmp_entry);
+  c->pairs = calloc(b->n + 1, sizeof *c->pairs);
+  c->only_base = calloc(b->n + 1, sizeof *c->only_base);
+  c->only_head = calloc(h->n + 1, sizeof *c->only_head);
+  if (!c->pairs || !c->only_base || !c->only_head)
+    return st_fail(err, ST_ERR_NOMEM, "regress: out of memory for %zu measurements", b->n + h->n);
+  size_t i = 0, j = 0;
+  while (i < b->n || j < h->n) {
+    int k = i == b->n ? 1 : j == h->n ? -1 : cmp_key(&b->v[i], &h->v[j]);
+    const meas_entry *be = k <= 0 ? &b->v[i++] : NULL;
+    const meas_entry *he = k >= 0 ? &h->v[j++] : NULL;
+    int bok = be && is_ok(be), hok = he && is_ok(he);
+    if (bok && hok) {
+      pair *p = &c->pairs[c->npairs++];
+      p->base = be;
+      p->head = he;
+      p->change = he->m.median_us / be->m.median_us - 1.0;
+      p->noise = be->m.spread + he->m.spread;
+      p->v = judge(p->change, p->noise, threshold);
+    } else if (bok) {
+      c->only_base[c->nbase++] = (lone){be, he};
+    } else if (hok) {
+      c->only_head[c->nhead++] = (lone){he, be};
+    }
+  }
+  qsort(c->pairs, c->npairs, sizeof *c->pairs, cmp_pair);
+  return ST_OK;
+}
+
+static void comparison_free(comparison *c) {
+  free(c->pairs);
+  free(c->only_base);
+  free(c->only_head);
+}
+
+#define MAX_WARNINGS 4
+typedef struct warnings {
+  char text[MAX_WARNINGS][400];
+  int n;
+} warnings;
+
+static void warn(warnings *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void warn(warnings *w, const char *fmt, ...) {
+  if (w->n == MAX_WARNINGS) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(w->text[w->n++], sizeof w->text[0], fmt, ap);
+  va_end(ap);
+}
+
+static void collect_warnings(const st_run_row *b, const st_run_row *h, warnings *w) {
+  if (strcmp(b->op, h->op) != 0)
+    warn(w, "the runs are of different ops: base run %lld is %s, head run %lld is %s", (long long)b->id, b->op,
+         (long long)h->id, h->op);
+  if (strcmp(b->device_name, h->device_name) != 0 || strcmp(b->arch, h->arch) != 0)
+    warn(w, "the runs are on different devices: base run %lld on %s (%s), head run %lld on %s (%s)",
+         (long long)b->id, b->device_name, b->arch, (long long)h->id, h->device_name, h->arch);
+  if (strcmp(b->status, "done") != 0)
+    warn(w, "base run %lld is %s, not done: its timings may be incomplete", (long long)b->id, b->status);
+  if (strcmp(h->status, "done") != 0)
+    warn(w, "head run %lld is %s, not done: its timings may be incomplete", (long long)h->id, h->status);
+}
+
+static void summarize(const comparison *c, st_regress_summary *s) {
+  memset(s, 0, sizeof *s);
+  s->compared = (int)c->npairs;
+  s->only_base = (int)c->nbase;
+  s->only_head = (int)c->nhead;
+  for (size_t i = 0; i < c->npairs; i++) {
+    if (c->pairs[i].v == V_REGRESSION) s->regressions++;
+    else if (c->pairs[i].v == V_IMPROVEMENT) s->improvements++;
+    else s->unchanged++;
+  }
+}
+
+static void json_lones(FILE *out, const char *key, const lone *v, size_t n, const char *other_key) {
+  json_key(out, key, 0);
+  fputc('[', out);
+  for (size_t i = 0; i < n; i++) {
+    fputs(i ? ",{" : "{", out);
+    json_key(out, "variant_id", 1);
+    json_str(out, v[i].m->m.variant_id);
+    json_kv_str(out, "variant", v[i].m->name);
+    json_kv_str(out, "shape", v[i].m->m.shape_key);
+    json_kv_num(out, "us", v[i].m->m.median_us);
+    json_kv_str(out, other_key, v[i].other ? v[i].other->m.status : "absent");
+    fputc('}', out);
+  }
+  fputc(']', out);
+}
+
+static void regress_json(FILE *out, const st_run_row *b, const st_run_row *h, double threshold,
+                         const warnings *w, const comparison *c, const st_regress_summary *s) {
+  fputs("{\"base\":{", out);
+  json_run_members(out, b);
+  fputs("},\"head\":{", out);
+  json_run_members(out, h);
+  fputc('}', out);
+  json_kv_num(out, "threshold", threshold);
+  fputs(",\"warnings\":[", out);
+  for (int i = 0; i < w->n; i++) {
+    if (i) fputc(',', out);
+    json_str(out, w->text[i]);
+  }
+  fputs("],\"pairs\":[", out);
+  for (size_t i = 0; i < c->npairs; i++) {
+    const pair *p = &c->pairs[i];
+    fputs(i ? ",{" : "{", out);
+    json_key(out, "variant_id", 1);
+    json_str(out, p->base->m.variant_id);
+    json_kv_str(out, "variant", p->base->name);
+    json_kv_str(out, "shape", p->base->m.shape_key);
+    json_kv_num(out, "base_us", p->base->m.median_us);
+    json_kv_num(out, "head_us", p->head->m.median_us);
+    json_kv_num(out, "change", p->change);
+    json_kv_num(out, "noise", p->noise);
+    json_kv_num(out, "limit", fmax(threshold, p->noise));
+    json_kv_str(out, "verdict", VERDICT[p->v]);
+    fputc('}', out);
+  }
+  fputc(']', out);
+  json_lones(out, "only_in_base", c->only_base, c->nbase, "head_status");
+  json_lones(out, "only_in_head", c->only_head, c->nhead, "base_status");
+  fputs(",\"summary\":{", out);
+  json_key(out, "compared", 1);
+  fprintf(out, "%d", s->compared);
+  json_kv_int(out, "regressions", s->regressions);
+  json_kv_int(out, "improvements", s->improvements);
+  json_kv_int(out, "unchanged", s->unchanged);
+  json_kv_int(out, "only_in_base", s->only_base);
+  json_kv_int(out, "only_in_head", s->only_head);
+  fputs("}}\n", out);
+}
+
+static st_status regress_text(FILE *out, const st_run_row *b, const st_run_row *h, double threshold,
+                              const warnings *w, const comparison *c, const st_regress_summary *s, st_err *err) {
+  for (int i = 0; i < w->n; i++) fprintf(out, "warning: %s\n", w->text[i]);
+  char bdev[160], hdev[160];
+  run_device(b, bdev, sizeof bdev);
+  run_device(h, hdev, sizeof hdev);
+  fprintf(out, "base run %lld: %s %s on %s, started %s\n", (long long)b->id, b->kind, b->op, bdev, b->started);
+  fprintf(out, "head run %lld: %s %s on %s, started %s\n", (long long)h->id, h->kind, h->op, hdev, h->started);
+  fprintf(out, "a change counts beyond max(threshold %.1f %%, spread base + spread head)\n", 100.0 * threshold);
+  st_status st = ST_OK;
+  if (c->npairs) {
+    static const char *const heads[] = {"variant", "shape", "base us", "head us", "change %", "noise %", "verdict"};
+    table t = {7, heads, "llrrrrl", NULL, 0, 0};
+    for (size_t i = 0; i < c->npairs && st == ST_OK; i++) {
+      const pair *p = &c->pairs[i];
+      char bus[32], hus[32], change[32], noise[32];
+      st = table_row(&t, err, p->base->name, p->base->m.shape_key, fmt_us(bus, sizeof bus, p->base->m.median_us),
+                     fmt_us(hus, sizeof hus, p->head->m.median_us), fmt_pct(change, sizeof change, "%+.1f", p->change),
+                     fmt_pct(noise, sizeof noise, "%.1f", p->noise), VERDICT[p->v]);
+    }
+    if (st == ST_OK) st = table_print(&t, out, err);
+    table_free(&t);
+  }
+  /* Pairs that were ok and now fail verification matter more than timings. */
+  for (size_t i = 0; i < c->nbase && st == ST_OK; i++) {
+    const lone *l = &c->only_base[i];
+    if (l->other && (!strcmp(l->other->m.status, "wrong") || !strcmp(l->other->m.status, "failed")))
+      fprintf(out, "note: %s on %s was ok in base and is %s in head: %s\n", l->m->name, l->m->m.shape_key,
+              l->other->m.status, l->other->m.error);
+  }
+  fprintf(out, "%d compared, %d regressions, %d improvements, %d unchanged, %d only in base, %d only in head\n",
+          s->compared, s->regressions, s->improvements, s->unchanged, s->only_base, s->only_head);
+  return st;
+}
+
+st_status st_report_regress(st_db *db, FILE *out, const st_regress_opts *opts, st_regress_summary *summary,
+                            st_err *err) {
+  if (summary) memset(summary, 0, sizeof *summary);
+  if (!opts) return st_fail(err, ST_ERR_INVALID_ARG, "regress: opts is NULL");
+  st_status st = check_common(db, out, opts->format, err);
+  if (st != ST_OK) return st;
+  if (!(isfinite(opts->threshold) && opts->threshold >= 0))
+    return st_fail(err, ST_ERR_INVALID_ARG, "regress: threshold=%g is not a number >= 0", opts->threshold);
+  if (opts->base_run == opts->head_run)
+    return st_fail(err, ST_ERR_INVALID_ARG, "regress: --base and --head are both run %lld; compare two different runs",
+                   (long long)opts->base_run);
+  st_run_row b, h;
+  meas_list bl = {NULL, 0, 0, ST_OK, err}, hl = {NULL, 0, 0, ST_OK, err};
+  comparison c = {0};
+  st_regress_summary s;
+  memset(&s, 0, sizeof s);
+  st = load_run(db, opts->base_run, "regress: --base", &b, &bl, err);
+  if (st == ST_OK) st = load_run(db, opts->head_run, "regress: --head", &h, &hl, err);
+  if (st == ST_OK) st = compare_runs(&bl, &hl, opts->threshold, &c, err);
+  if (st == ST_OK) {
+    warnings w = {.n = 0};
+    collect_warnings(&b, &h, &w);
+    summarize(&c, &s);
+    if (opts->format == ST_REPORT_JSON) regress_json(out, &b, &h, opts->threshold, &w, &c, &s);
+    else st = regress_text(out, &b, &h, opts->threshold, &w, &c, &s, err);
+  }
+  comparison_free(&c);
+  free(bl.v);
+  free(hl.v);
+  if (st != ST_OK) return st;
+  if (summary) *summary = s;
+  return finish_output(out, err);
+}
