@@ -218,8 +218,8 @@ static void test_suite_shape_and_dispatch_keys_are_canonical(void **state) {
   assert_string_equal(s[0].op, "index_decode");
   assert_string_equal(s[0].key,
                       "index_decode:B=1,D=128,H=2,ctx=8192,dtype=bf16,init=1,lens=full,local=2,qlen=1,topk=16");
-  const st_shape *b8 = find_shape(
-      s, n, "index_decode:B=8,D=128,H=2,ctx=32768,dtype=bf16,init=1,lens=full,local=2,qlen=1,topk=16");
+  const st_shape *b8 =
+      find_shape(s, n, "index_decode:B=8,D=128,H=2,ctx=32768,dtype=bf16,init=1,lens=full,local=2,qlen=1,topk=16");
   assert_non_null(b8);
   assert_string_equal(b8->dispatch_key, "index_decode:B=8,D=128,H=2,dtype=bf16,qlen=1,topk=16");
   assert_int_equal(b8->params.n, 10);
@@ -240,8 +240,8 @@ static void test_suite_shape_and_dispatch_keys_are_canonical(void **state) {
 
 static void test_suite_anchors_are_the_anchor_rows(void **state) {
   (void)state;
-  static const char *rows[] = {"bf16:1:8192",  "bf16:1:131072", "bf16:8:8192", "bf16:8:32768", "bf16:32:32768",
-                               "bf16:128:131072", "fp8:1:8192", "fp8:8:32768", "fp8:128:131072"};
+  static const char *rows[] = {"bf16:1:8192",     "bf16:1:131072", "bf16:8:8192", "bf16:8:32768",  "bf16:32:32768",
+                               "bf16:128:131072", "fp8:1:8192",    "fp8:8:32768", "fp8:128:131072"};
   st_gen *g = open_gen(NULL);
   st_shape *s = NULL;
   const int n = load_suite(g, "anchors", &s);
@@ -250,8 +250,8 @@ static void test_suite_anchors_are_the_anchor_rows(void **state) {
     char want[256], dtype[8];
     int B, ctx;
     assert_int_equal(sscanf(rows[i], "%7[^:]:%d:%d", dtype, &B, &ctx), 3);
-    snprintf(want, sizeof want,
-             "index_decode:B=%d,D=128,H=2,ctx=%d,dtype=%s,init=1,lens=full,local=2,qlen=1,topk=16", B, ctx, dtype);
+    snprintf(want, sizeof want, "index_decode:B=%d,D=128,H=2,ctx=%d,dtype=%s,init=1,lens=full,local=2,qlen=1,topk=16",
+             B, ctx, dtype);
     assert_string_equal(s[i].key, want);
   }
   free(s);

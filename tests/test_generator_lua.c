@@ -105,8 +105,7 @@ static void test_render_missing_name_in_include_names_that_file(void **state) {
 static void test_render_rejects_value_of_wrong_type(void **state) {
   expect_error_containing(*state, "return require('render').render(DATA, 'inc/two.h', {n = {}})",
                           "inc/two.h:1: template parameter 'n' is a table");
-  expect_error_containing(*state, "return require('render').render(DATA, 'inc/two.h', {n = true})",
-                          "is a boolean");
+  expect_error_containing(*state, "return require('render').render(DATA, 'inc/two.h', {n = true})", "is a boolean");
 }
 
 static void test_render_rejects_unterminated_placeholder(void **state) {
@@ -208,11 +207,11 @@ static void test_index_decode_defaults_cover_every_bucket(void **state) {
          "fp8128.64");
 }
 
-#define SHAPE_B8                                                                                             \
-  "local s = {dtype = 'bf16', D = 128, H = 2, qlen = 1, topk = 16, init = 1, ['local'] = 2, B = 8, "        \
+#define SHAPE_B8                                                                                                       \
+  "local s = {dtype = 'bf16', D = 128, H = 2, qlen = 1, topk = 16, init = 1, ['local'] = 2, B = 8, "                   \
   "ctx = 32768, lens = 'full'}\n"
-#define KERNEL_K16                                                                                           \
-  "local k = {dtype = 'bf16', head_dim = 128, topk = 16, heads_per_cta = 1, max_qlen = 1, threads = 256, " \
+#define KERNEL_K16                                                                                                     \
+  "local k = {dtype = 'bf16', head_dim = 128, topk = 16, heads_per_cta = 1, max_qlen = 1, threads = 256, "             \
   "units_in_flight = 2, algo = 'single'}\n"
 
 static void test_index_decode_shape_and_dispatch_keys(void **state) {
@@ -229,8 +228,7 @@ static void test_index_decode_shape_and_dispatch_keys(void **state) {
 static void test_index_decode_topk_buckets(void **state) {
   /* shape topk -> the capacities that fit it */
   expect(*state,
-         "local op = require('ops.index_decode')\n" SHAPE_B8 KERNEL_K16
-         "local out = {}\n"
+         "local op = require('ops.index_decode')\n" SHAPE_B8 KERNEL_K16 "local out = {}\n"
          "for _, t in ipairs({1, 4, 5, 8, 9, 16, 17, 32, 33, 64}) do\n"
          "  s.topk = t; s.init = 0; s['local'] = 0\n"
          "  local caps = {}\n"
@@ -248,15 +246,15 @@ static void test_index_decode_fit_rules(void **state) {
   lua_State *L = *state;
   const char *pre = "local op = require('ops.index_decode')\n" SHAPE_B8 KERNEL_K16;
   char code[2048];
-#define FITS(change, is_default, want)                                                                       \
-  snprintf(code, sizeof code, "%s%s\nreturn tostring((op.fits(k, s, %s)))", pre, change, is_default);      \
+#define FITS(change, is_default, want)                                                                                 \
+  snprintf(code, sizeof code, "%s%s\nreturn tostring((op.fits(k, s, %s)))", pre, change, is_default);                  \
   expect(L, code, want)
   FITS("", "false", "true");
   FITS("k.dtype = 'fp8'", "false", "false");
   FITS("k.head_dim = 64", "false", "false");
   FITS("k.heads_per_cta = 4", "false", "false"); /* does not divide H = 2 */
   FITS("k.heads_per_cta = 2", "false", "true");
-  FITS("s.qlen = 2", "false", "false");            /* max_qlen 1 < qlen 2 */
+  FITS("s.qlen = 2", "false", "false");                 /* max_qlen 1 < qlen 2 */
   FITS("s.qlen = 2; k.max_qlen = 3", "false", "false"); /* tuned: max_qlen is qlen or 4 */
   FITS("s.qlen = 2; k.max_qlen = 3", "true", "true");
   FITS("s.qlen = 2; k.max_qlen = 4", "false", "true");
@@ -267,17 +265,16 @@ static void test_index_decode_launch_choices(void **state) {
   lua_State *L = *state;
   const char *pre = "local op = require('ops.index_decode')\n" SHAPE_B8 KERNEL_K16;
   char code[2048];
-#define WORTH(change, splits, want)                                                                          \
-  snprintf(code, sizeof code, "%s%s\nreturn tostring((op.worth(k, {splits = %d}, s, false)))", pre, change, \
-           splits);                                                                                          \
+#define WORTH(change, splits, want)                                                                                    \
+  snprintf(code, sizeof code, "%s%s\nreturn tostring((op.worth(k, {splits = %d}, s, false)))", pre, change, splits);   \
   expect(L, code, want)
   WORTH("", 0, "true");
   WORTH("", 1, "true");
-  WORTH("", 64, "true");             /* 8 * 64 * 2 = 1024 CTAs <= 8 waves of 132 */
-  WORTH("", 128, "false");           /* 2048 CTAs */
+  WORTH("", 64, "true");   /* 8 * 64 * 2 = 1024 CTAs <= 8 waves of 132 */
+  WORTH("", 128, "false"); /* 2048 CTAs */
   WORTH("k.heads_per_cta = 2", 128, "true");
-  WORTH("", 3, "false");             /* not a power of two */
-  WORTH("s.ctx = 1000", 8, "true");  /* 8 blocks */
+  WORTH("", 3, "false");            /* not a power of two */
+  WORTH("s.ctx = 1000", 8, "true"); /* 8 blocks */
   WORTH("s.ctx = 1000", 16, "false");
   WORTH("k.algo = 'split'", 0, "false");
   WORTH("k.algo = 'split'", 1, "false");
@@ -317,8 +314,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_space_product_is_complete_and_ordered, setup, teardown),
       cmocka_unit_test_setup_teardown(test_space_filter_keeps_and_gives_reasons, setup, teardown),
       cmocka_unit_test_setup_teardown(test_space_canonical_sorts_keys_bytewise, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_index_decode_constraints_reject_only_the_register_overflow, setup,
-                                      teardown),
+      cmocka_unit_test_setup_teardown(test_index_decode_constraints_reject_only_the_register_overflow, setup, teardown),
       cmocka_unit_test_setup_teardown(test_index_decode_tuned_space_stops_at_topk_32, setup, teardown),
       cmocka_unit_test_setup_teardown(test_index_decode_defaults_cover_every_bucket, setup, teardown),
       cmocka_unit_test_setup_teardown(test_index_decode_shape_and_dispatch_keys, setup, teardown),

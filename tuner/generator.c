@@ -10,6 +10,7 @@
 #include "generator.h"
 
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,7 @@
 
 struct st_gen {
   lua_State *L;
-  int instance;        /* registry reference of the table main.lua's new() returned */
+  int instance;         /* registry reference of the table main.lua's new() returned */
   char **ops, **suites; /* names, owned */
   int nops, nsuites;
 };
@@ -48,13 +49,18 @@ static int is_file(const char *path) {
 static st_status resolve_dir(const char *explicit, const char *sub, char *out, size_t cap, st_err *err) {
   const char *home = getenv("SPARSETUNE_HOME");
   int n;
-  if (explicit) n = snprintf(out, cap, "%s", explicit);
-  else if (home && *home) n = snprintf(out, cap, "%s/%s", home, sub);
-  else n = snprintf(out, cap, "%s/%s", ST_SOURCE_DIR, sub);
+  if (explicit)
+    n = snprintf(out, cap, "%s", explicit);
+  else if (home && *home)
+    n = snprintf(out, cap, "%s/%s", home, sub);
+  else
+    n = snprintf(out, cap, "%s/%s", ST_SOURCE_DIR, sub);
   if (n < 0 || (size_t)n >= cap) return st_fail(err, ST_ERR_INVALID_ARG, "%s directory path is too long", sub);
   if (!is_dir(out))
     return st_fail(err, ST_ERR_INVALID_ARG, "%s directory '%s' does not exist (%s)", sub, out,
-                   explicit ? "as given" : home && *home ? "from $SPARSETUNE_HOME" : "from the source tree");
+                   explicit        ? "as given"
+                   : home && *home ? "from $SPARSETUNE_HOME"
+                                   : "from the source tree");
   return ST_OK;
 }
 
@@ -86,6 +92,18 @@ static st_status protected_call(st_gen *g, lua_CFunction fn, void *ctx, st_err *
   return s;
 }
 
+/* Raises a Lua error with a formatted message (lua_pushfstring's formats:
+ * %s %d %f %p %c %%); never returns, which luaL_error does not declare. */
+static _Noreturn void gen_raise(lua_State *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static _Noreturn void gen_raise(lua_State *L, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  lua_pushvfstring(L, fmt, ap);
+  va_end(ap);
+  lua_error(L);
+  abort(); /* not reached: lua_error unwinds to the protected call */
+}
+
 /* Pushes the generator function `name` (called without self). */
 static void push_method(lua_State *L, int instance, const char *name) {
   lua_rawgeti(L, LUA_REGISTRYINDEX, instance);
@@ -114,14 +132,17 @@ static void to_params(lua_State *L, int idx, st_params *out, const char *what) {
   memset(out, 0, sizeof *out);
   lua_pushnil(L);
   while (lua_next(L, idx)) {
-    if (lua_type(L, -2) != LUA_TSTRING) luaL_error(L, "%s has a parameter name that is not a string", what);
+    if (lua_type(L, -2) != LUA_TSTRING) gen_raise(L, "%s has a parameter name that is not a string", what);
     const char *key = lua_tostring(L, -2);
     char val[ST_PARAM_VAL_MAX + 1];
-    if (lua_isinteger(L, -1)) snprintf(val, sizeof val, "%lld", (long long)lua_tointeger(L, -1));
-    else if (lua_type(L, -1) == LUA_TSTRING) snprintf(val, sizeof val, "%s", lua_tostring(L, -1));
-    else luaL_error(L, "%s parameter '%s' is a %s, not an integer or string", what, key, luaL_typename(L, -1));
+    if (lua_isinteger(L, -1))
+      snprintf(val, sizeof val, "%lld", (long long)lua_tointeger(L, -1));
+    else if (lua_type(L, -1) == LUA_TSTRING)
+      snprintf(val, sizeof val, "%s", lua_tostring(L, -1));
+    else
+      gen_raise(L, "%s parameter '%s' is a %s, not an integer or string", what, key, luaL_typename(L, -1));
     st_err e = {{0}};
-    if (st_params_set(out, key, val, &e) != ST_OK) luaL_error(L, "%s: %s", what, e.msg);
+    if (st_params_set(out, key, val, &e) != ST_OK) gen_raise(L, "%s: %s", what, e.msg);
     lua_pop(L, 1);
   }
   qsort(out->p, (size_t)out->n, sizeof out->p[0], cmp_param);
@@ -132,8 +153,8 @@ static void get_string(lua_State *L, int idx, const char *name, char *buf, size_
   lua_getfield(L, idx, name);
   size_t len = 0;
   const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
-  if (!s) luaL_error(L, "%s has no string field '%s'", what, name);
-  if (len >= cap) luaL_error(L, "%s field '%s' is longer than %d bytes: %s", what, name, (int)cap - 1, s);
+  if (!s) gen_raise(L, "%s has no string field '%s'", what, name);
+  if (len >= cap) gen_raise(L, "%s field '%s' is longer than %d bytes: %s", what, name, (int)cap - 1, s);
   memcpy(buf, s, len + 1);
   lua_pop(L, 1);
 }
@@ -151,13 +172,13 @@ static void take_names(lua_State *L, char ***out, int *n) {
   luaL_checktype(L, -1, LUA_TTABLE);
   const int count = (int)luaL_len(L, -1);
   *out = calloc((size_t)count + 1, sizeof **out);
-  if (!*out) luaL_error(L, "out of host memory");
+  if (!*out) gen_raise(L, "out of host memory");
   for (int i = 0; i < count; i++) {
     lua_rawgeti(L, -1, i + 1);
     const char *s = lua_tostring(L, -1);
-    if (!s) luaL_error(L, "name %d is not a string", i + 1);
+    if (!s) gen_raise(L, "name %d is not a string", i + 1);
     (*out)[i] = strdup(s);
-    if (!(*out)[i]) luaL_error(L, "out of host memory");
+    if (!(*out)[i]) gen_raise(L, "out of host memory");
     *n = i + 1;
     lua_pop(L, 1);
   }
@@ -167,10 +188,10 @@ static void take_names(lua_State *L, char ***out, int *n) {
 static int open_protected(lua_State *L) {
   const open_ctx *c = lua_touserdata(L, 1);
   /* No os, io is needed for reading templates, no debug or coroutine. */
-  static const luaL_Reg libs[] = {{LUA_GNAME, luaopen_base},          {LUA_LOADLIBNAME, luaopen_package},
-                                  {LUA_TABLIBNAME, luaopen_table},    {LUA_IOLIBNAME, luaopen_io},
-                                  {LUA_STRLIBNAME, luaopen_string},   {LUA_MATHLIBNAME, luaopen_math},
-                                  {LUA_UTF8LIBNAME, luaopen_utf8},    {NULL, NULL}};
+  static const luaL_Reg libs[] = {{LUA_GNAME, luaopen_base},        {LUA_LOADLIBNAME, luaopen_package},
+                                  {LUA_TABLIBNAME, luaopen_table},  {LUA_IOLIBNAME, luaopen_io},
+                                  {LUA_STRLIBNAME, luaopen_string}, {LUA_MATHLIBNAME, luaopen_math},
+                                  {LUA_UTF8LIBNAME, luaopen_utf8},  {NULL, NULL}};
   for (const luaL_Reg *lib = libs; lib->func; lib++) {
     luaL_requiref(L, lib->name, lib->func, 1);
     lua_pop(L, 1);
@@ -184,11 +205,11 @@ static int open_protected(lua_State *L) {
 
   if (luaL_loadfile(L, c->main_path) != LUA_OK) lua_error(L);
   lua_call(L, 0, 1);
-  if (lua_type(L, -1) != LUA_TTABLE) luaL_error(L, "%s did not return a table", c->main_path);
+  if (lua_type(L, -1) != LUA_TTABLE) gen_raise(L, "%s did not return a table", c->main_path);
   lua_getfield(L, -1, "new");
   lua_pushstring(L, c->templates_dir);
   lua_call(L, 1, 1);
-  if (lua_type(L, -1) != LUA_TTABLE) luaL_error(L, "%s: new() did not return a table", c->main_path);
+  if (lua_type(L, -1) != LUA_TTABLE) gen_raise(L, "%s: new() did not return a table", c->main_path);
   lua_pushvalue(L, -1);
   c->g->instance = luaL_ref(L, LUA_REGISTRYINDEX);
 
@@ -209,12 +230,13 @@ st_status st_gen_open(const char *generator_dir, const char *templates_dir, st_g
   if ((s = resolve_dir(generator_dir, "generator", gen_dir, sizeof gen_dir, err)) != ST_OK) return s;
   if ((s = resolve_dir(templates_dir, "templates", tpl_dir, sizeof tpl_dir, err)) != ST_OK) return s;
   if (strpbrk(gen_dir, ";?"))
-    return st_fail(err, ST_ERR_INVALID_ARG, "generator directory '%s' contains ';' or '?', which Lua's "
-                   "package.path cannot hold", gen_dir);
+    return st_fail(err, ST_ERR_INVALID_ARG,
+                   "generator directory '%s' contains ';' or '?', which Lua's "
+                   "package.path cannot hold",
+                   gen_dir);
   snprintf(main_path, sizeof main_path, "%s/main.lua", gen_dir);
   snprintf(package_path, sizeof package_path, "%s/?.lua", gen_dir);
-  if (!is_file(main_path))
-    return st_fail(err, ST_ERR_INVALID_ARG, "generator directory '%s' has no main.lua", gen_dir);
+  if (!is_file(main_path)) return st_fail(err, ST_ERR_INVALID_ARG, "generator directory '%s' has no main.lua", gen_dir);
 
   st_gen *g = calloc(1, sizeof *g);
   if (!g) return st_fail(err, ST_ERR_NOMEM, "out of host memory");
@@ -274,14 +296,16 @@ static int suite_protected(lua_State *L) {
   suite_ctx *c = lua_touserdata(L, 1);
   push_method(L, c->instance, "suite");
   lua_pushstring(L, c->suite);
-  if (c->op) lua_pushstring(L, c->op);
-  else lua_pushnil(L);
+  if (c->op)
+    lua_pushstring(L, c->op);
+  else
+    lua_pushnil(L);
   lua_call(L, 2, 1);
   luaL_checktype(L, -1, LUA_TTABLE);
   const int list = lua_gettop(L);
   const int count = (int)luaL_len(L, list);
   c->shapes = calloc((size_t)count + 1, sizeof *c->shapes);
-  if (!c->shapes) luaL_error(L, "out of host memory");
+  if (!c->shapes) gen_raise(L, "out of host memory");
   for (int i = 0; i < count; i++) {
     st_shape *s = &c->shapes[i];
     lua_rawgeti(L, list, i + 1);
@@ -328,9 +352,9 @@ static void variant_id(lua_State *L, st_variant_row *row) {
   char kernel[4096], launch[4096], text[8192 + 128];
   if (st_params_to_json(&row->kernel, kernel, sizeof kernel) < 0 ||
       st_params_to_json(&row->launch, launch, sizeof launch) < 0)
-    luaL_error(L, "variant %s: parameters too long for JSON", row->name);
+    gen_raise(L, "variant %s: parameters too long for JSON", row->name);
   const int len = snprintf(text, sizeof text, "%s\n%s\n%s\n%s", row->op, kernel, launch, row->source_hash);
-  if (len < 0 || (size_t)len >= sizeof text) luaL_error(L, "variant %s: identity text too long", row->name);
+  if (len < 0 || (size_t)len >= sizeof text) gen_raise(L, "variant %s: identity text too long", row->name);
   st_hash_hex(text, (size_t)len, row->id);
 }
 
@@ -341,7 +365,7 @@ static int variants_protected(lua_State *L) {
   lua_createtable(L, c->nshapes, 0);
   for (int i = 0; i < c->nshapes; i++) {
     if (strcmp(c->shapes[i].op, c->op) != 0)
-      luaL_error(L, "shape %s is of op '%s', not '%s'", c->shapes[i].key, c->shapes[i].op, c->op);
+      gen_raise(L, "shape %s is of op '%s', not '%s'", c->shapes[i].key, c->shapes[i].op, c->op);
     push_params(L, &c->shapes[i].params);
     lua_rawseti(L, -2, i + 1);
   }
@@ -357,14 +381,14 @@ static int variants_protected(lua_State *L) {
     lua_rawgeti(L, sources, i + 1);
     size_t len = 0;
     const char *text = lua_tolstring(L, -1, &len);
-    if (!text) luaL_error(L, "source %d is not a string", i + 1);
+    if (!text) gen_raise(L, "source %d is not a string", i + 1);
     st_hash_hex(text, len, hashes[i]);
     lua_pop(L, 1);
   }
 
   const int count = (int)luaL_len(L, list);
   c->out = calloc((size_t)count + 1, sizeof *c->out);
-  if (!c->out) luaL_error(L, "out of host memory");
+  if (!c->out) gen_raise(L, "out of host memory");
   const int base = lua_gettop(L);
   for (int i = 0; i < count; i++) {
     st_gen_variant *v = &c->out[i];
@@ -381,20 +405,20 @@ static int variants_protected(lua_State *L) {
     row->is_default = lua_toboolean(L, -1);
     lua_getfield(L, item, "source");
     const lua_Integer si = lua_tointeger(L, -1);
-    if (si < 1 || si > nsources) luaL_error(L, "variant %s has no source", row->name);
+    if (si < 1 || si > nsources) gen_raise(L, "variant %s has no source", row->name);
     snprintf(row->source_hash, sizeof row->source_hash, "%s", hashes[si - 1]);
     variant_id(L, row);
     lua_rawgeti(L, sources, si);
     v->source = strdup(lua_tostring(L, -1));
-    if (!v->source) luaL_error(L, "out of host memory");
+    if (!v->source) gen_raise(L, "out of host memory");
     c->n = i + 1;
     lua_settop(L, base);
   }
   return 0;
 }
 
-st_status st_gen_variants(st_gen *g, const char *op, const st_shape *shapes, int nshapes, st_gen_variant **out,
-                          int *n, st_err *err) {
+st_status st_gen_variants(st_gen *g, const char *op, const st_shape *shapes, int nshapes, st_gen_variant **out, int *n,
+                          st_err *err) {
   if (!g || !op || !out || !n || nshapes < 0 || (nshapes > 0 && !shapes))
     return st_fail(err, ST_ERR_INVALID_ARG, "st_gen_variants: NULL or negative argument");
   *out = NULL;
@@ -462,9 +486,9 @@ static int render_protected(lua_State *L) {
   push_params(L, c->kernel);
   lua_call(L, 2, 1);
   const char *text = lua_tostring(L, -1);
-  if (!text) luaL_error(L, "render of %s returned no text", c->op);
+  if (!text) gen_raise(L, "render of %s returned no text", c->op);
   c->source = strdup(text);
-  if (!c->source) luaL_error(L, "out of host memory");
+  if (!c->source) gen_raise(L, "out of host memory");
   return 0;
 }
 

@@ -59,14 +59,32 @@ static st_status get_shape(const st_params *shape, const char *key, long long lo
 
 /* Sequence lengths: "full" puts every request at ctx; "mixed" draws lengths
  * in 1..ctx (most not multiples of 128), one request at ctx, every eighth a
- * padding row (0). */
-static void make_seq_lens(int32_t *seq, int R, int ctx, int mixed, uint64_t *rng) {
+ * padding row (0); a list "1;127;0;4133" gives each request's length (edge
+ * cases), B entries, each at most ctx. */
+static st_status make_seq_lens(int32_t *seq, int R, int ctx, const char *lens, uint64_t *rng, st_err *err) {
+  if (lens && lens[0] >= '0' && lens[0] <= '9') {
+    const char *p = lens;
+    for (int r = 0; r < R; r++) {
+      char *end = NULL;
+      const long v = strtol(p, &end, 10);
+      if (end == p || v < 0 || v > ctx || (*end != ';' && *end != '\0') || (*end == '\0' && r != R - 1))
+        return st_fail(err, ST_ERR_INVALID_ARG, "shape lens='%s' must list B=%d lengths in 0..ctx=%d", lens, R, ctx);
+      seq[r] = (int32_t)v;
+      p = *end ? end + 1 : end;
+    }
+    if (*p) return st_fail(err, ST_ERR_INVALID_ARG, "shape lens='%s' lists more than B=%d lengths", lens, R);
+    return ST_OK;
+  }
+  const int mixed = lens && strcmp(lens, "mixed") == 0;
+  if (lens && !mixed && strcmp(lens, "full"))
+    return st_fail(err, ST_ERR_INVALID_ARG, "shape lens='%s' is not full, mixed or a list of lengths", lens);
   for (int r = 0; r < R; r++) {
     if (!mixed) seq[r] = ctx;
     else if (r % 8 == 7) seq[r] = 0;
     else seq[r] = 1 + (int32_t)st_rand_below(rng, (uint64_t)ctx);
   }
   if (mixed) seq[0] = ctx;
+  return ST_OK;
 }
 
 static st_status upload(const st_cu *cu, CUdeviceptr *d, const void *h, size_t bytes, st_err *err) {
@@ -100,7 +118,6 @@ static st_status case_create(const st_cu *cu, const st_device_info *dev, const s
   const char *dts = st_params_get(shape, "dtype"), *lens = st_params_get(shape, "lens");
   if (!dts || (strcmp(dts, "bf16") && strcmp(dts, "fp8")))
     return st_fail(err, ST_ERR_INVALID_ARG, "shape dtype='%s' is not bf16 or fp8", dts ? dts : "(missing)");
-  const int mixed = lens && strcmp(lens, "mixed") == 0;
   const st_dtype dt = strcmp(dts, "bf16") == 0 ? ST_DTYPE_BF16 : ST_DTYPE_FP8_E4M3;
   const size_t eb = dt == ST_DTYPE_BF16 ? 2 : 1;
 
@@ -130,7 +147,10 @@ static st_status case_create(const st_cu *cu, const st_device_info *dev, const s
   st_fill_uniform(c->h_pool, dt, pool_elems, -amp, amp, seed ^ 0x6b, threads);
   uint64_t rng = seed ^ 0x62;
   for (size_t i = 0; i < bt_elems; i++) c->h_bt[i] = (int32_t)st_rand_below(&rng, (uint64_t)pages);
-  make_seq_lens(c->h_seq, B, ctx, mixed, &rng);
+  if ((s = make_seq_lens(c->h_seq, B, ctx, lens, &rng, err)) != ST_OK) {
+    case_destroy(c);
+    return s;
+  }
 
   c->ref = (st_ref_index_decode){.dtype = dt, .R = B, .qlen = qlen, .H = H, .D = D, .topk = topk,
                                  .init_blocks = init, .local_blocks = local, .max_blocks = max_blocks,

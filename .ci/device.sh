@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine (through the `device` tool, which carries the build
+# folder made on the development machine): GPU tests and, on request, the
+# tuner and the benchmark. Logs go under $OUT (or ./out).
+#   .ci/device.sh test            ctest -L gpu
+#   .ci/device.sh tune [SUITE]    sparsetune tune into $OUT/sparsetune.db
+#   .ci/device.sh bench           sparsetune bench --suite anchors on that db
+#   .ci/device.sh sanitize        compute-sanitizer over the GPU tests
+# Several steps may be given in order: `.ci/device.sh test tune bench`.
+set -u -o pipefail
+cd "$(dirname "$0")/.."
+build=${BUILD:-build}
+out=${OUT:-out}
+mkdir -p "$out"
+db="$out/sparsetune.db"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+status=0
+while [ $# -gt 0 ]; do
+  step=$1
+  shift
+  case $step in
+  test)
+    ctest --test-dir "$build" -L gpu --output-on-failure 2>&1 | tee "$out/ctest_gpu.log" || status=1
+    ;;
+  tune)
+    suite=m3-decode
+    if [ $# -gt 0 ] && [ "${1#-}" = "$1" ] && [ "$1" != test ] && [ "$1" != bench ] && [ "$1" != sanitize ]; then
+      suite=$1
+      shift
+    fi
+    /usr/bin/time -v "$build/tuner/sparsetune" tune --suite "$suite" --db "$db" 2>&1 | tee "$out/tune_$suite.log" || status=1
+    ;;
+  bench)
+    "$build/tuner/sparsetune" bench --suite anchors --db "$db" 2>&1 | tee "$out/bench.log" || status=1
+    ;;
+  sanitize)
+    for t in test_runtime_gpu_e2e; do
+      compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/$t" 2>&1 | tail -20 | tee "$out/sanitize_$t.log" || status=1
+    done
+    ;;
+  *)
+    echo "unknown step $step" >&2
+    exit 2
+    ;;
+  esac
+done
+exit $status

@@ -1,0 +1,258 @@
+/* The runtime end to end on a GPU: a database with compiled variants and a
+ * recorded winner; st_open; the winner dispatched for its exact shape and a
+ * default for a shape without one; st_index_decode captured once in a CUDA
+ * graph (global capture mode: any sync or allocation would break it) and
+ * replayed with different seq_lens each time, every result checked against
+ * the double-precision reference. Skips where there is no driver or GPU. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "compile.h"
+#include "cuda_driver.h"
+#include "generator.h"
+#include "random_fill.h"
+#include "reference/index_decode.h"
+#include "sparsetune.h"
+#include "st_db.h"
+#include "testutil.h"
+
+enum { R = 4, QLEN = 2, H = 2, D = 128, TOPK = 8, CTX = 8192, MB = CTX / 128, PAGES = 4096 };
+
+static uint64_t g_seed;
+static char g_db[256];
+static char g_winner_id[40];
+
+static void fill_shape(st_shape *s, int B) {
+  memset(s, 0, sizeof *s);
+  st_err err = {{0}};
+  snprintf(s->op, sizeof s->op, "index_decode");
+  st_params_set(&s->params, "dtype", "bf16", &err);
+  st_params_set_int(&s->params, "D", D, &err);
+  st_params_set_int(&s->params, "H", H, &err);
+  st_params_set_int(&s->params, "qlen", QLEN, &err);
+  st_params_set_int(&s->params, "topk", TOPK, &err);
+  st_params_set_int(&s->params, "init", 1, &err);
+  st_params_set_int(&s->params, "local", 2, &err);
+  st_params_set_int(&s->params, "B", B, &err);
+  st_params_set_int(&s->params, "ctx", CTX, &err);
+  st_params_set(&s->params, "lens", "full", &err);
+}
+
+/* A database holding the generated variants, compiled, and one winner (a
+ * non-default "single" variant with several splits) for B = R. */
+static int make_db(void **state) {
+  (void)state;
+  st_err err = {{0}};
+  st_gen *gen = NULL;
+  st_shape shape;
+  fill_shape(&shape, R);
+  assert_int_equal(st_gen_open(NULL, NULL, &gen, &err), ST_OK);
+  st_gen_variant *v = NULL;
+  int nv = 0;
+  if (st_gen_variants(gen, "index_decode", &shape, 1, &v, &nv, &err) != ST_OK) fail_msg("%s", err.msg);
+  const st_cu *cu = NULL;
+  st_device_info dev;
+  assert_int_equal(st_cu_load(&cu, &err), ST_OK);
+  assert_int_equal(st_cu_device_info(cu, 0, &dev, &err), ST_OK);
+  st_test_temp_path(g_db, sizeof g_db, ".db");
+  st_db *db = NULL;
+  assert_int_equal(st_db_open(g_db, ST_DB_READWRITE, &db, &err), ST_OK);
+  assert_int_equal(st_db_begin(db, &err), ST_OK);
+  const st_variant_row *winner = NULL;
+  for (int i = 0; i < nv; i++) {
+    assert_int_equal(st_db_put_source(db, v[i].row.source_hash, "index_decode", &v[i].row.kernel, v[i].source, &err), ST_OK);
+    assert_int_equal(st_db_put_variant(db, &v[i].row, &err), ST_OK);
+    const char *algo = st_params_get(&v[i].row.kernel, "algo");
+    const char *splits = st_params_get(&v[i].row.launch, "splits");
+    if (!winner && !v[i].row.is_default && algo && !strcmp(algo, "single") && splits && !strcmp(splits, "8"))
+      winner = &v[i].row;
+  }
+  assert_non_null(winner);
+  assert_int_equal(st_db_commit(db, &err), ST_OK);
+  st_compile_stats stats;
+  if (st_compile_all(db, v, nv, dev.arch, 0, NULL, NULL, NULL, &stats, &err) != ST_OK) fail_msg("%s", err.msg);
+  int64_t device_id = 0, run_id = 0;
+  assert_int_equal(st_db_put_device(db, &dev, &device_id, &err), ST_OK);
+  st_run_row run;
+  memset(&run, 0, sizeof run);
+  snprintf(run.kind, sizeof run.kind, "tune");
+  snprintf(run.op, sizeof run.op, "index_decode");
+  snprintf(run.suite, sizeof run.suite, "test");
+  snprintf(run.arch, sizeof run.arch, "%s", dev.arch);
+  run.device_id = device_id;
+  assert_int_equal(st_db_run_begin(db, &run, &run_id, &err), ST_OK);
+  st_winner_row w;
+  memset(&w, 0, sizeof w);
+  w.device_id = device_id;
+  snprintf(w.op, sizeof w.op, "index_decode");
+  snprintf(w.dispatch_key, sizeof w.dispatch_key, "index_decode:B=%d,D=%d,H=%d,dtype=bf16,qlen=%d,topk=%d", R, D, H,
+           QLEN, TOPK);
+  assert_int_equal(st_params_parse_key(w.dispatch_key, &w.dispatch, &err), ST_OK);
+  snprintf(w.variant_id, sizeof w.variant_id, "%s", winner->id);
+  snprintf(w.variant_name, sizeof w.variant_name, "%s", winner->name);
+  w.run_id = run_id;
+  w.median_us = 5;
+  w.regret = 1;
+  assert_int_equal(st_db_put_winner(db, &w, &err), ST_OK);
+  snprintf(g_winner_id, sizeof g_winner_id, "%s", winner->id);
+  printf("# winner %s\n", winner->name);
+  st_db_close(db);
+  st_gen_free_variants(v, nv);
+  st_gen_close(gen);
+  return 0;
+}
+
+static int remove_db(void **state) {
+  (void)state;
+  char side[300];
+  unlink(g_db);
+  snprintf(side, sizeof side, "%s-wal", g_db);
+  unlink(side);
+  snprintf(side, sizeof side, "%s-shm", g_db);
+  unlink(side);
+  return 0;
+}
+
+static void tensor(st_tensor *t, CUdeviceptr p, st_dtype dt, int ndim, const int64_t *shape) {
+  memset(t, 0, sizeof *t);
+  t->data = (void *)(uintptr_t)p;
+  t->dtype = dt;
+  t->ndim = ndim;
+  int64_t stride = 1;
+  for (int i = ndim - 1; i >= 0; i--) {
+    t->shape[i] = shape[i];
+    t->stride[i] = stride;
+    stride *= shape[i];
+  }
+}
+
+static void check(const st_ref_index_decode *in, const int32_t *got, const char *what) {
+  double *scores = malloc(sizeof(double) * (size_t)(H * in->R * QLEN * MB));
+  assert_int_equal(st_ref_index_decode_scores(in, scores, 4), 0);
+  double viol = 0;
+  char msg[400];
+  const int bad = st_ref_index_decode_verify(in, scores, got, (int64_t)in->R * QLEN * TOPK, TOPK, 1e-4, &viol, msg,
+                                             sizeof msg);
+  if (bad) fail_msg("%s: %s", what, msg);
+  free(scores);
+}
+
+static void test_graph_replays_follow_new_seq_lens(void **state) {
+  (void)state;
+  const st_cu *cu = NULL;
+  st_err err = {{0}};
+  assert_int_equal(st_cu_load(&cu, &err), ST_OK);
+  st_handle *h = NULL;
+  if (st_open(g_db, 0, &h) != ST_OK) fail_msg("st_open: %s", st_last_error(NULL));
+  CUdevice d;
+  CUcontext ctx;
+  CUstream stream;
+  assert_int_equal(cu->cuDeviceGet(&d, 0), CUDA_SUCCESS);
+  assert_int_equal(cu->cuDevicePrimaryCtxRetain(&ctx, d), CUDA_SUCCESS);
+  assert_int_equal(cu->cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+  assert_int_equal(cu->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+
+  const size_t q_elems = (size_t)R * QLEN * H * D, pool_elems = (size_t)PAGES * 128 * D;
+  uint16_t *q = malloc(q_elems * 2), *pool = malloc(pool_elems * 2);
+  int32_t bt[R * MB], seq[R], out[H * R * QLEN * TOPK];
+  st_fill_uniform(q, ST_DTYPE_BF16, q_elems, -1, 1, g_seed, 4);
+  st_fill_uniform(pool, ST_DTYPE_BF16, pool_elems, -1, 1, g_seed + 1, 4);
+  uint64_t rng = g_seed + 2;
+  for (int i = 0; i < R * MB; i++) bt[i] = (int32_t)st_rand_below(&rng, PAGES);
+  CUdeviceptr dq, dpool, dbt, dseq, dout, ws = 0;
+  assert_int_equal(cu->cuMemAlloc(&dq, q_elems * 2), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemAlloc(&dpool, pool_elems * 2), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemAlloc(&dbt, sizeof bt), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemAlloc(&dseq, sizeof seq), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemAlloc(&dout, sizeof out), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemcpyHtoD(dq, q, q_elems * 2), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemcpyHtoD(dpool, pool, pool_elems * 2), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemcpyHtoD(dbt, bt, sizeof bt), CUDA_SUCCESS);
+
+  st_index_decode_args a;
+  memset(&a, 0, sizeof a);
+  tensor(&a.q, dq, ST_DTYPE_BF16, 3, (int64_t[]){R * QLEN, H, D});
+  tensor(&a.k_cache, dpool, ST_DTYPE_BF16, 3, (int64_t[]){PAGES, 128, D});
+  tensor(&a.block_table, dbt, ST_DTYPE_INT32, 2, (int64_t[]){R, MB});
+  tensor(&a.seq_lens, dseq, ST_DTYPE_INT32, 1, (int64_t[]){R});
+  tensor(&a.topk_idx, dout, ST_DTYPE_INT32, 3, (int64_t[]){H, R * QLEN, TOPK});
+  a.qlen = QLEN;
+  a.topk = TOPK;
+  a.init_blocks = 1;
+  a.local_blocks = 2;
+  a.max_context = CTX;
+  /* A batch of 3 (no winner: a default runs) shares the buffers. */
+  st_index_decode_args b = a;
+  b.q.shape[0] = 3 * QLEN;
+  b.block_table.shape[0] = 3;
+  b.seq_lens.shape[0] = 3;
+  b.topk_idx.shape[1] = 3 * QLEN;
+  b.topk_idx.stride[0] = 3 * QLEN * TOPK;
+  size_t ws_bytes = 0, ws_b = 0;
+  if (st_index_decode_workspace_size(h, &a, &ws_bytes) != ST_OK) fail_msg("%s", st_last_error(h));
+  assert_true(ws_bytes > 0); /* the winner splits 8 ways: candidates in the workspace */
+  if (st_index_decode_workspace_size(h, &b, &ws_b) != ST_OK) fail_msg("%s", st_last_error(h));
+  if (ws_b > ws_bytes) ws_bytes = ws_b;
+  assert_int_equal(cu->cuMemAlloc(&ws, ws_bytes), CUDA_SUCCESS);
+  assert_int_equal(st_workspace_clear(h, (void *)(uintptr_t)ws, ws_bytes, stream), ST_OK);
+  assert_int_equal(st_index_decode_prepare(h, &a), ST_OK);
+
+  /* Capture once; the seq_lens buffer is read by the kernels at replay time. */
+  CUgraph graph;
+  CUgraphExec exec;
+  assert_int_equal(cu->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  st_status s = st_index_decode(h, &a, (void *)(uintptr_t)ws, ws_bytes, stream);
+  assert_int_equal(cu->cuStreamEndCapture(stream, &graph), CUDA_SUCCESS);
+  if (s != ST_OK) fail_msg("captured launch: %s", st_last_error(h));
+  assert_non_null(strstr(st_last_variant(h), g_winner_id));
+  assert_int_equal(cu->cuGraphInstantiate(&exec, graph, 0), CUDA_SUCCESS);
+
+  static const int32_t rounds[3][R] = {{300, 0, CTX, 129}, {CTX, 5000, 1, 0}, {4133, 4133, 128, 7000}};
+  st_ref_index_decode in = {.dtype = ST_DTYPE_BF16, .R = R, .qlen = QLEN, .H = H, .D = D, .topk = TOPK,
+                            .init_blocks = 1, .local_blocks = 2, .max_blocks = MB, .bt_cols = MB, .pages = PAGES,
+                            .q = q, .k_pool = pool, .block_table = bt, .seq_lens = seq};
+  for (int round = 0; round < 3; round++) {
+    memcpy(seq, rounds[round], sizeof seq);
+    assert_int_equal(cu->cuMemcpyHtoD(dseq, seq, sizeof seq), CUDA_SUCCESS);
+    assert_int_equal(cu->cuMemsetD32Async(dout, 0x7fff0000u, sizeof out / 4, stream), CUDA_SUCCESS);
+    for (int rep = 0; rep < 2; rep++) assert_int_equal(cu->cuGraphLaunch(exec, stream), CUDA_SUCCESS);
+    assert_int_equal(cu->cuStreamSynchronize(stream), CUDA_SUCCESS);
+    assert_int_equal(cu->cuMemcpyDtoH(out, dout, sizeof out), CUDA_SUCCESS);
+    char what[64];
+    snprintf(what, sizeof what, "graph replay %d", round);
+    check(&in, out, what);
+  }
+
+  /* A batch with no winner runs a default variant. */
+  if (st_index_decode(h, &b, (void *)(uintptr_t)ws, ws_bytes, stream) != ST_OK)
+    fail_msg("default dispatch: %s", st_last_error(h));
+  assert_int_equal(cu->cuStreamSynchronize(stream), CUDA_SUCCESS);
+  assert_null(strstr(st_last_variant(h), g_winner_id));
+  assert_non_null(strstr(st_last_variant(h), "/auto"));
+  int32_t out3[H * 3 * QLEN * TOPK];
+  assert_int_equal(cu->cuMemcpyDtoH(out3, dout, sizeof out3), CUDA_SUCCESS);
+  in.R = 3;
+  check(&in, out3, "default variant");
+
+  cu->cuGraphExecDestroy(exec);
+  cu->cuGraphDestroy(graph);
+  CUdeviceptr bufs[] = {dq, dpool, dbt, dseq, dout, ws};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cu->cuMemFree(bufs[i]);
+  cu->cuStreamDestroy(stream);
+  cu->cuDevicePrimaryCtxRelease(d);
+  st_close(h);
+  free(q);
+  free(pool);
+}
+
+int main(void) {
+  int rc = st_test_require_gpu();
+  if (rc) return rc;
+  g_seed = st_test_seed("runtime_gpu_e2e");
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_graph_replays_follow_new_seq_lens, make_db, remove_db),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
