@@ -23,17 +23,18 @@ local function index_decode(dtype, B, ctx, over)
   return { op = "index_decode", shape = s }
 end
 
+-- peer_us: vLLM's Triton kernels on our H100, ../shared/anchors.md.
 local function anchor_rows()
   return {
-    index_decode("bf16", 1, 8192),
-    index_decode("bf16", 1, 131072),
-    index_decode("bf16", 8, 8192),
-    index_decode("bf16", 8, 32768),
-    index_decode("bf16", 32, 32768),
-    index_decode("bf16", 128, 131072),
-    index_decode("fp8", 1, 8192),
-    index_decode("fp8", 8, 32768),
-    index_decode("fp8", 128, 131072),
+    index_decode("bf16", 1, 8192, { peer_us = 10.6 }),
+    index_decode("bf16", 1, 131072, { peer_us = 16.7 }),
+    index_decode("bf16", 8, 8192, { peer_us = 11.9 }),
+    index_decode("bf16", 8, 32768, { peer_us = 26.7 }),
+    index_decode("bf16", 32, 32768, { peer_us = 89.2 }),
+    index_decode("bf16", 128, 131072, { peer_us = 1407.8 }),
+    index_decode("fp8", 1, 8192, { peer_us = 10.0 }),
+    index_decode("fp8", 8, 32768, { peer_us = 14.3 }),
+    index_decode("fp8", 128, 131072, { peer_us = 718.4 }),
   }
 end
 

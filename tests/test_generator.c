@@ -222,7 +222,8 @@ static void test_suite_shape_and_dispatch_keys_are_canonical(void **state) {
       find_shape(s, n, "index_decode:B=8,D=128,H=2,ctx=32768,dtype=bf16,init=1,lens=full,local=2,qlen=1,topk=16");
   assert_non_null(b8);
   assert_string_equal(b8->dispatch_key, "index_decode:B=8,D=128,H=2,dtype=bf16,qlen=1,topk=16");
-  assert_int_equal(b8->params.n, 10);
+  assert_int_equal(b8->params.n, 11); /* the ten fields of the key, and the peer's time */
+  assert_string_equal(st_params_get(&b8->params, "peer_us"), "26.7");
   assert_string_equal(st_params_get(&b8->params, "lens"), "full");
   assert_string_equal(st_params_get(&b8->params, "local"), "2");
   int mixed = 0;

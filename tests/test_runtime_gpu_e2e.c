@@ -206,7 +206,8 @@ static void test_graph_replays_follow_new_seq_lens(void **state) {
   st_status s = st_index_decode(h, &a, (void *)(uintptr_t)ws, ws_bytes, stream);
   assert_int_equal(cu->cuStreamEndCapture(stream, &graph), CUDA_SUCCESS);
   if (s != ST_OK) fail_msg("captured launch: %s", st_last_error(h));
-  assert_non_null(strstr(st_last_variant(h), g_winner_id));
+  if (!strstr(st_last_variant(h), g_winner_id))
+    fail_msg("dispatched '%s', expected the recorded winner %s", st_last_variant(h), g_winner_id);
   assert_int_equal(cu->cuGraphInstantiate(&exec, graph, 0), CUDA_SUCCESS);
 
   static const int32_t rounds[3][R] = {{300, 0, CTX, 129}, {CTX, 5000, 1, 0}, {4133, 4133, 128, 7000}};
@@ -229,8 +230,8 @@ static void test_graph_replays_follow_new_seq_lens(void **state) {
   if (st_index_decode(h, &b, (void *)(uintptr_t)ws, ws_bytes, stream) != ST_OK)
     fail_msg("default dispatch: %s", st_last_error(h));
   assert_int_equal(cu->cuStreamSynchronize(stream), CUDA_SUCCESS);
-  assert_null(strstr(st_last_variant(h), g_winner_id));
-  assert_non_null(strstr(st_last_variant(h), "/auto"));
+  if (strstr(st_last_variant(h), g_winner_id) || !strstr(st_last_variant(h), "/auto"))
+    fail_msg("a batch without a winner dispatched '%s', expected a default variant", st_last_variant(h));
   int32_t out3[H * 3 * QLEN * TOPK];
   assert_int_equal(cu->cuMemcpyDtoH(out3, dout, sizeof out3), CUDA_SUCCESS);
   in.R = 3;

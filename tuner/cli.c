@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 volatile sig_atomic_t st_cli_stop = 0;
@@ -264,17 +265,21 @@ static void compile_progress(void *ctx, int done, int total, int cached, int fai
   fflush(stderr);
 }
 
-int st_cli_compile(const st_cli *cli, st_db *db, const st_cli_suite *s, const char *arch) {
+/* The compile itself, with its own database connection (in a child). */
+static int compile_in_this_process(const st_cli *cli, const st_cli_suite *s, const char *arch) {
   st_err err = {{0}};
-  if (st_compile_check_arch(arch, &err) != ST_OK) {
+  st_db *db = NULL;
+  if (st_db_open(cli->db_path, ST_DB_READWRITE, &db, &err) != ST_OK) {
     st_cli_error(cli, "%s", err.msg);
-    return ST_EXIT_USAGE;
+    return ST_EXIT_FAIL;
   }
   compile_progress_ctx pc = {.tty = isatty(2), .last = 0};
   st_compile_stats stats;
   memset(&stats, 0, sizeof stats);
-  if (st_compile_all(db, s->variants, s->nvariants, arch, cli->jobs, compile_progress, &pc, &st_cli_stop, &stats,
-                     &err) != ST_OK) {
+  st_status st = st_compile_all(db, s->variants, s->nvariants, arch, cli->jobs, compile_progress, &pc, &st_cli_stop,
+                                &stats, &err);
+  st_db_close(db);
+  if (st != ST_OK) {
     st_cli_error(cli, "compile: %s", err.msg);
     return ST_EXIT_FAIL;
   }
@@ -284,4 +289,33 @@ int st_cli_compile(const st_cli *cli, st_db *db, const st_cli_suite *s, const ch
          stats.cached, stats.compiled, stats.failed, took, stats.interrupted ? " (interrupted)" : "");
   if (stats.interrupted) return ST_EXIT_INTERRUPTED;
   return stats.failed ? ST_EXIT_FAIL : ST_EXIT_OK;
+}
+
+/* NVRTC loads and initializes the CUDA driver when one is installed, and a
+ * process that initialized CUDA cannot fork workers that use it. So the
+ * compile runs in a child process of its own; the tuner stays CUDA-free. */
+int st_cli_compile(const st_cli *cli, st_db *db, const st_cli_suite *s, const char *arch) {
+  (void)db; /* the child opens its own connection; this one holds no transaction */
+  st_err err = {{0}};
+  if (st_compile_check_arch(arch, &err) != ST_OK) {
+    st_cli_error(cli, "%s", err.msg);
+    return ST_EXIT_USAGE;
+  }
+  fflush(NULL);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    st_cli_error(cli, "fork: %s", strerror(errno));
+    return ST_EXIT_FAIL;
+  }
+  if (pid == 0) {
+    const int rc = compile_in_this_process(cli, s, arch);
+    fflush(NULL);
+    _exit(rc);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  st_cli_error(cli, "the compiler process died (signal %d)", WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  return ST_EXIT_FAIL;
 }

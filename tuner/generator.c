@@ -139,8 +139,10 @@ static void to_params(lua_State *L, int idx, st_params *out, const char *what) {
       snprintf(val, sizeof val, "%lld", (long long)lua_tointeger(L, -1));
     else if (lua_type(L, -1) == LUA_TSTRING)
       snprintf(val, sizeof val, "%s", lua_tostring(L, -1));
+    else if (lua_type(L, -1) == LUA_TNUMBER) /* a measured fact such as peer_us */
+      snprintf(val, sizeof val, "%.10g", (double)lua_tonumber(L, -1));
     else
-      gen_raise(L, "%s parameter '%s' is a %s, not an integer or string", what, key, luaL_typename(L, -1));
+      gen_raise(L, "%s parameter '%s' is a %s, not a number or string", what, key, luaL_typename(L, -1));
     st_err e = {{0}};
     if (st_params_set(out, key, val, &e) != ST_OK) gen_raise(L, "%s: %s", what, e.msg);
     lua_pop(L, 1);

@@ -57,6 +57,9 @@ local SHAPE_FIELD_SET = {}
 for _, f in ipairs(SHAPE_FIELDS) do
   SHAPE_FIELD_SET[f] = true
 end
+-- Facts about a shape that are not part of it (left out of its keys): the
+-- peer's time from ../shared/anchors.md, for `sparsetune bench`.
+SHAPE_FIELD_SET.peer_us = true
 
 local function fragment_registers(k)
   return k.head_dim * DTYPE_BYTES[k.dtype] // 8
@@ -181,7 +184,22 @@ function M.check_shape(s)
     return false, string.format("shape field dtype=%s is not bf16 or fp8", tostring(s.dtype))
   end
   if not space.contains(LENS, s.lens) then
-    return false, string.format("shape field lens=%s is not full or mixed", tostring(s.lens))
+    -- An explicit list "1;127;0;4133": one length per request, each <= ctx.
+    local n = 0
+    for len in string.gmatch(tostring(s.lens) .. ";", "([^;]*);") do
+      local v = math.tointeger(tonumber(len))
+      if not v or v < 0 or v > s.ctx then
+        return false, string.format("shape field lens=%s is not full, mixed or a list of lengths in 0..ctx",
+          tostring(s.lens))
+      end
+      n = n + 1
+    end
+    if n ~= s.B then
+      return false, string.format("shape field lens=%s lists %d lengths for B=%d", tostring(s.lens), n, s.B)
+    end
+  end
+  if s.peer_us ~= nil and not ((tonumber(s.peer_us) or 0) > 0) then
+    return false, string.format("shape field peer_us=%s is not a positive time", tostring(s.peer_us))
   end
   if s.init + s["local"] > s.topk then
     return false, string.format("init + local = %d + %d exceed topk=%d", s.init, s["local"], s.topk)

@@ -125,15 +125,20 @@ static size_t align_up(size_t x) { return (x + ST_WS_ALIGN - 1) / ST_WS_ALIGN * 
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/* Split count: the variant's, or (0) enough CTAs for two per multiprocessor;
- * never more than the blocks, and at least enough that one CTA's scores fit
- * in shared memory. */
+/* Split count: the variant's, or (0) enough CTAs for two per multiprocessor
+ * within what the last CTA's merge buffer holds; never more than the blocks,
+ * and at least enough that one CTA's scores fit in shared memory. */
 static int choose_splits(const st_index_decode_config *cfg, int64_t R, int64_t groups, int64_t max_blocks,
                          int sm_count) {
-  int64_t s = cfg->splits;
-  if (s == 0) s = ceil_div(2 * (int64_t)sm_count, R * groups);
-  if (s > max_blocks) s = max_blocks;
   const int64_t cols = (int64_t)cfg->heads_per_cta * cfg->max_qlen;
+  const int64_t warps = cfg->threads / 32;
+  int64_t s = cfg->splits;
+  if (s == 0) {
+    s = ceil_div(2 * (int64_t)sm_count, R * groups);
+    const int64_t merge_max = ST_INDEX_DECODE_MAX_SMEM / ((warps < cols ? warps : cols) * cfg->topk_cap * 4);
+    if (s > merge_max) s = merge_max;
+  }
+  if (s > max_blocks) s = max_blocks;
   const int64_t min_s = ceil_div(max_blocks * cols * 4, ST_INDEX_DECODE_MAX_SMEM);
   if (s < min_s) s = min_s;
   return (int)(s < 1 ? 1 : s);
