@@ -14,6 +14,7 @@
 #include "generator.h"
 #include "op_harness.h"
 #include "st_db.h"
+#include "timing.h"
 #include "testutil.h"
 
 typedef struct edge {
@@ -128,6 +129,13 @@ static void test_every_variant_matches_the_reference_on_edge_cases(void **state)
       char msg[512] = "";
       st = h->verify(bound, stream, &ok, &max_err, msg, sizeof msg, &err);
       if (st != ST_OK) fail_msg("%s on %s: CUDA failed: %s", v[i].row.name, shapes[s].key, err.msg);
+      if (ok && v[i].row.is_default) { /* the tuner's timing path, captured in a graph */
+        const st_timing_opts to = {.warmup = 2, .reps = 3, .iters = 4};
+        st_timing t;
+        if (st_time_graph(cu, stream, h->launch, bound, &to, &t, &err) != ST_OK)
+          fail_msg("timing %s on %s: %s", v[i].row.name, shapes[s].key, err.msg);
+        assert_true(t.median_us > 0 && t.reps == 3);
+      }
       h->unbind(bound);
       pairs++;
       if (!ok) {

@@ -133,7 +133,7 @@ static void check(const st_ref_index_decode *in, const int32_t *got, const char 
   assert_int_equal(st_ref_index_decode_scores(in, scores, 4), 0);
   double viol = 0;
   char msg[400];
-  const int bad = st_ref_index_decode_verify(in, scores, got, (int64_t)in->R * QLEN * TOPK, TOPK, 1e-4, &viol, msg,
+  const int bad = st_ref_index_decode_verify(in, scores, got, (int64_t)in->R * QLEN * in->topk, in->topk, 1e-4, &viol, msg,
                                              sizeof msg);
   if (bad) fail_msg("%s: %s", what, msg);
   free(scores);
@@ -183,18 +183,26 @@ static void test_graph_replays_follow_new_seq_lens(void **state) {
   a.init_blocks = 1;
   a.local_blocks = 2;
   a.max_context = CTX;
-  /* A batch of 3 (no winner: a default runs) shares the buffers. */
-  st_index_decode_args b = a;
+  /* A batch of 3 has no winner of its own: the nearest batch's (4) runs.
+   * topk 6 has none at any batch: a default runs. Both share the buffers. */
+  st_index_decode_args b = a, c = a;
   b.q.shape[0] = 3 * QLEN;
   b.block_table.shape[0] = 3;
   b.seq_lens.shape[0] = 3;
   b.topk_idx.shape[1] = 3 * QLEN;
   b.topk_idx.stride[0] = 3 * QLEN * TOPK;
+  c.topk = 6;
+  c.topk_idx.shape[2] = 6;
+  c.topk_idx.stride[1] = 6;
+  c.topk_idx.stride[0] = R * QLEN * 6;
+  size_t ws_c = 0;
+  if (st_index_decode_workspace_size(h, &c, &ws_c) != ST_OK) fail_msg("%s", st_last_error(h));
   size_t ws_bytes = 0, ws_b = 0;
   if (st_index_decode_workspace_size(h, &a, &ws_bytes) != ST_OK) fail_msg("%s", st_last_error(h));
   assert_true(ws_bytes > 0); /* the winner splits 8 ways: candidates in the workspace */
   if (st_index_decode_workspace_size(h, &b, &ws_b) != ST_OK) fail_msg("%s", st_last_error(h));
   if (ws_b > ws_bytes) ws_bytes = ws_b;
+  if (ws_c > ws_bytes) ws_bytes = ws_c;
   assert_int_equal(cu->cuMemAlloc(&ws, ws_bytes), CUDA_SUCCESS);
   assert_int_equal(st_workspace_clear(h, (void *)(uintptr_t)ws, ws_bytes, stream), ST_OK);
   assert_int_equal(st_index_decode_prepare(h, &a), ST_OK);
@@ -226,16 +234,26 @@ static void test_graph_replays_follow_new_seq_lens(void **state) {
     check(&in, out, what);
   }
 
-  /* A batch with no winner runs a default variant. */
   if (st_index_decode(h, &b, (void *)(uintptr_t)ws, ws_bytes, stream) != ST_OK)
-    fail_msg("default dispatch: %s", st_last_error(h));
+    fail_msg("nearest-batch dispatch: %s", st_last_error(h));
   assert_int_equal(cu->cuStreamSynchronize(stream), CUDA_SUCCESS);
-  if (strstr(st_last_variant(h), g_winner_id) || !strstr(st_last_variant(h), "/auto"))
-    fail_msg("a batch without a winner dispatched '%s', expected a default variant", st_last_variant(h));
+  if (!strstr(st_last_variant(h), g_winner_id))
+    fail_msg("batch 3 dispatched '%s', expected batch 4's winner %s", st_last_variant(h), g_winner_id);
   int32_t out3[H * 3 * QLEN * TOPK];
   assert_int_equal(cu->cuMemcpyDtoH(out3, dout, sizeof out3), CUDA_SUCCESS);
   in.R = 3;
-  check(&in, out3, "default variant");
+  check(&in, out3, "nearest-batch winner");
+
+  if (st_index_decode(h, &c, (void *)(uintptr_t)ws, ws_bytes, stream) != ST_OK)
+    fail_msg("default dispatch: %s", st_last_error(h));
+  assert_int_equal(cu->cuStreamSynchronize(stream), CUDA_SUCCESS);
+  if (strstr(st_last_variant(h), g_winner_id) || !strstr(st_last_variant(h), "/auto"))
+    fail_msg("topk 6 (no winner) dispatched '%s', expected a default variant", st_last_variant(h));
+  int32_t out6[H * R * QLEN * 6];
+  assert_int_equal(cu->cuMemcpyDtoH(out6, dout, sizeof out6), CUDA_SUCCESS);
+  in.R = R;
+  in.topk = 6;
+  check(&in, out6, "default variant");
 
   cu->cuGraphExecDestroy(exec);
   cu->cuGraphDestroy(graph);

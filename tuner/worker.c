@@ -1,6 +1,7 @@
 #include "worker.h"
 
 #include <errno.h>
+#include <execinfo.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,8 +147,24 @@ static st_status child_setup(child *c, const st_op_harness *h, const st_params *
   return h->case_create(c->cu, &c->dev, shape, o->seed, o->ref_threads, &c->kase, err);
 }
 
+/* A worker that crashes on the host side says where, on stderr, so the
+ * failure recorded for the job can be traced. */
+static void crash_handler(int sig) {
+  static const char head[] = "sparsetune worker: fatal signal; backtrace:\n";
+  if (write(2, head, sizeof head - 1) < 0) _exit(128 + sig);
+  void *frames[48];
+  const int n = backtrace(frames, 48);
+  backtrace_symbols_fd(frames, n, 2);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
 static void child_main(int fd, const st_op_harness *h, const st_params *shape, const st_job *jobs, int n, int first,
                        const st_worker_opts *o) {
+  signal(SIGSEGV, crash_handler);
+  signal(SIGBUS, crash_handler);
+  signal(SIGABRT, crash_handler);
+  signal(SIGFPE, crash_handler);
   child c;
   memset(&c, 0, sizeof c);
   static msg m; /* large: keep it off the stack */

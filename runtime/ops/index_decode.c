@@ -217,7 +217,9 @@ st_status st_index_decode_plan_make(const st_index_decode_config *cfg, const st_
 
 static st_status launch_one(const st_cu *cu, CUfunction fn, const unsigned grid[3], unsigned block, unsigned smem,
                             st_index_decode_params *params, CUstream stream, st_err *err) {
-  if (smem > 48 * 1024)
+  /* Past 48 KiB of static + dynamic shared memory a kernel must opt in; the
+   * kernels' static part is at most 8 KiB + a word. */
+  if (smem > 32 * 1024)
     ST_CU_TRY(cu, cu->cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem), err);
   void *kargs[] = {params};
   ST_CU_TRY(cu, cu->cuLaunchKernel(fn, grid[0], grid[1], grid[2], block, 1, 1, smem, stream, kargs, NULL), err);
