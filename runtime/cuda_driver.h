@@ -14,7 +14,10 @@
 #include "device_info.h"
 #include "error.h"
 
-/* Every driver function sparsetune calls: X(name). */
+/* Every driver function sparsetune calls: X(name). Each is looked up by the
+ * name as written here, so it must be the name whose current signature the
+ * headers declare: cuGraphInstantiateWithFlags, not cuGraphInstantiate (which
+ * cuGetProcAddress resolves to the older five-argument function). */
 #define ST_CU_FUNCS(X)                                                                         \
   X(cuDriverGetVersion) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName)                  \
   X(cuDeviceGetAttribute) X(cuDeviceGetUuid) X(cuDeviceTotalMem)                               \
@@ -25,7 +28,7 @@
   X(cuMemcpyDtoH) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync)               \
   X(cuMemsetD8Async) X(cuMemsetD32Async) X(cuMemGetInfo) X(cuStreamCreate) X(cuStreamDestroy)  \
   X(cuStreamSynchronize) X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuStreamIsCapturing) \
-  X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphDestroy) X(cuGraphExecDestroy)               \
+  X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphDestroy) X(cuGraphExecDestroy)               \
   X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)                \
   X(cuEventDestroy) X(cuGetErrorName) X(cuGetErrorString) X(cuPointerGetAttribute)
 

@@ -216,7 +216,7 @@ static void test_graph_replays_follow_new_seq_lens(void **state) {
   if (s != ST_OK) fail_msg("captured launch: %s", st_last_error(h));
   if (!strstr(st_last_variant(h), g_winner_id))
     fail_msg("dispatched '%s', expected the recorded winner %s", st_last_variant(h), g_winner_id);
-  assert_int_equal(cu->cuGraphInstantiate(&exec, graph, 0), CUDA_SUCCESS);
+  assert_int_equal(cu->cuGraphInstantiateWithFlags(&exec, graph, 0), CUDA_SUCCESS);
 
   static const int32_t rounds[3][R] = {{300, 0, CTX, 129}, {CTX, 5000, 1, 0}, {4133, 4133, 128, 7000}};
   st_ref_index_decode in = {.dtype = ST_DTYPE_BF16, .R = R, .qlen = QLEN, .H = H, .D = D, .topk = TOPK,

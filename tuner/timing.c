@@ -55,7 +55,7 @@ static st_status run(graph_state *g, CUstream s, st_launch_fn fn, void *ctx, con
   g->graph = graph;
   if (st != ST_OK) return st;
   if (rc != CUDA_SUCCESS) return st_cu_fail(cu, rc, "cuStreamEndCapture", err);
-  ST_CU_TRY(cu, cu->cuGraphInstantiate(&g->exec, g->graph, 0), err);
+  ST_CU_TRY(cu, cu->cuGraphInstantiateWithFlags(&g->exec, g->graph, 0), err);
   for (int i = 0; i < 2; i++) ST_CU_TRY(cu, cu->cuEventCreate(&g->ev[i], CU_EVENT_DEFAULT), err);
   float ms = 0;
   if (o->warmup > 0 && (st = replay(g, s, o->warmup, &ms, err)) != ST_OK) return st;
