@@ -107,29 +107,50 @@ __device__ void st_write_padding(const st_index_decode_params &p, int r, int g) 
 }
 
 // Merges the candidates of all splits of (r, g) for every column and writes
-// topk_idx. `buf` holds splits * TOPK_CAP keys per merging warp.
-__device__ void st_merge_columns(const st_index_decode_params &p, int r, int g, int seq, uint32_t *buf,
-                                 uint32_t *hist) {
+// topk_idx. Every split kept its best `free` blocks, so the global k-th key is
+// at least the largest k-th key of a split that filled its slots: candidates
+// below that bound cannot win. One pass over the candidates keeps the rest
+// (usually about `free` of them) in `kbuf`/`ibuf`, in block order, and the
+// selection runs on those. `kbuf` and `ibuf` hold splits * TOPK_CAP entries.
+__device__ void st_merge_columns(const st_index_decode_params &p, int r, int g, int seq, uint32_t *kbuf,
+                                 int32_t *ibuf, uint32_t *hist) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   const int ncols = HEADS_PER_CTA * p.qlen;
   const int n = p.splits * TOPK_CAP;
+  const uint32_t lt = st_lanemask_lt();
   for (int col = warp; col < ncols; col += WARPS) {
     const st_column c = st_make_column(p, r, g, col, seq);
-    const int64_t base = (((int64_t)r * p.num_heads + c.head) * p.qlen + col % p.qlen) * n;
-    for (int i = lane; i < n; i += 32) buf[i] = st_ld_l2_u32(p.cand_key + base + i);
+    const int64_t row = ((int64_t)r * p.num_heads + c.head) * p.qlen + col % p.qlen;
+    const int64_t base = row * n;
+    uint32_t bound = 0u;
+    for (int s = lane; s < p.splits; s += 32) bound = max(bound, st_ld_l2_u32(p.cand_thr + row * p.splits + s));
+    bound = __reduce_max_sync(0xffffffffu, bound);
+    int m = 0;
+#pragma unroll 4
+    for (int i0 = 0; i0 < n; i0 += 32) {
+      const int i = i0 + lane;
+      const uint32_t key = i < n ? st_ld_l2_u32(p.cand_key + base + i) : 0u;
+      const int32_t idx = i < n ? st_ld_l2_i32(p.cand_idx + base + i) : -1;
+      const bool keep = key != 0u && key >= bound;
+      const uint32_t bal = __ballot_sync(0xffffffffu, keep);
+      if (keep) {
+        const int at = m + __popc(bal & lt);
+        kbuf[at] = key;
+        ibuf[at] = idx;
+      }
+      m += __popc(bal);
+    }
     __syncwarp();
     int32_t *out = st_out_row(p, c);
     const int forced = c.lo + (c.nb - c.hi);
-    const int got = st_warp_topk(buf, n, c.free, hist, [&](int i, int slot) {
-      out[forced + slot] = st_ld_l2_i32(p.cand_idx + base + i);
-    });
+    const int got = st_warp_topk(kbuf, m, c.free, hist, [&](int i, int slot) { out[forced + slot] = ibuf[i]; });
     st_write_forced_and_pad(p, c, got);
     __syncwarp();
   }
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS) st_index_decode_main(const st_index_decode_params p) {
-  extern __shared__ uint32_t s_dyn[]; // [MAX_COLS][chunk_cap] score keys; reused by the merge
+  extern __shared__ uint32_t s_dyn[]; // [MAX_COLS][chunk_cap] score keys; then the merge's buffers
   __shared__ uint32_t s_hist[WARPS][256];
   __shared__ int s_last;
 
@@ -256,14 +277,19 @@ extern "C" __global__ void __launch_bounds__(THREADS) st_index_decode_main(const
       st_write_forced_and_pad(p, c, got);
     } else {
       const int n = p.splits * TOPK_CAP;
-      const int64_t base = (((int64_t)r * p.num_heads + c.head) * qlen + col % qlen) * n + split * TOPK_CAP;
-      uint32_t *ck = p.cand_key + base;
-      int32_t *ci = p.cand_idx + base;
+      const int64_t row = ((int64_t)r * p.num_heads + c.head) * qlen + col % qlen;
+      uint32_t *ck = p.cand_key + row * n + split * TOPK_CAP;
+      int32_t *ci = p.cand_idx + row * n + split * TOPK_CAP;
+      uint32_t least = 0xffffffffu; // smallest key this lane emitted
       const int got = st_warp_topk(keys, nloc, c.free, s_hist[warp], [&](int i, int slot) {
         ck[slot] = keys[i];
         ci[slot] = j0 + i;
+        least = min(least, keys[i]);
       });
       for (int i = got + lane; i < TOPK_CAP; i += 32) ck[i] = 0u;
+      // A split that filled its `free` slots bounds the merge from below.
+      least = __reduce_min_sync(0xffffffffu, least);
+      if (lane == 0) p.cand_thr[row * p.splits + split] = got == c.free && got > 0 ? least : 0u;
     }
   }
   if (direct || ALGO_SPLIT) return;
@@ -278,12 +304,13 @@ extern "C" __global__ void __launch_bounds__(THREADS) st_index_decode_main(const
   __syncthreads();
   if (!s_last) return;
   __threadfence();
-  st_merge_columns(p, r, g, seq, s_dyn + warp * (p.splits * TOPK_CAP), s_hist[warp]);
+  uint32_t *kbuf = s_dyn + warp * (2 * p.splits * TOPK_CAP);
+  st_merge_columns(p, r, g, seq, kbuf, (int32_t *)(kbuf + p.splits * TOPK_CAP), s_hist[warp]);
   if (threadIdx.x == 0) p.counters[r * gridDim.z + g] = 0u; // ready for the next launch
 }
 
 // split: grid (R, H / HEADS_PER_CTA), THREADS threads; dynamic shared memory
-// holds splits * TOPK_CAP keys per warp.
+// holds splits * TOPK_CAP keys and ids per merging warp.
 extern "C" __global__ void __launch_bounds__(THREADS) st_index_decode_merge(const st_index_decode_params p) {
   extern __shared__ uint32_t s_dyn[];
   __shared__ uint32_t s_hist[WARPS][256];
@@ -293,5 +320,6 @@ extern "C" __global__ void __launch_bounds__(THREADS) st_index_decode_merge(cons
     st_write_padding(p, r, g);
     return;
   }
-  st_merge_columns(p, r, g, seq, s_dyn + warp * (p.splits * TOPK_CAP), s_hist[warp]);
+  uint32_t *kbuf = s_dyn + warp * (2 * p.splits * TOPK_CAP);
+  st_merge_columns(p, r, g, seq, kbuf, (int32_t *)(kbuf + p.splits * TOPK_CAP), s_hist[warp]);
 }

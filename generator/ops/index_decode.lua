@@ -42,7 +42,7 @@ local FRAGMENT_REGISTER_BUDGET = 64
 -- Pruning model: an H100 (132 SMs); more than 8 waves of CTAs cannot win.
 local SM_COUNT, MAX_WAVES = 132, 8
 -- The launcher refuses plans whose merge buffer (min(warps, columns) x splits
--- x topk 4-byte keys) exceeds this (ST_INDEX_DECODE_MAX_SMEM in
+-- x topk x 8 bytes: a key and a block id) exceeds this (ST_INDEX_DECODE_MAX_SMEM in
 -- runtime/ops/index_decode.c); keep the two equal.
 local MAX_MERGE_SMEM_BYTES = 96 * 1024
 
@@ -266,7 +266,7 @@ function M.worth(k, l, s, _is_default)
     return false, string.format("%d CTAs exceed %d waves of %d SMs", ctas, MAX_WAVES, SM_COUNT)
   end
   local merges = not (k.algo == "single" and splits == 1)
-  local merge_bytes = math.min(k.threads // 32, k.heads_per_cta * k.max_qlen) * splits * k.topk * 4
+  local merge_bytes = math.min(k.threads // 32, k.heads_per_cta * k.max_qlen) * splits * k.topk * 8
   if merges and merge_bytes > MAX_MERGE_SMEM_BYTES then
     return false, string.format("merge buffer of %d bytes exceeds %d", merge_bytes, MAX_MERGE_SMEM_BYTES)
   end

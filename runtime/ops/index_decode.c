@@ -135,7 +135,7 @@ static int choose_splits(const st_index_decode_config *cfg, int64_t R, int64_t g
   int64_t s = cfg->splits;
   if (s == 0) {
     s = ceil_div(2 * (int64_t)sm_count, R * groups);
-    const int64_t merge_max = ST_INDEX_DECODE_MAX_SMEM / ((warps < cols ? warps : cols) * cfg->topk_cap * 4);
+    const int64_t merge_max = ST_INDEX_DECODE_MAX_SMEM / ((warps < cols ? warps : cols) * cfg->topk_cap * 8);
     if (s > merge_max) s = merge_max;
   }
   if (s > max_blocks) s = max_blocks;
@@ -155,13 +155,14 @@ st_status st_index_decode_plan_make(const st_index_decode_config *cfg, const st_
   const int64_t cols = (int64_t)cfg->heads_per_cta * cfg->max_qlen;
   const int64_t warps = cfg->threads / 32;
   const int direct = cfg->algo == ST_INDEX_DECODE_SINGLE && splits == 1;
-  const int64_t merge_keys = (warps < cols ? warps : cols) * splits * cfg->topk_cap;
+  /* The merge stages a key and a block id per candidate for each merging warp. */
+  const int64_t merge_bytes = (warps < cols ? warps : cols) * splits * cfg->topk_cap * 8;
   int64_t smem = cols * chunk_cap * 4;
-  if (cfg->algo == ST_INDEX_DECODE_SINGLE && !direct && merge_keys * 4 > smem) smem = merge_keys * 4;
-  if (smem > ST_INDEX_DECODE_MAX_SMEM || merge_keys * 4 > ST_INDEX_DECODE_MAX_SMEM)
+  if (cfg->algo == ST_INDEX_DECODE_SINGLE && !direct && merge_bytes > smem) smem = merge_bytes;
+  if (smem > ST_INDEX_DECODE_MAX_SMEM || merge_bytes > ST_INDEX_DECODE_MAX_SMEM)
     return st_fail(err, ST_ERR_UNSUPPORTED,
                    "max_context=%d needs %lld bytes of shared memory with %d splits (limit %d)", a->max_context,
-                   (long long)(smem > merge_keys * 4 ? smem : merge_keys * 4), splits, ST_INDEX_DECODE_MAX_SMEM);
+                   (long long)(smem > merge_bytes ? smem : merge_bytes), splits, ST_INDEX_DECODE_MAX_SMEM);
 
   st_index_decode_params *p = &plan->params;
   p->q = a->q.data;
@@ -197,6 +198,8 @@ st_status st_index_decode_plan_make(const st_index_decode_config *cfg, const st_
     off = align_up(off + cand * 4);
     plan->cand_idx_offset = off;
     off = align_up(off + cand * 4);
+    plan->cand_thr_offset = off;
+    off = align_up(off + (size_t)R * (size_t)H * (size_t)a->qlen * (size_t)splits * 4);
   }
   plan->workspace_bytes = off;
   plan->grid[0] = (unsigned)splits;
@@ -210,7 +213,7 @@ st_status st_index_decode_plan_make(const st_index_decode_config *cfg, const st_
     plan->merge_grid[1] = (unsigned)groups;
     plan->merge_grid[2] = 1;
     plan->merge_block = (unsigned)cfg->threads;
-    plan->merge_smem_bytes = (unsigned)(merge_keys * 4);
+    plan->merge_smem_bytes = (unsigned)merge_bytes;
   }
   return ST_OK;
 }
@@ -241,6 +244,7 @@ st_status st_index_decode_launch(const st_cu *cu, CUfunction main_fn, CUfunction
     params.counters = (uint32_t *)(ws + plan->counters_offset);
     params.cand_key = (uint32_t *)(ws + plan->cand_key_offset);
     params.cand_idx = (int32_t *)(ws + plan->cand_idx_offset);
+    params.cand_thr = (uint32_t *)(ws + plan->cand_thr_offset);
   }
   st_status s = launch_one(cu, main_fn, plan->grid, plan->block, plan->smem_bytes, &params, stream, err);
   if (s != ST_OK || !plan->merge_block) return s;

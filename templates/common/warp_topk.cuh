@@ -17,6 +17,25 @@ __device__ __forceinline__ uint32_t st_lanemask_lt() {
   return m;
 }
 
+// Up to 32 keys, one per lane: each lane counts the keys ranked above its
+// own (larger, or equal at a lower index) in 32 shuffle steps, with no shared
+// memory round trips; far cheaper than the radix passes for short arrays.
+template <class Emit>
+__device__ int st_warp_topk_small(const uint32_t *keys, int n, int k, Emit emit) {
+  const int lane = threadIdx.x & 31;
+  const uint32_t key = lane < n ? keys[lane] : 0u;
+  int above = 0;
+#pragma unroll
+  for (int j = 0; j < 32; j++) {
+    const uint32_t other = __shfl_sync(0xffffffffu, key, j);
+    above += other > key || (other == key && j < lane);
+  }
+  const bool take = key != 0u && above < k;
+  const uint32_t bal = __ballot_sync(0xffffffffu, take);
+  if (take) emit(lane, __popc(bal & st_lanemask_lt()));
+  return __popc(bal);
+}
+
 // keys: n keys (shared memory, or anything the warp may read repeatedly);
 // hist: 256 words of shared memory owned by this warp.
 // emit(i, slot) is called by the lane that owns element i, slot in [0, count).
@@ -25,6 +44,7 @@ template <class Emit>
 __device__ int st_warp_topk(const uint32_t *keys, int n, int k, uint32_t *hist, Emit emit) {
   const int lane = threadIdx.x & 31;
   if (k <= 0 || n <= 0) return 0;
+  if (n <= 32) return st_warp_topk_small(keys, n, k, emit);
   uint32_t prefix = 0, mask = 0, thr = 1;
   int remaining = k, need_eq = 0;
   for (int pass = 0; pass < 4; pass++) {

@@ -18,6 +18,8 @@ typedef struct st_index_decode_params {
   uint32_t *counters;         /* workspace: [R * head_groups] CTAs done (single) */
   uint32_t *cand_key;         /* workspace: [R, H, qlen, splits, topk_cap] keys */
   int32_t *cand_idx;          /* workspace: same shape, block ids               */
+  uint32_t *cand_thr;         /* workspace: [R, H, qlen, splits] each split's
+                                 k-th key when it filled all its slots, else 0 */
   int64_t q_stride_row, q_stride_head;
   int64_t k_stride_page, k_stride_token;
   int64_t bt_stride;
