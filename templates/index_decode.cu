@@ -107,11 +107,14 @@ __device__ void st_write_padding(const st_index_decode_params &p, int r, int g) 
 }
 
 // Merges the candidates of all splits of (r, g) for every column and writes
-// topk_idx. Every split kept its best `free` blocks, so the global k-th key is
-// at least the largest k-th key of a split that filled its slots: candidates
-// below that bound cannot win. One pass over the candidates keeps the rest
-// (usually about `free` of them) in `kbuf`/`ibuf`, in block order, and the
-// selection runs on those. `kbuf` and `ibuf` hold splits * TOPK_CAP entries.
+// topk_idx. Candidates are stored slot-major, [slot][split], so the merge reads
+// slot rows of `splits` entries and stops at the first row no split filled:
+// with short slices most slots are empty and never read. Every split kept its
+// best `free` blocks, so the global k-th key is at least the largest k-th key
+// of a split that filled its slots: candidates below that bound cannot win.
+// The rest (usually about `free`) go to `kbuf`/`ibuf` (splits * TOPK_CAP
+// entries each) and the selection runs on those. Among exactly equal scores
+// the choice may differ from the lowest block index, as the contract allows.
 __device__ void st_merge_columns(const st_index_decode_params &p, int r, int g, int seq, uint32_t *kbuf,
                                  int32_t *ibuf, uint32_t *hist) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
@@ -121,24 +124,31 @@ __device__ void st_merge_columns(const st_index_decode_params &p, int r, int g, 
   for (int col = warp; col < ncols; col += WARPS) {
     const st_column c = st_make_column(p, r, g, col, seq);
     const int64_t row = ((int64_t)r * p.num_heads + c.head) * p.qlen + col % p.qlen;
-    const int64_t base = row * n;
+    const uint32_t *ck = p.cand_key + row * n;
+    const int32_t *ci = p.cand_idx + row * n;
     uint32_t bound = 0u;
     for (int s = lane; s < p.splits; s += 32) bound = max(bound, st_ld_l2_u32(p.cand_thr + row * p.splits + s));
     bound = __reduce_max_sync(0xffffffffu, bound);
     int m = 0;
+    for (int slot = 0; slot < c.free && slot < TOPK_CAP; slot++) {
+      bool any = false;
 #pragma unroll 4
-    for (int i0 = 0; i0 < n; i0 += 32) {
-      const int i = i0 + lane;
-      const uint32_t key = i < n ? st_ld_l2_u32(p.cand_key + base + i) : 0u;
-      const int32_t idx = i < n ? st_ld_l2_i32(p.cand_idx + base + i) : -1;
-      const bool keep = key != 0u && key >= bound;
-      const uint32_t bal = __ballot_sync(0xffffffffu, keep);
-      if (keep) {
-        const int at = m + __popc(bal & lt);
-        kbuf[at] = key;
-        ibuf[at] = idx;
+      for (int s0 = 0; s0 < p.splits; s0 += 32) {
+        const int i = slot * p.splits + s0 + lane;
+        const bool in = s0 + lane < p.splits;
+        const uint32_t key = in ? st_ld_l2_u32(ck + i) : 0u;
+        const int32_t idx = in ? st_ld_l2_i32(ci + i) : -1;
+        any |= key != 0u;
+        const bool keep = key != 0u && key >= bound;
+        const uint32_t bal = __ballot_sync(0xffffffffu, keep);
+        if (keep) {
+          const int at = m + __popc(bal & lt);
+          kbuf[at] = key;
+          ibuf[at] = idx;
+        }
+        m += __popc(bal);
       }
-      m += __popc(bal);
+      if (!__any_sync(0xffffffffu, any)) break; // no split filled this slot, nor any later one
     }
     __syncwarp();
     int32_t *out = st_out_row(p, c);
@@ -278,15 +288,17 @@ extern "C" __global__ void __launch_bounds__(THREADS) st_index_decode_main(const
     } else {
       const int n = p.splits * TOPK_CAP;
       const int64_t row = ((int64_t)r * p.num_heads + c.head) * qlen + col % qlen;
-      uint32_t *ck = p.cand_key + row * n + split * TOPK_CAP;
-      int32_t *ci = p.cand_idx + row * n + split * TOPK_CAP;
+      // Slot-major: slot j of this split is entry j * splits + split.
+      uint32_t *ck = p.cand_key + row * n + split;
+      int32_t *ci = p.cand_idx + row * n + split;
       uint32_t least = 0xffffffffu; // smallest key this lane emitted
       const int got = st_warp_topk(keys, nloc, c.free, s_hist[warp], [&](int i, int slot) {
-        ck[slot] = keys[i];
-        ci[slot] = j0 + i;
+        ck[(int64_t)slot * p.splits] = keys[i];
+        ci[(int64_t)slot * p.splits] = j0 + i;
         least = min(least, keys[i]);
       });
-      for (int i = got + lane; i < TOPK_CAP; i += 32) ck[i] = 0u;
+      // Only the slots the merge may read: up to `free` (it stops at the first empty row).
+      for (int i = got + lane; i < c.free && i < TOPK_CAP; i += 32) ck[(int64_t)i * p.splits] = 0u;
       // A split that filled its `free` slots bounds the merge from below.
       least = __reduce_min_sync(0xffffffffu, least);
       if (lane == 0) p.cand_thr[row * p.splits + split] = got == c.free && got > 0 ? least : 0u;
