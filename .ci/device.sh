@@ -34,9 +34,15 @@ while [ $# -gt 0 ]; do
     "$build/tuner/sparsetune" bench --suite anchors --db "$db" 2>&1 | tee "$out/bench.log" || status=1
     ;;
   sanitize)
-    for t in test_runtime_gpu_e2e; do
-      compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/$t" 2>&1 | tail -20 | tee "$out/sanitize_$t.log" || status=1
+    # memcheck and racecheck over the end-to-end test, memcheck over every
+    # 12th variant of the edge-case matrix (each kernel shape is covered).
+    for tool in memcheck racecheck; do
+      compute-sanitizer --tool $tool --error-exitcode 9 "$build/tests/test_runtime_gpu_e2e" >"$out/sanitize_${tool}_e2e.log" 2>&1 || status=1
+      tail -3 "$out/sanitize_${tool}_e2e.log"
     done
+    ST_TEST_STRIDE=12 compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/test_index_decode_gpu" \
+      >"$out/sanitize_memcheck_variants.log" 2>&1 || status=1
+    grep -E "verified|ERROR SUMMARY|WRONG" "$out/sanitize_memcheck_variants.log" | head
     ;;
   *)
     echo "unknown step $step" >&2

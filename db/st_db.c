@@ -331,37 +331,11 @@ static int path_exists(const char *path) {
   return stat(path, &sb) == 0;
 }
 
-static long long file_size(const char *path) {
-  struct stat sb;
-  return stat(path, &sb) == 0 ? (long long)sb.st_size : -1;
-}
-
-/* Side files of `path` ("-wal", "-shm"), for removing those that inspection
- * of a refused file created. */
-typedef struct side_files {
-  char wal[4096 + 8], shm[4096 + 8];
-  int had_wal, had_shm;
-} side_files;
-
-static void side_files_note(side_files *sf, const char *path) {
-  snprintf(sf->wal, sizeof sf->wal, "%s-wal", path);
-  snprintf(sf->shm, sizeof sf->shm, "%s-shm", path);
-  sf->had_wal = path_exists(sf->wal);
-  sf->had_shm = path_exists(sf->shm);
-}
-
-/* A read-only connection to a WAL file creates an empty -wal and a -shm when
- * they are missing; leave nothing behind next to a file we refused. */
-static void side_files_remove_new(const side_files *sf) {
-  if (sf->had_wal || file_size(sf->wal) != 0) return;
-  if (unlink(sf->wal) == 0 && !sf->had_shm) (void)unlink(sf->shm);
-}
-
 /* Checks the first bytes without SQLite: the magic string and an
  * application_id that is not ours are decided here, so that such a file is
  * never opened by SQLite at all. (user_version and a zero application_id are
  * left to SQLite: a WAL may hold newer values than the main file's header.) */
-static st_status inspect_header(const char *path, long long size, st_err *err) {
+static st_status inspect_header(const char *path, long long size, int *wal_mode, st_err *err) {
   unsigned char h[100];
   FILE *f = fopen(path, "rb");
   if (!f) return st_fail(err, ST_ERR_DB, "database '%s' cannot be read: %s", path, strerror(errno));
@@ -370,6 +344,7 @@ static st_status inspect_header(const char *path, long long size, st_err *err) {
   if (got < sizeof h || memcmp(h, SQLITE_MAGIC, sizeof SQLITE_MAGIC) != 0)
     return st_fail(err, ST_ERR_DB, "'%s' is not an SQLite database (%lld bytes without the SQLite header); "
                    "refusing to use it", path, size);
+  *wal_mode = h[18] == 2 && h[19] == 2; /* file format read/write versions */
   uint32_t app = (uint32_t)h[68] << 24 | (uint32_t)h[69] << 16 | (uint32_t)h[70] << 8 | h[71];
   if (app != 0 && app != ST_DB_APPLICATION_ID)
     return st_fail(err, ST_ERR_DB, "'%s' belongs to another application (application_id 0x%08x, sparsetune "
@@ -387,27 +362,53 @@ static st_status classify_read_error(sqlite3 *conn, const char *path, st_err *er
   return conn_fail(conn, path, err, "reading the header");
 }
 
-/* The database checks of an SQLite file through connection `conn`. */
-static st_status inspect_conn(sqlite3 *conn, const char *path, st_db_mode mode, file_kind *kind, int *version,
-                              st_err *err) {
-  int64_t app = 0, ver = 0, objects = 0;
-  if (query_int(conn, "PRAGMA application_id", &app) != SQLITE_OK) return classify_read_error(conn, path, err);
+/* application_id, user_version and the number of schema objects, read in
+ * one statement so they come from one snapshot (a migration committing in
+ * between would otherwise show tables without the application_id). */
+static int read_identity(sqlite3 *conn, int64_t *app, int64_t *ver, int64_t *objects) {
+  sqlite3_stmt *s = NULL;
+  int rc = sqlite3_prepare_v2(conn,
+                              "SELECT (SELECT application_id FROM pragma_application_id), "
+                              "(SELECT user_version FROM pragma_user_version), "
+                              "(SELECT count(*) FROM sqlite_schema)",
+                              -1, &s, NULL);
+  if (rc == SQLITE_OK) rc = sqlite3_step(s);
+  if (rc == SQLITE_ROW) {
+    *app = sqlite3_column_int64(s, 0);
+    *ver = sqlite3_column_int64(s, 1);
+    *objects = sqlite3_column_int64(s, 2);
+    rc = SQLITE_OK;
+  }
+  sqlite3_finalize(s);
+  return rc;
+}
+
+/* Ours or empty: our application_id, or 0 with no schema objects and no
+ * user_version. Anything else belongs to another application. */
+static st_status check_identity(const char *path, int64_t app, int64_t ver, int64_t objects, st_err *err) {
   if ((uint32_t)app != 0 && (uint32_t)app != ST_DB_APPLICATION_ID)
     return st_fail(err, ST_ERR_DB, "'%s' belongs to another application (application_id 0x%08x, sparsetune "
                    "uses 0x%08x); refusing to use it", path, (unsigned)app, (unsigned)ST_DB_APPLICATION_ID);
-  if (query_int(conn, "PRAGMA user_version", &ver) != SQLITE_OK ||
-      query_int(conn, "SELECT count(*) FROM sqlite_schema", &objects) != SQLITE_OK)
-    return classify_read_error(conn, path, err);
   if (app == 0 && (objects > 0 || ver != 0))
     return st_fail(err, ST_ERR_DB, "'%s' is an SQLite database of another application (application_id 0 with "
                    "%lld schema objects and user_version %lld); refusing to use it",
                    path, (long long)objects, (long long)ver);
+  return ST_OK;
+}
+
+/* The database checks of an SQLite file through connection `conn`. */
+static st_status inspect_conn(sqlite3 *conn, const char *path, st_db_mode mode, file_kind *kind, int *version,
+                              st_err *err) {
+  int64_t app = 0, ver = 0, objects = 0;
+  if (read_identity(conn, &app, &ver, &objects) != SQLITE_OK) return classify_read_error(conn, path, err);
+  st_status st = check_identity(path, app, ver, objects, err);
+  if (st != ST_OK) return st;
 
   sqlite3_stmt *s = NULL;
   int rc = sqlite3_prepare_v2(conn, "PRAGMA quick_check(1)", -1, &s, NULL);
   if (rc == SQLITE_OK) rc = sqlite3_step(s);
   if (rc != SQLITE_ROW) {
-    st_status st = classify_read_error(conn, path, err);
+    st = classify_read_error(conn, path, err);
     sqlite3_finalize(s);
     return st;
   }
@@ -417,7 +418,7 @@ static st_status inspect_conn(sqlite3 *conn, const char *path, st_db_mode mode, 
     snprintf(why, sizeof why, "%s", verdict ? (const char *)verdict : "no verdict");
     for (char *p = why; *p; p++)
       if (*p == '\n') *p = ' '; /* one line: "*** in database main *** Page 2: ..." */
-    st_status st = st_fail(err, ST_ERR_DB, "database '%s' is corrupt (quick_check: %s); refusing to use it", path, why);
+    st = st_fail(err, ST_ERR_DB, "database '%s' is corrupt (quick_check: %s); refusing to use it", path, why);
     sqlite3_finalize(s);
     return st;
   }
@@ -445,6 +446,36 @@ static st_status inspect_conn(sqlite3 *conn, const char *path, st_db_mode mode, 
   return ST_OK;
 }
 
+/* A read-only connection to a WAL-mode file creates a -wal and a -shm next
+ * to it when they are missing. For a file that may be someone else's, the
+ * identity is therefore first read with immutable=1 (no locks, no side
+ * files). That is safe exactly when no -wal exists: then the main file holds
+ * every committed page, and a writer starting meanwhile only appends to a
+ * new -wal. Our own files then get the ordinary read-only inspection. */
+static st_status inspect_identity_immutable(const char *path, st_err *err) {
+  char uri[3 * 4096 + 32];
+  size_t n = (size_t)snprintf(uri, sizeof uri, "file:%s", path[0] == '/' ? "//" : "");
+  for (const unsigned char *p = (const unsigned char *)path; *p && n + 4 < sizeof uri; p++) {
+    int plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+                strchr("/._~-", *p);
+    n += (size_t)snprintf(uri + n, sizeof uri - n, plain ? "%c" : "%%%02X", *p);
+  }
+  snprintf(uri + n, sizeof uri - n, "?immutable=1");
+  sqlite3 *conn = NULL;
+  int64_t app = 0, ver = 0, objects = 0;
+  st_status st = ST_OK;
+  int rc = sqlite3_open_v2(uri, &conn, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_EXRESCODE, NULL);
+  if (rc != SQLITE_OK)
+    st = conn ? conn_fail(conn, path, err, "opening read-only")
+              : st_fail(err, ST_ERR_NOMEM, "database '%s': out of memory opening it", path);
+  else if (read_identity(conn, &app, &ver, &objects) != SQLITE_OK)
+    st = classify_read_error(conn, path, err);
+  else
+    st = check_identity(path, app, ver, objects, err);
+  sqlite3_close_v2(conn);
+  return st;
+}
+
 /* Decides whether `path` may be opened in `mode`, without writing anything
  * to it. For a read-only open that passes, *ro_conn is the connection to keep. */
 static st_status inspect(const char *path, st_db_mode mode, file_kind *kind, int *version, sqlite3 **ro_conn,
@@ -468,11 +499,16 @@ static st_status inspect(const char *path, st_db_mode mode, file_kind *kind, int
     *kind = FILE_NEW;
     return ST_OK;
   }
-  st_status st = inspect_header(path, (long long)sb.st_size, err);
+  int wal_mode = 0;
+  st_status st = inspect_header(path, (long long)sb.st_size, &wal_mode, err);
   if (st != ST_OK) return st;
+  char wal[4096 + 8];
+  snprintf(wal, sizeof wal, "%s-wal", path);
+  if (wal_mode && !path_exists(wal)) {
+    st = inspect_identity_immutable(path, err);
+    if (st != ST_OK) return st;
+  }
 
-  side_files sf;
-  side_files_note(&sf, path);
   sqlite3 *conn = NULL;
   int rc = sqlite3_open_v2(path, &conn, SQLITE_OPEN_READONLY | SQLITE_OPEN_EXRESCODE, NULL);
   if (rc != SQLITE_OK) {
@@ -487,7 +523,6 @@ static st_status inspect(const char *path, st_db_mode mode, file_kind *kind, int
     return ST_OK;
   }
   sqlite3_close_v2(conn);
-  if (st != ST_OK) side_files_remove_new(&sf);
   return st;
 }
 
@@ -515,9 +550,7 @@ static st_status migrate_one(st_db *db, const st_db_migration *m, st_err *err) {
   int64_t app = 0, ver = 0, objects = 0;
   /* Re-read inside the write lock: another process may have migrated it, and
    * the file must still be ours (or still empty) before the first write. */
-  if (query_int(db->conn, "PRAGMA application_id", &app) != SQLITE_OK ||
-      query_int(db->conn, "PRAGMA user_version", &ver) != SQLITE_OK ||
-      query_int(db->conn, "SELECT count(*) FROM sqlite_schema", &objects) != SQLITE_OK) {
+  if (read_identity(db->conn, &app, &ver, &objects) != SQLITE_OK) {
     st = db_fail(db, err, what);
   } else if ((app == 0 && (objects > 0 || ver != 0)) || (app != 0 && (uint32_t)app != ST_DB_APPLICATION_ID)) {
     st = st_fail(err, ST_ERR_DB, "database '%s' changed while it was being opened and is no longer a sparsetune "

@@ -159,15 +159,22 @@ static void table_free(table *t) {
   t->nrows = t->cap = 0;
 }
 
+/* One line: columns two spaces apart, padded to `width`; spaces are only
+ * written before further text, so no line ends in blanks. */
 static void table_line(const table *t, FILE *out, const char *const *cells, const size_t *width) {
+  size_t pending = 0;
   for (int c = 0; c < t->ncols; c++) {
-    int last = c == t->ncols - 1;
-    int w = (int)width[c];
-    if (t->align[c] == 'r') fprintf(out, "%*s", w, cells[c]);
-    else if (last) fputs(cells[c], out);
-    else fprintf(out, "%-*s", w, cells[c]);
-    fputs(last ? "\n" : "  ", out);
+    size_t len = strlen(cells[c]);
+    size_t pad = width[c] > len ? width[c] - len : 0;
+    if (t->align[c] == 'r') pending += pad;
+    if (len) {
+      fprintf(out, "%*s%s", (int)pending, "", cells[c]);
+      pending = 0;
+    }
+    if (t->align[c] != 'r') pending += pad;
+    pending += 2;
   }
+  fputc('\n', out);
 }
 
 static st_status table_print(const table *t, FILE *out, st_err *err) {
