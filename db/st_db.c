@@ -384,7 +384,8 @@ static int read_identity(sqlite3 *conn, int64_t *app, int64_t *ver, int64_t *obj
 }
 
 /* Ours or empty: our application_id, or 0 with no schema objects and no
- * user_version. Anything else belongs to another application. */
+ * user_version. Anything else belongs to another application; a schema
+ * newer than this build's is refused here too. */
 static st_status check_identity(const char *path, int64_t app, int64_t ver, int64_t objects, st_err *err) {
   if ((uint32_t)app != 0 && (uint32_t)app != ST_DB_APPLICATION_ID)
     return st_fail(err, ST_ERR_DB, "'%s' belongs to another application (application_id 0x%08x, sparsetune "
@@ -393,6 +394,9 @@ static st_status check_identity(const char *path, int64_t app, int64_t ver, int6
     return st_fail(err, ST_ERR_DB, "'%s' is an SQLite database of another application (application_id 0 with "
                    "%lld schema objects and user_version %lld); refusing to use it",
                    path, (long long)objects, (long long)ver);
+  if (ver > ST_DB_SCHEMA_VERSION)
+    return st_fail(err, ST_ERR_DB, "database '%s' has schema version %lld, newer than this build's %d; use a newer "
+                   "sparsetune", path, (long long)ver, ST_DB_SCHEMA_VERSION);
   return ST_OK;
 }
 
@@ -432,9 +436,6 @@ static st_status inspect_conn(sqlite3 *conn, const char *path, st_db_mode mode, 
     *version = 0;
     return ST_OK;
   }
-  if (ver > ST_DB_SCHEMA_VERSION)
-    return st_fail(err, ST_ERR_DB, "database '%s' has schema version %lld, newer than this build's %d; use a newer "
-                   "sparsetune", path, (long long)ver, ST_DB_SCHEMA_VERSION);
   if (ver < 1)
     return st_fail(err, ST_ERR_DB, "database '%s' has the sparsetune application_id but schema version %lld; "
                    "refusing to use it", path, (long long)ver);

@@ -49,6 +49,7 @@ __device__ int st_warp_topk(const uint32_t *keys, int n, int k, uint32_t *hist, 
   int remaining = k, need_eq = 0;
   for (int pass = 0; pass < 4; pass++) {
     const int shift = 24 - 8 * pass;
+    __syncwarp(); // every lane has read the previous pass's bins
     for (int b = lane; b < 256; b += 32) hist[b] = 0;
     __syncwarp();
     for (int i = lane; i < n; i += 32) {
