@@ -55,8 +55,8 @@ typedef enum query_id {
 } query_id;
 
 #define VARIANT_COLUMNS "id, op, name, source_hash, kernel_params, launch_params, is_default"
-#define RUN_SELECT                                                                                            \
-  "SELECT r.id, r.kind, r.op, r.suite, r.device_id, coalesce(d.name, ''), coalesce(d.arch, ''), r.status, " \
+#define RUN_SELECT                                                                                                     \
+  "SELECT r.id, r.kind, r.op, r.suite, r.device_id, coalesce(d.name, ''), coalesce(d.arch, ''), r.status, "            \
   "r.started, r.finished, r.args, r.tool_version FROM runs r LEFT JOIN devices d ON d.id = r.device_id "
 
 static const char *const QUERY[Q_COUNT] = {
@@ -258,8 +258,8 @@ static st_status exec_sql(sqlite3 *conn, const char *path, const char *sql, cons
   char *msg = NULL;
   int rc = sqlite3_exec(conn, sql, NULL, NULL, &msg);
   if (rc == SQLITE_OK) return ST_OK;
-  st_status st = st_fail(err, ST_ERR_DB, "database '%s': %s: %s (%s)", path, what,
-                         msg ? msg : sqlite3_errmsg(conn), sqlite3_errstr(rc));
+  st_status st = st_fail(err, ST_ERR_DB, "database '%s': %s: %s (%s)", path, what, msg ? msg : sqlite3_errmsg(conn),
+                         sqlite3_errstr(rc));
   sqlite3_free(msg);
   return st;
 }
@@ -342,13 +342,17 @@ static st_status inspect_header(const char *path, long long size, int *wal_mode,
   size_t got = fread(h, 1, sizeof h, f);
   fclose(f);
   if (got < sizeof h || memcmp(h, SQLITE_MAGIC, sizeof SQLITE_MAGIC) != 0)
-    return st_fail(err, ST_ERR_DB, "'%s' is not an SQLite database (%lld bytes without the SQLite header); "
-                   "refusing to use it", path, size);
+    return st_fail(err, ST_ERR_DB,
+                   "'%s' is not an SQLite database (%lld bytes without the SQLite header); "
+                   "refusing to use it",
+                   path, size);
   *wal_mode = h[18] == 2 && h[19] == 2; /* file format read/write versions */
   uint32_t app = (uint32_t)h[68] << 24 | (uint32_t)h[69] << 16 | (uint32_t)h[70] << 8 | h[71];
   if (app != 0 && app != ST_DB_APPLICATION_ID)
-    return st_fail(err, ST_ERR_DB, "'%s' belongs to another application (application_id 0x%08x, sparsetune "
-                   "uses 0x%08x); refusing to use it", path, app, (unsigned)ST_DB_APPLICATION_ID);
+    return st_fail(err, ST_ERR_DB,
+                   "'%s' belongs to another application (application_id 0x%08x, sparsetune "
+                   "uses 0x%08x); refusing to use it",
+                   path, app, (unsigned)ST_DB_APPLICATION_ID);
   return ST_OK;
 }
 
@@ -388,15 +392,20 @@ static int read_identity(sqlite3 *conn, int64_t *app, int64_t *ver, int64_t *obj
  * newer than this build's is refused here too. */
 static st_status check_identity(const char *path, int64_t app, int64_t ver, int64_t objects, st_err *err) {
   if ((uint32_t)app != 0 && (uint32_t)app != ST_DB_APPLICATION_ID)
-    return st_fail(err, ST_ERR_DB, "'%s' belongs to another application (application_id 0x%08x, sparsetune "
-                   "uses 0x%08x); refusing to use it", path, (unsigned)app, (unsigned)ST_DB_APPLICATION_ID);
+    return st_fail(err, ST_ERR_DB,
+                   "'%s' belongs to another application (application_id 0x%08x, sparsetune "
+                   "uses 0x%08x); refusing to use it",
+                   path, (unsigned)app, (unsigned)ST_DB_APPLICATION_ID);
   if (app == 0 && (objects > 0 || ver != 0))
-    return st_fail(err, ST_ERR_DB, "'%s' is an SQLite database of another application (application_id 0 with "
+    return st_fail(err, ST_ERR_DB,
+                   "'%s' is an SQLite database of another application (application_id 0 with "
                    "%lld schema objects and user_version %lld); refusing to use it",
                    path, (long long)objects, (long long)ver);
   if (ver > ST_DB_SCHEMA_VERSION)
-    return st_fail(err, ST_ERR_DB, "database '%s' has schema version %lld, newer than this build's %d; use a newer "
-                   "sparsetune", path, (long long)ver, ST_DB_SCHEMA_VERSION);
+    return st_fail(err, ST_ERR_DB,
+                   "database '%s' has schema version %lld, newer than this build's %d; use a newer "
+                   "sparsetune",
+                   path, (long long)ver, ST_DB_SCHEMA_VERSION);
   return ST_OK;
 }
 
@@ -430,18 +439,24 @@ static st_status inspect_conn(sqlite3 *conn, const char *path, st_db_mode mode, 
 
   if (app == 0) {
     if (mode == ST_DB_READONLY)
-      return st_fail(err, ST_ERR_DB, "database '%s' is empty (no sparsetune schema yet); create it with a "
-                     "`sparsetune` command first", path);
+      return st_fail(err, ST_ERR_DB,
+                     "database '%s' is empty (no sparsetune schema yet); create it with a "
+                     "`sparsetune` command first",
+                     path);
     *kind = FILE_EMPTY;
     *version = 0;
     return ST_OK;
   }
   if (ver < 1)
-    return st_fail(err, ST_ERR_DB, "database '%s' has the sparsetune application_id but schema version %lld; "
-                   "refusing to use it", path, (long long)ver);
+    return st_fail(err, ST_ERR_DB,
+                   "database '%s' has the sparsetune application_id but schema version %lld; "
+                   "refusing to use it",
+                   path, (long long)ver);
   if (ver < ST_DB_SCHEMA_VERSION && mode == ST_DB_READONLY)
-    return st_fail(err, ST_ERR_DB, "database '%s' has schema version %lld, older than this build's %d; run any "
-                   "`sparsetune` command on it once to migrate it", path, (long long)ver, ST_DB_SCHEMA_VERSION);
+    return st_fail(err, ST_ERR_DB,
+                   "database '%s' has schema version %lld, older than this build's %d; run any "
+                   "`sparsetune` command on it once to migrate it",
+                   path, (long long)ver, ST_DB_SCHEMA_VERSION);
   *kind = FILE_OURS;
   *version = (int)ver;
   return ST_OK;
@@ -457,8 +472,7 @@ static st_status inspect_identity_immutable(const char *path, st_err *err) {
   char uri[3 * 4096 + 32];
   size_t n = (size_t)snprintf(uri, sizeof uri, "file:%s", path[0] == '/' ? "//" : "");
   for (const unsigned char *p = (const unsigned char *)path; *p && n + 4 < sizeof uri; p++) {
-    int plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-                strchr("/._~-", *p);
+    int plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || strchr("/._~-", *p);
     n += (size_t)snprintf(uri + n, sizeof uri - n, plain ? "%c" : "%%%02X", *p);
   }
   snprintf(uri + n, sizeof uri - n, "?immutable=1");
@@ -491,12 +505,13 @@ static st_status inspect(const char *path, st_db_mode mode, file_kind *kind, int
     }
     return st_fail(err, ST_ERR_DB, "database '%s' cannot be opened: %s", path, strerror(errno));
   }
-  if (!S_ISREG(sb.st_mode))
-    return st_fail(err, ST_ERR_DB, "database '%s' is not a regular file", path);
+  if (!S_ISREG(sb.st_mode)) return st_fail(err, ST_ERR_DB, "database '%s' is not a regular file", path);
   if (sb.st_size == 0) {
     if (mode == ST_DB_READONLY)
-      return st_fail(err, ST_ERR_DB, "database '%s' is empty (no sparsetune schema yet); create it with a "
-                     "`sparsetune` command first", path);
+      return st_fail(err, ST_ERR_DB,
+                     "database '%s' is empty (no sparsetune schema yet); create it with a "
+                     "`sparsetune` command first",
+                     path);
     *kind = FILE_NEW;
     return ST_OK;
   }
@@ -531,8 +546,8 @@ static st_status inspect(const char *path, st_db_mode mode, file_kind *kind, int
  * make the file ours at this version. */
 static st_status record_migration(st_db *db, const st_db_migration *m, const char *what, st_err *err) {
   sqlite3_stmt *s = NULL;
-  st_status st = prepare_fresh(db, "INSERT INTO schema_migrations (version, name, applied) VALUES (?1, ?2, " SQL_NOW ")",
-                               &s, err);
+  st_status st =
+      prepare_fresh(db, "INSERT INTO schema_migrations (version, name, applied) VALUES (?1, ?2, " SQL_NOW ")", &s, err);
   if (st != ST_OK) return st;
   if (bind(s, "it", m->version, m->name) != SQLITE_OK || sqlite3_step(s) != SQLITE_DONE) st = db_fail(db, err, what);
   sqlite3_finalize(s);
@@ -554,11 +569,15 @@ static st_status migrate_one(st_db *db, const st_db_migration *m, st_err *err) {
   if (read_identity(db->conn, &app, &ver, &objects) != SQLITE_OK) {
     st = db_fail(db, err, what);
   } else if ((app == 0 && (objects > 0 || ver != 0)) || (app != 0 && (uint32_t)app != ST_DB_APPLICATION_ID)) {
-    st = st_fail(err, ST_ERR_DB, "database '%s' changed while it was being opened and is no longer a sparsetune "
-                 "database; refusing to use it", db->path);
+    st = st_fail(err, ST_ERR_DB,
+                 "database '%s' changed while it was being opened and is no longer a sparsetune "
+                 "database; refusing to use it",
+                 db->path);
   } else if (ver > ST_DB_SCHEMA_VERSION) {
-    st = st_fail(err, ST_ERR_DB, "database '%s' was migrated to schema version %lld by a newer sparsetune while it "
-                 "was being opened", db->path, (long long)ver);
+    st = st_fail(err, ST_ERR_DB,
+                 "database '%s' was migrated to schema version %lld by a newer sparsetune while it "
+                 "was being opened",
+                 db->path, (long long)ver);
   } else if (ver >= m->version) {
     db->version = (int)ver; /* done by another process meanwhile */
   } else if (ver != m->version - 1) {
@@ -595,8 +614,8 @@ static st_status migrate(st_db *db, st_err *err) {
     if (db->version < st_db_migrations[i].version) st = migrate_one(db, &st_db_migrations[i], err);
   }
   st_err ignored;
-  st_status fk = exec_sql(db->conn, db->path, "PRAGMA foreign_keys = ON", "enabling foreign keys",
-                          st == ST_OK ? err : &ignored);
+  st_status fk =
+      exec_sql(db->conn, db->path, "PRAGMA foreign_keys = ON", "enabling foreign keys", st == ST_OK ? err : &ignored);
   return st != ST_OK ? st : fk;
 }
 
@@ -730,8 +749,8 @@ st_status st_db_put_device(st_db *db, const st_device_info *dev, int64_t *device
   sqlite3_stmt *s;
   if (st == ST_OK) st = get_stmt(db, Q_PUT_DEVICE, &s, err);
   if (st != ST_OK) return st;
-  if (bind(s, "tttiiilli", dev->uuid, dev->name, dev->arch, dev->cc_major, dev->cc_minor, dev->sm_count,
-           dev->mem_bytes, dev->l2_bytes, dev->driver_version) != SQLITE_OK) {
+  if (bind(s, "tttiiilli", dev->uuid, dev->name, dev->arch, dev->cc_major, dev->cc_minor, dev->sm_count, dev->mem_bytes,
+           dev->l2_bytes, dev->driver_version) != SQLITE_OK) {
     st = db_fail(db, err, "st_db_put_device");
     stmt_done(s);
     return st;
@@ -777,8 +796,7 @@ st_status st_db_put_variant(st_db *db, const st_variant_row *v, st_err *err) {
   if (st != ST_OK) return st;
   char what[128];
   snprintf(what, sizeof what, "st_db_put_variant(id=%s, source_hash=%s)", v->id, v->source_hash);
-  if (bind(s, "tttttti", v->id, v->op, v->name, v->source_hash, kjson, ljson,
-           v->is_default ? 1 : 0) != SQLITE_OK) {
+  if (bind(s, "tttttti", v->id, v->op, v->name, v->source_hash, kjson, ljson, v->is_default ? 1 : 0) != SQLITE_OK) {
     st = db_fail(db, err, what);
     stmt_done(s);
     return st;
@@ -800,8 +818,7 @@ st_status st_db_get_source(st_db *db, const char *source_hash, char **text, st_e
   }
   st = step_row(db, s, "st_db_get_source", &found, err);
   if (st != ST_OK) return st;
-  if (!found)
-    return st_fail(err, ST_ERR_NO_VARIANT, "source_hash=%s is not in database '%s'", source_hash, db->path);
+  if (!found) return st_fail(err, ST_ERR_NO_VARIANT, "source_hash=%s is not in database '%s'", source_hash, db->path);
   const unsigned char *t = sqlite3_column_text(s, 0);
   size_t n = (size_t)sqlite3_column_bytes(s, 0);
   *text = malloc(n + 1);
@@ -901,8 +918,8 @@ st_status st_db_put_binary(st_db *db, const st_binary_row *b, st_err *err) {
   if (st != ST_OK) return st;
   char what[128];
   snprintf(what, sizeof what, "st_db_put_binary(source_hash=%s, arch=%s)", b->source_hash, b->arch);
-  if (bind(s, "tttibiiiidt", b->source_hash, b->arch, b->compiler, b->ok ? 1 : 0, (const void *)b->cubin,
-           b->cubin_size, b->registers, b->spill_bytes, b->shared_bytes, b->local_bytes, b->compile_ms,
+  if (bind(s, "tttibiiiidt", b->source_hash, b->arch, b->compiler, b->ok ? 1 : 0, (const void *)b->cubin, b->cubin_size,
+           b->registers, b->spill_bytes, b->shared_bytes, b->local_bytes, b->compile_ms,
            b->log ? b->log : "") != SQLITE_OK) {
     st = db_fail(db, err, what);
     stmt_done(s);
@@ -976,8 +993,8 @@ void st_db_binary_free(st_binary_row *b) {
 
 /* ---- shapes ---------------------------------------------------------------------------- */
 
-st_status st_db_put_shape(st_db *db, const char *key, const char *op, const st_params *shape,
-                          const char *dispatch_key, st_err *err) {
+st_status st_db_put_shape(st_db *db, const char *key, const char *op, const st_params *shape, const char *dispatch_key,
+                          st_err *err) {
   if (!db) return st_fail(err, ST_ERR_INVALID_ARG, "st_db_put_shape: db is NULL");
   st_status st = check_writable(db, "st_db_put_shape", err);
   if (st == ST_OK) st = check_str(key, 256, "shape key", 0, err);
@@ -1185,8 +1202,7 @@ st_status st_db_put_measurement(st_db *db, const st_measurement *m, st_err *err)
   if (st == ST_OK) st = get_stmt(db, Q_PUT_MEASUREMENT, &s, err);
   if (st != ST_OK) return st;
   char what[128];
-  snprintf(what, sizeof what, "st_db_put_measurement(run_id=%lld, variant_id=%s)", (long long)m->run_id,
-           m->variant_id);
+  snprintf(what, sizeof what, "st_db_put_measurement(run_id=%lld, variant_id=%s)", (long long)m->run_id, m->variant_id);
   if (bind(s, "lttttddddiidt", m->run_id, m->variant_id, m->shape_key, m->status, m->error, m->median_us, m->min_us,
            m->max_us, m->spread, m->reps, m->iters, m->max_err, m->samples) != SQLITE_OK) {
     st = db_fail(db, err, what);
@@ -1268,8 +1284,8 @@ st_status st_db_put_winner(st_db *db, const st_winner_row *w, st_err *err) {
   if (st == ST_OK) st = get_stmt(db, Q_PUT_WINNER, &s, err);
   if (st != ST_OK) return st;
   char what[160];
-  snprintf(what, sizeof what, "st_db_put_winner(device_id=%lld, variant_id=%s, run_id=%lld)",
-           (long long)w->device_id, w->variant_id, (long long)w->run_id);
+  snprintf(what, sizeof what, "st_db_put_winner(device_id=%lld, variant_id=%s, run_id=%lld)", (long long)w->device_id,
+           w->variant_id, (long long)w->run_id);
   if (bind(s, "lttttlddnd", w->device_id, w->op, w->dispatch_key, json, w->variant_id, w->run_id, w->median_us,
            w->regret, w->default_variant_id, w->default_us) != SQLITE_OK) {
     st = db_fail(db, err, what);

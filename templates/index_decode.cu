@@ -107,61 +107,87 @@ __device__ void st_write_padding(const st_index_decode_params &p, int r, int g) 
 }
 
 // Merges the candidates of all splits of (r, g) for every column and writes
-// topk_idx. Candidates are stored slot-major, [slot][split], so the merge reads
-// slot rows of `splits` entries and stops at the first row no split filled:
-// with short slices most slots are empty and never read. Every split kept its
-// best `free` blocks, so the global k-th key is at least the largest k-th key
-// of a split that filled its slots: candidates below that bound cannot win.
-// The rest (usually about `free`) go to `kbuf`/`ibuf` (splits * TOPK_CAP
-// entries each) and the selection runs on those. Among exactly equal scores
-// the choice may differ from the lowest block index, as the contract allows.
-__device__ void st_merge_columns(const st_index_decode_params &p, int r, int g, int seq, uint32_t *kbuf,
-                                 int32_t *ibuf, uint32_t *hist) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+// topk_idx; the whole CTA takes part. Candidates are stored slot-major,
+// [slot][split], and a split fills at most min(free, chunk) slots, so only
+// those rows are read. Every split kept its best `free` blocks, so the
+// global k-th key is at least the largest k-th key of a split that filled its
+// slots: candidates below that bound cannot win. All threads scan the
+// candidates of up to NBUF columns at once (independent loads, no
+// data-dependent stop), the survivors (usually about `free` per column) are
+// appended to per-column buffers in shared memory, and one warp per column
+// selects from those. Among exactly equal scores the pick may differ from the
+// lowest block index, as the contract allows.
+constexpr int NBUF = WARPS < MAX_COLS ? WARPS : MAX_COLS;
+
+struct st_merge_smem {
+  uint32_t bound[NBUF];
+  int count[NBUF];
+  int free[NBUF];
+  int64_t row[NBUF];
+};
+
+__device__ __forceinline__ int64_t st_cand_row(const st_index_decode_params &p, int r, const st_column &c, int col) {
+  return ((int64_t)r * p.num_heads + c.head) * p.qlen + col % p.qlen;
+}
+
+// buf: NBUF * splits * TOPK_CAP keys, then as many ids.
+__device__ void st_merge_columns(const st_index_decode_params &p, int r, int g, int seq, uint32_t *buf,
+                                 uint32_t (*hist)[256], st_merge_smem &sm) {
+  const int warp = threadIdx.x / 32;
   const int ncols = HEADS_PER_CTA * p.qlen;
-  const int n = p.splits * TOPK_CAP;
-  const uint32_t lt = st_lanemask_lt();
-  for (int col = warp; col < ncols; col += WARPS) {
-    const st_column c = st_make_column(p, r, g, col, seq);
-    const int64_t row = ((int64_t)r * p.num_heads + c.head) * p.qlen + col % p.qlen;
-    const uint32_t *ck = p.cand_key + row * n;
-    const int32_t *ci = p.cand_idx + row * n;
-    uint32_t bound = 0u;
-    for (int s = lane; s < p.splits; s += 32) bound = max(bound, st_ld_l2_u32(p.cand_thr + row * p.splits + s));
-    bound = __reduce_max_sync(0xffffffffu, bound);
-    int m = 0;
-    for (int slot = 0; slot < c.free && slot < TOPK_CAP; slot++) {
-      bool any = false;
-#pragma unroll 4
-      for (int s0 = 0; s0 < p.splits; s0 += 32) {
-        const int i = slot * p.splits + s0 + lane;
-        const bool in = s0 + lane < p.splits;
-        const uint32_t key = in ? st_ld_l2_u32(ck + i) : 0u;
-        const int32_t idx = in ? st_ld_l2_i32(ci + i) : -1;
-        any |= key != 0u;
-        const bool keep = key != 0u && key >= bound;
-        const uint32_t bal = __ballot_sync(0xffffffffu, keep);
-        if (keep) {
-          const int at = m + __popc(bal & lt);
-          kbuf[at] = key;
-          ibuf[at] = idx;
-        }
-        m += __popc(bal);
-      }
-      if (!__any_sync(0xffffffffu, any)) break; // no split filled this slot, nor any later one
+  const int S = p.splits;
+  const int cap = S * TOPK_CAP;
+  uint32_t *kbuf = buf;
+  int32_t *ibuf = (int32_t *)(buf + NBUF * cap);
+  const int nb_all = min((seq - 1) / BLOCK_TOKENS + 1, p.max_blocks);
+  const int chunk = min((nb_all + S - 1) / S, p.chunk_cap);
+  const int rows = min(chunk, TOPK_CAP);
+  for (int c0 = 0; c0 < ncols; c0 += NBUF) {
+    const int nc = min(NBUF, ncols - c0);
+    if (threadIdx.x < nc) {
+      const st_column c = st_make_column(p, r, g, c0 + threadIdx.x, seq);
+      sm.bound[threadIdx.x] = 0u;
+      sm.count[threadIdx.x] = 0;
+      sm.free[threadIdx.x] = c.free;
+      sm.row[threadIdx.x] = st_cand_row(p, r, c, c0 + threadIdx.x);
     }
-    __syncwarp();
-    int32_t *out = st_out_row(p, c);
-    const int forced = c.lo + (c.nb - c.hi);
-    const int got = st_warp_topk(kbuf, m, c.free, hist, [&](int i, int slot) { out[forced + slot] = ibuf[i]; });
-    st_write_forced_and_pad(p, c, got);
-    __syncwarp();
+    __syncthreads();
+    for (int e = threadIdx.x; e < nc * S; e += THREADS) {
+      const uint32_t t = st_ld_l2_u32(p.cand_thr + sm.row[e / S] * S + e % S);
+      if (t) atomicMax(&sm.bound[e / S], t);
+    }
+    __syncthreads();
+#pragma unroll 4
+    for (int e = threadIdx.x; e < nc * rows * S; e += THREADS) {
+      const int cl = e / (rows * S), i = e % (rows * S); // i = slot * S + split
+      if (i / S >= sm.free[cl]) continue;
+      const int64_t at = sm.row[cl] * cap + i;
+      const uint32_t key = st_ld_l2_u32(p.cand_key + at);
+      const int32_t idx = st_ld_l2_i32(p.cand_idx + at);
+      if (key != 0u && key >= sm.bound[cl]) {
+        const int pos = atomicAdd(&sm.count[cl], 1);
+        kbuf[cl * cap + pos] = key;
+        ibuf[cl * cap + pos] = idx;
+      }
+    }
+    __syncthreads();
+    if (warp < nc) {
+      const st_column c = st_make_column(p, r, g, c0 + warp, seq);
+      int32_t *out = st_out_row(p, c);
+      const int forced = c.lo + (c.nb - c.hi);
+      const int32_t *ids = ibuf + warp * cap;
+      const int got = st_warp_topk(kbuf + warp * cap, sm.count[warp], c.free, hist[warp],
+                                   [&](int i, int slot) { out[forced + slot] = ids[i]; });
+      st_write_forced_and_pad(p, c, got);
+    }
+    __syncthreads(); // the buffers are reused by the next group of columns
   }
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS) st_index_decode_main(const st_index_decode_params p) {
   extern __shared__ uint32_t s_dyn[]; // [MAX_COLS][chunk_cap] score keys; then the merge's buffers
   __shared__ uint32_t s_hist[WARPS][256];
+  __shared__ st_merge_smem s_merge;
   __shared__ int s_last;
 
   const int split = blockIdx.x, r = blockIdx.y, g = blockIdx.z;
@@ -316,22 +342,21 @@ extern "C" __global__ void __launch_bounds__(THREADS) st_index_decode_main(const
   __syncthreads();
   if (!s_last) return;
   __threadfence();
-  uint32_t *kbuf = s_dyn + warp * (2 * p.splits * TOPK_CAP);
-  st_merge_columns(p, r, g, seq, kbuf, (int32_t *)(kbuf + p.splits * TOPK_CAP), s_hist[warp]);
+  st_merge_columns(p, r, g, seq, s_dyn, s_hist, s_merge);
   if (threadIdx.x == 0) p.counters[r * gridDim.z + g] = 0u; // ready for the next launch
 }
 
 // split: grid (R, H / HEADS_PER_CTA), THREADS threads; dynamic shared memory
-// holds splits * TOPK_CAP keys and ids per merging warp.
+// holds splits * TOPK_CAP keys and ids for each of NBUF columns.
 extern "C" __global__ void __launch_bounds__(THREADS) st_index_decode_merge(const st_index_decode_params p) {
   extern __shared__ uint32_t s_dyn[];
   __shared__ uint32_t s_hist[WARPS][256];
-  const int r = blockIdx.x, g = blockIdx.y, warp = threadIdx.x / 32;
+  __shared__ st_merge_smem s_merge;
+  const int r = blockIdx.x, g = blockIdx.y;
   const int seq = p.seq_lens[r];
   if (seq <= 0) {
     st_write_padding(p, r, g);
     return;
   }
-  uint32_t *kbuf = s_dyn + warp * (2 * p.splits * TOPK_CAP);
-  st_merge_columns(p, r, g, seq, kbuf, (int32_t *)(kbuf + p.splits * TOPK_CAP), s_hist[warp]);
+  st_merge_columns(p, r, g, seq, s_dyn, s_hist, s_merge);
 }

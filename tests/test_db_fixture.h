@@ -92,8 +92,8 @@ static inline int64_t fx_run(st_db *db, const char *kind, const char *op, int64_
   return id;
 }
 
-static inline void fx_measure(st_db *db, int64_t run_id, const char *variant_id, const char *shape,
-                              const char *status, double median_us, double spread, const char *error) {
+static inline void fx_measure(st_db *db, int64_t run_id, const char *variant_id, const char *shape, const char *status,
+                              double median_us, double spread, const char *error) {
   st_measurement m;
   memset(&m, 0, sizeof m);
   m.run_id = run_id;

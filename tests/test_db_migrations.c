@@ -47,8 +47,8 @@ static void test_new_database_gets_schema_v_latest(void **state) {
   char *mode = raw_text(path, "PRAGMA journal_mode");
   assert_string_equal(mode, "wal");
   free(mode);
-  static const char *const tables[] = {"meta", "devices", "sources", "variants", "binaries",
-                                       "shapes", "runs", "measurements", "winners"};
+  static const char *const tables[] = {"meta",   "devices", "sources",      "variants", "binaries",
+                                       "shapes", "runs",    "measurements", "winners"};
   for (size_t i = 0; i < sizeof tables / sizeof *tables; i++) {
     char sql[128];
     snprintf(sql, sizeof sql, "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = '%s'", tables[i]);

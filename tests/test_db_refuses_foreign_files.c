@@ -90,8 +90,10 @@ static void make_foreign(const char *path, int app_id, int wal) {
   sqlite3 *c = NULL;
   assert_int_equal(sqlite3_open(path, &c), SQLITE_OK);
   char sql[256];
-  snprintf(sql, sizeof sql, "PRAGMA journal_mode=%s; PRAGMA application_id=%d; CREATE TABLE notes(x TEXT);"
-           "INSERT INTO notes VALUES ('someone else''s data');", wal ? "WAL" : "DELETE", app_id);
+  snprintf(sql, sizeof sql,
+           "PRAGMA journal_mode=%s; PRAGMA application_id=%d; CREATE TABLE notes(x TEXT);"
+           "INSERT INTO notes VALUES ('someone else''s data');",
+           wal ? "WAL" : "DELETE", app_id);
   assert_int_equal(sqlite3_exec(c, sql, NULL, NULL, NULL), SQLITE_OK);
   assert_int_equal(sqlite3_close(c), SQLITE_OK);
 }

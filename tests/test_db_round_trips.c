@@ -82,9 +82,12 @@ static void test_variant_parameters_round_trip(void **state) {
   for (int i = 0; i < 12; i++) {
     char key[32];
     snprintf(key, sizeof key, "k%02d", (int)st_rand_int(&rng, 0, 99));
-    if (i % 3 == 0) snprintf(val, sizeof val, "%lld", (long long)st_rand_int(&rng, -100000, 100000));
-    else if (i % 3 == 1) snprintf(val, sizeof val, "s\"q\\%d", i);
-    else snprintf(val, sizeof val, "%.3f", st_rand_uniform(&rng, 0, 1));
+    if (i % 3 == 0)
+      snprintf(val, sizeof val, "%lld", (long long)st_rand_int(&rng, -100000, 100000));
+    else if (i % 3 == 1)
+      snprintf(val, sizeof val, "s\"q\\%d", i);
+    else
+      snprintf(val, sizeof val, "%.3f", st_rand_uniform(&rng, 0, 1));
     assert_int_equal(st_params_set(&v.kernel, key, val, &err), ST_OK);
   }
   assert_int_equal(st_params_set(&v.launch, "leading_zero", "007", &err), ST_OK);
@@ -375,7 +378,7 @@ static void test_winners_newest_per_model(void **state) {
   int64_t twin = fx_device(f->db, "NVIDIA H100 80GB HBM3", "sm_90a", "twin-card-uuid");
   int64_t other = fx_device(f->db, "NVIDIA H200", "sm_90a", "h200-uuid");
   put_winner(f, f->device, "B=8", f->v1, 10);
-  put_winner(f, twin, "B=8", f->v2, 9);      /* newer, other card of the model */
+  put_winner(f, twin, "B=8", f->v2, 9); /* newer, other card of the model */
   put_winner(f, f->device, "B=16", f->v2, 20);
   put_winner(f, f->device, "B=16", f->v1, 19); /* replaces the row above */
   put_winner(f, other, "B=32", f->v1, 5);

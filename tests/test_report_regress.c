@@ -165,8 +165,8 @@ static void test_text_report_finds_planted_regressions(void **state) {
   assert_summary(&s, &f->expect);
   char line[256];
   snprintf(line, sizeof line,
-           "%d compared, %d regressions, %d improvements, %d unchanged, %d only in base, %d only in head\n",
-           s.compared, s.regressions, s.improvements, s.unchanged, s.only_base, s.only_head);
+           "%d compared, %d regressions, %d improvements, %d unchanged, %d only in base, %d only in head\n", s.compared,
+           s.regressions, s.improvements, s.unchanged, s.only_base, s.only_head);
   assert_non_null(strstr(c.buf, line));
   /* Worst first: the row after the header is the largest planted slowdown. */
   const char *head = strstr(c.buf, "variant ");
@@ -239,8 +239,11 @@ static void test_threshold_and_noise_rule(void **state) {
     int64_t b, h;
     double threshold;
     int regressions;
-  } cases[] = {{quiet_b, quiet_h, 0.05, 1}, {quiet_b, quiet_h, 0.10, 0}, {noisy_b, noisy_h, 0.05, 0},
-               {noisy_b, noisy_h, 0.0, 0},  {quiet_h, quiet_b, 0.05, 0}};
+  } cases[] = {{quiet_b, quiet_h, 0.05, 1},
+               {quiet_b, quiet_h, 0.10, 0},
+               {noisy_b, noisy_h, 0.05, 0},
+               {noisy_b, noisy_h, 0.0, 0},
+               {quiet_h, quiet_b, 0.05, 0}};
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     st_regress_opts o = {cases[i].b, cases[i].h, cases[i].threshold, ST_REPORT_TEXT};
     st_regress_summary s;

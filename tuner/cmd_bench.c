@@ -160,9 +160,9 @@ static void record_rows(const st_cli *cli, const st_device_info *dev, const benc
     st_measurement m;
     memset(&m, 0, sizeof m);
     m.run_id = run_id;
-    /* st_last_variant gives "id name": the id is the first word. */
-    sscanf(rows[i].variant, "%39s", m.variant_id);
-    if (!m.variant_id[0]) snprintf(m.variant_id, sizeof m.variant_id, "none");
+    /* st_last_variant gives "id name": the id is the first word. A row that
+     * never launched has no variant to record it under (printed above). */
+    if (sscanf(rows[i].variant, "%39s", m.variant_id) != 1) continue;
     snprintf(m.shape_key, sizeof m.shape_key, "%s", rows[i].shape->key);
     snprintf(m.status, sizeof m.status, "%s", rows[i].status);
     snprintf(m.error, sizeof m.error, "%s", rows[i].error);

@@ -18,10 +18,14 @@ static int utf8_len(const unsigned char *p) {
   static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
   int n;
   uint32_t cp;
-  if ((p[0] & 0xe0) == 0xc0) n = 2, cp = p[0] & 0x1f;
-  else if ((p[0] & 0xf0) == 0xe0) n = 3, cp = p[0] & 0x0f;
-  else if ((p[0] & 0xf8) == 0xf0) n = 4, cp = p[0] & 0x07;
-  else return 0;
+  if ((p[0] & 0xe0) == 0xc0)
+    n = 2, cp = p[0] & 0x1f;
+  else if ((p[0] & 0xf0) == 0xe0)
+    n = 3, cp = p[0] & 0x0f;
+  else if ((p[0] & 0xf8) == 0xf0)
+    n = 4, cp = p[0] & 0x07;
+  else
+    return 0;
   for (int i = 1; i < n; i++) {
     if ((p[i] & 0xc0) != 0x80) return 0; /* also stops at the NUL */
     cp = cp << 6 | (p[i] & 0x3f);
@@ -37,21 +41,31 @@ static void json_str(FILE *out, const char *s) {
   for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p;) {
     unsigned char c = *p;
     int n;
-    if (c == '"' || c == '\\') fprintf(out, "\\%c", c), p++;
-    else if (c == '\n') fputs("\\n", out), p++;
-    else if (c == '\t') fputs("\\t", out), p++;
-    else if (c == '\r') fputs("\\r", out), p++;
-    else if (c < 0x20 || c == 0x7f) fprintf(out, "\\u%04x", c), p++;
-    else if (c < 0x80) fputc(c, out), p++;
-    else if ((n = utf8_len(p)) > 0) fwrite(p, 1, (size_t)n, out), p += n;
-    else fputs("\\ufffd", out), p++;
+    if (c == '"' || c == '\\')
+      fprintf(out, "\\%c", c), p++;
+    else if (c == '\n')
+      fputs("\\n", out), p++;
+    else if (c == '\t')
+      fputs("\\t", out), p++;
+    else if (c == '\r')
+      fputs("\\r", out), p++;
+    else if (c < 0x20 || c == 0x7f)
+      fprintf(out, "\\u%04x", c), p++;
+    else if (c < 0x80)
+      fputc(c, out), p++;
+    else if ((n = utf8_len(p)) > 0)
+      fwrite(p, 1, (size_t)n, out), p += n;
+    else
+      fputs("\\ufffd", out), p++;
   }
   fputc('"', out);
 }
 
 static void json_num(FILE *out, double x) {
-  if (isfinite(x)) fprintf(out, "%.10g", x);
-  else fputs("null", out);
+  if (isfinite(x))
+    fprintf(out, "%.10g", x);
+  else
+    fputs("null", out);
 }
 
 /* "key": for the members of an object; `first` says whether to skip the comma. */
@@ -136,14 +150,18 @@ static st_status table_row(table *t, st_err *err, ...) {
 /* Number cells: "-" stands for a value that is not there (not > 0 for
  * times, not finite for ratios). */
 static const char *fmt_us(char *buf, size_t cap, double us) {
-  if (isfinite(us) && us > 0) snprintf(buf, cap, "%.2f", us);
-  else snprintf(buf, cap, "-");
+  if (isfinite(us) && us > 0)
+    snprintf(buf, cap, "%.2f", us);
+  else
+    snprintf(buf, cap, "-");
   return buf;
 }
 
 static const char *fmt_pct(char *buf, size_t cap, const char *fmt, double fraction) {
-  if (isfinite(fraction)) snprintf(buf, cap, fmt, 100.0 * fraction);
-  else snprintf(buf, cap, "-");
+  if (isfinite(fraction))
+    snprintf(buf, cap, fmt, 100.0 * fraction);
+  else
+    snprintf(buf, cap, "-");
   return buf;
 }
 
@@ -188,8 +206,7 @@ static st_status table_print(const table *t, FILE *out, st_err *err) {
     }
   }
   table_line(t, out, t->heads, width);
-  for (size_t r = 0; r < t->nrows; r++)
-    table_line(t, out, (const char *const *)t->cells + r * (size_t)t->ncols, width);
+  for (size_t r = 0; r < t->nrows; r++) table_line(t, out, (const char *const *)t->cells + r * (size_t)t->ncols, width);
   free(width);
   return ST_OK;
 }
@@ -200,7 +217,7 @@ static st_status finish_output(FILE *out, st_err *err) {
   return ST_OK;
 }
 
-static st_status check_common(st_db *db, FILE *out, st_report_format format, st_err *err) {
+static st_status check_common(const st_db *db, const FILE *out, st_report_format format, st_err *err) {
   if (!db || !out) return st_fail(err, ST_ERR_INVALID_ARG, "report: db or out is NULL");
   if (format != ST_REPORT_TEXT && format != ST_REPORT_JSON)
     return st_fail(err, ST_ERR_INVALID_ARG, "report: format=%d is neither text nor JSON", (int)format);
@@ -266,8 +283,8 @@ static st_status runs_text(FILE *out, const run_list *l, st_err *err) {
     fputs("no runs in the database\n", out);
     return ST_OK;
   }
-  static const char *const heads[] = {"id",     "kind",    "op",       "suite", "device", "status",
-                                      "started", "finished", "ok",    "failed", "pruned"};
+  static const char *const heads[] = {"id",      "kind",     "op", "suite",  "device", "status",
+                                      "started", "finished", "ok", "failed", "pruned"};
   table t = {11, heads, "rlllllllrrr", NULL, 0, 0};
   st_status st = ST_OK;
   for (size_t i = 0; i < l->n && st == ST_OK; i++) {
@@ -292,8 +309,10 @@ st_status st_report_runs(st_db *db, FILE *out, st_report_format format, int limi
   st = st_db_each_run(db, limit, collect_run, &l, err);
   if (st == ST_OK) st = l.st;
   if (st == ST_OK) {
-    if (format == ST_REPORT_JSON) runs_json(out, &l);
-    else st = runs_text(out, &l, err);
+    if (format == ST_REPORT_JSON)
+      runs_json(out, &l);
+    else
+      st = runs_text(out, &l, err);
   }
   free(l.v);
   return st == ST_OK ? finish_output(out, err) : st;
@@ -401,8 +420,10 @@ st_status st_report_run(st_db *db, FILE *out, st_report_format format, int64_t r
   meas_list l = {NULL, 0, 0, ST_OK, err};
   st = load_run(db, run_id, "the", &run, &l, err);
   if (st == ST_OK) {
-    if (format == ST_REPORT_JSON) run_json_measurements(out, &run, &l);
-    else st = run_text_measurements(out, &run, &l, err);
+    if (format == ST_REPORT_JSON)
+      run_json_measurements(out, &run, &l);
+    else
+      st = run_text_measurements(out, &run, &l, err);
   }
   free(l.v);
   return st == ST_OK ? finish_output(out, err) : st;
@@ -438,8 +459,8 @@ static double speedup(const st_winner_row *w) {
   return w->default_us > 0 && w->median_us > 0 ? w->default_us / w->median_us : NAN;
 }
 
-st_status st_report_winners(st_db *db, FILE *out, st_report_format format, const char *device_name,
-                            const char *arch, st_err *err) {
+st_status st_report_winners(st_db *db, FILE *out, st_report_format format, const char *device_name, const char *arch,
+                            st_err *err) {
   st_status st = check_common(db, out, format, err);
   if (st != ST_OK) return st;
   if (!device_name || !*device_name) return st_fail(err, ST_ERR_INVALID_ARG, "report: device name is empty");
@@ -451,8 +472,10 @@ st_status st_report_winners(st_db *db, FILE *out, st_report_format format, const
     json_key(out, "device", 1);
     json_str(out, device_name);
     json_key(out, "arch", 0);
-    if (arch) json_str(out, arch);
-    else fputs("null", out);
+    if (arch)
+      json_str(out, arch);
+    else
+      fputs("null", out);
     fputs(",\"winners\":[", out);
     for (size_t i = 0; i < l.n; i++) {
       const st_winner_row *w = &l.v[i];
@@ -481,8 +504,10 @@ st_status st_report_winners(st_db *db, FILE *out, st_report_format format, const
       const st_winner_row *w = &l.v[i];
       char us[32], def[32], up[32];
       double x = speedup(w);
-      if (isfinite(x)) snprintf(up, sizeof up, "%.2fx", x);
-      else snprintf(up, sizeof up, "-");
+      if (isfinite(x))
+        snprintf(up, sizeof up, "%.2fx", x);
+      else
+        snprintf(up, sizeof up, "-");
       st = table_row(&t, err, w->op, w->dispatch_key, w->variant_name, fmt_us(us, sizeof us, w->median_us),
                      fmt_us(def, sizeof def, w->default_us), up);
     }
@@ -601,8 +626,8 @@ static void collect_warnings(const st_run_row *b, const st_run_row *h, warnings 
     warn(w, "the runs are of different ops: base run %lld is %s, head run %lld is %s", (long long)b->id, b->op,
          (long long)h->id, h->op);
   if (strcmp(b->device_name, h->device_name) != 0 || strcmp(b->arch, h->arch) != 0)
-    warn(w, "the runs are on different devices: base run %lld on %s (%s), head run %lld on %s (%s)",
-         (long long)b->id, b->device_name, b->arch, (long long)h->id, h->device_name, h->arch);
+    warn(w, "the runs are on different devices: base run %lld on %s (%s), head run %lld on %s (%s)", (long long)b->id,
+         b->device_name, b->arch, (long long)h->id, h->device_name, h->arch);
   if (strcmp(b->status, "done") != 0)
     warn(w, "base run %lld is %s, not done: its timings may be incomplete", (long long)b->id, b->status);
   if (strcmp(h->status, "done") != 0)
@@ -615,9 +640,12 @@ static void summarize(const comparison *c, st_regress_summary *s) {
   s->only_base = (int)c->nbase;
   s->only_head = (int)c->nhead;
   for (size_t i = 0; i < c->npairs; i++) {
-    if (c->pairs[i].v == V_REGRESSION) s->regressions++;
-    else if (c->pairs[i].v == V_IMPROVEMENT) s->improvements++;
-    else s->unchanged++;
+    if (c->pairs[i].v == V_REGRESSION)
+      s->regressions++;
+    else if (c->pairs[i].v == V_IMPROVEMENT)
+      s->improvements++;
+    else
+      s->unchanged++;
   }
 }
 
@@ -637,8 +665,8 @@ static void json_lones(FILE *out, const char *key, const lone *v, size_t n, cons
   fputc(']', out);
 }
 
-static void regress_json(FILE *out, const st_run_row *b, const st_run_row *h, double threshold,
-                         const warnings *w, const comparison *c, const st_regress_summary *s) {
+static void regress_json(FILE *out, const st_run_row *b, const st_run_row *h, double threshold, const warnings *w,
+                         const comparison *c, const st_regress_summary *s) {
   fputs("{\"base\":{", out);
   json_run_members(out, b);
   fputs("},\"head\":{", out);
@@ -680,8 +708,8 @@ static void regress_json(FILE *out, const st_run_row *b, const st_run_row *h, do
   fputs("}}\n", out);
 }
 
-static st_status regress_text(FILE *out, const st_run_row *b, const st_run_row *h, double threshold,
-                              const warnings *w, const comparison *c, const st_regress_summary *s, st_err *err) {
+static st_status regress_text(FILE *out, const st_run_row *b, const st_run_row *h, double threshold, const warnings *w,
+                              const comparison *c, const st_regress_summary *s, st_err *err) {
   for (int i = 0; i < w->n; i++) fprintf(out, "warning: %s\n", w->text[i]);
   char bdev[160], hdev[160];
   run_device(b, bdev, sizeof bdev);
@@ -738,8 +766,10 @@ st_status st_report_regress(st_db *db, FILE *out, const st_regress_opts *opts, s
     warnings w = {.n = 0};
     collect_warnings(&b, &h, &w);
     summarize(&c, &s);
-    if (opts->format == ST_REPORT_JSON) regress_json(out, &b, &h, opts->threshold, &w, &c, &s);
-    else st = regress_text(out, &b, &h, opts->threshold, &w, &c, &s, err);
+    if (opts->format == ST_REPORT_JSON)
+      regress_json(out, &b, &h, opts->threshold, &w, &c, &s);
+    else
+      st = regress_text(out, &b, &h, opts->threshold, &w, &c, &s, err);
   }
   comparison_free(&c);
   free(bl.v);
