@@ -332,16 +332,18 @@ extern "C" __global__ void __launch_bounds__(THREADS) st_index_decode_main(const
   }
   if (direct || ALGO_SPLIT) return;
 
-  // single: the last CTA of (r, g) to get here merges.
-  __threadfence();
+  // single: the last CTA of (r, g) to get here merges. As in a cooperative
+  // grid sync, the barrier orders every thread's candidate writes before
+  // thread 0's fence, which publishes them at device scope before the count.
   __syncthreads();
   if (threadIdx.x == 0) {
+    __threadfence();
     const uint32_t done = atomicAdd(&p.counters[r * gridDim.z + g], 1u);
     s_last = done == (uint32_t)p.splits - 1;
+    if (s_last) __threadfence(); // acquire: the other CTAs' candidates
   }
   __syncthreads();
   if (!s_last) return;
-  __threadfence();
   st_merge_columns(p, r, g, seq, s_dyn, s_hist, s_merge);
   if (threadIdx.x == 0) p.counters[r * gridDim.z + g] = 0u; // ready for the next launch
 }

@@ -6,7 +6,7 @@
 // it and, among keys equal to it, those of lowest index: the contract's tie
 // rule. Key 0 means "absent" and is never selected. Cost per call: five reads
 // of the array by the warp, about 5 * n / 32 steps per lane plus 4 scans of
-// 256 bins. Emission order is index order, so the emitted slots of several
+// 256 bins; histogram updates are aggregated per bin within a step. Emission order is index order, so the emitted slots of several
 // calls over consecutive index ranges stay in global index order.
 #ifndef ST_WARP_TOPK_CUH
 #define ST_WARP_TOPK_CUH
@@ -52,9 +52,16 @@ __device__ int st_warp_topk(const uint32_t *keys, int n, int k, uint32_t *hist, 
     __syncwarp(); // every lane has read the previous pass's bins
     for (int b = lane; b < 256; b += 32) hist[b] = 0;
     __syncwarp();
-    for (int i = lane; i < n; i += 32) {
-      const uint32_t key = keys[i];
-      if (key != 0 && (key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1u);
+    // Scores of a row share their leading bits, so most lanes of a step fall
+    // in the same bin: lanes with equal bins add once, through their leader,
+    // instead of serializing 32 atomics on one address.
+    for (int i0 = 0; i0 < n; i0 += 32) {
+      const int i = i0 + lane;
+      const uint32_t key = i < n ? keys[i] : 0u;
+      const bool counted = key != 0 && (key & mask) == prefix;
+      const uint32_t bin = counted ? (key >> shift) & 255u : 256u;
+      const uint32_t same = __match_any_sync(0xffffffffu, bin);
+      if (counted && (same & st_lanemask_lt()) == 0) atomicAdd(&hist[bin], (uint32_t)__popc(same));
     }
     __syncwarp();
     // Lane l owns bins 255-8l down to 248-8l (descending digit order).
