@@ -149,26 +149,26 @@ static void test_space_canonical_sorts_keys_bytewise(void **state) {
 /* ---- ops/index_decode.lua ----------------------------------------------- */
 
 static void test_index_decode_constraints_reject_only_the_register_overflow(void **state) {
-  /* Of the full product (2880 configs) exactly bf16 x head_dim 128 x
-   * units_in_flight 4 breaks the register budget (2*... = 240 configs). */
+  /* Of the full product (3840 configs) exactly bf16 x head_dim 128 x
+   * units_in_flight 8 breaks the register budget (5*3*4*2*2 = 240 configs). */
   expect(*state,
          "local s, op = require('space'), require('ops.index_decode')\n"
          "local all = s.product(op.kernel_domains)\n"
          "local kept, rej = s.filter(all, op.constraint)\n"
          "for _, r in ipairs(rej) do\n"
          "  local p = r.point\n"
-         "  if not (p.dtype == 'bf16' and p.head_dim == 128 and p.units_in_flight == 4) then\n"
+         "  if not (p.dtype == 'bf16' and p.head_dim == 128 and p.units_in_flight == 8) then\n"
          "    return 'wrongly rejected ' .. s.canonical(p) end\n"
-         "  if not r.reason:find('budget of 64', 1, true) then return 'reason: ' .. r.reason end\n"
+         "  if not r.reason:find('budget of 128', 1, true) then return 'reason: ' .. r.reason end\n"
          "end\n"
          "return #all .. ' ' .. #kept .. ' ' .. #rej",
-         "2880 2640 240");
+         "3840 3600 240");
   expect(*state,
          "local op = require('ops.index_decode')\n"
          "local ok, why = op.constraint({dtype = 'bf16', head_dim = 128, topk = 16, heads_per_cta = 1,\n"
-         "  max_qlen = 1, threads = 256, units_in_flight = 4, algo = 'single'})\n"
+         "  max_qlen = 1, threads = 256, units_in_flight = 8, algo = 'single'})\n"
          "return tostring(ok) .. ': ' .. why",
-         "false: units_in_flight=4 x 32 registers (bf16, head_dim 128) = 128 exceed the budget of 64");
+         "false: units_in_flight=8 x 32 registers (bf16, head_dim 128) = 256 exceed the budget of 128");
   expect(*state,
          "local op = require('ops.index_decode')\n"
          "local ok, why = op.constraint({dtype = 'fp8', head_dim = 128, topk = 16, heads_per_cta = 8,\n"
@@ -188,7 +188,7 @@ static void test_index_decode_tuned_space_stops_at_topk_32(void **state) {
          "local n, max = 0, 0\n"
          "for _, k in ipairs(op.kernel_space()) do n = n + 1; max = math.max(max, k.topk) end\n"
          "return n .. ' ' .. max",
-         "2112 32");
+         "2880 32");
 }
 
 static void test_index_decode_defaults_cover_every_bucket(void **state) {

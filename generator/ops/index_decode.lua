@@ -22,7 +22,7 @@ M.kernel_domains = {
   heads_per_cta = { 1, 2, 4 },
   max_qlen = { 1, 2, 3, 4 },
   threads = { 128, 256 },
-  units_in_flight = { 1, 2, 4 },
+  units_in_flight = { 1, 2, 4, 8 },
   algo = { "single", "split" },
 }
 
@@ -37,8 +37,11 @@ local DTYPE_BYTES = { bf16 = 2, fp8 = 1 }
 -- Two mma column tiles of 8: heads x query tokens one CTA scores.
 local MAX_COLUMNS = 16
 -- Registers per thread for K fragments in flight: each unit holds a 16-token
--- tile, head_dim * bytes / 8 registers of it per thread.
-local FRAGMENT_REGISTER_BUDGET = 64
+-- tile, head_dim * bytes / 8 registers of it per thread. 128 leaves room for
+-- the rest of the kernel under the 255-register limit; more bytes in flight
+-- per warp is what small batches need (docs/kernels/index_decode.md), and
+-- the tuner weighs that against the lower occupancy.
+local FRAGMENT_REGISTER_BUDGET = 128
 -- Pruning model: an H100 (132 SMs); more than 8 waves of CTAs cannot win.
 local SM_COUNT, MAX_WAVES = 132, 8
 -- The launcher refuses plans whose merge buffer (min(warps, columns) x splits
