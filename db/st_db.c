@@ -296,7 +296,7 @@ static st_status params_json(st_db *db, const st_params *ps, int slot, const cha
 /* Parses a stored JSON object back into `out` (the reverse of params_json). */
 static st_status params_parse(st_db *db, const char *json, const char *what, st_params *out, st_err *err) {
   memset(out, 0, sizeof *out);
-  sqlite3_stmt *s;
+  sqlite3_stmt *s = NULL;
   st_status st = get_stmt(db, Q_JSON_EACH, &s, err);
   if (st != ST_OK) return st;
   if (bind(s, "t", json ? json : "{}") != SQLITE_OK) {
@@ -746,7 +746,7 @@ st_status st_db_put_device(st_db *db, const st_device_info *dev, int64_t *device
   if (st == ST_OK) st = check_str(dev->uuid, sizeof dev->uuid, "device uuid", 0, err);
   if (st == ST_OK) st = check_str(dev->name, sizeof dev->name, "device name", 0, err);
   if (st == ST_OK) st = check_str(dev->arch, sizeof dev->arch, "device arch", 0, err);
-  sqlite3_stmt *s;
+  sqlite3_stmt *s = NULL;
   if (st == ST_OK) st = get_stmt(db, Q_PUT_DEVICE, &s, err);
   if (st != ST_OK) return st;
   if (bind(s, "tttiiilli", dev->uuid, dev->name, dev->arch, dev->cc_major, dev->cc_minor, dev->sm_count, dev->mem_bytes,
@@ -770,7 +770,7 @@ st_status st_db_put_source(st_db *db, const char *source_hash, const char *op, c
   if (st == ST_OK && !text) st = st_fail(err, ST_ERR_INVALID_ARG, "st_db_put_source: text is NULL");
   const char *kjson = NULL;
   if (st == ST_OK) st = params_json(db, kernel, 0, "kernel parameters", &kjson, err);
-  sqlite3_stmt *s;
+  sqlite3_stmt *s = NULL;
   if (st == ST_OK) st = get_stmt(db, Q_PUT_SOURCE, &s, err);
   if (st != ST_OK) return st;
   if (bind(s, "tttt", source_hash, op, kjson, text) != SQLITE_OK) {
@@ -791,7 +791,7 @@ st_status st_db_put_variant(st_db *db, const st_variant_row *v, st_err *err) {
   const char *kjson = NULL, *ljson = NULL;
   if (st == ST_OK) st = params_json(db, &v->kernel, 0, "kernel parameters", &kjson, err);
   if (st == ST_OK) st = params_json(db, &v->launch, 1, "launch parameters", &ljson, err);
-  sqlite3_stmt *s;
+  sqlite3_stmt *s = NULL;
   if (st == ST_OK) st = get_stmt(db, Q_PUT_VARIANT, &s, err);
   if (st != ST_OK) return st;
   char what[128];
@@ -807,7 +807,7 @@ st_status st_db_put_variant(st_db *db, const st_variant_row *v, st_err *err) {
 st_status st_db_get_source(st_db *db, const char *source_hash, char **text, st_err *err) {
   if (!db || !source_hash || !text) return st_fail(err, ST_ERR_INVALID_ARG, "st_db_get_source: NULL argument");
   *text = NULL;
-  sqlite3_stmt *s;
+  sqlite3_stmt *s = NULL;
   st_status st = get_stmt(db, Q_GET_SOURCE, &s, err);
   if (st != ST_OK) return st;
   int found = 0;
@@ -850,7 +850,7 @@ static st_status read_variant(st_db *db, sqlite3_stmt *s, st_variant_row *out, s
 st_status st_db_get_variant(st_db *db, const char *variant_id, st_variant_row *out, st_err *err) {
   if (!db || !variant_id || !out) return st_fail(err, ST_ERR_INVALID_ARG, "st_db_get_variant: NULL argument");
   memset(out, 0, sizeof *out);
-  sqlite3_stmt *s;
+  sqlite3_stmt *s = NULL;
   st_status st = get_stmt(db, Q_GET_VARIANT, &s, err);
   if (st != ST_OK) return st;
   int found = 0;
@@ -870,7 +870,7 @@ st_status st_db_get_variant(st_db *db, const char *variant_id, st_variant_row *o
 st_status st_db_each_default(st_db *db, const char *op, int (*cb)(void *ctx, const st_variant_row *v), void *ctx,
                              st_err *err) {
   if (!db || !cb) return st_fail(err, ST_ERR_INVALID_ARG, "st_db_each_default: NULL argument");
-  sqlite3_stmt *s;
+  sqlite3_stmt *s = NULL;
   st_status st = prepare_fresh(db, SQL_EACH_DEFAULT, &s, err);
   if (st != ST_OK) return st;
   if (bind(s, "n", op) != SQLITE_OK) st = db_fail(db, err, "st_db_each_default");
@@ -892,7 +892,7 @@ st_status st_db_has_binary(st_db *db, const char *source_hash, const char *arch,
   if (!db || !source_hash || !arch || !found)
     return st_fail(err, ST_ERR_INVALID_ARG, "st_db_has_binary: NULL argument");
   *found = 0;
-  sqlite3_stmt *s;
+  sqlite3_stmt *s = NULL;
   st_status st = get_stmt(db, Q_HAS_BINARY, &s, err);
   if (st != ST_OK) return st;
   if (bind(s, "ttn", source_hash, arch, compiler) != SQLITE_OK) {
@@ -913,7 +913,7 @@ st_status st_db_put_binary(st_db *db, const st_binary_row *b, st_err *err) {
   if (st == ST_OK) st = check_str(b->compiler, sizeof b->compiler, "binary compiler", 0, err);
   if (st == ST_OK && b->cubin_size && !b->cubin)
     st = st_fail(err, ST_ERR_INVALID_ARG, "binary cubin is NULL with cubin_size=%zu", b->cubin_size);
-  sqlite3_stmt *s;
+  sqlite3_stmt *s = NULL;
   if (st == ST_OK) st = get_stmt(db, Q_PUT_BINARY, &s, err);
   if (st != ST_OK) return st;
   char what[128];
@@ -961,7 +961,7 @@ st_status st_db_get_binary(st_db *db, const char *source_hash, const char *arch,
     return st_fail(err, ST_ERR_INVALID_ARG, "st_db_get_binary: NULL argument");
   memset(out, 0, sizeof *out);
   *found = 0;
-  sqlite3_stmt *s;
+  sqlite3_stmt *s = NULL;
   st_status st = get_stmt(db, Q_GET_BINARY, &s, err);
   if (st != ST_OK) return st;
   if (bind(s, "ttn", source_hash, arch, compiler) != SQLITE_OK) {
@@ -1002,7 +1002,7 @@ st_status st_db_put_shape(st_db *db, const char *key, const char *op, const st_p
   if (st == ST_OK) st = check_str(dispatch_key, 256, "shape dispatch_key", 0, err);
   const char *json = NULL;
   if (st == ST_OK) st = params_json(db, shape, 0, "shape parameters", &json, err);
-  sqlite3_stmt *s;
+  sqlite3_stmt *s = NULL;
   if (st == ST_OK) st = get_stmt(db, Q_PUT_SHAPE, &s, err);
   if (st != ST_OK) return st;
   if (bind(s, "tttt", op, key, json, dispatch_key) != SQLITE_OK) {
@@ -1039,7 +1039,7 @@ st_status st_db_run_begin(st_db *db, const st_run_row *run, int64_t *run_id, st_
     st = st_fail(err, ST_ERR_INVALID_ARG, "run status='%s' is not running, done, interrupted or failed", run->status);
   if (st == ST_OK) st = check_str(run->started, sizeof run->started, "run started", 1, err);
   if (st == ST_OK) st = check_str(run->tool_version, sizeof run->tool_version, "run tool_version", 1, err);
-  sqlite3_stmt *s;
+  sqlite3_stmt *s = NULL;
   if (st == ST_OK) st = get_stmt(db, Q_RUN_BEGIN, &s, err);
   if (st != ST_OK) return st;
   char what[96];
@@ -1059,7 +1059,7 @@ st_status st_db_run_find_resumable(st_db *db, const st_run_row *like, int64_t *r
   if (!db || !like || !run_id) return st_fail(err, ST_ERR_INVALID_ARG, "st_db_run_find_resumable: NULL argument");
   *run_id = 0;
   st_status st = check_run_keys(like, err);
-  sqlite3_stmt *s;
+  sqlite3_stmt *s = NULL;
   if (st == ST_OK) st = get_stmt(db, Q_RUN_RESUMABLE, &s, err);
   if (st != ST_OK) return st;
   if (bind(s, "tttlt", like->kind, like->op, like->suite, like->device_id, like->args) != SQLITE_OK) {
@@ -1081,7 +1081,7 @@ st_status st_db_run_finish(st_db *db, int64_t run_id, const char *status, st_err
   st_status st = check_writable(db, "st_db_run_finish", err);
   if (st == ST_OK && !is_run_status(status))
     st = st_fail(err, ST_ERR_INVALID_ARG, "run status='%s' is not running, done, interrupted or failed", status);
-  sqlite3_stmt *s;
+  sqlite3_stmt *s = NULL;
   if (st == ST_OK) st = get_stmt(db, Q_RUN_FINISH, &s, err);
   if (st != ST_OK) return st;
   if (bind(s, "lt", run_id, status) != SQLITE_OK) {
@@ -1115,7 +1115,7 @@ st_status st_db_get_run(st_db *db, int64_t run_id, st_run_row *out, int *found, 
   if (!db || !out || !found) return st_fail(err, ST_ERR_INVALID_ARG, "st_db_get_run: NULL argument");
   memset(out, 0, sizeof *out);
   *found = 0;
-  sqlite3_stmt *s;
+  sqlite3_stmt *s = NULL;
   st_status st = get_stmt(db, Q_GET_RUN, &s, err);
   if (st != ST_OK) return st;
   if (bind(s, "l", run_id) != SQLITE_OK) {
@@ -1133,7 +1133,7 @@ st_status st_db_get_run(st_db *db, int64_t run_id, st_run_row *out, int *found, 
 
 st_status st_db_each_run(st_db *db, int limit, int (*cb)(void *ctx, const st_run_row *r), void *ctx, st_err *err) {
   if (!db || !cb) return st_fail(err, ST_ERR_INVALID_ARG, "st_db_each_run: NULL argument");
-  sqlite3_stmt *s;
+  sqlite3_stmt *s = NULL;
   st_status st = prepare_fresh(db, SQL_EACH_RUN, &s, err);
   if (st != ST_OK) return st;
   if (bind(s, "i", limit > 0 ? limit : -1) != SQLITE_OK) st = db_fail(db, err, "st_db_each_run");
@@ -1151,7 +1151,7 @@ st_status st_db_each_run(st_db *db, int limit, int (*cb)(void *ctx, const st_run
 st_status st_db_run_counts(st_db *db, int64_t run_id, st_run_counts *out, st_err *err) {
   if (!db || !out) return st_fail(err, ST_ERR_INVALID_ARG, "st_db_run_counts: NULL argument");
   memset(out, 0, sizeof *out);
-  sqlite3_stmt *s;
+  sqlite3_stmt *s = NULL;
   st_status st = get_stmt(db, Q_RUN_COUNTS, &s, err);
   if (st != ST_OK) return st;
   if (bind(s, "l", run_id) != SQLITE_OK) {
@@ -1198,7 +1198,7 @@ st_status st_db_put_measurement(st_db *db, const st_measurement *m, st_err *err)
   if (!db || !m) return st_fail(err, ST_ERR_INVALID_ARG, "st_db_put_measurement: NULL argument");
   st_status st = check_writable(db, "st_db_put_measurement", err);
   if (st == ST_OK) st = check_measurement(m, err);
-  sqlite3_stmt *s;
+  sqlite3_stmt *s = NULL;
   if (st == ST_OK) st = get_stmt(db, Q_PUT_MEASUREMENT, &s, err);
   if (st != ST_OK) return st;
   char what[128];
@@ -1217,7 +1217,7 @@ st_status st_db_has_measurement(st_db *db, int64_t run_id, const char *variant_i
   if (!db || !variant_id || !shape_key || !found)
     return st_fail(err, ST_ERR_INVALID_ARG, "st_db_has_measurement: NULL argument");
   *found = 0;
-  sqlite3_stmt *s;
+  sqlite3_stmt *s = NULL;
   st_status st = get_stmt(db, Q_HAS_MEASUREMENT, &s, err);
   if (st != ST_OK) return st;
   if (bind(s, "ltt", run_id, variant_id, shape_key) != SQLITE_OK) {
@@ -1235,7 +1235,7 @@ st_status st_db_each_measurement(st_db *db, int64_t run_id,
                                            const char *op),
                                  void *ctx, st_err *err) {
   if (!db || !cb) return st_fail(err, ST_ERR_INVALID_ARG, "st_db_each_measurement: NULL argument");
-  sqlite3_stmt *s;
+  sqlite3_stmt *s = NULL;
   st_status st = prepare_fresh(db, SQL_EACH_MEASUREMENT, &s, err);
   if (st != ST_OK) return st;
   if (bind(s, "l", run_id) != SQLITE_OK) st = db_fail(db, err, "st_db_each_measurement");
@@ -1280,7 +1280,7 @@ st_status st_db_put_winner(st_db *db, const st_winner_row *w, st_err *err) {
     st = st_fail(err, ST_ERR_INVALID_ARG, "winner median_us=%g is not a positive number", w->median_us);
   const char *json = NULL;
   if (st == ST_OK) st = params_json(db, &w->dispatch, 0, "winner dispatch parameters", &json, err);
-  sqlite3_stmt *s;
+  sqlite3_stmt *s = NULL;
   if (st == ST_OK) st = get_stmt(db, Q_PUT_WINNER, &s, err);
   if (st != ST_OK) return st;
   char what[160];
@@ -1298,7 +1298,7 @@ st_status st_db_put_winner(st_db *db, const st_winner_row *w, st_err *err) {
 st_status st_db_each_winner(st_db *db, const char *device_name, const char *arch,
                             int (*cb)(void *ctx, const st_winner_row *w), void *ctx, st_err *err) {
   if (!db || !device_name || !cb) return st_fail(err, ST_ERR_INVALID_ARG, "st_db_each_winner: NULL argument");
-  sqlite3_stmt *s;
+  sqlite3_stmt *s = NULL;
   st_status st = prepare_fresh(db, SQL_EACH_WINNER, &s, err);
   if (st != ST_OK) return st;
   if (bind(s, "tn", device_name, arch) != SQLITE_OK) st = db_fail(db, err, "st_db_each_winner");
