@@ -185,7 +185,8 @@ __device__ void st_merge_columns(const st_index_decode_params &p, int r, int g, 
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS) st_index_decode_main(const st_index_decode_params p) {
-  extern __shared__ uint32_t s_dyn[]; // [MAX_COLS][chunk_cap] score keys; then the merge's buffers
+  // [MAX_COLS][chunk_cap] score keys, [chunk_cap] pages; then the merge's buffers
+  extern __shared__ uint32_t s_dyn[];
   __shared__ uint32_t s_hist[WARPS][256];
   __shared__ st_merge_smem s_merge;
   __shared__ int s_last;
@@ -205,6 +206,11 @@ extern "C" __global__ void __launch_bounds__(THREADS) st_index_decode_main(const
   const int nloc = min(chunk, nb_all - j0);
 
   for (int i = threadIdx.x; i < ncols * chunk; i += THREADS) s_dyn[i] = 0u;
+  // The slice's pages, read once up front: the scoring loop's K loads then
+  // wait for nothing but themselves (one round trip per step, not two).
+  int32_t *s_pages = (int32_t *)(s_dyn + MAX_COLS * p.chunk_cap);
+  const int32_t *bt = p.block_table + (int64_t)r * p.bt_stride + j0;
+  for (int i = threadIdx.x; i < nloc; i += THREADS) s_pages[i] = bt[i];
 
   // q fragments: lane (gq = lane/4, cq = lane%4) holds column nt*8+gq,
   // bytes [ch*64 + cq*16, +16) of its row, the same bytes its A loads cover.
@@ -233,7 +239,6 @@ extern "C" __global__ void __launch_bounds__(THREADS) st_index_decode_main(const
     }
   __syncthreads();
 
-  const int32_t *bt = p.block_table + (int64_t)r * p.bt_stride + j0;
   const char *kbase = (const char *)p.k_cache;
   const int nunits = nloc * TILES_PER_BLOCK;
   for (int base = warp; base < nunits; base += WARPS * UNITS) {
@@ -242,7 +247,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) st_index_decode_main(const
     for (int u = 0; u < UNITS; u++) {
       const int unit = base + u * WARPS;
       if (unit < nunits) {
-        const int page = bt[unit / TILES_PER_BLOCK];
+        const int page = s_pages[unit / TILES_PER_BLOCK];
         const int tok = (unit % TILES_PER_BLOCK) * 16 + gq;
         const char *row0 = kbase + ((int64_t)page * p.k_stride_page + (int64_t)tok * p.k_stride_token) * ELEM_BYTES;
         const char *row1 = row0 + (int64_t)8 * p.k_stride_token * ELEM_BYTES;

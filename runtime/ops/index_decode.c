@@ -139,7 +139,8 @@ static int choose_splits(const st_index_decode_config *cfg, int64_t R, int64_t g
     if (s > merge_max) s = merge_max;
   }
   if (s > max_blocks) s = max_blocks;
-  const int64_t min_s = ceil_div(max_blocks * cols * 4, ST_INDEX_DECODE_MAX_SMEM);
+  /* Per block of a slice: a score key per column and the block's page. */
+  const int64_t min_s = ceil_div(max_blocks * (cols + 1) * 4, ST_INDEX_DECODE_MAX_SMEM);
   if (s < min_s) s = min_s;
   return (int)(s < 1 ? 1 : s);
 }
@@ -157,7 +158,7 @@ st_status st_index_decode_plan_make(const st_index_decode_config *cfg, const st_
   const int direct = cfg->algo == ST_INDEX_DECODE_SINGLE && splits == 1;
   /* The merge stages a key and a block id per candidate for each merging warp. */
   const int64_t merge_bytes = (warps < cols ? warps : cols) * splits * cfg->topk_cap * 8;
-  int64_t smem = cols * chunk_cap * 4;
+  int64_t smem = (cols + 1) * chunk_cap * 4;
   if (cfg->algo == ST_INDEX_DECODE_SINGLE && !direct && merge_bytes > smem) smem = merge_bytes;
   if (smem > ST_INDEX_DECODE_MAX_SMEM || merge_bytes > ST_INDEX_DECODE_MAX_SMEM)
     return st_fail(err, ST_ERR_UNSUPPORTED,
