@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Every `sparsetune` command refuses bad input with a clear message and the
+# documented exit code (2 usage, 1 failure), and leaves a foreign or corrupt
+# database file byte for byte as it was.
+set -u
+bin=$1
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+cd "$dir"
+fails=0
+passes=0
+
+# expect CODE PATTERN -- command...: exit code and a message matching PATTERN.
+expect() {
+  local code=$1 pattern=$2
+  shift 3
+  local out
+  out=$("$@" 2>&1)
+  local rc=$?
+  if [ "$rc" -ne "$code" ] || ! grep -qiE -- "$pattern" <<<"$out"; then
+    echo "FAIL: '$*' exited $rc (want $code), output:"
+    printf '%s\n' "$out" | head -5 | sed 's/^/    /'
+    fails=$((fails + 1))
+  else
+    passes=$((passes + 1))
+  fi
+}
+
+expect 2 "unknown command 'frobnicate'" -- "$bin" frobnicate
+expect 2 "usage: sparsetune" -- "$bin"
+expect 0 "usage: sparsetune tune" -- "$bin" tune --help
+expect 2 "unknown option --colour" -- "$bin" show --colour
+expect 2 "does not apply to this command" -- "$bin" show --arch sm_90a
+expect 2 "--jobs=0 is not a whole number in 1..256" -- "$bin" compile --jobs 0
+expect 2 "--device=x is not a whole number" -- "$bin" tune --device x
+expect 2 "needs a value" -- "$bin" tune --suite
+expect 2 "--threshold=abc is not a fraction" -- "$bin" regress --base 1 --head 2 --threshold abc
+expect 2 "--base RUN and --head RUN are both required" -- "$bin" regress --base 1
+expect 2 "show run needs a run id" -- "$bin" show run
+expect 2 "unknown report 'everything'" -- "$bin" show everything
+expect 2 "unexpected argument 'extra'" -- "$bin" generate extra
+expect 2 "suite.*nope" -- "$bin" generate --suite nope --db gen.db
+expect 2 "op.*attention_v9|no shapes" -- "$bin" generate --op attention_v9 --db gen.db
+expect 2 "sm_80a|arch" -- "$bin" compile --arch sm_80a --db gen.db --suite smoke
+
+# A file that is not SQLite, one of another application, a corrupt one: refused, untouched.
+printf 'not a database, just text\n' >foreign.txt
+sqlite3 other.db "CREATE TABLE notes(x); INSERT INTO notes VALUES (1);" 2>/dev/null ||
+  printf 'SQLite format 3\0' >other.db
+head -c 4096 /dev/urandom >random.bin
+for f in foreign.txt other.db random.bin; do
+  before=$(md5sum "$f")
+  expect 1 "$f" -- "$bin" generate --suite smoke --db "$f"
+  expect 1 "$f" -- "$bin" show runs --db "$f"
+  expect 1 "$f" -- "$bin" regress --base 1 --head 2 --db "$f"
+  [ "$(md5sum "$f")" = "$before" ] || { echo "FAIL: $f was modified"; fails=$((fails + 1)); }
+  [ -e "$f-wal" ] && { echo "FAIL: $f-wal was created"; fails=$((fails + 1)); }
+done
+expect 2 "cannot be read" -- "$bin" bench --db missing.db
+expect 2 "not in the database" -- "$bin" regress --base 1 --head 2 --db gen.db
+
+echo "$passes passed, $fails failed"
+[ "$fails" -eq 0 ]
