@@ -6,32 +6,20 @@
 #include <string.h>
 
 #include "ops/index_decode.h"
+#include "ops/tensor_check.h"
 #include "testutil.h"
 
 #define FAKE(p) ((void *)(uintptr_t)(p))
-
-static void tensor(st_tensor *t, void *data, st_dtype dt, int ndim, const int64_t *shape) {
-  memset(t, 0, sizeof *t);
-  t->data = data;
-  t->dtype = dt;
-  t->ndim = ndim;
-  int64_t stride = 1;
-  for (int i = ndim - 1; i >= 0; i--) {
-    t->shape[i] = shape[i];
-    t->stride[i] = stride;
-    stride *= shape[i];
-  }
-}
 
 /* R=8 requests, qlen 2, H=2, D=128, topk 16, 256 blocks of table. */
 static st_index_decode_args valid_args(void) {
   st_index_decode_args a;
   memset(&a, 0, sizeof a);
-  tensor(&a.q, FAKE(0x10000), ST_DTYPE_BF16, 3, (int64_t[]){16, 2, 128});
-  tensor(&a.k_cache, FAKE(0x20000), ST_DTYPE_BF16, 3, (int64_t[]){4096, 128, 128});
-  tensor(&a.block_table, FAKE(0x30000), ST_DTYPE_INT32, 2, (int64_t[]){8, 256});
-  tensor(&a.seq_lens, FAKE(0x40000), ST_DTYPE_INT32, 1, (int64_t[]){8});
-  tensor(&a.topk_idx, FAKE(0x50000), ST_DTYPE_INT32, 3, (int64_t[]){2, 16, 16});
+  st_tensor_contiguous(&a.q, FAKE(0x10000), ST_DTYPE_BF16, 3, (int64_t[]){16, 2, 128});
+  st_tensor_contiguous(&a.k_cache, FAKE(0x20000), ST_DTYPE_BF16, 3, (int64_t[]){4096, 128, 128});
+  st_tensor_contiguous(&a.block_table, FAKE(0x30000), ST_DTYPE_INT32, 2, (int64_t[]){8, 256});
+  st_tensor_contiguous(&a.seq_lens, FAKE(0x40000), ST_DTYPE_INT32, 1, (int64_t[]){8});
+  st_tensor_contiguous(&a.topk_idx, FAKE(0x50000), ST_DTYPE_INT32, 3, (int64_t[]){2, 16, 16});
   a.qlen = 2;
   a.topk = 16;
   a.init_blocks = 1;

@@ -12,6 +12,7 @@
 #include "compile.h"
 #include "cuda_driver.h"
 #include "generator.h"
+#include "ops/tensor_check.h"
 #include "random_fill.h"
 #include "reference/index_decode.h"
 #include "sparsetune.h"
@@ -115,19 +116,6 @@ static int remove_db(void **state) {
   return 0;
 }
 
-static void tensor(st_tensor *t, CUdeviceptr p, st_dtype dt, int ndim, const int64_t *shape) {
-  memset(t, 0, sizeof *t);
-  t->data = (void *)(uintptr_t)p;
-  t->dtype = dt;
-  t->ndim = ndim;
-  int64_t stride = 1;
-  for (int i = ndim - 1; i >= 0; i--) {
-    t->shape[i] = shape[i];
-    t->stride[i] = stride;
-    stride *= shape[i];
-  }
-}
-
 static void check(const st_ref_index_decode *in, const int32_t *got, const char *what) {
   double *scores = malloc(sizeof(double) * (size_t)(H * in->R * QLEN * MB));
   assert_int_equal(st_ref_index_decode_scores(in, scores, 4), 0);
@@ -173,11 +161,11 @@ static void test_graph_replays_follow_new_seq_lens(void **state) {
 
   st_index_decode_args a;
   memset(&a, 0, sizeof a);
-  tensor(&a.q, dq, ST_DTYPE_BF16, 3, (int64_t[]){R * QLEN, H, D});
-  tensor(&a.k_cache, dpool, ST_DTYPE_BF16, 3, (int64_t[]){PAGES, 128, D});
-  tensor(&a.block_table, dbt, ST_DTYPE_INT32, 2, (int64_t[]){R, MB});
-  tensor(&a.seq_lens, dseq, ST_DTYPE_INT32, 1, (int64_t[]){R});
-  tensor(&a.topk_idx, dout, ST_DTYPE_INT32, 3, (int64_t[]){H, R * QLEN, TOPK});
+  st_tensor_contiguous(&a.q, (void *)(uintptr_t)dq, ST_DTYPE_BF16, 3, (int64_t[]){R * QLEN, H, D});
+  st_tensor_contiguous(&a.k_cache, (void *)(uintptr_t)dpool, ST_DTYPE_BF16, 3, (int64_t[]){PAGES, 128, D});
+  st_tensor_contiguous(&a.block_table, (void *)(uintptr_t)dbt, ST_DTYPE_INT32, 2, (int64_t[]){R, MB});
+  st_tensor_contiguous(&a.seq_lens, (void *)(uintptr_t)dseq, ST_DTYPE_INT32, 1, (int64_t[]){R});
+  st_tensor_contiguous(&a.topk_idx, (void *)(uintptr_t)dout, ST_DTYPE_INT32, 3, (int64_t[]){H, R * QLEN, TOPK});
   a.qlen = QLEN;
   a.topk = TOPK;
   a.init_blocks = 1;

@@ -1,6 +1,7 @@
 #include "ops/tensor_check.h"
 
 #include <stdint.h>
+#include <string.h>
 
 int st_dtype_bytes(st_dtype d) {
   switch (d) {
@@ -43,4 +44,17 @@ st_status st_check_vector_rows(const st_tensor *t, const char *name, int align, 
       return st_fail(err, ST_ERR_INVALID_ARG, "%s.stride[%d]=%lld elements is not a multiple of %d bytes", name, i,
                      (long long)t->stride[i], align);
   return ST_OK;
+}
+
+void st_tensor_contiguous(st_tensor *t, void *data, st_dtype dtype, int ndim, const int64_t *shape) {
+  memset(t, 0, sizeof *t);
+  t->data = data;
+  t->dtype = dtype;
+  t->ndim = ndim;
+  int64_t stride = 1;
+  for (int i = ndim - 1; i >= 0; i--) {
+    t->shape[i] = shape[i];
+    t->stride[i] = stride;
+    stride *= shape[i];
+  }
 }

@@ -16,4 +16,7 @@ st_status st_check_tensor(const st_tensor *t, const char *name, st_dtype dtype, 
  * in bytes is a multiple of `align`: base pointer and all outer strides. */
 st_status st_check_vector_rows(const st_tensor *t, const char *name, int align, st_err *err);
 
+/* Fills `t` as a dense row-major view of `data` with the given shape. */
+void st_tensor_contiguous(st_tensor *t, void *data, st_dtype dtype, int ndim, const int64_t *shape);
+
 #endif

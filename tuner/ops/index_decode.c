@@ -9,6 +9,7 @@
 
 #include "op_harness.h"
 #include "ops/index_decode.h"
+#include "ops/tensor_check.h"
 #include "random_fill.h"
 #include "reference/index_decode.h"
 
@@ -93,19 +94,6 @@ static st_status upload(const st_cu *cu, CUdeviceptr *d, const void *h, size_t b
   return ST_OK;
 }
 
-static void set_tensor(st_tensor *t, CUdeviceptr p, st_dtype dt, int ndim, const int64_t *shape) {
-  memset(t, 0, sizeof *t);
-  t->data = (void *)(uintptr_t)p;
-  t->dtype = dt;
-  t->ndim = ndim;
-  int64_t stride = 1;
-  for (int i = ndim - 1; i >= 0; i--) {
-    t->shape[i] = shape[i];
-    t->stride[i] = stride;
-    stride *= shape[i];
-  }
-}
-
 static st_status case_create(const st_cu *cu, const st_device_info *dev, const st_params *shape, uint64_t seed,
                              int threads, void **out, st_err *err) {
   int D, H, qlen, topk, init, local, B, ctx;
@@ -171,11 +159,11 @@ static st_status case_create(const st_cu *cu, const st_device_info *dev, const s
     return st_cu_fail(cu, rc, "cuMemAlloc", err);
   }
   st_index_decode_args *a = &c->args;
-  set_tensor(&a->q, c->d_q, dt, 3, (int64_t[]){(int64_t)rows, H, D});
-  set_tensor(&a->k_cache, c->d_pool, dt, 3, (int64_t[]){pages, 128, D});
-  set_tensor(&a->block_table, c->d_bt, ST_DTYPE_INT32, 2, (int64_t[]){B, max_blocks});
-  set_tensor(&a->seq_lens, c->d_seq, ST_DTYPE_INT32, 1, (int64_t[]){B});
-  set_tensor(&a->topk_idx, c->d_out, ST_DTYPE_INT32, 3, (int64_t[]){H, (int64_t)rows, topk});
+  st_tensor_contiguous(&a->q, (void *)(uintptr_t)c->d_q, dt, 3, (int64_t[]){(int64_t)rows, H, D});
+  st_tensor_contiguous(&a->k_cache, (void *)(uintptr_t)c->d_pool, dt, 3, (int64_t[]){pages, 128, D});
+  st_tensor_contiguous(&a->block_table, (void *)(uintptr_t)c->d_bt, ST_DTYPE_INT32, 2, (int64_t[]){B, max_blocks});
+  st_tensor_contiguous(&a->seq_lens, (void *)(uintptr_t)c->d_seq, ST_DTYPE_INT32, 1, (int64_t[]){B});
+  st_tensor_contiguous(&a->topk_idx, (void *)(uintptr_t)c->d_out, ST_DTYPE_INT32, 3, (int64_t[]){H, (int64_t)rows, topk});
   a->qlen = qlen;
   a->topk = topk;
   a->init_blocks = init;
