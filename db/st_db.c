@@ -198,9 +198,7 @@ static void stmt_done(sqlite3_stmt *s) {
  * NULL/empty, 'i' int, 'l' int64_t, 'd' double, 'b' blob (pointer, size_t;
  * NULL when empty). Values are bound SQLITE_STATIC: they must outlive the
  * step. Returns the first failing SQLite code. */
-static int bind(sqlite3_stmt *s, const char *types, ...) {
-  va_list ap;
-  va_start(ap, types);
+static int vbind(sqlite3_stmt *s, const char *types, va_list ap) {
   int rc = SQLITE_OK;
   for (int i = 0; types[i] && rc == SQLITE_OK; i++) {
     int col = i + 1;
@@ -223,8 +221,35 @@ static int bind(sqlite3_stmt *s, const char *types, ...) {
     default: rc = SQLITE_MISUSE; break;
     }
   }
+  return rc;
+}
+
+static int bind(sqlite3_stmt *s, const char *types, ...) {
+  va_list ap;
+  va_start(ap, types);
+  const int rc = vbind(s, types, ap);
   va_end(ap);
   return rc;
+}
+
+/* The prepared statement of query q with its parameters bound (vbind's type
+ * letters); on failure nothing stays bound and the message names `what`. */
+static st_status query(st_db *db, query_id q, const char *what, sqlite3_stmt **out, st_err *err, const char *types,
+                       ...) {
+  sqlite3_stmt *s = NULL;
+  st_status st = get_stmt(db, q, &s, err);
+  if (st != ST_OK) return st;
+  va_list ap;
+  va_start(ap, types);
+  const int rc = vbind(s, types, ap);
+  va_end(ap);
+  if (rc != SQLITE_OK) {
+    st = db_fail(db, err, what);
+    stmt_done(s);
+    return st;
+  }
+  *out = s;
+  return ST_OK;
 }
 
 static void col_text(sqlite3_stmt *s, int col, char *dst, size_t cap) {
@@ -297,13 +322,8 @@ static st_status params_json(st_db *db, const st_params *ps, int slot, const cha
 static st_status params_parse(st_db *db, const char *json, const char *what, st_params *out, st_err *err) {
   memset(out, 0, sizeof *out);
   sqlite3_stmt *s = NULL;
-  st_status st = get_stmt(db, Q_JSON_EACH, &s, err);
+  st_status st = query(db, Q_JSON_EACH, what, &s, err, "t", json ? json : "{}");
   if (st != ST_OK) return st;
-  if (bind(s, "t", json ? json : "{}") != SQLITE_OK) {
-    st = db_fail(db, err, what);
-    stmt_done(s);
-    return st;
-  }
   int rc;
   while (st == ST_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
     const unsigned char *k = sqlite3_column_text(s, 0);
@@ -893,13 +913,8 @@ st_status st_db_has_binary(st_db *db, const char *source_hash, const char *arch,
     return st_fail(err, ST_ERR_INVALID_ARG, "st_db_has_binary: NULL argument");
   *found = 0;
   sqlite3_stmt *s = NULL;
-  st_status st = get_stmt(db, Q_HAS_BINARY, &s, err);
+  st_status st = query(db, Q_HAS_BINARY, "st_db_has_binary", &s, err, "ttn", source_hash, arch, compiler);
   if (st != ST_OK) return st;
-  if (bind(s, "ttn", source_hash, arch, compiler) != SQLITE_OK) {
-    st = db_fail(db, err, "st_db_has_binary");
-    stmt_done(s);
-    return st;
-  }
   st = step_row(db, s, "st_db_has_binary", found, err);
   if (st == ST_OK && *found) stmt_done(s);
   return st;
@@ -962,13 +977,8 @@ st_status st_db_get_binary(st_db *db, const char *source_hash, const char *arch,
   memset(out, 0, sizeof *out);
   *found = 0;
   sqlite3_stmt *s = NULL;
-  st_status st = get_stmt(db, Q_GET_BINARY, &s, err);
+  st_status st = query(db, Q_GET_BINARY, "st_db_get_binary", &s, err, "ttn", source_hash, arch, compiler);
   if (st != ST_OK) return st;
-  if (bind(s, "ttn", source_hash, arch, compiler) != SQLITE_OK) {
-    st = db_fail(db, err, "st_db_get_binary");
-    stmt_done(s);
-    return st;
-  }
   int row = 0;
   st = step_row(db, s, "st_db_get_binary", &row, err);
   if (st != ST_OK || !row) return st;
@@ -1116,13 +1126,8 @@ st_status st_db_get_run(st_db *db, int64_t run_id, st_run_row *out, int *found, 
   memset(out, 0, sizeof *out);
   *found = 0;
   sqlite3_stmt *s = NULL;
-  st_status st = get_stmt(db, Q_GET_RUN, &s, err);
+  st_status st = query(db, Q_GET_RUN, "st_db_get_run", &s, err, "l", run_id);
   if (st != ST_OK) return st;
-  if (bind(s, "l", run_id) != SQLITE_OK) {
-    st = db_fail(db, err, "st_db_get_run");
-    stmt_done(s);
-    return st;
-  }
   st = step_row(db, s, "st_db_get_run", found, err);
   if (st == ST_OK && *found) {
     read_run(s, out);
@@ -1152,13 +1157,8 @@ st_status st_db_run_counts(st_db *db, int64_t run_id, st_run_counts *out, st_err
   if (!db || !out) return st_fail(err, ST_ERR_INVALID_ARG, "st_db_run_counts: NULL argument");
   memset(out, 0, sizeof *out);
   sqlite3_stmt *s = NULL;
-  st_status st = get_stmt(db, Q_RUN_COUNTS, &s, err);
+  st_status st = query(db, Q_RUN_COUNTS, "st_db_run_counts", &s, err, "l", run_id);
   if (st != ST_OK) return st;
-  if (bind(s, "l", run_id) != SQLITE_OK) {
-    st = db_fail(db, err, "st_db_run_counts");
-    stmt_done(s);
-    return st;
-  }
   int found = 0;
   st = step_row(db, s, "st_db_run_counts", &found, err);
   if (st == ST_OK && found) {
@@ -1218,13 +1218,8 @@ st_status st_db_has_measurement(st_db *db, int64_t run_id, const char *variant_i
     return st_fail(err, ST_ERR_INVALID_ARG, "st_db_has_measurement: NULL argument");
   *found = 0;
   sqlite3_stmt *s = NULL;
-  st_status st = get_stmt(db, Q_HAS_MEASUREMENT, &s, err);
+  st_status st = query(db, Q_HAS_MEASUREMENT, "st_db_has_measurement", &s, err, "ltt", run_id, variant_id, shape_key);
   if (st != ST_OK) return st;
-  if (bind(s, "ltt", run_id, variant_id, shape_key) != SQLITE_OK) {
-    st = db_fail(db, err, "st_db_has_measurement");
-    stmt_done(s);
-    return st;
-  }
   st = step_row(db, s, "st_db_has_measurement", found, err);
   if (st == ST_OK && *found) stmt_done(s);
   return st;
