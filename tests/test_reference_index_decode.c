@@ -177,11 +177,13 @@ static void test_verifier_accepts_the_reference_and_rejects_planted_mistakes(voi
   assert_non_null(strstr(msg, "forced block 0 missing"));
   /* The worst non-forced block instead of a chosen one. */
   memcpy(bad, f.out, sizeof(int32_t) * 48);
+  /* Row 0 sees 41 blocks: 0 and 39, 40 are forced, 1..38 are chosen by score. */
+  const int free_lo = 1, free_hi = 39;
   int worst = -1;
-  for (int j = 1; j < 38; j++)
+  for (int j = free_lo; j < free_hi; j++)
     if (!contains(f.out, 8, j) && (worst < 0 || f.scores[j] < f.scores[worst])) worst = j;
   for (int i = 0; i < 8; i++)
-    if (bad[i] >= 1 && bad[i] < 38) {
+    if (bad[i] >= free_lo && bad[i] < free_hi) {
       bad[i] = worst;
       break;
     }
@@ -195,7 +197,7 @@ static void test_verifier_accepts_the_reference_and_rejects_planted_mistakes(voi
   memcpy(bad, f.out, sizeof(int32_t) * 48);
   int weakest = -1, slot = -1;
   for (int i = 0; i < 8; i++)
-    if (bad[i] >= 1 && bad[i] < 38 && (weakest < 0 || f.scores[bad[i]] < f.scores[weakest])) {
+    if (bad[i] >= free_lo && bad[i] < free_hi && (weakest < 0 || f.scores[bad[i]] < f.scores[weakest])) {
       weakest = bad[i];
       slot = i;
     }
