@@ -13,15 +13,20 @@
 // every column with tensor-core mma (bf16 m16n8k16, or e4m3 m16n8k32).
 // A warp handles one 16-token tile of a block per step ("unit"); the max over
 // a tile's rows reduces in registers and shuffles, the max over a block's 8
-// tiles by atomicMax on integer keys in shared memory. Each CTA then keeps,
-// per column, its slice's best non-forced blocks (radix select by one warp).
-//   single: the last CTA of (r, g) to finish merges all slices' candidates
-//           and writes topk_idx (one launch; counters reset by that CTA).
-//   split:  candidates go to the workspace; st_index_decode_merge merges.
-// With one split and the single algorithm the CTA writes topk_idx directly.
+// tiles by atomicMax on integer keys in shared memory. Each CTA writes its
+// blocks' keys (forced blocks as 0) to the workspace, one row of max_blocks
+// keys per column; no CTA selects on its own slice, because a slice's own
+// top-k must then be merged again and cost more than the selection itself
+// (docs/kernels/index_decode.md, v4).
+//   single: the last CTA of (r, g) to finish selects from every split's keys
+//           with the whole CTA and writes topk_idx (one launch; counters
+//           reset by that CTA).
+//   split:  st_index_decode_merge does that selection in a second launch.
+// With one split and the single algorithm the CTA selects from its shared
+// memory and writes topk_idx directly.
 //
 // Bytes: the visible K rows once per head group (R * nb * 128 * D * elem);
-// q, block table and candidates are small. FLOPs: 2 * 128 * D * columns per
+// q, block table and block keys are small. FLOPs: 2 * 128 * D * columns per
 // visible block, on tensor cores: the op is bandwidth-bound.
 
 constexpr int IS_FP8 = ${is_fp8};
@@ -37,7 +42,7 @@ constexpr int ALGO_SPLIT = ${algo_split};
 #include "common/load.cuh"
 #include "common/mma.cuh"
 #include "common/score_key.cuh"
-#include "common/warp_topk.cuh"
+#include "common/cta_topk.cuh"
 
 constexpr int BLOCK_TOKENS = 128;
 constexpr int TILES_PER_BLOCK = BLOCK_TOKENS / 16;
@@ -106,89 +111,66 @@ __device__ void st_write_padding(const st_index_decode_params &p, int r, int g) 
   }
 }
 
-// Merges the candidates of all splits of (r, g) for every column and writes
-// topk_idx; the whole CTA takes part. Candidates are stored slot-major,
-// [slot][split], and a split fills at most min(free, chunk) slots, so only
-// those rows are read. Every split kept its best `free` blocks, so the
-// global k-th key is at least the largest k-th key of a split that filled its
-// slots: candidates below that bound cannot win. All threads scan the
-// candidates of up to NBUF columns at once (independent loads, no
-// data-dependent stop), the survivors (usually about `free` per column) are
-// appended to per-column buffers in shared memory, and one warp per column
-// selects from those. Among exactly equal scores the pick may differ from the
-// lowest block index, as the contract allows.
-constexpr int NBUF = WARPS < MAX_COLS ? WARPS : MAX_COLS;
-
-struct st_merge_smem {
-  uint32_t bound[NBUF];
-  int count[NBUF];
-  int free[NBUF];
-  int64_t row[NBUF];
-};
-
-__device__ __forceinline__ int64_t st_cand_row(const st_index_decode_params &p, int r, const st_column &c, int col) {
-  return ((int64_t)r * p.num_heads + c.head) * p.qlen + col % p.qlen;
+// Row of block_keys for request r, head h, query token t.
+__device__ __forceinline__ int64_t st_key_row(const st_index_decode_params &p, int r, int h, int t) {
+  return ((int64_t)r * p.num_heads + h) * p.qlen + t;
 }
 
-// buf: NBUF * splits * TOPK_CAP keys, then as many ids.
-__device__ void st_merge_columns(const st_index_decode_params &p, int r, int g, int seq, uint32_t *buf,
-                                 uint32_t (*hist)[256], st_merge_smem &sm) {
+using st_select_smem = st_cta_topk_smem<MAX_COLS>;
+
+// Columns c0 .. c0+nc-1 of (r, g): keys[cl * stride + j] is the key of block
+// j of column c0+cl (j < nb_all; forced and invisible blocks hold 0). Writes
+// their topk_idx rows: forced ids first, then the best others, then -1.
+__device__ void st_select_and_write(const st_index_decode_params &p, int r, int g, int seq, int c0, int nc,
+                                    const uint32_t *keys, int stride, int nb_all, st_select_smem &sm) {
+  st_cta_topk<MAX_COLS>(
+      keys, stride, nb_all, nc, [&](int cl) { return st_make_column(p, r, g, c0 + cl, seq).free; }, sm,
+      [&](int cl, int j, int slot) {
+        const st_column c = st_make_column(p, r, g, c0 + cl, seq);
+        st_out_row(p, c)[c.lo + (c.nb - c.hi) + slot] = j;
+      });
   const int warp = threadIdx.x / 32;
+  for (int cl = warp; cl < nc; cl += WARPS)
+    st_write_forced_and_pad(p, st_make_column(p, r, g, c0 + cl, seq), sm.chosen[cl]);
+  __syncthreads(); // the caller may reuse `keys` and sm
+}
+
+// The merge of (r, g): every split has written its blocks' keys to the
+// workspace; stage up to sel_cols columns at a time in shared memory (read
+// from L2: they were written by other CTAs of this launch or the last one)
+// and select.
+__device__ void st_merge_from_workspace(const st_index_decode_params &p, int r, int g, int seq, uint32_t *buf,
+                                        st_select_smem &sm) {
   const int ncols = HEADS_PER_CTA * p.qlen;
-  const int S = p.splits;
-  const int cap = S * TOPK_CAP;
-  uint32_t *kbuf = buf;
-  int32_t *ibuf = (int32_t *)(buf + NBUF * cap);
   const int nb_all = min((seq - 1) / BLOCK_TOKENS + 1, p.max_blocks);
-  const int chunk = min((nb_all + S - 1) / S, p.chunk_cap);
-  const int rows = min(chunk, TOPK_CAP);
-  for (int c0 = 0; c0 < ncols; c0 += NBUF) {
-    const int nc = min(NBUF, ncols - c0);
-    if (threadIdx.x < nc) {
-      const st_column c = st_make_column(p, r, g, c0 + threadIdx.x, seq);
-      sm.bound[threadIdx.x] = 0u;
-      sm.count[threadIdx.x] = 0;
-      sm.free[threadIdx.x] = c.free;
-      sm.row[threadIdx.x] = st_cand_row(p, r, c, c0 + threadIdx.x);
-    }
-    __syncthreads();
-    for (int e = threadIdx.x; e < nc * S; e += THREADS) {
-      const uint32_t t = st_ld_l2_u32(p.cand_thr + sm.row[e / S] * S + e % S);
-      if (t) atomicMax(&sm.bound[e / S], t);
-    }
-    __syncthreads();
-#pragma unroll 4
-    for (int e = threadIdx.x; e < nc * rows * S; e += THREADS) {
-      const int cl = e / (rows * S), i = e % (rows * S); // i = slot * S + split
-      if (i / S >= sm.free[cl]) continue;
-      const int64_t at = sm.row[cl] * cap + i;
-      const uint32_t key = st_ld_l2_u32(p.cand_key + at);
-      const int32_t idx = st_ld_l2_i32(p.cand_idx + at);
-      if (key != 0u && key >= sm.bound[cl]) {
-        const int pos = atomicAdd(&sm.count[cl], 1);
-        kbuf[cl * cap + pos] = key;
-        ibuf[cl * cap + pos] = idx;
+  for (int c0 = 0; c0 < ncols; c0 += p.sel_cols) {
+    const int nc = min(p.sel_cols, ncols - c0);
+    // MERGE_LOADS independent loads per thread before the first store: one
+    // L2 round trip per batch, not one per key.
+    constexpr int MERGE_LOADS = 8;
+    for (int e0 = threadIdx.x; e0 < nc * nb_all; e0 += THREADS * MERGE_LOADS) {
+      uint32_t v[MERGE_LOADS];
+#pragma unroll
+      for (int u = 0; u < MERGE_LOADS; u++) {
+        const int e = e0 + u * THREADS;
+        const int cl = e / nb_all, j = e - cl * nb_all;
+        const int n = c0 + cl;
+        const int64_t row = st_key_row(p, r, g * HEADS_PER_CTA + n / p.qlen, n % p.qlen);
+        v[u] = e < nc * nb_all ? st_ld_l2_u32(p.block_keys + row * p.max_blocks + j) : 0u;
       }
+#pragma unroll
+      for (int u = 0; u < MERGE_LOADS; u++)
+        if (e0 + u * THREADS < nc * nb_all) buf[e0 + u * THREADS] = v[u];
     }
     __syncthreads();
-    if (warp < nc) {
-      const st_column c = st_make_column(p, r, g, c0 + warp, seq);
-      int32_t *out = st_out_row(p, c);
-      const int forced = c.lo + (c.nb - c.hi);
-      const int32_t *ids = ibuf + warp * cap;
-      const int got = st_warp_topk(kbuf + warp * cap, sm.count[warp], c.free, hist[warp],
-                                   [&](int i, int slot) { out[forced + slot] = ids[i]; });
-      st_write_forced_and_pad(p, c, got);
-    }
-    __syncthreads(); // the buffers are reused by the next group of columns
+    st_select_and_write(p, r, g, seq, c0, nc, buf, nb_all, nb_all, sm);
   }
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS) st_index_decode_main(const st_index_decode_params p) {
   // [MAX_COLS][chunk_cap] score keys, [chunk_cap] pages; then the merge's buffers
   extern __shared__ uint32_t s_dyn[];
-  __shared__ uint32_t s_hist[WARPS][256];
-  __shared__ st_merge_smem s_merge;
+  __shared__ st_select_smem s_sel;
   __shared__ int s_last;
 
   const int split = blockIdx.x, r = blockIdx.y, g = blockIdx.z;
@@ -302,68 +284,50 @@ extern "C" __global__ void __launch_bounds__(THREADS) st_index_decode_main(const
   }
   __syncthreads();
 
-  // Per column: this slice's best non-forced blocks.
+  // Forced blocks are never chosen by score: their keys become 0.
   const bool direct = !ALGO_SPLIT && p.splits == 1;
-  for (int col = warp; col < ncols; col += WARPS) {
+  for (int e = threadIdx.x; e < ncols * nloc; e += THREADS) {
+    const int col = e / nloc, i = e - col * nloc;
     const st_column c = st_make_column(p, r, g, col, seq);
-    uint32_t *keys = s_dyn + col * chunk;
-    for (int i = lane; i < nloc; i += 32)
-      if (st_forced(c, j0 + i)) keys[i] = 0u;
-    __syncwarp();
-    if (direct) {
-      int32_t *out = st_out_row(p, c);
-      const int forced = c.lo + (c.nb - c.hi);
-      const int got = st_warp_topk(keys, nloc, c.free, s_hist[warp],
-                                   [&](int i, int slot) { out[forced + slot] = j0 + i; });
-      st_write_forced_and_pad(p, c, got);
-    } else {
-      const int n = p.splits * TOPK_CAP;
-      const int64_t row = ((int64_t)r * p.num_heads + c.head) * qlen + col % qlen;
-      // Slot-major: slot j of this split is entry j * splits + split.
-      uint32_t *ck = p.cand_key + row * n + split;
-      int32_t *ci = p.cand_idx + row * n + split;
-      uint32_t least = 0xffffffffu; // smallest key this lane emitted
-      const int got = st_warp_topk(keys, nloc, c.free, s_hist[warp], [&](int i, int slot) {
-        ck[(int64_t)slot * p.splits] = keys[i];
-        ci[(int64_t)slot * p.splits] = j0 + i;
-        least = min(least, keys[i]);
-      });
-      // Only the slots the merge may read: up to `free` (it stops at the first empty row).
-      for (int i = got + lane; i < c.free && i < TOPK_CAP; i += 32) ck[(int64_t)i * p.splits] = 0u;
-      // A split that filled its `free` slots bounds the merge from below.
-      least = __reduce_min_sync(0xffffffffu, least);
-      if (lane == 0) p.cand_thr[row * p.splits + split] = got == c.free && got > 0 ? least : 0u;
-    }
+    const uint32_t key = st_forced(c, j0 + i) ? 0u : s_dyn[col * chunk + i];
+    if (direct)
+      s_dyn[col * chunk + i] = key;
+    else
+      p.block_keys[st_key_row(p, r, c.head, col % qlen) * p.max_blocks + j0 + i] = key;
   }
-  if (direct || ALGO_SPLIT) return;
+  if (direct) { // one CTA saw every block: select here
+    __syncthreads();
+    st_select_and_write(p, r, g, seq, 0, ncols, s_dyn, chunk, nloc, s_sel);
+    return;
+  }
+  if (ALGO_SPLIT) return;
 
   // single: the last CTA of (r, g) to get here merges. As in a cooperative
-  // grid sync, the barrier orders every thread's candidate writes before
-  // thread 0's fence, which publishes them at device scope before the count.
+  // grid sync, the barrier orders every thread's key writes before thread
+  // 0's fence, which publishes them at device scope before the count.
   __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence();
     const uint32_t done = atomicAdd(&p.counters[r * gridDim.z + g], 1u);
     s_last = done == (uint32_t)p.splits - 1;
-    if (s_last) __threadfence(); // acquire: the other CTAs' candidates
+    if (s_last) __threadfence(); // acquire: the other CTAs' keys
   }
   __syncthreads();
   if (!s_last) return;
-  st_merge_columns(p, r, g, seq, s_dyn, s_hist, s_merge);
+  st_merge_from_workspace(p, r, g, seq, s_dyn, s_sel);
   if (threadIdx.x == 0) p.counters[r * gridDim.z + g] = 0u; // ready for the next launch
 }
 
 // split: grid (R, H / HEADS_PER_CTA), THREADS threads; dynamic shared memory
-// holds splits * TOPK_CAP keys and ids for each of NBUF columns.
+// holds sel_cols * max_blocks keys.
 extern "C" __global__ void __launch_bounds__(THREADS) st_index_decode_merge(const st_index_decode_params p) {
   extern __shared__ uint32_t s_dyn[];
-  __shared__ uint32_t s_hist[WARPS][256];
-  __shared__ st_merge_smem s_merge;
+  __shared__ st_select_smem s_sel;
   const int r = blockIdx.x, g = blockIdx.y;
   const int seq = p.seq_lens[r];
   if (seq <= 0) {
     st_write_padding(p, r, g);
     return;
   }
-  st_merge_columns(p, r, g, seq, s_dyn, s_hist, s_merge);
+  st_merge_from_workspace(p, r, g, seq, s_dyn, s_sel);
 }

@@ -126,7 +126,7 @@ static void test_plans_size_grid_and_workspace(void **state) {
   st_index_decode_args a = valid_args();
   st_err err = {{0}};
   st_index_decode_plan p;
-  /* single, 4 splits: counters + candidates, one launch. */
+  /* single, 4 splits: counters + block keys, one launch. */
   st_index_decode_config c = config("bf16", 16, 2, 2, "single", 4);
   assert_int_equal(st_index_decode_plan_make(&c, &a, 132, &p, &err), ST_OK);
   assert_int_equal(p.grid[0], 4);
@@ -135,9 +135,10 @@ static void test_plans_size_grid_and_workspace(void **state) {
   assert_int_equal(p.block, 256);
   assert_int_equal(p.merge_block, 0);
   assert_int_equal(p.params.chunk_cap, 64); /* 256 blocks / 4 splits */
-  const size_t cand = 8 * 2 * 2 * 4 * 16 * 4;
-  assert_true(p.workspace_bytes >= 2 * cand + 8 * 4);
-  assert_true(p.cand_idx_offset >= p.cand_key_offset + cand);
+  assert_int_equal(p.params.sel_cols, 4); /* 2 heads x max_qlen 2; 256 keys each fit */
+  const size_t keys = (size_t)8 * 2 * 2 * 256 * 4; /* R x H x qlen x max_blocks keys */
+  assert_true(p.block_keys_offset >= 8 * 4);
+  assert_true(p.workspace_bytes >= p.block_keys_offset + keys);
   /* single with 1 split writes the output directly: no workspace. */
   c = config("bf16", 16, 2, 2, "single", 1);
   assert_int_equal(st_index_decode_plan_make(&c, &a, 132, &p, &err), ST_OK);

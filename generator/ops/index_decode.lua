@@ -44,11 +44,6 @@ local MAX_COLUMNS = 16
 local FRAGMENT_REGISTER_BUDGET = 128
 -- Pruning model: an H100 (132 SMs); more than 8 waves of CTAs cannot win.
 local SM_COUNT, MAX_WAVES = 132, 8
--- The launcher refuses plans whose merge buffer (min(warps, columns) x splits
--- x topk x 8 bytes: a key and a block id) exceeds this (ST_INDEX_DECODE_MAX_SMEM in
--- runtime/ops/index_decode.c); keep the two equal.
-local MAX_MERGE_SMEM_BYTES = 96 * 1024
-
 local SHAPE_FIELDS = { "B", "D", "H", "ctx", "dtype", "init", "lens", "local", "qlen", "topk" }
 -- The host-known subset the runtime dispatches on (runtime/ops/index_decode.c
 -- st_index_decode_dispatch_key builds the same text).
@@ -267,11 +262,6 @@ function M.worth(k, l, s, _is_default)
   local ctas = s.B * splits * (s.H // k.heads_per_cta)
   if ctas > MAX_WAVES * SM_COUNT then
     return false, string.format("%d CTAs exceed %d waves of %d SMs", ctas, MAX_WAVES, SM_COUNT)
-  end
-  local merges = not (k.algo == "single" and splits == 1)
-  local merge_bytes = math.min(k.threads // 32, k.heads_per_cta * k.max_qlen) * splits * k.topk * 8
-  if merges and merge_bytes > MAX_MERGE_SMEM_BYTES then
-    return false, string.format("merge buffer of %d bytes exceeds %d", merge_bytes, MAX_MERGE_SMEM_BYTES)
   end
   return true
 end

@@ -10,6 +10,10 @@
 /* Dynamic shared memory one CTA may ask for. Far under the 227 KiB limit so
  * several CTAs share a multiprocessor. */
 #define ST_INDEX_DECODE_MAX_SMEM (96 * 1024)
+/* Shared memory the merge stages block keys in: 8192 blocks (1M tokens) of
+ * one column, or the 1024 blocks of 128K tokens for 8 columns at once. A
+ * larger buffer would cost every scoring CTA of the launch occupancy. */
+#define ST_INDEX_DECODE_SELECT_SMEM (32 * 1024)
 #define ST_WS_ALIGN 256
 
 static const char *dtype_name(st_dtype d) {
@@ -125,19 +129,14 @@ static size_t align_up(size_t x) { return (x + ST_WS_ALIGN - 1) / ST_WS_ALIGN * 
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/* Split count: the variant's, or (0) enough CTAs for two per multiprocessor
- * within what the last CTA's merge buffer holds; never more than the blocks,
- * and at least enough that one CTA's scores fit in shared memory. */
+/* Split count: the variant's, or (0) enough CTAs for two per multiprocessor;
+ * never more than the blocks, and at least enough that one CTA's scores fit
+ * in shared memory. */
 static int choose_splits(const st_index_decode_config *cfg, int64_t R, int64_t groups, int64_t max_blocks,
                          int sm_count) {
   const int64_t cols = (int64_t)cfg->heads_per_cta * cfg->max_qlen;
-  const int64_t warps = cfg->threads / 32;
   int64_t s = cfg->splits;
-  if (s == 0) {
-    s = ceil_div(2 * (int64_t)sm_count, R * groups);
-    const int64_t merge_max = ST_INDEX_DECODE_MAX_SMEM / ((warps < cols ? warps : cols) * cfg->topk_cap * 8);
-    if (s > merge_max) s = merge_max;
-  }
+  if (s == 0) s = ceil_div(2 * (int64_t)sm_count, R * groups);
   if (s > max_blocks) s = max_blocks;
   /* Per block of a slice: a score key per column and the block's page. */
   const int64_t min_s = ceil_div(max_blocks * (cols + 1) * 4, ST_INDEX_DECODE_MAX_SMEM);
@@ -154,12 +153,15 @@ st_status st_index_decode_plan_make(const st_index_decode_config *cfg, const st_
   const int splits = choose_splits(cfg, R, groups, max_blocks, sm_count > 0 ? sm_count : 1);
   const int64_t chunk_cap = ceil_div(max_blocks, splits);
   const int64_t cols = (int64_t)cfg->heads_per_cta * cfg->max_qlen;
-  const int64_t warps = cfg->threads / 32;
   const int direct = cfg->algo == ST_INDEX_DECODE_SINGLE && splits == 1;
-  /* The merge stages a key and a block id per candidate for each merging warp. */
-  const int64_t merge_bytes = (warps < cols ? warps : cols) * splits * cfg->topk_cap * 8;
+  /* The merge stages sel_cols columns of max_blocks keys at a time. */
+  const int64_t row_bytes = max_blocks * 4;
+  int64_t sel_cols = ST_INDEX_DECODE_SELECT_SMEM / row_bytes;
+  if (sel_cols > cols) sel_cols = cols;
+  if (sel_cols < 1) sel_cols = 1;
+  const int64_t merge_bytes = direct ? 0 : sel_cols * row_bytes;
   int64_t smem = (cols + 1) * chunk_cap * 4;
-  if (cfg->algo == ST_INDEX_DECODE_SINGLE && !direct && merge_bytes > smem) smem = merge_bytes;
+  if (cfg->algo == ST_INDEX_DECODE_SINGLE && merge_bytes > smem) smem = merge_bytes;
   if (smem > ST_INDEX_DECODE_MAX_SMEM || merge_bytes > ST_INDEX_DECODE_MAX_SMEM)
     return st_fail(err, ST_ERR_UNSUPPORTED,
                    "max_context=%d needs %lld bytes of shared memory with %d splits (limit %d)", a->max_context,
@@ -187,6 +189,7 @@ st_status st_index_decode_plan_make(const st_index_decode_config *cfg, const st_
   p->max_blocks = (int32_t)max_blocks;
   p->splits = splits;
   p->chunk_cap = (int32_t)chunk_cap;
+  p->sel_cols = (int32_t)sel_cols;
 
   size_t off = 0;
   if (cfg->algo == ST_INDEX_DECODE_SINGLE && !direct) {
@@ -194,13 +197,8 @@ st_status st_index_decode_plan_make(const st_index_decode_config *cfg, const st_
     off = align_up(off + (size_t)(R * groups) * 4);
   }
   if (!direct) {
-    const size_t cand = (size_t)R * (size_t)H * (size_t)a->qlen * (size_t)splits * (size_t)cfg->topk_cap;
-    plan->cand_key_offset = off;
-    off = align_up(off + cand * 4);
-    plan->cand_idx_offset = off;
-    off = align_up(off + cand * 4);
-    plan->cand_thr_offset = off;
-    off = align_up(off + (size_t)R * (size_t)H * (size_t)a->qlen * (size_t)splits * 4);
+    plan->block_keys_offset = off;
+    off = align_up(off + (size_t)R * (size_t)H * (size_t)a->qlen * (size_t)max_blocks * 4);
   }
   plan->workspace_bytes = off;
   plan->grid[0] = (unsigned)splits;
@@ -222,8 +220,8 @@ st_status st_index_decode_plan_make(const st_index_decode_config *cfg, const st_
 static st_status launch_one(const st_cu *cu, CUfunction fn, const unsigned grid[3], unsigned block, unsigned smem,
                             st_index_decode_params *params, CUstream stream, st_err *err) {
   /* Past 48 KiB of static + dynamic shared memory a kernel must opt in; the
-   * kernels' static part is at most 8 KiB + a word. */
-  if (smem > 32 * 1024)
+   * kernels' static part (the selection's histograms) is under 17 KiB. */
+  if (smem > 31 * 1024)
     ST_CU_TRY(cu, cu->cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem), err);
   void *kargs[] = {params};
   ST_CU_TRY(cu, cu->cuLaunchKernel(fn, grid[0], grid[1], grid[2], block, 1, 1, smem, stream, kargs, NULL), err);
@@ -243,9 +241,7 @@ st_status st_index_decode_launch(const st_cu *cu, CUfunction main_fn, CUfunction
   char *ws = workspace;
   if (plan->workspace_bytes > 0) {
     params.counters = (uint32_t *)(ws + plan->counters_offset);
-    params.cand_key = (uint32_t *)(ws + plan->cand_key_offset);
-    params.cand_idx = (int32_t *)(ws + plan->cand_idx_offset);
-    params.cand_thr = (uint32_t *)(ws + plan->cand_thr_offset);
+    params.block_keys = (uint32_t *)(ws + plan->block_keys_offset);
   }
   st_status s = launch_one(cu, main_fn, plan->grid, plan->block, plan->smem_bytes, &params, stream, err);
   if (s != ST_OK || !plan->merge_block) return s;

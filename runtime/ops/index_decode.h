@@ -64,7 +64,7 @@ typedef struct st_index_decode_plan {
   unsigned merge_smem_bytes;
   int splits;                    /* effective split count                    */
   size_t workspace_bytes;
-  size_t counters_offset, cand_key_offset, cand_idx_offset, cand_thr_offset;
+  size_t counters_offset, block_keys_offset;
 } st_index_decode_plan;
 
 /* Plans a launch for valid, fitting arguments on a GPU with `sm_count`

@@ -16,10 +16,8 @@ typedef struct st_index_decode_params {
   const int32_t *seq_lens;    /* [R]                                            */
   int32_t *topk_idx;          /* [H, R*qlen, topk]                              */
   uint32_t *counters;         /* workspace: [R * head_groups] CTAs done (single) */
-  uint32_t *cand_key;         /* workspace: [R, H, qlen, splits, topk_cap] keys */
-  int32_t *cand_idx;          /* workspace: same shape, block ids               */
-  uint32_t *cand_thr;         /* workspace: [R, H, qlen, splits] each split's
-                                 k-th key when it filled all its slots, else 0 */
+  uint32_t *block_keys;       /* workspace: [R, H, qlen, max_blocks] score key of
+                                 each visible non-forced block (0: none)        */
   int64_t q_stride_row, q_stride_head;
   int64_t k_stride_page, k_stride_token;
   int64_t bt_stride;
@@ -34,6 +32,8 @@ typedef struct st_index_decode_params {
   int32_t splits;             /* CTAs per (request, head group) = gridDim.x     */
   int32_t chunk_cap;          /* blocks one CTA's score buffer holds:
                                  >= ceil(max_blocks / splits)                    */
+  int32_t sel_cols;           /* columns the merge stages in shared memory at
+                                 once (sel_cols * max_blocks keys)               */
 } st_index_decode_params;
 
 #endif
