@@ -12,8 +12,7 @@ __device__ __forceinline__ uint4 st_ld_stream16(const void *p) {
   return v;
 }
 
-// Data another CTA of this launch wrote (candidate lists): read from L2.
+// Data another CTA of this launch wrote (block keys): read from L2.
 __device__ __forceinline__ uint32_t st_ld_l2_u32(const uint32_t *p) { return __ldcg(p); }
-__device__ __forceinline__ int32_t st_ld_l2_i32(const int32_t *p) { return __ldcg(p); }
 
 #endif // ST_LOAD_CUH
