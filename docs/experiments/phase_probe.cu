@@ -9,15 +9,8 @@
 // Run: phase_probe CTX SPLITS...  (B = 1, H = 2, D = 128 bf16, topk 16,
 // init 1, local 2; pool, random block table and graph-replay timing as in
 // ../../shared/anchors.md).
-#include <cuda_runtime.h>
-#include <algorithm>
-#include <cstdio>
-#include <cstdlib>
-#include <vector>
+#include "graph_time.cuh"
 #include KERNEL
-
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
-  fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); exit(1); } } while (0)
 
 int main(int argc, char **argv) {
   const int ctx = atoi(argv[1]), H = 2, D = 128, pool = 4096, R = 1;
@@ -57,29 +50,10 @@ int main(int argc, char **argv) {
     p.sel_cols = std::min(cols, 8192 / max_blocks);
     const int smem = std::max((cols + 1) * p.chunk_cap * 4, p.sel_cols * max_blocks * 4);
     CK(cudaFuncSetAttribute(st_index_decode_main, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
-    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-    st_index_decode_main<<<dim3(splits, R, groups), THREADS, smem, st>>>(p);
-    CK(cudaStreamEndCapture(st, &g));
-    CK(cudaGraphInstantiate(&ge, g, 0));
-    for (int i = 0; i < 20; i++) CK(cudaGraphLaunch(ge, st));
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    std::vector<float> t;
-    for (int rep = 0; rep < 5; rep++) {
-      CK(cudaEventRecord(e0, st));
-      for (int i = 0; i < 40; i++) CK(cudaGraphLaunch(ge, st));
-      CK(cudaEventRecord(e1, st));
-      CK(cudaEventSynchronize(e1));
-      float ms;
-      CK(cudaEventElapsedTime(&ms, e0, e1));
-      t.push_back(ms * 1000.f / 40);
-    }
-    CK(cudaGetLastError());
-    std::sort(t.begin(), t.end());
-    printf("ctx %6d splits %4d ctas %4d: %7.2f us\n", ctx, splits, splits * groups, t[2]);
+    const float us = graph_time_us(st, [&](cudaStream_t s) {
+      st_index_decode_main<<<dim3(splits, R, groups), THREADS, smem, s>>>(p);
+    });
+    printf("ctx %6d splits %4d ctas %4d: %7.2f us\n", ctx, splits, splits * groups, us);
   }
   return 0;
 }

@@ -10,16 +10,9 @@
 //   reg     the v3 scoring loop: register loads, mma, block max to smem, out
 //   bulk    whole pages by cp.async.bulk into S shared-memory stages, mma from there
 // Build: nvcc -O3 -gencode=arch=compute_90a,code=sm_90a -o stream_probe stream_probe.cu
-#include <cuda_runtime.h>
 #include <cuda_bf16.h>
-#include <algorithm>
-#include <cstdio>
 #include <cstdint>
-#include <cstdlib>
-#include <vector>
-
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
-  fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); exit(1); } } while (0)
+#include "graph_time.cuh"
 
 constexpr int D = 128, ROW = D * 2, PAGE_BYTES = 128 * ROW, CHUNKS = ROW / 64;
 
@@ -214,33 +207,7 @@ __global__ void __launch_bounds__(256) k_bulk(Args a) {
 typedef void (*kern)(Args);
 
 static float time_graph(kern f, int ncta, size_t smem, Args a, cudaStream_t st) {
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-  f<<<ncta, 256, smem, st>>>(a);
-  CK(cudaStreamEndCapture(st, &g));
-  CK(cudaGraphInstantiate(&ge, g, 0));
-  for (int i = 0; i < 10; i++) CK(cudaGraphLaunch(ge, st));
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  std::vector<float> t;
-  for (int rep = 0; rep < 5; rep++) {
-    CK(cudaEventRecord(e0, st));
-    for (int i = 0; i < 40; i++) CK(cudaGraphLaunch(ge, st));
-    CK(cudaEventRecord(e1, st));
-    CK(cudaEventSynchronize(e1));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    t.push_back(ms * 1000.f / 40);
-  }
-  CK(cudaGetLastError());
-  std::sort(t.begin(), t.end());
-  cudaGraphExecDestroy(ge);
-  cudaGraphDestroy(g);
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  return t[2];
+  return graph_time_us(st, [&](cudaStream_t s) { f<<<ncta, 256, smem, s>>>(a); });
 }
 
 int main() {

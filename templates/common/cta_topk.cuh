@@ -56,6 +56,18 @@ template <int MAXC> struct st_cta_topk_smem {
   int chosen[MAXC];  // keys emitted (after the call: the column's count)
 };
 
+// One step of ST_UNROLL keys per thread, all loads issued before any use
+// (branch-free: indices past the end are clamped and masked by the caller).
+__device__ __forceinline__ void st_topk_load_step(const uint32_t *keys, int stride, int n, int total_keys, int e0,
+                                                  uint32_t (&key)[ST_UNROLL], int (&col)[ST_UNROLL]) {
+#pragma unroll
+  for (int u = 0; u < ST_UNROLL; u++) {
+    const int e = min(e0 + u * (int)blockDim.x + (int)threadIdx.x, total_keys - 1);
+    col[u] = e / n;
+    key[u] = keys[col[u] * stride + (e - col[u] * n)];
+  }
+}
+
 // Column c's keys are keys[c * stride + i], i < n (shared memory: read up to
 // five times); want(c) keys are wanted (<= 0: none; the same on every call). emit(c, i, slot) is
 // called once per chosen key, by any thread, with distinct slots 0, 1, ...
@@ -109,15 +121,9 @@ __device__ void st_cta_topk(const uint32_t *keys, int stride, int n, int ncols, 
     // Every lane of a warp runs the same number of steps (the vote needs
     // the whole warp).
     for (int e0 = 0; e0 < total_keys; e0 += step) {
-      // Branch-free, so that every load of the step is in flight at once.
       uint32_t bin[ST_UNROLL], key[ST_UNROLL];
       int col[ST_UNROLL];
-#pragma unroll
-      for (int u = 0; u < ST_UNROLL; u++) {
-        const int e = min(e0 + u * (int)blockDim.x + (int)threadIdx.x, total_keys - 1);
-        col[u] = e / n;
-        key[u] = keys[col[u] * stride + (e - col[u] * n)];
-      }
+      st_topk_load_step(keys, stride, n, total_keys, e0, key, col);
 #pragma unroll
       for (int u = 0; u < ST_UNROLL; u++) {
         const int c = col[u];
@@ -193,12 +199,7 @@ __device__ void st_cta_topk(const uint32_t *keys, int stride, int n, int ncols, 
   for (int e0 = 0; e0 < total_keys; e0 += step) {
     uint32_t key[ST_UNROLL];
     int col[ST_UNROLL];
-#pragma unroll
-    for (int u = 0; u < ST_UNROLL; u++) {
-      const int e = min(e0 + u * (int)blockDim.x + (int)threadIdx.x, total_keys - 1);
-      col[u] = e / n;
-      key[u] = keys[col[u] * stride + (e - col[u] * n)];
-    }
+    st_topk_load_step(keys, stride, n, total_keys, e0, key, col);
 #pragma unroll
     for (int u = 0; u < ST_UNROLL; u++) {
       const int e = e0 + u * (int)blockDim.x + (int)threadIdx.x, c = col[u];
