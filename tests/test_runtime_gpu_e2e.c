@@ -187,7 +187,7 @@ static void test_graph_replays_follow_new_seq_lens(void **state) {
   if (st_index_decode_workspace_size(h, &c, &ws_c) != ST_OK) fail_msg("%s", st_last_error(h));
   size_t ws_bytes = 0, ws_b = 0;
   if (st_index_decode_workspace_size(h, &a, &ws_bytes) != ST_OK) fail_msg("%s", st_last_error(h));
-  assert_true(ws_bytes > 0); /* the winner splits 8 ways: candidates in the workspace */
+  assert_true(ws_bytes > 0); /* the winner splits 8 ways: block keys in the workspace */
   if (st_index_decode_workspace_size(h, &b, &ws_b) != ST_OK) fail_msg("%s", st_last_error(h));
   if (ws_b > ws_bytes) ws_bytes = ws_b;
   if (ws_c > ws_bytes) ws_bytes = ws_c;
