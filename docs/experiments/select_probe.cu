@@ -8,7 +8,8 @@
 #include <vector>
 #include "common/cta_topk.cuh"
 
-__global__ void __launch_bounds__(256) k_select(const uint32_t *g_keys, int n, int ncols, int want, int *out,
+template <int T>
+__global__ void __launch_bounds__(T) k_select(const uint32_t *g_keys, int n, int ncols, int want, int *out,
                                                 long long *cycles) {
   __shared__ uint32_t keys[8192];
   __shared__ st_cta_topk_smem<16> sm;
@@ -33,11 +34,15 @@ int main() {
   srand(3);
   for (auto &k : h) { float f = 20.f + (rand() % 100000) / 10000.f; uint32_t u; memcpy(&u, &f, 4); k = u | 0x80000000u; }
   cudaMemcpy(keys, h.data(), 8192 * 4, cudaMemcpyHostToDevice);
-  for (int n : {64, 128, 256, 1024, 4096}) for (int ncols : {1, 2, 4}) {
-    if (n * ncols > 8192) continue;
-    k_select<<<1, 256>>>(keys, n, ncols, 13, out, cyc);
-    long long c;
-    cudaMemcpy(&c, cyc, 8, cudaMemcpyDeviceToHost);
-    printf("n %5d cols %2d: %7lld cycles per selection (%s)\n", n, ncols, c, cudaGetErrorString(cudaGetLastError()));
-  }
+  for (int threads : {128, 256})
+    for (int n : {64, 128, 256, 1024, 4096})
+      for (int ncols : {1, 2, 4, 8}) {
+        if (n * ncols > 8192) continue;
+        if (threads == 128) k_select<128><<<1, 128>>>(keys, n, ncols, 13, out, cyc);
+        else k_select<256><<<1, 256>>>(keys, n, ncols, 13, out, cyc);
+        long long c;
+        cudaMemcpy(&c, cyc, 8, cudaMemcpyDeviceToHost);
+        printf("threads %3d n %5d cols %2d: %7lld cycles per selection (%s)\n", threads, n, ncols, c,
+               cudaGetErrorString(cudaGetLastError()));
+      }
 }

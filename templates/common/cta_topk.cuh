@@ -56,15 +56,38 @@ template <int MAXC> struct st_cta_topk_smem {
   int chosen[MAXC];  // keys emitted (after the call: the column's count)
 };
 
-// One step of ST_UNROLL keys per thread, all loads issued before any use
-// (branch-free: indices past the end are clamped and masked by the caller).
-__device__ __forceinline__ void st_topk_load_step(const uint32_t *keys, int stride, int n, int total_keys, int e0,
-                                                  uint32_t (&key)[ST_UNROLL], int (&col)[ST_UNROLL]) {
+// The radix passes give each column tpc = blockDim.x / ncols threads (the
+// rest idle): thread t works on column t / tpc, on its keys r0, r0 + tpc, ...
+// (r0 = t % tpc), so a thread reads its column's state once per pass and
+// no key index is ever divided (v4 divided every key's index by n: 25
+// instructions a key, and the passes ran 7x slower than their loads).
+struct st_topk_lane {
+  int col;    // column of this thread (0 when idle, with no keys)
+  int r0;     // first key index
+  int tpc;    // threads per column = key index step
+  int steps;  // load steps of ST_UNROLL keys, the same for every thread
+  bool active;
+};
+
+__device__ __forceinline__ st_topk_lane st_topk_lane_of(int n, int ncols) {
+  st_topk_lane l;
+  l.tpc = (int)blockDim.x / ncols;
+  const int c = (int)threadIdx.x / l.tpc;
+  l.active = c < ncols;
+  l.col = l.active ? c : 0;
+  l.r0 = (int)threadIdx.x - c * l.tpc;
+  l.steps = (n + l.tpc * ST_UNROLL - 1) / (l.tpc * ST_UNROLL);
+  return l;
+}
+
+// Step s: ST_UNROLL keys of this thread's column, all loads issued before
+// any use; 0 (absent) past the end or when idle.
+__device__ __forceinline__ void st_topk_load_step(const uint32_t *kc, int n, const st_topk_lane &l, int s,
+                                                  uint32_t (&key)[ST_UNROLL]) {
 #pragma unroll
   for (int u = 0; u < ST_UNROLL; u++) {
-    const int e = min(e0 + u * (int)blockDim.x + (int)threadIdx.x, total_keys - 1);
-    col[u] = e / n;
-    key[u] = keys[col[u] * stride + (e - col[u] * n)];
+    const int i = (s * ST_UNROLL + u) * l.tpc + l.r0;
+    key[u] = l.active && i < n ? kc[i] : 0u;
   }
 }
 
@@ -113,31 +136,28 @@ __device__ void st_cta_topk(const uint32_t *keys, int stride, int n, int ncols, 
     sm.chosen[c] = 0;
   }
   __syncthreads();
-  const int step = blockDim.x * ST_UNROLL;
+  const st_topk_lane l = st_topk_lane_of(n, ncols);
+  const uint32_t *kc = keys + l.col * stride;
   for (int pass = 0; pass < 4; pass++) {
     const int shift = 24 - 8 * pass;
     for (int e = threadIdx.x; e < ncols * 256; e += blockDim.x) sm.hist[e >> 8][e & 255] = 0u;
     __syncthreads();
-    // Every lane of a warp runs the same number of steps (the vote needs
-    // the whole warp).
-    for (int e0 = 0; e0 < total_keys; e0 += step) {
-      uint32_t bin[ST_UNROLL], key[ST_UNROLL];
-      int col[ST_UNROLL];
-      st_topk_load_step(keys, stride, n, total_keys, e0, key, col);
+    const bool live = l.active && !sm.settled[l.col];
+    const uint32_t mask = sm.mask[l.col], prefix = sm.prefix[l.col];
+    // Every lane of a warp runs the same steps (the vote needs the whole
+    // warp); a warp may straddle two columns, whose bins differ.
+    for (int s = 0; s < l.steps; s++) {
+      uint32_t key[ST_UNROLL];
+      st_topk_load_step(kc, n, l, s, key);
 #pragma unroll
       for (int u = 0; u < ST_UNROLL; u++) {
-        const int c = col[u];
-        const bool counted = e0 + u * (int)blockDim.x + (int)threadIdx.x < total_keys && !sm.settled[c] &&
-                             key[u] != 0u && (key[u] & sm.mask[c]) == sm.prefix[c];
-        bin[u] = counted ? (uint32_t)c << 8 | ((key[u] >> shift) & 255u) : 0xffffffffu;
-      }
-#pragma unroll
-      for (int u = 0; u < ST_UNROLL; u++) {
-        const uint32_t lead = __shfl_sync(0xffffffffu, bin[u], 0);
-        if (__all_sync(0xffffffffu, bin[u] == lead)) {
+        const bool counted = live && key[u] != 0u && (key[u] & mask) == prefix;
+        const uint32_t bin = counted ? (uint32_t)l.col << 8 | ((key[u] >> shift) & 255u) : 0xffffffffu;
+        const uint32_t lead = __shfl_sync(0xffffffffu, bin, 0);
+        if (__all_sync(0xffffffffu, bin == lead)) {
           if (lane == 0 && lead != 0xffffffffu) st_smem_add(&sm.hist[lead >> 8][lead & 255u], 32u);
-        } else if (bin[u] != 0xffffffffu) {
-          st_smem_add(&sm.hist[bin[u] >> 8][bin[u] & 255u], 1u + (bin[u] >> 31)); // bin < 2^31 here
+        } else if (bin != 0xffffffffu) {
+          st_smem_add(&sm.hist[bin >> 8][bin & 255u], 1u + (bin >> 31)); // bin < 2^31 here
         }
       }
     }
@@ -196,17 +216,17 @@ __device__ void st_cta_topk(const uint32_t *keys, int stride, int n, int ncols, 
     for (int c = 0; c < ncols; c++) open |= !sm.settled[c];
     if (!open) break;
   }
-  for (int e0 = 0; e0 < total_keys; e0 += step) {
+  const uint32_t mask = sm.mask[l.col], prefix = sm.prefix[l.col];
+  const int quota = sm.quota[l.col];
+  for (int s = 0; s < l.steps; s++) {
     uint32_t key[ST_UNROLL];
-    int col[ST_UNROLL];
-    st_topk_load_step(keys, stride, n, total_keys, e0, key, col);
+    st_topk_load_step(kc, n, l, s, key);
 #pragma unroll
     for (int u = 0; u < ST_UNROLL; u++) {
-      const int e = e0 + u * (int)blockDim.x + (int)threadIdx.x, c = col[u];
-      if (e >= total_keys || key[u] == 0u) continue;
-      const uint32_t masked = key[u] & sm.mask[c];
-      if (masked > sm.prefix[c] || (masked == sm.prefix[c] && atomicAdd(&sm.eq_taken[c], 1) < sm.quota[c]))
-        emit(c, e - c * n, atomicAdd(&sm.chosen[c], 1));
+      if (key[u] == 0u) continue;
+      const uint32_t masked = key[u] & mask;
+      if (masked > prefix || (masked == prefix && atomicAdd(&sm.eq_taken[l.col], 1) < quota))
+        emit(l.col, (s * ST_UNROLL + u) * l.tpc + l.r0, atomicAdd(&sm.chosen[l.col], 1));
     }
   }
   __syncthreads();
