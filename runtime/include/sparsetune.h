@@ -132,6 +132,49 @@ st_status st_index_decode(st_handle *handle, const st_index_decode_args *args,
                           void *workspace, size_t workspace_bytes,
                           void *stream);
 
+/* ---- sparse_attn_decode: block-sparse GQA attention for a decode batch --
+ *
+ * For R requests with `qlen` query tokens each (query token t of request r
+ * sits at position p = seq_lens[r] - qlen + t), q head h attends, with
+ * softmax(sm_scale * q.k), to the keys of kv head g = h / (Hq / Hkv) in the
+ * blocks topk_idx[g][r*qlen + t][:] lists, those positions <= p only; o is
+ * that softmax times v. Entries < 0 and blocks past the query's own are
+ * skipped; a block listed twice counts twice. A row with no key left (a
+ * padding request, seq_len 0, or nothing selected) gets o = 0 and lse = -inf.
+ *
+ * Paged KV caches are read through two strided views of shape
+ * [pages, Hkv, 128, D], which covers both layouts in use:
+ *   (pages, 2, 128, Hkv, D): k strides [2*128*Hkv*D, D, Hkv*D, 1],
+ *                            v = k + 128*Hkv*D, same strides;
+ *   (pages, Hkv, 128, 2*D):  k strides [Hkv*128*2*D, 128*2*D, 2*D, 1],
+ *                            v = k + D, same strides.
+ * An fp8 cache is dequantized as value * scale by `scale_mode`.
+ */
+typedef enum st_kv_scale_mode {
+  ST_KV_SCALE_NONE = 0,   /* the cache values as they are                     */
+  ST_KV_SCALE_SCALAR = 1, /* one scale for K (k_scale), one for V (v_scale)   */
+  ST_KV_SCALE_TENSOR = 2  /* k_scales / v_scales: one per (page, kv head, slot) */
+} st_kv_scale_mode;
+
+typedef struct st_sparse_attn_decode_args {
+  st_tensor q;           /* [R*qlen, Hq, D] bf16; Hq a multiple of Hkv          */
+  st_tensor k_cache;     /* [pages, Hkv, 128, D] bf16 or fp8 e4m3 (any strides, */
+  st_tensor v_cache;     /*   innermost 1); v_cache: same shape and dtype       */
+  st_kv_scale_mode scale_mode; /* fp8 caches only; NONE for bf16               */
+  float k_scale, v_scale;      /* SCALAR: positive, finite                     */
+  st_tensor k_scales;    /* TENSOR: [pages, Hkv, 128] fp32 (any non-negative   */
+  st_tensor v_scales;    /*   strides); other modes: ignored                    */
+  st_tensor topk_idx;    /* [Hkv, R*qlen, topk] int32 block ids, -1 = none      */
+  st_tensor block_table; /* [R, max_blocks] int32: page of each 128-token block */
+  st_tensor seq_lens;    /* [R] int32, tokens per request, 0 = padding row      */
+  st_tensor o;           /* out: [R*qlen, Hq, D] bf16                           */
+  st_tensor lse;         /* out, optional: [R*qlen, Hq] fp32, natural log of the
+                            softmax denominator; data NULL = not wanted         */
+  float sm_scale;        /* positive, finite                                    */
+  int qlen;              /* 1..4 query tokens per request                       */
+  int max_context;       /* host-known bound on every seq_len, 1..max_blocks*128 */
+} st_sparse_attn_decode_args;
+
 /* The variant id and name the last successful st_index_decode call of this
  * thread on `handle` launched (for logs and tests); "" if none. */
 const char *st_last_variant(const st_handle *handle);

@@ -1,0 +1,103 @@
+/* ops/sparse_attn_decode.h - the one launcher of sparse_attn_decode, used by
+ * the tuner and by the runtime, so what was timed is exactly what runs.
+ *
+ * It validates arguments against the op contract (sparsetune.h), decides
+ * whether a variant fits a call, turns (arguments, variant) into grid,
+ * block, shared memory, workspace layout and the kernel's argument block,
+ * and launches. */
+#ifndef ST_OPS_SPARSE_ATTN_DECODE_H
+#define ST_OPS_SPARSE_ATTN_DECODE_H
+
+#include <stddef.h>
+
+#include "cuda_driver.h"
+#include "error.h"
+#include "params.h"
+#include "params/sparse_attn_decode.h" /* templates/: the kernel argument block */
+#include "sparsetune.h"
+
+#define ST_SPARSE_ATTN_DECODE_OP "sparse_attn_decode"
+#define ST_SPARSE_ATTN_DECODE_MAIN_KERNEL "st_sparse_attn_decode_main"
+#define ST_SPARSE_ATTN_DECODE_MERGE_KERNEL "st_sparse_attn_decode_merge"
+#define ST_SPARSE_ATTN_DECODE_MAX_QLEN 4
+#define ST_SPARSE_ATTN_DECODE_MAX_TOPK 64
+#define ST_SPARSE_ATTN_DECODE_MAX_GROUP 32
+
+typedef enum st_sparse_attn_decode_algo {
+  ST_SPARSE_ATTN_DECODE_SINGLE =
+      0, /* one launch: the last CTA of an item merges */
+  ST_SPARSE_ATTN_DECODE_SPLIT = 1 /* a second launch merges the splits */
+} st_sparse_attn_decode_algo;
+
+/* A variant: kernel config (baked into the source) plus launch config. */
+typedef struct st_sparse_attn_decode_config {
+  st_dtype dtype; /* KV cache: ST_DTYPE_BF16 or ST_DTYPE_FP8_E4M3          */
+  int head_dim;   /* 64, 128, 256                                         */
+  int group;      /* q heads per kv head, exactly the call's Hq / Hkv     */
+  int warps_n;    /* warps splitting a block's 128 tokens                 */
+  int stages;     /* blocks in flight per CTA                             */
+  st_sparse_attn_decode_algo algo;
+  int splits; /* launch: CTAs per work item; 0 = auto                 */
+} st_sparse_attn_decode_config;
+
+/* Reads a config from the variant's parameters (names as in
+ * generator/ops/sparse_attn_decode.lua). */
+st_status st_sparse_attn_decode_config_from_params(
+    const st_params *kernel, const st_params *launch,
+    st_sparse_attn_decode_config *cfg, st_err *err);
+
+/* Checks arguments against the op contract: dtypes, ranks, shapes, strides,
+ * alignment, scales, limits. Pointers are checked for NULL and alignment. */
+st_status st_sparse_attn_decode_check_args(const st_sparse_attn_decode_args *a,
+                                           st_err *err);
+
+/* ST_OK if the variant can run these (valid) arguments, else
+ * ST_ERR_NO_VARIANT with the reason. */
+st_status
+st_sparse_attn_decode_check_fit(const st_sparse_attn_decode_config *cfg,
+                                const st_sparse_attn_decode_args *a,
+                                st_err *err);
+
+/* Dynamic shared memory of the main kernel (templates/sparse_attn_decode.cu
+ * lays it out; the kernel traps if given less). */
+unsigned
+st_sparse_attn_decode_smem_bytes(const st_sparse_attn_decode_config *cfg);
+
+typedef struct st_sparse_attn_decode_plan {
+  st_sparse_attn_decode_params params; /* workspace pointers filled at launch */
+  unsigned grid[3];
+  unsigned block;
+  unsigned smem_bytes;
+  unsigned merge_grid[3];
+  unsigned merge_block; /* 0: no merge launch */
+  int splits;           /* effective split count */
+  size_t workspace_bytes;
+  size_t counters_offset, part_o_offset, part_ml_offset;
+} st_sparse_attn_decode_plan;
+
+/* Plans a launch for valid, fitting arguments on a GPU with `sm_count`
+ * multiprocessors. Depends only on host-known values (never seq_lens). */
+st_status
+st_sparse_attn_decode_plan_make(const st_sparse_attn_decode_config *cfg,
+                                const st_sparse_attn_decode_args *a,
+                                int sm_count, st_sparse_attn_decode_plan *plan,
+                                st_err *err);
+
+/* Launches the planned kernels on `stream`; `merge_fn` may be NULL when the
+ * plan has no merge launch. The workspace must hold plan->workspace_bytes
+ * and have been cleared once (the kernels leave it cleared). */
+st_status st_sparse_attn_decode_launch(const st_cu *cu, CUfunction main_fn,
+                                       CUfunction merge_fn,
+                                       const st_sparse_attn_decode_plan *plan,
+                                       void *workspace, size_t workspace_bytes,
+                                       CUstream stream, st_err *err);
+
+/* The dispatch key of a call, the host-known shape subset winners are
+ * recorded under ("sparse_attn_decode:B=8,D=128,Hkv=2,Hq=32,dtype=bf16,
+ * qlen=1,topk=16"), also as params. */
+st_status
+st_sparse_attn_decode_dispatch_key(const st_sparse_attn_decode_args *a,
+                                   char *key, size_t cap, st_params *fields,
+                                   st_err *err);
+
+#endif

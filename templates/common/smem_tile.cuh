@@ -1,0 +1,77 @@
+// smem_tile.cuh - 128-token K/V tiles in shared memory: asynchronous copies
+// in, swizzled rows, ldmatrix fragments out, and the conversions the
+// attention kernels feed the tensor cores with.
+//
+// A tile row is one token's head_dim bf16 values, ROW_CHUNKS 16-byte chunks.
+// Chunk c of row r is stored at chunk c ^ (r % 8): the 8 rows one ldmatrix
+// reads at the same logical chunk then sit in 8 different 16-byte bank
+// groups (no bank conflict), for rows of any multiple of 8 chunks.
+#ifndef ST_SMEM_TILE_CUH
+#define ST_SMEM_TILE_CUH
+
+__device__ __forceinline__ uint32_t st_smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+// Byte offset of logical chunk `chunk` of row `row` in a swizzled tile.
+template <int ROW_CHUNKS> __device__ __forceinline__ int st_swizzle_offset(int row, int chunk) {
+  static_assert(ROW_CHUNKS % 8 == 0, "the swizzle permutes chunks within groups of 8");
+  return row * ROW_CHUNKS * 16 + ((chunk ^ (row & 7)) << 4);
+}
+
+// The same as a shared-memory address, for ldmatrix and cp.async.
+template <int ROW_CHUNKS> __device__ __forceinline__ uint32_t st_swizzled(uint32_t tile, int row, int chunk) {
+  return tile + (uint32_t)st_swizzle_offset<ROW_CHUNKS>(row, chunk);
+}
+
+// 16 bytes global -> shared, bypassing L1; src_bytes < 16 zero-fills the
+// rest (0: nothing is read, the destination becomes zeros).
+__device__ __forceinline__ void st_cp_async16(uint32_t dst, const void *src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+
+__device__ __forceinline__ void st_cp_async4(uint32_t dst, const void *src, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+
+__device__ __forceinline__ void st_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+
+// Waits until at most N of this thread's committed groups are in flight.
+template <int N> __device__ __forceinline__ void st_cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// Four 8x8 b16 matrices; lane l gives the row address of matrix l / 8.
+__device__ __forceinline__ void st_ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// The same, each matrix transposed (lane i gets rows 2(i%4), 2(i%4)+1 of
+// column i/4): B fragments from a row-major [k][n] tile.
+__device__ __forceinline__ void st_ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// Two floats as bf16x2, `lo` in the low half (round to nearest even).
+__device__ __forceinline__ uint32_t st_pack_bf16(float lo, float hi) {
+  uint32_t d;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
+}
+
+// Two e4m3 values (low byte first) times `scale`, as bf16x2. e4m3 -> f16 is
+// exact; so is f16 -> bf16 of an e4m3 value (3 mantissa bits), so with
+// scale 1 the result is the cache value itself.
+__device__ __forceinline__ uint32_t st_e4m3x2_to_bf16x2(uint32_t two, float scale) {
+  uint32_t h2;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(h2) : "h"((unsigned short)two));
+  float lo, hi;
+  asm("{\n .reg .f16 l, h;\n mov.b32 {l, h}, %2;\n cvt.f32.f16 %0, l;\n cvt.f32.f16 %1, h;\n}\n"
+      : "=f"(lo), "=f"(hi)
+      : "r"(h2));
+  return st_pack_bf16(lo * scale, hi * scale);
+}
+
+#endif // ST_SMEM_TILE_CUH

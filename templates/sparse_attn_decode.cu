@@ -1,0 +1,418 @@
+// sparse_attn_decode.cu - block-sparse GQA attention for a decode batch.
+//
+// Work item (row, g): query token row = r*qlen + t of request r at position
+// p = seq_lens[r] - qlen + t, and the GROUP q heads of kv head g. They
+// attend to the keys of the blocks topk_idx[g][row][:] lists (entries < 0
+// and blocks past p's own skipped; positions > p masked).
+//
+// Grid (splits, R*qlen, Hkv); THREADS = 32 * WARPS_N * M_TILES threads. CTA
+// (s, row, g) takes entries [s*blocks_per_split, (s+1)*blocks_per_split) of
+// the row's list. Per block it copies the 128 K and 128 V rows of kv head g
+// into shared memory (cp.async, STAGES blocks in flight; fp8 rows land in a
+// staging buffer and are widened to bf16 with their scales), then warp
+// (wm, wn) computes for q heads wm*16 .. wm*16+15 and tokens
+// wn*WARP_TOKENS .. +WARP_TOKENS: S = q K^T on tensor cores (bf16 m16n8k16,
+// q and K from ldmatrix), an online softmax in registers (base 2, scores
+// pre-scaled by sm_scale*log2 e), and O += P V with P re-used from the
+// accumulator registers as the A operand and V from ldmatrix.trans. At the
+// end the WARPS_N warps of an m-tile combine their (m, l, O) in shared
+// memory. One split: the CTA writes o and lse. Several: each CTA writes
+// its partial (O, m, l) to the workspace and the last CTA of the item
+// (single) or st_sparse_attn_decode_merge (split) combines them.
+//
+// Bytes per item: (valid selected blocks) * 128 * D * 2 (K and V) * elem,
+// plus q and o; FLOPs: 4 * GROUP * 128 * D per block. At GROUP 16 that is
+// 16 FLOPs per byte of bf16 KV: bandwidth-bound on tensor cores.
+
+constexpr int IS_FP8 = ${is_fp8};
+constexpr int HEAD_DIM = ${head_dim};
+constexpr int GROUP = ${group};
+constexpr int M_TILES = ${m_tiles};
+constexpr int WARPS_N = ${warps_n};
+constexpr int STAGES = ${stages};
+constexpr int ALGO_SPLIT = ${algo_split};
+
+#include "params/sparse_attn_decode.h"
+#include "common/mma.cuh"
+#include "common/smem_tile.cuh"
+
+constexpr int WARPS = WARPS_N * M_TILES;
+constexpr int THREADS = 32 * WARPS;
+constexpr int BLOCK_TOKENS = 128;
+constexpr int MAX_TOPK = 64;
+constexpr int WARP_TOKENS = BLOCK_TOKENS / WARPS_N;
+constexpr int NT = WARP_TOKENS / 8;  // score tiles (8 tokens) per warp
+constexpr int KT = WARP_TOKENS / 16; // P.V k-steps (16 tokens) per warp
+constexpr int DT = HEAD_DIM / 8;     // output tiles (8 dims)
+constexpr int DK = HEAD_DIM / 16;    // q.K k-steps
+constexpr int ROW_CHUNKS = HEAD_DIM / 8;                   // 16-byte chunks of a bf16 row
+constexpr int ELEM = IS_FP8 ? 1 : 2;                       // cache bytes per value
+constexpr int SRC_CHUNKS = HEAD_DIM * ELEM / 16;           // 16-byte chunks of a cache row
+constexpr int TILE_BYTES = BLOCK_TOKENS * HEAD_DIM * 2;    // one bf16 K or V tile
+constexpr int RAW_BYTES = 2 * BLOCK_TOKENS * HEAD_DIM;     // fp8 K and V rows as read
+constexpr int SCALE_BYTES = 2 * BLOCK_TOKENS * 4;          // per-token K and V scales
+// Shared memory (dynamic), in this order; runtime/ops/sparse_attn_decode.c
+// computes the same total (st_sparse_attn_decode_smem_bytes).
+//   q tile      [M_TILES*16][HEAD_DIM] bf16, swizzled, heads >= GROUP zero
+//   KV region   bf16: STAGES x (K tile, V tile)
+//               fp8:  STAGES x (raw K+V rows, K+V scales), then one K and V tile
+//               after the last block: per warp (O [16][HEAD_DIM], m[16], l[16]) fp32
+//   block list  [MAX_TOPK] pages, [MAX_TOPK] visible tokens
+constexpr int Q_BYTES = M_TILES * 16 * HEAD_DIM * 2;
+constexpr int STAGE_BYTES = IS_FP8 ? RAW_BYTES + SCALE_BYTES : 2 * TILE_BYTES;
+constexpr int KV_BYTES = STAGES * STAGE_BYTES + (IS_FP8 ? 2 * TILE_BYTES : 0);
+constexpr int COMBINE_BYTES = WARPS * 16 * (HEAD_DIM + 2) * 4;
+constexpr int REGION_BYTES = KV_BYTES > COMBINE_BYTES ? KV_BYTES : COMBINE_BYTES;
+constexpr int SMEM_BYTES = Q_BYTES + REGION_BYTES + MAX_TOPK * 8;
+constexpr float LN2 = 0.69314718055994530942f;
+#define ST_INF __int_as_float(0x7f800000)
+
+static_assert(HEAD_DIM % 64 == 0, "whole groups of 8 swizzled chunks per row");
+static_assert(WARP_TOKENS % 16 == 0, "a warp covers whole 16-token k-steps");
+static_assert(GROUP <= 16 * M_TILES && GROUP > 16 * (M_TILES - 1), "M_TILES = ceil(GROUP / 16)");
+
+struct st_item {
+  int row, g, r, pos; // pos < 0: nothing visible (padding)
+  int64_t id;         // row * Hkv + g
+};
+
+__device__ __forceinline__ st_item st_item_of(const st_sparse_attn_decode_params &p, int row, int g) {
+  st_item it;
+  it.row = row;
+  it.g = g;
+  it.r = row / p.qlen;
+  it.pos = p.seq_lens[it.r] - p.qlen + (row - it.r * p.qlen);
+  it.id = (int64_t)row * p.num_kv_heads + g;
+  return it;
+}
+
+// Writes o (normalized, times the scalar V scale) and lse of q head h,
+// dimension d, from the combined state (m in log2 units, l, unnormalized o).
+__device__ __forceinline__ void st_write_out(const st_sparse_attn_decode_params &p, const st_item &it, int h, int d,
+                                             float m, float l, float o) {
+  const int head = it.g * GROUP + h;
+  uint16_t *out = (uint16_t *)p.o + (int64_t)it.row * p.o_stride_row + (int64_t)head * p.o_stride_head;
+  const float v = l > 0.f ? o / l * p.v_scale : 0.f;
+  out[d] = (uint16_t)(st_pack_bf16(v, 0.f) & 0xffffu);
+  if (d == 0 && p.lse)
+    p.lse[(int64_t)it.row * p.lse_stride_row + (int64_t)head * p.lse_stride_head] =
+        l > 0.f ? (m + __log2f(l)) * LN2 : -ST_INF;
+}
+
+// Combines the splits' partial states of an item from the workspace (read
+// from L2: other CTAs of this launch or the previous one wrote them).
+__device__ void st_merge_splits(const st_sparse_attn_decode_params &p, const st_item &it) {
+  const int64_t base = it.id * p.splits;
+  for (int e = threadIdx.x; e < GROUP * HEAD_DIM; e += THREADS) {
+    const int h = e / HEAD_DIM, d = e - h * HEAD_DIM;
+    float m = -ST_INF;
+    for (int s = 0; s < p.splits; s++) m = fmaxf(m, __ldcg(p.part_ml + ((base + s) * GROUP + h) * 2));
+    float l = 0.f, o = 0.f;
+    if (m != -ST_INF)
+      for (int s = 0; s < p.splits; s++) {
+        const int64_t ps = (base + s) * GROUP + h;
+        const float ms = __ldcg(p.part_ml + ps * 2);
+        if (ms == -ST_INF) continue;
+        const float w = exp2f(ms - m);
+        l += __ldcg(p.part_ml + ps * 2 + 1) * w;
+        o += __ldcg(p.part_o + ps * HEAD_DIM + d) * w;
+      }
+    st_write_out(p, it, h, d, m, l, o);
+  }
+}
+
+// Issues the copies of block i of the list (page, visible tokens) into
+// stage buffer `buf`: K and V rows of kv head g; rows past the visible
+// tokens become zeros (a masked key's value must be 0, not garbage: its
+// weight is exactly 0, but 0 * NaN is not).
+__device__ __forceinline__ void st_issue_block(const st_sparse_attn_decode_params &p, int g, int page, int ntok,
+                                               char *region, int buf) {
+  char *stage = region + buf * STAGE_BYTES;
+  const char *kb = (const char *)p.k_cache + ((int64_t)page * p.k_stride_page + (int64_t)g * p.k_stride_head) * ELEM;
+  const char *vb = (const char *)p.v_cache + ((int64_t)page * p.v_stride_page + (int64_t)g * p.v_stride_head) * ELEM;
+  for (int e = threadIdx.x; e < 2 * BLOCK_TOKENS * SRC_CHUNKS; e += THREADS) {
+    const int which = e / (BLOCK_TOKENS * SRC_CHUNKS); // 0: K, 1: V
+    const int tok = (e / SRC_CHUNKS) % BLOCK_TOKENS, c = e % SRC_CHUNKS;
+    const bool live = tok < ntok;
+    const int64_t stride = which ? p.v_stride_token : p.k_stride_token;
+    const char *src = (which ? vb : kb) + (int64_t)(live ? tok : 0) * stride * ELEM + c * 16;
+    uint32_t dst;
+    if (IS_FP8)
+      dst = st_smem_addr(stage + which * BLOCK_TOKENS * HEAD_DIM + tok * HEAD_DIM + c * 16);
+    else
+      dst = st_swizzled<ROW_CHUNKS>(st_smem_addr(stage + which * TILE_BYTES), tok, c);
+    st_cp_async16(dst, src, live ? 16 : 0);
+  }
+  if (IS_FP8 && p.scale_mode == 2) {
+    float *scales = (float *)(stage + RAW_BYTES);
+    for (int e = threadIdx.x; e < 2 * BLOCK_TOKENS; e += THREADS) {
+      const int which = e / BLOCK_TOKENS, tok = e % BLOCK_TOKENS;
+      const bool live = tok < ntok;
+      const float *src = which ? p.v_scales + (int64_t)page * p.vs_stride_page + (int64_t)g * p.vs_stride_head +
+                                     (int64_t)(live ? tok : 0) * p.vs_stride_token
+                               : p.k_scales + (int64_t)page * p.ks_stride_page + (int64_t)g * p.ks_stride_head +
+                                     (int64_t)(live ? tok : 0) * p.ks_stride_token;
+      st_cp_async4(st_smem_addr(scales + e), src, live ? 4 : 0);
+    }
+  }
+}
+
+// fp8: widens stage `buf`'s raw rows to the bf16 K and V tiles, applying
+// per-token scales (tensor mode; the scalar K scale is folded into the score
+// scale and the V scale into the output).
+__device__ __forceinline__ void st_widen_block(const st_sparse_attn_decode_params &p, char *region, int buf) {
+  const char *stage = region + buf * STAGE_BYTES;
+  const float *scales = (const float *)(stage + RAW_BYTES);
+  char *tiles = region + STAGES * STAGE_BYTES;
+  for (int e = threadIdx.x; e < 2 * BLOCK_TOKENS * SRC_CHUNKS; e += THREADS) {
+    const int which = e / (BLOCK_TOKENS * SRC_CHUNKS);
+    const int tok = (e / SRC_CHUNKS) % BLOCK_TOKENS, c = e % SRC_CHUNKS;
+    const uint4 raw = *(const uint4 *)(stage + which * BLOCK_TOKENS * HEAD_DIM + tok * HEAD_DIM + c * 16);
+    const float s = p.scale_mode == 2 ? scales[which * BLOCK_TOKENS + tok] : 1.f;
+    const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+    uint32_t b[8];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      b[2 * i] = st_e4m3x2_to_bf16x2(w[i] & 0xffffu, s);
+      b[2 * i + 1] = st_e4m3x2_to_bf16x2(w[i] >> 16, s);
+    }
+    // 16 fp8 values = two bf16 chunks (2c, 2c+1) of the row.
+    char *tile = tiles + which * TILE_BYTES;
+    *(uint4 *)(tile + st_swizzle_offset<ROW_CHUNKS>(tok, 2 * c)) = make_uint4(b[0], b[1], b[2], b[3]);
+    *(uint4 *)(tile + st_swizzle_offset<ROW_CHUNKS>(tok, 2 * c + 1)) = make_uint4(b[4], b[5], b[6], b[7]);
+  }
+}
+
+// The online-softmax state of one warp: rows lane/4 and lane/4 + 8 of its
+// m-tile (m in log2 units; l summed over this lane's columns only).
+struct st_softmax_state {
+  float m[2], l[2];
+  float o[DT][4];
+};
+
+// One block for warp (wm, wn): S = q K^T over its tokens, masking tokens
+// >= ntok, the online-softmax update, O += P V.
+__device__ __forceinline__ void st_attend_block(uint32_t q_tile, uint32_t k_tile, uint32_t v_tile, int wm, int wn,
+                                                int ntok, float scale_log2, st_softmax_state &st) {
+  const int lane = threadIdx.x & 31;
+  const int tok0 = wn * WARP_TOKENS;
+  float s[NT][4];
+#pragma unroll
+  for (int nt = 0; nt < NT; nt++) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+#pragma unroll
+  for (int ks = 0; ks < DK; ks++) {
+    uint32_t a[4];
+    st_ldmatrix_x4(a, st_swizzled<ROW_CHUNKS>(q_tile, wm * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, ks * 2 + (lane >> 4)));
+#pragma unroll
+    for (int n2 = 0; n2 < NT / 2; n2++) {
+      uint32_t b[4];
+      st_ldmatrix_x4(b, st_swizzled<ROW_CHUNKS>(k_tile, tok0 + n2 * 16 + (lane & 7) + (lane >> 4) * 8,
+                                                ks * 2 + ((lane >> 3) & 1)));
+      st_mma_bf16_16816(s[2 * n2], a[0], a[1], a[2], a[3], b[0], b[1]);
+      st_mma_bf16_16816(s[2 * n2 + 1], a[0], a[1], a[2], a[3], b[2], b[3]);
+    }
+  }
+#pragma unroll
+  for (int rr = 0; rr < 2; rr++) {
+    float mx = -ST_INF;
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+      for (int cc = 0; cc < 2; cc++) {
+        const int tok = tok0 + nt * 8 + 2 * (lane & 3) + cc;
+        float &v = s[nt][rr * 2 + cc];
+        v = tok < ntok ? v * scale_log2 : -ST_INF;
+        mx = fmaxf(mx, v);
+      }
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float m_new = fmaxf(st.m[rr], mx);
+    const float m_use = m_new == -ST_INF ? 0.f : m_new; // nothing seen yet: keep 0s
+    const float alpha = exp2f(st.m[rr] - m_use);
+    st.m[rr] = m_new;
+    float sum = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+      for (int cc = 0; cc < 2; cc++) {
+        float &v = s[nt][rr * 2 + cc];
+        v = exp2f(v - m_use);
+        sum += v;
+      }
+    st.l[rr] = st.l[rr] * alpha + sum;
+#pragma unroll
+    for (int dt = 0; dt < DT; dt++) {
+      st.o[dt][rr * 2] *= alpha;
+      st.o[dt][rr * 2 + 1] *= alpha;
+    }
+  }
+  // P (accumulator layout of two 8-token tiles) is the A fragment of one
+  // 16-token k-step.
+#pragma unroll
+  for (int kk = 0; kk < KT; kk++) {
+    const uint32_t a0 = st_pack_bf16(s[2 * kk][0], s[2 * kk][1]), a1 = st_pack_bf16(s[2 * kk][2], s[2 * kk][3]);
+    const uint32_t a2 = st_pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    const uint32_t a3 = st_pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+    for (int d2 = 0; d2 < DT / 2; d2++) {
+      uint32_t b[4];
+      st_ldmatrix_x4_trans(b, st_swizzled<ROW_CHUNKS>(v_tile, tok0 + kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
+                                                      d2 * 2 + (lane >> 4)));
+      st_mma_bf16_16816(st.o[2 * d2], a0, a1, a2, a3, b[0], b[1]);
+      st_mma_bf16_16816(st.o[2 * d2 + 1], a0, a1, a2, a3, b[2], b[3]);
+    }
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS) st_sparse_attn_decode_main(const st_sparse_attn_decode_params p) {
+  extern __shared__ __align__(128) char s_dyn[];
+  __shared__ int s_nblk, s_last;
+  char *q_smem = s_dyn;
+  char *region = s_dyn + Q_BYTES;
+  int32_t *s_page = (int32_t *)(region + REGION_BYTES);
+  int32_t *s_ntok = s_page + MAX_TOPK;
+  const int split = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  const st_item it = st_item_of(p, blockIdx.y, blockIdx.z);
+  if (threadIdx.x == 0) {
+    unsigned dyn;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
+    if (dyn < (unsigned)SMEM_BYTES) __trap(); // the launcher's layout disagrees with this kernel's
+  }
+
+  // The CTA's blocks, compacted: valid entries only, with their page and
+  // visible token count (a padding row reads nothing).
+  if (warp == 0) {
+    const int e0 = split * p.blocks_per_split, e1 = min(e0 + p.blocks_per_split, p.topk);
+    const int nb = it.pos >= 0 ? min(it.pos / BLOCK_TOKENS + 1, p.max_blocks) : 0;
+    const int32_t *sel = p.topk_idx + (int64_t)it.g * p.idx_stride_head + (int64_t)it.row * p.idx_stride_row;
+    int n = 0;
+    for (int e = e0; e < e1 && nb > 0; e += 32) {
+      const int j = e + lane < e1 ? sel[e + lane] : -1;
+      const bool ok = j >= 0 && j < nb;
+      const uint32_t mask = __ballot_sync(0xffffffffu, ok);
+      if (ok) {
+        const int at = n + __popc(mask & ((1u << lane) - 1u));
+        s_page[at] = p.block_table[(int64_t)it.r * p.bt_stride + j];
+        s_ntok[at] = min(BLOCK_TOKENS, it.pos - j * BLOCK_TOKENS + 1);
+      }
+      n += __popc(mask);
+    }
+    if (lane == 0) s_nblk = n;
+  }
+  // q rows of the group, heads past GROUP as zeros.
+  const uint32_t q_tile = st_smem_addr(q_smem);
+  for (int e = threadIdx.x; e < M_TILES * 16 * ROW_CHUNKS; e += THREADS) {
+    const int h = e / ROW_CHUNKS, c = e % ROW_CHUNKS;
+    uint4 v = make_uint4(0u, 0u, 0u, 0u);
+    if (h < GROUP && it.pos >= 0)
+      v = *(const uint4 *)((const uint16_t *)p.q + (int64_t)it.row * p.q_stride_row +
+                           (int64_t)(it.g * GROUP + h) * p.q_stride_head + c * 8);
+    *(uint4 *)(q_smem + st_swizzle_offset<ROW_CHUNKS>(h, c)) = v;
+  }
+  __syncthreads();
+  const int nblk = s_nblk;
+
+  const float scale_log2 = p.score_scale_log2;
+  const int wm = warp / WARPS_N, wn = warp % WARPS_N;
+  st_softmax_state st;
+  st.m[0] = st.m[1] = -ST_INF;
+  st.l[0] = st.l[1] = 0.f;
+#pragma unroll
+  for (int dt = 0; dt < DT; dt++) st.o[dt][0] = st.o[dt][1] = st.o[dt][2] = st.o[dt][3] = 0.f;
+
+#pragma unroll
+  for (int s = 0; s < STAGES; s++) {
+    if (s < nblk) st_issue_block(p, it.g, s_page[s], s_ntok[s], region, s);
+    st_cp_async_commit();
+  }
+  for (int i = 0; i < nblk; i++) {
+    const int buf = i % STAGES;
+    st_cp_async_wait<STAGES - 1>();
+    __syncthreads(); // block i is in shared memory, for every thread's copies
+    uint32_t k_tile, v_tile;
+    if (IS_FP8) {
+      st_widen_block(p, region, buf);
+      __syncthreads();
+      // The stage is free again: start the block STAGES ahead now.
+      if (i + STAGES < nblk) st_issue_block(p, it.g, s_page[i + STAGES], s_ntok[i + STAGES], region, buf);
+      st_cp_async_commit();
+      k_tile = st_smem_addr(region + STAGES * STAGE_BYTES);
+    } else {
+      k_tile = st_smem_addr(region + buf * STAGE_BYTES);
+    }
+    v_tile = k_tile + TILE_BYTES;
+    st_attend_block(q_tile, k_tile, v_tile, wm, wn, s_ntok[i], scale_log2, st);
+    __syncthreads(); // every warp is done with the tiles
+    if (!IS_FP8) {
+      if (i + STAGES < nblk) st_issue_block(p, it.g, s_page[i + STAGES], s_ntok[i + STAGES], region, buf);
+      st_cp_async_commit();
+    }
+  }
+
+  // Combine the WARPS_N warps of each m-tile (the tiles are free now).
+  float *c_o = (float *)region;                       // [WARPS][16][HEAD_DIM]
+  float *c_ml = c_o + WARPS * 16 * HEAD_DIM;          // [WARPS][16][2]
+#pragma unroll
+  for (int rr = 0; rr < 2; rr++) {
+    st.l[rr] += __shfl_xor_sync(0xffffffffu, st.l[rr], 1);
+    st.l[rr] += __shfl_xor_sync(0xffffffffu, st.l[rr], 2);
+    const int row = (lane >> 2) + rr * 8;
+#pragma unroll
+    for (int dt = 0; dt < DT; dt++)
+      *(float2 *)(c_o + (warp * 16 + row) * HEAD_DIM + dt * 8 + 2 * (lane & 3)) =
+          make_float2(st.o[dt][rr * 2], st.o[dt][rr * 2 + 1]);
+    if ((lane & 3) == 0) {
+      c_ml[(warp * 16 + row) * 2] = st.m[rr];
+      c_ml[(warp * 16 + row) * 2 + 1] = st.l[rr];
+    }
+  }
+  __syncthreads();
+  const bool direct = p.splits == 1;
+  for (int e = threadIdx.x; e < GROUP * HEAD_DIM; e += THREADS) {
+    const int h = e / HEAD_DIM, d = e - h * HEAD_DIM;
+    const int w0 = (h / 16) * WARPS_N, hr = h % 16;
+    float m = -ST_INF;
+#pragma unroll
+    for (int w = 0; w < WARPS_N; w++) m = fmaxf(m, c_ml[((w0 + w) * 16 + hr) * 2]);
+    float l = 0.f, o = 0.f;
+    if (m != -ST_INF)
+#pragma unroll
+      for (int w = 0; w < WARPS_N; w++) {
+        const float mw = c_ml[((w0 + w) * 16 + hr) * 2];
+        const float wt = mw == -ST_INF ? 0.f : exp2f(mw - m);
+        l += c_ml[((w0 + w) * 16 + hr) * 2 + 1] * wt;
+        o += c_o[((w0 + w) * 16 + hr) * HEAD_DIM + d] * wt;
+      }
+    if (direct) {
+      st_write_out(p, it, h, d, m, l, o);
+    } else {
+      const int64_t ps = (it.id * p.splits + split) * GROUP + h;
+      p.part_o[ps * HEAD_DIM + d] = o;
+      if (d == 0) {
+        p.part_ml[ps * 2] = m;
+        p.part_ml[ps * 2 + 1] = l;
+      }
+    }
+  }
+  if (direct || ALGO_SPLIT) return;
+
+  // single: the last CTA of the item merges. The barrier orders every
+  // thread's partial writes before thread 0's fence, which publishes them
+  // at device scope before the count (as index_decode does).
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    const uint32_t done = atomicAdd(&p.counters[it.id], 1u);
+    s_last = done == (uint32_t)p.splits - 1;
+    if (s_last) __threadfence();
+  }
+  __syncthreads();
+  if (!s_last) return;
+  st_merge_splits(p, it);
+  if (threadIdx.x == 0) p.counters[it.id] = 0u; // ready for the next launch (graph replay)
+}
+
+// split: grid (R*qlen, Hkv), THREADS threads, no dynamic shared memory.
+extern "C" __global__ void __launch_bounds__(THREADS) st_sparse_attn_decode_merge(const st_sparse_attn_decode_params p) {
+  st_merge_splits(p, st_item_of(p, blockIdx.x, blockIdx.y));
+}
