@@ -6,5 +6,7 @@ set(ST_DISPATCH_SOURCES
   last_error.c
   dispatch.c
   module_cache.c
+  api_common.c
   api_index_decode.c
+  api_sparse_attn_decode.c
 )

@@ -1,4 +1,4 @@
-/* dispatch.h - choosing the index_decode variant for a call.
+/* dispatch.h - choosing the variant of an op for a call.
  *
  * Pure host logic: no CUDA, no database. The handle loads the winners and
  * default variants once (st_open) into an st_dispatch_table; a call turns
@@ -23,7 +23,25 @@
 
 #include "error.h"
 #include "ops/index_decode.h"
+#include "ops/sparse_attn_decode.h"
 #include "params.h"
+
+/* The ops the runtime dispatches; a handle keeps one table per op. */
+typedef enum st_op_id {
+  ST_OP_INDEX_DECODE = 0,
+  ST_OP_SPARSE_ATTN_DECODE = 1,
+  ST_OP_COUNT = 2
+} st_op_id;
+
+/* "index_decode", "sparse_attn_decode" (the generator's and database's op
+ * names). */
+const char *st_op_name(st_op_id op);
+
+/* A variant's parsed config; which member is live is the table's op. */
+typedef union st_variant_config {
+  st_index_decode_config index_decode;
+  st_sparse_attn_decode_config sparse_attn_decode;
+} st_variant_config;
 
 /* The dispatch key field that holds the batch size (requests per call). */
 #define ST_DISPATCH_BATCH_FIELD "B"
@@ -37,14 +55,17 @@ typedef struct st_dispatch_variant {
   char id[40];
   char name[160];
   char source_hash[40];
-  st_index_decode_config cfg;
+  st_variant_config cfg;
+  int rank; /* order among defaults, smallest first (index_decode: its topk
+               capacity) */
 } st_dispatch_variant;
 
 /* A winner recorded for one dispatch key of this device model. */
 typedef struct st_dispatch_winner {
-  st_params fields;    /* the dispatch key's fields (ST_DISPATCH_BATCH_FIELD among them) */
-  long long batch;     /* the value of ST_DISPATCH_BATCH_FIELD; 0 when absent     */
-  int64_t run_id;      /* the tuning run that picked it: newer runs win ties      */
+  st_params fields; /* the dispatch key's fields (ST_DISPATCH_BATCH_FIELD among
+                       them) */
+  long long batch; /* the value of ST_DISPATCH_BATCH_FIELD; 0 when absent     */
+  int64_t run_id;  /* the tuning run that picked it: newer runs win ties      */
   double median_us;
   st_dispatch_variant v;
 } st_dispatch_winner;
@@ -52,12 +73,15 @@ typedef struct st_dispatch_winner {
 /* Everything dispatch knows about one op on one handle. Read-only after
  * st_open; the arrays are owned by whoever built the table. */
 typedef struct st_dispatch_table {
+  st_op_id op;
   const st_dispatch_winner *winners;
   size_t n_winners;
   const st_dispatch_variant *defaults;
   size_t n_defaults;
-  const char *source; /* where the variants came from (the database path), for messages */
-  const char *note;   /* why some recorded variants were left out at load; NULL if none */
+  const char *source; /* where the variants came from (the database path), for
+                         messages */
+  const char *
+      note; /* why some recorded variants were left out at load; NULL if none */
 } st_dispatch_table;
 
 typedef enum st_dispatch_rule {
@@ -66,17 +90,20 @@ typedef enum st_dispatch_rule {
   ST_DISPATCH_DEFAULT = 2        /* the op's fallback variant              */
 } st_dispatch_rule;
 
-/* ST_OK if `cfg` can run the (valid) arguments, else ST_ERR_NO_VARIANT (or
- * another status) with the reason: the launcher's fit check and plan on the
- * handle's device, or a test's stand-in. Pure: no allocation, no I/O. */
-typedef st_status (*st_dispatch_fit_fn)(void *ctx, const st_index_decode_config *cfg,
-                                        const st_index_decode_args *a, st_err *err);
+/* ST_OK if variant `v` of `op` can run the (valid) arguments `args` (the
+ * op's st_<op>_args), else ST_ERR_NO_VARIANT (or another status) with the
+ * reason: the launcher's fit check and plan on the handle's device, or a
+ * test's stand-in. Pure: no allocation, no I/O. */
+typedef st_status (*st_dispatch_fit_fn)(void *ctx, st_op_id op,
+                                        const st_dispatch_variant *v,
+                                        const void *args, st_err *err);
 
 /* Makes `v` ready to launch and returns what the launch needs in *loaded
  * (the module cache entry). ST_ERR_NO_VARIANT: this variant cannot be used
  * (no binary, failed compile, bad image), try the next; anything else stops. */
-typedef st_status (*st_dispatch_load_fn)(void *ctx, const st_dispatch_variant *v, void **loaded,
-                                         st_err *err);
+typedef st_status (*st_dispatch_load_fn)(void *ctx, st_op_id op,
+                                         const st_dispatch_variant *v,
+                                         void **loaded, st_err *err);
 
 typedef struct st_dispatch_hooks {
   st_dispatch_fit_fn fit;
@@ -94,7 +121,7 @@ typedef struct st_dispatch_candidate {
 typedef struct st_dispatch_choice {
   const st_dispatch_variant *v; /* points into the table                 */
   st_dispatch_rule rule;
-  void *loaded;                 /* what the load hook returned           */
+  void *loaded; /* what the load hook returned           */
 } st_dispatch_choice;
 
 typedef struct st_dispatch_memo_entry {
@@ -117,36 +144,42 @@ typedef struct st_dispatch_memo {
  * count written; when it is 0, `why` (may be NULL) holds the last reason a
  * recorded variant did not fit, or is empty. Never fails. */
 void st_dispatch_candidates(const st_dispatch_table *t, const st_params *fields,
-                            const st_index_decode_args *a, const st_dispatch_hooks *hooks,
-                            st_dispatch_candidate *out, size_t *n_fit, st_err *why);
+                            const void *args, const st_dispatch_hooks *hooks,
+                            st_dispatch_candidate *out, size_t *n_fit,
+                            st_err *why);
 
 /* Chooses and loads the variant for a call, without the memo: the first
  * candidate that loads. `key` is the call's dispatch key text (named in
  * messages). ST_ERR_NO_VARIANT names the shape and the database when no
  * variant fits or none of those that fit could be loaded. */
-st_status st_dispatch_choose(const st_dispatch_table *t, const char *key, const st_params *fields,
-                             const st_index_decode_args *a, const st_dispatch_hooks *hooks,
+st_status st_dispatch_choose(const st_dispatch_table *t, const char *key,
+                             const st_params *fields, const void *args,
+                             const st_dispatch_hooks *hooks,
                              st_dispatch_choice *choice, st_err *err);
 
-/* The memoized choice: a hit whose variant still fits is returned with no
- * allocation and no hook but `fit`; a miss runs st_dispatch_choose and
- * remembers a success. The caller serializes access to `memo`. */
-st_status st_dispatch_resolve(const st_dispatch_table *t, st_dispatch_memo *memo, const char *key,
-                              const st_params *fields, const st_index_decode_args *a,
-                              const st_dispatch_hooks *hooks, st_dispatch_choice *choice,
-                              st_err *err);
+/* The memoized choice, per (key, max_context) (the call's host-known bound
+ * on sequence lengths, which the key leaves out): a hit whose variant still
+ * fits is returned with no allocation and no hook but `fit`; a miss runs
+ * st_dispatch_choose and remembers a success. The caller serializes access
+ * to `memo`. */
+st_status st_dispatch_resolve(const st_dispatch_table *t,
+                              st_dispatch_memo *memo, const char *key,
+                              const st_params *fields, const void *args,
+                              int max_context, const st_dispatch_hooks *hooks,
+                              st_dispatch_choice *choice, st_err *err);
 
 /* Memo primitives (st_dispatch_resolve uses them; exposed for tests).
  * find returns NULL on a miss; put replaces the entry of the same key, else
  * a free slot, else the oldest. Keys longer than ST_DISPATCH_KEY_MAX - 1 are
  * never remembered. */
-const st_dispatch_choice *st_dispatch_memo_find(const st_dispatch_memo *memo, const char *key,
+const st_dispatch_choice *st_dispatch_memo_find(const st_dispatch_memo *memo,
+                                                const char *key,
                                                 int max_context);
-void st_dispatch_memo_put(st_dispatch_memo *memo, const char *key, int max_context,
-                          const st_dispatch_choice *choice);
+void st_dispatch_memo_put(st_dispatch_memo *memo, const char *key,
+                          int max_context, const st_dispatch_choice *choice);
 
 /* Sorts loaded tables into the order dispatch expects: winners newest run
- * first then fastest, defaults by topk capacity then name. */
+ * first then fastest, defaults by rank then name. */
 void st_dispatch_sort_winners(st_dispatch_winner *w, size_t n);
 void st_dispatch_sort_defaults(st_dispatch_variant *v, size_t n);
 

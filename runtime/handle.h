@@ -19,24 +19,29 @@
 #include "module_cache.h"
 #include "st_db.h"
 
+/* What dispatch knows about one op on a handle: the variants loaded at
+ * st_open and the views dispatch reads, and the memo of its decisions. */
+typedef struct st_op_tables {
+  st_dispatch_winner *winners;
+  size_t n_winners;
+  st_dispatch_variant *defaults;
+  size_t n_defaults;
+  st_err note; /* why recorded variants were left out; "" if none */
+  st_dispatch_table table;
+  st_dispatch_memo memo;
+} st_op_tables;
+
 struct st_handle {
-  uint64_t serial;           /* unique per process: tells a reused address apart */
-  const st_cu *cu;           /* NULL for a handle made without a driver (tests)  */
+  uint64_t serial; /* unique per process: tells a reused address apart */
+  const st_cu *cu; /* NULL for a handle made without a driver (tests)  */
   st_device_info dev;
   CUdevice device;
-  CUcontext ctx;             /* retained primary context; NULL until retained    */
+  CUcontext ctx; /* retained primary context; NULL until retained    */
   st_db *db;
   char *db_path;
   pthread_mutex_t lock;
 
-  /* index_decode: variants loaded at st_open, and the views dispatch reads. */
-  st_dispatch_winner *id_winners;
-  size_t n_id_winners;
-  st_dispatch_variant *id_defaults;
-  size_t n_id_defaults;
-  st_err id_note;            /* why recorded variants were left out; "" if none */
-  st_dispatch_table id_table;
-  st_dispatch_memo id_memo;
+  st_op_tables ops[ST_OP_COUNT]; /* indexed by st_op_id */
 
   st_module_cache modules;
 
@@ -48,7 +53,8 @@ struct st_handle {
   st_dispatch_fit_fn fit;
   void *fit_ctx;
   st_dispatch_load_fn load;
-  st_status (*reserve_smem)(void *ctx, void *loaded, const st_index_decode_plan *plan, st_err *err);
+  st_status (*reserve_smem)(void *ctx, void *loaded, unsigned main_bytes,
+                            unsigned merge_bytes, st_err *err);
   void *hook_ctx;
 };
 
@@ -59,7 +65,7 @@ st_status st_handle_alloc(st_handle **out, st_err *err);
 /* Releases whatever `h` holds (NULL accepted). */
 void st_handle_free(st_handle *h);
 
-/* Points h->id_table at the handle's arrays (after they change). */
+/* Points every op's table at the handle's arrays (after they change). */
 void st_handle_bind_tables(st_handle *h);
 
 /* ---- per-thread results of the public calls (last_error.c) ----------- */

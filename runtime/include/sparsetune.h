@@ -175,7 +175,25 @@ typedef struct st_sparse_attn_decode_args {
   int max_context;       /* host-known bound on every seq_len, 1..max_blocks*128 */
 } st_sparse_attn_decode_args;
 
-/* The variant id and name the last successful st_index_decode call of this
+/* Bytes of workspace st_sparse_attn_decode needs for these arguments
+ * (pointers in `args` are not read, except whether lse.data is NULL). */
+st_status st_sparse_attn_decode_workspace_size(st_handle *handle,
+                                               const st_sparse_attn_decode_args *args,
+                                               size_t *bytes);
+
+/* Loads the module that st_sparse_attn_decode would launch for these
+ * arguments, so a later call can be captured in a CUDA graph. */
+st_status st_sparse_attn_decode_prepare(st_handle *handle,
+                                        const st_sparse_attn_decode_args *args);
+
+/* Launches sparse_attn_decode on `stream` (a CUstream; NULL = legacy
+ * default). Asynchronous; no host synchronization, no allocation.
+ * `workspace` must hold st_sparse_attn_decode_workspace_size bytes and have
+ * been cleared once (st_workspace_clear); the kernels leave it cleared. */
+st_status st_sparse_attn_decode(st_handle *handle, const st_sparse_attn_decode_args *args,
+                                void *workspace, size_t workspace_bytes, void *stream);
+
+/* The variant id and name the last successful st_<op> call of this
  * thread on `handle` launched (for logs and tests); "" if none. */
 const char *st_last_variant(const st_handle *handle);
 
