@@ -18,9 +18,8 @@
 
 /* ST_ERR_WORKSPACE unless `workspace` holds the `need` bytes variant `v`
  * needs; `size_fn` names the op's workspace query in the message. */
-st_status st_api_check_workspace(size_t need, const st_dispatch_variant *v,
-                                 const void *workspace, size_t workspace_bytes,
-                                 const char *size_fn, st_err *err);
+st_status st_api_check_workspace(size_t need, const st_dispatch_variant *v, const void *workspace,
+                                 size_t workspace_bytes, const char *size_fn, st_err *err);
 
 /* Makes the handle's context current (ST_ERR_NO_DRIVER for a handle bound
  * to no device); st_api_pop_ctx undoes a successful push. */
@@ -30,15 +29,12 @@ void st_api_pop_ctx(const st_handle *h);
 /* Resolves the variant of `op` for a call (memoized, under the handle's
  * lock): `key` and `fields` are its dispatch key, `args` the op's
  * arguments, `max_context` their host-known bound on sequence lengths. */
-st_status st_api_resolve(st_handle *h, st_op_id op, const char *key,
-                         const st_params *fields, const void *args,
-                         int max_context, st_dispatch_choice *choice,
-                         st_err *err);
+st_status st_api_resolve(st_handle *h, st_op_id op, const char *key, const st_params *fields, const void *args,
+                         int max_context, st_dispatch_choice *choice, st_err *err);
 
 /* Lets the chosen module's kernels use the plan's dynamic shared memory
  * (a driver call only the first time a larger size is needed). */
-st_status st_api_reserve_smem(st_handle *h, const st_dispatch_choice *choice,
-                              unsigned main_bytes, unsigned merge_bytes,
+st_status st_api_reserve_smem(st_handle *h, const st_dispatch_choice *choice, unsigned main_bytes, unsigned merge_bytes,
                               st_err *err);
 
 #endif

@@ -6,12 +6,9 @@
 
 const char *st_dispatch_rule_name(st_dispatch_rule rule) {
   switch (rule) {
-  case ST_DISPATCH_EXACT:
-    return "exact";
-  case ST_DISPATCH_NEAREST_BATCH:
-    return "nearest batch";
-  case ST_DISPATCH_DEFAULT:
-    return "default";
+  case ST_DISPATCH_EXACT: return "exact";
+  case ST_DISPATCH_NEAREST_BATCH: return "nearest batch";
+  case ST_DISPATCH_DEFAULT: return "default";
   }
   return "unknown";
 }
@@ -21,22 +18,17 @@ const char *st_dispatch_rule_name(st_dispatch_rule rule) {
 static int count_fields_except(const st_params *ps, const char *skip) {
   int n = 0;
   for (int i = 0; i < ps->n; i++)
-    if (!skip || strcmp(ps->p[i].key, skip) != 0)
-      n++;
+    if (!skip || strcmp(ps->p[i].key, skip) != 0) n++;
   return n;
 }
 
 /* Same keys with the same values, ignoring `skip` (NULL: compare all). */
-static int fields_equal_except(const st_params *a, const st_params *b,
-                               const char *skip) {
-  if (count_fields_except(a, skip) != count_fields_except(b, skip))
-    return 0;
+static int fields_equal_except(const st_params *a, const st_params *b, const char *skip) {
+  if (count_fields_except(a, skip) != count_fields_except(b, skip)) return 0;
   for (int i = 0; i < a->n; i++) {
-    if (skip && strcmp(a->p[i].key, skip) == 0)
-      continue;
+    if (skip && strcmp(a->p[i].key, skip) == 0) continue;
     const char *v = st_params_get(b, a->p[i].key);
-    if (!v || strcmp(v, a->p[i].val) != 0)
-      return 0;
+    if (!v || strcmp(v, a->p[i].val) != 0) return 0;
   }
   return 1;
 }
@@ -44,9 +36,7 @@ static int fields_equal_except(const st_params *a, const st_params *b,
 /* The batch of a key, or 0 when it has none (or an unreadable one). */
 static long long key_batch(const st_params *fields) {
   long long b = 0;
-  if (st_params_get_int(fields, ST_DISPATCH_BATCH_FIELD, 1, INT_MAX, &b,
-                        NULL) != ST_OK)
-    return 0;
+  if (st_params_get_int(fields, ST_DISPATCH_BATCH_FIELD, 1, INT_MAX, &b, NULL) != ST_OK) return 0;
   return b;
 }
 
@@ -56,21 +46,16 @@ static long long key_batch(const st_params *fields) {
 static int nearer(long long x, long long y, long long want) {
   long long x_hi = x > want ? x : want, x_lo = x > want ? want : x;
   long long y_hi = y > want ? y : want, y_lo = y > want ? want : y;
-  long long lhs = x_hi * y_lo,
-            rhs = y_hi * x_lo; /* both < 2^62: batches are <= INT_MAX */
-  if (lhs != rhs)
-    return lhs < rhs;
+  long long lhs = x_hi * y_lo, rhs = y_hi * x_lo; /* both < 2^62: batches are <= INT_MAX */
+  if (lhs != rhs) return lhs < rhs;
   return x > y;
 }
 
 const char *st_op_name(st_op_id op) {
   switch (op) {
-  case ST_OP_INDEX_DECODE:
-    return ST_INDEX_DECODE_OP;
-  case ST_OP_SPARSE_ATTN_DECODE:
-    return ST_SPARSE_ATTN_DECODE_OP;
-  case ST_OP_COUNT:
-    break;
+  case ST_OP_INDEX_DECODE: return ST_INDEX_DECODE_OP;
+  case ST_OP_SPARSE_ATTN_DECODE: return ST_SPARSE_ATTN_DECODE_OP;
+  case ST_OP_COUNT: break;
   }
   return "?";
 }
@@ -88,45 +73,31 @@ typedef struct cand_list {
 
 static int listed(const cand_list *l, const st_dispatch_variant *v) {
   for (size_t i = 0; i < l->n; i++)
-    if (strcmp(l->out[i].v->id, v->id) == 0)
-      return 1;
+    if (strcmp(l->out[i].v->id, v->id) == 0) return 1;
   return 0;
 }
 
 /* Appends `v` if it is new and fits; returns 1 if appended. */
-static int add_if_fits(cand_list *l, const st_dispatch_variant *v,
-                       st_dispatch_rule rule, long long batch) {
-  if (listed(l, v))
-    return 0;
+static int add_if_fits(cand_list *l, const st_dispatch_variant *v, st_dispatch_rule rule, long long batch) {
+  if (listed(l, v)) return 0;
   st_err reason;
   if (l->hooks->fit(l->hooks->fit_ctx, l->op, v, l->args, &reason) != ST_OK) {
-    if (l->why)
-      st_fail(l->why, ST_ERR_NO_VARIANT, "%s: %s", v->name, reason.msg);
+    if (l->why) st_fail(l->why, ST_ERR_NO_VARIANT, "%s: %s", v->name, reason.msg);
     return 0;
   }
-  l->out[l->n++] =
-      (st_dispatch_candidate){.v = v, .rule = rule, .batch = batch};
+  l->out[l->n++] = (st_dispatch_candidate){.v = v, .rule = rule, .batch = batch};
   return 1;
 }
 
-void st_dispatch_candidates(const st_dispatch_table *t, const st_params *fields,
-                            const void *args, const st_dispatch_hooks *hooks,
-                            st_dispatch_candidate *out, size_t *n_fit,
-                            st_err *why) {
-  cand_list l = {.out = out,
-                 .n = 0,
-                 .op = t->op,
-                 .args = args,
-                 .hooks = hooks,
-                 .why = why};
-  if (why)
-    why->msg[0] = '\0';
+void st_dispatch_candidates(const st_dispatch_table *t, const st_params *fields, const void *args,
+                            const st_dispatch_hooks *hooks, st_dispatch_candidate *out, size_t *n_fit, st_err *why) {
+  cand_list l = {.out = out, .n = 0, .op = t->op, .args = args, .hooks = hooks, .why = why};
+  if (why) why->msg[0] = '\0';
   long long want = key_batch(fields);
 
   for (size_t i = 0; i < t->n_winners; i++) {
     const st_dispatch_winner *w = &t->winners[i];
-    if (fields_equal_except(&w->fields, fields, NULL))
-      add_if_fits(&l, &w->v, ST_DISPATCH_EXACT, w->batch);
+    if (fields_equal_except(&w->fields, fields, NULL)) add_if_fits(&l, &w->v, ST_DISPATCH_EXACT, w->batch);
   }
 
   /* Nearest batch first: insertion sort of the appended tail, stable, so
@@ -134,21 +105,16 @@ void st_dispatch_candidates(const st_dispatch_table *t, const st_params *fields,
   size_t tail = l.n;
   for (size_t i = 0; want > 0 && i < t->n_winners; i++) {
     const st_dispatch_winner *w = &t->winners[i];
-    if (w->batch <= 0 || w->batch == want)
-      continue; /* same batch: handled as exact */
-    if (!fields_equal_except(&w->fields, fields, ST_DISPATCH_BATCH_FIELD))
-      continue;
-    if (!add_if_fits(&l, &w->v, ST_DISPATCH_NEAREST_BATCH, w->batch))
-      continue;
+    if (w->batch <= 0 || w->batch == want) continue; /* same batch: handled as exact */
+    if (!fields_equal_except(&w->fields, fields, ST_DISPATCH_BATCH_FIELD)) continue;
+    if (!add_if_fits(&l, &w->v, ST_DISPATCH_NEAREST_BATCH, w->batch)) continue;
     st_dispatch_candidate c = out[l.n - 1];
     size_t j = l.n - 1;
-    for (; j > tail && nearer(c.batch, out[j - 1].batch, want); j--)
-      out[j] = out[j - 1];
+    for (; j > tail && nearer(c.batch, out[j - 1].batch, want); j--) out[j] = out[j - 1];
     out[j] = c;
   }
 
-  for (size_t i = 0; i < t->n_defaults; i++)
-    add_if_fits(&l, &t->defaults[i], ST_DISPATCH_DEFAULT, 0);
+  for (size_t i = 0; i < t->n_defaults; i++) add_if_fits(&l, &t->defaults[i], ST_DISPATCH_DEFAULT, 0);
   *n_fit = l.n;
 }
 
@@ -157,16 +123,13 @@ void st_dispatch_candidates(const st_dispatch_table *t, const st_params *fields,
 /* "index_decode:B=8,D=128,topk=16" -> "B=8 D=128 topk=16" for messages. */
 static void shape_text(const char *key, char *buf, size_t cap) {
   const char *colon = strchr(key, ':');
-  if (colon)
-    key = colon + 1;
+  if (colon) key = colon + 1;
   size_t i = 0;
-  for (; key[i] && i + 1 < cap; i++)
-    buf[i] = key[i] != ',' ? key[i] : (char)' ';
+  for (; key[i] && i + 1 < cap; i++) buf[i] = key[i] != ',' ? key[i] : (char)' ';
   buf[i] = '\0';
 }
 
-static st_status no_variant(const st_dispatch_table *t, const char *key,
-                            size_t n_fit, const st_err *why,
+static st_status no_variant(const st_dispatch_table *t, const char *key, size_t n_fit, const st_err *why,
                             const st_err *load_err, st_err *err) {
   char shape[ST_DISPATCH_KEY_MAX];
   shape_text(key, shape, sizeof shape);
@@ -175,57 +138,47 @@ static st_status no_variant(const st_dispatch_table *t, const char *key,
   const char *op = st_op_name(t->op);
   const char *sep = t->note ? "; " : "";
   if (n_fit > 0)
-    return st_fail(
-        err, ST_ERR_NO_VARIANT,
-        "no compiled %s variant for %s in %s; run sparsetune tune/compile "
-        "(%zu variant%s fit but none could be loaded, the last: %s)%s%s",
-        op, shape, src, n_fit, n_fit == 1 ? "" : "s", load_err->msg, sep, note);
+    return st_fail(err, ST_ERR_NO_VARIANT,
+                   "no compiled %s variant for %s in %s; run sparsetune tune/compile "
+                   "(%zu variant%s fit but none could be loaded, the last: %s)%s%s",
+                   op, shape, src, n_fit, n_fit == 1 ? "" : "s", load_err->msg, sep, note);
   if (why->msg[0])
-    return st_fail(
-        err, ST_ERR_NO_VARIANT,
-        "no compiled %s variant for %s in %s; run sparsetune tune/compile "
-        "(no recorded variant fits, e.g.: %s)%s%s",
-        op, shape, src, why->msg, sep, note);
-  return st_fail(
-      err, ST_ERR_NO_VARIANT,
-      "no compiled %s variant for %s in %s; run sparsetune tune/compile "
-      "(it records no winner and no default for this op)%s%s",
-      op, shape, src, sep, note);
+    return st_fail(err, ST_ERR_NO_VARIANT,
+                   "no compiled %s variant for %s in %s; run sparsetune tune/compile "
+                   "(no recorded variant fits, e.g.: %s)%s%s",
+                   op, shape, src, why->msg, sep, note);
+  return st_fail(err, ST_ERR_NO_VARIANT,
+                 "no compiled %s variant for %s in %s; run sparsetune tune/compile "
+                 "(it records no winner and no default for this op)%s%s",
+                 op, shape, src, sep, note);
 }
 
-st_status st_dispatch_choose(const st_dispatch_table *t, const char *key,
-                             const st_params *fields, const void *args,
-                             const st_dispatch_hooks *hooks,
-                             st_dispatch_choice *choice, st_err *err) {
+st_status st_dispatch_choose(const st_dispatch_table *t, const char *key, const st_params *fields, const void *args,
+                             const st_dispatch_hooks *hooks, st_dispatch_choice *choice, st_err *err) {
   size_t cap = t->n_winners + t->n_defaults;
   st_dispatch_candidate *c = NULL;
   if (cap > 0 && !(c = malloc(cap * sizeof *c)))
-    return st_fail(err, ST_ERR_NOMEM,
-                   "out of host memory listing %zu candidate variants", cap);
+    return st_fail(err, ST_ERR_NOMEM, "out of host memory listing %zu candidate variants", cap);
   size_t n_fit = 0;
   st_err why = {{0}}, load_err = {{0}};
-  if (cap > 0)
-    st_dispatch_candidates(t, fields, args, hooks, c, &n_fit, &why);
+  if (cap > 0) st_dispatch_candidates(t, fields, args, hooks, c, &n_fit, &why);
 
   st_status st = ST_ERR_NO_VARIANT;
   for (size_t i = 0; i < n_fit; i++) {
     void *loaded = NULL;
     st = hooks->load(hooks->load_ctx, t->op, c[i].v, &loaded, &load_err);
     if (st == ST_OK) {
-      *choice = (st_dispatch_choice){
-          .v = c[i].v, .rule = c[i].rule, .loaded = loaded};
+      *choice = (st_dispatch_choice){.v = c[i].v, .rule = c[i].rule, .loaded = loaded};
       break;
     }
     if (st != ST_ERR_NO_VARIANT) { /* a driver or database failure: not the
                                       variant's fault */
-      if (err)
-        *err = load_err;
+      if (err) *err = load_err;
       break;
     }
   }
   free(c);
-  if (st == ST_ERR_NO_VARIANT)
-    return no_variant(t, key, n_fit, &why, &load_err, err);
+  if (st == ST_ERR_NO_VARIANT) return no_variant(t, key, n_fit, &why, &load_err, err);
   return st;
 }
 
@@ -234,39 +187,29 @@ st_status st_dispatch_choose(const st_dispatch_table *t, const char *key,
 /* FNV-1a; never 0, which marks a free slot. */
 static uint64_t key_hash(const char *key) {
   uint64_t h = 0xcbf29ce484222325ULL;
-  for (const unsigned char *p = (const unsigned char *)key; *p; p++)
-    h = (h ^ *p) * 0x100000001b3ULL;
+  for (const unsigned char *p = (const unsigned char *)key; *p; p++) h = (h ^ *p) * 0x100000001b3ULL;
   return h ? h : 1;
 }
 
-static int slot_matches(const st_dispatch_memo_entry *e, uint64_t hash,
-                        const char *key, int max_context) {
-  return e->hash == hash && e->max_context == max_context &&
-         strcmp(e->key, key) == 0;
+static int slot_matches(const st_dispatch_memo_entry *e, uint64_t hash, const char *key, int max_context) {
+  return e->hash == hash && e->max_context == max_context && strcmp(e->key, key) == 0;
 }
 
-const st_dispatch_choice *st_dispatch_memo_find(const st_dispatch_memo *memo,
-                                                const char *key,
-                                                int max_context) {
+const st_dispatch_choice *st_dispatch_memo_find(const st_dispatch_memo *memo, const char *key, int max_context) {
   uint64_t hash = key_hash(key);
   for (size_t i = 0; i < ST_DISPATCH_MEMO_SLOTS; i++)
-    if (slot_matches(&memo->slot[i], hash, key, max_context))
-      return &memo->slot[i].choice;
+    if (slot_matches(&memo->slot[i], hash, key, max_context)) return &memo->slot[i].choice;
   return NULL;
 }
 
-void st_dispatch_memo_put(st_dispatch_memo *memo, const char *key,
-                          int max_context, const st_dispatch_choice *choice) {
-  if (strlen(key) >= ST_DISPATCH_KEY_MAX)
-    return;
+void st_dispatch_memo_put(st_dispatch_memo *memo, const char *key, int max_context, const st_dispatch_choice *choice) {
+  if (strlen(key) >= ST_DISPATCH_KEY_MAX) return;
   uint64_t hash = key_hash(key);
   st_dispatch_memo_entry *e = NULL;
   for (size_t i = 0; i < ST_DISPATCH_MEMO_SLOTS && !e; i++)
-    if (slot_matches(&memo->slot[i], hash, key, max_context))
-      e = &memo->slot[i];
+    if (slot_matches(&memo->slot[i], hash, key, max_context)) e = &memo->slot[i];
   for (size_t i = 0; i < ST_DISPATCH_MEMO_SLOTS && !e; i++)
-    if (memo->slot[i].hash == 0)
-      e = &memo->slot[i];
+    if (memo->slot[i].hash == 0) e = &memo->slot[i];
   if (!e) {
     e = &memo->slot[memo->next];
     memo->next = (memo->next + 1) % ST_DISPATCH_MEMO_SLOTS;
@@ -277,11 +220,9 @@ void st_dispatch_memo_put(st_dispatch_memo *memo, const char *key,
   e->choice = *choice;
 }
 
-st_status st_dispatch_resolve(const st_dispatch_table *t,
-                              st_dispatch_memo *memo, const char *key,
-                              const st_params *fields, const void *args,
-                              int max_context, const st_dispatch_hooks *hooks,
-                              st_dispatch_choice *choice, st_err *err) {
+st_status st_dispatch_resolve(const st_dispatch_table *t, st_dispatch_memo *memo, const char *key,
+                              const st_params *fields, const void *args, int max_context,
+                              const st_dispatch_hooks *hooks, st_dispatch_choice *choice, st_err *err) {
   const st_dispatch_choice *hit = st_dispatch_memo_find(memo, key, max_context);
   /* The key holds the host-known shape, but a fit may also depend on other
    * arguments (strides, forced blocks): re-check, it is arithmetic only. */
@@ -290,8 +231,7 @@ st_status st_dispatch_resolve(const st_dispatch_table *t,
     return ST_OK;
   }
   st_status st = st_dispatch_choose(t, key, fields, args, hooks, choice, err);
-  if (st == ST_OK)
-    st_dispatch_memo_put(memo, key, max_context, choice);
+  if (st == ST_OK) st_dispatch_memo_put(memo, key, max_context, choice);
   return st;
 }
 
@@ -299,27 +239,22 @@ st_status st_dispatch_resolve(const st_dispatch_table *t,
 
 static int cmp_winner(const void *pa, const void *pb) {
   const st_dispatch_winner *a = pa, *b = pb;
-  if (a->run_id != b->run_id)
-    return a->run_id > b->run_id ? -1 : 1;
-  if (a->median_us != b->median_us)
-    return a->median_us < b->median_us ? -1 : 1;
+  if (a->run_id != b->run_id) return a->run_id > b->run_id ? -1 : 1;
+  if (a->median_us != b->median_us) return a->median_us < b->median_us ? -1 : 1;
   return strcmp(a->v.id, b->v.id);
 }
 
 static int cmp_default(const void *pa, const void *pb) {
   const st_dispatch_variant *a = pa, *b = pb;
-  if (a->rank != b->rank)
-    return a->rank < b->rank ? -1 : 1;
+  if (a->rank != b->rank) return a->rank < b->rank ? -1 : 1;
   int c = strcmp(a->name, b->name);
   return c ? c : strcmp(a->id, b->id);
 }
 
 void st_dispatch_sort_winners(st_dispatch_winner *w, size_t n) {
-  if (n > 1)
-    qsort(w, n, sizeof *w, cmp_winner);
+  if (n > 1) qsort(w, n, sizeof *w, cmp_winner);
 }
 
 void st_dispatch_sort_defaults(st_dispatch_variant *v, size_t n) {
-  if (n > 1)
-    qsort(v, n, sizeof *v, cmp_default);
+  if (n > 1) qsort(v, n, sizeof *v, cmp_default);
 }

@@ -27,11 +27,7 @@
 #include "params.h"
 
 /* The ops the runtime dispatches; a handle keeps one table per op. */
-typedef enum st_op_id {
-  ST_OP_INDEX_DECODE = 0,
-  ST_OP_SPARSE_ATTN_DECODE = 1,
-  ST_OP_COUNT = 2
-} st_op_id;
+typedef enum st_op_id { ST_OP_INDEX_DECODE = 0, ST_OP_SPARSE_ATTN_DECODE = 1, ST_OP_COUNT = 2 } st_op_id;
 
 /* "index_decode", "sparse_attn_decode" (the generator's and database's op
  * names). */
@@ -64,8 +60,8 @@ typedef struct st_dispatch_variant {
 typedef struct st_dispatch_winner {
   st_params fields; /* the dispatch key's fields (ST_DISPATCH_BATCH_FIELD among
                        them) */
-  long long batch; /* the value of ST_DISPATCH_BATCH_FIELD; 0 when absent     */
-  int64_t run_id;  /* the tuning run that picked it: newer runs win ties      */
+  long long batch;  /* the value of ST_DISPATCH_BATCH_FIELD; 0 when absent     */
+  int64_t run_id;   /* the tuning run that picked it: newer runs win ties      */
   double median_us;
   st_dispatch_variant v;
 } st_dispatch_winner;
@@ -80,8 +76,7 @@ typedef struct st_dispatch_table {
   size_t n_defaults;
   const char *source; /* where the variants came from (the database path), for
                          messages */
-  const char *
-      note; /* why some recorded variants were left out at load; NULL if none */
+  const char *note;   /* why some recorded variants were left out at load; NULL if none */
 } st_dispatch_table;
 
 typedef enum st_dispatch_rule {
@@ -94,16 +89,14 @@ typedef enum st_dispatch_rule {
  * op's st_<op>_args), else ST_ERR_NO_VARIANT (or another status) with the
  * reason: the launcher's fit check and plan on the handle's device, or a
  * test's stand-in. Pure: no allocation, no I/O. */
-typedef st_status (*st_dispatch_fit_fn)(void *ctx, st_op_id op,
-                                        const st_dispatch_variant *v,
-                                        const void *args, st_err *err);
+typedef st_status (*st_dispatch_fit_fn)(void *ctx, st_op_id op, const st_dispatch_variant *v, const void *args,
+                                        st_err *err);
 
 /* Makes `v` ready to launch and returns what the launch needs in *loaded
  * (the module cache entry). ST_ERR_NO_VARIANT: this variant cannot be used
  * (no binary, failed compile, bad image), try the next; anything else stops. */
-typedef st_status (*st_dispatch_load_fn)(void *ctx, st_op_id op,
-                                         const st_dispatch_variant *v,
-                                         void **loaded, st_err *err);
+typedef st_status (*st_dispatch_load_fn)(void *ctx, st_op_id op, const st_dispatch_variant *v, void **loaded,
+                                         st_err *err);
 
 typedef struct st_dispatch_hooks {
   st_dispatch_fit_fn fit;
@@ -143,40 +136,31 @@ typedef struct st_dispatch_memo {
  * entries. *n_fit is the
  * count written; when it is 0, `why` (may be NULL) holds the last reason a
  * recorded variant did not fit, or is empty. Never fails. */
-void st_dispatch_candidates(const st_dispatch_table *t, const st_params *fields,
-                            const void *args, const st_dispatch_hooks *hooks,
-                            st_dispatch_candidate *out, size_t *n_fit,
-                            st_err *why);
+void st_dispatch_candidates(const st_dispatch_table *t, const st_params *fields, const void *args,
+                            const st_dispatch_hooks *hooks, st_dispatch_candidate *out, size_t *n_fit, st_err *why);
 
 /* Chooses and loads the variant for a call, without the memo: the first
  * candidate that loads. `key` is the call's dispatch key text (named in
  * messages). ST_ERR_NO_VARIANT names the shape and the database when no
  * variant fits or none of those that fit could be loaded. */
-st_status st_dispatch_choose(const st_dispatch_table *t, const char *key,
-                             const st_params *fields, const void *args,
-                             const st_dispatch_hooks *hooks,
-                             st_dispatch_choice *choice, st_err *err);
+st_status st_dispatch_choose(const st_dispatch_table *t, const char *key, const st_params *fields, const void *args,
+                             const st_dispatch_hooks *hooks, st_dispatch_choice *choice, st_err *err);
 
 /* The memoized choice, per (key, max_context) (the call's host-known bound
  * on sequence lengths, which the key leaves out): a hit whose variant still
  * fits is returned with no allocation and no hook but `fit`; a miss runs
  * st_dispatch_choose and remembers a success. The caller serializes access
  * to `memo`. */
-st_status st_dispatch_resolve(const st_dispatch_table *t,
-                              st_dispatch_memo *memo, const char *key,
-                              const st_params *fields, const void *args,
-                              int max_context, const st_dispatch_hooks *hooks,
-                              st_dispatch_choice *choice, st_err *err);
+st_status st_dispatch_resolve(const st_dispatch_table *t, st_dispatch_memo *memo, const char *key,
+                              const st_params *fields, const void *args, int max_context,
+                              const st_dispatch_hooks *hooks, st_dispatch_choice *choice, st_err *err);
 
 /* Memo primitives (st_dispatch_resolve uses them; exposed for tests).
  * find returns NULL on a miss; put replaces the entry of the same key, else
  * a free slot, else the oldest. Keys longer than ST_DISPATCH_KEY_MAX - 1 are
  * never remembered. */
-const st_dispatch_choice *st_dispatch_memo_find(const st_dispatch_memo *memo,
-                                                const char *key,
-                                                int max_context);
-void st_dispatch_memo_put(st_dispatch_memo *memo, const char *key,
-                          int max_context, const st_dispatch_choice *choice);
+const st_dispatch_choice *st_dispatch_memo_find(const st_dispatch_memo *memo, const char *key, int max_context);
+void st_dispatch_memo_put(st_dispatch_memo *memo, const char *key, int max_context, const st_dispatch_choice *choice);
 
 /* Sorts loaded tables into the order dispatch expects: winners newest run
  * first then fastest, defaults by rank then name. */

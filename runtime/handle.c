@@ -16,39 +16,29 @@ static atomic_uint_fast64_t g_last_serial;
 
 /* Parses a recorded variant's parameters into v->cfg for `op` and sets its
  * rank among defaults. */
-static st_status parse_config(st_op_id op, const st_params *kernel,
-                              const st_params *launch, st_dispatch_variant *v,
+static st_status parse_config(st_op_id op, const st_params *kernel, const st_params *launch, st_dispatch_variant *v,
                               st_err *why) {
   st_status st = ST_OK;
   switch (op) {
   case ST_OP_INDEX_DECODE:
-    st = st_index_decode_config_from_params(kernel, launch,
-                                            &v->cfg.index_decode, why);
-    v->rank =
-        v->cfg.index_decode
-            .topk_cap; /* the smallest capacity that fits is the fastest */
+    st = st_index_decode_config_from_params(kernel, launch, &v->cfg.index_decode, why);
+    v->rank = v->cfg.index_decode.topk_cap; /* the smallest capacity that fits is the fastest */
     return st;
   case ST_OP_SPARSE_ATTN_DECODE:
-    st = st_sparse_attn_decode_config_from_params(
-        kernel, launch, &v->cfg.sparse_attn_decode, why);
+    st = st_sparse_attn_decode_config_from_params(kernel, launch, &v->cfg.sparse_attn_decode, why);
     v->rank = 0;
     return st;
-  case ST_OP_COUNT:
-    break;
+  case ST_OP_COUNT: break;
   }
   return st_fail(why, ST_ERR_INVALID_ARG, "unknown op %d", (int)op);
 }
 
 /* ---- default hooks: the launcher's fit check and the module cache ------- */
 
-static st_status load_from_cache(void *ctx, st_op_id op,
-                                 const st_dispatch_variant *v, void **loaded,
-                                 st_err *err) {
+static st_status load_from_cache(void *ctx, st_op_id op, const st_dispatch_variant *v, void **loaded, st_err *err) {
   st_handle *h = ctx;
-  const char *main_name = ST_INDEX_DECODE_MAIN_KERNEL,
-             *merge_name = ST_INDEX_DECODE_MERGE_KERNEL;
-  int need_merge = op == ST_OP_INDEX_DECODE &&
-                   v->cfg.index_decode.algo == ST_INDEX_DECODE_SPLIT;
+  const char *main_name = ST_INDEX_DECODE_MAIN_KERNEL, *merge_name = ST_INDEX_DECODE_MERGE_KERNEL;
+  int need_merge = op == ST_OP_INDEX_DECODE && v->cfg.index_decode.algo == ST_INDEX_DECODE_SPLIT;
   if (op == ST_OP_SPARSE_ATTN_DECODE) {
     main_name = ST_SPARSE_ATTN_DECODE_MAIN_KERNEL;
     merge_name = ST_SPARSE_ATTN_DECODE_MERGE_KERNEL;
@@ -56,45 +46,33 @@ static st_status load_from_cache(void *ctx, st_op_id op,
   }
   st_module *m = NULL;
   st_err why;
-  st_status st = st_module_cache_get(&h->modules, v->source_hash, main_name,
-                                     merge_name, need_merge, &m, &why);
-  if (st != ST_OK)
-    return st_fail(err, st, "variant %s (%.12s): %s", v->name, v->id, why.msg);
+  st_status st = st_module_cache_get(&h->modules, v->source_hash, main_name, merge_name, need_merge, &m, &why);
+  if (st != ST_OK) return st_fail(err, st, "variant %s (%.12s): %s", v->name, v->id, why.msg);
   *loaded = m;
   return ST_OK;
 }
 
-static st_status reserve_smem_in_cache(void *ctx, void *loaded,
-                                       unsigned main_bytes,
-                                       unsigned merge_bytes, st_err *err) {
+static st_status reserve_smem_in_cache(void *ctx, void *loaded, unsigned main_bytes, unsigned merge_bytes,
+                                       st_err *err) {
   st_handle *h = ctx;
-  return st_module_reserve_smem(&h->modules, loaded, main_bytes, merge_bytes,
-                                err);
+  return st_module_reserve_smem(&h->modules, loaded, main_bytes, merge_bytes, err);
 }
 
 /* A variant fits when the launcher accepts it for the call and can plan the
  * call on this device (a plan may run out of shared memory, and its split
  * count depends on the multiprocessor count). */
-static st_status fit_on_device(void *ctx, st_op_id op,
-                               const st_dispatch_variant *v, const void *args,
-                               st_err *err) {
+static st_status fit_on_device(void *ctx, st_op_id op, const st_dispatch_variant *v, const void *args, st_err *err) {
   const st_handle *h = ctx;
   st_status st;
   if (op == ST_OP_INDEX_DECODE) {
     st_index_decode_plan plan;
-    if ((st = st_index_decode_check_fit(&v->cfg.index_decode, args, err)) !=
-        ST_OK)
-      return st;
-    return st_index_decode_plan_make(&v->cfg.index_decode, args,
-                                     h->dev.sm_count, &plan, err);
+    if ((st = st_index_decode_check_fit(&v->cfg.index_decode, args, err)) != ST_OK) return st;
+    return st_index_decode_plan_make(&v->cfg.index_decode, args, h->dev.sm_count, &plan, err);
   }
   if (op == ST_OP_SPARSE_ATTN_DECODE) {
     st_sparse_attn_decode_plan plan;
-    if ((st = st_sparse_attn_decode_check_fit(&v->cfg.sparse_attn_decode, args,
-                                              err)) != ST_OK)
-      return st;
-    return st_sparse_attn_decode_plan_make(&v->cfg.sparse_attn_decode, args,
-                                           h->dev.sm_count, &plan, err);
+    if ((st = st_sparse_attn_decode_check_fit(&v->cfg.sparse_attn_decode, args, err)) != ST_OK) return st;
+    return st_sparse_attn_decode_plan_make(&v->cfg.sparse_attn_decode, args, h->dev.sm_count, &plan, err);
   }
   return st_fail(err, ST_ERR_INVALID_ARG, "unknown op %d", (int)op);
 }
@@ -118,15 +96,11 @@ void st_handle_bind_tables(st_handle *h) {
 
 st_status st_handle_alloc(st_handle **out, st_err *err) {
   st_handle *h = calloc(1, sizeof *h);
-  if (!h)
-    return st_fail(err, ST_ERR_NOMEM,
-                   "out of host memory allocating a handle (%zu bytes)",
-                   sizeof *h);
+  if (!h) return st_fail(err, ST_ERR_NOMEM, "out of host memory allocating a handle (%zu bytes)", sizeof *h);
   int rc = pthread_mutex_init(&h->lock, NULL);
   if (rc != 0) {
     free(h);
-    return st_fail(err, ST_ERR_NOMEM, "pthread_mutex_init failed (error %d)",
-                   rc);
+    return st_fail(err, ST_ERR_NOMEM, "pthread_mutex_init failed (error %d)", rc);
   }
   h->serial = atomic_fetch_add(&g_last_serial, 1) + 1;
   h->fit = fit_on_device;
@@ -140,14 +114,10 @@ st_status st_handle_alloc(st_handle **out, st_err *err) {
 }
 
 void st_handle_free(st_handle *h) {
-  if (!h)
-    return;
-  st_module_cache_free(&h->modules); /* before the context goes */
-  if (h->ctx)
-    (void)h->cu->cuDevicePrimaryCtxRelease(
-        h->device); /* cannot fail for a retained context */
-  if (h->db)
-    st_db_close(h->db);
+  if (!h) return;
+  st_module_cache_free(&h->modules);                             /* before the context goes */
+  if (h->ctx) (void)h->cu->cuDevicePrimaryCtxRelease(h->device); /* cannot fail for a retained context */
+  if (h->db) st_db_close(h->db);
   for (int op = 0; op < ST_OP_COUNT; op++) {
     free(h->ops[op].winners);
     free(h->ops[op].defaults);
@@ -163,8 +133,7 @@ void st_handle_free(st_handle *h) {
 static st_status open_device(st_handle *h, int ordinal, st_err *err) {
   const st_cu *cu = h->cu;
   st_status st = st_cu_device_info(cu, ordinal, &h->dev, err);
-  if (st != ST_OK)
-    return st;
+  if (st != ST_OK) return st;
   ST_CU_TRY(cu, cu->cuDeviceGet(&h->device, ordinal), err);
   CUcontext ctx = NULL;
   ST_CU_TRY(cu, cu->cuDevicePrimaryCtxRetain(&ctx, h->device), err);
@@ -173,11 +142,9 @@ static st_status open_device(st_handle *h, int ordinal, st_err *err) {
 }
 
 static st_status open_db(st_handle *h, const char *path, st_err *err) {
-  if (!(h->db_path = strdup(path)))
-    return st_fail(err, ST_ERR_NOMEM, "out of host memory copying db_path");
+  if (!(h->db_path = strdup(path))) return st_fail(err, ST_ERR_NOMEM, "out of host memory copying db_path");
   st_status st = st_db_open(path, ST_DB_READONLY, &h->db, err);
-  if (st != ST_OK)
-    h->db = NULL;
+  if (st != ST_OK) h->db = NULL;
   return st == ST_OK || st == ST_ERR_NOMEM ? st : ST_ERR_DB;
 }
 
@@ -188,10 +155,8 @@ typedef struct skip_log {
   st_err first;
 } skip_log;
 
-static void note_skipped(skip_log *log, const char *what, const char *name,
-                         const st_err *why) {
-  if (log->n++ == 0)
-    st_fail(&log->first, ST_OK, "%s %s: %s", what, name, why->msg);
+static void note_skipped(skip_log *log, const char *what, const char *name, const st_err *why) {
+  if (log->n++ == 0) st_fail(&log->first, ST_OK, "%s %s: %s", what, name, why->msg);
 }
 
 typedef struct winner_rows {
@@ -203,8 +168,7 @@ typedef struct winner_rows {
 
 static int collect_winner(void *ctx, const st_winner_row *w) {
   winner_rows *r = ctx;
-  if (strcmp(w->op, r->op) != 0)
-    return 0;
+  if (strcmp(w->op, r->op) != 0) return 0;
   if (r->n == r->cap) {
     size_t cap = r->cap ? 2 * r->cap : 16;
     st_winner_row *grown = realloc(r->rows, cap * sizeof *grown);
@@ -222,23 +186,18 @@ static int collect_winner(void *ctx, const st_winner_row *w) {
 /* Turns the collected rows into dispatch winners (variant rows read from the
  * database). A variant this build cannot read the parameters of is left out
  * and noted; a winner naming a variant the database lacks is corruption. */
-static st_status build_winners(st_handle *h, st_op_id op, const winner_rows *r,
-                               skip_log *skipped, st_err *err) {
+static st_status build_winners(st_handle *h, st_op_id op, const winner_rows *r, skip_log *skipped, st_err *err) {
   st_op_tables *t = &h->ops[op];
-  if (r->n == 0)
-    return ST_OK;
+  if (r->n == 0) return ST_OK;
   if (!(t->winners = calloc(r->n, sizeof *t->winners)))
-    return st_fail(err, ST_ERR_NOMEM, "out of host memory for %zu winners",
-                   r->n);
+    return st_fail(err, ST_ERR_NOMEM, "out of host memory for %zu winners", r->n);
   for (size_t i = 0; i < r->n; i++) {
     const st_winner_row *row = &r->rows[i];
     st_variant_row vrow;
     st_err why;
     if (st_db_get_variant(h->db, row->variant_id, &vrow, &why) != ST_OK)
-      return st_fail(
-          err, ST_ERR_DB,
-          "%s: the winner for %s names variant %s, which cannot be read: %s",
-          h->db_path, row->dispatch_key, row->variant_id, why.msg);
+      return st_fail(err, ST_ERR_DB, "%s: the winner for %s names variant %s, which cannot be read: %s", h->db_path,
+                     row->dispatch_key, row->variant_id, why.msg);
     st_dispatch_winner *w = &t->winners[t->n_winners];
     if (parse_config(op, &vrow.kernel, &vrow.launch, &w->v, &why) != ST_OK) {
       note_skipped(skipped, "variant", vrow.name, &why);
@@ -246,15 +205,10 @@ static st_status build_winners(st_handle *h, st_op_id op, const winner_rows *r,
     }
     if (row->dispatch.n > 0)
       w->fields = row->dispatch;
-    else if (st_params_parse_key(row->dispatch_key, &w->fields, &why) !=
-             ST_OK) /* a row without its fields */
-      return st_fail(err, ST_ERR_DB, "%s: winner key '%s' cannot be read: %s",
-                     h->db_path, row->dispatch_key, why.msg);
+    else if (st_params_parse_key(row->dispatch_key, &w->fields, &why) != ST_OK) /* a row without its fields */
+      return st_fail(err, ST_ERR_DB, "%s: winner key '%s' cannot be read: %s", h->db_path, row->dispatch_key, why.msg);
     long long b = 0;
-    w->batch = st_params_get_int(&w->fields, ST_DISPATCH_BATCH_FIELD, 1,
-                                 INT_MAX, &b, NULL) == ST_OK
-                   ? b
-                   : 0;
+    w->batch = st_params_get_int(&w->fields, ST_DISPATCH_BATCH_FIELD, 1, INT_MAX, &b, NULL) == ST_OK ? b : 0;
     w->run_id = row->run_id;
     w->median_us = row->median_us;
     snprintf(w->v.id, sizeof w->v.id, "%s", vrow.id);
@@ -306,25 +260,19 @@ static st_status load_op(st_handle *h, st_op_id op, st_err *err) {
   st_op_tables *t = &h->ops[op];
   skip_log skipped = {0};
   winner_rows wr = {.op = st_op_name(op)};
-  st_status st = st_db_each_winner(h->db, h->dev.name, h->dev.arch,
-                                   collect_winner, &wr, err);
+  st_status st = st_db_each_winner(h->db, h->dev.name, h->dev.arch, collect_winner, &wr, err);
   if (wr.out_of_memory)
     st = st_fail(err, ST_ERR_NOMEM, "out of host memory reading winners");
   else if (st != ST_OK)
     st = ST_ERR_DB;
-  if (st == ST_OK)
-    st = build_winners(h, op, &wr, &skipped, err);
+  if (st == ST_OK) st = build_winners(h, op, &wr, &skipped, err);
   free(wr.rows);
-  if (st != ST_OK)
-    return st;
+  if (st != ST_OK) return st;
 
   default_rows dr = {.t = t, .op = op, .skipped = &skipped};
   st = st_db_each_default(h->db, st_op_name(op), collect_default, &dr, err);
-  if (dr.out_of_memory)
-    return st_fail(err, ST_ERR_NOMEM,
-                   "out of host memory reading default variants");
-  if (st != ST_OK)
-    return ST_ERR_DB;
+  if (dr.out_of_memory) return st_fail(err, ST_ERR_NOMEM, "out of host memory reading default variants");
+  if (st != ST_OK) return ST_ERR_DB;
 
   if (skipped.n > 0)
     st_fail(&t->note, ST_OK,
@@ -347,34 +295,25 @@ st_status st_open(const char *db_path, int device_ordinal, st_handle **out) {
   const st_cu *cu = NULL;
   st_status st;
   if (!out) {
-    st = st_fail(&err, ST_ERR_INVALID_ARG,
-                 "out is NULL: st_open needs somewhere to store the handle");
+    st = st_fail(&err, ST_ERR_INVALID_ARG, "out is NULL: st_open needs somewhere to store the handle");
     goto cleanup;
   }
   *out = NULL;
   if (!db_path || !db_path[0]) {
-    st = st_fail(&err, ST_ERR_INVALID_ARG, "db_path is %s",
-                 db_path ? "empty" : "NULL");
+    st = st_fail(&err, ST_ERR_INVALID_ARG, "db_path is %s", db_path ? "empty" : "NULL");
     goto cleanup;
   }
   if (device_ordinal < 0) {
-    st = st_fail(&err, ST_ERR_INVALID_ARG, "device_ordinal=%d is negative",
-                 device_ordinal);
+    st = st_fail(&err, ST_ERR_INVALID_ARG, "device_ordinal=%d is negative", device_ordinal);
     goto cleanup;
   }
-  if ((st = st_cu_load(&cu, &err)) != ST_OK)
-    goto cleanup;
-  if ((st = st_handle_alloc(&h, &err)) != ST_OK)
-    goto cleanup;
+  if ((st = st_cu_load(&cu, &err)) != ST_OK) goto cleanup;
+  if ((st = st_handle_alloc(&h, &err)) != ST_OK) goto cleanup;
   h->cu = cu;
-  if ((st = open_device(h, device_ordinal, &err)) != ST_OK)
-    goto cleanup;
-  if ((st = open_db(h, db_path, &err)) != ST_OK)
-    goto cleanup;
-  for (int op = 0; op < ST_OP_COUNT && st == ST_OK; op++)
-    st = load_op(h, (st_op_id)op, &err);
-  if (st != ST_OK)
-    goto cleanup;
+  if ((st = open_device(h, device_ordinal, &err)) != ST_OK) goto cleanup;
+  if ((st = open_db(h, db_path, &err)) != ST_OK) goto cleanup;
+  for (int op = 0; op < ST_OP_COUNT && st == ST_OK; op++) st = load_op(h, (st_op_id)op, &err);
+  if (st != ST_OK) goto cleanup;
   st_module_cache_init(&h->modules, cu, h->ctx, h->db, h->dev.arch, h->db_path);
   *out = h;
   return ST_OK;
@@ -385,41 +324,25 @@ cleanup:
 }
 
 void st_close(st_handle *handle) {
-  if (!handle)
-    return;
+  if (!handle) return;
   st_api_forget(handle);
   st_handle_free(handle);
 }
 
-st_status st_workspace_clear(st_handle *handle, void *workspace, size_t bytes,
-                             void *stream) {
+st_status st_workspace_clear(st_handle *handle, void *workspace, size_t bytes, void *stream) {
   st_err err = {{0}};
-  if (!handle)
-    return st_api_fail(
-        NULL, st_fail(&err, ST_ERR_INVALID_ARG, "handle is NULL"), &err);
-  if (bytes == 0)
-    return ST_OK;
+  if (!handle) return st_api_fail(NULL, st_fail(&err, ST_ERR_INVALID_ARG, "handle is NULL"), &err);
+  if (bytes == 0) return ST_OK;
   if (!workspace)
-    return st_api_fail(handle,
-                       st_fail(&err, ST_ERR_INVALID_ARG,
-                               "workspace is NULL (bytes=%zu)", bytes),
-                       &err);
+    return st_api_fail(handle, st_fail(&err, ST_ERR_INVALID_ARG, "workspace is NULL (bytes=%zu)", bytes), &err);
   const st_cu *cu = handle->cu;
   if (!cu || !handle->ctx)
-    return st_api_fail(handle,
-                       st_fail(&err, ST_ERR_NO_DRIVER,
-                               "this handle is bound to no CUDA device"),
-                       &err);
+    return st_api_fail(handle, st_fail(&err, ST_ERR_NO_DRIVER, "this handle is bound to no CUDA device"), &err);
   CUresult rc = cu->cuCtxPushCurrent(handle->ctx);
-  if (rc != CUDA_SUCCESS)
-    return st_api_fail(handle, st_cu_fail(cu, rc, "cuCtxPushCurrent", &err),
-                       &err);
-  rc = cu->cuMemsetD8Async((CUdeviceptr)(uintptr_t)workspace, 0, bytes,
-                           (CUstream)stream);
+  if (rc != CUDA_SUCCESS) return st_api_fail(handle, st_cu_fail(cu, rc, "cuCtxPushCurrent", &err), &err);
+  rc = cu->cuMemsetD8Async((CUdeviceptr)(uintptr_t)workspace, 0, bytes, (CUstream)stream);
   CUcontext popped = NULL;
   (void)cu->cuCtxPopCurrent(&popped); /* cannot fail after a successful push */
-  if (rc != CUDA_SUCCESS)
-    return st_api_fail(handle, st_cu_fail(cu, rc, "cuMemsetD8Async", &err),
-                       &err);
+  if (rc != CUDA_SUCCESS) return st_api_fail(handle, st_cu_fail(cu, rc, "cuMemsetD8Async", &err), &err);
   return ST_OK;
 }

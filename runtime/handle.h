@@ -53,8 +53,7 @@ struct st_handle {
   st_dispatch_fit_fn fit;
   void *fit_ctx;
   st_dispatch_load_fn load;
-  st_status (*reserve_smem)(void *ctx, void *loaded, unsigned main_bytes,
-                            unsigned merge_bytes, st_err *err);
+  st_status (*reserve_smem)(void *ctx, void *loaded, unsigned main_bytes, unsigned merge_bytes, st_err *err);
   void *hook_ctx;
 };
 

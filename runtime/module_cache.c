@@ -4,10 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-void st_module_cache_init(st_module_cache *c, const st_cu *cu, CUcontext ctx,
-                          st_db *db, const char *arch, const char *db_path) {
-  *c = (st_module_cache){
-      .cu = cu, .ctx = ctx, .db = db, .arch = arch, .db_path = db_path};
+void st_module_cache_init(st_module_cache *c, const st_cu *cu, CUcontext ctx, st_db *db, const char *arch,
+                          const char *db_path) {
+  *c = (st_module_cache){.cu = cu, .ctx = ctx, .db = db, .arch = arch, .db_path = db_path};
 }
 
 /* Driver results that condemn the image itself, not the machine's state:
@@ -21,108 +20,83 @@ static int is_image_fault(CUresult rc) {
   case CUDA_ERROR_INVALID_SOURCE:
   case CUDA_ERROR_NOT_FOUND:
   case CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND:
-  case CUDA_ERROR_SHARED_OBJECT_INIT_FAILED:
-    return 1;
-  default:
-    return 0;
+  case CUDA_ERROR_SHARED_OBJECT_INIT_FAILED: return 1;
+  default: return 0;
   }
 }
 
 /* Fails a driver call; an image fault becomes ST_ERR_NO_VARIANT. */
-static st_status driver_fail(const st_module_cache *c, CUresult rc,
-                             const char *what, const char *hash, st_err *err) {
+static st_status driver_fail(const st_module_cache *c, CUresult rc, const char *what, const char *hash, st_err *err) {
   st_err e;
   st_cu_fail(c->cu, rc, what, &e);
   if (!is_image_fault(rc)) {
-    if (err)
-      *err = e;
+    if (err) *err = e;
     return ST_ERR_CUDA;
   }
-  return st_fail(err, ST_ERR_NO_VARIANT,
-                 "the %s binary of source %.12s in %s does not load: %s",
-                 c->arch, hash, c->db_path, e.msg);
+  return st_fail(err, ST_ERR_NO_VARIANT, "the %s binary of source %.12s in %s does not load: %s", c->arch, hash,
+                 c->db_path, e.msg);
 }
 
 static st_status push_ctx(const st_module_cache *c, st_err *err) {
   CUresult rc = c->cu->cuCtxPushCurrent(c->ctx);
-  return rc == CUDA_SUCCESS ? ST_OK
-                            : st_cu_fail(c->cu, rc, "cuCtxPushCurrent", err);
+  return rc == CUDA_SUCCESS ? ST_OK : st_cu_fail(c->cu, rc, "cuCtxPushCurrent", err);
 }
 
 static void pop_ctx(const st_module_cache *c) {
   CUcontext popped = NULL;
-  (void)c->cu->cuCtxPopCurrent(
-      &popped); /* cannot fail after a successful push */
+  (void)c->cu->cuCtxPopCurrent(&popped); /* cannot fail after a successful push */
 }
 
 /* The first line of a compiler log, for a one-line message. */
 static void first_line(const char *log, char *buf, size_t cap) {
   size_t i = 0;
-  for (; log && log[i] && log[i] != '\n' && i + 1 < cap; i++)
-    buf[i] = log[i];
+  for (; log && log[i] && log[i] != '\n' && i + 1 < cap; i++) buf[i] = log[i];
   buf[i] = '\0';
-  if (i == 0)
-    snprintf(buf, cap, "no compiler log recorded");
+  if (i == 0) snprintf(buf, cap, "no compiler log recorded");
 }
 
 /* Reads the binary of m->source_hash for this arch; on ST_OK *row must be
  * freed. */
-static st_status read_binary(st_module_cache *c, const st_module *m,
-                             st_binary_row *row, st_err *err) {
+static st_status read_binary(st_module_cache *c, const st_module *m, st_binary_row *row, st_err *err) {
   int found = 0;
   memset(row, 0, sizeof *row);
-  st_status st =
-      st_db_get_binary(c->db, m->source_hash, c->arch, NULL, row, &found, err);
-  if (st != ST_OK)
-    return st;
+  st_status st = st_db_get_binary(c->db, m->source_hash, c->arch, NULL, row, &found, err);
+  if (st != ST_OK) return st;
   if (!found)
-    return st_fail(
-        err, ST_ERR_NO_VARIANT,
-        "source %.12s has no binary for %s in %s; run sparsetune compile",
-        m->source_hash, c->arch, c->db_path);
+    return st_fail(err, ST_ERR_NO_VARIANT, "source %.12s has no binary for %s in %s; run sparsetune compile",
+                   m->source_hash, c->arch, c->db_path);
   if (!row->ok || !row->cubin || row->cubin_size == 0) {
     char line[200];
     first_line(row->log, line, sizeof line);
     st_db_binary_free(row);
-    return st_fail(err, ST_ERR_NO_VARIANT,
-                   "the %s binary of source %.12s in %s failed to compile: %s",
-                   c->arch, m->source_hash, c->db_path, line);
+    return st_fail(err, ST_ERR_NO_VARIANT, "the %s binary of source %.12s in %s failed to compile: %s", c->arch,
+                   m->source_hash, c->db_path, line);
   }
   return ST_OK;
 }
 
-static st_status get_function(st_module_cache *c, st_module *m,
-                              const char *name, CUfunction *fn, st_err *err) {
+static st_status get_function(st_module_cache *c, st_module *m, const char *name, CUfunction *fn, st_err *err) {
   CUresult rc = c->cu->cuModuleGetFunction(fn, m->module, name);
-  if (rc == CUDA_SUCCESS)
-    return ST_OK;
+  if (rc == CUDA_SUCCESS) return ST_OK;
   char what[160];
   snprintf(what, sizeof what, "cuModuleGetFunction(%s)", name);
   return driver_fail(c, rc, what, m->source_hash, err);
 }
 
 /* Called with the context pushed. */
-static st_status load_functions(st_module_cache *c, st_module *m,
-                                int need_merge, st_err *err) {
+static st_status load_functions(st_module_cache *c, st_module *m, int need_merge, st_err *err) {
   st_status st;
-  if (!m->main_fn &&
-      (st = get_function(c, m, m->main_name, &m->main_fn, err)) != ST_OK)
-    return st;
-  if (need_merge && !m->merge_fn &&
-      (st = get_function(c, m, m->merge_name, &m->merge_fn, err)) != ST_OK)
-    return st;
+  if (!m->main_fn && (st = get_function(c, m, m->main_name, &m->main_fn, err)) != ST_OK) return st;
+  if (need_merge && !m->merge_fn && (st = get_function(c, m, m->merge_name, &m->merge_fn, err)) != ST_OK) return st;
   return ST_OK;
 }
 
-static st_status load_module(st_module_cache *c, st_module *m, int need_merge,
-                             st_err *err) {
+static st_status load_module(st_module_cache *c, st_module *m, int need_merge, st_err *err) {
   st_binary_row row;
   st_status st = read_binary(c, m, &row, err);
-  if (st != ST_OK)
-    return st;
+  if (st != ST_OK) return st;
   st = push_ctx(c, err);
-  if (st != ST_OK)
-    goto cleanup;
+  if (st != ST_OK) goto cleanup;
   CUresult rc = c->cu->cuModuleLoadData(&m->module, row.cubin);
   if (rc != CUDA_SUCCESS) {
     m->module = NULL;
@@ -138,18 +112,14 @@ cleanup:
 
 static st_module *find(const st_module_cache *c, const char *hash) {
   for (size_t i = 0; i < c->n; i++)
-    if (strcmp(c->entries[i]->source_hash, hash) == 0)
-      return c->entries[i];
+    if (strcmp(c->entries[i]->source_hash, hash) == 0) return c->entries[i];
   return NULL;
 }
 
 static void unload(const st_module_cache *c, st_module *m) {
-  if (!m->module)
-    return;
-  if (push_ctx(c, NULL) != ST_OK)
-    return; /* the context is gone: so is the module */
-  (void)c->cu->cuModuleUnload(
-      m->module); /* at close: nothing better to do on failure */
+  if (!m->module) return;
+  if (push_ctx(c, NULL) != ST_OK) return; /* the context is gone: so is the module */
+  (void)c->cu->cuModuleUnload(m->module); /* at close: nothing better to do on failure */
   pop_ctx(c);
   m->module = NULL;
 }
@@ -158,9 +128,7 @@ static st_status add_entry(st_module_cache *c, st_module *m, st_err *err) {
   if (c->n == c->cap) {
     size_t cap = c->cap ? 2 * c->cap : 8;
     st_module **grown = realloc(c->entries, cap * sizeof *grown);
-    if (!grown)
-      return st_fail(err, ST_ERR_NOMEM,
-                     "out of host memory growing the module cache to %zu", cap);
+    if (!grown) return st_fail(err, ST_ERR_NOMEM, "out of host memory growing the module cache to %zu", cap);
     c->entries = grown;
     c->cap = cap;
   }
@@ -168,13 +136,11 @@ static st_status add_entry(st_module_cache *c, st_module *m, st_err *err) {
   return ST_OK;
 }
 
-st_status st_module_cache_get(st_module_cache *c, const char *source_hash,
-                              const char *main_name, const char *merge_name,
-                              int need_merge, st_module **out, st_err *err) {
+st_status st_module_cache_get(st_module_cache *c, const char *source_hash, const char *main_name,
+                              const char *merge_name, int need_merge, st_module **out, st_err *err) {
   st_module *m = find(c, source_hash);
   if (m && m->status != ST_OK) {
-    if (err)
-      *err = m->why;
+    if (err) *err = m->why;
     return m->status;
   }
   if (m) { /* loaded; a variant of the same source may still need the merge
@@ -184,33 +150,27 @@ st_status st_module_cache_get(st_module_cache *c, const char *source_hash,
       st = load_functions(c, m, need_merge, err);
       pop_ctx(c);
     }
-    if (st == ST_OK)
-      *out = m;
+    if (st == ST_OK) *out = m;
     return st;
   }
 
   if (strlen(source_hash) >= sizeof m->source_hash)
-    return st_fail(err, ST_ERR_NO_VARIANT,
-                   "source hash '%.60s' is longer than %zu characters",
-                   source_hash, sizeof m->source_hash - 1);
-  if (!(m = calloc(1, sizeof *m)))
-    return st_fail(err, ST_ERR_NOMEM, "out of host memory loading a module");
+    return st_fail(err, ST_ERR_NO_VARIANT, "source hash '%.60s' is longer than %zu characters", source_hash,
+                   sizeof m->source_hash - 1);
+  if (!(m = calloc(1, sizeof *m))) return st_fail(err, ST_ERR_NOMEM, "out of host memory loading a module");
   snprintf(m->source_hash, sizeof m->source_hash, "%s", source_hash);
   m->main_name = main_name;
   m->merge_name = merge_name;
   m->smem_limit = m->merge_smem_limit = ST_DEFAULT_DYNAMIC_SMEM_LIMIT;
   st_status st = load_module(c, m, need_merge, &m->why);
-  if (err && st != ST_OK)
-    *err = m->why;
-  if (st != ST_OK && st != ST_ERR_NO_VARIANT)
-    goto cleanup; /* not the binary's fault: retried later */
+  if (err && st != ST_OK) *err = m->why;
+  if (st != ST_OK && st != ST_ERR_NO_VARIANT) goto cleanup; /* not the binary's fault: retried later */
   m->status = st;
   if (add_entry(c, m, err) != ST_OK) {
     st = ST_ERR_NOMEM;
     goto cleanup;
   }
-  if (st == ST_OK)
-    *out = m;
+  if (st == ST_OK) *out = m;
   return st;
 
 cleanup:
@@ -219,38 +179,28 @@ cleanup:
   return st;
 }
 
-static st_status allow_smem(st_module_cache *c, CUfunction fn,
-                            const char *kernel, unsigned bytes, unsigned *limit,
+static st_status allow_smem(st_module_cache *c, CUfunction fn, const char *kernel, unsigned bytes, unsigned *limit,
                             const char *hash, st_err *err) {
-  if (bytes <= *limit)
-    return ST_OK;
+  if (bytes <= *limit) return ST_OK;
   st_status st = push_ctx(c, err);
-  if (st != ST_OK)
-    return st;
-  CUresult rc = c->cu->cuFuncSetAttribute(
-      fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)bytes);
+  if (st != ST_OK) return st;
+  CUresult rc = c->cu->cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)bytes);
   pop_ctx(c);
   if (rc != CUDA_SUCCESS) {
     st_err e;
     st_cu_fail(c->cu, rc, "cuFuncSetAttribute", &e);
-    return st_fail(
-        err, ST_ERR_CUDA,
-        "allowing %s of source %.12s %u bytes of dynamic shared memory: %s",
-        kernel, hash, bytes, e.msg);
+    return st_fail(err, ST_ERR_CUDA, "allowing %s of source %.12s %u bytes of dynamic shared memory: %s", kernel, hash,
+                   bytes, e.msg);
   }
   *limit = bytes;
   return ST_OK;
 }
 
-st_status st_module_reserve_smem(st_module_cache *c, st_module *m,
-                                 unsigned main_bytes, unsigned merge_bytes,
+st_status st_module_reserve_smem(st_module_cache *c, st_module *m, unsigned main_bytes, unsigned merge_bytes,
                                  st_err *err) {
-  st_status st = allow_smem(c, m->main_fn, m->main_name, main_bytes,
-                            &m->smem_limit, m->source_hash, err);
-  if (st != ST_OK || !m->merge_fn)
-    return st;
-  return allow_smem(c, m->merge_fn, m->merge_name, merge_bytes,
-                    &m->merge_smem_limit, m->source_hash, err);
+  st_status st = allow_smem(c, m->main_fn, m->main_name, main_bytes, &m->smem_limit, m->source_hash, err);
+  if (st != ST_OK || !m->merge_fn) return st;
+  return allow_smem(c, m->merge_fn, m->merge_name, merge_bytes, &m->merge_smem_limit, m->source_hash, err);
 }
 
 void st_module_cache_free(st_module_cache *c) {

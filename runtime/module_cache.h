@@ -27,12 +27,11 @@ typedef struct st_module {
   st_status status; /* ST_OK: loaded; else why it cannot be (in `why`) */
   st_err why;
   CUmodule module;
-  const char *main_name,
-      *merge_name;     /* the op's kernel names (static strings) */
-  CUfunction main_fn;  /* main_name                                       */
-  CUfunction merge_fn; /* merge_name, once needed                         */
-  unsigned smem_limit; /* dynamic shared memory main_fn is allowed        */
-  unsigned merge_smem_limit; /* and merge_fn                               */
+  const char *main_name, *merge_name; /* the op's kernel names (static strings) */
+  CUfunction main_fn;                 /* main_name                                       */
+  CUfunction merge_fn;                /* merge_name, once needed                         */
+  unsigned smem_limit;                /* dynamic shared memory main_fn is allowed        */
+  unsigned merge_smem_limit;          /* and merge_fn                               */
 } st_module;
 
 typedef struct st_module_cache {
@@ -46,23 +45,21 @@ typedef struct st_module_cache {
 } st_module_cache;
 
 /* Binds an empty cache; nothing is loaded yet. The pointers must outlive it. */
-void st_module_cache_init(st_module_cache *c, const st_cu *cu, CUcontext ctx,
-                          st_db *db, const char *arch, const char *db_path);
+void st_module_cache_init(st_module_cache *c, const st_cu *cu, CUcontext ctx, st_db *db, const char *arch,
+                          const char *db_path);
 
 /* The loaded module of `source_hash`, whose kernels are called `main_name`
  * and `merge_name` (static strings: a source is one op's), with the merge
  * kernel resolved too when `need_merge`. ST_ERR_NO_VARIANT: no usable
  * binary (the message says why); ST_ERR_CUDA / ST_ERR_DB / ST_ERR_NOMEM:
  * could not tell. */
-st_status st_module_cache_get(st_module_cache *c, const char *source_hash,
-                              const char *main_name, const char *merge_name,
-                              int need_merge, st_module **out, st_err *err);
+st_status st_module_cache_get(st_module_cache *c, const char *source_hash, const char *main_name,
+                              const char *merge_name, int need_merge, st_module **out, st_err *err);
 
 /* Lets m->main_fn use `main_bytes` and m->merge_fn `merge_bytes` of dynamic
  * shared memory (above 48 KiB a kernel must opt in); a no-op when they
  * already may, so prepare does the driver call and the launch path does not. */
-st_status st_module_reserve_smem(st_module_cache *c, st_module *m,
-                                 unsigned main_bytes, unsigned merge_bytes,
+st_status st_module_reserve_smem(st_module_cache *c, st_module *m, unsigned main_bytes, unsigned merge_bytes,
                                  st_err *err);
 
 /* Unloads every module and frees the entries. The cache may be re-used

@@ -15,8 +15,7 @@
 #include "testutil.h"
 
 static void assert_contains(const char *text, const char *part) {
-  if (!strstr(text, part))
-    fail_msg("expected \"%s\" in \"%s\"", part, text);
+  if (!strstr(text, part)) fail_msg("expected \"%s\" in \"%s\"", part, text);
 }
 
 /* ---- arguments
@@ -25,8 +24,7 @@ static void assert_contains(const char *text, const char *part) {
 /* A fake device address: never dereferenced, aligned as the launcher wants. */
 #define FAKE_PTR(n) ((void *)(uintptr_t)(0x100000u * (n)))
 
-static st_tensor tensor(st_dtype dt, int ndim, const int64_t *shape,
-                        void *data) {
+static st_tensor tensor(st_dtype dt, int ndim, const int64_t *shape, void *data) {
   st_tensor t;
   memset(&t, 0, sizeof t);
   t.data = data;
@@ -41,17 +39,14 @@ static st_tensor tensor(st_dtype dt, int ndim, const int64_t *shape,
   return t;
 }
 
-static st_index_decode_args make_args(int R, int H, int D, st_dtype dt,
-                                      int qlen, int topk, int max_blocks) {
+static st_index_decode_args make_args(int R, int H, int D, st_dtype dt, int qlen, int topk, int max_blocks) {
   st_index_decode_args a;
   memset(&a, 0, sizeof a);
   a.q = tensor(dt, 3, (int64_t[]){(int64_t)R * qlen, H, D}, FAKE_PTR(1));
   a.k_cache = tensor(dt, 3, (int64_t[]){1024, 128, D}, FAKE_PTR(2));
-  a.block_table =
-      tensor(ST_DTYPE_INT32, 2, (int64_t[]){R, max_blocks}, FAKE_PTR(3));
+  a.block_table = tensor(ST_DTYPE_INT32, 2, (int64_t[]){R, max_blocks}, FAKE_PTR(3));
   a.seq_lens = tensor(ST_DTYPE_INT32, 1, (int64_t[]){R}, FAKE_PTR(4));
-  a.topk_idx = tensor(ST_DTYPE_INT32, 3,
-                      (int64_t[]){H, (int64_t)R * qlen, topk}, FAKE_PTR(5));
+  a.topk_idx = tensor(ST_DTYPE_INT32, 3, (int64_t[]){H, (int64_t)R * qlen, topk}, FAKE_PTR(5));
   a.qlen = qlen;
   a.topk = topk;
   a.init_blocks = 1;
@@ -69,8 +64,7 @@ typedef struct fake_loader {
   st_module module; /* what a load returns: never launched */
 } fake_loader;
 
-static st_status fake_load(void *ctx, st_op_id op, const st_dispatch_variant *v,
-                           void **loaded, st_err *err) {
+static st_status fake_load(void *ctx, st_op_id op, const st_dispatch_variant *v, void **loaded, st_err *err) {
   (void)op;
   (void)v;
   (void)err;
@@ -80,8 +74,7 @@ static st_status fake_load(void *ctx, st_op_id op, const st_dispatch_variant *v,
   return ST_OK;
 }
 
-static st_status fake_reserve(void *ctx, void *loaded, unsigned main_bytes,
-                              unsigned merge_bytes, st_err *err) {
+static st_status fake_reserve(void *ctx, void *loaded, unsigned main_bytes, unsigned merge_bytes, st_err *err) {
   (void)loaded;
   (void)main_bytes;
   (void)merge_bytes;
@@ -90,8 +83,7 @@ static st_status fake_reserve(void *ctx, void *loaded, unsigned main_bytes,
   return ST_OK;
 }
 
-static st_dispatch_variant variant(const char *id, int topk_cap,
-                                   st_index_decode_algo algo) {
+static st_dispatch_variant variant(const char *id, int topk_cap, st_index_decode_algo algo) {
   st_dispatch_variant v;
   memset(&v, 0, sizeof v);
   snprintf(v.id, sizeof v.id, "%s", id);
@@ -111,8 +103,7 @@ static st_dispatch_variant variant(const char *id, int topk_cap,
 
 /* A handle whose defaults are `defs` and whose module loads are `f`'s. The
  * fit check (the launcher's, planned for 132 multiprocessors) stays. */
-static st_handle *bare_handle(const st_dispatch_variant *defs, size_t n,
-                              fake_loader *f) {
+static st_handle *bare_handle(const st_dispatch_variant *defs, size_t n, fake_loader *f) {
   st_handle *h = NULL;
   st_err err = {{0}};
   assert_int_equal(st_handle_alloc(&h, &err), ST_OK);
@@ -140,11 +131,9 @@ static void close_bare(st_handle *h) { st_close(h); }
 static void open_without_driver_says_so(void **state) {
   (void)state;
   const st_cu *cu = NULL;
-  if (st_cu_load(&cu, NULL) == ST_OK)
-    skip(); /* this machine has a driver */
+  if (st_cu_load(&cu, NULL) == ST_OK) skip(); /* this machine has a driver */
   st_handle *h = (st_handle *)FAKE_PTR(7);
-  assert_int_equal(st_open("/nonexistent/sparsetune.db", 0, &h),
-                   ST_ERR_NO_DRIVER);
+  assert_int_equal(st_open("/nonexistent/sparsetune.db", 0, &h), ST_ERR_NO_DRIVER);
   assert_null(h);
   printf("# st_open: %s\n", st_last_error(NULL));
   assert_contains(st_last_error(NULL), "no CUDA driver on this machine");
@@ -169,20 +158,16 @@ static void every_call_rejects_a_null_handle(void **state) {
   (void)state;
   st_index_decode_args a = make_args(8, 2, 128, ST_DTYPE_BF16, 1, 16, 64);
   size_t bytes = 99;
-  assert_int_equal(st_workspace_clear(NULL, FAKE_PTR(1), 64, NULL),
-                   ST_ERR_INVALID_ARG);
+  assert_int_equal(st_workspace_clear(NULL, FAKE_PTR(1), 64, NULL), ST_ERR_INVALID_ARG);
   assert_contains(st_last_error(NULL), "handle is NULL");
-  st_open(NULL, 0,
-          NULL); /* overwrite, so each check below sees its own message */
-  assert_int_equal(st_index_decode_workspace_size(NULL, &a, &bytes),
-                   ST_ERR_INVALID_ARG);
+  st_open(NULL, 0, NULL); /* overwrite, so each check below sees its own message */
+  assert_int_equal(st_index_decode_workspace_size(NULL, &a, &bytes), ST_ERR_INVALID_ARG);
   assert_contains(st_last_error(NULL), "handle is NULL");
   st_open(NULL, 0, NULL);
   assert_int_equal(st_index_decode_prepare(NULL, &a), ST_ERR_INVALID_ARG);
   assert_contains(st_last_error(NULL), "handle is NULL");
   st_open(NULL, 0, NULL);
-  assert_int_equal(st_index_decode(NULL, &a, FAKE_PTR(9), 1 << 20, NULL),
-                   ST_ERR_INVALID_ARG);
+  assert_int_equal(st_index_decode(NULL, &a, FAKE_PTR(9), 1 << 20, NULL), ST_ERR_INVALID_ARG);
   assert_contains(st_last_error(NULL), "handle is NULL");
   st_close(NULL);
   assert_string_equal(st_last_variant(NULL), "");
@@ -192,8 +177,7 @@ static void status_names_are_never_null(void **state) {
   (void)state;
   assert_string_equal(st_status_name(ST_OK), "ST_OK");
   assert_string_equal(st_status_name(ST_ERR_WORKSPACE), "ST_ERR_WORKSPACE");
-  for (int s = -2; s < 20; s++)
-    assert_non_null(st_status_name((st_status)s));
+  for (int s = -2; s < 20; s++) assert_non_null(st_status_name((st_status)s));
 }
 
 /* ---- calls on a handle
@@ -205,21 +189,17 @@ static void null_arguments_are_named(void **state) {
   st_handle *h = bare_handle(NULL, 0, &f);
   st_index_decode_args a = make_args(8, 2, 128, ST_DTYPE_BF16, 1, 16, 64);
   size_t bytes = 0;
-  assert_int_equal(st_index_decode_workspace_size(h, NULL, &bytes),
-                   ST_ERR_INVALID_ARG);
+  assert_int_equal(st_index_decode_workspace_size(h, NULL, &bytes), ST_ERR_INVALID_ARG);
   assert_contains(st_last_error(h), "args is NULL");
-  assert_int_equal(st_index_decode_workspace_size(h, &a, NULL),
-                   ST_ERR_INVALID_ARG);
+  assert_int_equal(st_index_decode_workspace_size(h, &a, NULL), ST_ERR_INVALID_ARG);
   assert_contains(st_last_error(h), "bytes is NULL");
   assert_int_equal(st_index_decode_prepare(h, NULL), ST_ERR_INVALID_ARG);
   assert_contains(st_last_error(h), "args is NULL");
-  assert_int_equal(st_index_decode(h, NULL, FAKE_PTR(9), 64, NULL),
-                   ST_ERR_INVALID_ARG);
+  assert_int_equal(st_index_decode(h, NULL, FAKE_PTR(9), 64, NULL), ST_ERR_INVALID_ARG);
   assert_contains(st_last_error(h), "args is NULL");
   assert_int_equal(st_workspace_clear(h, NULL, 64, NULL), ST_ERR_INVALID_ARG);
   assert_contains(st_last_error(h), "workspace is NULL");
-  assert_int_equal(st_workspace_clear(h, NULL, 0, NULL),
-                   ST_OK); /* nothing to clear */
+  assert_int_equal(st_workspace_clear(h, NULL, 0, NULL), ST_OK); /* nothing to clear */
   assert_int_equal(f.loads, 0);
   close_bare(h);
 }
@@ -231,11 +211,9 @@ static void invalid_arguments_carry_the_launcher_message(void **state) {
   size_t bytes = 0;
   st_index_decode_args a = make_args(8, 2, 128, ST_DTYPE_BF16, 1, 16, 64);
   a.topk = 80;
-  assert_int_equal(st_index_decode(h, &a, FAKE_PTR(9), 64, NULL),
-                   ST_ERR_INVALID_ARG);
+  assert_int_equal(st_index_decode(h, &a, FAKE_PTR(9), 64, NULL), ST_ERR_INVALID_ARG);
   assert_contains(st_last_error(h), "topk=80");
-  assert_int_equal(st_index_decode_workspace_size(h, &a, &bytes),
-                   ST_ERR_INVALID_ARG);
+  assert_int_equal(st_index_decode_workspace_size(h, &a, &bytes), ST_ERR_INVALID_ARG);
   assert_contains(st_last_error(h), "topk=80");
   a = make_args(8, 2, 128, ST_DTYPE_BF16, 5, 16, 64);
   assert_int_equal(st_index_decode_prepare(h, &a), ST_ERR_INVALID_ARG);
@@ -243,11 +221,9 @@ static void invalid_arguments_carry_the_launcher_message(void **state) {
   /* The launch needs real pointers; the size query and prepare read none. */
   a = make_args(8, 2, 128, ST_DTYPE_BF16, 1, 16, 64);
   a.q.data = NULL;
-  assert_int_equal(st_index_decode(h, &a, FAKE_PTR(9), 64, NULL),
-                   ST_ERR_INVALID_ARG);
+  assert_int_equal(st_index_decode(h, &a, FAKE_PTR(9), 64, NULL), ST_ERR_INVALID_ARG);
   assert_contains(st_last_error(h), "q.data is NULL");
-  assert_int_equal(st_index_decode_workspace_size(h, &a, &bytes),
-                   ST_ERR_NO_VARIANT); /* past validation */
+  assert_int_equal(st_index_decode_workspace_size(h, &a, &bytes), ST_ERR_NO_VARIANT); /* past validation */
   close_bare(h);
 }
 
@@ -258,8 +234,7 @@ static void no_variant_names_the_shape(void **state) {
   st_handle *h = bare_handle(&d, 1, &f);
   st_index_decode_args a = make_args(8, 2, 64, ST_DTYPE_FP8_E4M3, 1, 40, 64);
   size_t bytes = 7;
-  assert_int_equal(st_index_decode_workspace_size(h, &a, &bytes),
-                   ST_ERR_NO_VARIANT);
+  assert_int_equal(st_index_decode_workspace_size(h, &a, &bytes), ST_ERR_NO_VARIANT);
   assert_int_equal(bytes, 0);
   printf("# no variant: %s\n", st_last_error(h));
   assert_contains(st_last_error(h), "no compiled index_decode variant for");
@@ -289,8 +264,7 @@ static void workspace_is_sized_checked_and_named(void **state) {
   char needed[64];
   snprintf(needed, sizeof needed, "needs %zu bytes", bytes);
   assert_contains(st_last_error(h), needed);
-  assert_int_equal(st_index_decode(h, &a, FAKE_PTR(9), bytes - 1, NULL),
-                   ST_ERR_WORKSPACE);
+  assert_int_equal(st_index_decode(h, &a, FAKE_PTR(9), bytes - 1, NULL), ST_ERR_WORKSPACE);
   assert_contains(st_last_error(h), needed);
   char given[64];
   snprintf(given, sizeof given, "workspace_bytes=%zu", bytes - 1);
@@ -300,8 +274,7 @@ static void workspace_is_sized_checked_and_named(void **state) {
 
   /* With enough workspace the call gets to the launch, which a handle
    * without a device refuses plainly. */
-  assert_int_equal(st_index_decode(h, &a, FAKE_PTR(9), bytes, NULL),
-                   ST_ERR_NO_DRIVER);
+  assert_int_equal(st_index_decode(h, &a, FAKE_PTR(9), bytes, NULL), ST_ERR_NO_DRIVER);
   assert_contains(st_last_error(h), "no CUDA device");
   close_bare(h);
 }
@@ -314,11 +287,9 @@ static void a_plan_that_cannot_be_made_does_not_fit(void **state) {
   d.cfg.index_decode.max_qlen = 4;
   d.cfg.index_decode.threads = 256;
   st_handle *h = bare_handle(&d, 1, &f);
-  st_index_decode_args a =
-      make_args(1, 4, 128, ST_DTYPE_BF16, 4, 64, 16 * 1024 * 1024 - 1);
+  st_index_decode_args a = make_args(1, 4, 128, ST_DTYPE_BF16, 4, 64, 16 * 1024 * 1024 - 1);
   size_t bytes = 0;
-  assert_int_equal(st_index_decode_workspace_size(h, &a, &bytes),
-                   ST_ERR_NO_VARIANT);
+  assert_int_equal(st_index_decode_workspace_size(h, &a, &bytes), ST_ERR_NO_VARIANT);
   printf("# plan: %s\n", st_last_error(h));
   assert_contains(st_last_error(h), "shared memory");
   close_bare(h);
@@ -355,8 +326,7 @@ static void last_error_is_per_thread_and_per_handle(void **state) {
   assert_int_equal(pthread_create(&th, NULL, fail_on_other_thread, &t), 0);
   assert_int_equal(pthread_join(th, NULL), 0);
   assert_contains(t.seen, "args is NULL");
-  assert_contains(st_last_error(h),
-                  "topk=0"); /* this thread's record is untouched */
+  assert_contains(st_last_error(h), "topk=0"); /* this thread's record is untouched */
   assert_string_equal(st_last_error(h2), "");
 
   /* A success does not clear the last failure; a failure on another handle

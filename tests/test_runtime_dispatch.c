@@ -19,13 +19,10 @@ typedef struct call {
   st_params fields;
 } call;
 
-static const char *dtype_text(st_dtype d) {
-  return d == ST_DTYPE_FP8_E4M3 ? "fp8" : "bf16";
-}
+static const char *dtype_text(st_dtype d) { return d == ST_DTYPE_FP8_E4M3 ? "fp8" : "bf16"; }
 
 /* The key fields as the launcher writes them (B, D, H, dtype, qlen, topk). */
-static void set_fields(st_params *f, long long B, int D, int H, st_dtype dt,
-                       int qlen, int topk) {
+static void set_fields(st_params *f, long long B, int D, int H, st_dtype dt, int qlen, int topk) {
   f->n = 0;
   assert_int_equal(st_params_set_int(f, "B", B, NULL), ST_OK);
   assert_int_equal(st_params_set_int(f, "D", D, NULL), ST_OK);
@@ -35,8 +32,7 @@ static void set_fields(st_params *f, long long B, int D, int H, st_dtype dt,
   assert_int_equal(st_params_set_int(f, "topk", topk, NULL), ST_OK);
 }
 
-static call make_call(long long B, int D, int H, st_dtype dt, int qlen,
-                      int topk) {
+static call make_call(long long B, int D, int H, st_dtype dt, int qlen, int topk) {
   call c;
   memset(&c, 0, sizeof c);
   c.args.q.dtype = dt;
@@ -47,15 +43,13 @@ static call make_call(long long B, int D, int H, st_dtype dt, int qlen,
   c.args.qlen = qlen;
   c.args.topk = topk;
   c.args.max_context = 4096;
-  snprintf(c.key, sizeof c.key,
-           "index_decode:B=%lld,D=%d,H=%d,dtype=%s,qlen=%d,topk=%d", B, D, H,
-           dtype_text(dt), qlen, topk);
+  snprintf(c.key, sizeof c.key, "index_decode:B=%lld,D=%d,H=%d,dtype=%s,qlen=%d,topk=%d", B, D, H, dtype_text(dt), qlen,
+           topk);
   set_fields(&c.fields, B, D, H, dt, qlen, topk);
   return c;
 }
 
-static st_dispatch_variant make_variant(const char *id, st_dtype dt, int D,
-                                        int topk_cap, int heads_per_cta) {
+static st_dispatch_variant make_variant(const char *id, st_dtype dt, int D, int topk_cap, int heads_per_cta) {
   st_dispatch_variant v;
   memset(&v, 0, sizeof v);
   snprintf(v.id, sizeof v.id, "%s", id);
@@ -73,8 +67,7 @@ static st_dispatch_variant make_variant(const char *id, st_dtype dt, int D,
 }
 
 /* A winner for (B, D=128, H=2, bf16, qlen=1, topk=16) unless `H` differs. */
-static st_dispatch_winner make_winner(const char *id, long long B, int H,
-                                      int64_t run_id) {
+static st_dispatch_winner make_winner(const char *id, long long B, int H, int64_t run_id) {
   st_dispatch_winner w;
   memset(&w, 0, sizeof w);
   set_fields(&w.fields, B, 128, H, ST_DTYPE_BF16, 1, 16);
@@ -100,88 +93,66 @@ typedef struct fake {
 
 static int listed(const char *const *ids, const char *id) {
   for (int i = 0; i < MAX_IDS; i++)
-    if (ids[i] && strcmp(ids[i], id) == 0)
-      return 1;
+    if (ids[i] && strcmp(ids[i], id) == 0) return 1;
   return 0;
 }
 
-static st_status fake_fit(void *ctx, st_op_id op, const st_dispatch_variant *v,
-                          const void *args, st_err *err) {
+static st_status fake_fit(void *ctx, st_op_id op, const st_dispatch_variant *v, const void *args, st_err *err) {
   fake *f = ctx;
   f->fits++;
   assert_int_equal(op, ST_OP_INDEX_DECODE);
   const st_index_decode_config *cfg = &v->cfg.index_decode;
   const st_index_decode_args *a = args;
-  if (listed(f->rejected, v->id))
-    return st_fail(err, ST_ERR_NO_VARIANT, "rejected by the test");
-  if (cfg->dtype != a->q.dtype)
-    return st_fail(err, ST_ERR_NO_VARIANT, "dtype differs");
-  if (cfg->head_dim != a->q.shape[2])
-    return st_fail(err, ST_ERR_NO_VARIANT, "head_dim %d differs",
-                   cfg->head_dim);
+  if (listed(f->rejected, v->id)) return st_fail(err, ST_ERR_NO_VARIANT, "rejected by the test");
+  if (cfg->dtype != a->q.dtype) return st_fail(err, ST_ERR_NO_VARIANT, "dtype differs");
+  if (cfg->head_dim != a->q.shape[2]) return st_fail(err, ST_ERR_NO_VARIANT, "head_dim %d differs", cfg->head_dim);
   if (cfg->topk_cap < a->topk)
-    return st_fail(err, ST_ERR_NO_VARIANT,
-                   "variant holds topk <= %d, call asks %d", cfg->topk_cap,
-                   a->topk);
-  if (a->q.shape[1] % cfg->heads_per_cta)
-    return st_fail(err, ST_ERR_NO_VARIANT, "heads_per_cta does not divide H");
+    return st_fail(err, ST_ERR_NO_VARIANT, "variant holds topk <= %d, call asks %d", cfg->topk_cap, a->topk);
+  if (a->q.shape[1] % cfg->heads_per_cta) return st_fail(err, ST_ERR_NO_VARIANT, "heads_per_cta does not divide H");
   return ST_OK;
 }
 
-static st_status fake_load(void *ctx, st_op_id op, const st_dispatch_variant *v,
-                           void **loaded, st_err *err) {
+static st_status fake_load(void *ctx, st_op_id op, const st_dispatch_variant *v, void **loaded, st_err *err) {
   fake *f = ctx;
   assert_int_equal(op, ST_OP_INDEX_DECODE);
   f->loads++;
   if (f->fatal && strcmp(f->fatal, v->id) == 0)
-    return st_fail(err, ST_ERR_CUDA,
-                   "cuModuleLoadData failed: CUDA_ERROR_OUT_OF_MEMORY (test)");
+    return st_fail(err, ST_ERR_CUDA, "cuModuleLoadData failed: CUDA_ERROR_OUT_OF_MEMORY (test)");
   if (listed(f->broken, v->id))
-    return st_fail(err, ST_ERR_NO_VARIANT,
-                   "variant %s: source has no binary for sm_90a (test)", v->id);
+    return st_fail(err, ST_ERR_NO_VARIANT, "variant %s: source has no binary for sm_90a (test)", v->id);
   *loaded = (void *)v;
   return ST_OK;
 }
 
 static st_dispatch_hooks hooks_of(fake *f) {
-  return (st_dispatch_hooks){
-      .fit = fake_fit, .fit_ctx = f, .load = fake_load, .load_ctx = f};
+  return (st_dispatch_hooks){.fit = fake_fit, .fit_ctx = f, .load = fake_load, .load_ctx = f};
 }
 
-static st_dispatch_table table_of(st_dispatch_winner *w, size_t nw,
-                                  st_dispatch_variant *d, size_t nd) {
+static st_dispatch_table table_of(st_dispatch_winner *w, size_t nw, st_dispatch_variant *d, size_t nd) {
   st_dispatch_sort_winners(w, nw);
   st_dispatch_sort_defaults(d, nd);
-  return (st_dispatch_table){.op = ST_OP_INDEX_DECODE,
-                             .winners = w,
-                             .n_winners = nw,
-                             .defaults = d,
-                             .n_defaults = nd,
-                             .source = "unit.db"};
+  return (st_dispatch_table){
+      .op = ST_OP_INDEX_DECODE, .winners = w, .n_winners = nw, .defaults = d, .n_defaults = nd, .source = "unit.db"};
 }
 
 /* Chooses for `c` and returns the chosen id ("" on failure, with *st set). */
-static const char *choose(const st_dispatch_table *t, fake *f, const call *c,
-                          st_status *st, st_err *err, st_dispatch_rule *rule) {
+static const char *choose(const st_dispatch_table *t, fake *f, const call *c, st_status *st, st_err *err,
+                          st_dispatch_rule *rule) {
   st_dispatch_hooks h = hooks_of(f);
   st_dispatch_choice ch;
   memset(&ch, 0, sizeof ch);
   *st = st_dispatch_choose(t, c->key, &c->fields, &c->args, &h, &ch, err);
-  if (*st != ST_OK)
-    return "";
+  if (*st != ST_OK) return "";
   assert_ptr_equal(ch.loaded, ch.v);
-  if (rule)
-    *rule = ch.rule;
+  if (rule) *rule = ch.rule;
   return ch.v->id;
 }
 
-static const char *choose_ok(const st_dispatch_table *t, fake *f, const call *c,
-                             st_dispatch_rule *rule) {
+static const char *choose_ok(const st_dispatch_table *t, fake *f, const call *c, st_dispatch_rule *rule) {
   st_status st;
   st_err err = {{0}};
   const char *id = choose(t, f, c, &st, &err, rule);
-  if (st != ST_OK)
-    fail_msg("expected a choice, got %s: %s", st_status_name(st), err.msg);
+  if (st != ST_OK) fail_msg("expected a choice, got %s: %s", st_status_name(st), err.msg);
   return id;
 }
 
@@ -190,9 +161,7 @@ static const char *choose_ok(const st_dispatch_table *t, fake *f, const call *c,
 
 static void exact_winner_is_chosen_when_it_fits(void **state) {
   (void)state;
-  st_dispatch_winner w[] = {make_winner("w4", 4, 2, 1),
-                            make_winner("w8", 8, 2, 1),
-                            make_winner("w16", 16, 2, 1)};
+  st_dispatch_winner w[] = {make_winner("w4", 4, 2, 1), make_winner("w8", 8, 2, 1), make_winner("w16", 16, 2, 1)};
   st_dispatch_variant d[] = {make_variant("d16", ST_DTYPE_BF16, 128, 16, 1)};
   st_dispatch_table t = table_of(w, 3, d, 1);
   fake f = {0};
@@ -205,34 +174,28 @@ static void exact_winner_is_chosen_when_it_fits(void **state) {
 
 static void newest_run_wins_among_exact_winners(void **state) {
   (void)state;
-  st_dispatch_winner w[] = {make_winner("old", 8, 2, 3),
-                            make_winner("new", 8, 2, 7)};
+  st_dispatch_winner w[] = {make_winner("old", 8, 2, 3), make_winner("new", 8, 2, 7)};
   st_dispatch_table t = table_of(w, 2, NULL, 0);
   fake f = {0};
   call c = make_call(8, 128, 2, ST_DTYPE_BF16, 1, 16);
   assert_string_equal(choose_ok(&t, &f, &c, NULL), "new");
 }
 
-static void
-exact_winner_that_does_not_fit_falls_to_nearest_batch(void **state) {
+static void exact_winner_that_does_not_fit_falls_to_nearest_batch(void **state) {
   (void)state;
-  st_dispatch_winner w[] = {make_winner("w8", 8, 2, 1),
-                            make_winner("w16", 16, 2, 1),
-                            make_winner("w2", 2, 2, 1)};
+  st_dispatch_winner w[] = {make_winner("w8", 8, 2, 1), make_winner("w16", 16, 2, 1), make_winner("w2", 2, 2, 1)};
   st_dispatch_table t = table_of(w, 3, NULL, 0);
   fake f = {.rejected = {"w8"}};
   st_dispatch_rule rule;
   call c = make_call(8, 128, 2, ST_DTYPE_BF16, 1, 16);
-  assert_string_equal(choose_ok(&t, &f, &c, &rule),
-                      "w16"); /* 2x away; w2 is 4x away */
+  assert_string_equal(choose_ok(&t, &f, &c, &rule), "w16"); /* 2x away; w2 is 4x away */
   assert_int_equal(rule, ST_DISPATCH_NEAREST_BATCH);
 }
 
 static void nearest_batch_is_nearest_in_log2(void **state) {
   (void)state;
-  st_dispatch_winner w[] = {
-      make_winner("w1", 1, 2, 1), make_winner("w4", 4, 2, 1),
-      make_winner("w8", 8, 2, 1), make_winner("w64", 64, 2, 1)};
+  st_dispatch_winner w[] = {make_winner("w1", 1, 2, 1), make_winner("w4", 4, 2, 1), make_winner("w8", 8, 2, 1),
+                            make_winner("w64", 64, 2, 1)};
   st_dispatch_table t = table_of(w, 4, NULL, 0);
   fake f = {0};
   /* B=2: 2/1 = 4/2, a tie, so the larger; B=22: 22/8 = 2.75 < 64/22 = 2.91;
@@ -240,28 +203,24 @@ static void nearest_batch_is_nearest_in_log2(void **state) {
   struct {
     long long B;
     const char *want;
-  } cases[] = {{6, "w8"},    {5, "w4"},  {3, "w4"},   {2, "w4"},
-               {100, "w64"}, {22, "w8"}, {23, "w64"}, {24, "w64"}};
+  } cases[] = {{6, "w8"}, {5, "w4"}, {3, "w4"}, {2, "w4"}, {100, "w64"}, {22, "w8"}, {23, "w64"}, {24, "w64"}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     call c = make_call(cases[i].B, 128, 2, ST_DTYPE_BF16, 1, 16);
     st_dispatch_rule rule;
     const char *got = choose_ok(&t, &f, &c, &rule);
-    if (strcmp(got, cases[i].want) != 0)
-      fail_msg("B=%lld: chose %s, expected %s", cases[i].B, got, cases[i].want);
+    if (strcmp(got, cases[i].want) != 0) fail_msg("B=%lld: chose %s, expected %s", cases[i].B, got, cases[i].want);
     assert_int_equal(rule, ST_DISPATCH_NEAREST_BATCH);
   }
 }
 
 static void nearest_batch_tie_goes_to_the_larger_batch(void **state) {
   (void)state;
-  st_dispatch_winner w[] = {make_winner("w16", 16, 2, 1),
-                            make_winner("w4", 4, 2, 1)};
+  st_dispatch_winner w[] = {make_winner("w16", 16, 2, 1), make_winner("w4", 4, 2, 1)};
   st_dispatch_table t = table_of(w, 2, NULL, 0);
   fake f = {0};
   call c = make_call(8, 128, 2, ST_DTYPE_BF16, 1, 16);
   assert_string_equal(choose_ok(&t, &f, &c, NULL), "w16");
-  st_dispatch_winner w2[] = {make_winner("w2", 2, 2, 1),
-                             make_winner("w8", 8, 2, 1)};
+  st_dispatch_winner w2[] = {make_winner("w2", 2, 2, 1), make_winner("w8", 8, 2, 1)};
   st_dispatch_table t2 = table_of(w2, 2, NULL, 0);
   c = make_call(4, 128, 2, ST_DTYPE_BF16, 1, 16);
   assert_string_equal(choose_ok(&t2, &f, &c, NULL), "w8");
@@ -269,8 +228,7 @@ static void nearest_batch_tie_goes_to_the_larger_batch(void **state) {
 
 static void nearest_batch_needs_every_other_field_equal(void **state) {
   (void)state;
-  st_dispatch_winner w[] = {make_winner("h4", 8, 4, 1),
-                            make_winner("h2_far", 256, 2, 1)};
+  st_dispatch_winner w[] = {make_winner("h4", 8, 4, 1), make_winner("h2_far", 256, 2, 1)};
   st_dispatch_table t = table_of(w, 2, NULL, 0);
   fake f = {0};
   call c = make_call(8, 128, 2, ST_DTYPE_BF16, 1, 16);
@@ -280,10 +238,8 @@ static void nearest_batch_needs_every_other_field_equal(void **state) {
 static void default_prefers_the_smallest_topk_capacity_that_fits(void **state) {
   (void)state;
   st_dispatch_variant d[] = {
-      make_variant("d64", ST_DTYPE_BF16, 128, 64, 1),
-      make_variant("d16", ST_DTYPE_BF16, 128, 16, 1),
-      make_variant("d32", ST_DTYPE_BF16, 128, 32, 1),
-      make_variant("d8", ST_DTYPE_BF16, 128, 8, 1),
+      make_variant("d64", ST_DTYPE_BF16, 128, 64, 1), make_variant("d16", ST_DTYPE_BF16, 128, 16, 1),
+      make_variant("d32", ST_DTYPE_BF16, 128, 32, 1), make_variant("d8", ST_DTYPE_BF16, 128, 8, 1),
       make_variant("d4_fp8", ST_DTYPE_FP8_E4M3, 128, 4, 1)};
   st_dispatch_table t = table_of(NULL, 0, d, 5);
   fake f = {0};
@@ -316,8 +272,7 @@ static void nothing_fits_names_the_shape_and_the_database(void **state) {
   assert_non_null(strstr(err.msg, "in unit.db"));
   assert_non_null(strstr(err.msg, "run sparsetune tune/compile"));
   assert_non_null(strstr(err.msg, "dtype differs"));
-  assert_null(
-      strstr(err.msg, "index_decode:")); /* the key's op prefix is not shape */
+  assert_null(strstr(err.msg, "index_decode:")); /* the key's op prefix is not shape */
   assert_int_equal(f.loads, 0);
 
   st_dispatch_table empty = {.source = "unit.db",
@@ -331,8 +286,7 @@ static void nothing_fits_names_the_shape_and_the_database(void **state) {
 
 static void winner_with_a_missing_binary_falls_back(void **state) {
   (void)state;
-  st_dispatch_winner w[] = {make_winner("w8", 8, 2, 1),
-                            make_winner("w16", 16, 2, 1)};
+  st_dispatch_winner w[] = {make_winner("w8", 8, 2, 1), make_winner("w16", 16, 2, 1)};
   st_dispatch_variant d[] = {make_variant("d16", ST_DTYPE_BF16, 128, 16, 1)};
   st_dispatch_table t = table_of(w, 2, d, 1);
   call c = make_call(8, 128, 2, ST_DTYPE_BF16, 1, 16);
@@ -365,10 +319,8 @@ static void winner_with_a_missing_binary_falls_back(void **state) {
 
 static void candidates_are_ordered_and_listed_once(void **state) {
   (void)state;
-  st_dispatch_winner w[] = {
-      make_winner("w8_old", 8, 2, 1), make_winner("w8_new", 8, 2, 2),
-      make_winner("w32", 32, 2, 1), make_winner("w4", 4, 2, 1),
-      make_winner("d16", 2, 2, 1)};
+  st_dispatch_winner w[] = {make_winner("w8_old", 8, 2, 1), make_winner("w8_new", 8, 2, 2),
+                            make_winner("w32", 32, 2, 1), make_winner("w4", 4, 2, 1), make_winner("d16", 2, 2, 1)};
   st_dispatch_variant d[] = {make_variant("d16", ST_DTYPE_BF16, 128, 16, 1),
                              make_variant("d32", ST_DTYPE_BF16, 128, 32, 1)};
   st_dispatch_table t = table_of(w, 5, d, 2);
@@ -381,13 +333,11 @@ static void candidates_are_ordered_and_listed_once(void **state) {
   const char *want[] = {"w8_new", "w8_old", "w4", "w32", "d16", "d32"};
   assert_int_equal(n, 6);
   for (size_t i = 0; i < n; i++) {
-    if (strcmp(out[i].v->id, want[i]) != 0)
-      fail_msg("candidate %zu is %s, expected %s", i, out[i].v->id, want[i]);
+    if (strcmp(out[i].v->id, want[i]) != 0) fail_msg("candidate %zu is %s, expected %s", i, out[i].v->id, want[i]);
   }
   assert_int_equal(out[0].rule, ST_DISPATCH_EXACT);
   assert_int_equal(out[2].rule, ST_DISPATCH_NEAREST_BATCH);
-  assert_int_equal(out[4].rule,
-                   ST_DISPATCH_NEAREST_BATCH); /* d16 as the winner of B=2 */
+  assert_int_equal(out[4].rule, ST_DISPATCH_NEAREST_BATCH); /* d16 as the winner of B=2 */
   assert_int_equal(out[5].rule, ST_DISPATCH_DEFAULT);
 }
 
@@ -404,8 +354,7 @@ static void memo_answers_a_repeated_call_without_loading(void **state) {
   st_dispatch_choice ch;
   st_err err = {{0}};
   for (int i = 0; i < 5; i++) {
-    assert_int_equal(st_dispatch_resolve(&t, memo, c.key, &c.fields, &c.args,
-                                         c.args.max_context, &h, &ch, &err),
+    assert_int_equal(st_dispatch_resolve(&t, memo, c.key, &c.fields, &c.args, c.args.max_context, &h, &ch, &err),
                      ST_OK);
     assert_string_equal(ch.v->id, "w8");
   }
@@ -413,29 +362,22 @@ static void memo_answers_a_repeated_call_without_loading(void **state) {
 
   /* Another max_context is another entry. */
   c.args.max_context = 8192;
-  assert_int_equal(st_dispatch_resolve(&t, memo, c.key, &c.fields, &c.args,
-                                       c.args.max_context, &h, &ch, &err),
-                   ST_OK);
+  assert_int_equal(st_dispatch_resolve(&t, memo, c.key, &c.fields, &c.args, c.args.max_context, &h, &ch, &err), ST_OK);
   assert_int_equal(f.loads, 2);
 
   /* A remembered variant that no longer fits is replaced. */
   f.rejected[0] = "w8";
-  assert_int_equal(st_dispatch_resolve(&t, memo, c.key, &c.fields, &c.args,
-                                       c.args.max_context, &h, &ch, &err),
-                   ST_OK);
+  assert_int_equal(st_dispatch_resolve(&t, memo, c.key, &c.fields, &c.args, c.args.max_context, &h, &ch, &err), ST_OK);
   assert_string_equal(ch.v->id, "d16");
   assert_int_equal(f.loads, 3);
-  assert_int_equal(st_dispatch_resolve(&t, memo, c.key, &c.fields, &c.args,
-                                       c.args.max_context, &h, &ch, &err),
-                   ST_OK);
+  assert_int_equal(st_dispatch_resolve(&t, memo, c.key, &c.fields, &c.args, c.args.max_context, &h, &ch, &err), ST_OK);
   assert_int_equal(f.loads, 3);
 
   /* Failures are not remembered. */
   call none = make_call(8, 64, 2, ST_DTYPE_BF16, 1, 16);
-  assert_int_equal(st_dispatch_resolve(&t, memo, none.key, &none.fields,
-                                       &none.args, none.args.max_context, &h,
-                                       &ch, &err),
-                   ST_ERR_NO_VARIANT);
+  assert_int_equal(
+      st_dispatch_resolve(&t, memo, none.key, &none.fields, &none.args, none.args.max_context, &h, &ch, &err),
+      ST_ERR_NO_VARIANT);
   assert_null(st_dispatch_memo_find(memo, none.key, none.args.max_context));
   free(memo);
 }
@@ -448,8 +390,7 @@ static void memo_replaces_the_oldest_entry_when_full(void **state) {
   char key[64];
   for (int i = 0; i <= ST_DISPATCH_MEMO_SLOTS; i++) {
     snprintf(key, sizeof key, "index_decode:B=%d", i);
-    st_dispatch_choice ch = {
-        .v = &v[i], .rule = ST_DISPATCH_EXACT, .loaded = &v[i]};
+    st_dispatch_choice ch = {.v = &v[i], .rule = ST_DISPATCH_EXACT, .loaded = &v[i]};
     st_dispatch_memo_put(memo, key, 4096, &ch);
   }
   assert_null(st_dispatch_memo_find(memo, "index_decode:B=0", 4096));
@@ -462,8 +403,7 @@ static void memo_replaces_the_oldest_entry_when_full(void **state) {
   /* Putting a remembered key again replaces it in place: nothing is evicted. */
   st_dispatch_choice again = {.v = &v[0]};
   st_dispatch_memo_put(memo, "index_decode:B=5", 4096, &again);
-  assert_ptr_equal(st_dispatch_memo_find(memo, "index_decode:B=5", 4096)->v,
-                   &v[0]);
+  assert_ptr_equal(st_dispatch_memo_find(memo, "index_decode:B=5", 4096)->v, &v[0]);
   assert_non_null(st_dispatch_memo_find(memo, "index_decode:B=1", 4096));
   assert_null(st_dispatch_memo_find(memo, "index_decode:B=5", 2048));
   free(memo);
@@ -472,8 +412,7 @@ static void memo_replaces_the_oldest_entry_when_full(void **state) {
 /* Random tables: the choice equals the brute-force rule. */
 static void nearest_batch_matches_brute_force_on_random_tables(void **state) {
   (void)state;
-  uint64_t rng =
-      st_test_seed("nearest_batch_matches_brute_force_on_random_tables");
+  uint64_t rng = st_test_seed("nearest_batch_matches_brute_force_on_random_tables");
   enum { N = 24 };
   for (int round = 0; round < 500; round++) {
     st_dispatch_winner w[N];
@@ -481,8 +420,7 @@ static void nearest_batch_matches_brute_force_on_random_tables(void **state) {
     int n = (int)st_rand_int(&rng, 1, N);
     for (int i = 0; i < n; i++) {
       snprintf(ids[i], sizeof ids[i], "w%d", i);
-      w[i] = make_winner(ids[i], st_rand_int(&rng, 1, 512),
-                         st_rand_int(&rng, 0, 3) == 0 ? 4 : 2, i);
+      w[i] = make_winner(ids[i], st_rand_int(&rng, 1, 512), st_rand_int(&rng, 0, 3) == 0 ? 4 : 2, i);
     }
     st_dispatch_table t = table_of(w, (size_t)n, NULL, 0);
     long long B = st_rand_int(&rng, 1, 600);
@@ -492,18 +430,14 @@ static void nearest_batch_matches_brute_force_on_random_tables(void **state) {
     const st_dispatch_winner *best = NULL;
     for (int i = 0; i < n; i++) {
       const st_dispatch_winner *x = &t.winners[i];
-      if (st_params_get_int(&x->fields, "H", 2, 2, &(long long){0}, NULL) !=
-          ST_OK)
-        continue;
+      if (st_params_get_int(&x->fields, "H", 2, 2, &(long long){0}, NULL) != ST_OK) continue;
       if (!best) {
         best = x;
         continue;
       }
       double dx = x->batch > B ? (double)x->batch / B : (double)B / x->batch;
-      double db =
-          best->batch > B ? (double)best->batch / B : (double)B / best->batch;
-      if (dx < db - 1e-12 || (dx <= db + 1e-12 && x->batch > best->batch))
-        best = x;
+      double db = best->batch > B ? (double)best->batch / B : (double)B / best->batch;
+      if (dx < db - 1e-12 || (dx <= db + 1e-12 && x->batch > best->batch)) best = x;
     }
     fake f = {0};
     st_status st;
@@ -514,9 +448,8 @@ static void nearest_batch_matches_brute_force_on_random_tables(void **state) {
       continue;
     }
     if (st != ST_OK || strcmp(got, best->v.id) != 0)
-      fail_msg("round %d B=%lld: chose '%s' (%s), expected %s (batch %lld)",
-               round, B, got, st == ST_OK ? "ok" : err.msg, best->v.id,
-               best->batch);
+      fail_msg("round %d B=%lld: chose '%s' (%s), expected %s (batch %lld)", round, B, got,
+               st == ST_OK ? "ok" : err.msg, best->v.id, best->batch);
   }
 }
 

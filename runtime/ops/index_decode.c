@@ -16,29 +16,23 @@
 #define ST_INDEX_DECODE_SELECT_SMEM (32 * 1024)
 #define ST_WS_ALIGN 256
 
-st_status st_index_decode_config_from_params(const st_params *kernel,
-                                             const st_params *launch,
-                                             st_index_decode_config *cfg,
-                                             st_err *err) {
+st_status st_index_decode_config_from_params(const st_params *kernel, const st_params *launch,
+                                             st_index_decode_config *cfg, st_err *err) {
   memset(cfg, 0, sizeof *cfg);
   const char *dtype = st_params_get(kernel, "dtype");
   const char *algo = st_params_get(kernel, "algo");
   if (!dtype || (strcmp(dtype, "bf16") && strcmp(dtype, "fp8")))
-    return st_fail(err, ST_ERR_INVALID_ARG,
-                   "variant parameter dtype='%s' is not bf16 or fp8",
+    return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter dtype='%s' is not bf16 or fp8",
                    dtype ? dtype : "(missing)");
   if (!algo || (strcmp(algo, "single") && strcmp(algo, "split")))
-    return st_fail(err, ST_ERR_INVALID_ARG,
-                   "variant parameter algo='%s' is not single or split",
+    return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter algo='%s' is not single or split",
                    algo ? algo : "(missing)");
   cfg->dtype = strcmp(dtype, "bf16") == 0 ? ST_DTYPE_BF16 : ST_DTYPE_FP8_E4M3;
-  cfg->algo = strcmp(algo, "single") == 0 ? ST_INDEX_DECODE_SINGLE
-                                          : ST_INDEX_DECODE_SPLIT;
+  cfg->algo = strcmp(algo, "single") == 0 ? ST_INDEX_DECODE_SINGLE : ST_INDEX_DECODE_SPLIT;
   long long v;
   st_status s;
-#define GET(ps, key, lo, hi, field)                                            \
-  if ((s = st_params_get_int(ps, key, lo, hi, &v, err)) != ST_OK)              \
-    return s;                                                                  \
+#define GET(ps, key, lo, hi, field)                                                                                    \
+  if ((s = st_params_get_int(ps, key, lo, hi, &v, err)) != ST_OK) return s;                                            \
   cfg->field = (int)v;
   GET(kernel, "head_dim", 16, 512, head_dim)
   GET(kernel, "topk", 1, ST_INDEX_DECODE_MAX_TOPK, topk_cap)
@@ -49,185 +43,125 @@ st_status st_index_decode_config_from_params(const st_params *kernel,
   GET(launch, "splits", 0, 4096, splits)
 #undef GET
   if (cfg->threads % 32)
-    return st_fail(err, ST_ERR_INVALID_ARG,
-                   "variant parameter threads=%d is not a multiple of 32",
-                   cfg->threads);
+    return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter threads=%d is not a multiple of 32", cfg->threads);
   if (cfg->heads_per_cta * cfg->max_qlen > 16)
-    return st_fail(
-        err, ST_ERR_INVALID_ARG,
-        "variant has heads_per_cta*max_qlen=%d columns, more than 16",
-        cfg->heads_per_cta * cfg->max_qlen);
+    return st_fail(err, ST_ERR_INVALID_ARG, "variant has heads_per_cta*max_qlen=%d columns, more than 16",
+                   cfg->heads_per_cta * cfg->max_qlen);
   return ST_OK;
 }
 
-st_status st_index_decode_check_args(const st_index_decode_args *a,
-                                     st_err *err) {
-  if (!a)
-    return st_fail(err, ST_ERR_INVALID_ARG, "args is NULL");
+st_status st_index_decode_check_args(const st_index_decode_args *a, st_err *err) {
+  if (!a) return st_fail(err, ST_ERR_INVALID_ARG, "args is NULL");
   st_status s;
   if (a->qlen < 1 || a->qlen > ST_INDEX_DECODE_MAX_QLEN)
-    return st_fail(err, ST_ERR_INVALID_ARG, "qlen=%d is outside 1..%d", a->qlen,
-                   ST_INDEX_DECODE_MAX_QLEN);
+    return st_fail(err, ST_ERR_INVALID_ARG, "qlen=%d is outside 1..%d", a->qlen, ST_INDEX_DECODE_MAX_QLEN);
   if (a->topk < 1 || a->topk > ST_INDEX_DECODE_MAX_TOPK)
-    return st_fail(err, ST_ERR_INVALID_ARG, "topk=%d is outside 1..%d", a->topk,
-                   ST_INDEX_DECODE_MAX_TOPK);
+    return st_fail(err, ST_ERR_INVALID_ARG, "topk=%d is outside 1..%d", a->topk, ST_INDEX_DECODE_MAX_TOPK);
   if (a->init_blocks < 0 || a->local_blocks < 0)
-    return st_fail(err, ST_ERR_INVALID_ARG,
-                   "init_blocks=%d and local_blocks=%d must not be negative",
-                   a->init_blocks, a->local_blocks);
+    return st_fail(err, ST_ERR_INVALID_ARG, "init_blocks=%d and local_blocks=%d must not be negative", a->init_blocks,
+                   a->local_blocks);
   if (a->init_blocks + a->local_blocks > a->topk)
-    return st_fail(err, ST_ERR_INVALID_ARG,
-                   "init_blocks + local_blocks = %d + %d exceeds topk=%d",
-                   a->init_blocks, a->local_blocks, a->topk);
+    return st_fail(err, ST_ERR_INVALID_ARG, "init_blocks + local_blocks = %d + %d exceeds topk=%d", a->init_blocks,
+                   a->local_blocks, a->topk);
   if (a->q.dtype != ST_DTYPE_BF16 && a->q.dtype != ST_DTYPE_FP8_E4M3)
-    return st_fail(err, ST_ERR_INVALID_ARG,
-                   "q.dtype=%d is not bf16 (%d) or fp8_e4m3 (%d)",
-                   (int)a->q.dtype, ST_DTYPE_BF16, ST_DTYPE_FP8_E4M3);
-  if ((s = st_check_tensor(&a->q, "q", a->q.dtype, 3, err)) != ST_OK)
-    return s;
+    return st_fail(err, ST_ERR_INVALID_ARG, "q.dtype=%d is not bf16 (%d) or fp8_e4m3 (%d)", (int)a->q.dtype,
+                   ST_DTYPE_BF16, ST_DTYPE_FP8_E4M3);
+  if ((s = st_check_tensor(&a->q, "q", a->q.dtype, 3, err)) != ST_OK) return s;
   const int64_t rows = a->q.shape[0], H = a->q.shape[1], D = a->q.shape[2];
   if (rows % a->qlen)
-    return st_fail(err, ST_ERR_INVALID_ARG,
-                   "q.shape[0]=%lld is not a multiple of qlen=%d",
-                   (long long)rows, a->qlen);
+    return st_fail(err, ST_ERR_INVALID_ARG, "q.shape[0]=%lld is not a multiple of qlen=%d", (long long)rows, a->qlen);
   const int64_t R = rows / a->qlen;
-  if (R > 65535)
-    return st_fail(err, ST_ERR_INVALID_ARG,
-                   "%lld requests exceed the limit of 65535", (long long)R);
-  if (H > 65535)
-    return st_fail(err, ST_ERR_INVALID_ARG,
-                   "q.shape[1]=%lld heads exceed 65535", (long long)H);
-  if ((s = st_check_tensor(&a->k_cache, "k_cache", a->q.dtype, 3, err)) !=
-      ST_OK)
-    return s;
+  if (R > 65535) return st_fail(err, ST_ERR_INVALID_ARG, "%lld requests exceed the limit of 65535", (long long)R);
+  if (H > 65535) return st_fail(err, ST_ERR_INVALID_ARG, "q.shape[1]=%lld heads exceed 65535", (long long)H);
+  if ((s = st_check_tensor(&a->k_cache, "k_cache", a->q.dtype, 3, err)) != ST_OK) return s;
   if (a->k_cache.shape[1] != ST_BLOCK_TOKENS || a->k_cache.shape[2] != D)
-    return st_fail(
-        err, ST_ERR_INVALID_ARG,
-        "k_cache.shape=[%lld,%lld,%lld] must be [pages,%d,%lld]",
-        (long long)a->k_cache.shape[0], (long long)a->k_cache.shape[1],
-        (long long)a->k_cache.shape[2], ST_BLOCK_TOKENS, (long long)D);
-  if ((s = st_check_tensor(&a->block_table, "block_table", ST_DTYPE_INT32, 2,
-                           err)) != ST_OK)
-    return s;
+    return st_fail(err, ST_ERR_INVALID_ARG, "k_cache.shape=[%lld,%lld,%lld] must be [pages,%d,%lld]",
+                   (long long)a->k_cache.shape[0], (long long)a->k_cache.shape[1], (long long)a->k_cache.shape[2],
+                   ST_BLOCK_TOKENS, (long long)D);
+  if ((s = st_check_tensor(&a->block_table, "block_table", ST_DTYPE_INT32, 2, err)) != ST_OK) return s;
   if (a->block_table.shape[0] != R)
-    return st_fail(err, ST_ERR_INVALID_ARG,
-                   "block_table.shape[0]=%lld must equal the %lld requests",
+    return st_fail(err, ST_ERR_INVALID_ARG, "block_table.shape[0]=%lld must equal the %lld requests",
                    (long long)a->block_table.shape[0], (long long)R);
-  if ((s = st_check_tensor(&a->seq_lens, "seq_lens", ST_DTYPE_INT32, 1, err)) !=
-      ST_OK)
-    return s;
+  if ((s = st_check_tensor(&a->seq_lens, "seq_lens", ST_DTYPE_INT32, 1, err)) != ST_OK) return s;
   if (a->seq_lens.shape[0] != R)
-    return st_fail(err, ST_ERR_INVALID_ARG,
-                   "seq_lens.shape[0]=%lld must equal the %lld requests",
+    return st_fail(err, ST_ERR_INVALID_ARG, "seq_lens.shape[0]=%lld must equal the %lld requests",
                    (long long)a->seq_lens.shape[0], (long long)R);
-  if ((s = st_check_tensor(&a->topk_idx, "topk_idx", ST_DTYPE_INT32, 3, err)) !=
-      ST_OK)
-    return s;
-  if (a->topk_idx.shape[0] != H || a->topk_idx.shape[1] != rows ||
-      a->topk_idx.shape[2] != a->topk)
+  if ((s = st_check_tensor(&a->topk_idx, "topk_idx", ST_DTYPE_INT32, 3, err)) != ST_OK) return s;
+  if (a->topk_idx.shape[0] != H || a->topk_idx.shape[1] != rows || a->topk_idx.shape[2] != a->topk)
     return st_fail(err, ST_ERR_INVALID_ARG,
                    "topk_idx.shape=[%lld,%lld,%lld] must be [H=%lld, "
                    "R*qlen=%lld, topk=%d]",
-                   (long long)a->topk_idx.shape[0],
-                   (long long)a->topk_idx.shape[1],
-                   (long long)a->topk_idx.shape[2], (long long)H,
-                   (long long)rows, a->topk);
+                   (long long)a->topk_idx.shape[0], (long long)a->topk_idx.shape[1], (long long)a->topk_idx.shape[2],
+                   (long long)H, (long long)rows, a->topk);
   const int64_t cap = a->block_table.shape[1] * ST_BLOCK_TOKENS;
   if (a->max_context < 1 || a->max_context > cap)
-    return st_fail(
-        err, ST_ERR_INVALID_ARG,
-        "max_context=%d is outside 1..%lld (block_table columns x %d)",
-        a->max_context, (long long)cap, ST_BLOCK_TOKENS);
+    return st_fail(err, ST_ERR_INVALID_ARG, "max_context=%d is outside 1..%lld (block_table columns x %d)",
+                   a->max_context, (long long)cap, ST_BLOCK_TOKENS);
   /* 16-byte vector loads of q and K rows. */
-  if ((s = st_check_vector_rows(&a->q, "q", 16, err)) != ST_OK)
-    return s;
-  if ((s = st_check_vector_rows(&a->k_cache, "k_cache", 16, err)) != ST_OK)
-    return s;
+  if ((s = st_check_vector_rows(&a->q, "q", 16, err)) != ST_OK) return s;
+  if ((s = st_check_vector_rows(&a->k_cache, "k_cache", 16, err)) != ST_OK) return s;
   return ST_OK;
 }
 
-st_status st_index_decode_check_fit(const st_index_decode_config *cfg,
-                                    const st_index_decode_args *a,
-                                    st_err *err) {
+st_status st_index_decode_check_fit(const st_index_decode_config *cfg, const st_index_decode_args *a, st_err *err) {
   const int64_t H = a->q.shape[1], D = a->q.shape[2];
   if (cfg->dtype != a->q.dtype)
-    return st_fail(err, ST_ERR_NO_VARIANT,
-                   "variant is for dtype %s, call is %s",
-                   st_dtype_name(cfg->dtype), st_dtype_name(a->q.dtype));
+    return st_fail(err, ST_ERR_NO_VARIANT, "variant is for dtype %s, call is %s", st_dtype_name(cfg->dtype),
+                   st_dtype_name(a->q.dtype));
   if (cfg->head_dim != D)
-    return st_fail(err, ST_ERR_NO_VARIANT,
-                   "variant is for head_dim %d, call has %lld", cfg->head_dim,
-                   (long long)D);
+    return st_fail(err, ST_ERR_NO_VARIANT, "variant is for head_dim %d, call has %lld", cfg->head_dim, (long long)D);
   if (a->topk > cfg->topk_cap)
-    return st_fail(err, ST_ERR_NO_VARIANT,
-                   "variant holds topk <= %d, call asks %d", cfg->topk_cap,
-                   a->topk);
+    return st_fail(err, ST_ERR_NO_VARIANT, "variant holds topk <= %d, call asks %d", cfg->topk_cap, a->topk);
   if (H % cfg->heads_per_cta)
-    return st_fail(
-        err, ST_ERR_NO_VARIANT,
-        "variant scores %d heads per CTA, which does not divide H=%lld",
-        cfg->heads_per_cta, (long long)H);
+    return st_fail(err, ST_ERR_NO_VARIANT, "variant scores %d heads per CTA, which does not divide H=%lld",
+                   cfg->heads_per_cta, (long long)H);
   if (a->qlen > cfg->max_qlen)
-    return st_fail(err, ST_ERR_NO_VARIANT,
-                   "variant handles qlen <= %d, call has %d", cfg->max_qlen,
-                   a->qlen);
+    return st_fail(err, ST_ERR_NO_VARIANT, "variant handles qlen <= %d, call has %d", cfg->max_qlen, a->qlen);
   return ST_OK;
 }
 
-static size_t align_up(size_t x) {
-  return (x + ST_WS_ALIGN - 1) / ST_WS_ALIGN * ST_WS_ALIGN;
-}
+static size_t align_up(size_t x) { return (x + ST_WS_ALIGN - 1) / ST_WS_ALIGN * ST_WS_ALIGN; }
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /* Split count: the variant's, or (0) enough CTAs for two per multiprocessor;
  * never more than the blocks, and at least enough that one CTA's scores fit
  * in shared memory. */
-static int choose_splits(const st_index_decode_config *cfg, int64_t R,
-                         int64_t groups, int64_t max_blocks, int sm_count) {
+static int choose_splits(const st_index_decode_config *cfg, int64_t R, int64_t groups, int64_t max_blocks,
+                         int sm_count) {
   const int64_t cols = (int64_t)cfg->heads_per_cta * cfg->max_qlen;
   int64_t s = cfg->splits;
-  if (s == 0)
-    s = ceil_div(2 * (int64_t)sm_count, R * groups);
-  if (s > max_blocks)
-    s = max_blocks;
+  if (s == 0) s = ceil_div(2 * (int64_t)sm_count, R * groups);
+  if (s > max_blocks) s = max_blocks;
   /* Per block of a slice: a score key per column and the block's page. */
-  const int64_t min_s =
-      ceil_div(max_blocks * (cols + 1) * 4, ST_INDEX_DECODE_MAX_SMEM);
-  if (s < min_s)
-    s = min_s;
+  const int64_t min_s = ceil_div(max_blocks * (cols + 1) * 4, ST_INDEX_DECODE_MAX_SMEM);
+  if (s < min_s) s = min_s;
   return (int)(s < 1 ? 1 : s);
 }
 
-st_status st_index_decode_plan_make(const st_index_decode_config *cfg,
-                                    const st_index_decode_args *a, int sm_count,
+st_status st_index_decode_plan_make(const st_index_decode_config *cfg, const st_index_decode_args *a, int sm_count,
                                     st_index_decode_plan *plan, st_err *err) {
   memset(plan, 0, sizeof *plan);
   const int64_t rows = a->q.shape[0], H = a->q.shape[1];
   const int64_t R = rows / a->qlen, groups = H / cfg->heads_per_cta;
   const int64_t max_blocks = ceil_div(a->max_context, ST_BLOCK_TOKENS);
-  const int splits =
-      choose_splits(cfg, R, groups, max_blocks, sm_count > 0 ? sm_count : 1);
+  const int splits = choose_splits(cfg, R, groups, max_blocks, sm_count > 0 ? sm_count : 1);
   const int64_t chunk_cap = ceil_div(max_blocks, splits);
   const int64_t cols = (int64_t)cfg->heads_per_cta * cfg->max_qlen;
   const int direct = cfg->algo == ST_INDEX_DECODE_SINGLE && splits == 1;
   /* The merge stages sel_cols columns of max_blocks keys at a time. */
   const int64_t row_bytes = max_blocks * 4;
   int64_t sel_cols = ST_INDEX_DECODE_SELECT_SMEM / row_bytes;
-  if (sel_cols > cols)
-    sel_cols = cols;
-  if (sel_cols < 1)
-    sel_cols = 1;
+  if (sel_cols > cols) sel_cols = cols;
+  if (sel_cols < 1) sel_cols = 1;
   const int64_t merge_bytes = direct ? 0 : sel_cols * row_bytes;
   int64_t smem = (cols + 1) * chunk_cap * 4;
-  if (cfg->algo == ST_INDEX_DECODE_SINGLE && merge_bytes > smem)
-    smem = merge_bytes;
+  if (cfg->algo == ST_INDEX_DECODE_SINGLE && merge_bytes > smem) smem = merge_bytes;
   if (smem > ST_INDEX_DECODE_MAX_SMEM || merge_bytes > ST_INDEX_DECODE_MAX_SMEM)
     return st_fail(err, ST_ERR_UNSUPPORTED,
                    "max_context=%d needs %lld bytes of shared memory with %d "
                    "splits (limit %d)",
-                   a->max_context,
-                   (long long)(smem > merge_bytes ? smem : merge_bytes), splits,
+                   a->max_context, (long long)(smem > merge_bytes ? smem : merge_bytes), splits,
                    ST_INDEX_DECODE_MAX_SMEM);
 
   st_index_decode_params *p = &plan->params;
@@ -261,8 +195,7 @@ st_status st_index_decode_plan_make(const st_index_decode_config *cfg,
   }
   if (!direct) {
     plan->block_keys_offset = off;
-    off = align_up(off + (size_t)R * (size_t)H * (size_t)a->qlen *
-                             (size_t)max_blocks * 4);
+    off = align_up(off + (size_t)R * (size_t)H * (size_t)a->qlen * (size_t)max_blocks * 4);
   }
   plan->workspace_bytes = off;
   plan->grid[0] = (unsigned)splits;
@@ -281,76 +214,50 @@ st_status st_index_decode_plan_make(const st_index_decode_config *cfg,
   return ST_OK;
 }
 
-static st_status launch_one(const st_cu *cu, CUfunction fn,
-                            const unsigned grid[3], unsigned block,
-                            unsigned smem, st_index_decode_params *params,
-                            CUstream stream, st_err *err) {
+static st_status launch_one(const st_cu *cu, CUfunction fn, const unsigned grid[3], unsigned block, unsigned smem,
+                            st_index_decode_params *params, CUstream stream, st_err *err) {
   /* Past 48 KiB of static + dynamic shared memory a kernel must opt in; the
    * kernels' static part (the selection's histograms) is under 17 KiB. */
   if (smem > 31 * 1024)
-    ST_CU_TRY(
-        cu,
-        cu->cuFuncSetAttribute(
-            fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem),
-        err);
+    ST_CU_TRY(cu, cu->cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem), err);
   void *kargs[] = {params};
-  ST_CU_TRY(cu,
-            cu->cuLaunchKernel(fn, grid[0], grid[1], grid[2], block, 1, 1, smem,
-                               stream, kargs, NULL),
-            err);
+  ST_CU_TRY(cu, cu->cuLaunchKernel(fn, grid[0], grid[1], grid[2], block, 1, 1, smem, stream, kargs, NULL), err);
   return ST_OK;
 }
 
-st_status st_index_decode_launch(const st_cu *cu, CUfunction main_fn,
-                                 CUfunction merge_fn,
-                                 const st_index_decode_plan *plan,
-                                 void *workspace, size_t workspace_bytes,
+st_status st_index_decode_launch(const st_cu *cu, CUfunction main_fn, CUfunction merge_fn,
+                                 const st_index_decode_plan *plan, void *workspace, size_t workspace_bytes,
                                  CUstream stream, st_err *err) {
-  if (!main_fn)
-    return st_fail(err, ST_ERR_INVALID_ARG, "index_decode main kernel is NULL");
+  if (!main_fn) return st_fail(err, ST_ERR_INVALID_ARG, "index_decode main kernel is NULL");
   if (plan->merge_block && !merge_fn)
-    return st_fail(err, ST_ERR_INVALID_ARG,
-                   "index_decode split variant needs its merge kernel");
-  if (plan->workspace_bytes > 0 &&
-      (!workspace || workspace_bytes < plan->workspace_bytes))
-    return st_fail(
-        err, ST_ERR_WORKSPACE,
-        "workspace of %zu bytes at %p is smaller than the %zu bytes needed",
-        workspace ? workspace_bytes : 0, workspace, plan->workspace_bytes);
+    return st_fail(err, ST_ERR_INVALID_ARG, "index_decode split variant needs its merge kernel");
+  if (plan->workspace_bytes > 0 && (!workspace || workspace_bytes < plan->workspace_bytes))
+    return st_fail(err, ST_ERR_WORKSPACE, "workspace of %zu bytes at %p is smaller than the %zu bytes needed",
+                   workspace ? workspace_bytes : 0, workspace, plan->workspace_bytes);
   st_index_decode_params params = plan->params;
   char *ws = workspace;
   if (plan->workspace_bytes > 0) {
     params.counters = (uint32_t *)(ws + plan->counters_offset);
     params.block_keys = (uint32_t *)(ws + plan->block_keys_offset);
   }
-  st_status s = launch_one(cu, main_fn, plan->grid, plan->block,
-                           plan->smem_bytes, &params, stream, err);
-  if (s != ST_OK || !plan->merge_block)
-    return s;
-  return launch_one(cu, merge_fn, plan->merge_grid, plan->merge_block,
-                    plan->merge_smem_bytes, &params, stream, err);
+  st_status s = launch_one(cu, main_fn, plan->grid, plan->block, plan->smem_bytes, &params, stream, err);
+  if (s != ST_OK || !plan->merge_block) return s;
+  return launch_one(cu, merge_fn, plan->merge_grid, plan->merge_block, plan->merge_smem_bytes, &params, stream, err);
 }
 
-st_status st_index_decode_dispatch_key(const st_index_decode_args *a, char *key,
-                                       size_t cap, st_params *fields,
+st_status st_index_decode_dispatch_key(const st_index_decode_args *a, char *key, size_t cap, st_params *fields,
                                        st_err *err) {
   const long long R = a->q.shape[0] / (a->qlen > 0 ? a->qlen : 1);
   const char *dt = st_dtype_name(a->q.dtype);
-  int n = snprintf(key, cap, "%s:B=%lld,D=%lld,H=%lld,dtype=%s,qlen=%d,topk=%d",
-                   ST_INDEX_DECODE_OP, R, (long long)a->q.shape[2],
-                   (long long)a->q.shape[1], dt, a->qlen, a->topk);
-  if (n < 0 || (size_t)n >= cap)
-    return st_fail(err, ST_ERR_INVALID_ARG, "dispatch key buffer too small");
-  if (!fields)
-    return ST_OK;
+  int n = snprintf(key, cap, "%s:B=%lld,D=%lld,H=%lld,dtype=%s,qlen=%d,topk=%d", ST_INDEX_DECODE_OP, R,
+                   (long long)a->q.shape[2], (long long)a->q.shape[1], dt, a->qlen, a->topk);
+  if (n < 0 || (size_t)n >= cap) return st_fail(err, ST_ERR_INVALID_ARG, "dispatch key buffer too small");
+  if (!fields) return ST_OK;
   fields->n = 0;
   st_status s;
-  if ((s = st_params_set_int(fields, "B", R, err)) ||
-      (s = st_params_set_int(fields, "D", a->q.shape[2], err)) ||
-      (s = st_params_set_int(fields, "H", a->q.shape[1], err)) ||
-      (s = st_params_set(fields, "dtype", dt, err)) ||
-      (s = st_params_set_int(fields, "qlen", a->qlen, err)) ||
-      (s = st_params_set_int(fields, "topk", a->topk, err)))
+  if ((s = st_params_set_int(fields, "B", R, err)) || (s = st_params_set_int(fields, "D", a->q.shape[2], err)) ||
+      (s = st_params_set_int(fields, "H", a->q.shape[1], err)) || (s = st_params_set(fields, "dtype", dt, err)) ||
+      (s = st_params_set_int(fields, "qlen", a->qlen, err)) || (s = st_params_set_int(fields, "topk", a->topk, err)))
     return s;
   return ST_OK;
 }

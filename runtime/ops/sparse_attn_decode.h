@@ -24,9 +24,8 @@
 #define ST_SPARSE_ATTN_DECODE_MAX_GROUP 32
 
 typedef enum st_sparse_attn_decode_algo {
-  ST_SPARSE_ATTN_DECODE_SINGLE =
-      0, /* one launch: the last CTA of an item merges */
-  ST_SPARSE_ATTN_DECODE_SPLIT = 1 /* a second launch merges the splits */
+  ST_SPARSE_ATTN_DECODE_SINGLE = 0, /* one launch: the last CTA of an item merges */
+  ST_SPARSE_ATTN_DECODE_SPLIT = 1   /* a second launch merges the splits */
 } st_sparse_attn_decode_algo;
 
 /* A variant: kernel config (baked into the source) plus launch config. */
@@ -42,26 +41,21 @@ typedef struct st_sparse_attn_decode_config {
 
 /* Reads a config from the variant's parameters (names as in
  * generator/ops/sparse_attn_decode.lua). */
-st_status st_sparse_attn_decode_config_from_params(
-    const st_params *kernel, const st_params *launch,
-    st_sparse_attn_decode_config *cfg, st_err *err);
+st_status st_sparse_attn_decode_config_from_params(const st_params *kernel, const st_params *launch,
+                                                   st_sparse_attn_decode_config *cfg, st_err *err);
 
 /* Checks arguments against the op contract: dtypes, ranks, shapes, strides,
  * alignment, scales, limits. Pointers are checked for NULL and alignment. */
-st_status st_sparse_attn_decode_check_args(const st_sparse_attn_decode_args *a,
-                                           st_err *err);
+st_status st_sparse_attn_decode_check_args(const st_sparse_attn_decode_args *a, st_err *err);
 
 /* ST_OK if the variant can run these (valid) arguments, else
  * ST_ERR_NO_VARIANT with the reason. */
-st_status
-st_sparse_attn_decode_check_fit(const st_sparse_attn_decode_config *cfg,
-                                const st_sparse_attn_decode_args *a,
-                                st_err *err);
+st_status st_sparse_attn_decode_check_fit(const st_sparse_attn_decode_config *cfg, const st_sparse_attn_decode_args *a,
+                                          st_err *err);
 
 /* Dynamic shared memory of the main kernel (templates/sparse_attn_decode.cu
  * lays it out; the kernel traps if given less). */
-unsigned
-st_sparse_attn_decode_smem_bytes(const st_sparse_attn_decode_config *cfg);
+unsigned st_sparse_attn_decode_smem_bytes(const st_sparse_attn_decode_config *cfg);
 
 typedef struct st_sparse_attn_decode_plan {
   st_sparse_attn_decode_params params; /* workspace pointers filled at launch */
@@ -77,27 +71,20 @@ typedef struct st_sparse_attn_decode_plan {
 
 /* Plans a launch for valid, fitting arguments on a GPU with `sm_count`
  * multiprocessors. Depends only on host-known values (never seq_lens). */
-st_status
-st_sparse_attn_decode_plan_make(const st_sparse_attn_decode_config *cfg,
-                                const st_sparse_attn_decode_args *a,
-                                int sm_count, st_sparse_attn_decode_plan *plan,
-                                st_err *err);
+st_status st_sparse_attn_decode_plan_make(const st_sparse_attn_decode_config *cfg, const st_sparse_attn_decode_args *a,
+                                          int sm_count, st_sparse_attn_decode_plan *plan, st_err *err);
 
 /* Launches the planned kernels on `stream`; `merge_fn` may be NULL when the
  * plan has no merge launch. The workspace must hold plan->workspace_bytes
  * and have been cleared once (the kernels leave it cleared). */
-st_status st_sparse_attn_decode_launch(const st_cu *cu, CUfunction main_fn,
-                                       CUfunction merge_fn,
-                                       const st_sparse_attn_decode_plan *plan,
-                                       void *workspace, size_t workspace_bytes,
+st_status st_sparse_attn_decode_launch(const st_cu *cu, CUfunction main_fn, CUfunction merge_fn,
+                                       const st_sparse_attn_decode_plan *plan, void *workspace, size_t workspace_bytes,
                                        CUstream stream, st_err *err);
 
 /* The dispatch key of a call, the host-known shape subset winners are
  * recorded under ("sparse_attn_decode:B=8,D=128,Hkv=2,Hq=32,dtype=bf16,
  * qlen=1,topk=16"), also as params. */
-st_status
-st_sparse_attn_decode_dispatch_key(const st_sparse_attn_decode_args *a,
-                                   char *key, size_t cap, st_params *fields,
-                                   st_err *err);
+st_status st_sparse_attn_decode_dispatch_key(const st_sparse_attn_decode_args *a, char *key, size_t cap,
+                                             st_params *fields, st_err *err);
 
 #endif

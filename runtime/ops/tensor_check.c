@@ -5,78 +5,57 @@
 
 int st_dtype_bytes(st_dtype d) {
   switch (d) {
-  case ST_DTYPE_BF16:
-    return 2;
-  case ST_DTYPE_FP8_E4M3:
-    return 1;
+  case ST_DTYPE_BF16: return 2;
+  case ST_DTYPE_FP8_E4M3: return 1;
   case ST_DTYPE_INT32:
-  case ST_DTYPE_FP32:
-    return 4;
+  case ST_DTYPE_FP32: return 4;
   }
   return 0;
 }
 
 const char *st_dtype_name(st_dtype d) {
   switch (d) {
-  case ST_DTYPE_BF16:
-    return "bf16";
-  case ST_DTYPE_FP8_E4M3:
-    return "fp8";
-  case ST_DTYPE_INT32:
-    return "int32";
-  case ST_DTYPE_FP32:
-    return "fp32";
+  case ST_DTYPE_BF16: return "bf16";
+  case ST_DTYPE_FP8_E4M3: return "fp8";
+  case ST_DTYPE_INT32: return "int32";
+  case ST_DTYPE_FP32: return "fp32";
   }
   return "?";
 }
 
-st_status st_check_tensor(const st_tensor *t, const char *name, st_dtype dtype,
-                          int ndim, st_err *err) {
+st_status st_check_tensor(const st_tensor *t, const char *name, st_dtype dtype, int ndim, st_err *err) {
   if (t->dtype != dtype)
-    return st_fail(err, ST_ERR_INVALID_ARG, "%s.dtype=%d, expected %d", name,
-                   (int)t->dtype, (int)dtype);
-  if (t->ndim != ndim)
-    return st_fail(err, ST_ERR_INVALID_ARG, "%s.ndim=%d, expected %d", name,
-                   t->ndim, ndim);
+    return st_fail(err, ST_ERR_INVALID_ARG, "%s.dtype=%d, expected %d", name, (int)t->dtype, (int)dtype);
+  if (t->ndim != ndim) return st_fail(err, ST_ERR_INVALID_ARG, "%s.ndim=%d, expected %d", name, t->ndim, ndim);
   for (int i = 0; i < ndim; i++) {
     if (t->shape[i] <= 0 || t->shape[i] > INT32_MAX)
-      return st_fail(err, ST_ERR_INVALID_ARG,
-                     "%s.shape[%d]=%lld is outside 1..%d", name, i,
-                     (long long)t->shape[i], INT32_MAX);
+      return st_fail(err, ST_ERR_INVALID_ARG, "%s.shape[%d]=%lld is outside 1..%d", name, i, (long long)t->shape[i],
+                     INT32_MAX);
     if (t->stride[i] < 0)
-      return st_fail(err, ST_ERR_INVALID_ARG, "%s.stride[%d]=%lld is negative",
-                     name, i, (long long)t->stride[i]);
+      return st_fail(err, ST_ERR_INVALID_ARG, "%s.stride[%d]=%lld is negative", name, i, (long long)t->stride[i]);
   }
   if (t->stride[ndim - 1] != 1)
-    return st_fail(err, ST_ERR_INVALID_ARG,
-                   "%s.stride[%d]=%lld: the innermost stride must be 1", name,
-                   ndim - 1, (long long)t->stride[ndim - 1]);
-  if (!t->data)
-    return st_fail(err, ST_ERR_INVALID_ARG, "%s.data is NULL", name);
+    return st_fail(err, ST_ERR_INVALID_ARG, "%s.stride[%d]=%lld: the innermost stride must be 1", name, ndim - 1,
+                   (long long)t->stride[ndim - 1]);
+  if (!t->data) return st_fail(err, ST_ERR_INVALID_ARG, "%s.data is NULL", name);
   return ST_OK;
 }
 
-st_status st_check_vector_rows(const st_tensor *t, const char *name, int align,
-                               st_err *err) {
+st_status st_check_vector_rows(const st_tensor *t, const char *name, int align, st_err *err) {
   const int64_t eb = st_dtype_bytes(t->dtype);
   if ((uintptr_t)t->data % (uintptr_t)align)
-    return st_fail(err, ST_ERR_INVALID_ARG, "%s.data=%p is not %d-byte aligned",
-                   name, t->data, align);
+    return st_fail(err, ST_ERR_INVALID_ARG, "%s.data=%p is not %d-byte aligned", name, t->data, align);
   if (t->shape[t->ndim - 1] * eb % align)
-    return st_fail(err, ST_ERR_INVALID_ARG,
-                   "%s rows of %lld bytes are not a multiple of %d", name,
+    return st_fail(err, ST_ERR_INVALID_ARG, "%s rows of %lld bytes are not a multiple of %d", name,
                    (long long)(t->shape[t->ndim - 1] * eb), align);
   for (int i = 0; i < t->ndim - 1; i++)
     if (t->stride[i] * eb % align)
-      return st_fail(
-          err, ST_ERR_INVALID_ARG,
-          "%s.stride[%d]=%lld elements is not a multiple of %d bytes", name, i,
-          (long long)t->stride[i], align);
+      return st_fail(err, ST_ERR_INVALID_ARG, "%s.stride[%d]=%lld elements is not a multiple of %d bytes", name, i,
+                     (long long)t->stride[i], align);
   return ST_OK;
 }
 
-void st_tensor_contiguous(st_tensor *t, void *data, st_dtype dtype, int ndim,
-                          const int64_t *shape) {
+void st_tensor_contiguous(st_tensor *t, void *data, st_dtype dtype, int ndim, const int64_t *shape) {
   memset(t, 0, sizeof *t);
   t->data = data;
   t->dtype = dtype;

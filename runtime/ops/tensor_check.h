@@ -14,16 +14,13 @@ const char *st_dtype_name(st_dtype d);
 
 /* `t` (called `name` in messages) has dtype `dtype`, `ndim` dims, positive
  * shape, non-negative strides, innermost stride 1, and non-NULL data. */
-st_status st_check_tensor(const st_tensor *t, const char *name, st_dtype dtype,
-                          int ndim, st_err *err);
+st_status st_check_tensor(const st_tensor *t, const char *name, st_dtype dtype, int ndim, st_err *err);
 
 /* Every row of `t` (innermost dim) starts `align`-byte aligned and its length
  * in bytes is a multiple of `align`: base pointer and all outer strides. */
-st_status st_check_vector_rows(const st_tensor *t, const char *name, int align,
-                               st_err *err);
+st_status st_check_vector_rows(const st_tensor *t, const char *name, int align, st_err *err);
 
 /* Fills `t` as a dense row-major view of `data` with the given shape. */
-void st_tensor_contiguous(st_tensor *t, void *data, st_dtype dtype, int ndim,
-                          const int64_t *shape);
+void st_tensor_contiguous(st_tensor *t, void *data, st_dtype dtype, int ndim, const int64_t *shape);
 
 #endif
