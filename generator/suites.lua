@@ -2,10 +2,14 @@
 --
 -- A suite is an ordered list of {op = name, shape = {field = value}}; shape
 -- fields are those of the op (generator/ops/<op>.lua check_shape).
---   m3-decode  the default decode suite: MiniMax-M3 decode shapes (the
---              anchors plus other batch sizes, contexts, KV-head counts,
---              speculative qlen 2 and mixed lengths); tuned on one H100 in a
---              few minutes, so keep it near 30 shapes.
+--   m3-decode  the default decode suite: MiniMax-M3 decode shapes of the
+--              indexer (index_decode) and the attention (sparse_attn_decode):
+--              the anchors plus other batch sizes, contexts, KV-head counts,
+--              speculative qlen 2, mixed lengths and, for the attention, the
+--              other scale mode, KV layout, selections with holes and the
+--              log-sum-exp output; tuned on one H100 in a few minutes, so
+--              keep it near 30 index_decode and at most 14
+--              sparse_attn_decode shapes.
 --   anchors    exactly the rows of /work/shared/anchors.md (bench).
 --   smoke      a few tiny shapes for quick end-to-end checks.
 
@@ -23,7 +27,22 @@ local function index_decode(dtype, B, ctx, over)
   return { op = "index_decode", shape = s }
 end
 
--- peer_us: vLLM's Triton kernels on our H100, ../shared/anchors.md.
+-- MiniMax-M3 attention: 32 q heads over 2 KV heads of 128 (16 q heads per
+-- KV head), top-16 blocks, the (pages, 2, 128, Hkv, D) cache; fp8 caches
+-- with one scale for K and one for V.
+local function sparse_attn_decode(dtype, B, ctx, over)
+  local s = { dtype = dtype, B = B, ctx = ctx, D = 128, Hq = 32, Hkv = 2, qlen = 1, topk = 16,
+    scale = dtype == "fp8" and "scalar" or "none", layout = "pages2", lens = "full", sel = "random", lse = 0 }
+  for k, v in pairs(over or {}) do
+    s[k] = v
+  end
+  return { op = "sparse_attn_decode", shape = s }
+end
+
+-- peer_us: vLLM's Triton kernels on our H100, ../shared/anchors.md. The
+-- attention reads topk blocks whatever the context, so its rows there say
+-- ctx "any" (here 32768) and give a range of times: peer_us is its lower
+-- end.
 local function anchor_rows()
   return {
     index_decode("bf16", 1, 8192, { peer_us = 10.6 }),
@@ -35,6 +54,15 @@ local function anchor_rows()
     index_decode("fp8", 1, 8192, { peer_us = 10.0 }),
     index_decode("fp8", 8, 32768, { peer_us = 14.3 }),
     index_decode("fp8", 128, 131072, { peer_us = 718.4 }),
+    sparse_attn_decode("bf16", 1, 32768, { peer_us = 7.6 }),
+    sparse_attn_decode("bf16", 8, 32768, { peer_us = 10.5 }),
+    sparse_attn_decode("bf16", 32, 32768, { peer_us = 31.5 }),
+    sparse_attn_decode("bf16", 128, 32768, { peer_us = 100.2 }),
+    sparse_attn_decode("fp8", 1, 32768, { peer_us = 8.4 }),
+    sparse_attn_decode("fp8", 32, 32768, { peer_us = 24.7 }),
+    sparse_attn_decode("fp8", 128, 32768, { peer_us = 79.7 }),
+    sparse_attn_decode("bf16", 32, 32768, { topk = 4, peer_us = 11.9 }),
+    sparse_attn_decode("bf16", 32, 32768, { topk = 32, peer_us = 54.3 }),
   }
 end
 
@@ -61,6 +89,13 @@ local function m3_decode()
   -- Ragged batches: random lengths, unaligned ones and padding rows.
   add(index_decode("bf16", 8, 32768, { lens = "mixed" }))
   add(index_decode("bf16", 32, 32768, { lens = "mixed" }))
+  -- The attention: another context, the other scale mode and KV layout,
+  -- speculative qlen 2, and a ragged batch whose selections have holes and
+  -- that asks for the log-sum-exp.
+  add(sparse_attn_decode("bf16", 8, 131072))
+  add(sparse_attn_decode("fp8", 8, 8192, { scale = "tensor", layout = "interleaved" }))
+  add(sparse_attn_decode("bf16", 32, 32768, { qlen = 2 }))
+  add(sparse_attn_decode("bf16", 8, 32768, { lens = "mixed", sel = "holes", lse = 1 }))
   return rows
 end
 
@@ -69,6 +104,7 @@ local function smoke()
     index_decode("bf16", 1, 1024),
     index_decode("fp8", 2, 2048, { qlen = 2, lens = "mixed" }),
     index_decode("bf16", 2, 1000, { D = 64, H = 1, topk = 8 }),
+    sparse_attn_decode("bf16", 2, 1000, { topk = 4 }),
   }
 end
 

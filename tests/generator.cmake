@@ -1,5 +1,6 @@
 # The generator (generator/*.lua) and its C bridge (tuner/generator.c).
 # test_generator_lua: the Lua modules alone (renderer, space helpers, the
-# index_decode space); test_generator: the C bridge over the real generator.
+# index_decode and sparse_attn_decode spaces, the suites); test_generator: the
+# C bridge over the real generator.
 st_add_test(NAME test_generator_lua LABEL cpu SOURCES test_generator_lua.c LIBS st_tuner_core)
 st_add_test(NAME test_generator LABEL cpu SOURCES test_generator.c LIBS st_tuner_core)

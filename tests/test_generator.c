@@ -1,6 +1,7 @@
 /* test_generator.c - the C bridge to the generator (tuner/generator.c) over
  * the real generator/ and templates/: suites and their keys, the variant
- * lists (defaults, applicability, ids), rendering and error reporting. */
+ * lists (defaults, applicability, ids), rendering and error reporting, for
+ * index_decode and sparse_attn_decode. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 
 #include "generator.h"
 #include "ops/index_decode.h"
+#include "ops/sparse_attn_decode.h"
 #include "testutil.h"
 
 #define GEN_DIR ST_SOURCE_DIR "/generator"
@@ -24,22 +26,31 @@ static st_gen *open_gen(const char *templates_dir) {
   return g;
 }
 
-static int load_suite(st_gen *g, const char *suite, st_shape **shapes) {
+/* The shapes of `suite` for `op` (NULL: every op). */
+static int load_op_suite(st_gen *g, const char *suite, const char *op, st_shape **shapes) {
   st_err err = {{0}};
   int n = 0;
-  const st_status s = st_gen_suite(g, suite, "index_decode", shapes, &n, &err);
-  if (s != ST_OK) print_error("st_gen_suite(%s): %s\n", suite, err.msg);
+  const st_status s = st_gen_suite(g, suite, op, shapes, &n, &err);
+  if (s != ST_OK) print_error("st_gen_suite(%s, %s): %s\n", suite, op ? op : "every op", err.msg);
+  assert_int_equal(s, ST_OK);
+  return n;
+}
+
+static int load_suite(st_gen *g, const char *suite, st_shape **shapes) {
+  return load_op_suite(g, suite, "index_decode", shapes);
+}
+
+static int load_op_variants(st_gen *g, const char *op, const st_shape *shapes, int nshapes, st_gen_variant **v) {
+  st_err err = {{0}};
+  int n = 0;
+  const st_status s = st_gen_variants(g, op, shapes, nshapes, v, &n, &err);
+  if (s != ST_OK) print_error("st_gen_variants(%s): %s\n", op, err.msg);
   assert_int_equal(s, ST_OK);
   return n;
 }
 
 static int load_variants(st_gen *g, const st_shape *shapes, int nshapes, st_gen_variant **v) {
-  st_err err = {{0}};
-  int n = 0;
-  const st_status s = st_gen_variants(g, "index_decode", shapes, nshapes, v, &n, &err);
-  if (s != ST_OK) print_error("st_gen_variants: %s\n", err.msg);
-  assert_int_equal(s, ST_OK);
-  return n;
+  return load_op_variants(g, "index_decode", shapes, nshapes, v);
 }
 
 static int applies(st_gen *g, const st_variant_row *v, const st_shape *s) {
@@ -67,8 +78,9 @@ static void test_open_lists_ops_and_suites(void **state) {
   const char **names = NULL;
   int n = 0;
   assert_int_equal(st_gen_ops(g, &names, &n, &err), ST_OK);
-  assert_int_equal(n, 1);
+  assert_int_equal(n, 2);
   assert_string_equal(names[0], "index_decode");
+  assert_string_equal(names[1], "sparse_attn_decode");
   assert_int_equal(st_gen_suites(g, &names, &n, &err), ST_OK);
   assert_int_equal(n, 3);
   assert_string_equal(names[0], "anchors");
@@ -270,10 +282,10 @@ static void test_unknown_names_give_clear_errors(void **state) {
   assert_int_equal(n, 0);
   assert_string_equal(err.msg, "generator: unknown suite 'm3-decodee' (known: anchors, m3-decode, smoke)");
   assert_int_equal(st_gen_suite(g, "m3-decode", "index_decod", &s, &n, &err), ST_ERR_INVALID_ARG);
-  assert_string_equal(err.msg, "generator: unknown op 'index_decod' (known: index_decode)");
+  assert_string_equal(err.msg, "generator: unknown op 'index_decod' (known: index_decode, sparse_attn_decode)");
   st_gen_variant *v = NULL;
   assert_int_equal(st_gen_variants(g, "sparse_attn", NULL, 0, &v, &n, &err), ST_ERR_INVALID_ARG);
-  assert_string_equal(err.msg, "generator: unknown op 'sparse_attn' (known: index_decode)");
+  assert_string_equal(err.msg, "generator: unknown op 'sparse_attn' (known: index_decode, sparse_attn_decode)");
   assert_null(v);
   st_params k = {0};
   char *src = NULL;
@@ -476,6 +488,173 @@ static void test_render_fills_the_real_template(void **state) {
   st_gen_close(g);
 }
 
+/* ---- sparse_attn_decode ------------------------------------------------- */
+
+/* The dispatch key the runtime builds for this shape (runtime/ops/sparse_attn_decode.c). */
+static void runtime_sparse_attn_decode_dispatch_key(const st_shape *s, char *key, size_t cap) {
+  st_err err = {{0}};
+  long long B, D, Hq, Hkv, qlen, topk;
+  assert_int_equal(st_params_get_int(&s->params, "B", 1, 65535, &B, &err), ST_OK);
+  assert_int_equal(st_params_get_int(&s->params, "D", 1, 512, &D, &err), ST_OK);
+  assert_int_equal(st_params_get_int(&s->params, "Hq", 1, 65535, &Hq, &err), ST_OK);
+  assert_int_equal(st_params_get_int(&s->params, "Hkv", 1, 65535, &Hkv, &err), ST_OK);
+  assert_int_equal(st_params_get_int(&s->params, "qlen", 1, 4, &qlen, &err), ST_OK);
+  assert_int_equal(st_params_get_int(&s->params, "topk", 1, 64, &topk, &err), ST_OK);
+  st_sparse_attn_decode_args a;
+  memset(&a, 0, sizeof a);
+  a.q.dtype = ST_DTYPE_BF16;
+  a.q.ndim = 3;
+  a.q.shape[0] = B * qlen;
+  a.q.shape[1] = Hq;
+  a.q.shape[2] = D;
+  a.k_cache.dtype = !strcmp(st_params_get(&s->params, "dtype"), "fp8") ? ST_DTYPE_FP8_E4M3 : ST_DTYPE_BF16;
+  a.k_cache.ndim = 4;
+  a.k_cache.shape[1] = Hkv;
+  a.topk_idx.ndim = 3;
+  a.topk_idx.shape[2] = topk;
+  a.qlen = (int)qlen;
+  assert_int_equal(st_sparse_attn_decode_dispatch_key(&a, key, cap, NULL, &err), ST_OK);
+}
+
+static void test_suite_sparse_attn_decode_shapes_cross_the_bridge(void **state) {
+  (void)state;
+  /* dtype:B:topk:peer_us of the anchor rows (../shared/anchors.md). */
+  static const char *rows[] = {"bf16:1:16:7.6",     "bf16:8:16:10.5", "bf16:32:16:31.5",
+                               "bf16:128:16:100.2", "fp8:1:16:8.4",   "fp8:32:16:24.7",
+                               "fp8:128:16:79.7",   "bf16:32:4:11.9", "bf16:32:32:54.3"};
+  st_gen *g = open_gen(NULL);
+  st_shape *s = NULL;
+  const int n = load_op_suite(g, "anchors", "sparse_attn_decode", &s);
+  assert_int_equal(n, 9);
+  for (int i = 0; i < n; i++) {
+    char want[256], dtype[8], peer[16];
+    int B, topk;
+    assert_int_equal(sscanf(rows[i], "%7[^:]:%d:%d:%15s", dtype, &B, &topk, peer), 4);
+    snprintf(want, sizeof want,
+             "sparse_attn_decode:B=%d,D=128,Hkv=2,Hq=32,ctx=32768,dtype=%s,layout=pages2,lens=full,lse=0,qlen=1,"
+             "scale=%s,sel=random,topk=%d",
+             B, dtype, strcmp(dtype, "fp8") ? "none" : "scalar", topk);
+    assert_string_equal(s[i].op, "sparse_attn_decode");
+    assert_string_equal(s[i].key, want);
+    snprintf(want, sizeof want, "sparse_attn_decode:B=%d,D=128,Hkv=2,Hq=32,dtype=%s,qlen=1,topk=%d", B, dtype, topk);
+    assert_string_equal(s[i].dispatch_key, want);
+    assert_int_equal(s[i].params.n, 14); /* the 13 fields of the key, and the peer's time */
+    assert_string_equal(st_params_get(&s[i].params, "peer_us"), peer);
+  }
+  free(s);
+  /* Every op: the index_decode rows, then these. */
+  assert_int_equal(load_op_suite(g, "anchors", NULL, &s), 18);
+  assert_string_equal(s[8].op, "index_decode");
+  assert_string_equal(s[9].op, "sparse_attn_decode");
+  free(s);
+  const int nm = load_op_suite(g, "m3-decode", "sparse_attn_decode", &s);
+  assert_true(nm > 9 && nm <= 14);
+  int lse = 0, tensor = 0, interleaved = 0;
+  for (int i = 0; i < nm; i++) {
+    for (int j = 0; j < i; j++) assert_string_not_equal(s[i].key, s[j].key);
+    char key[256];
+    runtime_sparse_attn_decode_dispatch_key(&s[i], key, sizeof key);
+    assert_string_equal(s[i].dispatch_key, key);
+    lse += !strcmp(st_params_get(&s[i].params, "lse"), "1");
+    tensor += !strcmp(st_params_get(&s[i].params, "scale"), "tensor");
+    interleaved += !strcmp(st_params_get(&s[i].params, "layout"), "interleaved");
+  }
+  assert_true(lse >= 1 && tensor >= 1 && interleaved >= 1);
+  free(s);
+  st_gen_close(g);
+}
+
+static void test_sparse_attn_decode_applies_over_text_parameters(void **state) {
+  (void)state;
+  st_gen *g = open_gen(NULL);
+  st_shape *s = NULL;
+  assert_int_equal(load_op_suite(g, "anchors", "sparse_attn_decode", &s), 9);
+  st_variant_row v;
+  memset(&v, 0, sizeof v);
+  st_err err = {{0}};
+  snprintf(v.op, sizeof v.op, "sparse_attn_decode");
+  assert_int_equal(st_params_set(&v.kernel, "dtype", "bf16", &err), ST_OK);
+  assert_int_equal(st_params_set(&v.kernel, "algo", "single", &err), ST_OK);
+  assert_int_equal(st_params_set_int(&v.kernel, "head_dim", 128, &err), ST_OK);
+  assert_int_equal(st_params_set_int(&v.kernel, "group", 16, &err), ST_OK);
+  assert_int_equal(st_params_set_int(&v.kernel, "warps_n", 4, &err), ST_OK);
+  assert_int_equal(st_params_set_int(&v.kernel, "stages", 1, &err), ST_OK);
+  assert_int_equal(st_params_set_int(&v.launch, "splits", 16, &err), ST_OK);
+  assert_int_equal(applies(g, &v, &s[0]), 1); /* bf16, B=1: 2 x 16 CTAs */
+  assert_int_equal(applies(g, &v, &s[4]), 0); /* an fp8 cache */
+  assert_int_equal(applies(g, &v, &s[7]), 0); /* topk 4 < 16 splits */
+  assert_int_equal(applies(g, &v, &s[3]), 0); /* B=128: 4096 CTAs */
+  /* An index_decode shape never runs a sparse_attn_decode variant. */
+  st_shape *other = NULL;
+  assert_true(load_suite(g, "anchors", &other) > 0);
+  assert_int_equal(applies(g, &v, &other[0]), 0);
+  free(other);
+  /* A config outside the space is refused with the reason. */
+  assert_int_equal(st_params_set_int(&v.kernel, "head_dim", 256, &err), ST_OK);
+  assert_int_equal(st_params_set_int(&v.kernel, "stages", 2, &err), ST_OK);
+  int a = -1;
+  assert_int_equal(st_gen_applies(g, &v, &s[0], &a, &err), ST_ERR_INVALID_ARG);
+  assert_contains(err.msg, "sparse_attn_decode kernel config: shared memory of stages=2 (bf16, head_dim 256, 1 m "
+                           "tiles) = 270848 bytes exceeds 225280");
+  free(s);
+  st_gen_close(g);
+}
+
+/* Rendered, hashed, unique, read by the launcher. */
+static void test_sparse_attn_decode_variants_render_the_real_template(void **state) {
+  (void)state;
+  st_gen *g = open_gen(NULL);
+  st_gen_variant *v = NULL;
+  int n = load_op_variants(g, "sparse_attn_decode", NULL, 0, &v);
+  assert_int_equal(n, 36); /* one per dtype x head_dim x group */
+  assert_int_equal(count_defaults(v, n), 36);
+  assert_string_equal(v[0].row.name, "sparse_attn_decode.bf16.d64.g1.w4.s1.single/auto");
+  st_gen_free_variants(v, n);
+  st_shape *s = NULL;
+  const int ns = load_op_suite(g, "m3-decode", "sparse_attn_decode", &s);
+  n = load_op_variants(g, "sparse_attn_decode", s, ns, &v);
+  assert_true(n > 36);
+  assert_int_equal(count_defaults(v, n), 36);
+  for (int i = 0; i < n; i++) {
+    const st_variant_row *r = &v[i].row;
+    assert_string_equal(r->op, "sparse_attn_decode");
+    for (int j = 0; j < i; j++) {
+      assert_string_not_equal(r->id, v[j].row.id);
+      assert_string_not_equal(r->name, v[j].row.name);
+    }
+    char h[33], line[64];
+    st_hash_hex(v[i].source, strlen(v[i].source), h);
+    assert_string_equal(h, r->source_hash);
+    assert_null(strstr(v[i].source, "${"));
+    const char *group = st_params_get(&r->kernel, "group");
+    snprintf(line, sizeof line, "constexpr int GROUP = %s;", group);
+    assert_contains(v[i].source, line);
+    snprintf(line, sizeof line, "constexpr int M_TILES = %d;", strcmp(group, "32") ? 1 : 2);
+    assert_contains(v[i].source, line);
+    st_sparse_attn_decode_config cfg;
+    st_err err = {{0}};
+    if (st_sparse_attn_decode_config_from_params(&r->kernel, &r->launch, &cfg, &err) != ST_OK) {
+      print_error("%s: %s\n", r->name, err.msg);
+      fail();
+    }
+  }
+  /* Every m3-decode shape: tuned variants and exactly one default. */
+  for (int i = 0; i < ns; i++) {
+    int tuned = 0, defaults = 0;
+    for (int j = 0; j < n; j++) {
+      if (!applies(g, &v[j].row, &s[i])) continue;
+      defaults += v[j].row.is_default;
+      tuned += !v[j].row.is_default;
+    }
+    if (tuned < 1 || defaults != 1) print_error("%s: %d tuned, %d defaults\n", s[i].key, tuned, defaults);
+    assert_true(tuned >= 1);
+    assert_int_equal(defaults, 1);
+  }
+  st_gen_free_variants(v, n);
+  free(s);
+  st_gen_close(g);
+}
+
 /* ---- sizes -------------------------------------------------------------- */
 
 static int distinct_sources(const st_gen_variant *v, int n) {
@@ -488,11 +667,11 @@ static int distinct_sources(const st_gen_variant *v, int n) {
   return d;
 }
 
-static void report_suite(st_gen *g, const char *suite, int *nsources) {
+static void report_suite(st_gen *g, const char *suite, const char *op, int *nsources) {
   st_shape *s = NULL;
-  const int ns = load_suite(g, suite, &s);
+  const int ns = load_op_suite(g, suite, op, &s);
   st_gen_variant *v = NULL;
-  const int n = load_variants(g, s, ns, &v);
+  const int n = load_op_variants(g, op, s, ns, &v);
   long jobs = 0;
   int most = 0;
   for (int i = 0; i < ns; i++) {
@@ -502,9 +681,9 @@ static void report_suite(st_gen *g, const char *suite, int *nsources) {
     most = here > most ? here : most;
   }
   *nsources = distinct_sources(v, n);
-  printf("suite %s: %d shapes, %d variants (%d defaults), %d distinct sources, %ld (variant, shape) timings, "
+  printf("suite %s, op %s: %d shapes, %d variants (%d defaults), %d distinct sources, %ld (variant, shape) timings, "
          "at most %d per shape\n",
-         suite, ns, n, count_defaults(v, n), *nsources, jobs, most);
+         suite, op, ns, n, count_defaults(v, n), *nsources, jobs, most);
   st_gen_free_variants(v, n);
   free(s);
 }
@@ -513,10 +692,14 @@ static void test_suite_sizes_stay_within_budget(void **state) {
   (void)state;
   st_gen *g = open_gen(NULL);
   int sources = 0;
-  report_suite(g, "m3-decode", &sources);
+  report_suite(g, "m3-decode", "index_decode", &sources);
   assert_true(sources < 400);
-  report_suite(g, "anchors", &sources);
-  report_suite(g, "smoke", &sources);
+  report_suite(g, "m3-decode", "sparse_attn_decode", &sources);
+  assert_true(sources < 400);
+  report_suite(g, "anchors", "index_decode", &sources);
+  report_suite(g, "anchors", "sparse_attn_decode", &sources);
+  report_suite(g, "smoke", "index_decode", &sources);
+  report_suite(g, "smoke", "sparse_attn_decode", &sources);
   st_gen_close(g);
 }
 
@@ -546,6 +729,9 @@ int main(void) {
       cmocka_unit_test(test_variant_ids_are_stable_across_runs),
       cmocka_unit_test(test_variant_ids_follow_included_template_text),
       cmocka_unit_test(test_render_fills_the_real_template),
+      cmocka_unit_test(test_suite_sparse_attn_decode_shapes_cross_the_bridge),
+      cmocka_unit_test(test_sparse_attn_decode_applies_over_text_parameters),
+      cmocka_unit_test(test_sparse_attn_decode_variants_render_the_real_template),
       cmocka_unit_test(test_suite_sizes_stay_within_budget),
       cmocka_unit_test(test_hash_hex_is_xxh3_128_lowercase),
   };

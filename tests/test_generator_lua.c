@@ -1,8 +1,9 @@
 /* test_generator_lua.c - the generator's Lua modules on their own: the
  * template renderer (generator/render.lua), the space helpers
- * (generator/space.lua) and the index_decode space, constraints and rules
- * (generator/ops/index_decode.lua). Each test runs Lua snippets in a fresh
- * state whose package.path is the generator directory. */
+ * (generator/space.lua), the spaces, constraints and rules of index_decode
+ * and sparse_attn_decode (generator/ops/) and the suites
+ * (generator/suites.lua). Each test runs Lua snippets in a fresh state whose
+ * package.path is the generator directory. */
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
@@ -301,6 +302,301 @@ static void test_index_decode_render_values_are_the_template_names(void **state)
          "algo_split=1,head_dim=128,heads_per_cta=1,is_fp8=1,max_qlen=1,threads=256,topk=16,units_in_flight=2");
 }
 
+/* ---- ops/sparse_attn_decode.lua ----------------------------------------- */
+
+static void test_sparse_attn_decode_constraints_reject_only_the_shared_memory_overflow(void **state) {
+  /* Of the full product (432 configs) head_dim 256 breaks the 220 KiB budget
+   * with 2 stages (72 configs) and, with one, where 16 warps (group 32, two
+   * q tiles, warps_n 8) combine their fp32 states (4). Threads and tokens
+   * per warp never bind inside the domains. */
+  expect(*state,
+         "local s, op = require('space'), require('ops.sparse_attn_decode')\n"
+         "local all = s.product(op.kernel_domains)\n"
+         "local kept, rej = s.filter(all, op.constraint)\n"
+         "for _, r in ipairs(rej) do\n"
+         "  local p = r.point\n"
+         "  if not (p.head_dim == 256 and (p.stages == 2 or (p.group == 32 and p.warps_n == 8))) then\n"
+         "    return 'wrongly rejected ' .. s.canonical(p) end\n"
+         "  if not r.reason:find('bytes exceeds 225280', 1, true) then return 'reason: ' .. r.reason end\n"
+         "end\n"
+         "return #all .. ' ' .. #kept .. ' ' .. #rej",
+         "432 356 76");
+#define CONSTRAINT(kernel)                                                                                             \
+  "local op = require('ops.sparse_attn_decode')\n"                                                                     \
+  "local ok, why = op.constraint(" kernel ")\n"                                                                        \
+  "return tostring(ok) .. ': ' .. tostring(why)"
+  expect(*state, CONSTRAINT("{dtype = 'fp8', head_dim = 256, group = 32, warps_n = 8, stages = 1, algo = 'single'}"),
+         "false: shared memory of stages=1 (fp8, head_dim 256, 2 m tiles) = 281088 bytes exceeds 225280");
+  expect(*state, CONSTRAINT("{dtype = 'bf16', head_dim = 256, group = 1, warps_n = 2, stages = 2, algo = 'split'}"),
+         "false: shared memory of stages=2 (bf16, head_dim 256, 1 m tiles) = 270848 bytes exceeds 225280");
+  /* Within the budget: fp8 rows, scales and widened tiles of one 256-wide
+   * block (206336 bytes), two 128-wide stages with 16 warps (141824). */
+  expect(*state, CONSTRAINT("{dtype = 'fp8', head_dim = 256, group = 16, warps_n = 8, stages = 1, algo = 'single'}"),
+         "true: nil");
+  expect(*state, CONSTRAINT("{dtype = 'fp8', head_dim = 256, group = 32, warps_n = 4, stages = 1, algo = 'single'}"),
+         "true: nil");
+  expect(*state, CONSTRAINT("{dtype = 'fp8', head_dim = 128, group = 32, warps_n = 8, stages = 2, algo = 'split'}"),
+         "true: nil");
+  /* Outside the domains, the other two limits. */
+  expect(*state, CONSTRAINT("{dtype = 'bf16', head_dim = 64, group = 32, warps_n = 16, stages = 1, algo = 'single'}"),
+         "false: 32*warps_n*m_tiles = 32*16*2 = 1024 threads exceed 512");
+  expect(*state, CONSTRAINT("{dtype = 'bf16', head_dim = 64, group = 16, warps_n = 16, stages = 1, algo = 'single'}"),
+         "false: warps_n=16 leaves 8 tokens per warp, fewer than 16");
+#undef CONSTRAINT
+}
+
+static void test_sparse_attn_decode_kernel_space_is_the_constrained_product(void **state) {
+  expect(*state,
+         "local s, op = require('space'), require('ops.sparse_attn_decode')\n"
+         "local n, seen = 0, {}\n"
+         "for _, k in ipairs(op.kernel_space()) do\n"
+         "  local id = s.canonical(k)\n"
+         "  assert(op.check_kernel(k), id)\n"
+         "  assert(not seen[id], id); seen[id] = true; n = n + 1\n"
+         "end\n"
+         "return n",
+         "356");
+}
+
+#define SAD_KERNEL "local k = {dtype = 'bf16', head_dim = 128, group = 16, warps_n = 4, stages = 2, algo = 'single'}\n"
+#define SAD_SHAPE                                                                                                      \
+  "local s = {dtype = 'bf16', B = 8, ctx = 32768, D = 128, Hq = 32, Hkv = 2, qlen = 1, topk = 16, scale = 'none', "    \
+  "layout = 'pages2', lens = 'full', sel = 'random', lse = 0}\n"
+/* Runs `pre`, then `change`, then returns "ok: why" of `call`. */
+#define OK_WHY(pre, change, call)                                                                                      \
+  snprintf(code, sizeof code, "%s%s\nlocal ok, why = %s\nreturn tostring(ok) .. ': ' .. tostring(why)", pre, change,   \
+           call)
+
+static void test_sparse_attn_decode_check_kernel_refuses_bad_parameters(void **state) {
+  lua_State *L = *state;
+  const char *pre = "local op = require('ops.sparse_attn_decode')\n" SAD_KERNEL;
+  char code[2048];
+#define CHECK(change, want)                                                                                            \
+  OK_WHY(pre, change, "op.check_kernel(k)");                                                                           \
+  expect(L, code, want)
+  CHECK("", "true: nil");
+  CHECK("k.group = nil", "false: kernel parameter 'group' is missing");
+  CHECK("k.algo = nil", "false: kernel parameter 'algo' is missing");
+  CHECK("k.threads = 256", "false: 'threads' is not a kernel parameter of sparse_attn_decode");
+  CHECK("k.m_tiles = 1", "false: 'm_tiles' is not a kernel parameter of sparse_attn_decode"); /* rendered only */
+  CHECK("k.group = 3", "false: kernel parameter group=3 is not one of its values");
+  CHECK("k.warps_n = 16", "false: kernel parameter warps_n=16 is not one of its values");
+  CHECK("k.stages = '2'", "false: kernel parameter stages=2 is not one of its values");
+  CHECK("k.dtype = 'fp16'", "false: kernel parameter dtype=fp16 is not one of its values");
+  CHECK("k.algo = 'merge'", "false: kernel parameter algo=merge is not one of its values");
+  CHECK("k.head_dim = 256",
+        "false: shared memory of stages=2 (bf16, head_dim 256, 1 m tiles) = 270848 bytes exceeds 225280");
+#undef CHECK
+#define LAUNCH(launch, want)                                                                                           \
+  OK_WHY(pre, "", "op.check_launch(" launch ")");                                                                      \
+  expect(L, code, want)
+  LAUNCH("{splits = 0}", "true: nil");
+  LAUNCH("{splits = 64}", "true: nil");
+  LAUNCH("{splits = 65}", "false: launch parameter splits=65 is outside 0..64");
+  LAUNCH("{splits = -1}", "false: launch parameter splits=-1 is outside 0..64");
+  LAUNCH("{}", "false: launch parameter splits=nil is outside 0..64");
+  LAUNCH("{splits = 2, chunks = 4}", "false: 'chunks' is not a launch parameter of sparse_attn_decode");
+#undef LAUNCH
+}
+
+static void test_sparse_attn_decode_defaults_satisfy_the_constraints(void **state) {
+  /* One per dtype x head_dim x group: every shape of the contract has one. */
+  expect(*state,
+         "local s, op = require('space'), require('ops.sparse_attn_decode')\n"
+         "local have = {}\n"
+         "for _, d in ipairs(op.defaults()) do\n"
+         "  local k = d.kernel\n"
+         "  assert(k.warps_n == 4 and k.stages == 1 and k.algo == 'single' and d.launch.splits == 0)\n"
+         "  assert(op.check_kernel(k) and op.check_launch(d.launch), s.canonical(k))\n"
+         "  have[k.dtype .. '.d' .. k.head_dim .. '.g' .. k.group] = true\n"
+         "end\n"
+         "local n, missing = 0, {}\n"
+         "for _, p in ipairs(s.product({dtype = op.kernel_domains.dtype, head_dim = op.kernel_domains.head_dim,\n"
+         "    group = op.kernel_domains.group})) do\n"
+         "  local id = p.dtype .. '.d' .. p.head_dim .. '.g' .. p.group\n"
+         "  if have[id] then n = n + 1 else missing[#missing + 1] = id end\n"
+         "end\n"
+         "return #op.defaults() .. ' ' .. n .. ' missing: ' .. table.concat(missing, ' ')",
+         "36 36 missing: ");
+}
+
+static void test_sparse_attn_decode_shape_and_dispatch_keys(void **state) {
+  /* peer_us is a fact about the shape, in neither key. */
+  expect(*state, "local op = require('ops.sparse_attn_decode')\n" SAD_SHAPE "s.peer_us = 10.5\nreturn op.shape_key(s)",
+         "sparse_attn_decode:B=8,D=128,Hkv=2,Hq=32,ctx=32768,dtype=bf16,layout=pages2,lens=full,lse=0,qlen=1,"
+         "scale=none,sel=random,topk=16");
+  expect(*state,
+         "local op = require('ops.sparse_attn_decode')\n" SAD_SHAPE "s.peer_us = 10.5\nreturn op.dispatch_key(s)",
+         "sparse_attn_decode:B=8,D=128,Hkv=2,Hq=32,dtype=bf16,qlen=1,topk=16");
+}
+
+static void test_sparse_attn_decode_check_shape_names_what_is_wrong(void **state) {
+  lua_State *L = *state;
+  const char *pre = "local op = require('ops.sparse_attn_decode')\n" SAD_SHAPE;
+  char code[2048];
+#define SHAPE(change, want)                                                                                            \
+  OK_WHY(pre, change, "op.check_shape(s)");                                                                            \
+  expect(L, code, want)
+  SHAPE("", "true: nil");
+  SHAPE("s.dtype = 'fp8'; s.scale = 'tensor'; s.layout = 'interleaved'; s.lens = '0;1;127;128;129;4133;32768;9'",
+        "true: nil");
+  SHAPE("s.sel = 'holes'; s.lse = 1; s.qlen = 4; s.topk = 64; s.peer_us = '7.6'", "true: nil");
+  SHAPE("s.dtype = 'fp8'; s.sel = 'local'", "true: nil"); /* fp8 may come unscaled */
+  SHAPE("s.Hq = 64", "true: nil");                        /* a group of 32 */
+  SHAPE("s.Hq = 66", "false: Hq/Hkv = 66/2 = 33 q heads per kv head exceed 32");
+  SHAPE("s.Hq = 30; s.Hkv = 4", "false: Hq=30 is not a multiple of Hkv=4");
+  SHAPE("s.Hkv = 0", "false: shape field Hkv=0 is outside 1..65535");
+  SHAPE("s.lse = 2", "false: shape field lse=2 is outside 0..1");
+  SHAPE("s.qlen = 5", "false: shape field qlen=5 is outside 1..4");
+  SHAPE("s.topk = 65", "false: shape field topk=65 is outside 1..64");
+  SHAPE("s.D = 8", "false: shape field D=8 is outside 16..512");
+  SHAPE("s.scale = 'scalar'", "false: shape field scale=scalar needs an fp8 cache (bf16 takes none)");
+  SHAPE("s.dtype = 'fp8'; s.scale = 'block'", "false: shape field scale=block is not none, scalar or tensor");
+  SHAPE("s.dtype = 'fp16'", "false: shape field dtype=fp16 is not bf16 or fp8");
+  SHAPE("s.layout = 'pages'", "false: shape field layout=pages is not pages2 or interleaved");
+  SHAPE("s.sel = 'top'", "false: shape field sel=top is not random, holes or local");
+  SHAPE("s.lens = '1;2;3'", "false: shape field lens=1;2;3 lists 3 lengths for B=8");
+  SHAPE("s.lens = 'short'", "false: shape field lens=short is not full, mixed or a list of lengths in 0..ctx");
+  SHAPE("s.sel = nil", "false: shape field 'sel' is missing");
+  SHAPE("s.H = 2", "false: 'H' is not a shape field of sparse_attn_decode");
+  SHAPE("s.peer_us = 0", "false: shape field peer_us=0 is not a positive time");
+#undef SHAPE
+}
+
+static void test_sparse_attn_decode_fit_rules(void **state) {
+  lua_State *L = *state;
+  const char *pre = "local op = require('ops.sparse_attn_decode')\n" SAD_SHAPE SAD_KERNEL;
+  char code[2048];
+#define FITS(change, is_default, want)                                                                                 \
+  OK_WHY(pre, change, "op.fits(k, s, " is_default ")");                                                                \
+  expect(L, code, want)
+  FITS("", "false", "true: nil");
+  FITS("", "true", "true: nil");
+  FITS("k.dtype = 'fp8'", "false", "false: dtype differs");
+  FITS("s.dtype = 'fp8'; s.scale = 'scalar'", "true", "false: dtype differs");
+  FITS("k.head_dim = 64", "false", "false: head_dim differs");
+  FITS("k.group = 8", "true", "false: group 8 is not Hq/Hkv = 32/2");
+  FITS("s.Hkv = 4", "false", "false: group 16 is not Hq/Hkv = 32/4");
+  FITS("s.Hkv = 4; k.group = 8", "false", "true: nil");
+  FITS("s.Hq = 16; s.Hkv = 1", "false", "true: nil"); /* the group must match, not the head counts */
+  FITS("s.qlen = 4; s.topk = 64; s.B = 128", "false", "true: nil");
+#undef FITS
+}
+
+static void test_sparse_attn_decode_launch_choices(void **state) {
+  lua_State *L = *state;
+  const char *pre = "local op = require('ops.sparse_attn_decode')\n" SAD_SHAPE SAD_KERNEL;
+  char code[2048];
+#define WORTH(change, splits, want)                                                                                    \
+  OK_WHY(pre, change, "op.worth(k, {splits = " #splits "}, s, false)");                                                \
+  expect(L, code, want)
+  WORTH("", 0, "true: nil");
+  WORTH("", 1, "true: nil");
+  WORTH("", 16, "true: nil"); /* one block per split */
+  WORTH("", 32, "false: splits=32 exceed topk=16");
+  WORTH("", 3, "false: splits=3 is not a timed choice");
+  WORTH("k.algo = 'split'", 0, "false: algo split needs explicit splits >= 2");
+  WORTH("k.algo = 'split'", 1, "false: algo split needs splits >= 2");
+  WORTH("k.algo = 'split'", 2, "true: nil");
+  WORTH("s.topk = 64", 64, "true: nil"); /* 8 * 1 * 2 * 64 = 1024 CTAs <= 8 waves of 132 */
+  WORTH("s.topk = 64; s.qlen = 2", 64, "false: 2048 CTAs exceed 8 waves of 132 SMs");
+  WORTH("s.topk = 64; s.qlen = 2", 32, "true: nil");
+  WORTH("s.B = 128", 4, "true: nil");
+  WORTH("s.B = 128", 8, "false: 2048 CTAs exceed 8 waves of 132 SMs");
+  WORTH("s.B = 128; s.topk = 4", 8, "false: splits=8 exceed topk=4");
+  WORTH("s.B = 65535; s.Hq = 32; s.Hkv = 32; k.group = 1", 0, "true: nil"); /* auto: the launcher's grid */
+#undef WORTH
+}
+
+#undef OK_WHY
+
+static void test_sparse_attn_decode_names_are_readable(void **state) {
+  expect(*state,
+         "local op = require('ops.sparse_attn_decode')\n" SAD_KERNEL
+         "return op.variant_name(k, {splits = 8}) .. ' ' .. op.variant_name(k, {splits = 0})",
+         "sparse_attn_decode.bf16.d128.g16.w4.s2.single/s8 sparse_attn_decode.bf16.d128.g16.w4.s2.single/auto");
+}
+
+static void test_sparse_attn_decode_render_values_are_the_template_names(void **state) {
+  expect(*state,
+         "local s, op = require('space'), require('ops.sparse_attn_decode')\n" SAD_KERNEL
+         "local a = s.canonical(op.render_values(k))\n"
+         "k.dtype = 'fp8'; k.algo = 'split'; k.group = 32; k.warps_n = 8; k.head_dim = 64\n"
+         "return a .. ' | ' .. s.canonical(op.render_values(k))",
+         "algo_split=0,group=16,head_dim=128,is_fp8=0,m_tiles=1,stages=2,warps_n=4 | "
+         "algo_split=1,group=32,head_dim=64,is_fp8=1,m_tiles=2,stages=2,warps_n=8");
+}
+
+/* ---- suites.lua --------------------------------------------------------- */
+
+static void test_every_suite_row_passes_its_ops_check_shape(void **state) {
+  expect(*state,
+         "local suites = require('suites')\n"
+         "local out = {}\n"
+         "for _, name in ipairs(suites.names()) do\n"
+         "  local count = {}\n"
+         "  for i, row in ipairs(suites.get(name)) do\n"
+         "    local ok, why = require('ops.' .. row.op).check_shape(row.shape)\n"
+         "    if not ok then return name .. ' row ' .. i .. ': ' .. why end\n"
+         "    count[row.op] = (count[row.op] or 0) + 1\n"
+         "  end\n"
+         "  out[#out + 1] = name .. ' ' .. count.index_decode .. '+' .. count.sparse_attn_decode\n"
+         "end\n"
+         "return table.concat(out, ', ')",
+         "anchors 9+9, m3-decode 30+13, smoke 3+1");
+}
+
+static void test_suites_hold_the_sparse_attn_decode_anchor_rows(void **state) {
+  /* ../shared/anchors.md: ctx "any" is 32768, peer_us the range's lower end;
+   * m3-decode holds every anchor row. */
+  expect(*state,
+         "local suites = require('suites')\n"
+         "local function key(row) return require('ops.' .. row.op).shape_key(row.shape) end\n"
+         "local out, m3 = {}, {}\n"
+         "for _, row in ipairs(suites.get('m3-decode')) do m3[key(row)] = true end\n"
+         "for _, row in ipairs(suites.get('anchors')) do\n"
+         "  local sh = row.shape\n"
+         "  if row.op == 'sparse_attn_decode' then\n"
+         "    assert(sh.ctx == 32768 and sh.D == 128 and sh.Hq == 32 and sh.Hkv == 2 and sh.qlen == 1)\n"
+         "    assert(sh.layout == 'pages2' and sh.lens == 'full' and sh.sel == 'random' and sh.lse == 0)\n"
+         "    assert(sh.scale == (sh.dtype == 'fp8' and 'scalar' or 'none'))\n"
+         "    out[#out + 1] = string.format('%s:%d:k%d:%.1f', sh.dtype, sh.B, sh.topk, sh.peer_us)\n"
+         "  end\n"
+         "  assert(m3[key(row)], 'anchor missing from m3-decode: ' .. key(row))\n"
+         "end\n"
+         "return table.concat(out, ' ')",
+         "bf16:1:k16:7.6 bf16:8:k16:10.5 bf16:32:k16:31.5 bf16:128:k16:100.2 fp8:1:k16:8.4 fp8:32:k16:24.7 "
+         "fp8:128:k16:79.7 bf16:32:k4:11.9 bf16:32:k32:54.3");
+}
+
+static void test_every_sparse_attn_decode_suite_shape_has_tuned_variants_and_one_default(void **state) {
+  /* The variant lists without rendering: what each shape would be timed with. */
+  expect(*state,
+         "local suites, variants = require('suites'), require('variants')\n"
+         "local op = require('ops.sparse_attn_decode')\n"
+         "local out = {}\n"
+         "for _, name in ipairs(suites.names()) do\n"
+         "  local shapes = {}\n"
+         "  for _, row in ipairs(suites.get(name)) do\n"
+         "    if row.op == op.name then shapes[#shapes + 1] = row.shape end\n"
+         "  end\n"
+         "  local list = variants.list(op, shapes)\n"
+         "  for _, sh in ipairs(shapes) do\n"
+         "    local tuned, defaults = 0, 0\n"
+         "    for _, v in ipairs(list) do\n"
+         "      if op.applies(v.kernel, v.launch, sh, v.is_default) then\n"
+         "        if v.is_default then defaults = defaults + 1 else tuned = tuned + 1 end\n"
+         "      end\n"
+         "    end\n"
+         "    if tuned < 1 or defaults ~= 1 then\n"
+         "      return string.format('%s %s: %d tuned, %d defaults', name, op.shape_key(sh), tuned, defaults) end\n"
+         "  end\n"
+         "  out[#out + 1] = name .. ' ' .. #list\n"
+         "end\n"
+         "return table.concat(out, ', ')",
+         "anchors 154, m3-decode 154, smoke 71");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_render_substitutes_inlines_once_and_unescapes, setup, teardown),
@@ -322,6 +618,21 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_index_decode_launch_choices, setup, teardown),
       cmocka_unit_test_setup_teardown(test_index_decode_names_are_readable, setup, teardown),
       cmocka_unit_test_setup_teardown(test_index_decode_render_values_are_the_template_names, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_sparse_attn_decode_constraints_reject_only_the_shared_memory_overflow, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_sparse_attn_decode_kernel_space_is_the_constrained_product, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_sparse_attn_decode_check_kernel_refuses_bad_parameters, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_sparse_attn_decode_defaults_satisfy_the_constraints, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_sparse_attn_decode_shape_and_dispatch_keys, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_sparse_attn_decode_check_shape_names_what_is_wrong, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_sparse_attn_decode_fit_rules, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_sparse_attn_decode_launch_choices, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_sparse_attn_decode_names_are_readable, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_sparse_attn_decode_render_values_are_the_template_names, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_every_suite_row_passes_its_ops_check_shape, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_suites_hold_the_sparse_attn_decode_anchor_rows, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_every_sparse_attn_decode_suite_shape_has_tuned_variants_and_one_default,
+                                      setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -47,5 +47,6 @@ typedef struct st_op_harness {
 const st_op_harness *st_harness_find(const char *op);
 
 extern const st_op_harness st_index_decode_harness;
+extern const st_op_harness st_sparse_attn_decode_harness;
 
 #endif

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "op_harness.h"
+#include "ops/case_inputs.h"
 #include "ops/index_decode.h"
 #include "ops/tensor_check.h"
 #include "random_fill.h"
@@ -19,8 +20,8 @@ typedef struct id_case {
   st_ref_index_decode ref; /* host inputs; points at the h_* arrays */
   void *h_q, *h_pool;
   int32_t *h_bt, *h_seq;
-  double *scores;          /* reference scores [H][R*qlen][max_blocks] */
-  int32_t *h_out;          /* copy of the kernel's output */
+  double *scores; /* reference scores [H][R*qlen][max_blocks] */
+  int32_t *h_out; /* copy of the kernel's output */
   CUdeviceptr d_q, d_pool, d_bt, d_seq, d_out;
   st_index_decode_args args;
 } id_case;
@@ -50,58 +51,17 @@ static void case_destroy(void *p) {
   free(c);
 }
 
-static st_status get_shape(const st_params *shape, const char *key, long long lo, long long hi, int *out,
-                           st_err *err) {
-  long long v;
-  st_status s = st_params_get_int(shape, key, lo, hi, &v, err);
-  if (s == ST_OK) *out = (int)v;
-  return s;
-}
-
-/* Sequence lengths: "full" puts every request at ctx; "mixed" draws lengths
- * in 1..ctx (most not multiples of 128), one request at ctx, every eighth a
- * padding row (0); a list "1;127;0;4133" gives each request's length (edge
- * cases), B entries, each at most ctx. */
-static st_status make_seq_lens(int32_t *seq, int R, int ctx, const char *lens, uint64_t *rng, st_err *err) {
-  if (lens && lens[0] >= '0' && lens[0] <= '9') {
-    const char *p = lens;
-    for (int r = 0; r < R; r++) {
-      char *end = NULL;
-      const long v = strtol(p, &end, 10);
-      if (end == p || v < 0 || v > ctx || (*end != ';' && *end != '\0') || (*end == '\0' && r != R - 1))
-        return st_fail(err, ST_ERR_INVALID_ARG, "shape lens='%s' must list B=%d lengths in 0..ctx=%d", lens, R, ctx);
-      seq[r] = (int32_t)v;
-      p = *end ? end + 1 : end;
-    }
-    if (*p) return st_fail(err, ST_ERR_INVALID_ARG, "shape lens='%s' lists more than B=%d lengths", lens, R);
-    return ST_OK;
-  }
-  const int mixed = lens && strcmp(lens, "mixed") == 0;
-  if (lens && !mixed && strcmp(lens, "full"))
-    return st_fail(err, ST_ERR_INVALID_ARG, "shape lens='%s' is not full, mixed or a list of lengths", lens);
-  for (int r = 0; r < R; r++) {
-    if (!mixed) seq[r] = ctx;
-    else if (r % 8 == 7) seq[r] = 0;
-    else seq[r] = 1 + (int32_t)st_rand_below(rng, (uint64_t)ctx);
-  }
-  if (mixed) seq[0] = ctx;
-  return ST_OK;
-}
-
-static st_status upload(const st_cu *cu, CUdeviceptr *d, const void *h, size_t bytes, st_err *err) {
-  ST_CU_TRY(cu, cu->cuMemAlloc(d, bytes), err);
-  ST_CU_TRY(cu, cu->cuMemcpyHtoD(*d, h, bytes), err);
-  return ST_OK;
-}
-
 static st_status case_create(const st_cu *cu, const st_device_info *dev, const st_params *shape, uint64_t seed,
                              int threads, void **out, st_err *err) {
   int D, H, qlen, topk, init, local, B, ctx;
   st_status s;
-  if ((s = get_shape(shape, "D", 1, 1024, &D, err)) || (s = get_shape(shape, "H", 1, 64, &H, err)) ||
-      (s = get_shape(shape, "qlen", 1, 4, &qlen, err)) || (s = get_shape(shape, "topk", 1, 64, &topk, err)) ||
-      (s = get_shape(shape, "init", 0, 64, &init, err)) || (s = get_shape(shape, "local", 0, 64, &local, err)) ||
-      (s = get_shape(shape, "B", 1, 65535, &B, err)) || (s = get_shape(shape, "ctx", 1, 1 << 24, &ctx, err)))
+  if ((s = st_case_shape_int(shape, "D", 1, 1024, &D, err)) || (s = st_case_shape_int(shape, "H", 1, 64, &H, err)) ||
+      (s = st_case_shape_int(shape, "qlen", 1, 4, &qlen, err)) ||
+      (s = st_case_shape_int(shape, "topk", 1, 64, &topk, err)) ||
+      (s = st_case_shape_int(shape, "init", 0, 64, &init, err)) ||
+      (s = st_case_shape_int(shape, "local", 0, 64, &local, err)) ||
+      (s = st_case_shape_int(shape, "B", 1, 65535, &B, err)) ||
+      (s = st_case_shape_int(shape, "ctx", 1, 1 << 24, &ctx, err)))
     return s;
   const char *dts = st_params_get(shape, "dtype"), *lens = st_params_get(shape, "lens");
   if (!dts || (strcmp(dts, "bf16") && strcmp(dts, "fp8")))
@@ -135,21 +95,34 @@ static st_status case_create(const st_cu *cu, const st_device_info *dev, const s
   st_fill_uniform(c->h_pool, dt, pool_elems, -amp, amp, seed ^ 0x6b, threads);
   uint64_t rng = seed ^ 0x62;
   for (size_t i = 0; i < bt_elems; i++) c->h_bt[i] = (int32_t)st_rand_below(&rng, (uint64_t)pages);
-  if ((s = make_seq_lens(c->h_seq, B, ctx, lens, &rng, err)) != ST_OK) {
+  if ((s = st_case_seq_lens(c->h_seq, B, ctx, lens, &rng, err)) != ST_OK) {
     case_destroy(c);
     return s;
   }
 
-  c->ref = (st_ref_index_decode){.dtype = dt, .R = B, .qlen = qlen, .H = H, .D = D, .topk = topk,
-                                 .init_blocks = init, .local_blocks = local, .max_blocks = max_blocks,
-                                 .bt_cols = max_blocks, .pages = pages, .q = c->h_q, .k_pool = c->h_pool,
-                                 .block_table = c->h_bt, .seq_lens = c->h_seq};
+  c->ref = (st_ref_index_decode){.dtype = dt,
+                                 .R = B,
+                                 .qlen = qlen,
+                                 .H = H,
+                                 .D = D,
+                                 .topk = topk,
+                                 .init_blocks = init,
+                                 .local_blocks = local,
+                                 .max_blocks = max_blocks,
+                                 .bt_cols = max_blocks,
+                                 .pages = pages,
+                                 .q = c->h_q,
+                                 .k_pool = c->h_pool,
+                                 .block_table = c->h_bt,
+                                 .seq_lens = c->h_seq};
   if (st_ref_index_decode_scores(&c->ref, c->scores, threads) != 0) {
     case_destroy(c);
     return st_fail(err, ST_ERR_NOMEM, "the reference could not run (threads or memory)");
   }
-  if ((s = upload(cu, &c->d_q, c->h_q, q_elems * eb, err)) || (s = upload(cu, &c->d_pool, c->h_pool, pool_elems * eb, err)) ||
-      (s = upload(cu, &c->d_bt, c->h_bt, bt_elems * 4, err)) || (s = upload(cu, &c->d_seq, c->h_seq, (size_t)B * 4, err))) {
+  if ((s = st_case_upload(cu, &c->d_q, c->h_q, q_elems * eb, err)) ||
+      (s = st_case_upload(cu, &c->d_pool, c->h_pool, pool_elems * eb, err)) ||
+      (s = st_case_upload(cu, &c->d_bt, c->h_bt, bt_elems * 4, err)) ||
+      (s = st_case_upload(cu, &c->d_seq, c->h_seq, (size_t)B * 4, err))) {
     case_destroy(c);
     return s;
   }
@@ -163,7 +136,8 @@ static st_status case_create(const st_cu *cu, const st_device_info *dev, const s
   st_tensor_contiguous(&a->k_cache, (void *)(uintptr_t)c->d_pool, dt, 3, (int64_t[]){pages, 128, D});
   st_tensor_contiguous(&a->block_table, (void *)(uintptr_t)c->d_bt, ST_DTYPE_INT32, 2, (int64_t[]){B, max_blocks});
   st_tensor_contiguous(&a->seq_lens, (void *)(uintptr_t)c->d_seq, ST_DTYPE_INT32, 1, (int64_t[]){B});
-  st_tensor_contiguous(&a->topk_idx, (void *)(uintptr_t)c->d_out, ST_DTYPE_INT32, 3, (int64_t[]){H, (int64_t)rows, topk});
+  st_tensor_contiguous(&a->topk_idx, (void *)(uintptr_t)c->d_out, ST_DTYPE_INT32, 3,
+                       (int64_t[]){H, (int64_t)rows, topk});
   a->qlen = qlen;
   a->topk = topk;
   a->init_blocks = init;
@@ -197,7 +171,8 @@ static st_status bind(void *pc, const st_params *kernel, const st_params *launch
       (s = st_index_decode_plan_make(&b->cfg, &c->args, c->dev.sm_count, &b->plan, err)))
     goto fail;
   CUresult rc = cu->cuModuleGetFunction(&b->main_fn, mod, ST_INDEX_DECODE_MAIN_KERNEL);
-  if (rc == CUDA_SUCCESS && b->plan.merge_block) rc = cu->cuModuleGetFunction(&b->merge_fn, mod, ST_INDEX_DECODE_MERGE_KERNEL);
+  if (rc == CUDA_SUCCESS && b->plan.merge_block)
+    rc = cu->cuModuleGetFunction(&b->merge_fn, mod, ST_INDEX_DECODE_MERGE_KERNEL);
   if (rc == CUDA_SUCCESS && b->plan.workspace_bytes) {
     rc = cu->cuMemAlloc(&b->ws, b->plan.workspace_bytes);
     if (rc == CUDA_SUCCESS) rc = cu->cuMemsetD8Async(b->ws, 0, b->plan.workspace_bytes, NULL);
@@ -232,8 +207,10 @@ static st_status bind_runtime(void *pc, void *rt, void **out, st_err *err) {
     CUresult rc = c->cu->cuMemAlloc(&b->ws, bytes);
     if (rc == CUDA_SUCCESS) s = st_workspace_clear(rt, (void *)(uintptr_t)b->ws, bytes, NULL);
     if (rc != CUDA_SUCCESS || s != ST_OK) {
-      if (rc != CUDA_SUCCESS) s = st_cu_fail(c->cu, rc, "cuMemAlloc", err);
-      else st_fail(err, s, "runtime: %s", st_last_error(rt));
+      if (rc != CUDA_SUCCESS)
+        s = st_cu_fail(c->cu, rc, "cuMemAlloc", err);
+      else
+        st_fail(err, s, "runtime: %s", st_last_error(rt));
       unbind(b);
       return s;
     }
@@ -268,8 +245,9 @@ static st_status verify(void *pb, CUstream stream, int *ok, double *max_err, cha
     ST_CU_TRY(cu, cu->cuMemcpyDtoH(c->h_out, c->d_out, n * 4), err);
     double viol = 0;
     char why[400];
-    const int bad = st_ref_index_decode_verify(&c->ref, c->scores, c->h_out, (int64_t)c->ref.R * c->ref.qlen * c->ref.topk,
-                                               c->ref.topk, 1e-4, &viol, why, sizeof why);
+    const int bad =
+        st_ref_index_decode_verify(&c->ref, c->scores, c->h_out, (int64_t)c->ref.R * c->ref.qlen * c->ref.topk,
+                                   c->ref.topk, 1e-4, &viol, why, sizeof why);
     if (viol > *max_err) *max_err = viol;
     if (bad) {
       *ok = 0;
@@ -286,7 +264,7 @@ static double min_bytes(const void *pc) {
   const double eb = c->ref.dtype == ST_DTYPE_BF16 ? 2 : 1;
   double bytes = 0;
   for (int r = 0; r < c->ref.R; r++) bytes += (double)(c->h_seq[r] > 0 ? c->h_seq[r] : 0) * c->ref.D * eb;
-  bytes += (double)c->ref.R * c->ref.qlen * c->ref.H * c->ref.D * eb; /* q */
+  bytes += (double)c->ref.R * c->ref.qlen * c->ref.H * c->ref.D * eb;   /* q */
   bytes += (double)c->ref.H * c->ref.R * c->ref.qlen * c->ref.topk * 4; /* topk_idx */
   return bytes;
 }

@@ -1,0 +1,329 @@
+-- ops/sparse_attn_decode.lua - the variant space of sparse_attn_decode
+-- (block-sparse GQA attention over a paged KV cache for a decode batch;
+-- kernel: templates/sparse_attn_decode.cu, launcher:
+-- runtime/ops/sparse_attn_decode.c).
+--
+-- A variant is a kernel config (compile-time, baked into the source) plus a
+-- launch config (`splits`: CTAs per work item, a work item being one
+-- (request, query token, kv head); 0 = the launcher picks). Parameter names
+-- here are the ones the C launcher reads
+-- (st_sparse_attn_decode_config_from_params) and the template expects.
+-- Every function is pure.
+
+local space = require("space")
+
+local M = {}
+
+M.name = "sparse_attn_decode"
+M.template = "sparse_attn_decode.cu"
+
+M.kernel_domains = {
+  dtype = { "bf16", "fp8" }, -- KV cache dtype; q and o are always bf16
+  head_dim = { 64, 128, 256 },
+  group = { 1, 2, 4, 8, 16, 32 }, -- q heads per kv head (Hq / Hkv), exact
+  warps_n = { 2, 4, 8 }, -- warps splitting a block's tokens, per m tile
+  stages = { 1, 2 }, -- KV blocks in flight per CTA (shared memory buffers)
+  algo = { "single", "split" }, -- merge by the last CTA of an item, or a merge launch
+}
+
+-- Launch choices timed: auto and powers of two (bounded per shape below).
+M.splits_choices = { 0, 1, 2, 4, 8, 16, 32, 64 }
+-- One split per selected block at most: topk is 1..64.
+local SPLITS_MAX = 64
+
+local BLOCK_TOKENS = 128
+local DTYPE_BYTES = { bf16 = 2, fp8 = 1 }
+-- One mma m tile holds 16 q heads of a kv head: a group of 32 takes two.
+local M_TILE_ROWS = 16
+-- Bytes of dynamic shared memory one CTA may opt in to (Hopper: 227 KiB,
+-- less the kernel's static part); the launcher's limit.
+local SHARED_BUDGET = 220 * 1024
+-- Entries of a topk_idx row the kernel's block list holds.
+local MAX_TOPK = 64
+local MAX_THREADS = 512
+-- A warp's share of a block is at least one 16-token mma tile.
+local MIN_WARP_TOKENS = 16
+-- Pruning model: an H100 (132 SMs); more than 8 waves of CTAs cannot win.
+local SM_COUNT, MAX_WAVES = 132, 8
+local SHAPE_FIELDS = { "B", "D", "Hkv", "Hq", "ctx", "dtype", "layout", "lens", "lse", "qlen", "scale", "sel", "topk" }
+-- The host-known subset the runtime dispatches on
+-- (runtime/ops/sparse_attn_decode.c st_sparse_attn_decode_dispatch_key
+-- builds the same text); the scale mode, layout and lse are run-time
+-- arguments of every kernel.
+local DISPATCH_FIELDS = { "B", "D", "Hkv", "Hq", "dtype", "qlen", "topk" }
+local MAX_GROUP = 32
+local SCALES = { "none", "scalar", "tensor" }
+-- (pages, 2, 128, Hkv, D) and (pages, Hkv, 128, 2*D): sparsetune.h.
+local LAYOUTS = { "pages2", "interleaved" }
+local LENS = { "full", "mixed" }
+-- random: topk distinct random visible blocks per row; holes: the same with
+-- some entries -1; local: the last topk visible blocks.
+local SELS = { "random", "holes", "local" }
+local KERNEL_PARAMS = space.sorted_keys(M.kernel_domains)
+local LAUNCH_PARAMS = { splits = true }
+local SHAPE_FIELD_SET = {}
+for _, f in ipairs(SHAPE_FIELDS) do
+  SHAPE_FIELD_SET[f] = true
+end
+-- Facts about a shape that are not part of it (left out of its keys): the
+-- peer's time from ../shared/anchors.md, for `sparsetune bench`.
+SHAPE_FIELD_SET.peer_us = true
+
+-- mma m tiles of 16 q heads a CTA covers.
+local function m_tiles(k)
+  return (k.group + M_TILE_ROWS - 1) // M_TILE_ROWS
+end
+
+-- The kernel's shared memory (templates/sparse_attn_decode.cu lays it out,
+-- runtime/ops/sparse_attn_decode.c st_sparse_attn_decode_smem_bytes computes
+-- the same): the q tile (bf16), then the larger of the KV stages and the
+-- warps' combine area (fp32 O, m, l per head row), then the block list. A
+-- stage holds a bf16 K and V tile, or for fp8 the raw K and V rows and
+-- their scales, widened into one bf16 K and V tile.
+local function shared_bytes(k)
+  local tile = BLOCK_TOKENS * k.head_dim * DTYPE_BYTES.bf16
+  local fp8 = k.dtype == "fp8"
+  local stage = fp8 and (2 * BLOCK_TOKENS * k.head_dim + 2 * BLOCK_TOKENS * 4) or 2 * tile
+  local kv = k.stages * stage + (fp8 and 2 * tile or 0)
+  local combine = k.warps_n * m_tiles(k) * M_TILE_ROWS * (k.head_dim + 2) * 4
+  local q = m_tiles(k) * M_TILE_ROWS * k.head_dim * DTYPE_BYTES.bf16
+  return q + math.max(kv, combine) + MAX_TOPK * 8
+end
+
+-- The constraints of the kernel space: ok, or false and why.
+function M.constraint(k)
+  local smem = shared_bytes(k)
+  if smem > SHARED_BUDGET then
+    return false, string.format("shared memory of stages=%d (%s, head_dim %d, %d m tiles) = %d bytes exceeds %d",
+      k.stages, k.dtype, k.head_dim, m_tiles(k), smem, SHARED_BUDGET)
+  end
+  local threads = 32 * k.warps_n * m_tiles(k)
+  if threads > MAX_THREADS then
+    return false, string.format("32*warps_n*m_tiles = 32*%d*%d = %d threads exceed %d", k.warps_n, m_tiles(k),
+      threads, MAX_THREADS)
+  end
+  local tokens = BLOCK_TOKENS // k.warps_n
+  if tokens < MIN_WARP_TOKENS then
+    return false, string.format("warps_n=%d leaves %d tokens per warp, fewer than %d", k.warps_n, tokens,
+      MIN_WARP_TOKENS)
+  end
+  return true
+end
+
+-- A kernel config from outside (C, the database): every parameter present,
+-- in its domain, no others, and within the constraints.
+function M.check_kernel(k)
+  for _, name in ipairs(KERNEL_PARAMS) do
+    local domain = M.kernel_domains[name]
+    if k[name] == nil then
+      return false, string.format("kernel parameter '%s' is missing", name)
+    end
+    if not space.contains(domain, k[name]) then
+      return false, string.format("kernel parameter %s=%s is not one of its values", name, tostring(k[name]))
+    end
+  end
+  local unknown = space.unknown_key(k, M.kernel_domains)
+  if unknown then
+    return false, string.format("'%s' is not a kernel parameter of %s", unknown, M.name)
+  end
+  return M.constraint(k)
+end
+
+function M.check_launch(l)
+  local unknown = space.unknown_key(l, LAUNCH_PARAMS)
+  if unknown then
+    return false, string.format("'%s' is not a launch parameter of %s", unknown, M.name)
+  end
+  local s = l.splits
+  if math.type(s) ~= "integer" or s < 0 or s > SPLITS_MAX then
+    return false, string.format("launch parameter splits=%s is outside 0..%d", tostring(s), SPLITS_MAX)
+  end
+  return true
+end
+
+-- The tuned kernel configs: the domains within the constraints.
+function M.kernel_space()
+  return (space.filter(space.product(M.kernel_domains), M.constraint))
+end
+
+function M.launch_space(_kernel)
+  local out = {}
+  for _, s in ipairs(M.splits_choices) do
+    out[#out + 1] = { splits = s }
+  end
+  return out
+end
+
+-- The fallbacks: one per dtype x head_dim x group, valid for every shape of
+-- that kind (any B, qlen, topk, scale mode, layout). fp8 with head_dim 256
+-- and group 32 has none: even one stage needs 212992 bytes of shared memory,
+-- so no variant runs such shapes.
+function M.defaults()
+  local out = {}
+  for _, dtype in ipairs(M.kernel_domains.dtype) do
+    for _, head_dim in ipairs(M.kernel_domains.head_dim) do
+      for _, group in ipairs(M.kernel_domains.group) do
+        local k = { dtype = dtype, head_dim = head_dim, group = group, warps_n = 4, stages = 1, algo = "single" }
+        local ok, why = M.constraint(k)
+        -- Every shape of the contract needs a fallback: a missing one is a
+        -- defect of the space, not a configuration to skip.
+        if not ok then
+          error(string.format("%s: no default for %s head_dim %d group %d: %s", M.name, dtype, head_dim, group, why), 0)
+        end
+        out[#out + 1] = { kernel = k, launch = { splits = 0 } }
+      end
+    end
+  end
+  return out
+end
+
+-- ---- shapes ----------------------------------------------------------------
+
+function M.check_shape(s)
+  for _, f in ipairs(SHAPE_FIELDS) do
+    if s[f] == nil then
+      return false, string.format("shape field '%s' is missing", f)
+    end
+  end
+  local unknown = space.unknown_key(s, SHAPE_FIELD_SET)
+  if unknown then
+    return false, string.format("'%s' is not a shape field of %s", unknown, M.name)
+  end
+  local function int_in(f, lo, hi)
+    local v = s[f]
+    if math.type(v) ~= "integer" or v < lo or (hi and v > hi) then
+      return string.format("shape field %s=%s is outside %d..%s", f, tostring(v), lo, hi and tostring(hi) or "")
+    end
+  end
+  local why = int_in("B", 1, 65535) or int_in("D", 16, 512) or int_in("Hq", 1, 65535) or int_in("Hkv", 1, 65535)
+      or int_in("qlen", 1, 4) or int_in("topk", 1, 64) or int_in("lse", 0, 1) or int_in("ctx", 1)
+  if why then
+    return false, why
+  end
+  if DTYPE_BYTES[s.dtype] == nil then
+    return false, string.format("shape field dtype=%s is not bf16 or fp8", tostring(s.dtype))
+  end
+  if s.Hq % s.Hkv ~= 0 then
+    return false, string.format("Hq=%d is not a multiple of Hkv=%d", s.Hq, s.Hkv)
+  end
+  if s.Hq // s.Hkv > MAX_GROUP then
+    return false, string.format("Hq/Hkv = %d/%d = %d q heads per kv head exceed %d", s.Hq, s.Hkv, s.Hq // s.Hkv,
+      MAX_GROUP)
+  end
+  if not space.contains(SCALES, s.scale) then
+    return false, string.format("shape field scale=%s is not none, scalar or tensor", tostring(s.scale))
+  end
+  if s.dtype == "bf16" and s.scale ~= "none" then
+    return false, string.format("shape field scale=%s needs an fp8 cache (bf16 takes none)", s.scale)
+  end
+  if not space.contains(LAYOUTS, s.layout) then
+    return false, string.format("shape field layout=%s is not pages2 or interleaved", tostring(s.layout))
+  end
+  if not space.contains(SELS, s.sel) then
+    return false, string.format("shape field sel=%s is not random, holes or local", tostring(s.sel))
+  end
+  if not space.contains(LENS, s.lens) then
+    -- An explicit list "1;127;0;4133": one length per request, each <= ctx.
+    local n = 0
+    for len in string.gmatch(tostring(s.lens) .. ";", "([^;]*);") do
+      local v = math.tointeger(tonumber(len))
+      if not v or v < 0 or v > s.ctx then
+        return false, string.format("shape field lens=%s is not full, mixed or a list of lengths in 0..ctx",
+          tostring(s.lens))
+      end
+      n = n + 1
+    end
+    if n ~= s.B then
+      return false, string.format("shape field lens=%s lists %d lengths for B=%d", tostring(s.lens), n, s.B)
+    end
+  end
+  if s.peer_us ~= nil and not ((tonumber(s.peer_us) or 0) > 0) then
+    return false, string.format("shape field peer_us=%s is not a positive time", tostring(s.peer_us))
+  end
+  return true
+end
+
+function M.shape_key(s)
+  return M.name .. ":" .. space.canonical(s, SHAPE_FIELDS)
+end
+
+function M.dispatch_key(s)
+  return M.name .. ":" .. space.canonical(s, DISPATCH_FIELDS)
+end
+
+-- ---- which variants run which shapes ------------------------------------
+
+-- Compile-time fit: the kernel can compute this shape. Every config is
+-- exact in dtype, head_dim and group, so defaults and tuned variants fit
+-- alike.
+function M.fits(k, s, _is_default)
+  if k.dtype ~= s.dtype then
+    return false, "dtype differs"
+  end
+  if k.head_dim ~= s.D then
+    return false, "head_dim differs"
+  end
+  if k.group * s.Hkv ~= s.Hq then
+    return false, string.format("group %d is not Hq/Hkv = %d/%d", k.group, s.Hq, s.Hkv)
+  end
+  return true
+end
+
+-- Launch choices worth timing for a shape (the variant list is per
+-- (kernel, splits)).
+function M.worth(k, l, s, _is_default)
+  local splits = l.splits
+  if splits == 0 then
+    if k.algo == "split" then
+      return false, "algo split needs explicit splits >= 2"
+    end
+    return true
+  end
+  if not space.contains(M.splits_choices, splits) then
+    return false, string.format("splits=%d is not a timed choice", splits)
+  end
+  if k.algo == "split" and splits < 2 then
+    return false, "algo split needs splits >= 2"
+  end
+  -- A split of no selected block only writes an empty partial state.
+  if splits > s.topk then
+    return false, string.format("splits=%d exceed topk=%d", splits, s.topk)
+  end
+  local ctas = s.B * s.qlen * s.Hkv * splits
+  if ctas > MAX_WAVES * SM_COUNT then
+    return false, string.format("%d CTAs exceed %d waves of %d SMs", ctas, MAX_WAVES, SM_COUNT)
+  end
+  return true
+end
+
+function M.applies(k, l, s, is_default)
+  local ok, why = M.fits(k, s, is_default)
+  if not ok then
+    return false, why
+  end
+  return M.worth(k, l, s, is_default)
+end
+
+-- ---- rendering and naming ------------------------------------------------
+
+-- The template's values (exactly the names templates/sparse_attn_decode.cu
+-- uses).
+function M.render_values(k)
+  return {
+    is_fp8 = k.dtype == "fp8" and 1 or 0,
+    head_dim = k.head_dim,
+    group = k.group,
+    m_tiles = m_tiles(k),
+    warps_n = k.warps_n,
+    stages = k.stages,
+    algo_split = k.algo == "split" and 1 or 0,
+  }
+end
+
+-- "sparse_attn_decode.bf16.d128.g16.w4.s2.single/s8" ("/auto" for splits 0).
+function M.variant_name(k, l)
+  return string.format("%s.%s.d%d.g%d.w%d.s%d.%s/%s", M.name, k.dtype, k.head_dim, k.group, k.warps_n, k.stages,
+    k.algo, l.splits == 0 and "auto" or ("s" .. l.splits))
+end
+
+return M

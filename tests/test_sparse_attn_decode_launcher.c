@@ -1,0 +1,378 @@
+/* The sparse_attn_decode launcher: bad arguments are refused with a message
+ * naming the argument and value; both paged KV layouts and all scale modes
+ * pass; variants fit or not for the right reasons; plans depend only on
+ * host-known values and size grid, shared memory and workspace as the
+ * kernels expect. No GPU needed: pointers are fake and never dereferenced. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ops/sparse_attn_decode.h"
+#include "ops/tensor_check.h"
+#include "testutil.h"
+
+#define FAKE(p) ((void *)(uintptr_t)(p))
+
+enum { R = 8, QLEN = 2, HQ = 32, HKV = 2, D = 128, TOPK = 16, PAGES = 4096, BT_COLS = 256 };
+
+/* The (pages, 2, 128, Hkv, D) layout: K and V of a page side by side. */
+static void layout_pages2(st_sparse_attn_decode_args *a, st_dtype dt, uintptr_t base) {
+  const int64_t shape[4] = {PAGES, HKV, 128, D};
+  const int64_t stride[4] = {2 * 128 * HKV * D, D, HKV * D, 1};
+  const int64_t eb = st_dtype_bytes(dt);
+  st_tensor *t[2] = {&a->k_cache, &a->v_cache};
+  for (int i = 0; i < 2; i++) {
+    memset(t[i], 0, sizeof *t[i]);
+    t[i]->data = FAKE(base + (uintptr_t)(i * 128 * HKV * D * eb));
+    t[i]->dtype = dt;
+    t[i]->ndim = 4;
+    memcpy(t[i]->shape, shape, sizeof shape);
+    memcpy(t[i]->stride, stride, sizeof stride);
+  }
+}
+
+/* The (pages, Hkv, 128, 2*D) layout: K and V of a token side by side. */
+static void layout_interleaved(st_sparse_attn_decode_args *a, st_dtype dt, uintptr_t base) {
+  layout_pages2(a, dt, base);
+  const int64_t stride[4] = {HKV * 128 * 2 * D, 128 * 2 * D, 2 * D, 1};
+  memcpy(a->k_cache.stride, stride, sizeof stride);
+  memcpy(a->v_cache.stride, stride, sizeof stride);
+  a->v_cache.data = FAKE(base + (uintptr_t)(D * st_dtype_bytes(dt)));
+}
+
+static st_sparse_attn_decode_args valid_args(void) {
+  st_sparse_attn_decode_args a;
+  memset(&a, 0, sizeof a);
+  st_tensor_contiguous(&a.q, FAKE(0x10000), ST_DTYPE_BF16, 3, (int64_t[]){R * QLEN, HQ, D});
+  layout_pages2(&a, ST_DTYPE_BF16, 0x100000000ull);
+  st_tensor_contiguous(&a.topk_idx, FAKE(0x50000), ST_DTYPE_INT32, 3, (int64_t[]){HKV, R * QLEN, TOPK});
+  st_tensor_contiguous(&a.block_table, FAKE(0x30000), ST_DTYPE_INT32, 2, (int64_t[]){R, BT_COLS});
+  st_tensor_contiguous(&a.seq_lens, FAKE(0x40000), ST_DTYPE_INT32, 1, (int64_t[]){R});
+  st_tensor_contiguous(&a.o, FAKE(0x60000), ST_DTYPE_BF16, 3, (int64_t[]){R * QLEN, HQ, D});
+  a.sm_scale = 0.088f;
+  a.qlen = QLEN;
+  a.max_context = 32768;
+  return a;
+}
+
+/* fp8 cache with per-(page, head, slot) scales kept slot-major
+ * ([pages][128][Hkv]). */
+static st_sparse_attn_decode_args valid_fp8_tensor_args(void) {
+  st_sparse_attn_decode_args a = valid_args();
+  layout_interleaved(&a, ST_DTYPE_FP8_E4M3, 0x100000000ull);
+  a.scale_mode = ST_KV_SCALE_TENSOR;
+  st_tensor *s[2] = {&a.k_scales, &a.v_scales};
+  for (int i = 0; i < 2; i++) {
+    st_tensor_contiguous(s[i], FAKE(0x200000000ull + (uintptr_t)i * 0x10000000ull), ST_DTYPE_FP32, 3,
+                         (int64_t[]){PAGES, HKV, 128});
+    s[i]->stride[0] = 128 * HKV;
+    s[i]->stride[1] = 1;
+    s[i]->stride[2] = HKV;
+  }
+  return a;
+}
+
+static void expect_refused(const st_sparse_attn_decode_args *a, st_status want, const char *fragment) {
+  st_err err = {{0}};
+  st_status s = st_sparse_attn_decode_check_args(a, &err);
+  if (s != want || !strstr(err.msg, fragment))
+    fail_msg("expected status %d with '%s', got status %d: '%s'", (int)want, fragment, (int)s, err.msg);
+}
+
+static void test_valid_arguments_pass_in_both_layouts_and_all_scale_modes(void **state) {
+  (void)state;
+  st_err err = {{0}};
+  st_sparse_attn_decode_args a = valid_args();
+  assert_int_equal(st_sparse_attn_decode_check_args(&a, &err), ST_OK);
+  layout_interleaved(&a, ST_DTYPE_BF16, 0x100000000ull);
+  assert_int_equal(st_sparse_attn_decode_check_args(&a, &err), ST_OK);
+  layout_pages2(&a, ST_DTYPE_FP8_E4M3, 0x100000000ull);
+  assert_int_equal(st_sparse_attn_decode_check_args(&a, &err), ST_OK); /* fp8, no scale */
+  a.scale_mode = ST_KV_SCALE_SCALAR;
+  a.k_scale = 0.5f;
+  a.v_scale = 2.0f;
+  assert_int_equal(st_sparse_attn_decode_check_args(&a, &err), ST_OK);
+  a = valid_fp8_tensor_args();
+  assert_int_equal(st_sparse_attn_decode_check_args(&a, &err), ST_OK);
+  /* lse wanted. */
+  a = valid_args();
+  st_tensor_contiguous(&a.lse, FAKE(0x70000), ST_DTYPE_FP32, 2, (int64_t[]){R * QLEN, HQ});
+  assert_int_equal(st_sparse_attn_decode_check_args(&a, &err), ST_OK);
+}
+
+static void test_bad_arguments_are_refused_by_name(void **state) {
+  (void)state;
+  const st_status I = ST_ERR_INVALID_ARG, U = ST_ERR_UNSUPPORTED;
+  st_sparse_attn_decode_args a;
+  a = valid_args();
+  a.qlen = 5;
+  expect_refused(&a, I, "qlen=5 is outside 1..4");
+  a = valid_args();
+  a.qlen = 0;
+  expect_refused(&a, I, "qlen=0");
+  a = valid_args();
+  a.sm_scale = 0;
+  expect_refused(&a, I, "sm_scale=0 must be positive");
+  a = valid_args();
+  a.sm_scale = NAN;
+  expect_refused(&a, I, "sm_scale=nan");
+  a = valid_args();
+  a.q.dtype = ST_DTYPE_FP8_E4M3;
+  expect_refused(&a, I, "q.dtype=2");
+  a = valid_args();
+  a.q.shape[0] = 15;
+  expect_refused(&a, I, "not a multiple of qlen=2");
+  a = valid_args();
+  a.q.shape[2] = 96;
+  a.o.shape[2] = 96;
+  expect_refused(&a, U, "head_dim=96");
+  a = valid_args();
+  a.q.data = FAKE(0x10008);
+  expect_refused(&a, I, "q.data=0x10008 is not 16-byte aligned");
+  a = valid_args();
+  a.q.stride[2] = 2;
+  expect_refused(&a, I, "innermost stride must be 1");
+  a = valid_args();
+  a.k_cache.dtype = ST_DTYPE_FP32;
+  expect_refused(&a, I, "k_cache.dtype=4");
+  a = valid_args();
+  a.v_cache.dtype = ST_DTYPE_FP8_E4M3;
+  expect_refused(&a, I, "v_cache.dtype");
+  a = valid_args();
+  a.k_cache.ndim = 3;
+  expect_refused(&a, I, "k_cache.ndim=3");
+  a = valid_args();
+  a.k_cache.shape[2] = 64;
+  expect_refused(&a, I, "k_cache.shape");
+  a = valid_args();
+  a.v_cache.shape[1] = 4;
+  expect_refused(&a, I, "v_cache.shape");
+  a = valid_args();
+  a.v_cache.stride[2] = 129;
+  expect_refused(&a, I, "v_cache.stride[2]=129");
+  a = valid_args();
+  a.k_cache.data = NULL;
+  expect_refused(&a, I, "k_cache.data is NULL");
+  a = valid_args();
+  a.q.shape[1] = 33;
+  a.o.shape[1] = 33;
+  expect_refused(&a, I, "not a multiple of Hkv=2");
+  a = valid_args();
+  a.q.shape[1] = 128;
+  a.o.shape[1] = 128;
+  expect_refused(&a, U, "Hq/Hkv=64");
+  a = valid_args();
+  a.scale_mode = ST_KV_SCALE_SCALAR;
+  a.k_scale = a.v_scale = 1;
+  expect_refused(&a, I, "fp8 caches only");
+  a = valid_args();
+  a.scale_mode = (st_kv_scale_mode)7;
+  expect_refused(&a, I, "scale_mode=7");
+  a = valid_fp8_tensor_args();
+  a.scale_mode = ST_KV_SCALE_SCALAR;
+  a.k_scale = -1;
+  a.v_scale = 1;
+  expect_refused(&a, I, "k_scale=-1");
+  a = valid_fp8_tensor_args();
+  a.scale_mode = ST_KV_SCALE_SCALAR;
+  a.k_scale = 1;
+  a.v_scale = INFINITY;
+  expect_refused(&a, I, "v_scale=inf");
+  a = valid_fp8_tensor_args();
+  a.k_scales.data = NULL;
+  expect_refused(&a, I, "k_scales.data is NULL");
+  a = valid_fp8_tensor_args();
+  a.v_scales.shape[2] = 64;
+  expect_refused(&a, I, "v_scales.shape");
+  a = valid_fp8_tensor_args();
+  a.k_scales.dtype = ST_DTYPE_BF16;
+  expect_refused(&a, I, "k_scales must be a 3-d fp32");
+  a = valid_fp8_tensor_args();
+  a.v_scales.stride[0] = -4;
+  expect_refused(&a, I, "v_scales.stride[0]=-4");
+  a = valid_args();
+  a.topk_idx.shape[2] = 65;
+  expect_refused(&a, I, "topk=65");
+  a = valid_args();
+  a.topk_idx.shape[0] = 1;
+  expect_refused(&a, I, "topk_idx.shape");
+  a = valid_args();
+  a.topk_idx.dtype = ST_DTYPE_FP32;
+  expect_refused(&a, I, "topk_idx.dtype");
+  a = valid_args();
+  a.block_table.shape[0] = 7;
+  expect_refused(&a, I, "block_table.shape[0]=7");
+  a = valid_args();
+  a.seq_lens.shape[0] = 9;
+  expect_refused(&a, I, "seq_lens.shape[0]=9");
+  a = valid_args();
+  a.max_context = BT_COLS * 128 + 1;
+  expect_refused(&a, I, "max_context=32769 is outside");
+  a = valid_args();
+  a.o.shape[1] = 16;
+  expect_refused(&a, I, "o.shape");
+  a = valid_args();
+  a.o.dtype = ST_DTYPE_FP32;
+  expect_refused(&a, I, "o.dtype");
+  a = valid_args();
+  st_tensor_contiguous(&a.lse, FAKE(0x70000), ST_DTYPE_FP32, 2, (int64_t[]){R * QLEN, 16});
+  expect_refused(&a, I, "lse.shape");
+  a = valid_args();
+  st_tensor_contiguous(&a.lse, FAKE(0x70002), ST_DTYPE_FP32, 2, (int64_t[]){R * QLEN, HQ});
+  expect_refused(&a, I, "lse.data=0x70002 is not 4-byte aligned");
+  expect_refused(NULL, I, "args is NULL");
+}
+
+static st_sparse_attn_decode_config config(const char *dtype, int group, int warps_n, int stages, const char *algo,
+                                           int splits) {
+  st_params k = {0}, l = {0};
+  st_err err = {{0}};
+  st_params_set(&k, "dtype", dtype, &err);
+  st_params_set(&k, "algo", algo, &err);
+  st_params_set_int(&k, "head_dim", D, &err);
+  st_params_set_int(&k, "group", group, &err);
+  st_params_set_int(&k, "warps_n", warps_n, &err);
+  st_params_set_int(&k, "stages", stages, &err);
+  st_params_set_int(&l, "splits", splits, &err);
+  st_sparse_attn_decode_config c;
+  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_OK);
+  return c;
+}
+
+static void test_variant_fit_names_the_mismatch(void **state) {
+  (void)state;
+  st_sparse_attn_decode_args a = valid_args();
+  st_err err = {{0}};
+  st_sparse_attn_decode_config c = config("bf16", 16, 4, 2, "single", 4);
+  assert_int_equal(st_sparse_attn_decode_check_fit(&c, &a, &err), ST_OK);
+  c = config("fp8", 16, 4, 2, "single", 4);
+  assert_int_equal(st_sparse_attn_decode_check_fit(&c, &a, &err), ST_ERR_NO_VARIANT);
+  assert_non_null(strstr(err.msg, "fp8 cache, call has bf16"));
+  c = config("bf16", 8, 4, 2, "single", 4);
+  assert_int_equal(st_sparse_attn_decode_check_fit(&c, &a, &err), ST_ERR_NO_VARIANT);
+  assert_non_null(strstr(err.msg, "8 q heads per kv head, call has 16"));
+  a.q.shape[2] = a.o.shape[2] = 64;
+  c = config("bf16", 16, 4, 2, "single", 4);
+  assert_int_equal(st_sparse_attn_decode_check_fit(&c, &a, &err), ST_ERR_NO_VARIANT);
+  assert_non_null(strstr(err.msg, "head_dim 128, call has 64"));
+}
+
+static void test_bad_variant_parameters_are_refused(void **state) {
+  (void)state;
+  st_params k = {0}, l = {0};
+  st_err err = {{0}};
+  st_sparse_attn_decode_config c;
+  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "dtype"));
+  st_params_set(&k, "dtype", "fp8", &err);
+  st_params_set(&k, "algo", "single", &err);
+  st_params_set_int(&k, "head_dim", 128, &err);
+  st_params_set_int(&k, "group", 16, &err);
+  st_params_set_int(&k, "warps_n", 3, &err);
+  st_params_set_int(&k, "stages", 1, &err);
+  st_params_set_int(&l, "splits", 0, &err);
+  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "warps_n=3"));
+  st_params_set_int(&k, "warps_n", 4, &err);
+  st_params_set_int(&l, "splits", 65, &err);
+  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "splits"));
+}
+
+/* The kernel's layout (templates/sparse_attn_decode.cu): q tile, then the
+ * larger of the KV stages and the warps' combine area, then the block list. */
+static void test_shared_memory_follows_the_kernel_layout(void **state) {
+  (void)state;
+  st_sparse_attn_decode_config c = config("bf16", 16, 4, 2, "single", 0);
+  assert_int_equal(st_sparse_attn_decode_smem_bytes(&c), 16 * D * 2 + 2 * 2 * 128 * D * 2 + 64 * 8);
+  c = config("fp8", 16, 4, 2, "single", 0);
+  assert_int_equal(st_sparse_attn_decode_smem_bytes(&c),
+                   16 * D * 2 + 2 * (2 * 128 * D + 2 * 128 * 4) + 2 * 128 * D * 2 + 64 * 8);
+  /* 16 warps of one stage: the combine area is the larger. */
+  c = config("bf16", 32, 8, 1, "single", 0);
+  assert_int_equal(st_sparse_attn_decode_smem_bytes(&c), 32 * D * 2 + 16 * 16 * (D + 2) * 4 + 64 * 8);
+}
+
+static void test_plans_size_grid_and_workspace(void **state) {
+  (void)state;
+  st_sparse_attn_decode_args a = valid_args();
+  st_err err = {{0}};
+  st_sparse_attn_decode_plan p;
+  const size_t items = (size_t)R * QLEN * HKV;
+  /* single, 4 splits: counters + partial states, one launch. */
+  st_sparse_attn_decode_config c = config("bf16", 16, 4, 2, "single", 4);
+  assert_int_equal(st_sparse_attn_decode_plan_make(&c, &a, 132, &p, &err), ST_OK);
+  assert_int_equal(p.grid[0], 4);
+  assert_int_equal(p.grid[1], R * QLEN);
+  assert_int_equal(p.grid[2], HKV);
+  assert_int_equal(p.block, 128);
+  assert_int_equal(p.merge_block, 0);
+  assert_int_equal(p.params.blocks_per_split, 4);
+  assert_true(p.part_o_offset >= items * 4);
+  assert_true(p.part_ml_offset >= p.part_o_offset + items * 4 * 16 * D * 4);
+  assert_true(p.workspace_bytes >= p.part_ml_offset + items * 4 * 16 * 2 * 4);
+  /* One split writes o directly: no workspace. */
+  c = config("bf16", 16, 4, 2, "single", 1);
+  assert_int_equal(st_sparse_attn_decode_plan_make(&c, &a, 132, &p, &err), ST_OK);
+  assert_int_equal(p.workspace_bytes, 0);
+  /* split: a merge launch over the items; 5 splits of 16 entries make 4 of 4.
+   */
+  c = config("bf16", 16, 4, 1, "split", 5);
+  assert_int_equal(st_sparse_attn_decode_plan_make(&c, &a, 132, &p, &err), ST_OK);
+  assert_int_equal(p.splits, 4);
+  assert_int_equal(p.merge_grid[0], R * QLEN);
+  assert_int_equal(p.merge_grid[1], HKV);
+  assert_int_equal(p.merge_block, 128);
+  /* auto: about two CTAs per SM over 32 items -> 9, in ranges of 2 -> 8. */
+  c = config("bf16", 16, 4, 2, "single", 0);
+  assert_int_equal(st_sparse_attn_decode_plan_make(&c, &a, 132, &p, &err), ST_OK);
+  assert_int_equal(p.splits, 8);
+  /* Scales fold into the argument block: scalar K scale into the score scale.
+   */
+  a = valid_fp8_tensor_args();
+  a.scale_mode = ST_KV_SCALE_SCALAR;
+  a.k_scale = 0.5f;
+  a.v_scale = 3.0f;
+  c = config("fp8", 16, 4, 2, "single", 1);
+  assert_int_equal(st_sparse_attn_decode_plan_make(&c, &a, 132, &p, &err), ST_OK);
+  assert_float_equal(p.params.score_scale_log2, 0.088 * 1.4426950408889634 * 0.5, 1e-6);
+  assert_float_equal(p.params.v_scale, 3.0, 0);
+  /* Same plan whatever the data: nothing depends on seq_lens. */
+  a = valid_args();
+  st_sparse_attn_decode_plan p2;
+  c = config("bf16", 16, 4, 2, "single", 0);
+  assert_int_equal(st_sparse_attn_decode_plan_make(&c, &a, 132, &p, &err), ST_OK);
+  a.seq_lens.data = FAKE(0x90000);
+  assert_int_equal(st_sparse_attn_decode_plan_make(&c, &a, 132, &p2, &err), ST_OK);
+  assert_int_equal(p.workspace_bytes, p2.workspace_bytes);
+  assert_memory_equal(p.grid, p2.grid, sizeof p.grid);
+}
+
+static void test_dispatch_key_is_canonical(void **state) {
+  (void)state;
+  st_sparse_attn_decode_args a = valid_args();
+  char key[256];
+  st_params f = {0};
+  st_err err = {{0}};
+  assert_int_equal(st_sparse_attn_decode_dispatch_key(&a, key, sizeof key, &f, &err), ST_OK);
+  assert_string_equal(key, "sparse_attn_decode:B=8,D=128,Hkv=2,Hq=32,dtype=bf16,qlen=2,topk=16");
+  st_params parsed = {0};
+  assert_int_equal(st_params_parse_key(key, &parsed, &err), ST_OK);
+  char j1[512], j2[512];
+  st_params_to_json(&f, j1, sizeof j1);
+  st_params_to_json(&parsed, j2, sizeof j2);
+  assert_string_equal(j1, j2);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_valid_arguments_pass_in_both_layouts_and_all_scale_modes),
+      cmocka_unit_test(test_bad_arguments_are_refused_by_name),
+      cmocka_unit_test(test_variant_fit_names_the_mismatch),
+      cmocka_unit_test(test_bad_variant_parameters_are_refused),
+      cmocka_unit_test(test_shared_memory_follows_the_kernel_layout),
+      cmocka_unit_test(test_plans_size_grid_and_workspace),
+      cmocka_unit_test(test_dispatch_key_is_canonical),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,126 @@
+/* variant_matrix.c - the GPU check every op's variants go through: generate
+ * the variants of the given shapes, compile them all, and run each
+ * applicable (variant, shape) pair through the op's harness against the
+ * double-precision reference, twice (the second run checks that the
+ * workspace was left ready for a replay); defaults also through the tuner's
+ * graph timing path. */
+#include "variant_matrix.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "compile.h"
+#include "generator.h"
+#include "op_harness.h"
+#include "st_db.h"
+#include "testutil.h"
+#include "timing.h"
+
+void st_test_every_variant(const char *op, const st_shape *shapes, int nshapes, uint64_t seed) {
+  st_err err = {{0}};
+  st_gen *gen = NULL;
+  assert_int_equal(st_gen_open(NULL, NULL, &gen, &err), ST_OK);
+  st_gen_variant *v = NULL;
+  int nv = 0;
+  if (st_gen_variants(gen, op, shapes, nshapes, &v, &nv, &err) != ST_OK) fail_msg("%s", err.msg);
+
+  const st_cu *cu = NULL;
+  st_device_info dev;
+  assert_int_equal(st_cu_load(&cu, &err), ST_OK);
+  assert_int_equal(st_cu_device_info(cu, 0, &dev, &err), ST_OK);
+
+  char path[256];
+  st_test_temp_path(path, sizeof path, ".db");
+  st_db *db = NULL;
+  assert_int_equal(st_db_open(path, ST_DB_READWRITE, &db, &err), ST_OK);
+  assert_int_equal(st_db_begin(db, &err), ST_OK);
+  for (int i = 0; i < nv; i++) {
+    assert_int_equal(st_db_put_source(db, v[i].row.source_hash, op, &v[i].row.kernel, v[i].source, &err), ST_OK);
+    assert_int_equal(st_db_put_variant(db, &v[i].row, &err), ST_OK);
+  }
+  assert_int_equal(st_db_commit(db, &err), ST_OK);
+  st_compile_stats stats;
+  if (st_compile_all(db, v, nv, dev.arch, 0, NULL, NULL, NULL, &stats, &err) != ST_OK) fail_msg("%s", err.msg);
+  printf("# %d variants, %d distinct sources compiled for %s in %.1f s (%d failed)\n", nv, stats.total, dev.arch,
+         stats.seconds, stats.failed);
+  assert_int_equal(stats.failed, 0);
+
+  CUdevice d;
+  CUcontext ctx;
+  CUstream stream;
+  assert_int_equal(cu->cuDeviceGet(&d, 0), CUDA_SUCCESS);
+  assert_int_equal(cu->cuDevicePrimaryCtxRetain(&ctx, d), CUDA_SUCCESS);
+  assert_int_equal(cu->cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+  assert_int_equal(cu->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  const st_op_harness *h = st_harness_find(op);
+  assert_non_null(h);
+  /* ST_TEST_STRIDE=N checks every Nth variant only (for compute-sanitizer,
+   * which runs kernels many times slower). */
+  const char *stride_env = getenv("ST_TEST_STRIDE");
+  const int stride = stride_env && atoi(stride_env) > 0 ? atoi(stride_env) : 1;
+  CUmodule *mods = calloc((size_t)nv, sizeof *mods);
+  int pairs = 0, failures = 0;
+  for (int s = 0; s < nshapes; s++) {
+    void *kase = NULL;
+    if (h->case_create(cu, &dev, &shapes[s].params, seed + (uint64_t)s, (int)sysconf(_SC_NPROCESSORS_ONLN), &kase,
+                       &err) != ST_OK)
+      fail_msg("shape %s: %s", shapes[s].key, err.msg);
+    for (int i = s % stride; i < nv; i += stride) {
+      int applies = 0;
+      assert_int_equal(st_gen_applies(gen, &v[i].row, &shapes[s], &applies, &err), ST_OK);
+      if (!applies) continue;
+      if (!mods[i]) {
+        for (int j = 0; j < i && !mods[i]; j++)
+          if (mods[j] && !strcmp(v[j].row.source_hash, v[i].row.source_hash)) mods[i] = mods[j];
+        if (!mods[i]) {
+          st_binary_row bin;
+          int found = 0;
+          assert_int_equal(st_db_get_binary(db, v[i].row.source_hash, dev.arch, NULL, &bin, &found, &err), ST_OK);
+          assert_true(found && bin.ok);
+          assert_int_equal(cu->cuModuleLoadData(&mods[i], bin.cubin), CUDA_SUCCESS);
+          st_db_binary_free(&bin);
+        }
+      }
+      void *bound = NULL;
+      st_status st = h->bind(kase, &v[i].row.kernel, &v[i].row.launch, mods[i], &bound, &err);
+      if (st == ST_ERR_UNSUPPORTED) continue; /* a plan this max_context cannot hold (shared memory) */
+      if (st != ST_OK) fail_msg("bind %s on %s: %s", v[i].row.name, shapes[s].key, err.msg);
+      int ok = 0;
+      double max_err = 0;
+      char msg[512] = "";
+      st = h->verify(bound, stream, &ok, &max_err, msg, sizeof msg, &err);
+      if (st != ST_OK) fail_msg("%s on %s: CUDA failed: %s", v[i].row.name, shapes[s].key, err.msg);
+      if (ok && v[i].row.is_default) { /* the tuner's timing path, captured in a graph */
+        const st_timing_opts to = {.warmup = 2, .reps = 3, .iters = 4};
+        st_timing t;
+        if (st_time_graph(cu, stream, h->launch, bound, &to, &t, &err) != ST_OK)
+          fail_msg("timing %s on %s: %s", v[i].row.name, shapes[s].key, err.msg);
+        assert_true(t.median_us > 0 && t.reps == 3);
+      }
+      h->unbind(bound);
+      pairs++;
+      if (!ok) {
+        if (failures < 20) printf("WRONG %s on %s: %s\n", v[i].row.name, shapes[s].key, msg);
+        failures++;
+      }
+    }
+    h->case_destroy(kase);
+  }
+  printf("# verified %d (variant, shape) pairs over %d edge shapes: %d wrong\n", pairs, nshapes, failures);
+  assert_int_equal(failures, 0);
+  assert_true(pairs > 0);
+  free(mods);
+  cu->cuStreamDestroy(stream);
+  cu->cuDevicePrimaryCtxRelease(d);
+  st_db_close(db);
+  unlink(path);
+  char side[300];
+  snprintf(side, sizeof side, "%s-wal", path);
+  unlink(side);
+  snprintf(side, sizeof side, "%s-shm", path);
+  unlink(side);
+  st_gen_free_variants(v, nv);
+  st_gen_close(gen);
+}

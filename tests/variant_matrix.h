@@ -1,0 +1,15 @@
+/* variant_matrix.h - every generated variant of an op against the
+ * reference over a list of shapes, on the GPU (variant_matrix.c). */
+#ifndef ST_TEST_VARIANT_MATRIX_H
+#define ST_TEST_VARIANT_MATRIX_H
+
+#include <stdint.h>
+
+#include "generator.h"
+
+/* Fails the calling cmocka test on any wrong result, CUDA failure or a
+ * matrix with nothing to check. Case inputs come from seed + shape index.
+ * ST_TEST_STRIDE=N checks every Nth variant only (for compute-sanitizer). */
+void st_test_every_variant(const char *op, const st_shape *shapes, int nshapes, uint64_t seed);
+
+#endif

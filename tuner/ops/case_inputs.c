@@ -1,0 +1,51 @@
+/* ops/case_inputs.c - shape fields, request lengths and uploads for the op
+ * harnesses. */
+#include "ops/case_inputs.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "random_fill.h"
+
+st_status st_case_shape_int(const st_params *shape, const char *key, long long lo, long long hi, int *out,
+                            st_err *err) {
+  long long v;
+  st_status s = st_params_get_int(shape, key, lo, hi, &v, err);
+  if (s == ST_OK) *out = (int)v;
+  return s;
+}
+
+st_status st_case_seq_lens(int32_t *seq, int R, int ctx, const char *lens, uint64_t *rng, st_err *err) {
+  if (lens && lens[0] >= '0' && lens[0] <= '9') {
+    const char *p = lens;
+    for (int r = 0; r < R; r++) {
+      char *end = NULL;
+      const long v = strtol(p, &end, 10);
+      if (end == p || v < 0 || v > ctx || (*end != ';' && *end != '\0') || (*end == '\0' && r != R - 1))
+        return st_fail(err, ST_ERR_INVALID_ARG, "shape lens='%s' must list B=%d lengths in 0..ctx=%d", lens, R, ctx);
+      seq[r] = (int32_t)v;
+      p = *end ? end + 1 : end;
+    }
+    if (*p) return st_fail(err, ST_ERR_INVALID_ARG, "shape lens='%s' lists more than B=%d lengths", lens, R);
+    return ST_OK;
+  }
+  const int mixed = lens && strcmp(lens, "mixed") == 0;
+  if (lens && !mixed && strcmp(lens, "full"))
+    return st_fail(err, ST_ERR_INVALID_ARG, "shape lens='%s' is not full, mixed or a list of lengths", lens);
+  for (int r = 0; r < R; r++) {
+    if (!mixed)
+      seq[r] = ctx;
+    else if (r % 8 == 7)
+      seq[r] = 0;
+    else
+      seq[r] = 1 + (int32_t)st_rand_below(rng, (uint64_t)ctx);
+  }
+  if (mixed) seq[0] = ctx;
+  return ST_OK;
+}
+
+st_status st_case_upload(const st_cu *cu, CUdeviceptr *d, const void *h, size_t bytes, st_err *err) {
+  ST_CU_TRY(cu, cu->cuMemAlloc(d, bytes), err);
+  ST_CU_TRY(cu, cu->cuMemcpyHtoD(*d, h, bytes), err);
+  return ST_OK;
+}

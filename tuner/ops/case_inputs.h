@@ -1,0 +1,25 @@
+/* ops/case_inputs.h - what the op harnesses share when they build a case:
+ * reading shape fields, request lengths, and device copies of host arrays. */
+#ifndef ST_OPS_CASE_INPUTS_H
+#define ST_OPS_CASE_INPUTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cuda_driver.h"
+#include "error.h"
+#include "params.h"
+
+/* Integer shape field `key` in lo..hi into *out. */
+st_status st_case_shape_int(const st_params *shape, const char *key, long long lo, long long hi, int *out, st_err *err);
+
+/* Sequence lengths of R requests: "full" puts every request at ctx; "mixed"
+ * draws lengths in 1..ctx (most not multiples of 128), one request at ctx,
+ * every eighth a padding row (0); a list "1;127;0;4133" gives each request's
+ * length (edge cases), R entries, each at most ctx. NULL means "full". */
+st_status st_case_seq_lens(int32_t *seq, int R, int ctx, const char *lens, uint64_t *rng, st_err *err);
+
+/* cuMemAlloc + copy of `bytes` of host memory. */
+st_status st_case_upload(const st_cu *cu, CUdeviceptr *d, const void *h, size_t bytes, st_err *err);
+
+#endif
