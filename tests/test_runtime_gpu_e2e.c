@@ -9,14 +9,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "compile.h"
 #include "cuda_driver.h"
 #include "generator.h"
+#include "gpu_db.h"
 #include "ops/tensor_check.h"
 #include "random_fill.h"
 #include "reference/index_decode.h"
 #include "sparsetune.h"
-#include "st_db.h"
 #include "testutil.h"
 
 enum { R = 4, QLEN = 2, H = 2, D = 128, TOPK = 8, CTX = 8192, MB = CTX / 128, PAGES = 4096 };
@@ -42,77 +41,20 @@ static void fill_shape(st_shape *s, int B) {
 }
 
 /* A database holding the generated variants, compiled, and one winner (a
- * non-default "single" variant with several splits) for B = R. */
+ * non-default "single" variant with 8 splits) for B = R. */
 static int make_db(void **state) {
   (void)state;
-  st_err err = {{0}};
-  st_gen *gen = NULL;
   st_shape shape;
   fill_shape(&shape, R);
-  assert_int_equal(st_gen_open(NULL, NULL, &gen, &err), ST_OK);
-  st_gen_variant *v = NULL;
-  int nv = 0;
-  if (st_gen_variants(gen, "index_decode", &shape, 1, &v, &nv, &err) != ST_OK) fail_msg("%s", err.msg);
-  const st_cu *cu = NULL;
-  st_device_info dev;
-  assert_int_equal(st_cu_load(&cu, &err), ST_OK);
-  assert_int_equal(st_cu_device_info(cu, 0, &dev, &err), ST_OK);
-  st_test_temp_path(g_db, sizeof g_db, ".db");
-  st_db *db = NULL;
-  assert_int_equal(st_db_open(g_db, ST_DB_READWRITE, &db, &err), ST_OK);
-  assert_int_equal(st_db_begin(db, &err), ST_OK);
-  const st_variant_row *winner = NULL;
-  for (int i = 0; i < nv; i++) {
-    assert_int_equal(st_db_put_source(db, v[i].row.source_hash, "index_decode", &v[i].row.kernel, v[i].source, &err), ST_OK);
-    assert_int_equal(st_db_put_variant(db, &v[i].row, &err), ST_OK);
-    const char *algo = st_params_get(&v[i].row.kernel, "algo");
-    const char *splits = st_params_get(&v[i].row.launch, "splits");
-    if (!winner && !v[i].row.is_default && algo && !strcmp(algo, "single") && splits && !strcmp(splits, "8"))
-      winner = &v[i].row;
-  }
-  assert_non_null(winner);
-  assert_int_equal(st_db_commit(db, &err), ST_OK);
-  st_compile_stats stats;
-  if (st_compile_all(db, v, nv, dev.arch, 0, NULL, NULL, NULL, &stats, &err) != ST_OK) fail_msg("%s", err.msg);
-  int64_t device_id = 0, run_id = 0;
-  assert_int_equal(st_db_put_device(db, &dev, &device_id, &err), ST_OK);
-  st_run_row run;
-  memset(&run, 0, sizeof run);
-  snprintf(run.kind, sizeof run.kind, "tune");
-  snprintf(run.op, sizeof run.op, "index_decode");
-  snprintf(run.suite, sizeof run.suite, "test");
-  snprintf(run.arch, sizeof run.arch, "%s", dev.arch);
-  run.device_id = device_id;
-  assert_int_equal(st_db_run_begin(db, &run, &run_id, &err), ST_OK);
-  st_winner_row w;
-  memset(&w, 0, sizeof w);
-  w.device_id = device_id;
-  snprintf(w.op, sizeof w.op, "index_decode");
-  snprintf(w.dispatch_key, sizeof w.dispatch_key, "index_decode:B=%d,D=%d,H=%d,dtype=bf16,qlen=%d,topk=%d", R, D, H,
-           QLEN, TOPK);
-  assert_int_equal(st_params_parse_key(w.dispatch_key, &w.dispatch, &err), ST_OK);
-  snprintf(w.variant_id, sizeof w.variant_id, "%s", winner->id);
-  snprintf(w.variant_name, sizeof w.variant_name, "%s", winner->name);
-  w.run_id = run_id;
-  w.median_us = 5;
-  w.regret = 1;
-  assert_int_equal(st_db_put_winner(db, &w, &err), ST_OK);
-  snprintf(g_winner_id, sizeof g_winner_id, "%s", winner->id);
-  printf("# winner %s\n", winner->name);
-  st_db_close(db);
-  st_gen_free_variants(v, nv);
-  st_gen_close(gen);
+  char key[160];
+  snprintf(key, sizeof key, "index_decode:B=%d,D=%d,H=%d,dtype=bf16,qlen=%d,topk=%d", R, D, H, QLEN, TOPK);
+  st_test_make_db("index_decode", &shape, key, "single", "8", g_db, sizeof g_db, g_winner_id);
   return 0;
 }
 
 static int remove_db(void **state) {
   (void)state;
-  char side[300];
-  unlink(g_db);
-  snprintf(side, sizeof side, "%s-wal", g_db);
-  unlink(side);
-  snprintf(side, sizeof side, "%s-shm", g_db);
-  unlink(side);
+  st_test_remove_db(g_db);
   return 0;
 }
 
@@ -121,8 +63,8 @@ static void check(const st_ref_index_decode *in, const int32_t *got, const char 
   assert_int_equal(st_ref_index_decode_scores(in, scores, 4), 0);
   double viol = 0;
   char msg[400];
-  const int bad = st_ref_index_decode_verify(in, scores, got, (int64_t)in->R * QLEN * in->topk, in->topk, 1e-4, &viol, msg,
-                                             sizeof msg);
+  const int bad = st_ref_index_decode_verify(in, scores, got, (int64_t)in->R * QLEN * in->topk, in->topk, 1e-4, &viol,
+                                             msg, sizeof msg);
   if (bad) fail_msg("%s: %s", what, msg);
   free(scores);
 }
@@ -207,9 +149,21 @@ static void test_graph_replays_follow_new_seq_lens(void **state) {
   assert_int_equal(cu->cuGraphInstantiateWithFlags(&exec, graph, 0), CUDA_SUCCESS);
 
   static const int32_t rounds[3][R] = {{300, 0, CTX, 129}, {CTX, 5000, 1, 0}, {4133, 4133, 128, 7000}};
-  st_ref_index_decode in = {.dtype = ST_DTYPE_BF16, .R = R, .qlen = QLEN, .H = H, .D = D, .topk = TOPK,
-                            .init_blocks = 1, .local_blocks = 2, .max_blocks = MB, .bt_cols = MB, .pages = PAGES,
-                            .q = q, .k_pool = pool, .block_table = bt, .seq_lens = seq};
+  st_ref_index_decode in = {.dtype = ST_DTYPE_BF16,
+                            .R = R,
+                            .qlen = QLEN,
+                            .H = H,
+                            .D = D,
+                            .topk = TOPK,
+                            .init_blocks = 1,
+                            .local_blocks = 2,
+                            .max_blocks = MB,
+                            .bt_cols = MB,
+                            .pages = PAGES,
+                            .q = q,
+                            .k_pool = pool,
+                            .block_table = bt,
+                            .seq_lens = seq};
   for (int round = 0; round < 3; round++) {
     memcpy(seq, rounds[round], sizeof seq);
     assert_int_equal(cu->cuMemcpyHtoD(dseq, seq, sizeof seq), CUDA_SUCCESS);
