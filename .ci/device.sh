@@ -34,15 +34,20 @@ while [ $# -gt 0 ]; do
     "$build/tuner/sparsetune" bench --suite anchors --db "$db" 2>&1 | tee "$out/bench.log" || status=1
     ;;
   sanitize)
-    # memcheck and racecheck over the end-to-end test, memcheck over every
-    # 12th variant of the edge-case matrix (each kernel shape is covered).
-    for tool in memcheck racecheck; do
-      compute-sanitizer --tool $tool --error-exitcode 9 "$build/tests/test_runtime_gpu_e2e" >"$out/sanitize_${tool}_e2e.log" 2>&1 || status=1
-      tail -3 "$out/sanitize_${tool}_e2e.log"
+    # memcheck and racecheck over the runtime end-to-end tests, memcheck
+    # over every 12th variant of each op's edge-case matrix (every kernel
+    # shape is covered).
+    for t in test_runtime_gpu_e2e test_runtime_gpu_sparse_attn_decode; do
+      for tool in memcheck racecheck; do
+        compute-sanitizer --tool $tool --error-exitcode 9 "$build/tests/$t" >"$out/sanitize_${tool}_$t.log" 2>&1 || status=1
+        tail -3 "$out/sanitize_${tool}_$t.log"
+      done
     done
-    ST_TEST_STRIDE=12 compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/test_index_decode_gpu" \
-      >"$out/sanitize_memcheck_variants.log" 2>&1 || status=1
-    grep -E "verified|ERROR SUMMARY|WRONG" "$out/sanitize_memcheck_variants.log" | head
+    for t in test_index_decode_gpu test_sparse_attn_decode_gpu; do
+      ST_TEST_STRIDE=12 compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/$t" \
+        >"$out/sanitize_memcheck_$t.log" 2>&1 || status=1
+      grep -E "verified|ERROR SUMMARY|WRONG" "$out/sanitize_memcheck_$t.log" | head
+    done
     ;;
   *)
     echo "unknown step $step" >&2
