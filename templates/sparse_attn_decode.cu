@@ -33,18 +33,14 @@ constexpr int STAGES = ${stages};
 constexpr int ALGO_SPLIT = ${algo_split};
 
 #include "params/sparse_attn_decode.h"
-#include "common/mma.cuh"
-#include "common/smem_tile.cuh"
+#include "common/attn_tile.cuh"
 
 constexpr int WARPS = WARPS_N * M_TILES;
 constexpr int THREADS = 32 * WARPS;
 constexpr int BLOCK_TOKENS = 128;
 constexpr int MAX_TOPK = 64;
 constexpr int WARP_TOKENS = BLOCK_TOKENS / WARPS_N;
-constexpr int NT = WARP_TOKENS / 8;  // score tiles (8 tokens) per warp
-constexpr int KT = WARP_TOKENS / 16; // P.V k-steps (16 tokens) per warp
 constexpr int DT = HEAD_DIM / 8;     // output tiles (8 dims)
-constexpr int DK = HEAD_DIM / 16;    // q.K k-steps
 constexpr int ROW_CHUNKS = HEAD_DIM / 8;                   // 16-byte chunks of a bf16 row
 constexpr int ELEM = IS_FP8 ? 1 : 2;                       // cache bytes per value
 constexpr int SRC_CHUNKS = HEAD_DIM * ELEM / 16;           // 16-byte chunks of a cache row
@@ -65,7 +61,6 @@ constexpr int COMBINE_BYTES = WARPS * 16 * (HEAD_DIM + 2) * 4;
 constexpr int REGION_BYTES = KV_BYTES > COMBINE_BYTES ? KV_BYTES : COMBINE_BYTES;
 constexpr int SMEM_BYTES = Q_BYTES + REGION_BYTES + MAX_TOPK * 8;
 constexpr float LN2 = 0.69314718055994530942f;
-#define ST_INF __int_as_float(0x7f800000)
 
 static_assert(HEAD_DIM % 64 == 0, "whole groups of 8 swizzled chunks per row");
 static_assert(WARP_TOKENS % 16 == 0, "a warp covers whole 16-token k-steps");
@@ -183,87 +178,6 @@ __device__ __forceinline__ void st_widen_block(const st_sparse_attn_decode_param
   }
 }
 
-// The online-softmax state of one warp: rows lane/4 and lane/4 + 8 of its
-// m-tile (m in log2 units; l summed over this lane's columns only).
-struct st_softmax_state {
-  float m[2], l[2];
-  float o[DT][4];
-};
-
-// One block for warp (wm, wn): S = q K^T over its tokens, masking tokens
-// >= ntok, the online-softmax update, O += P V.
-__device__ __forceinline__ void st_attend_block(uint32_t q_tile, uint32_t k_tile, uint32_t v_tile, int wm, int wn,
-                                                int ntok, float scale_log2, st_softmax_state &st) {
-  const int lane = threadIdx.x & 31;
-  const int tok0 = wn * WARP_TOKENS;
-  float s[NT][4];
-#pragma unroll
-  for (int nt = 0; nt < NT; nt++) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
-#pragma unroll
-  for (int ks = 0; ks < DK; ks++) {
-    uint32_t a[4];
-    st_ldmatrix_x4(a, st_swizzled<ROW_CHUNKS>(q_tile, wm * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, ks * 2 + (lane >> 4)));
-#pragma unroll
-    for (int n2 = 0; n2 < NT / 2; n2++) {
-      uint32_t b[4];
-      st_ldmatrix_x4(b, st_swizzled<ROW_CHUNKS>(k_tile, tok0 + n2 * 16 + (lane & 7) + (lane >> 4) * 8,
-                                                ks * 2 + ((lane >> 3) & 1)));
-      st_mma_bf16_16816(s[2 * n2], a[0], a[1], a[2], a[3], b[0], b[1]);
-      st_mma_bf16_16816(s[2 * n2 + 1], a[0], a[1], a[2], a[3], b[2], b[3]);
-    }
-  }
-#pragma unroll
-  for (int rr = 0; rr < 2; rr++) {
-    float mx = -ST_INF;
-#pragma unroll
-    for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-      for (int cc = 0; cc < 2; cc++) {
-        const int tok = tok0 + nt * 8 + 2 * (lane & 3) + cc;
-        float &v = s[nt][rr * 2 + cc];
-        v = tok < ntok ? v * scale_log2 : -ST_INF;
-        mx = fmaxf(mx, v);
-      }
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    const float m_new = fmaxf(st.m[rr], mx);
-    const float m_use = m_new == -ST_INF ? 0.f : m_new; // nothing seen yet: keep 0s
-    const float alpha = exp2f(st.m[rr] - m_use);
-    st.m[rr] = m_new;
-    float sum = 0.f;
-#pragma unroll
-    for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-      for (int cc = 0; cc < 2; cc++) {
-        float &v = s[nt][rr * 2 + cc];
-        v = exp2f(v - m_use);
-        sum += v;
-      }
-    st.l[rr] = st.l[rr] * alpha + sum;
-#pragma unroll
-    for (int dt = 0; dt < DT; dt++) {
-      st.o[dt][rr * 2] *= alpha;
-      st.o[dt][rr * 2 + 1] *= alpha;
-    }
-  }
-  // P (accumulator layout of two 8-token tiles) is the A fragment of one
-  // 16-token k-step.
-#pragma unroll
-  for (int kk = 0; kk < KT; kk++) {
-    const uint32_t a0 = st_pack_bf16(s[2 * kk][0], s[2 * kk][1]), a1 = st_pack_bf16(s[2 * kk][2], s[2 * kk][3]);
-    const uint32_t a2 = st_pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-    const uint32_t a3 = st_pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-#pragma unroll
-    for (int d2 = 0; d2 < DT / 2; d2++) {
-      uint32_t b[4];
-      st_ldmatrix_x4_trans(b, st_swizzled<ROW_CHUNKS>(v_tile, tok0 + kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
-                                                      d2 * 2 + (lane >> 4)));
-      st_mma_bf16_16816(st.o[2 * d2], a0, a1, a2, a3, b[0], b[1]);
-      st_mma_bf16_16816(st.o[2 * d2 + 1], a0, a1, a2, a3, b[2], b[3]);
-    }
-  }
-}
-
 extern "C" __global__ void __launch_bounds__(THREADS) st_sparse_attn_decode_main(const st_sparse_attn_decode_params p) {
   extern __shared__ __align__(128) char s_dyn[];
   __shared__ int s_nblk, s_last;
@@ -314,11 +228,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) st_sparse_attn_decode_main
 
   const float scale_log2 = p.score_scale_log2;
   const int wm = warp / WARPS_N, wn = warp % WARPS_N;
-  st_softmax_state st;
-  st.m[0] = st.m[1] = -ST_INF;
-  st.l[0] = st.l[1] = 0.f;
-#pragma unroll
-  for (int dt = 0; dt < DT; dt++) st.o[dt][0] = st.o[dt][1] = st.o[dt][2] = st.o[dt][3] = 0.f;
+  st_softmax_state<HEAD_DIM> st;
+  st_softmax_init(st);
 
 #pragma unroll
   for (int s = 0; s < STAGES; s++) {
@@ -341,7 +252,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) st_sparse_attn_decode_main
       k_tile = st_smem_addr(region + buf * STAGE_BYTES);
     }
     v_tile = k_tile + TILE_BYTES;
-    st_attend_block(q_tile, k_tile, v_tile, wm, wn, s_ntok[i], scale_log2, st);
+    const int lim[2] = {s_ntok[i], s_ntok[i]};
+    const float bias[2] = {0.f, 0.f};
+    st_attend_tile<HEAD_DIM, WARP_TOKENS>(q_tile, wm * 16, k_tile, v_tile, wn * WARP_TOKENS, lim, bias, scale_log2, st);
     __syncthreads(); // every warp is done with the tiles
     if (!IS_FP8) {
       if (i + STAGES < nblk) st_issue_block(p, it.g, s_page[i + STAGES], s_ntok[i + STAGES], region, buf);
@@ -352,10 +265,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) st_sparse_attn_decode_main
   // Combine the WARPS_N warps of each m-tile (the tiles are free now).
   float *c_o = (float *)region;                       // [WARPS][16][HEAD_DIM]
   float *c_ml = c_o + WARPS * 16 * HEAD_DIM;          // [WARPS][16][2]
+  st_softmax_finish_l(st);
 #pragma unroll
   for (int rr = 0; rr < 2; rr++) {
-    st.l[rr] += __shfl_xor_sync(0xffffffffu, st.l[rr], 1);
-    st.l[rr] += __shfl_xor_sync(0xffffffffu, st.l[rr], 2);
     const int row = (lane >> 2) + rr * 8;
 #pragma unroll
     for (int dt = 0; dt < DT; dt++)

@@ -1,0 +1,121 @@
+// attn_tile.cuh - one warp's share of one 128-token K/V block of block-
+// sparse attention: S = q K^T on tensor cores (bf16 mma m16n8k16, operands
+// from swizzled shared-memory tiles via ldmatrix), masking, the online-
+// softmax update in registers and O += P V.
+//
+// The warp owns 16 rows of the q tile (m0 .. m0 + 15; a row is one q head
+// of one query token) and TOKENS tokens of the block (tok0 ..). Lane holds
+// rows m0 + lane/4 ("rr" 0) and m0 + lane/4 + 8 (rr 1). Scores are kept in
+// log2 units (score * scale_log2), so exp2 is one instruction.
+#ifndef ST_ATTN_TILE_CUH
+#define ST_ATTN_TILE_CUH
+
+#include "common/mma.cuh"
+#include "common/smem_tile.cuh"
+
+#define ST_INF __int_as_float(0x7f800000)
+
+// Running state of the warp's two rows per lane: max m (log2 units), sum l
+// of 2^(score - m) over this lane's columns only (the quad sums at the end),
+// and the unnormalized output O (accumulator layout, HEAD_DIM / 8 tiles).
+template <int HEAD_DIM> struct st_softmax_state {
+  float m[2], l[2];
+  float o[HEAD_DIM / 8][4];
+};
+
+template <int HEAD_DIM> __device__ __forceinline__ void st_softmax_init(st_softmax_state<HEAD_DIM> &st) {
+  st.m[0] = st.m[1] = -ST_INF;
+  st.l[0] = st.l[1] = 0.f;
+#pragma unroll
+  for (int dt = 0; dt < HEAD_DIM / 8; dt++) st.o[dt][0] = st.o[dt][1] = st.o[dt][2] = st.o[dt][3] = 0.f;
+}
+
+// One block. Row rr sees the block's tokens < lim[rr] (0: none), with
+// bias[rr] added to its scores (log2 of how many times its selection lists
+// the block: 0 once, 1 twice).
+template <int HEAD_DIM, int TOKENS>
+__device__ __forceinline__ void st_attend_tile(uint32_t q_tile, int m0, uint32_t k_tile, uint32_t v_tile, int tok0,
+                                               const int (&lim)[2], const float (&bias)[2], float scale_log2,
+                                               st_softmax_state<HEAD_DIM> &st) {
+  constexpr int ROW_CHUNKS = HEAD_DIM / 8, DT = HEAD_DIM / 8, DK = HEAD_DIM / 16;
+  constexpr int NT = TOKENS / 8, KT = TOKENS / 16;
+  static_assert(TOKENS % 16 == 0, "whole 16-token k-steps");
+  const int lane = threadIdx.x & 31;
+  float s[NT][4];
+#pragma unroll
+  for (int nt = 0; nt < NT; nt++) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+#pragma unroll
+  for (int ks = 0; ks < DK; ks++) {
+    uint32_t a[4];
+    st_ldmatrix_x4(a, st_swizzled<ROW_CHUNKS>(q_tile, m0 + (lane & 7) + ((lane >> 3) & 1) * 8, ks * 2 + (lane >> 4)));
+#pragma unroll
+    for (int n2 = 0; n2 < NT / 2; n2++) {
+      uint32_t b[4];
+      st_ldmatrix_x4(b, st_swizzled<ROW_CHUNKS>(k_tile, tok0 + n2 * 16 + (lane & 7) + (lane >> 4) * 8,
+                                                ks * 2 + ((lane >> 3) & 1)));
+      st_mma_bf16_16816(s[2 * n2], a[0], a[1], a[2], a[3], b[0], b[1]);
+      st_mma_bf16_16816(s[2 * n2 + 1], a[0], a[1], a[2], a[3], b[2], b[3]);
+    }
+  }
+#pragma unroll
+  for (int rr = 0; rr < 2; rr++) {
+    float mx = -ST_INF;
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+      for (int cc = 0; cc < 2; cc++) {
+        const int tok = tok0 + nt * 8 + 2 * (lane & 3) + cc;
+        float &v = s[nt][rr * 2 + cc];
+        v = tok < lim[rr] ? v * scale_log2 + bias[rr] : -ST_INF;
+        mx = fmaxf(mx, v);
+      }
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float m_new = fmaxf(st.m[rr], mx);
+    const float m_use = m_new == -ST_INF ? 0.f : m_new; // nothing seen yet: keep 0s
+    const float alpha = exp2f(st.m[rr] - m_use);
+    st.m[rr] = m_new;
+    float sum = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+      for (int cc = 0; cc < 2; cc++) {
+        float &v = s[nt][rr * 2 + cc];
+        v = exp2f(v - m_use);
+        sum += v;
+      }
+    st.l[rr] = st.l[rr] * alpha + sum;
+#pragma unroll
+    for (int dt = 0; dt < DT; dt++) {
+      st.o[dt][rr * 2] *= alpha;
+      st.o[dt][rr * 2 + 1] *= alpha;
+    }
+  }
+  // P (accumulator layout of two 8-token tiles) is the A fragment of one
+  // 16-token k-step.
+#pragma unroll
+  for (int kk = 0; kk < KT; kk++) {
+    const uint32_t a0 = st_pack_bf16(s[2 * kk][0], s[2 * kk][1]), a1 = st_pack_bf16(s[2 * kk][2], s[2 * kk][3]);
+    const uint32_t a2 = st_pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    const uint32_t a3 = st_pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+    for (int d2 = 0; d2 < DT / 2; d2++) {
+      uint32_t b[4];
+      st_ldmatrix_x4_trans(b, st_swizzled<ROW_CHUNKS>(v_tile, tok0 + kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
+                                                      d2 * 2 + (lane >> 4)));
+      st_mma_bf16_16816(st.o[2 * d2], a0, a1, a2, a3, b[0], b[1]);
+      st_mma_bf16_16816(st.o[2 * d2 + 1], a0, a1, a2, a3, b[2], b[3]);
+    }
+  }
+}
+
+// Sums l over the 4 lanes of a quad (each held its own columns' share).
+template <int HEAD_DIM> __device__ __forceinline__ void st_softmax_finish_l(st_softmax_state<HEAD_DIM> &st) {
+#pragma unroll
+  for (int rr = 0; rr < 2; rr++) {
+    st.l[rr] += __shfl_xor_sync(0xffffffffu, st.l[rr], 1);
+    st.l[rr] += __shfl_xor_sync(0xffffffffu, st.l[rr], 2);
+  }
+}
+
+#endif // ST_ATTN_TILE_CUH
