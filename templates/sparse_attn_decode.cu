@@ -34,19 +34,17 @@ constexpr int ALGO_SPLIT = ${algo_split};
 
 #include "params/sparse_attn_decode.h"
 #include "common/attn_tile.cuh"
+#include "common/kv_stage.cuh"
 
 constexpr int WARPS = WARPS_N * M_TILES;
 constexpr int THREADS = 32 * WARPS;
 constexpr int BLOCK_TOKENS = 128;
 constexpr int MAX_TOPK = 64;
 constexpr int WARP_TOKENS = BLOCK_TOKENS / WARPS_N;
-constexpr int DT = HEAD_DIM / 8;     // output tiles (8 dims)
-constexpr int ROW_CHUNKS = HEAD_DIM / 8;                   // 16-byte chunks of a bf16 row
-constexpr int ELEM = IS_FP8 ? 1 : 2;                       // cache bytes per value
-constexpr int SRC_CHUNKS = HEAD_DIM * ELEM / 16;           // 16-byte chunks of a cache row
-constexpr int TILE_BYTES = BLOCK_TOKENS * HEAD_DIM * 2;    // one bf16 K or V tile
-constexpr int RAW_BYTES = 2 * BLOCK_TOKENS * HEAD_DIM;     // fp8 K and V rows as read
-constexpr int SCALE_BYTES = 2 * BLOCK_TOKENS * 4;          // per-token K and V scales
+constexpr int DT = HEAD_DIM / 8;         // output tiles (8 dims)
+constexpr int ROW_CHUNKS = HEAD_DIM / 8; // 16-byte chunks of a bf16 row
+using st_kv = st_kv_stages<IS_FP8, HEAD_DIM, STAGES, THREADS>;
+
 // Shared memory (dynamic), in this order; runtime/ops/sparse_attn_decode.c
 // computes the same total (st_sparse_attn_decode_smem_bytes).
 //   q tile      [M_TILES*16][HEAD_DIM] bf16, swizzled, heads >= GROUP zero
@@ -55,8 +53,7 @@ constexpr int SCALE_BYTES = 2 * BLOCK_TOKENS * 4;          // per-token K and V 
 //               after the last block: per warp (O [16][HEAD_DIM], m[16], l[16]) fp32
 //   block list  [MAX_TOPK] pages, [MAX_TOPK] visible tokens
 constexpr int Q_BYTES = M_TILES * 16 * HEAD_DIM * 2;
-constexpr int STAGE_BYTES = IS_FP8 ? RAW_BYTES + SCALE_BYTES : 2 * TILE_BYTES;
-constexpr int KV_BYTES = STAGES * STAGE_BYTES + (IS_FP8 ? 2 * TILE_BYTES : 0);
+constexpr int KV_BYTES = st_kv::BYTES;
 constexpr int COMBINE_BYTES = WARPS * 16 * (HEAD_DIM + 2) * 4;
 constexpr int REGION_BYTES = KV_BYTES > COMBINE_BYTES ? KV_BYTES : COMBINE_BYTES;
 constexpr int SMEM_BYTES = Q_BYTES + REGION_BYTES + MAX_TOPK * 8;
@@ -116,68 +113,6 @@ __device__ void st_merge_splits(const st_sparse_attn_decode_params &p, const st_
   }
 }
 
-// Issues the copies of block i of the list (page, visible tokens) into
-// stage buffer `buf`: K and V rows of kv head g; rows past the visible
-// tokens become zeros (a masked key's value must be 0, not garbage: its
-// weight is exactly 0, but 0 * NaN is not).
-__device__ __forceinline__ void st_issue_block(const st_sparse_attn_decode_params &p, int g, int page, int ntok,
-                                               char *region, int buf) {
-  char *stage = region + buf * STAGE_BYTES;
-  const char *kb = (const char *)p.k_cache + ((int64_t)page * p.k_stride_page + (int64_t)g * p.k_stride_head) * ELEM;
-  const char *vb = (const char *)p.v_cache + ((int64_t)page * p.v_stride_page + (int64_t)g * p.v_stride_head) * ELEM;
-  for (int e = threadIdx.x; e < 2 * BLOCK_TOKENS * SRC_CHUNKS; e += THREADS) {
-    const int which = e / (BLOCK_TOKENS * SRC_CHUNKS); // 0: K, 1: V
-    const int tok = (e / SRC_CHUNKS) % BLOCK_TOKENS, c = e % SRC_CHUNKS;
-    const bool live = tok < ntok;
-    const int64_t stride = which ? p.v_stride_token : p.k_stride_token;
-    const char *src = (which ? vb : kb) + (int64_t)(live ? tok : 0) * stride * ELEM + c * 16;
-    uint32_t dst;
-    if (IS_FP8)
-      dst = st_smem_addr(stage + which * BLOCK_TOKENS * HEAD_DIM + tok * HEAD_DIM + c * 16);
-    else
-      dst = st_swizzled<ROW_CHUNKS>(st_smem_addr(stage + which * TILE_BYTES), tok, c);
-    st_cp_async16(dst, src, live ? 16 : 0);
-  }
-  if (IS_FP8 && p.scale_mode == 2) {
-    float *scales = (float *)(stage + RAW_BYTES);
-    for (int e = threadIdx.x; e < 2 * BLOCK_TOKENS; e += THREADS) {
-      const int which = e / BLOCK_TOKENS, tok = e % BLOCK_TOKENS;
-      const bool live = tok < ntok;
-      const float *src = which ? p.v_scales + (int64_t)page * p.vs_stride_page + (int64_t)g * p.vs_stride_head +
-                                     (int64_t)(live ? tok : 0) * p.vs_stride_token
-                               : p.k_scales + (int64_t)page * p.ks_stride_page + (int64_t)g * p.ks_stride_head +
-                                     (int64_t)(live ? tok : 0) * p.ks_stride_token;
-      st_cp_async4(st_smem_addr(scales + e), src, live ? 4 : 0);
-    }
-  }
-}
-
-// fp8: widens stage `buf`'s raw rows to the bf16 K and V tiles, applying
-// per-token scales (tensor mode; the scalar K scale is folded into the score
-// scale and the V scale into the output).
-__device__ __forceinline__ void st_widen_block(const st_sparse_attn_decode_params &p, char *region, int buf) {
-  const char *stage = region + buf * STAGE_BYTES;
-  const float *scales = (const float *)(stage + RAW_BYTES);
-  char *tiles = region + STAGES * STAGE_BYTES;
-  for (int e = threadIdx.x; e < 2 * BLOCK_TOKENS * SRC_CHUNKS; e += THREADS) {
-    const int which = e / (BLOCK_TOKENS * SRC_CHUNKS);
-    const int tok = (e / SRC_CHUNKS) % BLOCK_TOKENS, c = e % SRC_CHUNKS;
-    const uint4 raw = *(const uint4 *)(stage + which * BLOCK_TOKENS * HEAD_DIM + tok * HEAD_DIM + c * 16);
-    const float s = p.scale_mode == 2 ? scales[which * BLOCK_TOKENS + tok] : 1.f;
-    const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
-    uint32_t b[8];
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-      b[2 * i] = st_e4m3x2_to_bf16x2(w[i] & 0xffffu, s);
-      b[2 * i + 1] = st_e4m3x2_to_bf16x2(w[i] >> 16, s);
-    }
-    // 16 fp8 values = two bf16 chunks (2c, 2c+1) of the row.
-    char *tile = tiles + which * TILE_BYTES;
-    *(uint4 *)(tile + st_swizzle_offset<ROW_CHUNKS>(tok, 2 * c)) = make_uint4(b[0], b[1], b[2], b[3]);
-    *(uint4 *)(tile + st_swizzle_offset<ROW_CHUNKS>(tok, 2 * c + 1)) = make_uint4(b[4], b[5], b[6], b[7]);
-  }
-}
-
 extern "C" __global__ void __launch_bounds__(THREADS) st_sparse_attn_decode_main(const st_sparse_attn_decode_params p) {
   extern __shared__ __align__(128) char s_dyn[];
   __shared__ int s_nblk, s_last;
@@ -233,31 +168,27 @@ extern "C" __global__ void __launch_bounds__(THREADS) st_sparse_attn_decode_main
 
 #pragma unroll
   for (int s = 0; s < STAGES; s++) {
-    if (s < nblk) st_issue_block(p, it.g, s_page[s], s_ntok[s], region, s);
+    if (s < nblk) st_kv::issue(p, it.g, s_page[s], s_ntok[s], region, s);
     st_cp_async_commit();
   }
   for (int i = 0; i < nblk; i++) {
     const int buf = i % STAGES;
     st_cp_async_wait<STAGES - 1>();
     __syncthreads(); // block i is in shared memory, for every thread's copies
-    uint32_t k_tile, v_tile;
     if (IS_FP8) {
-      st_widen_block(p, region, buf);
+      st_kv::widen(p, region, buf);
       __syncthreads();
       // The stage is free again: start the block STAGES ahead now.
-      if (i + STAGES < nblk) st_issue_block(p, it.g, s_page[i + STAGES], s_ntok[i + STAGES], region, buf);
+      if (i + STAGES < nblk) st_kv::issue(p, it.g, s_page[i + STAGES], s_ntok[i + STAGES], region, buf);
       st_cp_async_commit();
-      k_tile = st_smem_addr(region + STAGES * STAGE_BYTES);
-    } else {
-      k_tile = st_smem_addr(region + buf * STAGE_BYTES);
     }
-    v_tile = k_tile + TILE_BYTES;
+    const uint32_t k_tile = st_kv::k_tile(region, buf), v_tile = k_tile + st_kv::TILE_BYTES;
     const int lim[2] = {s_ntok[i], s_ntok[i]};
     const float bias[2] = {0.f, 0.f};
     st_attend_tile<HEAD_DIM, WARP_TOKENS>(q_tile, wm * 16, k_tile, v_tile, wn * WARP_TOKENS, lim, bias, scale_log2, st);
     __syncthreads(); // every warp is done with the tiles
     if (!IS_FP8) {
-      if (i + STAGES < nblk) st_issue_block(p, it.g, s_page[i + STAGES], s_ntok[i + STAGES], region, buf);
+      if (i + STAGES < nblk) st_kv::issue(p, it.g, s_page[i + STAGES], s_ntok[i + STAGES], region, buf);
       st_cp_async_commit();
     }
   }

@@ -1,0 +1,101 @@
+// kv_stage.cuh - copying one 128-token block of a paged K/V cache into
+// shared memory for the attention kernels: STAGES buffers in flight
+// (cp.async), bf16 rows straight into swizzled tiles, fp8 rows raw (with
+// their per-token scales) and widened to bf16 tiles afterwards.
+//
+// The caches are strided views [pages, kv heads, 128, HEAD_DIM] (both
+// paged layouts in use); P is the kernel's argument block, which names
+// k_cache / v_cache, their page, head and token strides, scale_mode and
+// the k_scales / v_scales views (*s_stride_page, _head, _token) alike in
+// every attention op.
+//
+// Region layout (bytes from its start; 16-byte aligned pieces):
+//   bf16: STAGES x (K tile, V tile)
+//   fp8:  STAGES x (raw K rows, raw V rows, K scales, V scales), then one
+//         bf16 K tile and V tile the math reads
+#ifndef ST_KV_STAGE_CUH
+#define ST_KV_STAGE_CUH
+
+#include "common/smem_tile.cuh"
+
+template <int IS_FP8, int HEAD_DIM, int STAGES, int THREADS> struct st_kv_stages {
+  static constexpr int BLOCK_TOKENS = 128;
+  static constexpr int ELEM = IS_FP8 ? 1 : 2;                    // cache bytes per value
+  static constexpr int ROW_CHUNKS = HEAD_DIM / 8;                // 16-byte chunks of a bf16 row
+  static constexpr int SRC_CHUNKS = HEAD_DIM * ELEM / 16;        // 16-byte chunks of a cache row
+  static constexpr int TILE_BYTES = BLOCK_TOKENS * HEAD_DIM * 2; // one bf16 K or V tile
+  static constexpr int RAW_BYTES = 2 * BLOCK_TOKENS * HEAD_DIM;  // fp8 K and V rows as read
+  static constexpr int SCALE_BYTES = 2 * BLOCK_TOKENS * 4;       // per-token K and V scales
+  static constexpr int STAGE_BYTES = IS_FP8 ? RAW_BYTES + SCALE_BYTES : 2 * TILE_BYTES;
+  static constexpr int BYTES = STAGES * STAGE_BYTES + (IS_FP8 ? 2 * TILE_BYTES : 0);
+
+  // Issues the copies of (page, kv head g)'s block into stage `buf`; rows
+  // at or past `ntok` become zeros (a masked key's value must be 0, not
+  // garbage: its weight is exactly 0, but 0 * NaN is not).
+  template <class P>
+  static __device__ __forceinline__ void issue(const P &p, int g, int page, int ntok, char *region, int buf) {
+    char *stage = region + buf * STAGE_BYTES;
+    const char *kb = (const char *)p.k_cache + ((int64_t)page * p.k_stride_page + (int64_t)g * p.k_stride_head) * ELEM;
+    const char *vb = (const char *)p.v_cache + ((int64_t)page * p.v_stride_page + (int64_t)g * p.v_stride_head) * ELEM;
+    for (int e = threadIdx.x; e < 2 * BLOCK_TOKENS * SRC_CHUNKS; e += THREADS) {
+      const int which = e / (BLOCK_TOKENS * SRC_CHUNKS); // 0: K, 1: V
+      const int tok = (e / SRC_CHUNKS) % BLOCK_TOKENS, c = e % SRC_CHUNKS;
+      const bool live = tok < ntok;
+      const int64_t stride = which ? p.v_stride_token : p.k_stride_token;
+      const char *src = (which ? vb : kb) + (int64_t)(live ? tok : 0) * stride * ELEM + c * 16;
+      uint32_t dst;
+      if (IS_FP8)
+        dst = st_smem_addr(stage + which * BLOCK_TOKENS * HEAD_DIM + tok * HEAD_DIM + c * 16);
+      else
+        dst = st_swizzled<ROW_CHUNKS>(st_smem_addr(stage + which * TILE_BYTES), tok, c);
+      st_cp_async16(dst, src, live ? 16 : 0);
+    }
+    if (IS_FP8 && p.scale_mode == 2) {
+      float *scales = (float *)(stage + RAW_BYTES);
+      for (int e = threadIdx.x; e < 2 * BLOCK_TOKENS; e += THREADS) {
+        const int which = e / BLOCK_TOKENS, tok = e % BLOCK_TOKENS;
+        const int64_t slot = tok < ntok ? tok : 0;
+        const float *src = which ? p.v_scales + (int64_t)page * p.vs_stride_page + (int64_t)g * p.vs_stride_head +
+                                       slot * p.vs_stride_token
+                                 : p.k_scales + (int64_t)page * p.ks_stride_page + (int64_t)g * p.ks_stride_head +
+                                       slot * p.ks_stride_token;
+        st_cp_async4(st_smem_addr(scales + e), src, tok < ntok ? 4 : 0);
+      }
+    }
+  }
+
+  // fp8: widens stage `buf`'s raw rows into the bf16 tiles, times their
+  // per-token scales in tensor mode (scalar scales are the caller's to fold
+  // into the score scale and the output). No-op for bf16.
+  template <class P> static __device__ __forceinline__ void widen(const P &p, char *region, int buf) {
+    if (!IS_FP8) return;
+    const char *stage = region + buf * STAGE_BYTES;
+    const float *scales = (const float *)(stage + RAW_BYTES);
+    char *tiles = region + STAGES * STAGE_BYTES;
+    for (int e = threadIdx.x; e < 2 * BLOCK_TOKENS * SRC_CHUNKS; e += THREADS) {
+      const int which = e / (BLOCK_TOKENS * SRC_CHUNKS);
+      const int tok = (e / SRC_CHUNKS) % BLOCK_TOKENS, c = e % SRC_CHUNKS;
+      const uint4 raw = *(const uint4 *)(stage + which * BLOCK_TOKENS * HEAD_DIM + tok * HEAD_DIM + c * 16);
+      const float s = p.scale_mode == 2 ? scales[which * BLOCK_TOKENS + tok] : 1.f;
+      const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+      uint32_t b[8];
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        b[2 * i] = st_e4m3x2_to_bf16x2(w[i] & 0xffffu, s);
+        b[2 * i + 1] = st_e4m3x2_to_bf16x2(w[i] >> 16, s);
+      }
+      // 16 fp8 values = two bf16 chunks (2c, 2c+1) of the row.
+      char *tile = tiles + which * TILE_BYTES;
+      *(uint4 *)(tile + st_swizzle_offset<ROW_CHUNKS>(tok, 2 * c)) = make_uint4(b[0], b[1], b[2], b[3]);
+      *(uint4 *)(tile + st_swizzle_offset<ROW_CHUNKS>(tok, 2 * c + 1)) = make_uint4(b[4], b[5], b[6], b[7]);
+    }
+  }
+
+  // The K tile the math reads after block `buf` arrived (and, for fp8, was
+  // widened); the V tile follows it at + TILE_BYTES.
+  static __device__ __forceinline__ uint32_t k_tile(char *region, int buf) {
+    return st_smem_addr(region + (IS_FP8 ? STAGES * STAGE_BYTES : buf * STAGE_BYTES));
+  }
+};
+
+#endif // ST_KV_STAGE_CUH
