@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ops/attn_args.h"
 #include "ops/tensor_check.h"
 
 #define ST_BLOCK_TOKENS 128
@@ -65,62 +66,6 @@ unsigned st_sparse_attn_decode_smem_bytes(const st_sparse_attn_decode_config *cf
   return (unsigned)(q_bytes + (kv > combine ? kv : combine) + block_list);
 }
 
-/* A view [pages, Hkv, 128, D] of the cache, checked like k_cache. */
-static st_status check_cache(const st_tensor *t, const char *name, const st_sparse_attn_decode_args *a, st_err *err) {
-  st_status s = st_check_tensor(t, name, a->k_cache.dtype, 4, err);
-  if (s != ST_OK) return s;
-  const int64_t Hkv = a->k_cache.shape[1], D = a->q.shape[2];
-  if (t->shape[0] != a->k_cache.shape[0] || t->shape[1] != Hkv || t->shape[2] != ST_BLOCK_TOKENS || t->shape[3] != D)
-    return st_fail(err, ST_ERR_INVALID_ARG,
-                   "%s.shape=[%lld,%lld,%lld,%lld] must be [pages=%lld, "
-                   "Hkv=%lld, %d, D=%lld]",
-                   name, (long long)t->shape[0], (long long)t->shape[1], (long long)t->shape[2], (long long)t->shape[3],
-                   (long long)a->k_cache.shape[0], (long long)Hkv, ST_BLOCK_TOKENS, (long long)D);
-  /* 16-byte asynchronous copies of every row. */
-  return st_check_vector_rows(t, name, 16, err);
-}
-
-/* A per-(page, kv head, slot) fp32 scale view [pages, Hkv, 128]: any
- * non-negative strides (engines keep slot-major and head-major layouts). */
-static st_status check_scales(const st_tensor *t, const char *name, const st_tensor *cache, st_err *err) {
-  if (t->dtype != ST_DTYPE_FP32 || t->ndim != 3)
-    return st_fail(err, ST_ERR_INVALID_ARG, "%s must be a 3-d fp32 tensor (dtype=%d, ndim=%d)", name, (int)t->dtype,
-                   t->ndim);
-  if (t->shape[0] != cache->shape[0] || t->shape[1] != cache->shape[1] || t->shape[2] != ST_BLOCK_TOKENS)
-    return st_fail(err, ST_ERR_INVALID_ARG, "%s.shape=[%lld,%lld,%lld] must be [pages=%lld, Hkv=%lld, %d]", name,
-                   (long long)t->shape[0], (long long)t->shape[1], (long long)t->shape[2], (long long)cache->shape[0],
-                   (long long)cache->shape[1], ST_BLOCK_TOKENS);
-  for (int i = 0; i < 3; i++)
-    if (t->stride[i] < 0)
-      return st_fail(err, ST_ERR_INVALID_ARG, "%s.stride[%d]=%lld is negative", name, i, (long long)t->stride[i]);
-  if (!t->data) return st_fail(err, ST_ERR_INVALID_ARG, "%s.data is NULL (scale_mode is TENSOR)", name);
-  if ((uintptr_t)t->data % 4)
-    return st_fail(err, ST_ERR_INVALID_ARG, "%s.data=%p is not 4-byte aligned", name, t->data);
-  return ST_OK;
-}
-
-static st_status check_scale_mode(const st_sparse_attn_decode_args *a, st_err *err) {
-  switch (a->scale_mode) {
-  case ST_KV_SCALE_NONE: return ST_OK;
-  case ST_KV_SCALE_SCALAR:
-  case ST_KV_SCALE_TENSOR: break;
-  default:
-    return st_fail(err, ST_ERR_INVALID_ARG, "scale_mode=%d is not NONE (0), SCALAR (1) or TENSOR (2)",
-                   (int)a->scale_mode);
-  }
-  if (a->k_cache.dtype != ST_DTYPE_FP8_E4M3)
-    return st_fail(err, ST_ERR_INVALID_ARG, "scale_mode=%d applies to fp8 caches only; a bf16 cache needs NONE (0)",
-                   (int)a->scale_mode);
-  if (a->scale_mode == ST_KV_SCALE_SCALAR) {
-    if (!(isfinite(a->k_scale) && a->k_scale > 0) || !(isfinite(a->v_scale) && a->v_scale > 0))
-      return st_fail(err, ST_ERR_INVALID_ARG, "k_scale=%g and v_scale=%g must be positive and finite",
-                     (double)a->k_scale, (double)a->v_scale);
-    return ST_OK;
-  }
-  st_status s = check_scales(&a->k_scales, "k_scales", &a->k_cache, err);
-  return s != ST_OK ? s : check_scales(&a->v_scales, "v_scales", &a->k_cache, err);
-}
-
 static st_status check_index_tensors(const st_sparse_attn_decode_args *a, int64_t R, int64_t rows, int64_t Hkv,
                                      st_err *err) {
   st_status s;
@@ -148,24 +93,6 @@ static st_status check_index_tensors(const st_sparse_attn_decode_args *a, int64_
   return ST_OK;
 }
 
-static st_status check_outputs(const st_sparse_attn_decode_args *a, int64_t rows, int64_t Hq, int64_t D, st_err *err) {
-  st_status s;
-  if ((s = st_check_tensor(&a->o, "o", ST_DTYPE_BF16, 3, err)) != ST_OK) return s;
-  if (a->o.shape[0] != rows || a->o.shape[1] != Hq || a->o.shape[2] != D)
-    return st_fail(err, ST_ERR_INVALID_ARG, "o.shape=[%lld,%lld,%lld] must be q's [%lld,%lld,%lld]",
-                   (long long)a->o.shape[0], (long long)a->o.shape[1], (long long)a->o.shape[2], (long long)rows,
-                   (long long)Hq, (long long)D);
-  if ((uintptr_t)a->o.data % 2) return st_fail(err, ST_ERR_INVALID_ARG, "o.data=%p is not 2-byte aligned", a->o.data);
-  if (!a->lse.data) return ST_OK; /* not wanted */
-  if ((s = st_check_tensor(&a->lse, "lse", ST_DTYPE_FP32, 2, err)) != ST_OK) return s;
-  if (a->lse.shape[0] != rows || a->lse.shape[1] != Hq)
-    return st_fail(err, ST_ERR_INVALID_ARG, "lse.shape=[%lld,%lld] must be [R*qlen=%lld, Hq=%lld]",
-                   (long long)a->lse.shape[0], (long long)a->lse.shape[1], (long long)rows, (long long)Hq);
-  if ((uintptr_t)a->lse.data % 4)
-    return st_fail(err, ST_ERR_INVALID_ARG, "lse.data=%p is not 4-byte aligned", a->lse.data);
-  return ST_OK;
-}
-
 st_status st_sparse_attn_decode_check_args(const st_sparse_attn_decode_args *a, st_err *err) {
   if (!a) return st_fail(err, ST_ERR_INVALID_ARG, "args is NULL");
   st_status s;
@@ -182,11 +109,7 @@ st_status st_sparse_attn_decode_check_args(const st_sparse_attn_decode_args *a, 
     return st_fail(err, ST_ERR_INVALID_ARG, "R*qlen=%lld query rows exceed the limit of 65535", (long long)rows);
   if (D != 64 && D != 128 && D != 256)
     return st_fail(err, ST_ERR_UNSUPPORTED, "head_dim=%lld (q.shape[2]) is not 64, 128 or 256", (long long)D);
-  if (a->k_cache.dtype != ST_DTYPE_BF16 && a->k_cache.dtype != ST_DTYPE_FP8_E4M3)
-    return st_fail(err, ST_ERR_INVALID_ARG, "k_cache.dtype=%d is not bf16 (%d) or fp8_e4m3 (%d)", (int)a->k_cache.dtype,
-                   ST_DTYPE_BF16, ST_DTYPE_FP8_E4M3);
-  if ((s = check_cache(&a->k_cache, "k_cache", a, err)) != ST_OK) return s;
-  if ((s = check_cache(&a->v_cache, "v_cache", a, err)) != ST_OK) return s;
+  if ((s = st_attn_check_caches(ST_ATTN_KV_OF(a), D, err)) != ST_OK) return s;
   const int64_t Hkv = a->k_cache.shape[1];
   if (Hq % Hkv)
     return st_fail(err, ST_ERR_INVALID_ARG, "Hq=%lld q heads are not a multiple of Hkv=%lld kv heads", (long long)Hq,
@@ -195,9 +118,9 @@ st_status st_sparse_attn_decode_check_args(const st_sparse_attn_decode_args *a, 
     return st_fail(err, ST_ERR_UNSUPPORTED, "Hq/Hkv=%lld q heads per kv head exceed %d", (long long)(Hq / Hkv),
                    ST_SPARSE_ATTN_DECODE_MAX_GROUP);
   if (Hkv > 65535) return st_fail(err, ST_ERR_INVALID_ARG, "Hkv=%lld kv heads exceed 65535", (long long)Hkv);
-  if ((s = check_scale_mode(a, err)) != ST_OK) return s;
+  if ((s = st_attn_check_scales(ST_ATTN_KV_OF(a), err)) != ST_OK) return s;
   if ((s = check_index_tensors(a, rows / a->qlen, rows, Hkv, err)) != ST_OK) return s;
-  if ((s = check_outputs(a, rows, Hq, D, err)) != ST_OK) return s;
+  if ((s = st_attn_check_outputs(&a->o, &a->lse, rows, Hq, D, "R*qlen", err)) != ST_OK) return s;
   /* 16-byte vector loads of q rows. */
   return st_check_vector_rows(&a->q, "q", 16, err);
 }
@@ -231,44 +154,16 @@ static int choose_splits(const st_sparse_attn_decode_config *cfg, int64_t items,
 
 static void fill_params(const st_sparse_attn_decode_args *a, st_sparse_attn_decode_params *p) {
   p->q = a->q.data;
-  p->k_cache = a->k_cache.data;
-  p->v_cache = a->v_cache.data;
-  p->topk_idx = a->topk_idx.data;
-  p->block_table = a->block_table.data;
-  p->seq_lens = a->seq_lens.data;
-  p->o = a->o.data;
-  p->lse = a->lse.data;
   p->q_stride_row = a->q.stride[0];
   p->q_stride_head = a->q.stride[1];
-  p->k_stride_page = a->k_cache.stride[0];
-  p->k_stride_head = a->k_cache.stride[1];
-  p->k_stride_token = a->k_cache.stride[2];
-  p->v_stride_page = a->v_cache.stride[0];
-  p->v_stride_head = a->v_cache.stride[1];
-  p->v_stride_token = a->v_cache.stride[2];
-  if (a->scale_mode == ST_KV_SCALE_TENSOR) {
-    p->k_scales = a->k_scales.data;
-    p->v_scales = a->v_scales.data;
-    p->ks_stride_page = a->k_scales.stride[0];
-    p->ks_stride_head = a->k_scales.stride[1];
-    p->ks_stride_token = a->k_scales.stride[2];
-    p->vs_stride_page = a->v_scales.stride[0];
-    p->vs_stride_head = a->v_scales.stride[1];
-    p->vs_stride_token = a->v_scales.stride[2];
-  }
+  ST_ATTN_FILL_KV(p, a);
+  p->topk_idx = a->topk_idx.data;
   p->idx_stride_head = a->topk_idx.stride[0];
   p->idx_stride_row = a->topk_idx.stride[1];
+  p->block_table = a->block_table.data;
   p->bt_stride = a->block_table.stride[0];
-  p->o_stride_row = a->o.stride[0];
-  p->o_stride_head = a->o.stride[1];
-  if (a->lse.data) {
-    p->lse_stride_row = a->lse.stride[0];
-    p->lse_stride_head = a->lse.stride[1];
-  }
-  const int scalar = a->scale_mode == ST_KV_SCALE_SCALAR;
-  p->score_scale_log2 = (float)((double)a->sm_scale * 1.4426950408889634 * (scalar ? (double)a->k_scale : 1.0));
-  p->v_scale = scalar ? a->v_scale : 1.0f;
-  p->scale_mode = (int32_t)a->scale_mode;
+  p->seq_lens = a->seq_lens.data;
+  ST_ATTN_FILL_OUT(p, a);
   p->num_requests = (int32_t)(a->q.shape[0] / a->qlen);
   p->qlen = a->qlen;
   p->num_kv_heads = (int32_t)a->k_cache.shape[1];
