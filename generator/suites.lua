@@ -10,6 +10,12 @@
 --              log-sum-exp output; tuned on one H100 in a few minutes, so
 --              keep it near 30 index_decode and at most 14
 --              sparse_attn_decode shapes.
+--   m3-prefill the default prefill suite: MiniMax-M3 prefill shapes of the
+--              attention (sparse_attn): one request of 1K-16K query tokens
+--              with no prefix or a 56K prefix, fp8 with both scale modes and
+--              the other KV layout, and a batch of mixed requests (prefixes
+--              not multiples of 128, a single-token request, selections
+--              with holes, the log-sum-exp output).
 --   anchors    exactly the rows of /work/shared/anchors.md (bench).
 --   smoke      a few tiny shapes for quick end-to-end checks.
 
@@ -39,6 +45,21 @@ local function sparse_attn_decode(dtype, B, ctx, over)
   return { op = "sparse_attn_decode", shape = s }
 end
 
+-- MiniMax-M3 prefill attention: the decode shape's heads, a varlen batch
+-- given as "q_len:prefix;..." requests (B = the query tokens in all).
+local function sparse_attn(dtype, reqs, over)
+  local B = 0
+  for q in string.gmatch(reqs, "(%d+):%d+") do
+    B = B + tonumber(q)
+  end
+  local s = { dtype = dtype, B = B, reqs = reqs, D = 128, Hq = 32, Hkv = 2, topk = 16,
+    scale = dtype == "fp8" and "scalar" or "none", layout = "pages2", sel = "random", lse = 0 }
+  for k, v in pairs(over or {}) do
+    s[k] = v
+  end
+  return { op = "sparse_attn", shape = s }
+end
+
 -- peer_us: vLLM's Triton kernels on our H100, ../shared/anchors.md. The
 -- attention reads topk blocks whatever the context, so its rows there say
 -- ctx "any" (here 32768) and give a range of times: peer_us is its lower
@@ -63,13 +84,33 @@ local function anchor_rows()
     sparse_attn_decode("fp8", 128, 32768, { peer_us = 79.7 }),
     sparse_attn_decode("bf16", 32, 32768, { topk = 4, peer_us = 11.9 }),
     sparse_attn_decode("bf16", 32, 32768, { topk = 32, peer_us = 54.3 }),
+    sparse_attn("bf16", "4096:0", { peer_us = 915.3 }),
+    sparse_attn("bf16", "16384:0", { peer_us = 4622.0 }),
+    sparse_attn("bf16", "8192:57344", { peer_us = 2517.7 }),
+  }
+end
+
+local function m3_prefill()
+  return {
+    sparse_attn("bf16", "4096:0", { peer_us = 915.3 }),
+    sparse_attn("bf16", "16384:0", { peer_us = 4622.0 }),
+    sparse_attn("bf16", "8192:57344", { peer_us = 2517.7 }),
+    sparse_attn("bf16", "1024:0"),
+    sparse_attn("fp8", "4096:0"),
+    sparse_attn("fp8", "8192:57344", { scale = "tensor", layout = "interleaved" }),
+    sparse_attn("bf16", "300:4133;1:0;1024:0;2000:20000;100:65536", { sel = "holes", lse = 1 }),
   }
 end
 
 local function m3_decode()
-  local rows = anchor_rows()
+  local rows = {}
   local function add(row)
     rows[#rows + 1] = row
+  end
+  for _, row in ipairs(anchor_rows()) do
+    if row.op ~= "sparse_attn" then -- the prefill anchors tune in m3-prefill
+      add(row)
+    end
   end
   -- More contexts per batch size: decode winners are chosen by worst-case
   -- regret over the contexts of a dispatch key.
@@ -105,11 +146,13 @@ local function smoke()
     index_decode("fp8", 2, 2048, { qlen = 2, lens = "mixed" }),
     index_decode("bf16", 2, 1000, { D = 64, H = 1, topk = 8 }),
     sparse_attn_decode("bf16", 2, 1000, { topk = 4 }),
+    sparse_attn("bf16", "100:0;3:130", { topk = 4 }),
   }
 end
 
 local SUITES = {
   ["m3-decode"] = m3_decode,
+  ["m3-prefill"] = m3_prefill,
   anchors = anchor_rows,
   smoke = smoke,
 }

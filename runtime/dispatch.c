@@ -55,6 +55,7 @@ const char *st_op_name(st_op_id op) {
   switch (op) {
   case ST_OP_INDEX_DECODE: return ST_INDEX_DECODE_OP;
   case ST_OP_SPARSE_ATTN_DECODE: return ST_SPARSE_ATTN_DECODE_OP;
+  case ST_OP_SPARSE_ATTN: return ST_SPARSE_ATTN_OP;
   case ST_OP_COUNT: break;
   }
   return "?";

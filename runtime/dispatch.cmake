@@ -8,5 +8,6 @@ set(ST_DISPATCH_SOURCES
   module_cache.c
   api_common.c
   api_index_decode.c
+  api_sparse_attn.c
   api_sparse_attn_decode.c
 )

@@ -23,11 +23,17 @@
 
 #include "error.h"
 #include "ops/index_decode.h"
+#include "ops/sparse_attn.h"
 #include "ops/sparse_attn_decode.h"
 #include "params.h"
 
 /* The ops the runtime dispatches; a handle keeps one table per op. */
-typedef enum st_op_id { ST_OP_INDEX_DECODE = 0, ST_OP_SPARSE_ATTN_DECODE = 1, ST_OP_COUNT = 2 } st_op_id;
+typedef enum st_op_id {
+  ST_OP_INDEX_DECODE = 0,
+  ST_OP_SPARSE_ATTN_DECODE = 1,
+  ST_OP_SPARSE_ATTN = 2,
+  ST_OP_COUNT = 3
+} st_op_id;
 
 /* "index_decode", "sparse_attn_decode" (the generator's and database's op
  * names). */
@@ -37,6 +43,7 @@ const char *st_op_name(st_op_id op);
 typedef union st_variant_config {
   st_index_decode_config index_decode;
   st_sparse_attn_decode_config sparse_attn_decode;
+  st_sparse_attn_config sparse_attn;
 } st_variant_config;
 
 /* The dispatch key field that holds the batch size (requests per call). */

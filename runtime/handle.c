@@ -28,6 +28,10 @@ static st_status parse_config(st_op_id op, const st_params *kernel, const st_par
     st = st_sparse_attn_decode_config_from_params(kernel, launch, &v->cfg.sparse_attn_decode, why);
     v->rank = 0;
     return st;
+  case ST_OP_SPARSE_ATTN:
+    st = st_sparse_attn_config_from_params(kernel, launch, &v->cfg.sparse_attn, why);
+    v->rank = v->cfg.sparse_attn.topk_cap; /* the smallest lists that hold the call's topk */
+    return st;
   case ST_OP_COUNT: break;
   }
   return st_fail(why, ST_ERR_INVALID_ARG, "unknown op %d", (int)op);
@@ -43,6 +47,10 @@ static st_status load_from_cache(void *ctx, st_op_id op, const st_dispatch_varia
     main_name = ST_SPARSE_ATTN_DECODE_MAIN_KERNEL;
     merge_name = ST_SPARSE_ATTN_DECODE_MERGE_KERNEL;
     need_merge = v->cfg.sparse_attn_decode.algo == ST_SPARSE_ATTN_DECODE_SPLIT;
+  } else if (op == ST_OP_SPARSE_ATTN) {
+    main_name = ST_SPARSE_ATTN_MAIN_KERNEL;
+    merge_name = NULL;
+    need_merge = 0;
   }
   st_module *m = NULL;
   st_err why;
@@ -73,6 +81,11 @@ static st_status fit_on_device(void *ctx, st_op_id op, const st_dispatch_variant
     st_sparse_attn_decode_plan plan;
     if ((st = st_sparse_attn_decode_check_fit(&v->cfg.sparse_attn_decode, args, err)) != ST_OK) return st;
     return st_sparse_attn_decode_plan_make(&v->cfg.sparse_attn_decode, args, h->dev.sm_count, &plan, err);
+  }
+  if (op == ST_OP_SPARSE_ATTN) {
+    st_sparse_attn_plan plan;
+    if ((st = st_sparse_attn_check_fit(&v->cfg.sparse_attn, args, err)) != ST_OK) return st;
+    return st_sparse_attn_plan_make(&v->cfg.sparse_attn, args, &plan, err);
   }
   return st_fail(err, ST_ERR_INVALID_ARG, "unknown op %d", (int)op);
 }

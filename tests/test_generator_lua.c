@@ -540,20 +540,22 @@ static void test_every_suite_row_passes_its_ops_check_shape(void **state) {
          "    if not ok then return name .. ' row ' .. i .. ': ' .. why end\n"
          "    count[row.op] = (count[row.op] or 0) + 1\n"
          "  end\n"
-         "  out[#out + 1] = name .. ' ' .. count.index_decode .. '+' .. count.sparse_attn_decode\n"
+         "  out[#out + 1] = string.format('%s %d+%d+%d', name, count.index_decode or 0,\n"
+         "    count.sparse_attn_decode or 0, count.sparse_attn or 0)\n"
          "end\n"
          "return table.concat(out, ', ')",
-         "anchors 9+9, m3-decode 30+13, smoke 3+1");
+         "anchors 9+9+3, m3-decode 30+13+0, m3-prefill 0+0+7, smoke 3+1+1");
 }
 
 static void test_suites_hold_the_sparse_attn_decode_anchor_rows(void **state) {
   /* ../shared/anchors.md: ctx "any" is 32768, peer_us the range's lower end;
-   * m3-decode holds every anchor row. */
+   * m3-decode holds every decode anchor row, m3-prefill every prefill one. */
   expect(*state,
          "local suites = require('suites')\n"
          "local function key(row) return require('ops.' .. row.op).shape_key(row.shape) end\n"
          "local out, m3 = {}, {}\n"
          "for _, row in ipairs(suites.get('m3-decode')) do m3[key(row)] = true end\n"
+         "for _, row in ipairs(suites.get('m3-prefill')) do m3[key(row)] = true end\n"
          "for _, row in ipairs(suites.get('anchors')) do\n"
          "  local sh = row.shape\n"
          "  if row.op == 'sparse_attn_decode' then\n"
@@ -562,7 +564,7 @@ static void test_suites_hold_the_sparse_attn_decode_anchor_rows(void **state) {
          "    assert(sh.scale == (sh.dtype == 'fp8' and 'scalar' or 'none'))\n"
          "    out[#out + 1] = string.format('%s:%d:k%d:%.1f', sh.dtype, sh.B, sh.topk, sh.peer_us)\n"
          "  end\n"
-         "  assert(m3[key(row)], 'anchor missing from m3-decode: ' .. key(row))\n"
+         "  assert(m3[key(row)], 'anchor missing from the m3 suites: ' .. key(row))\n"
          "end\n"
          "return table.concat(out, ' ')",
          "bf16:1:k16:7.6 bf16:8:k16:10.5 bf16:32:k16:31.5 bf16:128:k16:100.2 fp8:1:k16:8.4 fp8:32:k16:24.7 "
@@ -594,7 +596,7 @@ static void test_every_sparse_attn_decode_suite_shape_has_tuned_variants_and_one
          "  out[#out + 1] = name .. ' ' .. #list\n"
          "end\n"
          "return table.concat(out, ', ')",
-         "anchors 154, m3-decode 154, smoke 71");
+         "anchors 154, m3-decode 154, m3-prefill 36, smoke 71");
 }
 
 int main(void) {

@@ -27,9 +27,10 @@ static const char usage[] =
     "\n"
     "Times the runtime's dispatch (the winners recorded in the database) on\n"
     "every shape of the suite, as ../shared/anchors.md measured the peer:\n"
-    "CUDA-graph replays, median of 5 x 40, same inputs each replay. Prints\n"
-    "time, GB/s of the bytes the op must move, fraction of the copy bandwidth\n"
-    "measured in the same run, and the peer's time where known.\n"
+    "CUDA-graph replays, median of 5 x 40 (prefill ops: 5 x 10), same inputs\n"
+    "each replay. Prints time, GB/s of the bytes the op must move, fraction of\n"
+    "the copy bandwidth measured in the same run, TFLOP/s for prefill ops (FLOPs\n"
+    "counted as the anchors count them) and the peer's time where known.\n"
     "\n"
     "  --suite NAME   shape suite (default anchors)\n"
     "  --op OP        only this op of the suite\n"
@@ -46,6 +47,7 @@ typedef struct bench_row {
   char status[16];
   char error[400];
   double us, spread, gbs, frac, peer_us;
+  double tflops; /* 0: not counted (decode ops) */
 } bench_row;
 
 /* Device-to-device copy bandwidth, GB/s counting bytes read plus written. */
@@ -66,8 +68,10 @@ static st_status copy_bandwidth(const st_cu *cu, CUstream s, double *gbs, st_err
   if (rc == CUDA_SUCCESS) rc = cu->cuEventRecord(e1, s);
   if (rc == CUDA_SUCCESS) rc = cu->cuEventSynchronize(e1);
   if (rc == CUDA_SUCCESS) rc = cu->cuEventElapsedTime(&ms, e0, e1);
-  if (rc != CUDA_SUCCESS) st = st_cu_fail(cu, rc, "measuring copy bandwidth", err);
-  else *gbs = 2.0 * (double)COPY_BYTES * reps / (ms * 1e-3) / 1e9;
+  if (rc != CUDA_SUCCESS)
+    st = st_cu_fail(cu, rc, "measuring copy bandwidth", err);
+  else
+    *gbs = 2.0 * (double)COPY_BYTES * reps / (ms * 1e-3) / 1e9;
   if (e0) cu->cuEventDestroy(e0);
   if (e1) cu->cuEventDestroy(e1);
   if (a) cu->cuMemFree(a);
@@ -75,8 +79,8 @@ static st_status copy_bandwidth(const st_cu *cu, CUstream s, double *gbs, st_err
   return st;
 }
 
-static void bench_shape(const st_cu *cu, const st_device_info *dev, st_handle *rt, CUstream stream,
-                        const st_cli *cli, double copy_gbs, bench_row *row) {
+static void bench_shape(const st_cu *cu, const st_device_info *dev, st_handle *rt, CUstream stream, const st_cli *cli,
+                        double copy_gbs, bench_row *row) {
   const st_op_harness *h = st_harness_find(row->shape->op);
   st_err err = {{0}};
   void *kase = NULL, *bound = NULL;
@@ -101,7 +105,7 @@ static void bench_shape(const st_cu *cu, const st_device_info *dev, st_handle *r
     snprintf(row->status, sizeof row->status, "wrong");
     goto done;
   }
-  const st_timing_opts o = {.warmup = 20, .reps = 5, .iters = 40};
+  const st_timing_opts o = {.warmup = 20, .reps = 5, .iters = h->bench_iters > 0 ? h->bench_iters : 40};
   st_timing t;
   if (st_time_graph(cu, stream, h->launch, bound, &o, &t, &err) != ST_OK) {
     snprintf(row->error, sizeof row->error, "%s", err.msg);
@@ -112,6 +116,7 @@ static void bench_shape(const st_cu *cu, const st_device_info *dev, st_handle *r
   row->spread = t.spread;
   row->gbs = h->min_bytes(kase) / (t.median_us * 1e-6) / 1e9;
   row->frac = copy_gbs > 0 ? row->gbs / copy_gbs : 0;
+  row->tflops = h->flops ? h->flops(kase) / (t.median_us * 1e-6) / 1e12 : 0;
 done:
   if (bound) h->unbind(bound);
   if (kase) h->case_destroy(kase);
@@ -122,22 +127,23 @@ static void print_row(const st_cli *cli, const bench_row *r) {
   const char *shape = colon ? colon + 1 : r->shape->key;
   if (cli->json) {
     printf("{\"op\":\"%s\",\"shape\":\"%s\",\"status\":\"%s\",\"us\":%.3f,\"spread\":%.4f,\"gbs\":%.1f,"
-           "\"copy_fraction\":%.4f,\"peer_us\":%.2f,\"speedup\":%.3f,\"variant\":\"%s\"}\n",
-           r->shape->op, shape, r->status, r->us, r->spread, r->gbs, r->frac, r->peer_us,
+           "\"copy_fraction\":%.4f,\"tflops\":%.1f,\"peer_us\":%.2f,\"speedup\":%.3f,\"variant\":\"%s\"}\n",
+           r->shape->op, shape, r->status, r->us, r->spread, r->gbs, r->frac, r->tflops, r->peer_us,
            r->us > 0 && r->peer_us > 0 ? r->peer_us / r->us : 0, r->variant);
     return;
   }
   if (strcmp(r->status, "ok")) {
-    printf("%-14s %-62s %s: %s\n", r->shape->op, shape, r->status, r->error);
+    printf("%-18s %-62s %s: %s\n", r->shape->op, shape, r->status, r->error);
     return;
   }
-  char peer[16] = "-", speed[16] = "-";
+  char peer[16] = "-", speed[16] = "-", rate[16] = "-";
+  if (r->tflops > 0) snprintf(rate, sizeof rate, "%.0f", r->tflops);
   if (r->peer_us > 0) {
     snprintf(peer, sizeof peer, "%.1f", r->peer_us);
     snprintf(speed, sizeof speed, "%.2fx", r->peer_us / r->us);
   }
-  printf("%-14s %-62s %8.2f %6.1f%% %8.0f %6.1f%% %8s %8s  %s\n", r->shape->op, shape, r->us, 100 * r->spread, r->gbs,
-         100 * r->frac, peer, speed, r->variant);
+  printf("%-18s %-62s %8.2f %6.1f%% %8.0f %6.1f%% %7s %8s %8s  %s\n", r->shape->op, shape, r->us, 100 * r->spread,
+         r->gbs, 100 * r->frac, rate, peer, speed, r->variant);
 }
 
 static void record_rows(const st_cli *cli, const st_device_info *dev, const bench_row *rows, int n) {
@@ -242,9 +248,10 @@ int st_cmd_bench(int argc, char **argv) {
   if (!cli.json) {
     printf("bench: suite %s on %s (%s, %d SMs); copy bandwidth %.0f GB/s (read + write)\n", cli.suite, dev.name,
            dev.arch, dev.sm_count, copy_gbs);
-    printf("method: CUDA-graph replays, median of 5 x 40 after 20 warm-up, same inputs each replay\n");
-    printf("%-14s %-62s %8s %7s %8s %7s %8s %8s  %s\n", "op", "shape", "us", "spread", "GB/s", "of copy", "peer us",
-           "speed-up", "variant (id name)");
+    printf("method: CUDA-graph replays, median of 5 x 40 (prefill ops: 5 x 10) after 20 warm-up, same inputs each "
+           "replay\n");
+    printf("%-18s %-62s %8s %7s %8s %7s %7s %8s %8s  %s\n", "op", "shape", "us", "spread", "GB/s", "of copy", "TFLOP/s",
+           "peer us", "speed-up", "variant (id name)");
   } else {
     printf("{\"device\":\"%s\",\"arch\":\"%s\",\"copy_gbs\":%.1f}\n", dev.name, dev.arch, copy_gbs);
   }

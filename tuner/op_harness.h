@@ -25,8 +25,7 @@ typedef struct st_op_harness {
   void (*case_destroy)(void *c);
   /* Checks the variant fits, plans it, takes its kernels from `mod` and a
    * cleared workspace. ST_ERR_NO_VARIANT: does not fit this shape. */
-  st_status (*bind)(void *c, const st_params *kernel, const st_params *launch, CUmodule mod, void **bound,
-                    st_err *err);
+  st_status (*bind)(void *c, const st_params *kernel, const st_params *launch, CUmodule mod, void **bound, st_err *err);
   /* Binds the runtime library's dispatch instead of one variant (bench):
    * launches go through the public st_<op> entry point of `rt`, a
    * `st_handle *`, with a workspace of the size it reports. */
@@ -41,6 +40,12 @@ typedef struct st_op_harness {
   /* Bytes the op must move at least (each input read once, outputs written
    * once), for GB/s figures. */
   double (*min_bytes)(const void *c);
+  /* FLOPs as ../shared/anchors.md counts them, for TFLOP/s figures; NULL
+   * for the bandwidth-bound decode ops. */
+  double (*flops)(const void *c);
+  /* CUDA-graph replays per timed repetition in `sparsetune bench`, as the
+   * anchors measured the peer: 40 for decode ops, 10 for prefill ops. */
+  int bench_iters;
 } st_op_harness;
 
 /* The harness of `op`, or NULL. */
@@ -48,5 +53,6 @@ const st_op_harness *st_harness_find(const char *op);
 
 extern const st_op_harness st_index_decode_harness;
 extern const st_op_harness st_sparse_attn_decode_harness;
+extern const st_op_harness st_sparse_attn_harness;
 
 #endif

@@ -155,9 +155,7 @@ function M.launch_space(_kernel)
 end
 
 -- The fallbacks: one per dtype x head_dim x group, valid for every shape of
--- that kind (any B, qlen, topk, scale mode, layout). fp8 with head_dim 256
--- and group 32 has none: even one stage needs 212992 bytes of shared memory,
--- so no variant runs such shapes.
+-- that kind (any B, qlen, topk, scale mode, layout).
 function M.defaults()
   local out = {}
   for _, dtype in ipairs(M.kernel_domains.dtype) do

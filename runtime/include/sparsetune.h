@@ -193,6 +193,50 @@ st_status st_sparse_attn_decode_prepare(st_handle *handle,
 st_status st_sparse_attn_decode(st_handle *handle, const st_sparse_attn_decode_args *args,
                                 void *workspace, size_t workspace_bytes, void *stream);
 
+/* ---- sparse_attn: block-sparse GQA attention for a varlen prefill batch --
+ *
+ * Request r has q_len[r] = cu_seqlens_q[r+1] - cu_seqlens_q[r] query tokens,
+ * its last q_len[r] positions: query token i (cu_seqlens_q[r] <= i <
+ * cu_seqlens_q[r+1]) sits at p = seq_lens[r] - q_len[r] + (i -
+ * cu_seqlens_q[r]). Otherwise as sparse_attn_decode, per query token: q head
+ * h attends to the keys at positions <= p of the blocks topk_idx[g][i][:]
+ * lists (g = h / (Hq / Hkv); entries < 0 and blocks past the query's own
+ * skipped, a block listed twice counts twice), over the same two K/V cache
+ * views and scale modes. A token with no key gets o = 0 and lse = -inf.
+ */
+typedef struct st_sparse_attn_args {
+  st_tensor q;            /* [total_q, Hq, D] bf16; Hq a multiple of Hkv        */
+  st_tensor k_cache;      /* [pages, Hkv, 128, D] bf16 or fp8 e4m3 (any strides, */
+  st_tensor v_cache;      /*   innermost 1); v_cache: same shape and dtype       */
+  st_kv_scale_mode scale_mode; /* fp8 caches only; NONE for bf16                */
+  float k_scale, v_scale;      /* SCALAR: positive, finite                      */
+  st_tensor k_scales;     /* TENSOR: [pages, Hkv, 128] fp32 (any non-negative    */
+  st_tensor v_scales;     /*   strides); other modes: ignored                    */
+  st_tensor topk_idx;     /* [Hkv, total_q, topk] int32 block ids, -1 = none     */
+  st_tensor block_table;  /* [R, max_blocks] int32: page of each 128-token block */
+  st_tensor cu_seqlens_q; /* [R+1] int32: 0, then running sums of q_len; the last
+                             equals total_q (q.shape[0])                        */
+  st_tensor seq_lens;     /* [R] int32, tokens per request (prefix + q_len)      */
+  st_tensor o;            /* out: [total_q, Hq, D] bf16                          */
+  st_tensor lse;          /* out, optional: [total_q, Hq] fp32; data NULL = not wanted */
+  float sm_scale;         /* positive, finite                                    */
+  int max_context;        /* host-known bound on every seq_len, 1..max_blocks*128 */
+} st_sparse_attn_args;
+
+/* Bytes of workspace st_sparse_attn needs for these arguments (pointers in
+ * `args` are not read, except whether lse.data is NULL); 0 for the current
+ * kernels, which need none, but query it: later variants may. */
+st_status st_sparse_attn_workspace_size(st_handle *handle, const st_sparse_attn_args *args, size_t *bytes);
+
+/* Loads the module that st_sparse_attn would launch for these arguments. */
+st_status st_sparse_attn_prepare(st_handle *handle, const st_sparse_attn_args *args);
+
+/* Launches sparse_attn on `stream` (a CUstream; NULL = legacy default).
+ * Asynchronous; no host synchronization, no allocation; the grid depends on
+ * total_q and Hkv only, never on the device-side lengths. */
+st_status st_sparse_attn(st_handle *handle, const st_sparse_attn_args *args, void *workspace,
+                         size_t workspace_bytes, void *stream);
+
 /* The variant id and name the last successful st_<op> call of this
  * thread on `handle` launched (for logs and tests); "" if none. */
 const char *st_last_variant(const st_handle *handle);

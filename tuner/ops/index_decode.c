@@ -279,4 +279,6 @@ const st_op_harness st_index_decode_harness = {
     .verify = verify,
     .unbind = unbind,
     .min_bytes = min_bytes,
+    .flops = NULL,
+    .bench_iters = 40,
 };

@@ -5,8 +5,8 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
+#include "reference/block_select.h"
 #include "reference/dtype.h"
 
 #define BLOCK_TOKENS 128
@@ -17,15 +17,8 @@ static double load_elem(st_dtype dt, const void *base, int64_t i) {
 }
 
 st_ref_row_plan st_ref_index_decode_row_plan(const st_ref_index_decode *in, int seq_len, int t) {
-  st_ref_row_plan p = {0, 0, 0, 0};
-  const int pos = seq_len - in->qlen + t;
-  if (seq_len <= 0 || pos < 0) return p;
-  p.nb = pos / BLOCK_TOKENS + 1;
-  if (p.nb > in->max_blocks) p.nb = in->max_blocks;
-  p.lo = in->init_blocks < p.nb ? in->init_blocks : p.nb;
-  p.hi = p.nb - in->local_blocks > p.lo ? p.nb - in->local_blocks : p.lo;
-  p.want = in->topk < p.nb ? in->topk : p.nb;
-  return p;
+  /* seq_len <= 0 gives pos < 0: a padding row sees nothing. */
+  return st_ref_block_plan(seq_len - in->qlen + t, in->max_blocks, in->topk, in->init_blocks, in->local_blocks);
 }
 
 typedef struct work {
@@ -60,8 +53,7 @@ static void score_item(const st_ref_index_decode *in, double *scores, int r, int
     }
   }
   for (int t = 0; t < qlen; t++)
-    for (int h = 0; h < H; h++)
-      scores[((int64_t)h * rows + r * qlen + t) * in->max_blocks + j] = best[t * H + h];
+    for (int h = 0; h < H; h++) scores[((int64_t)h * rows + r * qlen + t) * in->max_blocks + j] = best[t * H + h];
 }
 
 static void *score_worker(void *arg) {
@@ -111,41 +103,19 @@ int st_ref_index_decode_scores(const st_ref_index_decode *in, double *scores, in
   return failed ? -1 : 0;
 }
 
-/* Is block a ranked before block b: higher score first, ties lower index. */
-static int ranks_before(double sa, int a, double sb, int b) {
-  if (isnan(sa)) sa = -INFINITY;
-  if (isnan(sb)) sb = -INFINITY;
-  return sa > sb || (sa == sb && a < b);
-}
-
 void st_ref_index_decode_select(const st_ref_index_decode *in, const double *scores, int32_t *topk_idx) {
   const int rows = in->R * in->qlen;
   for (int h = 0; h < in->H; h++)
     for (int row = 0; row < rows; row++) {
-      const int r = row / in->qlen, t = row % in->qlen;
-      const st_ref_row_plan p = st_ref_index_decode_row_plan(in, in->seq_lens[r], t);
-      const double *s = scores + ((int64_t)h * rows + row) * in->max_blocks;
-      int32_t *out = topk_idx + ((int64_t)h * rows + row) * in->topk;
-      int n = 0;
-      for (int j = 0; j < p.lo; j++) out[n++] = j;
-      for (int j = p.hi; j < p.nb; j++) out[n++] = j;
-      /* Selection by repeated best-of-the-rest: topk <= 64, fine for a reference. */
-      while (n < p.want) {
-        int best = -1;
-        for (int j = p.lo; j < p.hi; j++) {
-          int taken = 0;
-          for (int i = 0; i < n; i++) taken |= out[i] == j;
-          if (!taken && (best < 0 || ranks_before(s[j], j, s[best], best))) best = j;
-        }
-        out[n++] = best;
-      }
-      for (; n < in->topk; n++) out[n] = -1;
+      const st_ref_row_plan p = st_ref_index_decode_row_plan(in, in->seq_lens[row / in->qlen], row % in->qlen);
+      const int64_t at = (int64_t)h * rows + row;
+      st_ref_block_select_row(&p, scores + at * in->max_blocks, in->topk, topk_idx + at * in->topk);
     }
 }
 
 int st_ref_index_decode_verify(const st_ref_index_decode *in, const double *scores, const int32_t *got,
-                               int64_t got_stride_head, int64_t got_stride_row, double rel_tol,
-                               double *max_violation, char *msg, size_t msg_cap) {
+                               int64_t got_stride_head, int64_t got_stride_row, double rel_tol, double *max_violation,
+                               char *msg, size_t msg_cap) {
   const int rows = in->R * in->qlen;
   int bad = 0;
   double worst = 0;
@@ -154,55 +124,19 @@ int st_ref_index_decode_verify(const st_ref_index_decode *in, const double *scor
     snprintf(msg, msg_cap, "out of host memory");
     return 1;
   }
-#define FAIL(...)                                                                              \
-  {                                                                                            \
-    if (!bad) snprintf(msg, msg_cap, __VA_ARGS__);                                             \
-    bad++;                                                                                     \
-    continue;                                                                                  \
-  }
   for (int h = 0; h < in->H; h++)
     for (int row = 0; row < rows; row++) {
-      const int r = row / in->qlen, t = row % in->qlen;
-      const st_ref_row_plan p = st_ref_index_decode_row_plan(in, in->seq_lens[r], t);
+      const st_ref_row_plan p = st_ref_index_decode_row_plan(in, in->seq_lens[row / in->qlen], row % in->qlen);
       const double *s = scores + ((int64_t)h * rows + row) * in->max_blocks;
       const int32_t *g = got + h * got_stride_head + row * got_stride_row;
-      memset(chosen, 0, (size_t)in->max_blocks + 1);
-      int count = 0, invalid = -2, dup = -2;
-      for (int i = 0; i < in->topk; i++) {
-        if (g[i] == -1) continue;
-        if (g[i] < 0 || g[i] >= p.nb) {
-          invalid = g[i];
-          break;
-        }
-        if (chosen[g[i]]) dup = g[i];
-        chosen[g[i]] = 1;
-        count++;
-      }
-      if (invalid != -2) FAIL("head %d row %d: id %d is not a visible block (0..%d)", h, row, invalid, p.nb - 1)
-      if (dup != -2) FAIL("head %d row %d: block %d selected twice", h, row, dup)
-      if (count != p.want) FAIL("head %d row %d: %d ids, expected min(topk=%d, nb=%d)=%d", h, row, count, in->topk, p.nb, p.want)
-      int missing = -1;
-      for (int j = 0; j < p.nb; j++)
-        if ((j < p.lo || j >= p.hi) && !chosen[j]) missing = j;
-      if (missing >= 0) FAIL("head %d row %d: forced block %d missing", h, row, missing)
-      /* No left-out block may beat a chosen one beyond rounding. */
-      double scale = 0, min_in = INFINITY, max_out = -INFINITY;
-      for (int j = 0; j < p.nb; j++) {
-        const double v = isnan(s[j]) ? -INFINITY : s[j];
-        if (isfinite(v) && fabs(v) > scale) scale = fabs(v);
-        if (j < p.lo || j >= p.hi) continue;
-        if (chosen[j] && v < min_in) min_in = v;
-        if (!chosen[j] && v > max_out) max_out = v;
-      }
-      if (min_in == INFINITY || max_out == -INFINITY) continue; /* nothing chosen or nothing left out */
-      const double tol = rel_tol * (scale > 0 ? scale : 1.0);
-      const double excess = (max_out - min_in - tol) / (scale > 0 ? scale : 1.0);
+      char why[256];
+      double excess = 0;
+      const int failed = st_ref_block_verify_row(&p, s, g, in->topk, rel_tol, chosen, &excess, why, sizeof why);
       if (excess > worst) worst = excess;
-      if (max_out > min_in + tol)
-        FAIL("head %d row %d: a left-out block scores %.9g, above a chosen one at %.9g (tolerance %.3g)", h, row,
-             max_out, min_in, tol)
+      if (!failed) continue;
+      if (!bad) snprintf(msg, msg_cap, "head %d row %d: %s", h, row, why);
+      bad++;
     }
-#undef FAIL
   free(chosen);
   *max_violation = worst;
   return bad;

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "reference/block_select.h"
 #include "sparsetune.h"
 
 typedef struct st_ref_index_decode {
@@ -30,10 +31,8 @@ int st_ref_index_decode_scores(const st_ref_index_decode *in, double *scores, in
 void st_ref_index_decode_select(const st_ref_index_decode *in, const double *scores, int32_t *topk_idx);
 
 /* Visible blocks and forced range of query token t of a request of seq_len
- * tokens: blocks [0, lo) and [hi, nb) are forced, want = min(topk, nb). */
-typedef struct st_ref_row_plan {
-  int nb, lo, hi, want;
-} st_ref_row_plan;
+ * tokens: blocks [0, lo) and [hi, nb) are forced, want = min(topk, nb)
+ * (st_ref_row_plan is in reference/block_select.h). */
 st_ref_row_plan st_ref_index_decode_row_plan(const st_ref_index_decode *in, int seq_len, int t);
 
 /* Checks a kernel's topk_idx against the reference scores by the contract's
@@ -44,7 +43,7 @@ st_ref_row_plan st_ref_index_decode_row_plan(const st_ref_index_decode *in, int 
  * failing rows. *max_violation gets the worst excess over the tolerance
  * relative to the row scale (0 when none). */
 int st_ref_index_decode_verify(const st_ref_index_decode *in, const double *scores, const int32_t *got,
-                               int64_t got_stride_head, int64_t got_stride_row, double rel_tol,
-                               double *max_violation, char *msg, size_t msg_cap);
+                               int64_t got_stride_head, int64_t got_stride_row, double rel_tol, double *max_violation,
+                               char *msg, size_t msg_cap);
 
 #endif

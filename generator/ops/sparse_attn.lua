@@ -1,0 +1,285 @@
+-- ops/sparse_attn.lua - the variant space of sparse_attn (block-sparse GQA
+-- attention over a paged KV cache for a varlen prefill batch; kernel:
+-- templates/sparse_attn.cu, launcher: runtime/ops/sparse_attn.c).
+--
+-- A variant is a kernel config only (no launch parameters): the grid is one
+-- CTA per `tokens` consecutive query tokens and kv head. Parameter names
+-- here are the ones the C launcher reads (st_sparse_attn_config_from_params)
+-- and the template expects. Every function is pure.
+
+local space = require("space")
+
+local M = {}
+
+M.name = "sparse_attn"
+M.template = "sparse_attn.cu"
+
+M.kernel_domains = {
+  dtype = { "bf16", "fp8" }, -- KV cache dtype; q and o are always bf16
+  head_dim = { 64, 128, 256 },
+  group = { 1, 2, 4, 8, 16, 32 }, -- q heads per kv head (Hq / Hkv), exact
+  tokens = { 1, 2, 4, 8, 16 },    -- neighbouring query tokens sharing a CTA (their blocks' union)
+  topk = { 16, 32, 64 },          -- capacity of the CTA's selection lists; buckets (cap/2, cap], 16 takes 1..16
+  stages = { 1, 2 },              -- KV blocks in flight per CTA
+}
+
+local BLOCK_TOKENS = 128
+local DTYPE_BYTES = { bf16 = 2, fp8 = 1 }
+local MAX_GROUP = 32
+-- q rows of a CTA (tokens x group, padded to whole 16-row mma tiles): at
+-- most 8 warps; with 16 (512 threads, 128 registers each) every head_dim
+-- spilled its output accumulators.
+local MAX_ROWS = 128
+-- Bytes of dynamic shared memory one CTA may opt in to (the launcher's limit).
+local SHARED_BUDGET = 220 * 1024
+local SHAPE_FIELDS = { "B", "D", "Hkv", "Hq", "dtype", "layout", "lse", "reqs", "scale", "sel", "topk" }
+-- The host-known subset the runtime dispatches on (runtime/ops/sparse_attn.c
+-- st_sparse_attn_dispatch_key builds the same text); B is total_q.
+local DISPATCH_FIELDS = { "B", "D", "Hkv", "Hq", "dtype", "topk" }
+local SCALES = { "none", "scalar", "tensor" }
+local LAYOUTS = { "pages2", "interleaved" }
+-- random: block 0, the query's own block and random other visible blocks;
+-- holes: the same with some entries -1 or past the own block; local: the
+-- last topk visible blocks.
+local SELS = { "random", "holes", "local" }
+local KERNEL_PARAMS = space.sorted_keys(M.kernel_domains)
+local SHAPE_FIELD_SET = {}
+for _, f in ipairs(SHAPE_FIELDS) do
+  SHAPE_FIELD_SET[f] = true
+end
+SHAPE_FIELD_SET.peer_us = true
+
+-- The kernel's shared memory (templates/sparse_attn.cu lays it out,
+-- st_sparse_attn_smem_bytes computes the same): the q tile, the K/V stages
+-- (fp8: raw rows and scales, widened into one bf16 K and V tile), and the
+-- lists of the union of the tile's selected blocks.
+local function padded_rows(k)
+  return (k.tokens * k.group + 15) // 16 * 16
+end
+
+local function shared_bytes(k)
+  local D, T = k.head_dim, k.tokens
+  local q = padded_rows(k) * D * 2
+  local tile = BLOCK_TOKENS * D * 2
+  local fp8 = k.dtype == "fp8"
+  local stage = fp8 and (2 * BLOCK_TOKENS * D + 2 * BLOCK_TOKENS * 4) or 2 * tile
+  local kv = k.stages * stage + (fp8 and 2 * tile or 0)
+  local entries = T * k.topk
+  local lists = entries * 4 * 4 + 2 * entries * 4 * 3 + entries * T * 4 + T * 8
+  return q + kv + lists
+end
+
+-- The constraints of the kernel space: ok, or false and why.
+function M.constraint(k)
+  local rows = k.tokens * k.group
+  if rows > MAX_ROWS then
+    return false, string.format("tokens*group = %d*%d = %d q rows exceed %d", k.tokens, k.group, rows, MAX_ROWS)
+  end
+  local smem = shared_bytes(k)
+  if smem > SHARED_BUDGET then
+    return false, string.format("shared memory of tokens=%d, topk=%d, stages=%d (%s, head_dim %d) = %d bytes exceeds %d",
+      k.tokens, k.topk, k.stages, k.dtype, k.head_dim, smem, SHARED_BUDGET)
+  end
+  return true
+end
+
+function M.check_kernel(k)
+  for _, name in ipairs(KERNEL_PARAMS) do
+    if k[name] == nil then
+      return false, string.format("kernel parameter '%s' is missing", name)
+    end
+    if not space.contains(M.kernel_domains[name], k[name]) then
+      return false, string.format("kernel parameter %s=%s is not one of its values", name, tostring(k[name]))
+    end
+  end
+  local unknown = space.unknown_key(k, M.kernel_domains)
+  if unknown then
+    return false, string.format("'%s' is not a kernel parameter of %s", unknown, M.name)
+  end
+  return M.constraint(k)
+end
+
+function M.check_launch(l)
+  local unknown = space.unknown_key(l, {})
+  if unknown then
+    return false, string.format("'%s' is not a launch parameter of %s (it has none)", unknown, M.name)
+  end
+  return true
+end
+
+function M.kernel_space()
+  return (space.filter(space.product(M.kernel_domains), M.constraint))
+end
+
+function M.launch_space(_kernel)
+  return { {} }
+end
+
+-- The fallbacks: one per dtype x head_dim x group x topk capacity, valid for
+-- every shape of that kind: one stage and the most tokens, up to 64 q rows
+-- (4 warps), whose lists fit in shared memory.
+function M.defaults()
+  local out = {}
+  for _, dtype in ipairs(M.kernel_domains.dtype) do
+    for _, head_dim in ipairs(M.kernel_domains.head_dim) do
+      for _, group in ipairs(M.kernel_domains.group) do
+        for _, topk in ipairs(M.kernel_domains.topk) do
+          local within, smallest, why
+          for _, tokens in ipairs({ 16, 8, 4, 2, 1 }) do
+            local k = { dtype = dtype, head_dim = head_dim, group = group, tokens = tokens, topk = topk, stages = 1 }
+            local ok, reason = M.constraint(k)
+            if ok then
+              if within == nil and tokens * group <= 64 then
+                within = k
+              end
+              smallest = k
+            end
+            why = why or reason
+          end
+          local chosen = within or smallest
+          if not chosen then
+            error(string.format("%s: no default for %s head_dim %d group %d topk %d: %s", M.name, dtype, head_dim,
+              group, topk, tostring(why)), 0)
+          end
+          out[#out + 1] = { kernel = chosen, launch = {} }
+        end
+      end
+    end
+  end
+  return out
+end
+
+-- ---- shapes ----------------------------------------------------------------
+
+-- The requests of a shape: "q_len:prefix;..." (prefix = seq_len - q_len),
+-- e.g. "4096:0" or "300:4133;1:0;1024:65536". Returns a list of
+-- {q_len, prefix} or nil and why.
+function M.parse_reqs(text)
+  local out = {}
+  for item in string.gmatch(tostring(text) .. ";", "([^;]*);") do
+    local q, pre = string.match(item, "^(%d+):(%d+)$")
+    q, pre = math.tointeger(tonumber(q)), math.tointeger(tonumber(pre))
+    if not q or not pre then
+      return nil, string.format("shape field reqs=%s is not a list of q_len:prefix", tostring(text))
+    end
+    out[#out + 1] = { q, pre }
+  end
+  return out
+end
+
+function M.check_shape(s)
+  for _, f in ipairs(SHAPE_FIELDS) do
+    if s[f] == nil then
+      return false, string.format("shape field '%s' is missing", f)
+    end
+  end
+  local unknown = space.unknown_key(s, SHAPE_FIELD_SET)
+  if unknown then
+    return false, string.format("'%s' is not a shape field of %s", unknown, M.name)
+  end
+  local function int_in(f, lo, hi)
+    local v = s[f]
+    if math.type(v) ~= "integer" or v < lo or (hi and v > hi) then
+      return string.format("shape field %s=%s is outside %d..%s", f, tostring(v), lo, hi and tostring(hi) or "")
+    end
+  end
+  local why = int_in("B", 1) or int_in("D", 16, 512) or int_in("Hq", 1, 65535) or int_in("Hkv", 1, 65535)
+      or int_in("topk", 1, 64) or int_in("lse", 0, 1)
+  if why then
+    return false, why
+  end
+  if DTYPE_BYTES[s.dtype] == nil then
+    return false, string.format("shape field dtype=%s is not bf16 or fp8", tostring(s.dtype))
+  end
+  if s.Hq % s.Hkv ~= 0 or s.Hq // s.Hkv > MAX_GROUP then
+    return false, string.format("Hq/Hkv = %d/%d must be a whole number of q heads per kv head, at most %d", s.Hq,
+      s.Hkv, MAX_GROUP)
+  end
+  if not space.contains(SCALES, s.scale) then
+    return false, string.format("shape field scale=%s is not none, scalar or tensor", tostring(s.scale))
+  end
+  if s.dtype == "bf16" and s.scale ~= "none" then
+    return false, string.format("shape field scale=%s needs an fp8 cache (bf16 takes none)", s.scale)
+  end
+  if not space.contains(LAYOUTS, s.layout) then
+    return false, string.format("shape field layout=%s is not pages2 or interleaved", tostring(s.layout))
+  end
+  if not space.contains(SELS, s.sel) then
+    return false, string.format("shape field sel=%s is not random, holes or local", tostring(s.sel))
+  end
+  local reqs, bad = M.parse_reqs(s.reqs)
+  if not reqs then
+    return false, bad
+  end
+  local total = 0
+  for _, r in ipairs(reqs) do
+    total = total + r[1]
+  end
+  if total ~= s.B then
+    return false, string.format("shape field B=%d is not the %d query tokens of reqs=%s", s.B, total, s.reqs)
+  end
+  if s.peer_us ~= nil and not ((tonumber(s.peer_us) or 0) > 0) then
+    return false, string.format("shape field peer_us=%s is not a positive time", tostring(s.peer_us))
+  end
+  return true
+end
+
+function M.shape_key(s)
+  return M.name .. ":" .. space.canonical(s, SHAPE_FIELDS)
+end
+
+function M.dispatch_key(s)
+  return M.name .. ":" .. space.canonical(s, DISPATCH_FIELDS)
+end
+
+-- ---- which variants run which shapes ------------------------------------
+
+function M.fits(k, s, _is_default)
+  if k.dtype ~= s.dtype then
+    return false, "dtype differs"
+  end
+  if k.head_dim ~= s.D then
+    return false, "head_dim differs"
+  end
+  if k.group * s.Hkv ~= s.Hq then
+    return false, string.format("group %d is not Hq/Hkv = %d/%d", k.group, s.Hq, s.Hkv)
+  end
+  if k.topk < s.topk or (k.topk ~= 16 and s.topk <= k.topk // 2) then
+    return false, string.format("topk %d is not in the bucket of capacity %d", s.topk, k.topk)
+  end
+  return true
+end
+
+function M.worth(_k, _l, _s, _is_default)
+  return true
+end
+
+function M.applies(k, l, s, is_default)
+  local ok, why = M.fits(k, s, is_default)
+  if not ok then
+    return false, why
+  end
+  return M.worth(k, l, s, is_default)
+end
+
+-- ---- rendering and naming ------------------------------------------------
+
+-- The template's values (exactly the names templates/sparse_attn.cu uses).
+function M.render_values(k)
+  return {
+    is_fp8 = k.dtype == "fp8" and 1 or 0,
+    head_dim = k.head_dim,
+    group = k.group,
+    tokens = k.tokens,
+    topk = k.topk,
+    stages = k.stages,
+    warps = math.max(padded_rows(k) // 16, 4),
+  }
+end
+
+-- "sparse_attn.bf16.d128.g16.t8.k16.s2".
+function M.variant_name(k, _l)
+  return string.format("%s.%s.d%d.g%d.t%d.k%d.s%d", M.name, k.dtype, k.head_dim, k.group, k.tokens, k.topk, k.stages)
+end
+
+return M

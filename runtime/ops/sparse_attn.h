@@ -1,0 +1,74 @@
+/* ops/sparse_attn.h - the one launcher of sparse_attn (prefill), used by the
+ * tuner and by the runtime, so what was timed is exactly what runs.
+ *
+ * It validates arguments against the op contract (sparsetune.h), decides
+ * whether a variant fits a call, and turns (arguments, variant) into grid,
+ * block, shared memory and the kernel's argument block, and launches. */
+#ifndef ST_OPS_SPARSE_ATTN_H
+#define ST_OPS_SPARSE_ATTN_H
+
+#include <stddef.h>
+
+#include "cuda_driver.h"
+#include "error.h"
+#include "params.h"
+#include "params/sparse_attn.h" /* templates/: the kernel argument block */
+#include "sparsetune.h"
+
+#define ST_SPARSE_ATTN_OP "sparse_attn"
+#define ST_SPARSE_ATTN_MAIN_KERNEL "st_sparse_attn_main"
+#define ST_SPARSE_ATTN_MAX_TOPK 64
+#define ST_SPARSE_ATTN_MAX_GROUP 32
+
+/* A variant (all compile-time; no launch parameters yet). */
+typedef struct st_sparse_attn_config {
+  st_dtype dtype; /* KV cache: ST_DTYPE_BF16 or ST_DTYPE_FP8_E4M3            */
+  int head_dim;   /* 64, 128, 256                                           */
+  int group;      /* q heads per kv head, exactly the call's Hq / Hkv       */
+  int tokens;     /* query tokens per CTA: 1, 2, 4, 8, 16                    */
+  int topk_cap;   /* topk_idx entries per row the CTA's lists hold: 16, 32, 64 */
+  int stages;     /* blocks in flight per CTA                               */
+} st_sparse_attn_config;
+
+/* Reads a config from the variant's parameters (names as in
+ * generator/ops/sparse_attn.lua). */
+st_status st_sparse_attn_config_from_params(const st_params *kernel, const st_params *launch,
+                                            st_sparse_attn_config *cfg, st_err *err);
+
+/* Checks arguments against the op contract. Pointers are checked for NULL
+ * and alignment only; cu_seqlens_q's values are device data (not read). */
+st_status st_sparse_attn_check_args(const st_sparse_attn_args *a, st_err *err);
+
+/* ST_OK if the variant can run these (valid) arguments, else
+ * ST_ERR_NO_VARIANT with the reason. */
+st_status st_sparse_attn_check_fit(const st_sparse_attn_config *cfg, const st_sparse_attn_args *a, st_err *err);
+
+/* Threads per CTA: a warp per 16 q rows (tokens x group, padded to whole
+ * 16-row tiles), at least 4. */
+int st_sparse_attn_threads(const st_sparse_attn_config *cfg);
+
+/* Dynamic shared memory of the kernel (templates/sparse_attn.cu lays it
+ * out; the kernel traps if given less). */
+unsigned st_sparse_attn_smem_bytes(const st_sparse_attn_config *cfg);
+
+typedef struct st_sparse_attn_plan {
+  st_sparse_attn_params params;
+  unsigned grid[3];
+  unsigned block;
+  unsigned smem_bytes;
+  size_t workspace_bytes; /* 0 */
+} st_sparse_attn_plan;
+
+st_status st_sparse_attn_plan_make(const st_sparse_attn_config *cfg, const st_sparse_attn_args *a,
+                                   st_sparse_attn_plan *plan, st_err *err);
+
+st_status st_sparse_attn_launch(const st_cu *cu, CUfunction main_fn, const st_sparse_attn_plan *plan, CUstream stream,
+                                st_err *err);
+
+/* The dispatch key: "sparse_attn:B=4096,D=128,Hkv=2,Hq=32,dtype=bf16,topk=16",
+ * B being total_q (the query tokens of the call: winners of the nearest
+ * token count serve others), also as params. */
+st_status st_sparse_attn_dispatch_key(const st_sparse_attn_args *a, char *key, size_t cap, st_params *fields,
+                                      st_err *err);
+
+#endif

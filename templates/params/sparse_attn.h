@@ -1,0 +1,49 @@
+/* params/sparse_attn.h - the argument block of the sparse_attn (prefill)
+ * kernel.
+ *
+ * Plain C shared by the host launcher (runtime/ops/sparse_attn.c) and the
+ * NVRTC-compiled kernel (templates/sparse_attn.cu), which takes it by
+ * value. Strides are in elements; every innermost (head_dim) stride is 1.
+ *
+ * Query token i of request r (cu_seqlens_q[r] <= i < cu_seqlens_q[r+1])
+ * sits at p_i = seq_lens[r] - q_len[r] + (i - cu_seqlens_q[r]). A CTA takes
+ * TOKENS consecutive query tokens (a tile may straddle requests) and one kv
+ * head. Field names of the cache views match the decode op's: the shared
+ * block copy (common/kv_stage.cuh) reads either. */
+#ifndef ST_SPARSE_ATTN_PARAMS_H
+#define ST_SPARSE_ATTN_PARAMS_H
+
+#include "common/st_types.h"
+
+typedef struct st_sparse_attn_params {
+  const void *q;               /* [total_q, Hq, D] bf16                            */
+  const void *k_cache;         /* [pages, Hkv, 128, D] view, bf16 or fp8 e4m3      */
+  const void *v_cache;         /* same shape and dtype                             */
+  const float *k_scales;       /* [pages, Hkv, 128] view (scale_mode 2), else NULL */
+  const float *v_scales;
+  const int32_t *topk_idx;     /* [Hkv, total_q, topk]                             */
+  const int32_t *block_table;  /* [R, bt_stride...]                                */
+  const int32_t *cu_seqlens_q; /* [R+1]                                            */
+  const int32_t *seq_lens;     /* [R]                                              */
+  void *o;                     /* out [total_q, Hq, D] bf16                        */
+  float *lse;                  /* out [total_q, Hq] or NULL                        */
+  int64_t q_stride_row, q_stride_head;
+  int64_t k_stride_page, k_stride_head, k_stride_token;
+  int64_t v_stride_page, v_stride_head, v_stride_token;
+  int64_t ks_stride_page, ks_stride_head, ks_stride_token;
+  int64_t vs_stride_page, vs_stride_head, vs_stride_token;
+  int64_t idx_stride_head, idx_stride_row;
+  int64_t bt_stride;
+  int64_t o_stride_row, o_stride_head;
+  int64_t lse_stride_row, lse_stride_head;
+  float score_scale_log2; /* sm_scale * log2(e) (* k_scale in scalar mode)     */
+  float v_scale;          /* scalar mode: v_scale, else 1                      */
+  int32_t scale_mode;     /* 0 none, 1 scalar, 2 tensor (st_kv_scale_mode)     */
+  int32_t num_requests;   /* R                                                 */
+  int32_t total_q;        /* cu_seqlens_q[R], as q.shape[0] says               */
+  int32_t num_kv_heads;   /* Hkv                                               */
+  int32_t topk;           /* entries per topk_idx row, <= the kernel's TOPK_CAP */
+  int32_t max_blocks;     /* ceil(max_context / 128)                           */
+} st_sparse_attn_params;
+
+#endif

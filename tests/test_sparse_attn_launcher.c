@@ -1,0 +1,199 @@
+/* The sparse_attn (prefill) launcher: bad arguments are refused with a
+ * message naming the argument and value; variants fit or not for the right
+ * reasons; the plan's grid, block and shared memory are what the kernel
+ * expects. No GPU needed: pointers are fake and never dereferenced. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ops/sparse_attn.h"
+#include "ops/tensor_check.h"
+#include "testutil.h"
+
+#define FAKE(p) ((void *)(uintptr_t)(p))
+
+enum { R = 3, TOTAL_Q = 5000, HQ = 32, HKV = 2, D = 128, TOPK = 16, PAGES = 4096, BT_COLS = 512 };
+
+static st_sparse_attn_args valid_args(void) {
+  st_sparse_attn_args a;
+  memset(&a, 0, sizeof a);
+  st_tensor_contiguous(&a.q, FAKE(0x10000), ST_DTYPE_BF16, 3, (int64_t[]){TOTAL_Q, HQ, D});
+  /* (pages, 2, 128, Hkv, D) */
+  st_tensor_contiguous(&a.k_cache, FAKE(0x100000000ull), ST_DTYPE_BF16, 4, (int64_t[]){PAGES, HKV, 128, D});
+  const int64_t stride[4] = {2 * 128 * HKV * D, D, HKV * D, 1};
+  memcpy(a.k_cache.stride, stride, sizeof stride);
+  a.v_cache = a.k_cache;
+  a.v_cache.data = FAKE(0x100000000ull + 128 * HKV * D * 2);
+  st_tensor_contiguous(&a.topk_idx, FAKE(0x50000), ST_DTYPE_INT32, 3, (int64_t[]){HKV, TOTAL_Q, TOPK});
+  st_tensor_contiguous(&a.block_table, FAKE(0x30000), ST_DTYPE_INT32, 2, (int64_t[]){R, BT_COLS});
+  st_tensor_contiguous(&a.cu_seqlens_q, FAKE(0x38000), ST_DTYPE_INT32, 1, (int64_t[]){R + 1});
+  st_tensor_contiguous(&a.seq_lens, FAKE(0x40000), ST_DTYPE_INT32, 1, (int64_t[]){R});
+  st_tensor_contiguous(&a.o, FAKE(0x60000), ST_DTYPE_BF16, 3, (int64_t[]){TOTAL_Q, HQ, D});
+  a.sm_scale = 0.088f;
+  a.max_context = 65536;
+  return a;
+}
+
+static void expect_refused(const st_sparse_attn_args *a, st_status want, const char *fragment) {
+  st_err err = {{0}};
+  st_status s = st_sparse_attn_check_args(a, &err);
+  if (s != want || !strstr(err.msg, fragment))
+    fail_msg("expected status %d with '%s', got status %d: '%s'", (int)want, fragment, (int)s, err.msg);
+}
+
+static void test_valid_arguments_pass(void **state) {
+  (void)state;
+  st_err err = {{0}};
+  st_sparse_attn_args a = valid_args();
+  assert_int_equal(st_sparse_attn_check_args(&a, &err), ST_OK);
+  st_tensor_contiguous(&a.lse, FAKE(0x70000), ST_DTYPE_FP32, 2, (int64_t[]){TOTAL_Q, HQ});
+  assert_int_equal(st_sparse_attn_check_args(&a, &err), ST_OK);
+}
+
+static void test_bad_arguments_are_refused_by_name(void **state) {
+  (void)state;
+  const st_status I = ST_ERR_INVALID_ARG, U = ST_ERR_UNSUPPORTED;
+  st_sparse_attn_args a;
+  a = valid_args();
+  a.sm_scale = -1;
+  expect_refused(&a, I, "sm_scale=-1 must be positive");
+  a = valid_args();
+  a.q.dtype = ST_DTYPE_FP8_E4M3;
+  expect_refused(&a, I, "q.dtype=2");
+  a = valid_args();
+  a.q.shape[2] = a.o.shape[2] = 32;
+  expect_refused(&a, U, "head_dim=32");
+  a = valid_args();
+  a.k_cache.shape[2] = 64;
+  expect_refused(&a, I, "k_cache.shape");
+  a = valid_args();
+  a.v_cache.stride[1] = 3;
+  expect_refused(&a, I, "v_cache.stride[1]=3");
+  a = valid_args();
+  a.cu_seqlens_q.shape[0] = R;
+  expect_refused(&a, I, "cu_seqlens_q.shape[0]=3 must be the 3 requests + 1");
+  a = valid_args();
+  a.cu_seqlens_q.dtype = ST_DTYPE_FP32;
+  expect_refused(&a, I, "cu_seqlens_q.dtype");
+  a = valid_args();
+  a.seq_lens.shape[0] = R + 1;
+  expect_refused(&a, I, "seq_lens.shape[0]=4");
+  a = valid_args();
+  a.topk_idx.shape[1] = TOTAL_Q - 1;
+  expect_refused(&a, I, "topk_idx.shape");
+  a = valid_args();
+  a.topk_idx.shape[2] = 65;
+  expect_refused(&a, I, "topk=65");
+  a = valid_args();
+  a.max_context = BT_COLS * 128 + 1;
+  expect_refused(&a, I, "max_context=65537 is outside");
+  a = valid_args();
+  a.o.shape[0] = TOTAL_Q + 1;
+  expect_refused(&a, I, "o.shape");
+  a = valid_args();
+  st_tensor_contiguous(&a.lse, FAKE(0x70000), ST_DTYPE_FP32, 2, (int64_t[]){TOTAL_Q, 2});
+  expect_refused(&a, I, "lse.shape=[5000,2] must be [total_q=5000, Hq=32]");
+  a = valid_args();
+  a.scale_mode = ST_KV_SCALE_TENSOR;
+  expect_refused(&a, I, "fp8 caches only");
+  a = valid_args();
+  a.q.shape[1] = a.o.shape[1] = 31;
+  expect_refused(&a, I, "not a multiple of Hkv=2");
+  expect_refused(NULL, I, "args is NULL");
+}
+
+static st_sparse_attn_config config(const char *dtype, int group, int tokens, int topk, int stages) {
+  st_params k = {0}, l = {0};
+  st_err err = {{0}};
+  st_params_set(&k, "dtype", dtype, &err);
+  st_params_set_int(&k, "head_dim", D, &err);
+  st_params_set_int(&k, "group", group, &err);
+  st_params_set_int(&k, "tokens", tokens, &err);
+  st_params_set_int(&k, "topk", topk, &err);
+  st_params_set_int(&k, "stages", stages, &err);
+  st_sparse_attn_config c;
+  if (st_sparse_attn_config_from_params(&k, &l, &c, &err) != ST_OK) fail_msg("%s", err.msg);
+  return c;
+}
+
+static void test_variant_parameters_and_fit(void **state) {
+  (void)state;
+  st_err err = {{0}};
+  st_params k = {0}, l = {0};
+  st_sparse_attn_config c;
+  st_params_set(&k, "dtype", "bf16", &err);
+  st_params_set_int(&k, "head_dim", D, &err);
+  st_params_set_int(&k, "group", 16, &err);
+  st_params_set_int(&k, "tokens", 6, &err);
+  st_params_set_int(&k, "topk", 16, &err);
+  st_params_set_int(&k, "stages", 1, &err);
+  assert_int_equal(st_sparse_attn_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "powers of two"));
+  st_params_set_int(&k, "tokens", 32, &err);
+  assert_int_equal(st_sparse_attn_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "512 q rows, more than 128"));
+
+  st_sparse_attn_args a = valid_args();
+  c = config("bf16", 16, 8, 16, 2);
+  assert_int_equal(st_sparse_attn_check_fit(&c, &a, &err), ST_OK);
+  c = config("fp8", 16, 8, 16, 2);
+  assert_int_equal(st_sparse_attn_check_fit(&c, &a, &err), ST_ERR_NO_VARIANT);
+  assert_non_null(strstr(err.msg, "fp8 cache, call has bf16"));
+  c = config("bf16", 8, 8, 16, 2);
+  assert_int_equal(st_sparse_attn_check_fit(&c, &a, &err), ST_ERR_NO_VARIANT);
+  assert_non_null(strstr(err.msg, "8 q heads per kv head"));
+  a.topk_idx.shape[2] = 20;
+  c = config("bf16", 16, 8, 16, 2);
+  assert_int_equal(st_sparse_attn_check_fit(&c, &a, &err), ST_ERR_NO_VARIANT);
+  assert_non_null(strstr(err.msg, "topk <= 16, call has 20"));
+}
+
+/* The kernel's layout (templates/sparse_attn.cu): q tile, K/V stages, then
+ * the selection lists of the tile's union of blocks. */
+static void test_plan_and_shared_memory_follow_the_kernel(void **state) {
+  (void)state;
+  st_err err = {{0}};
+  st_sparse_attn_config c = config("bf16", 16, 8, 16, 2);
+  const unsigned entries = 8 * 16, lists = entries * 16 + 2 * entries * 12 + entries * 8 * 4 + 8 * 8;
+  assert_int_equal(st_sparse_attn_smem_bytes(&c), 8 * 16 * D * 2 + 2 * 2 * 128 * D * 2 + lists);
+  assert_int_equal(st_sparse_attn_threads(&c), 256); /* 128 q rows: 8 warps */
+  c = config("bf16", 1, 16, 16, 1);
+  assert_int_equal(st_sparse_attn_threads(&c), 128); /* 16 rows: one math warp, four for the copies */
+  c = config("bf16", 2, 4, 64, 1);
+  assert_int_equal(st_sparse_attn_threads(&c), 128); /* 8 rows padded to one m-tile */
+  assert_int_equal(st_sparse_attn_smem_bytes(&c), 16 * D * 2 + 2 * 128 * D * 2 + 256 * 16 + 512 * 12 + 256 * 4 * 4 + 4 * 8);
+  st_sparse_attn_args a = valid_args();
+  st_sparse_attn_plan p;
+  c = config("bf16", 16, 8, 16, 2);
+  assert_int_equal(st_sparse_attn_plan_make(&c, &a, &p, &err), ST_OK);
+  assert_int_equal(p.grid[0], (TOTAL_Q + 7) / 8);
+  assert_int_equal(p.grid[1], HKV);
+  assert_int_equal(p.block, 256);
+  assert_int_equal(p.workspace_bytes, 0);
+  assert_int_equal(p.params.total_q, TOTAL_Q);
+  assert_int_equal(p.params.num_requests, R);
+  assert_int_equal(p.params.max_blocks, 512);
+  assert_float_equal(p.params.score_scale_log2, 0.088 * 1.4426950408889634, 1e-6);
+}
+
+static void test_dispatch_key_counts_query_tokens_as_the_batch(void **state) {
+  (void)state;
+  st_sparse_attn_args a = valid_args();
+  char key[256];
+  st_params f = {0};
+  st_err err = {{0}};
+  assert_int_equal(st_sparse_attn_dispatch_key(&a, key, sizeof key, &f, &err), ST_OK);
+  assert_string_equal(key, "sparse_attn:B=5000,D=128,Hkv=2,Hq=32,dtype=bf16,topk=16");
+  assert_string_equal(st_params_get(&f, "B"), "5000");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_valid_arguments_pass),
+      cmocka_unit_test(test_bad_arguments_are_refused_by_name),
+      cmocka_unit_test(test_variant_parameters_and_fit),
+      cmocka_unit_test(test_plan_and_shared_memory_follow_the_kernel),
+      cmocka_unit_test(test_dispatch_key_counts_query_tokens_as_the_batch),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

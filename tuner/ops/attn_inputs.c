@@ -1,0 +1,166 @@
+/* ops/attn_inputs.c - the K/V side of attention cases (attn_inputs.h). */
+#include "ops/attn_inputs.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/case_inputs.h"
+#include "ops/tensor_check.h"
+#include "random_fill.h"
+
+#define BLOCK_TOKENS 128
+
+static st_status one_of(const char *v, const char *field, const char *const *allowed, int n, int *index, st_err *err) {
+  for (int i = 0; v && i < n; i++)
+    if (strcmp(v, allowed[i]) == 0) {
+      *index = i;
+      return ST_OK;
+    }
+  return st_fail(err, ST_ERR_INVALID_ARG, "shape %s='%s' is not %s%s%s%s%s", field, v ? v : "(missing)", allowed[0],
+                 n > 2 ? ", " : " or ", allowed[1], n > 2 ? " or " : "", n > 2 ? allowed[2] : "");
+}
+
+st_status st_attn_kv_read_shape(const st_params *shape, st_attn_kv_case *kv, const char **sel, st_err *err) {
+  memset(kv, 0, sizeof *kv);
+  static const char *const dtypes[] = {"bf16", "fp8"}, *const scales[] = {"none", "scalar", "tensor"},
+                           *const layouts[] = {"pages2", "interleaved"}, *const sels[] = {"random", "holes", "local"};
+  int dt = 0, sc = 0, lay = 0, se = 0;
+  st_status st;
+  if ((st = st_case_shape_int(shape, "D", 16, 512, &kv->D, err)) ||
+      (st = st_case_shape_int(shape, "Hkv", 1, 65535, &kv->Hkv, err)) ||
+      (st = one_of(st_params_get(shape, "dtype"), "dtype", dtypes, 2, &dt, err)) ||
+      (st = one_of(st_params_get(shape, "scale"), "scale", scales, 3, &sc, err)) ||
+      (st = one_of(st_params_get(shape, "layout"), "layout", layouts, 2, &lay, err)) ||
+      (st = one_of(st_params_get(shape, "sel"), "sel", sels, 3, &se, err)))
+    return st;
+  kv->dtype = dt == 0 ? ST_DTYPE_BF16 : ST_DTYPE_FP8_E4M3;
+  kv->scale = (st_kv_scale_mode)sc;
+  kv->interleaved = lay == 1;
+  kv->k_scale = kv->scale == ST_KV_SCALE_SCALAR ? 0.75f : 1.0f;
+  kv->v_scale = kv->scale == ST_KV_SCALE_SCALAR ? 1.5f : 1.0f;
+  *sel = sels[se];
+  return ST_OK;
+}
+
+static size_t pool_elems(const st_attn_kv_case *kv) {
+  return (size_t)kv->pages * 2 * BLOCK_TOKENS * (size_t)kv->Hkv * (size_t)kv->D;
+}
+
+static size_t scale_elems(const st_attn_kv_case *kv) { return 2 * (size_t)kv->pages * BLOCK_TOKENS * (size_t)kv->Hkv; }
+
+st_status st_attn_kv_fill(st_attn_kv_case *kv, int64_t pages, uint64_t seed, int threads, st_err *err) {
+  kv->pages = pages;
+  if (kv->interleaved) {
+    kv->stride[0] = (int64_t)kv->Hkv * BLOCK_TOKENS * 2 * kv->D;
+    kv->stride[1] = (int64_t)BLOCK_TOKENS * 2 * kv->D;
+    kv->stride[2] = 2 * (int64_t)kv->D;
+    kv->v_offset = kv->D;
+  } else {
+    kv->stride[0] = 2 * (int64_t)BLOCK_TOKENS * kv->Hkv * kv->D;
+    kv->stride[1] = kv->D;
+    kv->stride[2] = (int64_t)kv->Hkv * kv->D;
+    kv->v_offset = (int64_t)BLOCK_TOKENS * kv->Hkv * kv->D;
+  }
+  const size_t bytes = pool_elems(kv) * (size_t)st_dtype_bytes(kv->dtype);
+  kv->h_pool = malloc(bytes);
+  if (kv->scale == ST_KV_SCALE_TENSOR) kv->h_scales = malloc(scale_elems(kv) * 4);
+  if (!kv->h_pool || (kv->scale == ST_KV_SCALE_TENSOR && !kv->h_scales))
+    return st_fail(err, ST_ERR_NOMEM, "out of host memory for a KV pool of %zu bytes", bytes);
+  const float amp = kv->dtype == ST_DTYPE_BF16 ? 1.0f : 4.0f;
+  st_fill_uniform(kv->h_pool, kv->dtype, pool_elems(kv), -amp, amp, seed ^ 0x6b, threads);
+  if (kv->h_scales) st_fill_uniform(kv->h_scales, ST_DTYPE_FP32, scale_elems(kv), 0.25f, 2.0f, seed ^ 0x73, threads);
+  return ST_OK;
+}
+
+st_status st_attn_kv_upload(const st_cu *cu, st_attn_kv_case *kv, st_err *err) {
+  st_status st = st_case_upload(cu, &kv->d_pool, kv->h_pool, pool_elems(kv) * (size_t)st_dtype_bytes(kv->dtype), err);
+  if (st == ST_OK && kv->h_scales) st = st_case_upload(cu, &kv->d_scales, kv->h_scales, scale_elems(kv) * 4, err);
+  return st;
+}
+
+void st_attn_kv_free(const st_cu *cu, st_attn_kv_case *kv) {
+  if (cu && kv->d_pool) cu->cuMemFree(kv->d_pool);
+  if (cu && kv->d_scales) cu->cuMemFree(kv->d_scales);
+  free(kv->h_pool);
+  free(kv->h_scales);
+  kv->h_pool = NULL;
+  kv->h_scales = NULL;
+}
+
+static void cache_tensor(st_tensor *t, const st_attn_kv_case *kv, int64_t offset_elems) {
+  memset(t, 0, sizeof *t);
+  t->data = (void *)(uintptr_t)(kv->d_pool + (CUdeviceptr)(offset_elems * st_dtype_bytes(kv->dtype)));
+  t->dtype = kv->dtype;
+  t->ndim = 4;
+  const int64_t shape[4] = {kv->pages, kv->Hkv, BLOCK_TOKENS, kv->D};
+  for (int i = 0; i < 4; i++) t->shape[i] = shape[i];
+  for (int i = 0; i < 3; i++) t->stride[i] = kv->stride[i];
+  t->stride[3] = 1;
+}
+
+/* [pages, Hkv, 128] over the slot-major arrays [pages][128][Hkv]. */
+static void scale_tensor(st_tensor *t, const st_attn_kv_case *kv, CUdeviceptr base) {
+  memset(t, 0, sizeof *t);
+  t->data = (void *)(uintptr_t)base;
+  t->dtype = ST_DTYPE_FP32;
+  t->ndim = 3;
+  t->shape[0] = kv->pages;
+  t->shape[1] = kv->Hkv;
+  t->shape[2] = BLOCK_TOKENS;
+  t->stride[0] = (int64_t)BLOCK_TOKENS * kv->Hkv;
+  t->stride[1] = 1;
+  t->stride[2] = kv->Hkv;
+}
+
+void st_attn_kv_tensors(const st_attn_kv_case *kv, st_tensor *k, st_tensor *v, st_tensor *ks, st_tensor *vs) {
+  cache_tensor(k, kv, 0);
+  cache_tensor(v, kv, kv->v_offset);
+  memset(ks, 0, sizeof *ks);
+  memset(vs, 0, sizeof *vs);
+  if (!kv->d_scales) return;
+  scale_tensor(ks, kv, kv->d_scales);
+  scale_tensor(vs, kv, kv->d_scales + (CUdeviceptr)(scale_elems(kv) / 2 * 4));
+}
+
+void st_attn_make_selection(int32_t *row, int topk, int pos, int max_blocks, const char *sel, uint64_t *rng) {
+  const int nb = pos >= 0 ? pos / BLOCK_TOKENS + 1 : 0;
+  int n = 0;
+  if (strcmp(sel, "local") == 0) {
+    for (int j = nb - 1; j >= 0 && n < topk; j--) row[n++] = j;
+  } else {
+    if (nb > 0) row[n++] = nb - 1;
+    if (nb > 1 && n < topk) row[n++] = 0;
+    if (nb - 2 <= topk - n) { /* every visible block fits */
+      for (int j = 1; j < nb - 1; j++) row[n++] = j;
+    } else {
+      while (n < topk) { /* distinct random blocks in 1..nb-2 */
+        const int j = 1 + (int)st_rand_below(rng, (uint64_t)(nb - 2));
+        int dup = 0;
+        for (int i = 0; i < n && !dup; i++) dup = row[i] == j;
+        if (!dup) row[n++] = j;
+      }
+    }
+  }
+  for (int i = n; i < topk; i++) row[i] = -1;
+  if (strcmp(sel, "holes") == 0)
+    for (int i = 0; i < topk; i++) {
+      const uint64_t u = st_rand_below(rng, 8);
+      if (u == 0)
+        row[i] = -1;
+      else if (u == 1)
+        row[i] = nb + (int)st_rand_below(rng, (uint64_t)(max_blocks - nb + 1)); /* past its own */
+    }
+  for (int i = topk - 1; i > 0; i--) {
+    const int k = (int)st_rand_below(rng, (uint64_t)i + 1);
+    const int32_t t = row[i];
+    row[i] = row[k];
+    row[k] = t;
+  }
+}
+
+int st_attn_selected_blocks(const int32_t *row, int topk, int pos) {
+  const int nb = pos >= 0 ? pos / BLOCK_TOKENS + 1 : 0;
+  int n = 0;
+  for (int i = 0; i < topk; i++) n += row[i] >= 0 && row[i] < nb;
+  return n;
+}

@@ -1,0 +1,383 @@
+/* tuner/ops/sparse_attn.c - builds sparse_attn (prefill) cases and checks
+ * variants on them. A shape lists its requests as "q_len:prefix;..."
+ * (seq_len = prefix + q_len); the KV pool holds max(4096, min(blocks of all
+ * requests, 32768)) pages in the shape's layout, block tables are uniformly
+ * random over it, q uniform in [-1, 1) bf16, sm_scale 1/sqrt(D); the K/V
+ * side and the selections (random, holes, local: one row per query token and
+ * kv head, as the indexer returns them) come from ops/attn_inputs.h. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "op_harness.h"
+#include "ops/attn_inputs.h"
+#include "ops/case_inputs.h"
+#include "ops/sparse_attn.h"
+#include "ops/tensor_check.h"
+#include "random_fill.h"
+#include "reference/sparse_attn.h"
+
+#define BLOCK_TOKENS 128
+/* The relative L2 error design.md allows for attention outputs. */
+#define ATTN_TOL 2e-2
+/* Requests a shape may list. */
+#define MAX_REQUESTS 4096
+
+typedef struct sa_case {
+  const st_cu *cu;
+  st_device_info dev;
+  st_attn_kv_case kv;
+  st_ref_sparse_attn ref; /* host inputs; points at the h_* arrays */
+  int R, total_q, Hq, topk, want_lse, max_context;
+  uint16_t *h_q;
+  int32_t *h_idx, *h_bt, *h_cu, *h_seq;
+  double *ref_o, *ref_lse;
+  uint16_t *got_o;
+  float *got_lse;
+  CUdeviceptr d_q, d_idx, d_bt, d_cu, d_seq, d_o, d_lse;
+  st_sparse_attn_args args;
+} sa_case;
+
+typedef struct sa_bound {
+  sa_case *c;
+  st_handle *rt; /* not NULL: launch through the runtime's dispatch */
+  st_sparse_attn_config cfg;
+  st_sparse_attn_plan plan;
+  CUfunction main_fn;
+  CUdeviceptr ws;
+} sa_bound;
+
+static void case_destroy(void *p) {
+  sa_case *c = p;
+  if (!c) return;
+  CUdeviceptr bufs[] = {c->d_q, c->d_idx, c->d_bt, c->d_cu, c->d_seq, c->d_o, c->d_lse};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+    if (bufs[i]) c->cu->cuMemFree(bufs[i]);
+  st_attn_kv_free(c->cu, &c->kv);
+  void *host[] = {c->h_q, c->h_idx, c->h_bt, c->h_cu, c->h_seq, c->ref_o, c->ref_lse, c->got_o, c->got_lse};
+  for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+  free(c);
+}
+
+/* "q_len:prefix;..." into cu_seqlens_q and seq_lens (allocated here). */
+static st_status parse_requests(sa_case *c, const char *reqs, st_err *err) {
+  if (!reqs) return st_fail(err, ST_ERR_INVALID_ARG, "shape field reqs is missing");
+  int n = 1;
+  for (const char *p = reqs; *p; p++) n += *p == ';';
+  if (n > MAX_REQUESTS)
+    return st_fail(err, ST_ERR_INVALID_ARG, "shape reqs lists %d requests, more than %d", n, MAX_REQUESTS);
+  c->h_cu = malloc(sizeof(int32_t) * (size_t)(n + 1));
+  c->h_seq = malloc(sizeof(int32_t) * (size_t)n);
+  if (!c->h_cu || !c->h_seq) return st_fail(err, ST_ERR_NOMEM, "out of host memory");
+  c->h_cu[0] = 0;
+  const char *p = reqs;
+  for (int r = 0; r < n; r++) {
+    char *end = NULL;
+    const long q = strtol(p, &end, 10);
+    if (end == p || *end != ':') goto bad;
+    p = end + 1;
+    const long prefix = strtol(p, &end, 10);
+    if (end == p || (*end != ';' && *end != '\0') || q < 0 || prefix < 0 || q + prefix > (1L << 24)) goto bad;
+    c->h_cu[r + 1] = c->h_cu[r] + (int32_t)q;
+    c->h_seq[r] = (int32_t)(q + prefix);
+    if (c->h_seq[r] > c->max_context) c->max_context = c->h_seq[r];
+    p = *end ? end + 1 : end;
+  }
+  c->R = n;
+  c->total_q = c->h_cu[n];
+  if (c->max_context < 1) c->max_context = 1;
+  return ST_OK;
+bad:
+  return st_fail(err, ST_ERR_INVALID_ARG, "shape reqs='%s' is not a list of q_len:prefix", reqs);
+}
+
+static st_status read_shape(sa_case *c, const st_params *shape, const char **sel, st_err *err) {
+  int B = 0;
+  st_status st;
+  if ((st = st_attn_kv_read_shape(shape, &c->kv, sel, err)) ||
+      (st = st_case_shape_int(shape, "B", 1, 1 << 24, &B, err)) ||
+      (st = st_case_shape_int(shape, "Hq", 1, 65535, &c->Hq, err)) ||
+      (st = st_case_shape_int(shape, "topk", 1, 64, &c->topk, err)) ||
+      (st = st_case_shape_int(shape, "lse", 0, 1, &c->want_lse, err)) ||
+      (st = parse_requests(c, st_params_get(shape, "reqs"), err)))
+    return st;
+  if (B != c->total_q)
+    return st_fail(err, ST_ERR_INVALID_ARG, "shape B=%d is not the %d query tokens of its requests", B, c->total_q);
+  if (c->Hq % c->kv.Hkv)
+    return st_fail(err, ST_ERR_INVALID_ARG, "shape Hq=%d is not a multiple of Hkv=%d", c->Hq, c->kv.Hkv);
+  return ST_OK;
+}
+
+/* Position of query token i (binary search of cu_seqlens_q). */
+static int token_position(const sa_case *c, int i, int *request) {
+  int lo = 0, hi = c->R;
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (c->h_cu[mid] <= i)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  *request = lo;
+  return c->h_seq[lo] - (c->h_cu[lo + 1] - c->h_cu[lo]) + (i - c->h_cu[lo]);
+}
+
+static st_status fill_host(sa_case *c, const char *sel, int max_blocks, uint64_t seed, int threads, st_err *err) {
+  const size_t rows = (size_t)c->total_q, Hkv = (size_t)c->kv.Hkv, D = (size_t)c->kv.D;
+  c->h_q = malloc(rows * (size_t)c->Hq * D * 2);
+  c->h_idx = malloc(Hkv * rows * (size_t)c->topk * 4);
+  c->h_bt = malloc((size_t)c->R * (size_t)max_blocks * 4);
+  c->ref_o = malloc(rows * (size_t)c->Hq * D * sizeof(double));
+  c->ref_lse = malloc(rows * (size_t)c->Hq * sizeof(double));
+  c->got_o = malloc(rows * (size_t)c->Hq * D * 2);
+  c->got_lse = malloc(rows * (size_t)c->Hq * 4);
+  if (!c->h_q || !c->h_idx || !c->h_bt || !c->ref_o || !c->ref_lse || !c->got_o || !c->got_lse)
+    return st_fail(err, ST_ERR_NOMEM, "out of host memory for a case of %zu query tokens", rows);
+  st_fill_uniform(c->h_q, ST_DTYPE_BF16, rows * (size_t)c->Hq * D, -1.0f, 1.0f, seed ^ 0x71, threads);
+  uint64_t rng = seed ^ 0x62;
+  for (size_t i = 0; i < (size_t)c->R * (size_t)max_blocks; i++)
+    c->h_bt[i] = (int32_t)st_rand_below(&rng, (uint64_t)c->kv.pages);
+  for (size_t g = 0; g < Hkv; g++)
+    for (size_t i = 0; i < rows; i++) {
+      int r;
+      const int pos = token_position(c, (int)i, &r);
+      st_attn_make_selection(c->h_idx + (g * rows + i) * (size_t)c->topk, c->topk, pos, max_blocks, sel, &rng);
+    }
+  return ST_OK;
+}
+
+static void fill_reference(sa_case *c, int max_blocks) {
+  st_ref_sparse_attn *ref = &c->ref;
+  memset(ref, 0, sizeof *ref);
+  ST_ATTN_KV_REF(ref, &c->kv);
+  ref->R = c->R;
+  ref->total_q = c->total_q;
+  ref->Hq = c->Hq;
+  ref->topk = c->topk;
+  ref->bt_cols = max_blocks;
+  ref->q = c->h_q;
+  ref->topk_idx = c->h_idx;
+  ref->block_table = c->h_bt;
+  ref->cu_seqlens_q = c->h_cu;
+  ref->seq_lens = c->h_seq;
+  ref->sm_scale = 1.0 / sqrt((double)c->kv.D);
+}
+
+static st_status upload_all(sa_case *c, int max_blocks, st_err *err) {
+  const st_cu *cu = c->cu;
+  const size_t rows = (size_t)c->total_q, D = (size_t)c->kv.D;
+  st_status st;
+  if ((st = st_attn_kv_upload(cu, &c->kv, err)) ||
+      (st = st_case_upload(cu, &c->d_q, c->h_q, rows * (size_t)c->Hq * D * 2, err)) ||
+      (st = st_case_upload(cu, &c->d_idx, c->h_idx, (size_t)c->kv.Hkv * rows * (size_t)c->topk * 4, err)) ||
+      (st = st_case_upload(cu, &c->d_bt, c->h_bt, (size_t)c->R * (size_t)max_blocks * 4, err)) ||
+      (st = st_case_upload(cu, &c->d_cu, c->h_cu, (size_t)(c->R + 1) * 4, err)) ||
+      (st = st_case_upload(cu, &c->d_seq, c->h_seq, (size_t)c->R * 4, err)))
+    return st;
+  ST_CU_TRY(cu, cu->cuMemAlloc(&c->d_o, rows * (size_t)c->Hq * D * 2), err);
+  if (c->want_lse) ST_CU_TRY(cu, cu->cuMemAlloc(&c->d_lse, rows * (size_t)c->Hq * 4), err);
+  return ST_OK;
+}
+
+static void fill_args(sa_case *c, int max_blocks) {
+  st_sparse_attn_args *a = &c->args;
+  memset(a, 0, sizeof *a);
+  const int64_t rows = c->total_q, Hkv = c->kv.Hkv, D = c->kv.D;
+  st_tensor_contiguous(&a->q, (void *)(uintptr_t)c->d_q, ST_DTYPE_BF16, 3, (int64_t[]){rows, c->Hq, D});
+  ST_ATTN_KV_ARGS(a, &c->kv);
+  st_tensor_contiguous(&a->topk_idx, (void *)(uintptr_t)c->d_idx, ST_DTYPE_INT32, 3, (int64_t[]){Hkv, rows, c->topk});
+  st_tensor_contiguous(&a->block_table, (void *)(uintptr_t)c->d_bt, ST_DTYPE_INT32, 2, (int64_t[]){c->R, max_blocks});
+  st_tensor_contiguous(&a->cu_seqlens_q, (void *)(uintptr_t)c->d_cu, ST_DTYPE_INT32, 1, (int64_t[]){c->R + 1});
+  st_tensor_contiguous(&a->seq_lens, (void *)(uintptr_t)c->d_seq, ST_DTYPE_INT32, 1, (int64_t[]){c->R});
+  st_tensor_contiguous(&a->o, (void *)(uintptr_t)c->d_o, ST_DTYPE_BF16, 3, (int64_t[]){rows, c->Hq, D});
+  if (c->d_lse) st_tensor_contiguous(&a->lse, (void *)(uintptr_t)c->d_lse, ST_DTYPE_FP32, 2, (int64_t[]){rows, c->Hq});
+  a->sm_scale = (float)c->ref.sm_scale;
+  a->max_context = c->max_context;
+}
+
+static st_status case_create(const st_cu *cu, const st_device_info *dev, const st_params *shape, uint64_t seed,
+                             int threads, void **out, st_err *err) {
+  sa_case *c = calloc(1, sizeof *c);
+  if (!c) return st_fail(err, ST_ERR_NOMEM, "out of host memory");
+  c->cu = cu;
+  c->dev = *dev;
+  const char *sel = NULL;
+  st_status st = read_shape(c, shape, &sel, err);
+  if (st != ST_OK) goto fail;
+  const int max_blocks = (c->max_context + BLOCK_TOKENS - 1) / BLOCK_TOKENS;
+  int64_t pages = 0;
+  for (int r = 0; r < c->R; r++) pages += (c->h_seq[r] + BLOCK_TOKENS - 1) / BLOCK_TOKENS;
+  if (pages > 32768) pages = 32768;
+  if (pages < 4096) pages = 4096;
+  if ((st = st_attn_kv_fill(&c->kv, pages, seed, threads, err)) ||
+      (st = fill_host(c, sel, max_blocks, seed, threads, err)))
+    goto fail;
+  fill_reference(c, max_blocks);
+  if (st_ref_sparse_attn_compute(&c->ref, c->ref_o, c->ref_lse, threads) != 0) {
+    st = st_fail(err, ST_ERR_NOMEM, "the reference could not run (threads or memory)");
+    goto fail;
+  }
+  if ((st = upload_all(c, max_blocks, err)) != ST_OK) goto fail;
+  fill_args(c, max_blocks);
+  if ((st = st_sparse_attn_check_args(&c->args, err)) != ST_OK) goto fail;
+  *out = c;
+  return ST_OK;
+fail:
+  case_destroy(c);
+  return st;
+}
+
+static void unbind(void *p) {
+  sa_bound *b = p;
+  if (!b) return;
+  if (b->ws) b->c->cu->cuMemFree(b->ws);
+  free(b);
+}
+
+static st_status bind(void *pc, const st_params *kernel, const st_params *launch, CUmodule mod, void **out,
+                      st_err *err) {
+  sa_case *c = pc;
+  sa_bound *b = calloc(1, sizeof *b);
+  if (!b) return st_fail(err, ST_ERR_NOMEM, "out of host memory");
+  b->c = c;
+  st_status s;
+  if ((s = st_sparse_attn_config_from_params(kernel, launch, &b->cfg, err)) ||
+      (s = st_sparse_attn_check_fit(&b->cfg, &c->args, err)) ||
+      (s = st_sparse_attn_plan_make(&b->cfg, &c->args, &b->plan, err)))
+    goto fail;
+  CUresult rc = c->cu->cuModuleGetFunction(&b->main_fn, mod, ST_SPARSE_ATTN_MAIN_KERNEL);
+  if (rc != CUDA_SUCCESS) {
+    s = st_cu_fail(c->cu, rc, "binding sparse_attn variant", err);
+    goto fail;
+  }
+  *out = b;
+  return ST_OK;
+fail:
+  unbind(b);
+  return s;
+}
+
+static st_status bind_runtime(void *pc, void *rt, void **out, st_err *err) {
+  sa_case *c = pc;
+  sa_bound *b = calloc(1, sizeof *b);
+  if (!b) return st_fail(err, ST_ERR_NOMEM, "out of host memory");
+  b->c = c;
+  b->rt = rt;
+  size_t bytes = 0;
+  st_status s = st_sparse_attn_workspace_size(rt, &c->args, &bytes);
+  if (s == ST_OK) s = st_sparse_attn_prepare(rt, &c->args);
+  if (s == ST_OK && bytes) {
+    CUresult rc = c->cu->cuMemAlloc(&b->ws, bytes);
+    if (rc != CUDA_SUCCESS) {
+      unbind(b);
+      return st_cu_fail(c->cu, rc, "cuMemAlloc", err);
+    }
+    s = st_workspace_clear(rt, (void *)(uintptr_t)b->ws, bytes, NULL);
+  }
+  if (s != ST_OK) {
+    st_fail(err, s, "runtime: %s", st_last_error(rt));
+    unbind(b);
+    return s;
+  }
+  b->plan.workspace_bytes = bytes;
+  *out = b;
+  return ST_OK;
+}
+
+static st_status launch(void *pb, CUstream stream, st_err *err) {
+  sa_bound *b = pb;
+  if (b->rt) {
+    st_status s = st_sparse_attn(b->rt, &b->c->args, (void *)(uintptr_t)b->ws, b->plan.workspace_bytes, stream);
+    return s == ST_OK ? ST_OK : st_fail(err, s, "runtime: %s", st_last_error(b->rt));
+  }
+  return st_sparse_attn_launch(b->c->cu, b->main_fn, &b->plan, stream, err);
+}
+
+static st_status verify(void *pb, CUstream stream, int *ok, double *max_err, char *msg, size_t cap, st_err *err) {
+  sa_bound *b = pb;
+  sa_case *c = b->c;
+  const st_cu *cu = c->cu;
+  const size_t n_lse = (size_t)c->total_q * (size_t)c->Hq, n_o = n_lse * (size_t)c->kv.D;
+  *ok = 1;
+  *max_err = 0;
+  for (int run = 0; run < 2; run++) {
+    /* Poison: NaN in o and lse, so an unwritten element fails the check. */
+    ST_CU_TRY(cu, cu->cuMemsetD16Async(c->d_o, (unsigned short)(0x7fc0u + (unsigned)run), n_o, stream), err);
+    if (c->d_lse) ST_CU_TRY(cu, cu->cuMemsetD32Async(c->d_lse, 0x7fc00000u + (unsigned)run, n_lse, stream), err);
+    st_status s = launch(b, stream, err);
+    if (s != ST_OK) return s;
+    ST_CU_TRY(cu, cu->cuStreamSynchronize(stream), err);
+    ST_CU_TRY(cu, cu->cuMemcpyDtoH(c->got_o, c->d_o, n_o * 2), err);
+    if (c->d_lse) ST_CU_TRY(cu, cu->cuMemcpyDtoH(c->got_lse, c->d_lse, n_lse * 4), err);
+    double e = 0;
+    char why[400];
+    const int bad = st_ref_sparse_attn_verify(&c->ref, c->ref_o, c->d_lse ? c->ref_lse : NULL, c->got_o,
+                                              c->d_lse ? c->got_lse : NULL, ATTN_TOL, &e, why, sizeof why);
+    if (e > *max_err) *max_err = e;
+    if (bad) {
+      *ok = 0;
+      snprintf(msg, cap, "%s%d wrong (token, head) pair%s; first: %s", run ? "on the second launch: " : "", bad,
+               bad == 1 ? "" : "s", why);
+      return ST_OK;
+    }
+  }
+  return ST_OK;
+}
+
+/* Prefill is compute-bound: the bytes are each distinct selected block of a
+ * request (per kv head) once, q, o and lse; GB/s figures are for reference
+ * only, the anchors compare FLOPs. */
+static double min_bytes(const void *pc) {
+  const sa_case *c = pc;
+  const st_ref_sparse_attn *r = &c->ref;
+  const double eb = st_dtype_bytes(r->kv_dtype);
+  double blocks = 0;
+  for (int g = 0; g < r->Hkv; g++)
+    for (int i = 0; i < r->total_q; i++) {
+      int req;
+      const int pos = token_position(c, i, &req);
+      /* A block counts once per request: when the query's own block first
+       * appears (its first token) or, for earlier blocks, at the request's
+       * first query token; a lower bound either way. */
+      if (i == r->cu_seqlens_q[req])
+        blocks += st_attn_selected_blocks(r->topk_idx + ((size_t)g * (size_t)r->total_q + (size_t)i) * (size_t)r->topk,
+                                          r->topk, pos);
+      else if (pos % BLOCK_TOKENS == 0)
+        blocks += 1;
+    }
+  double bytes = blocks * BLOCK_TOKENS * r->D * 2 * eb;
+  bytes += (double)r->total_q * r->Hq * r->D * 2 * 2; /* q and o */
+  if (c->want_lse) bytes += (double)r->total_q * r->Hq * 4;
+  return bytes;
+}
+
+/* 4 * D * G * 128 per (query token, kv head, selected visible block): whole
+ * 128-token blocks, as ../shared/anchors.md counts them. */
+static double flops(const void *pc) {
+  const sa_case *c = pc;
+  const st_ref_sparse_attn *r = &c->ref;
+  double blocks = 0;
+  for (int g = 0; g < r->Hkv; g++)
+    for (int i = 0; i < r->total_q; i++) {
+      int req;
+      const int pos = token_position(c, i, &req);
+      blocks += st_attn_selected_blocks(r->topk_idx + ((size_t)g * (size_t)r->total_q + (size_t)i) * (size_t)r->topk,
+                                        r->topk, pos);
+    }
+  return blocks * 4.0 * r->D * (r->Hq / r->Hkv) * BLOCK_TOKENS;
+}
+
+const st_op_harness st_sparse_attn_harness = {
+    .op = ST_SPARSE_ATTN_OP,
+    .case_create = case_create,
+    .case_destroy = case_destroy,
+    .bind = bind,
+    .bind_runtime = bind_runtime,
+    .launch = launch,
+    .verify = verify,
+    .unbind = unbind,
+    .min_bytes = min_bytes,
+    .flops = flops,
+    .bench_iters = 10,
+};
