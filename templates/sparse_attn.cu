@@ -14,12 +14,15 @@
 // did), positions past its own (causal inside the query's own block), and
 // adds log2(n) to the scores of a block its selection lists n > 1 times.
 //
-// The union: every valid (token, entry) pair (0 <= block < nb(p), page from
-// the block table) is inserted by page into a shared-memory hash table;
-// the entry with the lowest (token, entry) index of a page owns it, and
-// owners are numbered in that order (deterministic order of blocks, so of
-// the floating-point sums); then every pair adds itself to the cell (union
-// block, token): count << 16 | visible tokens.
+// The union: every valid (token, entry) pair (0 <= block j < nb(p)) is
+// inserted by its logical block (request * max_blocks + j) into a shared-
+// memory hash table; the entry with the lowest (token, entry) index of a
+// block owns it, and owners are numbered in that order (deterministic order
+// of blocks, so of the floating-point sums); then every pair adds itself to
+// the cell (union block, token): count << 16 | visible tokens. Logical, not
+// physical: two blocks a block table maps to one page hold different
+// positions (v1 keyed pages and merged them, found by the tuner's random
+// block tables).
 //
 // Bytes per CTA: (union blocks) * 128 * D * 2 * elem of K and V, plus q and
 // o; FLOPs: 4 * 16 * 128 * D per (block, warp with a selecting row).
@@ -32,13 +35,15 @@ constexpr int TOPK_CAP = ${topk};
 constexpr int STAGES = ${stages};
 constexpr int WARPS = ${warps};
 
+// The argument block first: it brings the fixed-width integer types the
+// common headers use under NVRTC (no C library there).
 #include "params/sparse_attn.h"
 #include "common/attn_tile.cuh"
 #include "common/kv_stage.cuh"
 
 constexpr int THREADS = 32 * WARPS;
-constexpr int REAL_ROWS = TOKENS * GROUP;         // q rows of the tile's tokens
-constexpr int ROWS = (REAL_ROWS + 15) / 16 * 16;  // padded to whole m-tiles (zero rows)
+constexpr int REAL_ROWS = TOKENS * GROUP;        // q rows of the tile's tokens
+constexpr int ROWS = (REAL_ROWS + 15) / 16 * 16; // padded to whole m-tiles (zero rows)
 constexpr int MATH_WARPS = ROWS / 16;
 constexpr int BLOCK_TOKENS = 128;
 constexpr int ROW_CHUNKS = HEAD_DIM / 8;
@@ -48,7 +53,7 @@ constexpr int DT = HEAD_DIM / 8;
 // registers of fragments and addresses (ptxas spilled at head_dim 256 with
 // 64-token steps).
 constexpr int REG_BUDGET = 65536 / THREADS < 255 ? 65536 / THREADS : 255;
-constexpr int STEP_TOKENS = HEAD_DIM / 2 + 64 + 100 <= REG_BUDGET  ? 128
+constexpr int STEP_TOKENS = HEAD_DIM / 2 + 64 + 100 <= REG_BUDGET   ? 128
                             : HEAD_DIM / 2 + 32 + 100 <= REG_BUDGET ? 64
                             : HEAD_DIM / 2 + 16 + 100 <= REG_BUDGET ? 32
                                                                     : 16;
@@ -59,8 +64,8 @@ using st_kv = st_kv_stages<IS_FP8, HEAD_DIM, STAGES, THREADS>;
 // the same total (st_sparse_attn_smem_bytes); all pieces 16-byte multiples.
 //   q tile      [ROWS][HEAD_DIM] bf16, swizzled
 //   KV region   st_kv::BYTES
-//   entries     [ENTRIES] page of each (token, entry) pair (-1: invalid), [ENTRIES] its visible tokens
-//   hash        [HASH_SLOTS] page, [HASH_SLOTS] first entry index, [HASH_SLOTS] union index
+//   entries     [ENTRIES] logical block of each (token, entry) pair (-1: invalid), [ENTRIES] its visible tokens
+//   hash        [HASH_SLOTS] logical block, [HASH_SLOTS] first entry index, [HASH_SLOTS] union index
 //   union       [ENTRIES] page, [ENTRIES] most visible tokens
 //   cells       [ENTRIES][TOKENS] count << 16 | visible tokens
 //   tokens      [TOKENS] request, [TOKENS] position (int)
@@ -74,19 +79,19 @@ static_assert((TOKENS & (TOKENS - 1)) == 0 && (TOPK_CAP & (TOPK_CAP - 1)) == 0, 
 static_assert(HEAD_DIM % 64 == 0, "whole groups of 8 swizzled chunks per row");
 
 struct st_lists {
-  int32_t *ent_page, *ent_ntok;          // [ENTRIES]
-  int32_t *hash_page, *hash_first, *hash_u; // [HASH_SLOTS]
-  int32_t *u_page, *u_ntok;              // [ENTRIES]
-  uint32_t *cell;                        // [ENTRIES][TOKENS]
-  int32_t *tok_r, *tok_p;                // [TOKENS]
+  int32_t *ent_block, *ent_ntok;             // [ENTRIES]
+  int32_t *hash_block, *hash_first, *hash_u; // [HASH_SLOTS]
+  int32_t *u_page, *u_ntok;                  // [ENTRIES]
+  uint32_t *cell;                            // [ENTRIES][TOKENS]
+  int32_t *tok_r, *tok_p;                    // [TOKENS]
 };
 
 __device__ __forceinline__ st_lists st_lists_at(char *base) {
   st_lists l;
   int32_t *w = (int32_t *)base;
-  l.ent_page = w;
+  l.ent_block = w;
   l.ent_ntok = w += ENTRIES;
-  l.hash_page = w += ENTRIES;
+  l.hash_block = w += ENTRIES;
   l.hash_first = w += HASH_SLOTS;
   l.hash_u = w += HASH_SLOTS;
   l.u_page = w += HASH_SLOTS;
@@ -97,8 +102,8 @@ __device__ __forceinline__ st_lists st_lists_at(char *base) {
   return l;
 }
 
-__device__ __forceinline__ int st_hash_slot(int32_t page) {
-  return (int)(((uint32_t)page * 2654435761u) >> 7) & (HASH_SLOTS - 1);
+__device__ __forceinline__ int st_hash_slot(int32_t block) {
+  return (int)(((uint32_t)block * 2654435761u) >> 7) & (HASH_SLOTS - 1);
 }
 
 // The request and position of every token of the tile (binary search of
@@ -111,8 +116,10 @@ __device__ void st_locate_tokens(const st_sparse_attn_params &p, int tile, const
       int lo = 0, hi = p.num_requests; // cu[lo] <= i < cu[hi]
       while (hi - lo > 1) {
         const int mid = (lo + hi) / 2;
-        if (p.cu_seqlens_q[mid] <= i) lo = mid;
-        else hi = mid;
+        if (p.cu_seqlens_q[mid] <= i)
+          lo = mid;
+        else
+          hi = mid;
       }
       const int start = p.cu_seqlens_q[lo], q_len = p.cu_seqlens_q[lo + 1] - start;
       r = lo;
@@ -127,7 +134,7 @@ __device__ void st_locate_tokens(const st_sparse_attn_params &p, int tile, const
 // file comment). Returns the number of union blocks (every thread).
 __device__ int st_build_union(const st_sparse_attn_params &p, int tile, int g, const st_lists &l, int *s_count) {
   for (int e = threadIdx.x; e < HASH_SLOTS; e += THREADS) {
-    l.hash_page[e] = -1;
+    l.hash_block[e] = -1;
     l.hash_first[e] = ENTRIES;
   }
   for (int e = threadIdx.x; e < ENTRIES * TOKENS; e += THREADS) l.cell[e] = 0u;
@@ -135,20 +142,20 @@ __device__ int st_build_union(const st_sparse_attn_params &p, int tile, int g, c
   // Entries and hash keys.
   for (int e = threadIdx.x; e < ENTRIES; e += THREADS) {
     const int t = e / TOPK_CAP, k = e % TOPK_CAP, i = tile * TOKENS + t, pos = l.tok_p[t];
-    int32_t page = -1, ntok = 0;
+    int32_t block = -1, ntok = 0;
     if (k < p.topk && pos >= 0) {
       const int32_t j = p.topk_idx[(int64_t)g * p.idx_stride_head + (int64_t)i * p.idx_stride_row + k];
       if (j >= 0 && j <= pos / BLOCK_TOKENS && j < p.max_blocks) {
-        page = p.block_table[(int64_t)l.tok_r[t] * p.bt_stride + j];
+        block = l.tok_r[t] * p.max_blocks + j;
         ntok = min(BLOCK_TOKENS, pos - j * BLOCK_TOKENS + 1);
       }
     }
-    l.ent_page[e] = page;
+    l.ent_block[e] = block;
     l.ent_ntok[e] = ntok;
-    if (page < 0) continue;
-    for (int s = st_hash_slot(page);; s = (s + 1) & (HASH_SLOTS - 1)) {
-      const int32_t prev = atomicCAS(&l.hash_page[s], -1, page);
-      if (prev == -1 || prev == page) {
+    if (block < 0) continue;
+    for (int s = st_hash_slot(block);; s = (s + 1) & (HASH_SLOTS - 1)) {
+      const int32_t prev = atomicCAS(&l.hash_block[s], -1, block);
+      if (prev == -1 || prev == block) {
         atomicMin(&l.hash_first[s], e);
         break;
       }
@@ -161,17 +168,18 @@ __device__ int st_build_union(const st_sparse_attn_params &p, int tile, int g, c
     int count = 0;
     for (int e0 = 0; e0 < ENTRIES; e0 += 32) {
       const int e = e0 + lane;
-      const int32_t page = e < ENTRIES ? l.ent_page[e] : -1;
+      const int32_t block = e < ENTRIES ? l.ent_block[e] : -1;
       int s = -1;
-      if (page >= 0)
-        for (s = st_hash_slot(page); l.hash_page[s] != page; s = (s + 1) & (HASH_SLOTS - 1)) {
+      if (block >= 0)
+        for (s = st_hash_slot(block); l.hash_block[s] != block; s = (s + 1) & (HASH_SLOTS - 1)) {
         }
-      const bool owner = page >= 0 && l.hash_first[s] == e;
+      const bool owner = block >= 0 && l.hash_first[s] == e;
       const uint32_t mask = __ballot_sync(0xffffffffu, owner);
       if (owner) {
         const int u = count + __popc(mask & ((1u << lane) - 1u));
         l.hash_u[s] = u;
-        l.u_page[u] = page;
+        const int r = block / p.max_blocks;
+        l.u_page[u] = p.block_table[(int64_t)r * p.bt_stride + (block - r * p.max_blocks)];
         l.u_ntok[u] = 0;
       }
       count += __popc(mask);
@@ -181,10 +189,10 @@ __device__ int st_build_union(const st_sparse_attn_params &p, int tile, int g, c
   __syncthreads();
   // Cells and the most visible tokens of each union block.
   for (int e = threadIdx.x; e < ENTRIES; e += THREADS) {
-    const int32_t page = l.ent_page[e];
-    if (page < 0) continue;
-    int s = st_hash_slot(page);
-    while (l.hash_page[s] != page) s = (s + 1) & (HASH_SLOTS - 1);
+    const int32_t block = l.ent_block[e];
+    if (block < 0) continue;
+    int s = st_hash_slot(block);
+    while (l.hash_block[s] != block) s = (s + 1) & (HASH_SLOTS - 1);
     const int u = l.hash_u[s], t = e / TOPK_CAP, ntok = l.ent_ntok[e];
     atomicAdd(&l.cell[u * TOKENS + t], (1u << 16) + (uint32_t)ntok);
     atomicMax(&l.u_ntok[u], ntok);

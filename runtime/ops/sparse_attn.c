@@ -3,6 +3,7 @@
 #include "ops/sparse_attn.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -110,6 +111,10 @@ st_status st_sparse_attn_check_args(const st_sparse_attn_args *a, st_err *err) {
   if (a->max_context < 1 || a->max_context > cap)
     return st_fail(err, ST_ERR_INVALID_ARG, "max_context=%d is outside 1..%lld (block_table columns x %d)",
                    a->max_context, (long long)cap, ST_BLOCK_TOKENS);
+  /* The kernel names a block by request * max_blocks + block in an int32. */
+  if (R * ((a->max_context + ST_BLOCK_TOKENS - 1) / ST_BLOCK_TOKENS) > INT32_MAX)
+    return st_fail(err, ST_ERR_UNSUPPORTED, "%lld requests x %d blocks of max_context=%d exceed 2^31 blocks",
+                   (long long)R, (a->max_context + ST_BLOCK_TOKENS - 1) / ST_BLOCK_TOKENS, a->max_context);
   if ((s = st_attn_check_outputs(&a->o, &a->lse, total_q, Hq, D, "total_q", err)) != ST_OK) return s;
   /* 16-byte vector loads of q rows. */
   return st_check_vector_rows(&a->q, "q", 16, err);
