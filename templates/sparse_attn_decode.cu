@@ -82,14 +82,19 @@ __device__ __forceinline__ st_item st_item_of(const st_sparse_attn_decode_params
   return it;
 }
 
-// Writes o (normalized, times the scalar V scale) and lse of q head h,
-// dimension d, from the combined state (m in log2 units, l, unnormalized o).
+// Writes o (normalized, times the scalar V scale) of q head h, dimensions
+// d .. d+3, and (with d == 0) its lse, from the combined state (m in log2
+// units, l, unnormalized o).
 __device__ __forceinline__ void st_write_out(const st_sparse_attn_decode_params &p, const st_item &it, int h, int d,
-                                             float m, float l, float o) {
+                                             float m, float l, float4 o) {
   const int head = it.g * GROUP + h;
-  uint16_t *out = (uint16_t *)p.o + (int64_t)it.row * p.o_stride_row + (int64_t)head * p.o_stride_head;
-  const float v = l > 0.f ? o / l * p.v_scale : 0.f;
-  out[d] = (uint16_t)(st_pack_bf16(v, 0.f) & 0xffffu);
+  uint16_t *out = (uint16_t *)p.o + (int64_t)it.row * p.o_stride_row + (int64_t)head * p.o_stride_head + d;
+  const float inv = l > 0.f ? p.v_scale / l : 0.f;
+  const uint32_t lo = st_pack_bf16(o.x * inv, o.y * inv), hi = st_pack_bf16(o.z * inv, o.w * inv);
+  out[0] = (uint16_t)(lo & 0xffffu);
+  out[1] = (uint16_t)(lo >> 16);
+  out[2] = (uint16_t)(hi & 0xffffu);
+  out[3] = (uint16_t)(hi >> 16);
   if (d == 0 && p.lse)
     p.lse[(int64_t)it.row * p.lse_stride_row + (int64_t)head * p.lse_stride_head] =
         l > 0.f ? (m + __log2f(l)) * LN2 : -ST_INF;
@@ -128,13 +133,25 @@ __device__ void st_merge_splits(const st_sparse_attn_decode_params &p, const st_
           l > 0.f ? (m + __log2f(l)) * LN2 : -ST_INF;
   }
   __syncthreads();
-  for (int e = threadIdx.x; e < GROUP * HEAD_DIM; e += THREADS) {
-    const int h = e / HEAD_DIM, d = e - h * HEAD_DIM;
-    float o = 0.f;
+  for (int e = threadIdx.x; e < GROUP * HEAD_DIM / 4; e += THREADS) {
+    const int h = e / (HEAD_DIM / 4), d = (e - h * (HEAD_DIM / 4)) * 4;
+    float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll 8
-    for (int s = 0; s < splits; s++) o += __ldcg(p.part_o + ((base + s) * GROUP + h) * HEAD_DIM + d) * w[s * GROUP + h];
-    uint16_t *out = (uint16_t *)p.o + (int64_t)it.row * p.o_stride_row + (int64_t)(it.g * GROUP + h) * p.o_stride_head;
-    out[d] = (uint16_t)(st_pack_bf16(o * p.v_scale, 0.f) & 0xffffu);
+    for (int s = 0; s < splits; s++) {
+      const float4 v = __ldcg((const float4 *)(p.part_o + ((base + s) * GROUP + h) * HEAD_DIM + d));
+      const float wt = w[s * GROUP + h];
+      o.x += v.x * wt;
+      o.y += v.y * wt;
+      o.z += v.z * wt;
+      o.w += v.w * wt;
+    }
+    // The weights hold 1 / L already: write with l = 1 (lse was written above).
+    uint16_t *out = (uint16_t *)p.o + (int64_t)it.row * p.o_stride_row + (int64_t)(it.g * GROUP + h) * p.o_stride_head + d;
+    const uint32_t lo = st_pack_bf16(o.x * p.v_scale, o.y * p.v_scale), hi = st_pack_bf16(o.z * p.v_scale, o.w * p.v_scale);
+    out[0] = (uint16_t)(lo & 0xffffu);
+    out[1] = (uint16_t)(lo >> 16);
+    out[2] = (uint16_t)(hi & 0xffffu);
+    out[3] = (uint16_t)(hi >> 16);
   }
 }
 
@@ -236,26 +253,32 @@ extern "C" __global__ void __launch_bounds__(THREADS) st_sparse_attn_decode_main
   }
   __syncthreads();
   const bool direct = p.splits == 1;
-  for (int e = threadIdx.x; e < GROUP * HEAD_DIM; e += THREADS) {
-    const int h = e / HEAD_DIM, d = e - h * HEAD_DIM;
+  // Four dimensions per thread and step: 16-byte shared and global accesses.
+  for (int e = threadIdx.x; e < GROUP * HEAD_DIM / 4; e += THREADS) {
+    const int h = e / (HEAD_DIM / 4), d = (e - h * (HEAD_DIM / 4)) * 4;
     const int w0 = (h / 16) * WARPS_N, hr = h % 16;
     float m = -ST_INF;
 #pragma unroll
     for (int w = 0; w < WARPS_N; w++) m = fmaxf(m, c_ml[((w0 + w) * 16 + hr) * 2]);
-    float l = 0.f, o = 0.f;
+    float l = 0.f;
+    float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
     if (m != -ST_INF)
 #pragma unroll
       for (int w = 0; w < WARPS_N; w++) {
         const float mw = c_ml[((w0 + w) * 16 + hr) * 2];
         const float wt = mw == -ST_INF ? 0.f : exp2f(mw - m);
         l += c_ml[((w0 + w) * 16 + hr) * 2 + 1] * wt;
-        o += c_o[((w0 + w) * 16 + hr) * HEAD_DIM + d] * wt;
+        const float4 ow = *(const float4 *)(c_o + ((w0 + w) * 16 + hr) * HEAD_DIM + d);
+        o.x += ow.x * wt;
+        o.y += ow.y * wt;
+        o.z += ow.z * wt;
+        o.w += ow.w * wt;
       }
     if (direct) {
       st_write_out(p, it, h, d, m, l, o);
     } else {
       const int64_t ps = (it.id * p.splits + split) * GROUP + h;
-      p.part_o[ps * HEAD_DIM + d] = o;
+      *(float4 *)(p.part_o + ps * HEAD_DIM + d) = o;
       if (d == 0) {
         p.part_ml[ps * 2] = m;
         p.part_ml[ps * 2 + 1] = l;
