@@ -43,9 +43,10 @@ typedef struct st_ref_sparse_attn_decode {
 } st_ref_sparse_attn_decode;
 
 /* Computes o, dense [R*qlen][Hq][D], and lse, dense [R*qlen][Hq] (NULL = not
- * wanted), into the caller's arrays using up to `threads` threads (1..64)
- * over (row, kv head) items; threads that cannot start leave their share to
- * the others. Returns 0, or -1 if host memory ran out (the outputs are then
+ * wanted), into the caller's arrays using up to `threads` threads (1..64),
+ * as st_ref_sparse_attn_compute (reference/sparse_attn.h) does for a batch
+ * of qlen tokens per request; threads that cannot start leave their share
+ * to the others. Returns 0, or -1 if host memory ran out (the outputs are then
  * incomplete) or Hq is not a multiple of Hkv. */
 int st_ref_sparse_attn_decode_compute(const st_ref_sparse_attn_decode *in, double *o, double *lse, int threads);
 
