@@ -110,6 +110,25 @@ function M.canonical(t, keys)
   return table.concat(parts, ",")
 end
 
+-- A kernel config from outside (C, the database) for op `op_name`: every
+-- parameter of `domains` present and in its domain, no others, and within
+-- `constraint` (a function returning ok, why).
+function M.check_kernel(k, domains, constraint, op_name)
+  for _, name in ipairs(M.sorted_keys(domains)) do
+    if k[name] == nil then
+      return false, string.format("kernel parameter '%s' is missing", name)
+    end
+    if not M.contains(domains[name], k[name]) then
+      return false, string.format("kernel parameter %s=%s is not one of its values", name, tostring(k[name]))
+    end
+  end
+  local unknown = M.unknown_key(k, domains)
+  if unknown then
+    return false, string.format("'%s' is not a kernel parameter of %s", unknown, op_name)
+  end
+  return constraint(k)
+end
+
 -- The bytewise-first key of `t` that `known` (name -> anything) lacks, or nil.
 function M.unknown_key(t, known)
   local first

@@ -49,7 +49,6 @@ local SHAPE_FIELDS = { "B", "D", "H", "ctx", "dtype", "init", "lens", "local", "
 -- st_index_decode_dispatch_key builds the same text).
 local DISPATCH_FIELDS = { "B", "D", "H", "dtype", "qlen", "topk" }
 local LENS = { "full", "mixed" }
-local KERNEL_PARAMS = space.sorted_keys(M.kernel_domains)
 local LAUNCH_PARAMS = { splits = true }
 local SHAPE_FIELD_SET = {}
 for _, f in ipairs(SHAPE_FIELDS) do
@@ -81,20 +80,7 @@ end
 -- A kernel config from outside (C, the database): every parameter present,
 -- in its domain, no others, and within the constraints.
 function M.check_kernel(k)
-  for _, name in ipairs(KERNEL_PARAMS) do
-    local domain = M.kernel_domains[name]
-    if k[name] == nil then
-      return false, string.format("kernel parameter '%s' is missing", name)
-    end
-    if not space.contains(domain, k[name]) then
-      return false, string.format("kernel parameter %s=%s is not one of its values", name, tostring(k[name]))
-    end
-  end
-  local unknown = space.unknown_key(k, M.kernel_domains)
-  if unknown then
-    return false, string.format("'%s' is not a kernel parameter of %s", unknown, M.name)
-  end
-  return M.constraint(k)
+  return space.check_kernel(k, M.kernel_domains, M.constraint, M.name)
 end
 
 function M.check_launch(l)

@@ -42,7 +42,6 @@ local LAYOUTS = { "pages2", "interleaved" }
 -- holes: the same with some entries -1 or past the own block; local: the
 -- last topk visible blocks.
 local SELS = { "random", "holes", "local" }
-local KERNEL_PARAMS = space.sorted_keys(M.kernel_domains)
 local SHAPE_FIELD_SET = {}
 for _, f in ipairs(SHAPE_FIELDS) do
   SHAPE_FIELD_SET[f] = true
@@ -84,19 +83,7 @@ function M.constraint(k)
 end
 
 function M.check_kernel(k)
-  for _, name in ipairs(KERNEL_PARAMS) do
-    if k[name] == nil then
-      return false, string.format("kernel parameter '%s' is missing", name)
-    end
-    if not space.contains(M.kernel_domains[name], k[name]) then
-      return false, string.format("kernel parameter %s=%s is not one of its values", name, tostring(k[name]))
-    end
-  end
-  local unknown = space.unknown_key(k, M.kernel_domains)
-  if unknown then
-    return false, string.format("'%s' is not a kernel parameter of %s", unknown, M.name)
-  end
-  return M.constraint(k)
+  return space.check_kernel(k, M.kernel_domains, M.constraint, M.name)
 end
 
 function M.check_launch(l)
