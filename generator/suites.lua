@@ -11,7 +11,8 @@
 --              keep it near 30 index_decode and at most 14
 --              sparse_attn_decode shapes.
 --   m3-prefill the default prefill suite: MiniMax-M3 prefill shapes of the
---              attention (sparse_attn): one request of 1K-16K query tokens
+--              indexer's selection (index_topk: the anchors and a mixed
+--              batch) and of the attention (sparse_attn): one request of 1K-16K query tokens
 --              with no prefix or a 56K prefix, fp8 with both scale modes and
 --              the other KV layout, and a batch of mixed requests (prefixes
 --              not multiples of 128, a single-token request, selections
@@ -60,6 +61,20 @@ local function sparse_attn(dtype, reqs, over)
   return { op = "sparse_attn", shape = s }
 end
 
+-- MiniMax-M3 prefill indexer selection: 2 index heads, top-16, 1 init + 2
+-- local blocks, over the scores of a varlen batch.
+local function index_topk(reqs, over)
+  local B = 0
+  for q in string.gmatch(reqs, "(%d+):%d+") do
+    B = B + tonumber(q)
+  end
+  local s = { B = B, reqs = reqs, H = 2, topk = 16, init = 1, ["local"] = 2 }
+  for k, v in pairs(over or {}) do
+    s[k] = v
+  end
+  return { op = "index_topk", shape = s }
+end
+
 -- peer_us: vLLM's Triton kernels on our H100, ../shared/anchors.md. The
 -- attention reads topk blocks whatever the context, so its rows there say
 -- ctx "any" (here 32768) and give a range of times: peer_us is its lower
@@ -87,11 +102,18 @@ local function anchor_rows()
     sparse_attn("bf16", "4096:0", { peer_us = 915.3 }),
     sparse_attn("bf16", "16384:0", { peer_us = 4622.0 }),
     sparse_attn("bf16", "8192:57344", { peer_us = 2517.7 }),
+    index_topk("4096:0", { peer_us = 14.0 }),
+    index_topk("16384:0", { peer_us = 70.5 }),
+    index_topk("8192:57344", { peer_us = 202.3 }),
   }
 end
 
 local function m3_prefill()
   return {
+    index_topk("4096:0", { peer_us = 14.0 }),
+    index_topk("16384:0", { peer_us = 70.5 }),
+    index_topk("8192:57344", { peer_us = 202.3 }),
+    index_topk("300:4133;1:0;1024:0;2000:20000;100:65536"),
     sparse_attn("bf16", "4096:0", { peer_us = 915.3 }),
     sparse_attn("bf16", "16384:0", { peer_us = 4622.0 }),
     sparse_attn("bf16", "8192:57344", { peer_us = 2517.7 }),
@@ -108,7 +130,7 @@ local function m3_decode()
     rows[#rows + 1] = row
   end
   for _, row in ipairs(anchor_rows()) do
-    if row.op ~= "sparse_attn" then -- the prefill anchors tune in m3-prefill
+    if row.op ~= "sparse_attn" and row.op ~= "index_topk" then -- the prefill anchors tune in m3-prefill
       add(row)
     end
   end
@@ -147,6 +169,7 @@ local function smoke()
     index_decode("bf16", 2, 1000, { D = 64, H = 1, topk = 8 }),
     sparse_attn_decode("bf16", 2, 1000, { topk = 4 }),
     sparse_attn("bf16", "100:0;3:130", { topk = 4 }),
+    index_topk("100:0;3:130", { topk = 4, init = 1, ["local"] = 1 }),
   }
 end
 

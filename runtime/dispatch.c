@@ -56,6 +56,7 @@ const char *st_op_name(st_op_id op) {
   case ST_OP_INDEX_DECODE: return ST_INDEX_DECODE_OP;
   case ST_OP_SPARSE_ATTN_DECODE: return ST_SPARSE_ATTN_DECODE_OP;
   case ST_OP_SPARSE_ATTN: return ST_SPARSE_ATTN_OP;
+  case ST_OP_INDEX_TOPK: return ST_INDEX_TOPK_OP;
   case ST_OP_COUNT: break;
   }
   return "?";

@@ -540,11 +540,11 @@ static void test_every_suite_row_passes_its_ops_check_shape(void **state) {
          "    if not ok then return name .. ' row ' .. i .. ': ' .. why end\n"
          "    count[row.op] = (count[row.op] or 0) + 1\n"
          "  end\n"
-         "  out[#out + 1] = string.format('%s %d+%d+%d', name, count.index_decode or 0,\n"
-         "    count.sparse_attn_decode or 0, count.sparse_attn or 0)\n"
+         "  out[#out + 1] = string.format('%s %d+%d+%d+%d', name, count.index_decode or 0,\n"
+         "    count.sparse_attn_decode or 0, count.sparse_attn or 0, count.index_topk or 0)\n"
          "end\n"
          "return table.concat(out, ', ')",
-         "anchors 9+9+3, m3-decode 30+13+0, m3-prefill 0+0+7, smoke 3+1+1");
+         "anchors 9+9+3+3, m3-decode 30+13+0+0, m3-prefill 0+0+7+4, smoke 3+1+1+1");
 }
 
 static void test_suites_hold_the_sparse_attn_decode_anchor_rows(void **state) {

@@ -54,5 +54,6 @@ const st_op_harness *st_harness_find(const char *op);
 extern const st_op_harness st_index_decode_harness;
 extern const st_op_harness st_sparse_attn_decode_harness;
 extern const st_op_harness st_sparse_attn_harness;
+extern const st_op_harness st_index_topk_harness;
 
 #endif

@@ -237,6 +237,37 @@ st_status st_sparse_attn_prepare(st_handle *handle, const st_sparse_attn_args *a
 st_status st_sparse_attn(st_handle *handle, const st_sparse_attn_args *args, void *workspace,
                          size_t workspace_bytes, void *stream);
 
+/* ---- index_topk: the indexer's block selection for a varlen prefill batch
+ *
+ * From block scores score[h][i][j] (index_score's output, fp32), picks per
+ * index head h and query token i (of request r, at position p as in
+ * sparse_attn) the ids of min(topk, nb) of its nb = p / 128 + 1 visible
+ * blocks: the init_blocks first and local_blocks last visible ones, then the
+ * highest-scoring others (NaN counts as -inf; entries j >= nb are not read).
+ * Unused slots are -1; ids within a row are in no particular order.
+ */
+typedef struct st_index_topk_args {
+  st_tensor score;        /* [H, total_q, max_blocks] fp32 (any strides, innermost 1) */
+  st_tensor cu_seqlens_q; /* [R+1] int32: 0, then running sums of q_len            */
+  st_tensor seq_lens;     /* [R] int32, tokens per request (prefix + q_len)        */
+  st_tensor topk_idx;     /* out: [H, total_q, topk] int32                         */
+  int topk;               /* 1..64                                                 */
+  int init_blocks;        /* forced first blocks, init + local <= topk             */
+  int local_blocks;       /* forced last blocks (the query's own included)         */
+  int max_context;        /* host-known bound on every seq_len, 1..max_blocks*128   */
+} st_index_topk_args;
+
+/* Bytes of workspace st_index_topk needs (0 for the current kernels). */
+st_status st_index_topk_workspace_size(st_handle *handle, const st_index_topk_args *args, size_t *bytes);
+
+/* Loads the module that st_index_topk would launch for these arguments. */
+st_status st_index_topk_prepare(st_handle *handle, const st_index_topk_args *args);
+
+/* Launches index_topk on `stream`; asynchronous, no host synchronization,
+ * no allocation; the grid depends on total_q and H only. */
+st_status st_index_topk(st_handle *handle, const st_index_topk_args *args, void *workspace, size_t workspace_bytes,
+                        void *stream);
+
 /* The variant id and name the last successful st_<op> call of this
  * thread on `handle` launched (for logs and tests); "" if none. */
 const char *st_last_variant(const st_handle *handle);

@@ -49,3 +49,38 @@ st_status st_case_upload(const st_cu *cu, CUdeviceptr *d, const void *h, size_t 
   ST_CU_TRY(cu, cu->cuMemcpyHtoD(*d, h, bytes), err);
   return ST_OK;
 }
+
+st_status st_case_requests(const char *reqs, int32_t **cu_seqlens_q, int32_t **seq_lens, int *R, int *total_q,
+                           int *max_context, st_err *err) {
+  enum { MAX_REQUESTS = 4096 };
+  if (!reqs) return st_fail(err, ST_ERR_INVALID_ARG, "shape field reqs is missing");
+  int n = 1;
+  for (const char *p = reqs; *p; p++) n += *p == ';';
+  if (n > MAX_REQUESTS)
+    return st_fail(err, ST_ERR_INVALID_ARG, "shape reqs lists %d requests, more than %d", n, MAX_REQUESTS);
+  int32_t *cu = *cu_seqlens_q = malloc(sizeof(int32_t) * (size_t)(n + 1));
+  int32_t *seq = *seq_lens = malloc(sizeof(int32_t) * (size_t)n);
+  if (!cu || !seq) return st_fail(err, ST_ERR_NOMEM, "out of host memory");
+  cu[0] = 0;
+  *max_context = 1;
+  const char *p = reqs;
+  for (int r = 0; r < n; r++) {
+    char *end = NULL;
+    const long q = strtol(p, &end, 10);
+    if (end == p || *end != ':') goto bad;
+    p = end + 1;
+    const long prefix = strtol(p, &end, 10);
+    if (end == p || (*end != ';' && *end != '\0') || q < 0 || prefix < 0 || q + prefix > (1L << 24) ||
+        cu[r] + q > (1L << 30))
+      goto bad;
+    cu[r + 1] = cu[r] + (int32_t)q;
+    seq[r] = (int32_t)(q + prefix);
+    if (seq[r] > *max_context) *max_context = seq[r];
+    p = *end ? end + 1 : end;
+  }
+  *R = n;
+  *total_q = cu[n];
+  return ST_OK;
+bad:
+  return st_fail(err, ST_ERR_INVALID_ARG, "shape reqs='%s' is not a list of q_len:prefix", reqs);
+}

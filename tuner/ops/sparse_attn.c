@@ -21,8 +21,6 @@
 #define BLOCK_TOKENS 128
 /* The relative L2 error design.md allows for attention outputs. */
 #define ATTN_TOL 2e-2
-/* Requests a shape may list. */
-#define MAX_REQUESTS 4096
 
 typedef struct sa_case {
   const st_cu *cu;
@@ -60,36 +58,8 @@ static void case_destroy(void *p) {
   free(c);
 }
 
-/* "q_len:prefix;..." into cu_seqlens_q and seq_lens (allocated here). */
 static st_status parse_requests(sa_case *c, const char *reqs, st_err *err) {
-  if (!reqs) return st_fail(err, ST_ERR_INVALID_ARG, "shape field reqs is missing");
-  int n = 1;
-  for (const char *p = reqs; *p; p++) n += *p == ';';
-  if (n > MAX_REQUESTS)
-    return st_fail(err, ST_ERR_INVALID_ARG, "shape reqs lists %d requests, more than %d", n, MAX_REQUESTS);
-  c->h_cu = malloc(sizeof(int32_t) * (size_t)(n + 1));
-  c->h_seq = malloc(sizeof(int32_t) * (size_t)n);
-  if (!c->h_cu || !c->h_seq) return st_fail(err, ST_ERR_NOMEM, "out of host memory");
-  c->h_cu[0] = 0;
-  const char *p = reqs;
-  for (int r = 0; r < n; r++) {
-    char *end = NULL;
-    const long q = strtol(p, &end, 10);
-    if (end == p || *end != ':') goto bad;
-    p = end + 1;
-    const long prefix = strtol(p, &end, 10);
-    if (end == p || (*end != ';' && *end != '\0') || q < 0 || prefix < 0 || q + prefix > (1L << 24)) goto bad;
-    c->h_cu[r + 1] = c->h_cu[r] + (int32_t)q;
-    c->h_seq[r] = (int32_t)(q + prefix);
-    if (c->h_seq[r] > c->max_context) c->max_context = c->h_seq[r];
-    p = *end ? end + 1 : end;
-  }
-  c->R = n;
-  c->total_q = c->h_cu[n];
-  if (c->max_context < 1) c->max_context = 1;
-  return ST_OK;
-bad:
-  return st_fail(err, ST_ERR_INVALID_ARG, "shape reqs='%s' is not a list of q_len:prefix", reqs);
+  return st_case_requests(reqs, &c->h_cu, &c->h_seq, &c->R, &c->total_q, &c->max_context, err);
 }
 
 static st_status read_shape(sa_case *c, const st_params *shape, const char **sel, st_err *err) {
