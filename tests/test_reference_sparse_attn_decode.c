@@ -510,10 +510,20 @@ static void test_large_scores_do_not_overflow(void **state) {
   (void)state;
   const int lens[] = {900, 200};
   fixture f = make((shape){2, 1, 4, 2, 64, 6, lens, ST_DTYPE_BF16, LAYOUT_SPLIT});
-  f.in.sm_scale = 300.0; /* scores in the thousands: exp would overflow unshifted */
+  /* Scores in the thousands: exp would overflow unshifted. Every lse must
+   * be finite (and match the hand computation, above); rows whose largest
+   * score passes 709, where an unshifted exp is inf, must exist: a row with
+   * only a few keys may have a negative largest dot product (seed
+   * 140146578315715 made one with sm_scale 300), so count them. */
+  f.in.sm_scale = 3000.0;
   run(&f, 2);
   assert_int_equal(expect_all(&f, 1e-9), 2 * 4);
-  for (int i = 0; i < 2 * 4; i++) assert_true(isfinite(f.lse[i]) && f.lse[i] > 709);
+  int overflowing = 0;
+  for (int i = 0; i < 2 * 4; i++) {
+    assert_true(isfinite(f.lse[i]));
+    overflowing += f.lse[i] > 709;
+  }
+  assert_true(overflowing >= 1);
   release(&f);
 }
 
