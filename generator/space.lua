@@ -129,6 +129,62 @@ function M.check_kernel(k, domains, constraint, op_name)
   return constraint(k)
 end
 
+-- A shape from outside for op `op_name`: every field of `fields` present
+-- and no key outside `known` (the fields and the facts such as peer_us).
+function M.check_shape_fields(s, fields, known, op_name)
+  for _, f in ipairs(fields) do
+    if s[f] == nil then
+      return false, string.format("shape field '%s' is missing", f)
+    end
+  end
+  local unknown = M.unknown_key(s, known)
+  if unknown then
+    return false, string.format("'%s' is not a shape field of %s", unknown, op_name)
+  end
+  return true
+end
+
+-- The optional peer_us fact of a shape (the peer's time from
+-- ../shared/anchors.md): absent, or a positive time.
+function M.check_peer(s)
+  if s.peer_us ~= nil and not ((tonumber(s.peer_us) or 0) > 0) then
+    return false, string.format("shape field peer_us=%s is not a positive time", tostring(s.peer_us))
+  end
+  return true
+end
+
+-- The query tokens of a varlen batch "q_len:prefix;...", or nil and why.
+function M.request_tokens(reqs)
+  local total = 0
+  for item in string.gmatch(tostring(reqs) .. ";", "([^;]*);") do
+    local q = math.tointeger(tonumber(string.match(item, "^(%d+):%d+$")))
+    if not q then
+      return nil, string.format("shape field reqs=%s is not a list of q_len:prefix", tostring(reqs))
+    end
+    total = total + q
+  end
+  return total
+end
+
+-- Launch parameters of an op that has none: `l` must be empty.
+function M.check_no_launch(l, op_name)
+  local unknown = M.unknown_key(l, {})
+  if unknown then
+    return false, string.format("'%s' is not a launch parameter of %s (it has none)", unknown, op_name)
+  end
+  return true
+end
+
+-- op.fits, then op.worth: whether variant (k, l) of `op` is generated for
+-- shape s.
+function M.applies(op, k, l, s, is_default)
+  local ok, why = op.fits(k, s, is_default)
+  if not ok then
+    return false, why
+  end
+  return op.worth(k, l, s, is_default)
+end
+
 -- The bytewise-first key of `t` that `known` (name -> anything) lacks, or nil.
 function M.unknown_key(t, known)
   local first

@@ -144,14 +144,9 @@ end
 -- ---- shapes ----------------------------------------------------------------
 
 function M.check_shape(s)
-  for _, f in ipairs(SHAPE_FIELDS) do
-    if s[f] == nil then
-      return false, string.format("shape field '%s' is missing", f)
-    end
-  end
-  local unknown = space.unknown_key(s, SHAPE_FIELD_SET)
-  if unknown then
-    return false, string.format("'%s' is not a shape field of %s", unknown, M.name)
+  local fields_ok, fields_why = space.check_shape_fields(s, SHAPE_FIELDS, SHAPE_FIELD_SET, M.name)
+  if not fields_ok then
+    return false, fields_why
   end
   local function int_in(f, lo, hi)
     local v = s[f]
@@ -182,8 +177,9 @@ function M.check_shape(s)
       return false, string.format("shape field lens=%s lists %d lengths for B=%d", tostring(s.lens), n, s.B)
     end
   end
-  if s.peer_us ~= nil and not ((tonumber(s.peer_us) or 0) > 0) then
-    return false, string.format("shape field peer_us=%s is not a positive time", tostring(s.peer_us))
+  local peer_ok, peer_why = space.check_peer(s)
+  if not peer_ok then
+    return false, peer_why
   end
   if s.init + s["local"] > s.topk then
     return false, string.format("init + local = %d + %d exceed topk=%d", s.init, s["local"], s.topk)
@@ -253,11 +249,7 @@ function M.worth(k, l, s, _is_default)
 end
 
 function M.applies(k, l, s, is_default)
-  local ok, why = M.fits(k, s, is_default)
-  if not ok then
-    return false, why
-  end
-  return M.worth(k, l, s, is_default)
+  return space.applies(M, k, l, s, is_default)
 end
 
 -- ---- rendering and naming ------------------------------------------------

@@ -40,11 +40,7 @@ function M.check_kernel(k)
 end
 
 function M.check_launch(l)
-  local unknown = space.unknown_key(l, {})
-  if unknown then
-    return false, string.format("'%s' is not a launch parameter of %s (it has none)", unknown, M.name)
-  end
-  return true
+  return space.check_no_launch(l, M.name)
 end
 
 function M.kernel_space()
@@ -78,14 +74,9 @@ end
 -- ---- shapes ----------------------------------------------------------------
 
 function M.check_shape(s)
-  for _, f in ipairs(SHAPE_FIELDS) do
-    if s[f] == nil then
-      return false, string.format("shape field '%s' is missing", f)
-    end
-  end
-  local unknown = space.unknown_key(s, SHAPE_FIELD_SET)
-  if unknown then
-    return false, string.format("'%s' is not a shape field of %s", unknown, M.name)
+  local fields_ok, fields_why = space.check_shape_fields(s, SHAPE_FIELDS, SHAPE_FIELD_SET, M.name)
+  if not fields_ok then
+    return false, fields_why
   end
   for _, f in ipairs({ "B", "H", "topk", "init", "local" }) do
     local v, lo = s[f], (f == "init" or f == "local") and 0 or 1
@@ -96,19 +87,16 @@ function M.check_shape(s)
   if s.init + s["local"] > s.topk then
     return false, string.format("init + local = %d + %d exceed topk=%d", s.init, s["local"], s.topk)
   end
-  local total = 0
-  for item in string.gmatch(tostring(s.reqs) .. ";", "([^;]*);") do
-    local q, pre = string.match(item, "^(%d+):(%d+)$")
-    if not q then
-      return false, string.format("shape field reqs=%s is not a list of q_len:prefix", tostring(s.reqs))
-    end
-    total = total + math.tointeger(tonumber(q))
+  local total, bad = space.request_tokens(s.reqs)
+  if not total then
+    return false, bad
   end
   if total ~= s.B then
     return false, string.format("shape field B=%d is not the %d query tokens of reqs=%s", s.B, total, s.reqs)
   end
-  if s.peer_us ~= nil and not ((tonumber(s.peer_us) or 0) > 0) then
-    return false, string.format("shape field peer_us=%s is not a positive time", tostring(s.peer_us))
+  local peer_ok, peer_why = space.check_peer(s)
+  if not peer_ok then
+    return false, peer_why
   end
   return true
 end
@@ -135,11 +123,7 @@ function M.worth(_k, _l, _s, _is_default)
 end
 
 function M.applies(k, l, s, is_default)
-  local ok, why = M.fits(k, s, is_default)
-  if not ok then
-    return false, why
-  end
-  return M.worth(k, l, s, is_default)
+  return space.applies(M, k, l, s, is_default)
 end
 
 -- ---- rendering and naming ------------------------------------------------

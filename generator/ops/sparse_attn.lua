@@ -87,11 +87,7 @@ function M.check_kernel(k)
 end
 
 function M.check_launch(l)
-  local unknown = space.unknown_key(l, {})
-  if unknown then
-    return false, string.format("'%s' is not a launch parameter of %s (it has none)", unknown, M.name)
-  end
-  return true
+  return space.check_no_launch(l, M.name)
 end
 
 function M.kernel_space()
@@ -138,31 +134,10 @@ end
 
 -- ---- shapes ----------------------------------------------------------------
 
--- The requests of a shape: "q_len:prefix;..." (prefix = seq_len - q_len),
--- e.g. "4096:0" or "300:4133;1:0;1024:65536". Returns a list of
--- {q_len, prefix} or nil and why.
-function M.parse_reqs(text)
-  local out = {}
-  for item in string.gmatch(tostring(text) .. ";", "([^;]*);") do
-    local q, pre = string.match(item, "^(%d+):(%d+)$")
-    q, pre = math.tointeger(tonumber(q)), math.tointeger(tonumber(pre))
-    if not q or not pre then
-      return nil, string.format("shape field reqs=%s is not a list of q_len:prefix", tostring(text))
-    end
-    out[#out + 1] = { q, pre }
-  end
-  return out
-end
-
 function M.check_shape(s)
-  for _, f in ipairs(SHAPE_FIELDS) do
-    if s[f] == nil then
-      return false, string.format("shape field '%s' is missing", f)
-    end
-  end
-  local unknown = space.unknown_key(s, SHAPE_FIELD_SET)
-  if unknown then
-    return false, string.format("'%s' is not a shape field of %s", unknown, M.name)
+  local fields_ok, fields_why = space.check_shape_fields(s, SHAPE_FIELDS, SHAPE_FIELD_SET, M.name)
+  if not fields_ok then
+    return false, fields_why
   end
   local function int_in(f, lo, hi)
     local v = s[f]
@@ -194,19 +169,16 @@ function M.check_shape(s)
   if not space.contains(SELS, s.sel) then
     return false, string.format("shape field sel=%s is not random, holes or local", tostring(s.sel))
   end
-  local reqs, bad = M.parse_reqs(s.reqs)
-  if not reqs then
+  local total, bad = space.request_tokens(s.reqs)
+  if not total then
     return false, bad
-  end
-  local total = 0
-  for _, r in ipairs(reqs) do
-    total = total + r[1]
   end
   if total ~= s.B then
     return false, string.format("shape field B=%d is not the %d query tokens of reqs=%s", s.B, total, s.reqs)
   end
-  if s.peer_us ~= nil and not ((tonumber(s.peer_us) or 0) > 0) then
-    return false, string.format("shape field peer_us=%s is not a positive time", tostring(s.peer_us))
+  local peer_ok, peer_why = space.check_peer(s)
+  if not peer_ok then
+    return false, peer_why
   end
   return true
 end
@@ -242,11 +214,7 @@ function M.worth(_k, _l, _s, _is_default)
 end
 
 function M.applies(k, l, s, is_default)
-  local ok, why = M.fits(k, s, is_default)
-  if not ok then
-    return false, why
-  end
-  return M.worth(k, l, s, is_default)
+  return space.applies(M, k, l, s, is_default)
 end
 
 -- ---- rendering and naming ------------------------------------------------
