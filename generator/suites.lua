@@ -12,7 +12,8 @@
 --              sparse_attn_decode shapes.
 --   m3-prefill the default prefill suite: MiniMax-M3 prefill shapes of the
 --              indexer's selection (index_topk: the anchors and a mixed
---              batch) and of the attention (sparse_attn): one request of 1K-16K query tokens
+--              batch), of its scores (index_score: the anchors, fp8, a
+--              mixed batch, H 1 with head_dim 64 and H 4) and of the attention (sparse_attn): one request of 1K-16K query tokens
 --              with no prefix or a 56K prefix, fp8 with both scale modes and
 --              the other KV layout, and a batch of mixed requests (prefixes
 --              not multiples of 128, a single-token request, selections
@@ -49,11 +50,7 @@ end
 -- MiniMax-M3 prefill attention: the decode shape's heads, a varlen batch
 -- given as "q_len:prefix;..." requests (B = the query tokens in all).
 local function sparse_attn(dtype, reqs, over)
-  local B = 0
-  for q in string.gmatch(reqs, "(%d+):%d+") do
-    B = B + tonumber(q)
-  end
-  local s = { dtype = dtype, B = B, reqs = reqs, D = 128, Hq = 32, Hkv = 2, topk = 16,
+  local s = { dtype = dtype, B = space.request_tokens(reqs), reqs = reqs, D = 128, Hq = 32, Hkv = 2, topk = 16,
     scale = dtype == "fp8" and "scalar" or "none", layout = "pages2", sel = "random", lse = 0 }
   for k, v in pairs(over or {}) do
     s[k] = v
@@ -64,15 +61,21 @@ end
 -- MiniMax-M3 prefill indexer selection: 2 index heads, top-16, 1 init + 2
 -- local blocks, over the scores of a varlen batch.
 local function index_topk(reqs, over)
-  local B = 0
-  for q in string.gmatch(reqs, "(%d+):%d+") do
-    B = B + tonumber(q)
-  end
-  local s = { B = B, reqs = reqs, H = 2, topk = 16, init = 1, ["local"] = 2 }
+  local s = { B = space.request_tokens(reqs), reqs = reqs, H = 2, topk = 16, init = 1, ["local"] = 2 }
   for k, v in pairs(over or {}) do
     s[k] = v
   end
   return { op = "index_topk", shape = s }
+end
+
+-- MiniMax-M3 prefill indexer scores: 2 index heads of 128 over one shared
+-- index-K cache.
+local function index_score(dtype, reqs, over)
+  local s = { dtype = dtype, B = space.request_tokens(reqs), reqs = reqs, D = 128, H = 2 }
+  for k, v in pairs(over or {}) do
+    s[k] = v
+  end
+  return { op = "index_score", shape = s }
 end
 
 -- peer_us: vLLM's Triton kernels on our H100, ../shared/anchors.md. The
@@ -105,6 +108,9 @@ local function anchor_rows()
     index_topk("4096:0", { peer_us = 14.0 }),
     index_topk("16384:0", { peer_us = 70.5 }),
     index_topk("8192:57344", { peer_us = 202.3 }),
+    index_score("bf16", "4096:0", { peer_us = 33.2 }),
+    index_score("bf16", "16384:0", { peer_us = 224.0 }),
+    index_score("bf16", "8192:57344", { peer_us = 645.5 }),
   }
 end
 
@@ -114,6 +120,14 @@ local function m3_prefill()
     index_topk("16384:0", { peer_us = 70.5 }),
     index_topk("8192:57344", { peer_us = 202.3 }),
     index_topk("300:4133;1:0;1024:0;2000:20000;100:65536"),
+    index_score("bf16", "4096:0", { peer_us = 33.2 }),
+    index_score("bf16", "16384:0", { peer_us = 224.0 }),
+    index_score("bf16", "8192:57344", { peer_us = 645.5 }),
+    index_score("bf16", "1024:0"),
+    index_score("fp8", "16384:0"),
+    index_score("bf16", "300:4133;1:0;1024:0;2000:20000;100:65536"),
+    index_score("bf16", "2048:30000", { D = 64, H = 1 }),
+    index_score("bf16", "4096:0", { H = 4 }),
     sparse_attn("bf16", "4096:0", { peer_us = 915.3 }),
     sparse_attn("bf16", "16384:0", { peer_us = 4622.0 }),
     sparse_attn("bf16", "8192:57344", { peer_us = 2517.7 }),
@@ -130,7 +144,7 @@ local function m3_decode()
     rows[#rows + 1] = row
   end
   for _, row in ipairs(anchor_rows()) do
-    if row.op ~= "sparse_attn" and row.op ~= "index_topk" then -- the prefill anchors tune in m3-prefill
+    if row.op == "index_decode" or row.op == "sparse_attn_decode" then -- the prefill anchors tune in m3-prefill
       add(row)
     end
   end
@@ -170,6 +184,7 @@ local function smoke()
     sparse_attn_decode("bf16", 2, 1000, { topk = 4 }),
     sparse_attn("bf16", "100:0;3:130", { topk = 4 }),
     index_topk("100:0;3:130", { topk = 4, init = 1, ["local"] = 1 }),
+    index_score("bf16", "100:0;3:130"),
   }
 end
 

@@ -36,6 +36,10 @@ static st_status parse_config(st_op_id op, const st_params *kernel, const st_par
     st = st_index_topk_config_from_params(kernel, launch, &v->cfg.index_topk, why);
     v->rank = v->cfg.index_topk.topk_cap;
     return st;
+  case ST_OP_INDEX_SCORE:
+    st = st_index_score_config_from_params(kernel, launch, &v->cfg.index_score, why);
+    v->rank = 0;
+    return st;
   case ST_OP_COUNT: break;
   }
   return st_fail(why, ST_ERR_INVALID_ARG, "unknown op %d", (int)op);
@@ -51,8 +55,10 @@ static st_status load_from_cache(void *ctx, st_op_id op, const st_dispatch_varia
     main_name = ST_SPARSE_ATTN_DECODE_MAIN_KERNEL;
     merge_name = ST_SPARSE_ATTN_DECODE_MERGE_KERNEL;
     need_merge = v->cfg.sparse_attn_decode.algo == ST_SPARSE_ATTN_DECODE_SPLIT;
-  } else if (op == ST_OP_SPARSE_ATTN || op == ST_OP_INDEX_TOPK) {
-    main_name = op == ST_OP_SPARSE_ATTN ? ST_SPARSE_ATTN_MAIN_KERNEL : ST_INDEX_TOPK_MAIN_KERNEL;
+  } else if (op == ST_OP_SPARSE_ATTN || op == ST_OP_INDEX_TOPK || op == ST_OP_INDEX_SCORE) {
+    main_name = op == ST_OP_SPARSE_ATTN  ? ST_SPARSE_ATTN_MAIN_KERNEL
+                : op == ST_OP_INDEX_TOPK ? ST_INDEX_TOPK_MAIN_KERNEL
+                                         : ST_INDEX_SCORE_MAIN_KERNEL;
     merge_name = NULL;
     need_merge = 0;
   }
@@ -94,6 +100,10 @@ static st_status fit_on_device(void *ctx, st_op_id op, const st_dispatch_variant
   if (op == ST_OP_INDEX_TOPK) {
     st_index_topk_plan plan;
     return st_index_topk_plan_make(&v->cfg.index_topk, args, &plan, err); /* checks the fit first */
+  }
+  if (op == ST_OP_INDEX_SCORE) {
+    st_index_score_plan plan;
+    return st_index_score_plan_make(&v->cfg.index_score, args, h->dev.sm_count, &plan, err); /* fit first */
   }
   return st_fail(err, ST_ERR_INVALID_ARG, "unknown op %d", (int)op);
 }

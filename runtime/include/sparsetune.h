@@ -237,6 +237,39 @@ st_status st_sparse_attn_prepare(st_handle *handle, const st_sparse_attn_args *a
 st_status st_sparse_attn(st_handle *handle, const st_sparse_attn_args *args, void *workspace,
                          size_t workspace_bytes, void *stream);
 
+/* ---- index_score: the indexer's block scores for a varlen prefill batch --
+ *
+ * For request r (its q_len = cu_seqlens_q[r+1] - cu_seqlens_q[r] query
+ * tokens are its last positions: query token i of r sits at p = seq_lens[r]
+ * - q_len + (i - cu_seqlens_q[r])), index head h and each visible block
+ * j < nb = p / 128 + 1: score[h][i][j] = scale * the max over the positions
+ * pos <= p of block j of dot(q[i][h], k[pos]), k rows found through
+ * block_table[r][j]. Entries j >= nb are left as they were. H must be a
+ * power of two (every head of a token is scored in one CTA); D 64 or 128
+ * in bf16, 128 in fp8 e4m3 (q and k_cache share the dtype).
+ */
+typedef struct st_index_score_args {
+  st_tensor q;            /* [total_q, H, D] bf16 or fp8 e4m3, rows 16-byte aligned */
+  st_tensor k_cache;      /* [pages, 128, D], the dtype of q                        */
+  st_tensor block_table;  /* [R, max_blocks] int32: page of each 128-token block    */
+  st_tensor cu_seqlens_q; /* [R+1] int32: 0, then running sums of q_len             */
+  st_tensor seq_lens;     /* [R] int32, tokens per request (prefix + q_len)         */
+  st_tensor score;        /* out: [H, total_q, >= ceil(max_context/128)] fp32       */
+  float scale;            /* > 0: multiplies every score                            */
+  int max_context;        /* host-known bound on every seq_len                      */
+} st_index_score_args;
+
+/* Bytes of workspace st_index_score needs (0 for the current kernels). */
+st_status st_index_score_workspace_size(st_handle *handle, const st_index_score_args *args, size_t *bytes);
+
+/* Loads the module that st_index_score would launch for these arguments. */
+st_status st_index_score_prepare(st_handle *handle, const st_index_score_args *args);
+
+/* Launches index_score on `stream`; asynchronous, no host synchronization,
+ * no allocation; the grid depends on total_q, R, H and max_context only. */
+st_status st_index_score(st_handle *handle, const st_index_score_args *args, void *workspace, size_t workspace_bytes,
+                         void *stream);
+
 /* ---- index_topk: the indexer's block selection for a varlen prefill batch
  *
  * From block scores score[h][i][j] (index_score's output, fp32), picks per

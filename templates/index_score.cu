@@ -1,0 +1,255 @@
+// index_score.cu - the prefill indexer's block scores with Hopper wgmma.
+//
+// score[h][i][j] = scale * max over the positions pos <= p_i of block j of
+// dot(q[i][h], k[pos]), for the visible blocks j < nb(p_i) of query token i
+// (p_i its absolute position); entries past nb are not written.
+//
+// A CTA owns a tile of consecutive query tokens of ONE request, all H index
+// heads of each: ROWS rows (token, head) = ROWS / H tokens, the rows of the
+// matrix product's A operand (q rows are [token][head][D], so the tile is a
+// plain run of rows). Grid (tile slots, block chunks): slot x names the
+// x-th tile of the batch in request order, heaviest (last) tile of each
+// request first; y takes chunk_blocks consecutive blocks of it, so a long
+// prefix spreads over many CTAs (scores of different blocks are independent:
+// no merge). Slots and chunks past the tile's work return at once.
+//
+// Per block: its 128 K rows (one KV page, through block_table) stream into
+// one of STAGES shared-memory stages by cp.async, swizzled for wgmma; each
+// warpgroup multiplies its MT 64-row slices of q by them
+// (m64n128k16 bf16 / m64n128k32 e4m3, K-major operands in shared memory),
+// reduces every row's 128 products to their max (masked past the token's
+// position in its own block) and writes one float per row. K is read once
+// per CTA for all ROWS rows: 2 * ROWS FLOP per K byte from L2.
+
+constexpr int IS_FP8 = ${is_fp8};
+constexpr int HEAD_DIM = ${head_dim};
+constexpr int ROWS = ${rows};
+constexpr int WARPGROUPS = ${warpgroups};
+constexpr int STAGES = ${stages};
+
+// The argument block first: it brings the fixed-width integer types the
+// common headers use under NVRTC (no C library there).
+#include "params/index_score.h"
+#include "common/smem_tile.cuh"
+#include "common/wgmma.cuh"
+
+constexpr int BLOCK_TOKENS = 128;
+constexpr int THREADS = 128 * WARPGROUPS;
+constexpr int MT = ROWS / (64 * WARPGROUPS); // 64-row slices per warpgroup
+constexpr int ELEM_BYTES = IS_FP8 ? 1 : 2;
+constexpr int ROW_BYTES = HEAD_DIM * ELEM_BYTES;
+constexpr int PANELS = ROW_BYTES / 128;    // 128-byte swizzle panels per row
+constexpr int ROW_CHUNKS = ROW_BYTES / 16; // 16-byte copies per row
+constexpr int KSTEPS = ROW_BYTES / 32;     // wgmma k-steps (32 bytes each)
+constexpr int Q_BYTES = ROWS * ROW_BYTES;
+constexpr int STAGE_BYTES = BLOCK_TOKENS * ROW_BYTES;
+
+static_assert(ROW_BYTES % 128 == 0 && KSTEPS == 4 * PANELS, "rows of whole 128-byte swizzle panels, 4 k-steps each");
+static_assert(MT >= 1 && MT <= 2 && MT * 64 * WARPGROUPS == ROWS, "one or two 64-row slices per warpgroup");
+static_assert(STAGES >= 2, "at least double buffering");
+
+// Byte offset of 16-byte chunk c of row r in a tile of `rows` rows stored
+// as PANELS swizzled panels.
+__device__ __forceinline__ uint32_t st_panel_offset(int rows, int r, int c) {
+  return (uint32_t)((c >> 3) * rows * 128 + r * 128 + (((c & 7) ^ (r & 7)) << 4));
+}
+
+// Inclusive sum of v over the CTA; `scratch` holds a word per warp.
+__device__ __forceinline__ int st_cta_inclusive_sum(int v, int *scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int u = __shfl_up_sync(0xffffffffu, v, o);
+    if (lane >= o) v += u;
+  }
+  if (lane == 31) scratch[warp] = v;
+  __syncthreads();
+  for (int w = 0; w < warp; w++) v += scratch[w];
+  __syncthreads();
+  return v;
+}
+
+struct st_score_tile {
+  int req;   // -1: slot past the batch's tiles
+  int start; // first query token of the tile (global index)
+  int ntok;  // its tokens (<= ROWS / H)
+  int pos0;  // absolute position of its first token
+};
+
+// Slot x -> the tile: request r has ceil(q_len / tokens) tiles; slots count
+// them in request order, each request's last tile first.
+__device__ st_score_tile st_find_tile(const st_index_score_params &p, int tokens, int x) {
+  __shared__ int s_scan[THREADS / 32];
+  __shared__ int s_req, s_k, s_carry;
+  if (threadIdx.x == 0) {
+    s_req = -1;
+    s_k = 0;
+    s_carry = 0;
+  }
+  __syncthreads();
+  for (int base = 0; base < p.num_requests; base += THREADS) {
+    const int r = base + threadIdx.x;
+    int n = 0;
+    if (r < p.num_requests) n = (p.cu_seqlens_q[r + 1] - p.cu_seqlens_q[r] + tokens - 1) / tokens;
+    const int incl = st_cta_inclusive_sum(n, s_scan);
+    const int before = s_carry + incl - n;
+    if (x >= before && x < before + n) {
+      s_req = r;
+      s_k = x - before;
+    }
+    __syncthreads();
+    if (threadIdx.x == THREADS - 1) s_carry += incl;
+    __syncthreads();
+    if (s_req >= 0) break;
+  }
+  st_score_tile t;
+  t.req = s_req;
+  t.start = t.ntok = t.pos0 = 0;
+  if (t.req < 0) return t;
+  const int start = p.cu_seqlens_q[t.req], qlen = p.cu_seqlens_q[t.req + 1] - start;
+  const int ntiles = (qlen + tokens - 1) / tokens;
+  const int first = (ntiles - 1 - s_k) * tokens; // heaviest first
+  t.start = start + first;
+  t.ntok = min(tokens, qlen - first);
+  t.pos0 = p.seq_lens[t.req] - qlen + first;
+  return t;
+}
+
+// Visible blocks of a token at absolute position pos.
+__device__ __forceinline__ int st_visible_blocks(const st_index_score_params &p, int pos) {
+  return pos >= 0 ? min(pos / BLOCK_TOKENS + 1, p.max_blocks) : 0;
+}
+
+// The 128 K rows of block j into a stage (one commit group per call site).
+__device__ __forceinline__ void st_load_k_block(const st_index_score_params &p, int req, int j, uint32_t stage) {
+  const int page = __ldg(p.block_table + (int64_t)req * p.bt_stride + j);
+  const char *src = (const char *)p.k_cache + (int64_t)page * p.k_stride_page * ELEM_BYTES;
+#pragma unroll
+  for (int i = 0; i < BLOCK_TOKENS * ROW_CHUNKS / THREADS; i++) {
+    const int e = threadIdx.x + i * THREADS, row = e / ROW_CHUNKS, c = e % ROW_CHUNKS;
+    st_cp_async16(stage + st_panel_offset(BLOCK_TOKENS, row, c),
+                  src + (int64_t)row * p.k_stride_token * ELEM_BYTES + c * 16, 16);
+  }
+}
+
+// The tile's q rows (row = token * H + head); rows past the tile are zeros.
+__device__ __forceinline__ void st_load_q_tile(const st_index_score_params &p, const st_score_tile &t, uint32_t s_q) {
+  for (int e = threadIdx.x; e < ROWS * ROW_CHUNKS; e += THREADS) {
+    const int row = e / ROW_CHUNKS, c = e % ROW_CHUNKS;
+    const int tok = row >> p.head_shift, h = row & (p.num_heads - 1);
+    const bool ok = tok < t.ntok;
+    const char *src = (const char *)p.q;
+    if (ok) src += ((int64_t)(t.start + tok) * p.q_stride_row + (int64_t)h * p.q_stride_head) * ELEM_BYTES + c * 16;
+    st_cp_async16(s_q + st_panel_offset(ROWS, row, c), src, ok ? 16 : 0);
+  }
+}
+
+__device__ __forceinline__ void st_score_mma(float (&d)[64], uint32_t a_rows, uint32_t b_stage) {
+#pragma unroll
+  for (int ks = 0; ks < KSTEPS; ks++) {
+    const uint32_t koff = (uint32_t)((ks & 3) * 32); // within a panel
+    const uint64_t a = st_wgmma_desc(a_rows + (ks >> 2) * ROWS * 128 + koff);
+    const uint64_t b = st_wgmma_desc(b_stage + (ks >> 2) * BLOCK_TOKENS * 128 + koff);
+    if constexpr (IS_FP8) st_wgmma_m64n128k32_e4m3(d, a, b, ks > 0);
+    else st_wgmma_m64n128k16_bf16(d, a, b, ks > 0);
+  }
+}
+
+// Row `row` of the tile (token row >> head_shift): the max of its products
+// with block j's keys up to its position, written if the block is visible.
+// Four lanes hold a row's 128 columns; all 32 lanes must call.
+__device__ __forceinline__ void st_score_row_out(const st_index_score_params &p, const st_score_tile &t, int row,
+                                                 int j, float mx) {
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+  const int tok = row >> p.head_shift, h = row & (p.num_heads - 1);
+  if ((threadIdx.x & 3) || tok >= t.ntok || j >= st_visible_blocks(p, t.pos0 + tok)) return;
+  p.score[(int64_t)h * p.score_stride_head + (int64_t)(t.start + tok) * p.score_stride_row + j] = mx * p.scale;
+}
+
+// Last visible column of block j for the token of `row` (127: all of it).
+__device__ __forceinline__ int st_last_col(const st_index_score_params &p, const st_score_tile &t, int row, int j) {
+  const int pos = t.pos0 + (row >> p.head_shift);
+  return pos >= j * BLOCK_TOKENS + BLOCK_TOKENS - 1 ? BLOCK_TOKENS - 1 : pos - j * BLOCK_TOKENS;
+}
+
+__device__ __forceinline__ void st_score_epilogue(const st_index_score_params &p, const st_score_tile &t,
+                                                  const float (&d)[64], int row0, int j) {
+  const int lane = threadIdx.x & 31;
+  const int r_lo = row0 + lane / 4, r_hi = r_lo + 8;
+  const int lim_lo = st_last_col(p, t, r_lo, j), lim_hi = st_last_col(p, t, r_hi, j);
+  float lo = __int_as_float(0xff800000), hi = lo; // -inf
+  if (__all_sync(0xffffffffu, lim_lo == BLOCK_TOKENS - 1 && lim_hi == BLOCK_TOKENS - 1)) {
+#pragma unroll
+    for (int n = 0; n < 16; n++) {
+      lo = fmaxf(lo, fmaxf(d[4 * n], d[4 * n + 1]));
+      hi = fmaxf(hi, fmaxf(d[4 * n + 2], d[4 * n + 3]));
+    }
+  } else {
+#pragma unroll
+    for (int n = 0; n < 16; n++) {
+#pragma unroll
+      for (int e = 0; e < 2; e++) {
+        const int col = 8 * n + 2 * (lane & 3) + e;
+        if (col <= lim_lo) lo = fmaxf(lo, d[4 * n + e]);
+        if (col <= lim_hi) hi = fmaxf(hi, d[4 * n + 2 + e]);
+      }
+    }
+  }
+  st_score_row_out(p, t, r_lo, j, lo);
+  st_score_row_out(p, t, r_hi, j, hi);
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1) st_index_score_main(const st_index_score_params p) {
+  extern __shared__ uint8_t s_raw[];
+  const int tokens = ROWS >> p.head_shift;
+  const st_score_tile t = st_find_tile(p, tokens, blockIdx.x);
+  if (t.req < 0) return;
+  const int nb_last = st_visible_blocks(p, t.pos0 + t.ntok - 1);
+  const int j0 = blockIdx.y * p.chunk_blocks, j1 = min(j0 + p.chunk_blocks, nb_last);
+  if (j0 >= j1) return;
+
+  // Swizzle atoms must sit on 1024-byte boundaries (the launcher adds the slack).
+  const uint32_t s_q = (st_smem_addr(s_raw) + 1023u) & ~1023u;
+  const uint32_t s_k = s_q + Q_BYTES;
+
+  st_load_q_tile(p, t, s_q);
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; s++) {
+    if (j0 + s < j1) st_load_k_block(p, t.req, j0 + s, s_k + s * STAGE_BYTES);
+    st_cp_async_commit(); // empty groups keep the count uniform
+  }
+
+  const int wg = threadIdx.x / 128, warp_in_wg = (threadIdx.x / 32) & 3;
+  float acc[MT][64];
+#pragma unroll
+  for (int m = 0; m < MT; m++)
+#pragma unroll
+    for (int i = 0; i < 64; i++) acc[m][i] = 0.f;
+
+  for (int j = j0; j < j1; j++) {
+    const int stage = (j - j0) % STAGES;
+    st_cp_async_wait<STAGES - 2>();
+    st_fence_proxy_async();
+    __syncthreads(); // block j landed for all; every warpgroup is done with block j - 1's stage
+    {
+      const int jn = j + STAGES - 1;
+      if (jn < j1) st_load_k_block(p, t.req, jn, s_k + ((jn - j0) % STAGES) * STAGE_BYTES);
+      st_cp_async_commit();
+    }
+    const uint32_t b_stage = s_k + stage * STAGE_BYTES;
+#pragma unroll
+    for (int m = 0; m < MT; m++) st_wgmma_fence_regs(acc[m]);
+    st_wgmma_fence();
+#pragma unroll
+    for (int m = 0; m < MT; m++) st_score_mma(acc[m], s_q + (wg * MT + m) * 64 * 128, b_stage);
+    st_wgmma_commit();
+    st_wgmma_wait<0>();
+#pragma unroll
+    for (int m = 0; m < MT; m++) {
+      st_wgmma_fence_regs(acc[m]);
+      st_score_epilogue(p, t, acc[m], (wg * MT + m) * 64 + warp_in_wg * 16, j);
+    }
+  }
+  st_cp_async_wait<0>();
+}
