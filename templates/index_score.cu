@@ -34,7 +34,8 @@ constexpr int STAGES = ${stages};
 #include "common/wgmma.cuh"
 
 constexpr int BLOCK_TOKENS = 128;
-constexpr int THREADS = 128 * WARPGROUPS;
+constexpr int COMPUTE_THREADS = 128 * WARPGROUPS;
+constexpr int THREADS = COMPUTE_THREADS + 32; // and one copying warp
 constexpr int MT = ROWS / (64 * WARPGROUPS); // 64-row slices per warpgroup
 constexpr int ELEM_BYTES = IS_FP8 ? 1 : 2;
 constexpr int ROW_BYTES = HEAD_DIM * ELEM_BYTES;
@@ -120,15 +121,33 @@ __device__ __forceinline__ int st_visible_blocks(const st_index_score_params &p,
   return pos >= 0 ? min(pos / BLOCK_TOKENS + 1, p.max_blocks) : 0;
 }
 
-// The 128 K rows of block j into a stage (one commit group per call site).
+// The 128 K rows of block j into a stage, by the 32 lanes of the copying
+// warp (one commit group per call site). Lane l copies 16-byte chunk
+// c = l % ROW_CHUNKS of rows l / ROW_CHUNKS + ROWS_PER_COPY * i: the chunk,
+// the row's swizzle (row % 8 takes 8 / ROWS_PER_COPY values) and the
+// source step are fixed per lane, so each copy costs an address add, not a
+// recomputed swizzle (a single warp feeds the tensor cores of the CTA).
+constexpr int ROWS_PER_COPY = 32 / ROW_CHUNKS;
+constexpr int SWIZZLE_PERIOD = 8 / ROWS_PER_COPY;
+static_assert(ROW_CHUNKS <= 32 && 32 % ROW_CHUNKS == 0 && ROWS_PER_COPY <= 8, "whole rows per warp-wide copy");
+
 __device__ __forceinline__ void st_load_k_block(const st_index_score_params &p, int req, int j, uint32_t stage) {
   const int page = __ldg(p.block_table + (int64_t)req * p.bt_stride + j);
-  const char *src = (const char *)p.k_cache + (int64_t)page * p.k_stride_page * ELEM_BYTES;
+  const int lane = threadIdx.x & 31, c = lane % ROW_CHUNKS, r0 = lane / ROW_CHUNKS;
+  const int64_t row_bytes = p.k_stride_token * ELEM_BYTES;
+  const char *src = (const char *)p.k_cache + (int64_t)page * p.k_stride_page * ELEM_BYTES + r0 * row_bytes + c * 16;
+  const int64_t step = ROWS_PER_COPY * row_bytes;
+  // Row r0 + ROWS_PER_COPY * i sits at (r0 + ROWS_PER_COPY * i) * 128, its
+  // chunk c at (c % 8) ^ (row % 8) = (c % 8) ^ r0 ^ (ROWS_PER_COPY * i % 8).
+  uint32_t dst[SWIZZLE_PERIOD];
 #pragma unroll
-  for (int i = 0; i < BLOCK_TOKENS * ROW_CHUNKS / THREADS; i++) {
-    const int e = threadIdx.x + i * THREADS, row = e / ROW_CHUNKS, c = e % ROW_CHUNKS;
-    st_cp_async16(stage + st_panel_offset(BLOCK_TOKENS, row, c),
-                  src + (int64_t)row * p.k_stride_token * ELEM_BYTES + c * 16, 16);
+  for (int m = 0; m < SWIZZLE_PERIOD; m++)
+    dst[m] = stage + (uint32_t)((c >> 3) * BLOCK_TOKENS * 128 + r0 * 128 +
+                                ((((c & 7) ^ r0 ^ ((ROWS_PER_COPY * m) & 7))) << 4));
+#pragma unroll
+  for (int i = 0; i < BLOCK_TOKENS / ROWS_PER_COPY; i++) {
+    st_cp_async16(dst[i % SWIZZLE_PERIOD] + (uint32_t)(i * ROWS_PER_COPY * 128), src, 16);
+    src += step;
   }
 }
 
@@ -200,8 +219,42 @@ __device__ __forceinline__ void st_score_epilogue(const st_index_score_params &p
   st_score_row_out(p, t, r_hi, j, hi);
 }
 
+// ---- synchronization: stage barriers and the warpgroups' turn ------------
+
+__device__ __forceinline__ void st_mbar_init(uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void st_mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+
+// Waits until the barrier's phase with this parity has completed.
+__device__ __forceinline__ void st_mbar_wait(uint32_t bar, int parity) {
+  asm volatile("{\n .reg .pred done;\n wait:\n"
+               " mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+               " @!done bra wait;\n}\n" ::"r"(bar),
+               "r"(parity)
+               : "memory");
+}
+
+// Named barriers 1 and 2 pass the tensor cores between the two warpgroups.
+__device__ __forceinline__ void st_turn_wait(int id) { asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory"); }
+__device__ __forceinline__ void st_turn_give(int id) { asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory"); }
+
+// ---- the kernel ------------------------------------------------------------
+//
+// Warps 0 .. 4*WARPGROUPS-1 compute; the last warp only copies K blocks
+// (cp.async), STAGES ahead: it waits for a stage's `empty` barrier (every
+// compute thread has finished its products on the block there), copies the
+// next block in, and once its copies of a block have landed, fences them
+// for the async proxy (wgmma reads shared memory through it) and arrives on
+// the stage's `full` barrier. With two warpgroups the products alternate
+// between them (named barriers), so one warpgroup's row maxima and stores
+// run while the other's products occupy the tensor cores.
 extern "C" __global__ void __launch_bounds__(THREADS, 1) st_index_score_main(const st_index_score_params p) {
   extern __shared__ uint8_t s_raw[];
+  __shared__ __align__(8) uint64_t s_full[STAGES], s_empty[STAGES];
   const int tokens = ROWS >> p.head_shift;
   const st_score_tile t = st_find_tile(p, tokens, blockIdx.x);
   if (t.req < 0) return;
@@ -212,12 +265,35 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) st_index_score_main(con
   // Swizzle atoms must sit on 1024-byte boundaries (the launcher adds the slack).
   const uint32_t s_q = (st_smem_addr(s_raw) + 1023u) & ~1023u;
   const uint32_t s_k = s_q + Q_BYTES;
-
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; s++) {
+      st_mbar_init(st_smem_addr(&s_full[s]), 32);
+      st_mbar_init(st_smem_addr(&s_empty[s]), COMPUTE_THREADS);
+    }
+  }
   st_load_q_tile(p, t, s_q);
-#pragma unroll
-  for (int s = 0; s < STAGES - 1; s++) {
-    if (j0 + s < j1) st_load_k_block(p, t.req, j0 + s, s_k + s * STAGE_BYTES);
-    st_cp_async_commit(); // empty groups keep the count uniform
+  st_cp_async_commit();
+  st_cp_async_wait<0>();
+  st_fence_proxy_async();
+  __syncthreads(); // q tile and barriers ready for every thread
+
+  if (threadIdx.x >= COMPUTE_THREADS) { // the copying warp
+    const int n = j1 - j0;
+    for (int i = 0; i < n; i++) {
+      const int s = i % STAGES;
+      if (i >= STAGES) st_mbar_wait(st_smem_addr(&s_empty[s]), (i / STAGES - 1) & 1);
+      st_load_k_block(p, t.req, j0 + i, s_k + s * STAGE_BYTES);
+      st_cp_async_commit();
+      if (i >= STAGES - 1) { // block i - (STAGES - 1) has landed
+        st_cp_async_wait<STAGES - 1>();
+        st_fence_proxy_async();
+        st_mbar_arrive(st_smem_addr(&s_full[(i - (STAGES - 1)) % STAGES]));
+      }
+    }
+    st_cp_async_wait<0>();
+    st_fence_proxy_async();
+    for (int i = max(n - (STAGES - 1), 0); i < n; i++) st_mbar_arrive(st_smem_addr(&s_full[i % STAGES]));
+    return;
   }
 
   const int wg = threadIdx.x / 128, warp_in_wg = (threadIdx.x / 32) & 3;
@@ -226,30 +302,26 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) st_index_score_main(con
   for (int m = 0; m < MT; m++)
 #pragma unroll
     for (int i = 0; i < 64; i++) acc[m][i] = 0.f;
+  if (WARPGROUPS == 2 && wg == 1) st_turn_give(1); // warpgroup 0 goes first
 
   for (int j = j0; j < j1; j++) {
-    const int stage = (j - j0) % STAGES;
-    st_cp_async_wait<STAGES - 2>();
-    st_fence_proxy_async();
-    __syncthreads(); // block j landed for all; every warpgroup is done with block j - 1's stage
-    {
-      const int jn = j + STAGES - 1;
-      if (jn < j1) st_load_k_block(p, t.req, jn, s_k + ((jn - j0) % STAGES) * STAGE_BYTES);
-      st_cp_async_commit();
-    }
-    const uint32_t b_stage = s_k + stage * STAGE_BYTES;
+    const int i = j - j0, s = i % STAGES;
+    st_mbar_wait(st_smem_addr(&s_full[s]), (i / STAGES) & 1);
+    if (WARPGROUPS == 2) st_turn_wait(1 + wg);
+    const uint32_t b_stage = s_k + s * STAGE_BYTES;
 #pragma unroll
     for (int m = 0; m < MT; m++) st_wgmma_fence_regs(acc[m]);
     st_wgmma_fence();
 #pragma unroll
     for (int m = 0; m < MT; m++) st_score_mma(acc[m], s_q + (wg * MT + m) * 64 * 128, b_stage);
     st_wgmma_commit();
+    if (WARPGROUPS == 2) st_turn_give(2 - wg);
     st_wgmma_wait<0>();
 #pragma unroll
-    for (int m = 0; m < MT; m++) {
-      st_wgmma_fence_regs(acc[m]);
-      st_score_epilogue(p, t, acc[m], (wg * MT + m) * 64 + warp_in_wg * 16, j);
-    }
+    for (int m = 0; m < MT; m++) st_wgmma_fence_regs(acc[m]);
+    st_mbar_arrive(st_smem_addr(&s_empty[s]));
+#pragma unroll
+    for (int m = 0; m < MT; m++) st_score_epilogue(p, t, acc[m], (wg * MT + m) * 64 + warp_in_wg * 16, j);
   }
-  st_cp_async_wait<0>();
+  if (WARPGROUPS == 2 && wg == 0) st_turn_wait(1); // the arrival warpgroup 1 made up front
 }

@@ -155,7 +155,7 @@ static void test_fit_and_plan(void **state) {
   /* 128 tokens per tile; a partial tile per request at most. */
   assert_int_equal(p.grid[0], (TOTAL_Q + 127) / 128 + R);
   assert_int_equal(p.grid[1], COLS / 32);
-  assert_int_equal(p.block, 256);
+  assert_int_equal(p.block, 2 * 128 + 32); /* two warpgroups and the copying warp */
   assert_int_equal(p.smem_bytes, 256 * 256 + 3 * 128 * 256 + 1024);
   assert_int_equal(p.params.head_shift, 1);
   assert_int_equal(p.params.chunk_blocks, 32);

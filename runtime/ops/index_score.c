@@ -170,7 +170,7 @@ st_status st_index_score_plan_make(const st_index_score_config *cfg, const st_in
   plan->grid[0] = (unsigned)tiles;
   plan->grid[1] = (unsigned)chunks;
   plan->grid[2] = 1;
-  plan->block = (unsigned)(128 * cfg->warpgroups);
+  plan->block = (unsigned)(128 * cfg->warpgroups + 32); /* and the copying warp */
   plan->smem_bytes = st_index_score_smem_bytes(cfg);
   return ST_OK;
 }
