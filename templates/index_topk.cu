@@ -1,20 +1,39 @@
 // index_topk.cu - the indexer's block selection for a varlen prefill batch.
 //
-// Grid (ceil(total_q / ROWS), H); THREADS threads. CTA (tile, h) selects for
-// the ROWS query tokens tile*ROWS .. of index head h (a tile may straddle
-// requests: each token finds its request by a binary search of
-// cu_seqlens_q). It stages every row's visible, non-forced block scores as
-// order-preserving integer keys in shared memory (forced and invisible
-// blocks as key 0, "absent"; NaN as -inf), runs one CTA-wide top-k over the
-// ROWS rows at once (common/cta_topk.cuh, the selection index_decode uses),
-// then writes each row: forced ids first, the chosen ones, -1 after.
+// Two algorithms, one chosen per variant (ALGO_WARP); both keep the row's
+// visible, non-forced block scores as order-preserving integer keys
+// (common/score_key.cuh: forced and invisible blocks as key 0, "absent";
+// NaN as -inf) and write each row as forced ids first, the chosen ones,
+// -1 after. A row is one (index head h, query token i); each token finds
+// its request by a binary search of cu_seqlens_q.
+//
+// cta (v1): grid (ceil(total_q / ROWS), H); THREADS threads. CTA (tile, h)
+// selects for the ROWS query tokens tile*ROWS .. of head h (a tile may
+// straddle requests). It stages the ROWS rows' keys in shared memory and
+// runs one CTA-wide top-k over them at once (common/cta_topk.cuh, the
+// selection index_decode uses). Handles any max_blocks that fits in
+// shared memory.
+//
+// warp (v2): grid (ceil(total_q / ROWS), H) with ROWS = THREADS / 32; warp
+// w of CTA (tile, h) owns row (h, tile*ROWS + w) alone, no barrier and no
+// shared memory. Lane l holds the keys of columns l + 32*m, m < KEYS, in
+// registers (coalesced loads), so a variant takes rows of up to 32*KEYS
+// blocks. The free-th largest key T is found bit by bit from bit 31 (a
+// warp-wide count of the keys >= each candidate, one __reduce_add_sync
+// per bit; it stops as soon as a candidate splits off exactly `free`
+// keys); then every key > T and as many keys == T as still wanted (in
+// column order) get their output slots from a ballot and a popc.
 //
 // Bytes: each visible score once (4 B per block) and the ids; no arithmetic
-// to speak of: bound by the score reads and the selection's latency.
+// to speak of: bound by the score reads and the selection's latency (cta)
+// or its instruction count (warp: 2*KEYS + 13 per searched bit, about 25
+// per KEYS group of 32 columns written; docs/kernels/index_topk.md v2).
 
 constexpr int ROWS = ${rows};
 constexpr int THREADS = ${threads};
 constexpr int TOPK_CAP = ${topk};
+constexpr bool ALGO_WARP = ${algo_warp} != 0;
+constexpr int KEYS = ${keys}; // warp: keys per lane; cta: 0
 
 // The argument block first: it brings the fixed-width integer types the
 // common headers use under NVRTC (no C library there).
@@ -25,6 +44,12 @@ constexpr int TOPK_CAP = ${topk};
 constexpr int BLOCK_TOKENS = 128;
 
 static_assert(THREADS % 32 == 0 && THREADS >= ROWS, "whole warps, a thread per row for the positions");
+static_assert(TOPK_CAP >= 1 && TOPK_CAP <= 64, "the op's topk range (p.topk <= TOPK_CAP: the launcher's fit)");
+static_assert(ALGO_WARP ? KEYS >= 1 && KEYS <= 32 && (KEYS & (KEYS - 1)) == 0 && ROWS == THREADS / 32 : KEYS == 0,
+              "warp: 1..32 keys per lane (a power of two) and a row per warp; cta: no keys");
+// The warp algorithm's register array; cta variants never touch it.
+constexpr int LANE_KEYS = KEYS > 0 ? KEYS : 1;
+constexpr uint32_t ALL_LANES = 0xffffffffu;
 
 struct st_topk_row {
   int nb;     // visible blocks (0: padding, or a token past total_q)
@@ -56,7 +81,8 @@ __device__ __forceinline__ int32_t *st_topk_out_row(const st_index_topk_params &
   return p.topk_idx + (int64_t)h * p.out_stride_head + (int64_t)i * p.out_stride_row;
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS) st_index_topk_main(const st_index_topk_params p) {
+// cta (v1): ROWS rows in lock step through shared memory.
+__device__ __forceinline__ void st_index_topk_cta(const st_index_topk_params &p) {
   extern __shared__ uint32_t s_keys[]; // [ROWS][max_blocks]
   __shared__ st_cta_topk_smem<ROWS> s_sel;
   __shared__ st_topk_row s_row[ROWS];
@@ -90,4 +116,89 @@ extern "C" __global__ void __launch_bounds__(THREADS) st_index_topk_main(const s
     for (int k = lane; k < forced; k += 32) out[k] = k < w.lo ? k : w.hi + (k - w.lo);
     for (int k = forced + s_sel.chosen[t] + lane; k < p.topk; k += 32) out[k] = -1;
   }
+}
+
+// c + (key >= cand) in two instructions (ISETP, predicated IADD); the
+// plain `c += key >= cand` compiles to three (ISETP, VIADD, IMAD.MOV), and
+// this is the inner loop of the warp search: KEYS of them per bit.
+__device__ __forceinline__ unsigned st_count_ge(unsigned c, uint32_t key, uint32_t cand) {
+  asm("{\n\t.reg .pred q;\n\tsetp.ge.u32 q, %1, %2;\n\t@q add.u32 %0, %0, 1;\n\t}" : "+r"(c) : "r"(key), "r"(cand));
+  return c;
+}
+
+// warp (v2): this warp's row alone; every branch below is warp-uniform
+// (the row's bounds and the reduced counts are the same on every lane).
+__device__ __forceinline__ void st_index_topk_warp(const st_index_topk_params &p) {
+  const int lane = threadIdx.x & 31, h = blockIdx.y;
+  const int i = blockIdx.x * ROWS + (int)threadIdx.x / 32;
+  if (i >= p.total_q) return; // the last tile's spare warps
+  const st_topk_row w = st_topk_row_of(p, i);
+  const float *srow = p.score + (int64_t)h * p.score_stride_head + (int64_t)i * p.score_stride_row;
+  // Every load issued before any use; hi <= nb <= max_blocks <= 32 * KEYS
+  // (the launcher's fit), so no column is left out.
+  uint32_t key[LANE_KEYS];
+#pragma unroll
+  for (int m = 0; m < LANE_KEYS; m++) {
+    const int j = lane + 32 * m;
+    key[m] = j >= w.lo && j < w.hi ? st_score_key(__ldg(srow + j)) : 0u;
+  }
+  int32_t *out = st_topk_out_row(p, h, i);
+  const int forced = w.lo + (w.nb - w.hi), present = w.hi - w.lo;
+  for (int k = lane; k < forced; k += 32) out[k] = k < w.lo ? k : w.hi + (k - w.lo);
+  const int chosen = min(w.free, present); // free >= 0: init + local <= topk
+  if (chosen > 0) {
+    // Chosen: the keys >= cut, and the first `ties` keys == tie. With no
+    // more free slots than present keys every present key (> 0) is.
+    uint32_t cut = 1u, tie = 0u;
+    int ties = 0;
+    if (w.free < present) {
+      // prefix ends as T, the largest v with at least `free` keys >= v:
+      // the free-th largest key (> 0, as free <= present).
+      uint32_t prefix = 0u;
+      bool exact = false;
+      for (int b = 31; b >= 0 && !exact; b--) {
+        const uint32_t cand = prefix | (1u << b);
+        unsigned c = 0;
+#pragma unroll
+        for (int m = 0; m < LANE_KEYS; m++) c = st_count_ge(c, key[m], cand);
+        const int count = (int)__reduce_add_sync(ALL_LANES, c);
+        if (count >= w.free) {
+          prefix = cand;
+          exact = count == w.free; // the keys >= cand are the answer
+        }
+      }
+      if (exact) {
+        cut = prefix;
+      } else { // keys == T straddle the cut: take keys > T, then ties
+        unsigned c = 0;
+#pragma unroll
+        for (int m = 0; m < LANE_KEYS; m++) c += key[m] > prefix;
+        cut = prefix + 1u; // T <= the key of +inf, 0xff800000: no wrap
+        tie = prefix;
+        ties = w.free - (int)__reduce_add_sync(ALL_LANES, c);
+      }
+    }
+    const uint32_t below = st_lanemask_lt();
+    int slot = forced, ties_seen = 0;
+#pragma unroll
+    for (int m = 0; m < LANE_KEYS; m++) {
+      if (32 * m >= w.hi) break; // no present key from here on
+      // Bitwise, not short-circuit: no divergent branch per key. With no
+      // ties wanted (ties = 0) no rank is below the quota.
+      const uint32_t eq = __ballot_sync(ALL_LANES, key[m] == tie);
+      const bool take = (key[m] >= cut) | (((eq >> lane & 1u) != 0u) & (ties_seen + __popc(eq & below) < ties));
+      const uint32_t taken = __ballot_sync(ALL_LANES, take);
+      if (take) out[slot + __popc(taken & below)] = lane + 32 * m;
+      slot += __popc(taken);
+      ties_seen += __popc(eq);
+    }
+  }
+  for (int k = forced + chosen + lane; k < p.topk; k += 32) out[k] = -1;
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS) st_index_topk_main(const st_index_topk_params p) {
+  if constexpr (ALGO_WARP)
+    st_index_topk_warp(p);
+  else
+    st_index_topk_cta(p);
 }

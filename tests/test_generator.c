@@ -78,11 +78,12 @@ static void test_open_lists_ops_and_suites(void **state) {
   const char **names = NULL;
   int n = 0;
   assert_int_equal(st_gen_ops(g, &names, &n, &err), ST_OK);
-  assert_int_equal(n, 4);
+  assert_int_equal(n, 5);
   assert_string_equal(names[0], "index_decode");
-  assert_string_equal(names[1], "index_topk");
-  assert_string_equal(names[2], "sparse_attn");
-  assert_string_equal(names[3], "sparse_attn_decode");
+  assert_string_equal(names[1], "index_score");
+  assert_string_equal(names[2], "index_topk");
+  assert_string_equal(names[3], "sparse_attn");
+  assert_string_equal(names[4], "sparse_attn_decode");
   assert_int_equal(st_gen_suites(g, &names, &n, &err), ST_OK);
   assert_int_equal(n, 4);
   assert_string_equal(names[0], "anchors");
@@ -285,13 +286,14 @@ static void test_unknown_names_give_clear_errors(void **state) {
   assert_int_equal(n, 0);
   assert_string_equal(err.msg, "generator: unknown suite 'm3-decodee' (known: anchors, m3-decode, m3-prefill, smoke)");
   assert_int_equal(st_gen_suite(g, "m3-decode", "index_decod", &s, &n, &err), ST_ERR_INVALID_ARG);
-  assert_string_equal(
-      err.msg,
-      "generator: unknown op 'index_decod' (known: index_decode, index_topk, sparse_attn, sparse_attn_decode)");
+  assert_string_equal(err.msg,
+                      "generator: unknown op 'index_decod' (known: index_decode, index_score, index_topk, sparse_attn, "
+                      "sparse_attn_decode)");
   st_gen_variant *v = NULL;
   assert_int_equal(st_gen_variants(g, "sparse_mla", NULL, 0, &v, &n, &err), ST_ERR_INVALID_ARG);
-  assert_string_equal(
-      err.msg, "generator: unknown op 'sparse_mla' (known: index_decode, index_topk, sparse_attn, sparse_attn_decode)");
+  assert_string_equal(err.msg,
+                      "generator: unknown op 'sparse_mla' (known: index_decode, index_score, index_topk, sparse_attn, "
+                      "sparse_attn_decode)");
   assert_null(v);
   st_params k = {0};
   char *src = NULL;
@@ -548,10 +550,17 @@ static void test_suite_sparse_attn_decode_shapes_cross_the_bridge(void **state) 
     assert_string_equal(st_params_get(&s[i].params, "peer_us"), peer);
   }
   free(s);
-  /* Every op: the index_decode rows, these, then sparse_attn's and index_topk's. */
-  assert_int_equal(load_op_suite(g, "anchors", NULL, &s), 24);
+  /* Every op: the index_decode rows, these, then sparse_attn's, index_topk's
+   * and index_score's. */
+  assert_int_equal(load_op_suite(g, "anchors", NULL, &s), 27);
   assert_string_equal(s[8].op, "index_decode");
   assert_string_equal(s[9].op, "sparse_attn_decode");
+  static const char *score_peers[] = {"33.2", "224", "645.5"}; /* as Lua prints numbers */
+  for (int i = 0; i < 3; i++) {
+    assert_string_equal(s[24 + i].op, "index_score");
+    assert_string_equal(st_params_get(&s[24 + i].params, "peer_us"), score_peers[i]);
+  }
+  assert_string_equal(s[26].key, "index_score:B=8192,D=128,H=2,dtype=bf16,reqs=8192:57344");
   free(s);
   const int nm = load_op_suite(g, "m3-decode", "sparse_attn_decode", &s);
   assert_true(nm > 9 && nm <= 14);

@@ -2,7 +2,8 @@
  * reference over varlen edge cases: single-token requests, a request with
  * no query token, prefixes not multiples of 128, tokens with fewer visible
  * blocks than topk, init/local ranges that overlap on short prefixes, NaN
- * scores (as -inf) and ties, topk 4 to 64, 1 to 4 heads. Each variant runs
+ * scores (as -inf) and ties, topk 3 to 64, 1 to 4 heads, rows of 1 to 514
+ * blocks (every warp variant's key capacity). Each variant runs
  * twice per shape. Skips where there is no driver or GPU. */
 #include <stdio.h>
 #include <string.h>
@@ -23,6 +24,15 @@ static const edge edges[] = {
     {2, 32, 4, 4, "100:9000;3:0"},
     {2, 64, 8, 8, "77:20000;1:0"},
     {1, 5, 2, 3, "257:8000;31:31"},
+    /* Rows long enough for every warp variant's key capacity (keys x 32
+     * blocks) to be the smallest or next one that holds them. */
+    {1, 3, 1, 1, "100:12000;5:0"},  /*  95 blocks */
+    {2, 4, 0, 2, "64:50000;1:0"},   /* 392 blocks */
+    {2, 8, 2, 2, "40:40000;200:0"}, /* 313 blocks */
+    {2, 16, 1, 2, "130:16000;7:0"}, /* 127 blocks */
+    {1, 12, 1, 2, "90:65600"},      /* 514 blocks */
+    {2, 20, 2, 2, "600:3000"},      /*  29 blocks */
+    {1, 32, 4, 4, "50:45000;2:0"},  /* 352 blocks */
 };
 
 static void make_shape(const edge *e, st_shape *s) {

@@ -3,9 +3,13 @@
 -- templates/index_topk.cu, launcher: runtime/ops/index_topk.c).
 --
 -- A variant is a kernel config only: the grid is one CTA per `rows`
--- consecutive query tokens and index head. Parameter names are the ones
--- st_index_topk_config_from_params reads and the template expects. Every
--- function is pure.
+-- consecutive query tokens and index head. Two algorithms
+-- (docs/kernels/index_topk.md): "cta" selects for `rows` rows with the
+-- whole CTA through shared memory (any max_blocks; `keys` = 0); "warp"
+-- gives each row a warp that holds `keys` keys per lane in registers, so
+-- it takes rows of up to 32 * keys blocks (`rows` = threads / 32, one row
+-- per warp). Parameter names are the ones st_index_topk_config_from_params
+-- reads and the template expects. Every function is pure.
 
 local space = require("space")
 
@@ -15,9 +19,11 @@ M.name = "index_topk"
 M.template = "index_topk.cu"
 
 M.kernel_domains = {
-  rows = { 1, 2, 4, 8 },           -- query tokens (score rows) one CTA selects for, in lock step
+  algo = { "cta", "warp" },
+  keys = { 0, 1, 2, 4, 8, 16, 32 }, -- warp: keys per lane (rows of <= 32*keys blocks); cta: 0
+  rows = { 1, 2, 4, 8 },            -- query tokens (score rows) one CTA selects for; warp: threads / 32
   threads = { 128, 256, 512 },
-  topk = { 4, 8, 16, 32, 64 },     -- capacity; buckets (cap/2, cap], 4 takes 1..4
+  topk = { 4, 8, 16, 32, 64 },      -- capacity; buckets (cap/2, cap], 4 takes 1..4
 }
 
 -- Tuned variants cover topk capacities up to 32; 64 exists as a default only.
@@ -26,12 +32,28 @@ local SHAPE_FIELDS = { "B", "H", "init", "local", "reqs", "topk" }
 -- The host-known subset the runtime dispatches on (st_index_topk_dispatch_key);
 -- B is total_q.
 local DISPATCH_FIELDS = { "B", "H", "topk" }
+local BLOCK_TOKENS = 128
+local LANES = 32
 local SHAPE_FIELD_SET = { peer_us = true }
 for _, f in ipairs(SHAPE_FIELDS) do
   SHAPE_FIELD_SET[f] = true
 end
 
-function M.constraint(_k)
+-- The constraints of the kernel space: ok, or false and why.
+function M.constraint(k)
+  if k.algo == "cta" then
+    if k.keys ~= 0 then
+      return false, string.format("algo cta holds no keys per lane (keys=%d, want 0)", k.keys)
+    end
+    return true
+  end
+  if k.keys == 0 then
+    return false, "algo warp needs keys >= 1"
+  end
+  if k.rows * LANES ~= k.threads then
+    return false, string.format("algo warp has a row per warp: rows=%d is not threads/32 = %d", k.rows,
+      k.threads // LANES)
+  end
   return true
 end
 
@@ -62,11 +84,12 @@ function M.launch_space(_kernel)
   return { {} }
 end
 
--- The fallbacks: one per topk capacity, 4 rows of 256 threads.
+-- The fallbacks: one per topk capacity, algo cta (any max_blocks), 4 rows
+-- of 256 threads.
 function M.defaults()
   local out = {}
   for _, topk in ipairs(M.kernel_domains.topk) do
-    out[#out + 1] = { kernel = { rows = 4, threads = 256, topk = topk }, launch = {} }
+    out[#out + 1] = { kernel = { algo = "cta", keys = 0, rows = 4, threads = 256, topk = topk }, launch = {} }
   end
   return out
 end
@@ -111,9 +134,42 @@ end
 
 -- ---- which variants run which shapes ------------------------------------
 
+-- max_blocks of a shape as the launcher computes it: ceil(max_context / 128),
+-- max_context the longest request (at least 1, as tuner/ops/case_inputs.c).
+local function max_blocks(s)
+  local longest = 1
+  for item in string.gmatch(tostring(s.reqs) .. ";", "([^;]*);") do
+    local q, prefix = string.match(item, "^(%d+):(%d+)$")
+    longest = math.max(longest, math.tointeger(tonumber(q)) + math.tointeger(tonumber(prefix)))
+  end
+  return (longest + BLOCK_TOKENS - 1) // BLOCK_TOKENS
+end
+
+-- The smallest keys per lane of the domain whose warp holds `blocks`, or nil.
+local function smallest_keys(blocks)
+  for _, n in ipairs(M.kernel_domains.keys) do
+    if n > 0 and LANES * n >= blocks then
+      return n
+    end
+  end
+  return nil
+end
+
 function M.fits(k, s, _is_default)
   if k.topk < s.topk or (k.topk ~= 4 and s.topk <= k.topk // 2) then
     return false, string.format("topk %d is not in the bucket of capacity %d", s.topk, k.topk)
+  end
+  if k.algo == "warp" then
+    local blocks = max_blocks(s)
+    if LANES * k.keys < blocks then
+      return false, string.format("keys=%d hold rows of %d blocks, the shape has %d", k.keys, LANES * k.keys, blocks)
+    end
+    -- Tuned: the smallest keys that hold the rows and the next one only
+    -- (more keys cost instructions on every searched bit and lane).
+    local least = smallest_keys(blocks)
+    if k.keys ~= least and k.keys ~= 2 * least then
+      return false, string.format("keys=%d: rows of %d blocks take keys %d or %d", k.keys, blocks, least, 2 * least)
+    end
   end
   return true
 end
@@ -129,11 +185,15 @@ end
 -- ---- rendering and naming ------------------------------------------------
 
 function M.render_values(k)
-  return { rows = k.rows, threads = k.threads, topk = k.topk }
+  return { algo_warp = k.algo == "warp" and 1 or 0, keys = k.keys, rows = k.rows, threads = k.threads, topk = k.topk }
 end
 
--- "index_topk.k16.r4.t256".
+-- "index_topk.k16.r4.t256" (cta), "index_topk.k16.warp.n4.t256" (warp: n =
+-- keys per lane; rows = threads / 32).
 function M.variant_name(k, _l)
+  if k.algo == "warp" then
+    return string.format("%s.k%d.warp.n%d.t%d", M.name, k.topk, k.keys, k.threads)
+  end
   return string.format("%s.k%d.r%d.t%d", M.name, k.topk, k.rows, k.threads)
 end
 

@@ -16,17 +16,35 @@ st_status st_index_topk_config_from_params(const st_params *kernel, const st_par
                                            st_err *err) {
   (void)launch;
   memset(cfg, 0, sizeof *cfg);
+  const char *algo = st_params_get(kernel, "algo");
+  if (!algo || (strcmp(algo, "cta") && strcmp(algo, "warp")))
+    return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter algo='%s' is not cta or warp",
+                   algo ? algo : "(missing)");
+  cfg->algo = strcmp(algo, "cta") == 0 ? ST_INDEX_TOPK_CTA : ST_INDEX_TOPK_WARP;
   long long v;
   st_status s;
 #define GET(key, lo, hi, field)                                                                                        \
   if ((s = st_params_get_int(kernel, key, lo, hi, &v, err)) != ST_OK) return s;                                        \
   cfg->field = (int)v;
+  GET("keys", 0, ST_INDEX_TOPK_MAX_KEYS, keys)
   GET("rows", 1, 8, rows)
   GET("threads", 64, 1024, threads)
   GET("topk", 1, ST_INDEX_TOPK_MAX_TOPK, topk_cap)
 #undef GET
   if (cfg->threads % 32)
     return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter threads=%d is not a multiple of 32", cfg->threads);
+  if (cfg->algo == ST_INDEX_TOPK_CTA) {
+    if (cfg->keys != 0)
+      return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter keys=%d must be 0 with algo cta", cfg->keys);
+    return ST_OK;
+  }
+  if (cfg->keys < 1 || (cfg->keys & (cfg->keys - 1)))
+    return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter keys=%d is not a power of two in 1..%d with algo warp",
+                   cfg->keys, ST_INDEX_TOPK_MAX_KEYS);
+  if (cfg->rows * 32 != cfg->threads)
+    return st_fail(err, ST_ERR_INVALID_ARG,
+                   "variant parameter rows=%d is not threads/32 = %d with algo warp (a row per warp)", cfg->rows,
+                   cfg->threads / 32);
   return ST_OK;
 }
 
@@ -69,6 +87,14 @@ static int64_t max_blocks_of(const st_index_topk_args *a) {
 st_status st_index_topk_check_fit(const st_index_topk_config *cfg, const st_index_topk_args *a, st_err *err) {
   if (a->topk > cfg->topk_cap)
     return st_fail(err, ST_ERR_NO_VARIANT, "variant holds topk <= %d, call asks %d", cfg->topk_cap, a->topk);
+  if (cfg->algo == ST_INDEX_TOPK_WARP) {
+    if (max_blocks_of(a) > 32 * (int64_t)cfg->keys)
+      return st_fail(err, ST_ERR_NO_VARIANT,
+                     "warp variant holds rows of <= %d blocks (32 lanes x keys=%d), call has max_blocks=%lld "
+                     "(max_context=%d)",
+                     32 * cfg->keys, cfg->keys, (long long)max_blocks_of(a), a->max_context);
+    return ST_OK;
+  }
   const int64_t smem = (int64_t)cfg->rows * max_blocks_of(a) * 4;
   if (smem > ST_INDEX_TOPK_MAX_SMEM)
     return st_fail(err, ST_ERR_NO_VARIANT,
@@ -98,11 +124,13 @@ st_status st_index_topk_plan_make(const st_index_topk_config *cfg, const st_inde
   p->init_blocks = a->init_blocks;
   p->local_blocks = a->local_blocks;
   p->max_blocks = (int32_t)max_blocks_of(a);
-  plan->grid[0] = (unsigned)((total_q + cfg->rows - 1) / cfg->rows);
+  /* cta: rows rows per CTA; warp: a row per warp (config: rows = threads / 32). */
+  const int64_t rows = cfg->algo == ST_INDEX_TOPK_WARP ? cfg->threads / 32 : cfg->rows;
+  plan->grid[0] = (unsigned)((total_q + rows - 1) / rows);
   plan->grid[1] = (unsigned)a->score.shape[0];
   plan->grid[2] = 1;
   plan->block = (unsigned)cfg->threads;
-  plan->smem_bytes = (unsigned)(cfg->rows * p->max_blocks * 4);
+  plan->smem_bytes = cfg->algo == ST_INDEX_TOPK_WARP ? 0u : (unsigned)(cfg->rows * p->max_blocks * 4);
   return ST_OK;
 }
 

@@ -14,14 +14,25 @@
 #define ST_INDEX_TOPK_OP "index_topk"
 #define ST_INDEX_TOPK_MAIN_KERNEL "st_index_topk_main"
 #define ST_INDEX_TOPK_MAX_TOPK 64
+#define ST_INDEX_TOPK_MAX_KEYS 32 /* warp: keys per lane */
+
+typedef enum st_index_topk_algo {
+  ST_INDEX_TOPK_CTA = 0, /* the CTA selects for `rows` rows through shared memory */
+  ST_INDEX_TOPK_WARP = 1 /* a warp per row, `keys` keys per lane in registers   */
+} st_index_topk_algo;
 
 /* A variant (compile-time only). */
 typedef struct st_index_topk_config {
-  int rows;     /* query tokens one CTA selects for: 1, 2, 4, 8     */
-  int threads;  /* 128, 256, 512                                   */
-  int topk_cap; /* the kernel's top-k capacity: 4, 8, 16, 32, 64     */
+  st_index_topk_algo algo;
+  int keys;     /* warp: keys per lane, 1, 2, 4 .. 32 (rows of <= 32 * keys blocks); cta: 0 */
+  int rows;     /* query tokens one CTA selects for: 1, 2, 4, 8 (warp: threads / 32)    */
+  int threads;  /* 128, 256, 512                                                        */
+  int topk_cap; /* the kernel's top-k capacity: 4, 8, 16, 32, 64                        */
 } st_index_topk_config;
 
+/* Reads a config from the variant's parameters (names as in
+ * generator/ops/index_topk.lua); ST_ERR_INVALID_ARG naming the parameter
+ * when one is missing, out of range, or inconsistent with algo. */
 st_status st_index_topk_config_from_params(const st_params *kernel, const st_params *launch, st_index_topk_config *cfg,
                                            st_err *err);
 
@@ -37,7 +48,7 @@ typedef struct st_index_topk_plan {
   st_index_topk_params params;
   unsigned grid[3];
   unsigned block;
-  unsigned smem_bytes;    /* rows x max_blocks score keys */
+  unsigned smem_bytes;    /* cta: rows x max_blocks score keys; warp: 0 */
   size_t workspace_bytes; /* 0 */
 } st_index_topk_plan;
 
