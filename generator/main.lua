@@ -21,6 +21,7 @@ local variants = require("variants")
 
 local OPS = {
   index_decode = require("ops.index_decode"),
+  index_prefill = require("ops.index_prefill"),
   index_score = require("ops.index_score"),
   index_topk = require("ops.index_topk"),
   sparse_attn = require("ops.sparse_attn"),

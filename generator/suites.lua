@@ -13,7 +13,9 @@
 --   m3-prefill the default prefill suite: MiniMax-M3 prefill shapes of the
 --              indexer's selection (index_topk: the anchors and a mixed
 --              batch), of its scores (index_score: the anchors, fp8, a
---              mixed batch, H 1 with head_dim 64 and H 4) and of the attention (sparse_attn): one request of 1K-16K query tokens
+--              mixed batch, H 1 with head_dim 64 and H 4), of the two fused
+--              (index_prefill: the anchor shapes, fp8, the mixed batch,
+--              topk 32) and of the attention (sparse_attn): one request of 1K-16K query tokens
 --              with no prefix or a 56K prefix, fp8 with both scale modes and
 --              the other KV layout, and a batch of mixed requests (prefixes
 --              not multiples of 128, a single-token request, selections
@@ -78,6 +80,16 @@ local function index_score(dtype, reqs, over)
   return { op = "index_score", shape = s }
 end
 
+-- The two fused: index_score's shape with index_topk's selection.
+local function index_prefill(dtype, reqs, over)
+  local s = { dtype = dtype, B = space.request_tokens(reqs), reqs = reqs, D = 128, H = 2, topk = 16, init = 1,
+    ["local"] = 2 }
+  for k, v in pairs(over or {}) do
+    s[k] = v
+  end
+  return { op = "index_prefill", shape = s }
+end
+
 -- peer_us: vLLM's Triton kernels on our H100, ../shared/anchors.md. The
 -- attention reads topk blocks whatever the context, so its rows there say
 -- ctx "any" (here 32768) and give a range of times: peer_us is its lower
@@ -128,6 +140,14 @@ local function m3_prefill()
     index_score("bf16", "300:4133;1:0;1024:0;2000:20000;100:65536"),
     index_score("bf16", "2048:30000", { D = 64, H = 1 }),
     index_score("bf16", "4096:0", { H = 4 }),
+    -- The fused indexer on the anchor shapes: its peer is the two peer
+    -- kernels it replaces (index_score + index_topk rows of the anchors).
+    index_prefill("bf16", "4096:0", { peer_us = 47.2 }),
+    index_prefill("bf16", "16384:0", { peer_us = 294.5 }),
+    index_prefill("bf16", "8192:57344", { peer_us = 847.8 }),
+    index_prefill("fp8", "16384:0"),
+    index_prefill("bf16", "300:4133;1:0;1024:0;2000:20000;100:65536"),
+    index_prefill("bf16", "2048:30000", { D = 64, H = 1, topk = 32, init = 2, ["local"] = 4 }),
     sparse_attn("bf16", "4096:0", { peer_us = 915.3 }),
     sparse_attn("bf16", "16384:0", { peer_us = 4622.0 }),
     sparse_attn("bf16", "8192:57344", { peer_us = 2517.7 }),
@@ -185,6 +205,7 @@ local function smoke()
     sparse_attn("bf16", "100:0;3:130", { topk = 4 }),
     index_topk("100:0;3:130", { topk = 4, init = 1, ["local"] = 1 }),
     index_score("bf16", "100:0;3:130"),
+    index_prefill("bf16", "100:0;3:130", { topk = 4, init = 1, ["local"] = 1 }),
   }
 end
 

@@ -58,6 +58,7 @@ const char *st_op_name(st_op_id op) {
   case ST_OP_SPARSE_ATTN: return ST_SPARSE_ATTN_OP;
   case ST_OP_INDEX_TOPK: return ST_INDEX_TOPK_OP;
   case ST_OP_INDEX_SCORE: return ST_INDEX_SCORE_OP;
+  case ST_OP_INDEX_PREFILL: return ST_INDEX_PREFILL_OP;
   case ST_OP_COUNT: break;
   }
   return "?";

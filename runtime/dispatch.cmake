@@ -8,6 +8,7 @@ set(ST_DISPATCH_SOURCES
   module_cache.c
   api_common.c
   api_index_decode.c
+  api_index_prefill.c
   api_index_score.c
   api_index_topk.c
   api_sparse_attn.c

@@ -23,6 +23,7 @@
 
 #include "error.h"
 #include "ops/index_decode.h"
+#include "ops/index_prefill.h"
 #include "ops/index_score.h"
 #include "ops/index_topk.h"
 #include "ops/sparse_attn.h"
@@ -36,7 +37,8 @@ typedef enum st_op_id {
   ST_OP_SPARSE_ATTN = 2,
   ST_OP_INDEX_TOPK = 3,
   ST_OP_INDEX_SCORE = 4,
-  ST_OP_COUNT = 5
+  ST_OP_INDEX_PREFILL = 5,
+  ST_OP_COUNT = 6
 } st_op_id;
 
 /* "index_decode", "sparse_attn_decode" (the generator's and database's op
@@ -50,6 +52,7 @@ typedef union st_variant_config {
   st_sparse_attn_config sparse_attn;
   st_index_topk_config index_topk;
   st_index_score_config index_score;
+  st_index_prefill_config index_prefill;
 } st_variant_config;
 
 /* The dispatch key field that holds the batch size (requests per call). */

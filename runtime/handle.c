@@ -40,6 +40,10 @@ static st_status parse_config(st_op_id op, const st_params *kernel, const st_par
     st = st_index_score_config_from_params(kernel, launch, &v->cfg.index_score, why);
     v->rank = 0;
     return st;
+  case ST_OP_INDEX_PREFILL:
+    st = st_index_prefill_config_from_params(kernel, launch, &v->cfg.index_prefill, why);
+    v->rank = v->cfg.index_prefill.topk_cap; /* the shortest lists that hold the call's topk */
+    return st;
   case ST_OP_COUNT: break;
   }
   return st_fail(why, ST_ERR_INVALID_ARG, "unknown op %d", (int)op);
@@ -55,6 +59,10 @@ static st_status load_from_cache(void *ctx, st_op_id op, const st_dispatch_varia
     main_name = ST_SPARSE_ATTN_DECODE_MAIN_KERNEL;
     merge_name = ST_SPARSE_ATTN_DECODE_MERGE_KERNEL;
     need_merge = v->cfg.sparse_attn_decode.algo == ST_SPARSE_ATTN_DECODE_SPLIT;
+  } else if (op == ST_OP_INDEX_PREFILL) {
+    main_name = ST_INDEX_PREFILL_MAIN_KERNEL;
+    merge_name = ST_INDEX_PREFILL_MERGE_KERNEL;
+    need_merge = 1;
   } else if (op == ST_OP_SPARSE_ATTN || op == ST_OP_INDEX_TOPK || op == ST_OP_INDEX_SCORE) {
     main_name = op == ST_OP_SPARSE_ATTN  ? ST_SPARSE_ATTN_MAIN_KERNEL
                 : op == ST_OP_INDEX_TOPK ? ST_INDEX_TOPK_MAIN_KERNEL
@@ -104,6 +112,10 @@ static st_status fit_on_device(void *ctx, st_op_id op, const st_dispatch_variant
   if (op == ST_OP_INDEX_SCORE) {
     st_index_score_plan plan;
     return st_index_score_plan_make(&v->cfg.index_score, args, h->dev.sm_count, &plan, err); /* fit first */
+  }
+  if (op == ST_OP_INDEX_PREFILL) {
+    st_index_prefill_plan plan;
+    return st_index_prefill_plan_make(&v->cfg.index_prefill, args, h->dev.sm_count, &plan, err);
   }
   return st_fail(err, ST_ERR_INVALID_ARG, "unknown op %d", (int)op);
 }

@@ -40,6 +40,7 @@ constexpr int KEYS = ${keys}; // warp: keys per lane; cta: 0
 #include "params/index_topk.h"
 #include "common/score_key.cuh"
 #include "common/cta_topk.cuh"
+#include "common/warp_topk.cuh"
 
 constexpr int BLOCK_TOKENS = 128;
 
@@ -49,7 +50,6 @@ static_assert(ALGO_WARP ? KEYS >= 1 && KEYS <= 32 && (KEYS & (KEYS - 1)) == 0 &&
               "warp: 1..32 keys per lane (a power of two) and a row per warp; cta: no keys");
 // The warp algorithm's register array; cta variants never touch it.
 constexpr int LANE_KEYS = KEYS > 0 ? KEYS : 1;
-constexpr uint32_t ALL_LANES = 0xffffffffu;
 
 struct st_topk_row {
   int nb;     // visible blocks (0: padding, or a token past total_q)
@@ -118,14 +118,6 @@ __device__ __forceinline__ void st_index_topk_cta(const st_index_topk_params &p)
   }
 }
 
-// c + (key >= cand) in two instructions (ISETP, predicated IADD); the
-// plain `c += key >= cand` compiles to three (ISETP, VIADD, IMAD.MOV), and
-// this is the inner loop of the warp search: KEYS of them per bit.
-__device__ __forceinline__ unsigned st_count_ge(unsigned c, uint32_t key, uint32_t cand) {
-  asm("{\n\t.reg .pred q;\n\tsetp.ge.u32 q, %1, %2;\n\t@q add.u32 %0, %0, 1;\n\t}" : "+r"(c) : "r"(key), "r"(cand));
-  return c;
-}
-
 // warp (v2): this warp's row alone; every branch below is warp-uniform
 // (the row's bounds and the reduced counts are the same on every lane).
 __device__ __forceinline__ void st_index_topk_warp(const st_index_topk_params &p) {
@@ -145,54 +137,8 @@ __device__ __forceinline__ void st_index_topk_warp(const st_index_topk_params &p
   int32_t *out = st_topk_out_row(p, h, i);
   const int forced = w.lo + (w.nb - w.hi), present = w.hi - w.lo;
   for (int k = lane; k < forced; k += 32) out[k] = k < w.lo ? k : w.hi + (k - w.lo);
-  const int chosen = min(w.free, present); // free >= 0: init + local <= topk
-  if (chosen > 0) {
-    // Chosen: the keys >= cut, and the first `ties` keys == tie. With no
-    // more free slots than present keys every present key (> 0) is.
-    uint32_t cut = 1u, tie = 0u;
-    int ties = 0;
-    if (w.free < present) {
-      // prefix ends as T, the largest v with at least `free` keys >= v:
-      // the free-th largest key (> 0, as free <= present).
-      uint32_t prefix = 0u;
-      bool exact = false;
-      for (int b = 31; b >= 0 && !exact; b--) {
-        const uint32_t cand = prefix | (1u << b);
-        unsigned c = 0;
-#pragma unroll
-        for (int m = 0; m < LANE_KEYS; m++) c = st_count_ge(c, key[m], cand);
-        const int count = (int)__reduce_add_sync(ALL_LANES, c);
-        if (count >= w.free) {
-          prefix = cand;
-          exact = count == w.free; // the keys >= cand are the answer
-        }
-      }
-      if (exact) {
-        cut = prefix;
-      } else { // keys == T straddle the cut: take keys > T, then ties
-        unsigned c = 0;
-#pragma unroll
-        for (int m = 0; m < LANE_KEYS; m++) c += key[m] > prefix;
-        cut = prefix + 1u; // T <= the key of +inf, 0xff800000: no wrap
-        tie = prefix;
-        ties = w.free - (int)__reduce_add_sync(ALL_LANES, c);
-      }
-    }
-    const uint32_t below = st_lanemask_lt();
-    int slot = forced, ties_seen = 0;
-#pragma unroll
-    for (int m = 0; m < LANE_KEYS; m++) {
-      if (32 * m >= w.hi) break; // no present key from here on
-      // Bitwise, not short-circuit: no divergent branch per key. With no
-      // ties wanted (ties = 0) no rank is below the quota.
-      const uint32_t eq = __ballot_sync(ALL_LANES, key[m] == tie);
-      const bool take = (key[m] >= cut) | (((eq >> lane & 1u) != 0u) & (ties_seen + __popc(eq & below) < ties));
-      const uint32_t taken = __ballot_sync(ALL_LANES, take);
-      if (take) out[slot + __popc(taken & below)] = lane + 32 * m;
-      slot += __popc(taken);
-      ties_seen += __popc(eq);
-    }
-  }
+  // free >= 0: init + local <= topk. Keys sit in columns < hi.
+  const int chosen = st_warp_topk(key, w.free, present, w.hi, [&](int m, int rank) { out[forced + rank] = lane + 32 * m; });
   for (int k = forced + chosen + lane; k < p.topk; k += 32) out[k] = -1;
 }
 

@@ -78,12 +78,13 @@ static void test_open_lists_ops_and_suites(void **state) {
   const char **names = NULL;
   int n = 0;
   assert_int_equal(st_gen_ops(g, &names, &n, &err), ST_OK);
-  assert_int_equal(n, 5);
+  assert_int_equal(n, 6);
   assert_string_equal(names[0], "index_decode");
-  assert_string_equal(names[1], "index_score");
-  assert_string_equal(names[2], "index_topk");
-  assert_string_equal(names[3], "sparse_attn");
-  assert_string_equal(names[4], "sparse_attn_decode");
+  assert_string_equal(names[1], "index_prefill");
+  assert_string_equal(names[2], "index_score");
+  assert_string_equal(names[3], "index_topk");
+  assert_string_equal(names[4], "sparse_attn");
+  assert_string_equal(names[5], "sparse_attn_decode");
   assert_int_equal(st_gen_suites(g, &names, &n, &err), ST_OK);
   assert_int_equal(n, 4);
   assert_string_equal(names[0], "anchors");
@@ -286,14 +287,16 @@ static void test_unknown_names_give_clear_errors(void **state) {
   assert_int_equal(n, 0);
   assert_string_equal(err.msg, "generator: unknown suite 'm3-decodee' (known: anchors, m3-decode, m3-prefill, smoke)");
   assert_int_equal(st_gen_suite(g, "m3-decode", "index_decod", &s, &n, &err), ST_ERR_INVALID_ARG);
-  assert_string_equal(err.msg,
-                      "generator: unknown op 'index_decod' (known: index_decode, index_score, index_topk, sparse_attn, "
-                      "sparse_attn_decode)");
+  assert_string_equal(
+      err.msg,
+      "generator: unknown op 'index_decod' (known: index_decode, index_prefill, index_score, index_topk, sparse_attn, "
+      "sparse_attn_decode)");
   st_gen_variant *v = NULL;
   assert_int_equal(st_gen_variants(g, "sparse_mla", NULL, 0, &v, &n, &err), ST_ERR_INVALID_ARG);
-  assert_string_equal(err.msg,
-                      "generator: unknown op 'sparse_mla' (known: index_decode, index_score, index_topk, sparse_attn, "
-                      "sparse_attn_decode)");
+  assert_string_equal(
+      err.msg,
+      "generator: unknown op 'sparse_mla' (known: index_decode, index_prefill, index_score, index_topk, sparse_attn, "
+      "sparse_attn_decode)");
   assert_null(v);
   st_params k = {0};
   char *src = NULL;

@@ -56,5 +56,6 @@ extern const st_op_harness st_sparse_attn_decode_harness;
 extern const st_op_harness st_sparse_attn_harness;
 extern const st_op_harness st_index_topk_harness;
 extern const st_op_harness st_index_score_harness;
+extern const st_op_harness st_index_prefill_harness;
 
 #endif

@@ -44,8 +44,9 @@ local function row_bytes(k)
   return k.head_dim * DTYPE_BYTES[k.dtype]
 end
 
--- The launcher's st_index_score_smem_bytes: q tile, K stages, alignment slack.
-local function shared_bytes(k)
+-- The launcher's st_index_score_smem_bytes: q tile, K stages, alignment
+-- slack (index_prefill adds its lists to it).
+function M.shared_bytes(k)
   return k.rows * row_bytes(k) + k.stages * BLOCK_TOKENS * row_bytes(k) + 1024
 end
 
@@ -59,7 +60,7 @@ function M.constraint(k)
     return false, string.format("rows=%d make %d 64-row slices per warpgroup (warpgroups=%d), not 1 or 2", k.rows,
       slices, k.warpgroups)
   end
-  local smem = shared_bytes(k)
+  local smem = M.shared_bytes(k)
   if smem > SHARED_LIMIT then
     return false, string.format("shared memory of rows=%d, stages=%d (%s, head_dim %d) = %d bytes exceeds %d", k.rows,
       k.stages, k.dtype, k.head_dim, smem, SHARED_LIMIT)

@@ -270,6 +270,44 @@ st_status st_index_score_prepare(st_handle *handle, const st_index_score_args *a
 st_status st_index_score(st_handle *handle, const st_index_score_args *args, void *workspace, size_t workspace_bytes,
                          void *stream);
 
+/* ---- index_prefill: index_score and index_topk fused -------------------
+ *
+ * The top-k of index_topk over the scores of index_score (same inputs,
+ * same rules: init_blocks first and local_blocks last visible blocks
+ * forced, then the highest-scoring others, NaN as -inf, ties either way,
+ * unused slots -1), without the score matrix: each scoring CTA keeps its
+ * rows' best blocks, a second kernel merges them. Use it when only the
+ * selection is wanted. Scale is not an argument: a positive scale changes
+ * no order. topk 1..64; a variant holds up to 512 candidates per row
+ * (chunks of the context x topk), so very long contexts with topk 64 may
+ * find no variant (ST_ERR_NO_VARIANT): then call index_score and
+ * index_topk.
+ */
+typedef struct st_index_prefill_args {
+  st_tensor q;            /* [total_q, H, D] bf16 or fp8 e4m3, rows 16-byte aligned */
+  st_tensor k_cache;      /* [pages, 128, D], the dtype of q                        */
+  st_tensor block_table;  /* [R, max_blocks] int32                                  */
+  st_tensor cu_seqlens_q; /* [R+1] int32                                            */
+  st_tensor seq_lens;     /* [R] int32                                              */
+  st_tensor topk_idx;     /* out: [H, total_q, topk] int32                          */
+  int topk;               /* 1..64                                                  */
+  int init_blocks;        /* forced first blocks, init + local <= topk              */
+  int local_blocks;       /* forced last blocks (the query's own included)          */
+  int max_context;        /* host-known bound on every seq_len                      */
+} st_index_prefill_args;
+
+/* Bytes of workspace st_index_prefill needs (each scoring CTA's row lists;
+ * pointers in `args` are not read). */
+st_status st_index_prefill_workspace_size(st_handle *handle, const st_index_prefill_args *args, size_t *bytes);
+
+/* Loads the module that st_index_prefill would launch for these arguments. */
+st_status st_index_prefill_prepare(st_handle *handle, const st_index_prefill_args *args);
+
+/* Launches index_prefill (two kernels) on `stream`; asynchronous, no host
+ * synchronization, no allocation; the workspace needs no clearing. */
+st_status st_index_prefill(st_handle *handle, const st_index_prefill_args *args, void *workspace,
+                           size_t workspace_bytes, void *stream);
+
 /* ---- index_topk: the indexer's block selection for a varlen prefill batch
  *
  * From block scores score[h][i][j] (index_score's output, fp32), picks per

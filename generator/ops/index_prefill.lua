@@ -1,0 +1,166 @@
+-- ops/index_prefill.lua - the variant space of index_prefill (the prefill
+-- indexer fused: index_score's loop keeping each row's best blocks, then a
+-- merge; kernels: templates/index_prefill.cu, launcher:
+-- runtime/ops/index_prefill.c).
+--
+-- A variant is index_score's (dtype, head_dim, rows, warpgroups, stages;
+-- launch chunk_blocks) plus `topk`, the capacity of the rows' lists in
+-- shared memory. The scoring space and its checks are index_score's; this
+-- module adds the lists. Every function is pure.
+
+local space = require("space")
+local score = require("ops.index_score")
+
+local M = {}
+
+M.name = "index_prefill"
+M.template = "index_prefill.cu"
+
+M.kernel_domains = {}
+for name, domain in pairs(score.kernel_domains) do
+  M.kernel_domains[name] = domain
+end
+M.kernel_domains.topk = { 16, 32, 64 } -- list capacity; buckets (cap/2, cap], 16 takes 1..16
+
+local SHARED_LIMIT = 227 * 1024
+-- Tuned variants cover the M3 list lengths; 32 and 64 exist for other topk.
+local SHAPE_FIELDS = { "B", "D", "H", "dtype", "init", "local", "reqs", "topk" }
+local DISPATCH_FIELDS = { "B", "D", "H", "dtype", "topk" }
+local SHAPE_FIELD_SET = { peer_us = true }
+for _, f in ipairs(SHAPE_FIELDS) do
+  SHAPE_FIELD_SET[f] = true
+end
+
+-- The launcher's st_index_prefill_smem_bytes: row lists (keys and block
+-- ids, topk + 1 words per row), then index_score's CTA.
+local function list_bytes(k)
+  return 2 * k.rows * (k.topk + 1) * 4
+end
+
+function M.constraint(k)
+  local ok, why = score.constraint(k)
+  if not ok then
+    return false, why
+  end
+  local smem = list_bytes(k) + score.shared_bytes(k)
+  if smem > SHARED_LIMIT then
+    return false, string.format("shared memory of rows=%d, stages=%d, topk=%d (%s, head_dim %d) = %d bytes exceeds %d",
+      k.rows, k.stages, k.topk, k.dtype, k.head_dim, smem, SHARED_LIMIT)
+  end
+  return true
+end
+
+function M.check_kernel(k)
+  return space.check_kernel(k, M.kernel_domains, M.constraint, M.name)
+end
+
+function M.check_launch(l)
+  return score.check_launch(l)
+end
+
+function M.kernel_space()
+  return (space.filter(space.product(M.kernel_domains), M.constraint))
+end
+
+function M.launch_space(kernel)
+  return score.launch_space(kernel)
+end
+
+-- The fallbacks: index_score's, for each list capacity (the largest stage
+-- count that fits beside the lists).
+function M.defaults()
+  local out = {}
+  for _, d in ipairs(score.defaults()) do
+    for _, topk in ipairs(M.kernel_domains.topk) do
+      local chosen
+      for stages = d.kernel.stages, 2, -1 do
+        local k = {}
+        for name, v in pairs(d.kernel) do
+          k[name] = v
+        end
+        k.topk, k.stages = topk, stages
+        if not chosen and M.constraint(k) then
+          chosen = k
+        end
+      end
+      if not chosen then
+        error(string.format("%s: no default for %s head_dim %d topk %d", M.name, d.kernel.dtype, d.kernel.head_dim,
+          topk), 0)
+      end
+      out[#out + 1] = { kernel = chosen, launch = d.launch }
+    end
+  end
+  return out
+end
+
+-- ---- shapes ----------------------------------------------------------------
+
+function M.check_shape(s)
+  local fields_ok, fields_why = space.check_shape_fields(s, SHAPE_FIELDS, SHAPE_FIELD_SET, M.name)
+  if not fields_ok then
+    return false, fields_why
+  end
+  local scoring = {}
+  for _, f in ipairs({ "B", "D", "H", "dtype", "reqs", "peer_us" }) do
+    scoring[f] = s[f]
+  end
+  local ok, why = score.check_shape(scoring)
+  if not ok then
+    return false, why
+  end
+  for _, f in ipairs({ "topk", "init", "local" }) do
+    local v, lo = s[f], f == "topk" and 1 or 0
+    if math.type(v) ~= "integer" or v < lo or v > 64 then
+      return false, string.format("shape field %s=%s is out of range", f, tostring(v))
+    end
+  end
+  if s.init + s["local"] > s.topk then
+    return false, string.format("init + local = %d + %d exceed topk=%d", s.init, s["local"], s.topk)
+  end
+  return true
+end
+
+function M.shape_key(s)
+  return M.name .. ":" .. space.canonical(s, SHAPE_FIELDS)
+end
+
+function M.dispatch_key(s)
+  return M.name .. ":" .. space.canonical(s, DISPATCH_FIELDS)
+end
+
+-- ---- which variants run which shapes ------------------------------------
+
+function M.fits(k, s, is_default)
+  local ok, why = score.fits(k, s, is_default)
+  if not ok then
+    return false, why
+  end
+  if k.topk < s.topk or (k.topk ~= 16 and s.topk <= k.topk // 2) then
+    return false, string.format("topk %d is not in the bucket of capacity %d", s.topk, k.topk)
+  end
+  return true
+end
+
+function M.worth(_k, _l, _s, _is_default)
+  return true
+end
+
+function M.applies(k, l, s, is_default)
+  return space.applies(M, k, l, s, is_default)
+end
+
+-- ---- rendering and naming ------------------------------------------------
+
+function M.render_values(k)
+  local v = score.render_values(k)
+  v.topk = k.topk
+  return v
+end
+
+-- "index_prefill.bf16.d128.r256.w2.s2.k16.c0".
+function M.variant_name(k, l)
+  return string.format("%s.%s.d%d.r%d.w%d.s%d.k%d.c%d", M.name, k.dtype, k.head_dim, k.rows, k.warpgroups, k.stages,
+    k.topk, l.chunk_blocks)
+end
+
+return M

@@ -1,0 +1,85 @@
+/* api_index_prefill.c - the public st_index_prefill* entry points (prefill,
+ * fused scores and top-k).
+ *
+ * As the other entry points: validate, build the dispatch key (total_q is
+ * its batch field), resolve it through the handle's memo, plan in host
+ * arithmetic and launch outside the handle's lock. */
+#include <stdint.h>
+#include <string.h>
+
+#include "api_common.h"
+#include "module_cache.h"
+#include "ops/index_prefill.h"
+
+static void shape_only(const st_index_prefill_args *a, st_index_prefill_args *copy) {
+  *copy = *a;
+  st_tensor *t[] = {&copy->q,        &copy->k_cache, &copy->block_table, &copy->cu_seqlens_q,
+                    &copy->seq_lens, &copy->topk_idx};
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) t[i]->data = ST_STAND_IN(i);
+}
+
+static st_status resolve(st_handle *h, const st_index_prefill_args *a, st_dispatch_choice *choice,
+                         st_index_prefill_plan *plan, st_err *err) {
+  char key[ST_DISPATCH_KEY_MAX];
+  st_params fields;
+  fields.n = 0;
+  st_status st = st_index_prefill_dispatch_key(a, key, sizeof key, &fields, err);
+  if (st == ST_OK) st = st_api_resolve(h, ST_OP_INDEX_PREFILL, key, &fields, a, a->max_context, choice, err);
+  if (st == ST_OK) st = st_index_prefill_plan_make(&choice->v->cfg.index_prefill, a, h->dev.sm_count, plan, err);
+  if (st == ST_OK) st = st_api_reserve_smem(h, choice, plan->smem_bytes, 0, err);
+  return st;
+}
+
+static st_status resolve_shape(st_handle *h, const st_index_prefill_args *args, st_index_prefill_plan *plan,
+                               st_err *err) {
+  if (!args) return st_fail(err, ST_ERR_INVALID_ARG, "args is NULL");
+  st_index_prefill_args a;
+  shape_only(args, &a);
+  st_status st = st_index_prefill_check_args(&a, err);
+  if (st != ST_OK) return st;
+  st_dispatch_choice choice;
+  return resolve(h, &a, &choice, plan, err);
+}
+
+st_status st_index_prefill_workspace_size(st_handle *handle, const st_index_prefill_args *args, size_t *bytes) {
+  st_err err = {{0}};
+  if (!handle) return st_api_fail(NULL, st_fail(&err, ST_ERR_INVALID_ARG, "handle is NULL"), &err);
+  if (!bytes) return st_api_fail(handle, st_fail(&err, ST_ERR_INVALID_ARG, "bytes is NULL"), &err);
+  *bytes = 0;
+  st_index_prefill_plan plan;
+  st_status st = resolve_shape(handle, args, &plan, &err);
+  if (st != ST_OK) return st_api_fail(handle, st, &err);
+  *bytes = plan.workspace_bytes;
+  return ST_OK;
+}
+
+st_status st_index_prefill_prepare(st_handle *handle, const st_index_prefill_args *args) {
+  st_err err = {{0}};
+  if (!handle) return st_api_fail(NULL, st_fail(&err, ST_ERR_INVALID_ARG, "handle is NULL"), &err);
+  st_index_prefill_plan plan;
+  st_status st = resolve_shape(handle, args, &plan, &err);
+  return st == ST_OK ? ST_OK : st_api_fail(handle, st, &err);
+}
+
+st_status st_index_prefill(st_handle *handle, const st_index_prefill_args *args, void *workspace,
+                           size_t workspace_bytes, void *stream) {
+  st_err err;
+  err.msg[0] = '\0';
+  if (!handle) return st_api_fail(NULL, st_fail(&err, ST_ERR_INVALID_ARG, "handle is NULL"), &err);
+  if (!args) return st_api_fail(handle, st_fail(&err, ST_ERR_INVALID_ARG, "args is NULL"), &err);
+  st_status st = st_index_prefill_check_args(args, &err);
+  if (st != ST_OK) return st_api_fail(handle, st, &err);
+  st_dispatch_choice choice;
+  st_index_prefill_plan plan;
+  if ((st = resolve(handle, args, &choice, &plan, &err)) != ST_OK ||
+      (st = st_api_check_workspace(plan.workspace_bytes, choice.v, workspace, workspace_bytes,
+                                   "st_index_prefill_workspace_size", &err)) != ST_OK)
+    return st_api_fail(handle, st, &err);
+  if ((st = st_api_push_ctx(handle, &err)) != ST_OK) return st_api_fail(handle, st, &err);
+  const st_module *m = choice.loaded;
+  st = st_index_prefill_launch(handle->cu, m->main_fn, m->merge_fn, &plan, workspace, (CUstream)stream, &err);
+  st_api_pop_ctx(handle);
+  if (st != ST_OK) return st_api_fail(handle, st, &err);
+  st_api_set_variant(handle, choice.v);
+  return ST_OK;
+}

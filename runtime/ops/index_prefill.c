@@ -1,0 +1,158 @@
+/* ops/index_prefill.c - validation, fit, launch math and launch of the
+ * fused index_prefill. The scoring half is planned by index_score's
+ * launcher on a view of the same inputs, so both ops run the same loop
+ * with the same grid. */
+#include "ops/index_prefill.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "ops/tensor_check.h"
+
+#define ST_BLOCK_TOKENS 128
+#define ST_WS_ALIGN 256
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+st_status st_index_prefill_config_from_params(const st_params *kernel, const st_params *launch,
+                                              st_index_prefill_config *cfg, st_err *err) {
+  memset(cfg, 0, sizeof *cfg);
+  st_status s = st_index_score_config_from_params(kernel, launch, &cfg->score, err);
+  if (s != ST_OK) return s;
+  long long v;
+  if ((s = st_params_get_int(kernel, "topk", 1, ST_INDEX_PREFILL_MAX_TOPK, &v, err)) != ST_OK) return s;
+  cfg->topk_cap = (int)v;
+  return ST_OK;
+}
+
+unsigned st_index_prefill_smem_bytes(const st_index_prefill_config *cfg) {
+  /* Keys and block ids, topk_cap + 1 words per row (the template's LIST_STRIDE). */
+  return (unsigned)(2 * cfg->score.rows * (cfg->topk_cap + 1) * 4) + st_index_score_smem_bytes(&cfg->score);
+}
+
+/* index_score's arguments on the same inputs; the score view (never
+ * written: the fused kernel keeps no scores) only carries the shape. */
+static st_index_score_args score_view(const st_index_prefill_args *a) {
+  st_index_score_args s;
+  memset(&s, 0, sizeof s);
+  s.q = a->q;
+  s.k_cache = a->k_cache;
+  s.block_table = a->block_table;
+  s.cu_seqlens_q = a->cu_seqlens_q;
+  s.seq_lens = a->seq_lens;
+  const int64_t H = a->q.shape[1], total_q = a->q.shape[0];
+  const int64_t cols = a->block_table.shape[1];
+  st_tensor_contiguous(&s.score, a->topk_idx.data, ST_DTYPE_FP32, 3, (int64_t[]){H, total_q, cols});
+  s.scale = 1.0f;
+  s.max_context = a->max_context;
+  return s;
+}
+
+st_status st_index_prefill_check_args(const st_index_prefill_args *a, st_err *err) {
+  if (!a) return st_fail(err, ST_ERR_INVALID_ARG, "args is NULL");
+  st_status s;
+  if (a->topk < 1 || a->topk > ST_INDEX_PREFILL_MAX_TOPK)
+    return st_fail(err, ST_ERR_INVALID_ARG, "topk=%d is outside 1..%d", a->topk, ST_INDEX_PREFILL_MAX_TOPK);
+  if (a->init_blocks < 0 || a->local_blocks < 0)
+    return st_fail(err, ST_ERR_INVALID_ARG, "init_blocks=%d and local_blocks=%d must not be negative", a->init_blocks,
+                   a->local_blocks);
+  if (a->init_blocks + a->local_blocks > a->topk)
+    return st_fail(err, ST_ERR_INVALID_ARG, "init_blocks + local_blocks = %d + %d exceeds topk=%d", a->init_blocks,
+                   a->local_blocks, a->topk);
+  /* The shapes the score view is built from, before it is built. */
+  if ((s = st_check_tensor(&a->q, "q", a->q.dtype, 3, err)) != ST_OK) return s;
+  if ((s = st_check_tensor(&a->block_table, "block_table", ST_DTYPE_INT32, 2, err)) != ST_OK) return s;
+  if ((s = st_check_tensor(&a->topk_idx, "topk_idx", ST_DTYPE_INT32, 3, err)) != ST_OK) return s;
+  if ((uintptr_t)a->topk_idx.data % 4)
+    return st_fail(err, ST_ERR_INVALID_ARG, "topk_idx.data=%p is not 4-byte aligned", a->topk_idx.data);
+  const int64_t total_q = a->q.shape[0], H = a->q.shape[1];
+  if (a->topk_idx.shape[0] != H || a->topk_idx.shape[1] != total_q || a->topk_idx.shape[2] != a->topk)
+    return st_fail(err, ST_ERR_INVALID_ARG, "topk_idx.shape=[%lld,%lld,%lld] must be [H=%lld, total_q=%lld, topk=%d]",
+                   (long long)a->topk_idx.shape[0], (long long)a->topk_idx.shape[1], (long long)a->topk_idx.shape[2],
+                   (long long)H, (long long)total_q, a->topk);
+  const st_index_score_args view = score_view(a);
+  return st_index_score_check_args(&view, err);
+}
+
+st_status st_index_prefill_plan_make(const st_index_prefill_config *cfg, const st_index_prefill_args *a, int sm_count,
+                                     st_index_prefill_plan *plan, st_err *err) {
+  memset(plan, 0, sizeof *plan);
+  if (a->topk > cfg->topk_cap)
+    return st_fail(err, ST_ERR_NO_VARIANT, "variant keeps lists of %d blocks, call asks topk=%d", cfg->topk_cap,
+                   a->topk);
+  const int64_t max_blocks = ceil_div(a->max_context, ST_BLOCK_TOKENS);
+  /* A merge warp holds chunks x topk candidates: chunks no smaller than
+   * that allows. */
+  st_index_score_config sc = cfg->score;
+  const int64_t min_chunk = ceil_div(max_blocks * a->topk, ST_INDEX_PREFILL_MERGE_MAX);
+  if (sc.chunk_blocks != 0 && sc.chunk_blocks < min_chunk && sc.chunk_blocks < max_blocks)
+    return st_fail(err, ST_ERR_NO_VARIANT,
+                   "variant scores %d blocks per CTA: %lld chunks x topk %d exceed the merge's %d candidates per row",
+                   sc.chunk_blocks, (long long)ceil_div(max_blocks, sc.chunk_blocks), a->topk,
+                   ST_INDEX_PREFILL_MERGE_MAX);
+  const st_index_score_args view = score_view(a);
+  st_index_score_plan sp;
+  st_status s = st_index_score_plan_make(&sc, &view, sm_count, &sp, err);
+  if (s != ST_OK) return s;
+  if (sp.params.chunk_blocks < min_chunk) { /* the automatic chunk, raised */
+    sc.chunk_blocks = (int)min_chunk;
+    if ((s = st_index_score_plan_make(&sc, &view, sm_count, &sp, err)) != ST_OK) return s;
+  }
+  st_index_prefill_params *p = &plan->params;
+  p->score = sp.params;
+  p->score.score = NULL;
+  p->topk_idx = a->topk_idx.data;
+  p->out_stride_head = a->topk_idx.stride[0];
+  p->out_stride_row = a->topk_idx.stride[1];
+  p->topk = a->topk;
+  p->init_blocks = a->init_blocks;
+  p->local_blocks = a->local_blocks;
+  p->max_chunks = (int32_t)sp.grid[1];
+  memcpy(plan->grid, sp.grid, sizeof plan->grid);
+  plan->block = sp.block;
+  plan->smem_bytes = st_index_prefill_smem_bytes(cfg);
+  const int64_t total_q = a->q.shape[0], H = a->q.shape[1];
+  plan->merge_grid[0] = (unsigned)ceil_div(total_q, ST_INDEX_PREFILL_MERGE_THREADS / 32);
+  plan->merge_grid[1] = (unsigned)H;
+  plan->merge_grid[2] = 1;
+  plan->merge_block = ST_INDEX_PREFILL_MERGE_THREADS;
+  const size_t lists = (size_t)H * (size_t)total_q * (size_t)p->max_chunks * (size_t)a->topk * 8;
+  plan->workspace_bytes = (lists + ST_WS_ALIGN - 1) / ST_WS_ALIGN * ST_WS_ALIGN;
+  return ST_OK;
+}
+
+st_status st_index_prefill_launch(const st_cu *cu, CUfunction main_fn, CUfunction merge_fn,
+                                  const st_index_prefill_plan *plan, void *workspace, CUstream stream, st_err *err) {
+  if (!main_fn || !merge_fn) return st_fail(err, ST_ERR_INVALID_ARG, "index_prefill kernels are NULL");
+  if (!workspace) return st_fail(err, ST_ERR_WORKSPACE, "index_prefill needs a workspace");
+  ST_CU_TRY(cu, cu->cuFuncSetAttribute(main_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)plan->smem_bytes),
+            err);
+  st_index_prefill_params params = plan->params;
+  params.partial = workspace;
+  void *kargs[] = {&params};
+  ST_CU_TRY(cu,
+            cu->cuLaunchKernel(main_fn, plan->grid[0], plan->grid[1], plan->grid[2], plan->block, 1, 1,
+                               plan->smem_bytes, stream, kargs, NULL),
+            err);
+  ST_CU_TRY(cu,
+            cu->cuLaunchKernel(merge_fn, plan->merge_grid[0], plan->merge_grid[1], plan->merge_grid[2],
+                               plan->merge_block, 1, 1, 0, stream, kargs, NULL),
+            err);
+  return ST_OK;
+}
+
+st_status st_index_prefill_dispatch_key(const st_index_prefill_args *a, char *key, size_t cap, st_params *fields,
+                                        st_err *err) {
+  const long long B = a->q.shape[0], H = a->q.shape[1], D = a->q.shape[2];
+  const char *dtype = st_dtype_name(a->q.dtype);
+  int n = snprintf(key, cap, "%s:B=%lld,D=%lld,H=%lld,dtype=%s,topk=%d", ST_INDEX_PREFILL_OP, B, D, H, dtype, a->topk);
+  if (n < 0 || (size_t)n >= cap) return st_fail(err, ST_ERR_INVALID_ARG, "dispatch key buffer too small");
+  if (!fields) return ST_OK;
+  fields->n = 0;
+  st_status s;
+  if ((s = st_params_set_int(fields, "B", B, err)) || (s = st_params_set_int(fields, "D", D, err)) ||
+      (s = st_params_set_int(fields, "H", H, err)) || (s = st_params_set(fields, "dtype", dtype, err)) ||
+      (s = st_params_set_int(fields, "topk", a->topk, err)))
+    return s;
+  return ST_OK;
+}

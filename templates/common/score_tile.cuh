@@ -1,0 +1,334 @@
+// score_tile.cuh - the prefill indexer's scoring loop with Hopper wgmma,
+// shared by index_score (which stores each block score) and index_prefill
+// (which keeps each row's best blocks instead).
+//
+// The including template defines IS_FP8, HEAD_DIM, ROWS, WARPGROUPS and
+// STAGES, and includes params/index_score.h first.
+//
+// A CTA owns a tile of consecutive query tokens of ONE request, all H index
+// heads of each: ROWS rows (token, head) = ROWS / H tokens, the rows of the
+// matrix product's A operand (q rows are [token][head][D], so the tile is a
+// plain run of rows). Grid (tile slots, block chunks): slot x names the
+// x-th tile of the batch in request order, heaviest (last) tile of each
+// request first; y takes chunk_blocks consecutive blocks of it, so a long
+// prefix spreads over many CTAs. Slots and chunks past the tile's work
+// return at once.
+//
+// Per block: its 128 K rows (one KV page, through block_table) stream into
+// one of STAGES shared-memory stages by cp.async, swizzled for wgmma; each
+// warpgroup multiplies its MT 64-row slices of q by them
+// (m64n128k16 bf16 / m64n128k32 e4m3, K-major operands in shared memory)
+// and reduces every row's 128 products to their max (masked past the
+// token's position in its own block). K is read once per CTA for all ROWS
+// rows: 2 * ROWS FLOP per K byte from L2.
+#ifndef ST_SCORE_TILE_CUH
+#define ST_SCORE_TILE_CUH
+
+#include "common/smem_tile.cuh"
+#include "common/wgmma.cuh"
+
+constexpr int BLOCK_TOKENS = 128;
+constexpr int COMPUTE_THREADS = 128 * WARPGROUPS;
+constexpr int THREADS = COMPUTE_THREADS + 32; // and one copying warp
+constexpr int MT = ROWS / (64 * WARPGROUPS); // 64-row slices per warpgroup
+constexpr int ELEM_BYTES = IS_FP8 ? 1 : 2;
+constexpr int ROW_BYTES = HEAD_DIM * ELEM_BYTES;
+constexpr int PANELS = ROW_BYTES / 128;    // 128-byte swizzle panels per row
+constexpr int ROW_CHUNKS = ROW_BYTES / 16; // 16-byte copies per row
+constexpr int KSTEPS = ROW_BYTES / 32;     // wgmma k-steps (32 bytes each)
+constexpr int Q_BYTES = ROWS * ROW_BYTES;
+constexpr int STAGE_BYTES = BLOCK_TOKENS * ROW_BYTES;
+
+static_assert(ROW_BYTES % 128 == 0 && KSTEPS == 4 * PANELS, "rows of whole 128-byte swizzle panels, 4 k-steps each");
+static_assert(MT >= 1 && MT <= 2 && MT * 64 * WARPGROUPS == ROWS, "one or two 64-row slices per warpgroup");
+static_assert(STAGES >= 2, "at least double buffering");
+
+// Byte offset of 16-byte chunk c of row r in a tile of `rows` rows stored
+// as PANELS swizzled panels.
+__device__ __forceinline__ uint32_t st_panel_offset(int rows, int r, int c) {
+  return (uint32_t)((c >> 3) * rows * 128 + r * 128 + (((c & 7) ^ (r & 7)) << 4));
+}
+
+// Inclusive sum of v over the CTA; `scratch` holds a word per warp.
+__device__ __forceinline__ int st_cta_inclusive_sum(int v, int *scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int u = __shfl_up_sync(0xffffffffu, v, o);
+    if (lane >= o) v += u;
+  }
+  if (lane == 31) scratch[warp] = v;
+  __syncthreads();
+  for (int w = 0; w < warp; w++) v += scratch[w];
+  __syncthreads();
+  return v;
+}
+
+struct st_score_tile {
+  int req;   // -1: slot past the batch's tiles
+  int start; // first query token of the tile (global index)
+  int ntok;  // its tokens (<= ROWS / H)
+  int pos0;  // absolute position of its first token
+};
+
+// Slot x -> the tile: request r has ceil(q_len / tokens) tiles; slots count
+// them in request order, each request's last tile first.
+__device__ st_score_tile st_find_tile(const st_index_score_params &p, int tokens, int x) {
+  __shared__ int s_scan[THREADS / 32];
+  __shared__ int s_req, s_k, s_carry;
+  if (threadIdx.x == 0) {
+    s_req = -1;
+    s_k = 0;
+    s_carry = 0;
+  }
+  __syncthreads();
+  for (int base = 0; base < p.num_requests; base += THREADS) {
+    const int r = base + threadIdx.x;
+    int n = 0;
+    if (r < p.num_requests) n = (p.cu_seqlens_q[r + 1] - p.cu_seqlens_q[r] + tokens - 1) / tokens;
+    const int incl = st_cta_inclusive_sum(n, s_scan);
+    const int before = s_carry + incl - n;
+    if (x >= before && x < before + n) {
+      s_req = r;
+      s_k = x - before;
+    }
+    __syncthreads();
+    if (threadIdx.x == THREADS - 1) s_carry += incl;
+    __syncthreads();
+    if (s_req >= 0) break;
+  }
+  st_score_tile t;
+  t.req = s_req;
+  t.start = t.ntok = t.pos0 = 0;
+  if (t.req < 0) return t;
+  const int start = p.cu_seqlens_q[t.req], qlen = p.cu_seqlens_q[t.req + 1] - start;
+  const int ntiles = (qlen + tokens - 1) / tokens;
+  const int first = (ntiles - 1 - s_k) * tokens; // heaviest first
+  t.start = start + first;
+  t.ntok = min(tokens, qlen - first);
+  t.pos0 = p.seq_lens[t.req] - qlen + first;
+  return t;
+}
+
+// Visible blocks of a token at absolute position pos.
+__device__ __forceinline__ int st_visible_blocks(const st_index_score_params &p, int pos) {
+  return pos >= 0 ? min(pos / BLOCK_TOKENS + 1, p.max_blocks) : 0;
+}
+
+// The 128 K rows of block j into a stage, by the 32 lanes of the copying
+// warp (one commit group per call site). Lane l copies 16-byte chunk
+// c = l % ROW_CHUNKS of rows l / ROW_CHUNKS + ROWS_PER_COPY * i: the chunk,
+// the row's swizzle (row % 8 takes 8 / ROWS_PER_COPY values) and the
+// source step are fixed per lane, so each copy costs an address add, not a
+// recomputed swizzle (a single warp feeds the tensor cores of the CTA).
+constexpr int ROWS_PER_COPY = 32 / ROW_CHUNKS;
+constexpr int SWIZZLE_PERIOD = 8 / ROWS_PER_COPY;
+static_assert(ROW_CHUNKS <= 32 && 32 % ROW_CHUNKS == 0 && ROWS_PER_COPY <= 8, "whole rows per warp-wide copy");
+
+__device__ __forceinline__ void st_load_k_block(const st_index_score_params &p, int req, int j, uint32_t stage) {
+  const int page = __ldg(p.block_table + (int64_t)req * p.bt_stride + j);
+  const int lane = threadIdx.x & 31, c = lane % ROW_CHUNKS, r0 = lane / ROW_CHUNKS;
+  const int64_t row_bytes = p.k_stride_token * ELEM_BYTES;
+  const char *src = (const char *)p.k_cache + (int64_t)page * p.k_stride_page * ELEM_BYTES + r0 * row_bytes + c * 16;
+  const int64_t step = ROWS_PER_COPY * row_bytes;
+  // Row r0 + ROWS_PER_COPY * i sits at (r0 + ROWS_PER_COPY * i) * 128, its
+  // chunk c at (c % 8) ^ (row % 8) = (c % 8) ^ r0 ^ (ROWS_PER_COPY * i % 8).
+  uint32_t dst[SWIZZLE_PERIOD];
+#pragma unroll
+  for (int m = 0; m < SWIZZLE_PERIOD; m++)
+    dst[m] = stage + (uint32_t)((c >> 3) * BLOCK_TOKENS * 128 + r0 * 128 +
+                                ((((c & 7) ^ r0 ^ ((ROWS_PER_COPY * m) & 7))) << 4));
+#pragma unroll
+  for (int i = 0; i < BLOCK_TOKENS / ROWS_PER_COPY; i++) {
+    st_cp_async16(dst[i % SWIZZLE_PERIOD] + (uint32_t)(i * ROWS_PER_COPY * 128), src, 16);
+    src += step;
+  }
+}
+
+// The tile's q rows (row = token * H + head); rows past the tile are zeros.
+__device__ __forceinline__ void st_load_q_tile(const st_index_score_params &p, const st_score_tile &t, uint32_t s_q) {
+  for (int e = threadIdx.x; e < ROWS * ROW_CHUNKS; e += THREADS) {
+    const int row = e / ROW_CHUNKS, c = e % ROW_CHUNKS;
+    const int tok = row >> p.head_shift, h = row & (p.num_heads - 1);
+    const bool ok = tok < t.ntok;
+    const char *src = (const char *)p.q;
+    if (ok) src += ((int64_t)(t.start + tok) * p.q_stride_row + (int64_t)h * p.q_stride_head) * ELEM_BYTES + c * 16;
+    st_cp_async16(s_q + st_panel_offset(ROWS, row, c), src, ok ? 16 : 0);
+  }
+}
+
+__device__ __forceinline__ void st_score_mma(float (&d)[64], uint32_t a_rows, uint32_t b_stage) {
+#pragma unroll
+  for (int ks = 0; ks < KSTEPS; ks++) {
+    const uint32_t koff = (uint32_t)((ks & 3) * 32); // within a panel
+    const uint64_t a = st_wgmma_desc(a_rows + (ks >> 2) * ROWS * 128 + koff);
+    const uint64_t b = st_wgmma_desc(b_stage + (ks >> 2) * BLOCK_TOKENS * 128 + koff);
+    if constexpr (IS_FP8) st_wgmma_m64n128k32_e4m3(d, a, b, ks > 0);
+    else st_wgmma_m64n128k16_bf16(d, a, b, ks > 0);
+  }
+}
+
+// Row `row` of the tile (token row >> head_shift): its max over the four
+// lanes that hold its 128 columns, handed to out(tok, head, row, j, max) on
+// one of them if block j is visible to the token. All 32 lanes must call.
+template <class RowOut>
+__device__ __forceinline__ void st_score_row_out(const st_index_score_params &p, const st_score_tile &t, int row,
+                                                 int j, float mx, RowOut &out) {
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+  const int tok = row >> p.head_shift, h = row & (p.num_heads - 1);
+  if ((threadIdx.x & 3) || tok >= t.ntok || j >= st_visible_blocks(p, t.pos0 + tok)) return;
+  out(tok, h, row, j, mx);
+}
+
+// Last visible column of block j for the token of `row` (127: all of it).
+__device__ __forceinline__ int st_last_col(const st_index_score_params &p, const st_score_tile &t, int row, int j) {
+  const int pos = t.pos0 + (row >> p.head_shift);
+  return pos >= j * BLOCK_TOKENS + BLOCK_TOKENS - 1 ? BLOCK_TOKENS - 1 : pos - j * BLOCK_TOKENS;
+}
+
+template <class RowOut>
+__device__ __forceinline__ void st_score_epilogue(const st_index_score_params &p, const st_score_tile &t,
+                                                  const float (&d)[64], int row0, int j, RowOut &out) {
+  const int lane = threadIdx.x & 31;
+  const int r_lo = row0 + lane / 4, r_hi = r_lo + 8;
+  const int lim_lo = st_last_col(p, t, r_lo, j), lim_hi = st_last_col(p, t, r_hi, j);
+  float lo = __int_as_float(0xff800000), hi = lo; // -inf
+  if (__all_sync(0xffffffffu, lim_lo == BLOCK_TOKENS - 1 && lim_hi == BLOCK_TOKENS - 1)) {
+#pragma unroll
+    for (int n = 0; n < 16; n++) {
+      lo = fmaxf(lo, fmaxf(d[4 * n], d[4 * n + 1]));
+      hi = fmaxf(hi, fmaxf(d[4 * n + 2], d[4 * n + 3]));
+    }
+  } else {
+#pragma unroll
+    for (int n = 0; n < 16; n++) {
+#pragma unroll
+      for (int e = 0; e < 2; e++) {
+        const int col = 8 * n + 2 * (lane & 3) + e;
+        if (col <= lim_lo) lo = fmaxf(lo, d[4 * n + e]);
+        if (col <= lim_hi) hi = fmaxf(hi, d[4 * n + 2 + e]);
+      }
+    }
+  }
+  st_score_row_out(p, t, r_lo, j, lo, out);
+  st_score_row_out(p, t, r_hi, j, hi, out);
+}
+
+// ---- synchronization: stage barriers and the warpgroups' turn ------------
+
+__device__ __forceinline__ void st_mbar_init(uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void st_mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+
+// Waits until the barrier's phase with this parity has completed.
+__device__ __forceinline__ void st_mbar_wait(uint32_t bar, int parity) {
+  asm volatile("{\n .reg .pred done;\n wait:\n"
+               " mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+               " @!done bra wait;\n}\n" ::"r"(bar),
+               "r"(parity)
+               : "memory");
+}
+
+// Named barriers 1 and 2 pass the tensor cores between the two warpgroups.
+__device__ __forceinline__ void st_turn_wait(int id) { asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory"); }
+__device__ __forceinline__ void st_turn_give(int id) { asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory"); }
+
+// ---- the loop ------------------------------------------------------------
+//
+// Warps 0 .. 4*WARPGROUPS-1 compute; the last warp only copies K blocks
+// (cp.async), STAGES ahead: it waits for a stage's `empty` barrier (every
+// compute thread has finished its products on the block there), copies the
+// next block in, and once its copies of a block have landed, fences them
+// for the async proxy (wgmma reads shared memory through it) and arrives on
+// the stage's `full` barrier. With two warpgroups the products alternate
+// between them (named barriers), so one warpgroup's row maxima and stores
+// run while the other's products occupy the tensor cores.
+//
+// st_score_blocks runs it for the CTA: tile blockIdx.x, blocks chunk
+// blockIdx.y. Every (row, visible block) max goes to out(tok, head, row, j,
+// max). Returns true on the compute threads of a CTA that had blocks to
+// score (after their last call of out), false on the copying warp and on
+// every thread of a CTA with nothing to do; *tile gets the tile.
+template <class RowOut>
+__device__ __forceinline__ bool st_score_blocks(const st_index_score_params &p, uint8_t *s_raw, st_score_tile *tile,
+                                                RowOut &out) {
+  __shared__ __align__(8) uint64_t s_full[STAGES], s_empty[STAGES];
+  const int tokens = ROWS >> p.head_shift;
+  const st_score_tile t = st_find_tile(p, tokens, blockIdx.x);
+  *tile = t;
+  if (t.req < 0) return false;
+  const int nb_last = st_visible_blocks(p, t.pos0 + t.ntok - 1);
+  const int j0 = blockIdx.y * p.chunk_blocks, j1 = min(j0 + p.chunk_blocks, nb_last);
+  if (j0 >= j1) return false;
+
+  // Swizzle atoms must sit on 1024-byte boundaries (the launcher adds the slack).
+  const uint32_t s_q = (st_smem_addr(s_raw) + 1023u) & ~1023u;
+  const uint32_t s_k = s_q + Q_BYTES;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; s++) {
+      st_mbar_init(st_smem_addr(&s_full[s]), 32);
+      st_mbar_init(st_smem_addr(&s_empty[s]), COMPUTE_THREADS);
+    }
+  }
+  st_load_q_tile(p, t, s_q);
+  st_cp_async_commit();
+  st_cp_async_wait<0>();
+  st_fence_proxy_async();
+  __syncthreads(); // q tile and barriers ready for every thread
+
+  if (threadIdx.x >= COMPUTE_THREADS) { // the copying warp
+    const int n = j1 - j0;
+    for (int i = 0; i < n; i++) {
+      const int s = i % STAGES;
+      if (i >= STAGES) st_mbar_wait(st_smem_addr(&s_empty[s]), (i / STAGES - 1) & 1);
+      st_load_k_block(p, t.req, j0 + i, s_k + s * STAGE_BYTES);
+      st_cp_async_commit();
+      if (i >= STAGES - 1) { // block i - (STAGES - 1) has landed
+        st_cp_async_wait<STAGES - 1>();
+        st_fence_proxy_async();
+        st_mbar_arrive(st_smem_addr(&s_full[(i - (STAGES - 1)) % STAGES]));
+      }
+    }
+    st_cp_async_wait<0>();
+    st_fence_proxy_async();
+    for (int i = max(n - (STAGES - 1), 0); i < n; i++) st_mbar_arrive(st_smem_addr(&s_full[i % STAGES]));
+    return false;
+  }
+
+  const int wg = threadIdx.x / 128, warp_in_wg = (threadIdx.x / 32) & 3;
+  float acc[MT][64];
+#pragma unroll
+  for (int m = 0; m < MT; m++)
+#pragma unroll
+    for (int i = 0; i < 64; i++) acc[m][i] = 0.f;
+  if (WARPGROUPS == 2 && wg == 1) st_turn_give(1); // warpgroup 0 goes first
+
+  for (int j = j0; j < j1; j++) {
+    const int i = j - j0, s = i % STAGES;
+    st_mbar_wait(st_smem_addr(&s_full[s]), (i / STAGES) & 1);
+    if (WARPGROUPS == 2) st_turn_wait(1 + wg);
+    const uint32_t b_stage = s_k + s * STAGE_BYTES;
+#pragma unroll
+    for (int m = 0; m < MT; m++) st_wgmma_fence_regs(acc[m]);
+    st_wgmma_fence();
+#pragma unroll
+    for (int m = 0; m < MT; m++) st_score_mma(acc[m], s_q + (wg * MT + m) * 64 * 128, b_stage);
+    st_wgmma_commit();
+    if (WARPGROUPS == 2) st_turn_give(2 - wg);
+    st_wgmma_wait<0>();
+#pragma unroll
+    for (int m = 0; m < MT; m++) st_wgmma_fence_regs(acc[m]);
+    st_mbar_arrive(st_smem_addr(&s_empty[s]));
+#pragma unroll
+    for (int m = 0; m < MT; m++) st_score_epilogue(p, t, acc[m], (wg * MT + m) * 64 + warp_in_wg * 16, j, out);
+  }
+  if (WARPGROUPS == 2 && wg == 0) st_turn_wait(1); // the arrival warpgroup 1 made up front
+  return true;
+}
+
+#endif // ST_SCORE_TILE_CUH

@@ -1,0 +1,150 @@
+// index_prefill.cu - the prefill indexer fused: block scores and the top-k
+// in one pass, the score matrix never written.
+//
+// st_index_prefill_main runs index_score's loop (common/score_tile.cuh)
+// but, instead of storing a row's block score, keeps the row's best
+// non-forced blocks of the CTA's chunk in a sorted list in shared memory
+// (one thread owns a row: a block that does not beat the list's last key
+// costs one compare). At the end each row's list (its `topk` best, key 0 =
+// none) goes to the workspace. st_index_prefill_merge, a warp per (head,
+// token), takes the forced blocks (init_blocks first, local_blocks last
+// visible) and the best of its chunks' lists (common/warp_topk.cuh), and
+// writes topk_idx as index_topk does: forced ids, chosen ids, -1 after.
+
+constexpr int IS_FP8 = ${is_fp8};
+constexpr int HEAD_DIM = ${head_dim};
+constexpr int ROWS = ${rows};
+constexpr int WARPGROUPS = ${warpgroups};
+constexpr int STAGES = ${stages};
+constexpr int TOPK_CAP = ${topk};
+
+// The argument block first: it brings the fixed-width integer types the
+// common headers use under NVRTC (no C library there).
+#include "params/index_prefill.h"
+#include "common/score_tile.cuh"
+#include "common/score_key.cuh"
+#include "common/warp_topk.cuh"
+
+// Words per row list: odd, so the eight rows a warp's list owners update
+// at once fall in different banks.
+constexpr int LIST_STRIDE = TOPK_CAP + 1;
+constexpr int LIST_BYTES = 2 * ROWS * LIST_STRIDE * 4; // keys, then block ids
+constexpr int MERGE_WARPS = 8;
+// Candidates a merge warp holds: 32 per key register, at most 16 registers
+// (ST_INDEX_PREFILL_MERGE_MAX, the launcher's fit).
+constexpr int MERGE_MAX = 32 * 16;
+
+static_assert(TOPK_CAP >= 1 && TOPK_CAP <= 64, "the op's topk range");
+
+// Named barrier 3: the compute threads only (the copying warp has left).
+__device__ __forceinline__ void st_compute_sync() {
+  asm volatile("bar.sync 3, %0;\n" ::"n"(COMPUTE_THREADS) : "memory");
+}
+
+// Forced blocks of a token with nb visible ones are [0, lo) and [hi, nb).
+struct st_forced {
+  int lo, hi;
+};
+__device__ __forceinline__ st_forced st_forced_of(const st_index_prefill_params &pp, int nb) {
+  st_forced f;
+  f.lo = min(pp.init_blocks, nb);
+  f.hi = max(nb - pp.local_blocks, f.lo);
+  return f;
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1) st_index_prefill_main(const st_index_prefill_params pp) {
+  extern __shared__ uint8_t s_raw[];
+  const st_index_score_params &p = pp.score;
+  uint32_t *s_key = (uint32_t *)s_raw;
+  int32_t *s_id = (int32_t *)(s_raw + LIST_BYTES / 2);
+  for (int e = threadIdx.x; e < ROWS * LIST_STRIDE; e += THREADS) s_key[e] = 0u; // ordered by the loop's barriers
+
+  st_score_tile t = {}; // set by st_score_blocks before any call of keep
+  auto keep = [&](int tok, int, int row, int j, float mx) {
+    const st_forced f = st_forced_of(pp, st_visible_blocks(p, t.pos0 + tok));
+    if (j < f.lo || j >= f.hi) return;
+    const uint32_t key = st_score_key(mx); // the positive scale changes no order
+    uint32_t *kk = s_key + row * LIST_STRIDE;
+    int32_t *ii = s_id + row * LIST_STRIDE;
+    int pos = pp.topk - 1;
+    if (key <= kk[pos]) return; // ties keep the earlier block
+    for (; pos > 0 && kk[pos - 1] < key; pos--) {
+      kk[pos] = kk[pos - 1];
+      ii[pos] = ii[pos - 1];
+    }
+    kk[pos] = key;
+    ii[pos] = j;
+  };
+  if (!st_score_blocks(p, s_raw + LIST_BYTES, &t, keep)) return;
+
+  st_compute_sync(); // every row's list is final
+  const int topk = pp.topk;
+  for (int e = threadIdx.x; e < ROWS * topk; e += COMPUTE_THREADS) {
+    const int row = e / topk, k = e - row * topk;
+    const int tok = row >> p.head_shift, h = row & (p.num_heads - 1);
+    if (tok >= t.ntok) continue;
+    const uint64_t v = (uint64_t)s_key[row * LIST_STRIDE + k] << 32 | (uint32_t)s_id[row * LIST_STRIDE + k];
+    pp.partial[(((int64_t)h * p.total_q + t.start + tok) * pp.max_chunks + blockIdx.y) * topk + k] = v;
+  }
+}
+
+// ---- the merge -------------------------------------------------------------
+
+// Visible blocks of query token i (0 past total_q): its request by a binary
+// search of cu_seqlens_q.
+__device__ __forceinline__ int st_token_blocks(const st_index_score_params &p, int i) {
+  if (i >= p.total_q) return 0;
+  int lo = 0, hi = p.num_requests; // cu[lo] <= i < cu[hi]
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (p.cu_seqlens_q[mid] <= i) lo = mid;
+    else hi = mid;
+  }
+  const int start = p.cu_seqlens_q[lo];
+  return st_visible_blocks(p, p.seq_lens[lo] - (p.cu_seqlens_q[lo + 1] - start) + (i - start));
+}
+
+// The row's n candidates (n <= 32 * N) into registers, then its choice.
+template <int N>
+__device__ __forceinline__ int st_merge_row(const uint64_t *cand, int n, int want, int32_t *out, int forced) {
+  const int lane = threadIdx.x & 31;
+  uint32_t key[N];
+  int32_t id[N];
+  int present = 0;
+#pragma unroll
+  for (int m = 0; m < N; m++) {
+    const int e = lane + 32 * m;
+    const uint64_t v = e < n ? cand[e] : 0ull;
+    key[m] = (uint32_t)(v >> 32);
+    id[m] = (int32_t)(uint32_t)v;
+    present += key[m] != 0u;
+  }
+  present = (int)__reduce_add_sync(0xffffffffu, (unsigned)present);
+  return st_warp_topk(key, want, present, n, [&](int m, int rank) { out[forced + rank] = id[m]; });
+}
+
+extern "C" __global__ void __launch_bounds__(MERGE_WARPS * 32) st_index_prefill_merge(const st_index_prefill_params pp) {
+  const st_index_score_params &p = pp.score;
+  const int lane = threadIdx.x & 31, h = blockIdx.y;
+  const int i = blockIdx.x * MERGE_WARPS + (int)threadIdx.x / 32;
+  if (i >= p.total_q) return;
+  const int nb = st_token_blocks(p, i);
+  const st_forced f = st_forced_of(pp, nb);
+  const int forced = f.lo + (nb - f.hi), want = min(pp.topk, nb) - forced;
+  int32_t *out = pp.topk_idx + (int64_t)h * pp.out_stride_head + (int64_t)i * pp.out_stride_row;
+  for (int k = lane; k < forced; k += 32) out[k] = k < f.lo ? k : f.hi + (k - f.lo);
+  // Chunk c holds blocks [c * chunk_blocks, ...): the row's lists are those
+  // of the chunks it sees, contiguous in the workspace.
+  const int n = (nb + p.chunk_blocks - 1) / p.chunk_blocks * pp.topk;
+  if (n > MERGE_MAX) __trap(); // the launcher's fit keeps max_chunks * topk within
+  const uint64_t *cand = pp.partial + ((int64_t)h * p.total_q + i) * pp.max_chunks * pp.topk;
+  int chosen = 0;
+  if (want > 0) {
+    if (n <= 32) chosen = st_merge_row<1>(cand, n, want, out, forced);
+    else if (n <= 64) chosen = st_merge_row<2>(cand, n, want, out, forced);
+    else if (n <= 128) chosen = st_merge_row<4>(cand, n, want, out, forced);
+    else if (n <= 256) chosen = st_merge_row<8>(cand, n, want, out, forced);
+    else chosen = st_merge_row<16>(cand, n, want, out, forced);
+  }
+  for (int k = forced + chosen + lane; k < pp.topk; k += 32) out[k] = -1;
+}

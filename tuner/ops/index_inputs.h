@@ -1,0 +1,48 @@
+/* ops/index_inputs.h - the inputs of a prefill indexer case, shared by the
+ * index_score and index_prefill harnesses: a varlen batch "q_len:prefix;...",
+ * q and an index-K pool as ../shared/anchors.md sizes it (max(4096,
+ * min(blocks of all requests, 65536)) pages, block tables uniformly random
+ * over it, bf16 in [-1, 1) or fp8 in [-4, 4), every 4099th pool value a
+ * NaN), on the host and the device, and the double-precision reference
+ * scores of them. */
+#ifndef ST_OPS_INDEX_INPUTS_H
+#define ST_OPS_INDEX_INPUTS_H
+
+#include <stdint.h>
+
+#include "cuda_driver.h"
+#include "error.h"
+#include "params.h"
+#include "reference/index_prefill.h"
+#include "sparsetune.h"
+
+typedef struct st_index_case {
+  st_ref_index_prefill ref; /* host views; scale 1/sqrt(128); topk fields for the caller */
+  int total_q, max_context;
+  float amp; /* inputs are uniform in [-amp, amp) */
+  void *h_q, *h_pool;
+  int32_t *h_cu, *h_seq, *h_bt;
+  double *ref_score; /* [H][total_q][max_blocks] */
+  CUdeviceptr d_q, d_pool, d_bt, d_cu, d_seq;
+} st_index_case;
+
+/* Reads the shape fields B, H, D, dtype and reqs, fills the inputs from
+ * `seed`, computes the reference scores on `threads` CPU threads and
+ * uploads the inputs. On failure *c holds what was made: free it. */
+st_status st_index_case_build(const st_cu *cu, const st_params *shape, uint64_t seed, int threads, st_index_case *c,
+                              st_err *err);
+
+/* Frees host and device memory (a zeroed case is fine). */
+void st_index_case_free(const st_cu *cu, st_index_case *c);
+
+/* The device inputs as dense tensors. */
+void st_index_case_tensors(const st_index_case *c, st_tensor *q, st_tensor *k_cache, st_tensor *block_table,
+                           st_tensor *cu_seqlens_q, st_tensor *seq_lens);
+
+/* Visible blocks summed over the query tokens (one head). */
+double st_index_case_visible_blocks(const st_index_case *c);
+
+/* Bytes of q and of each request's index-K rows, read once. */
+double st_index_case_input_bytes(const st_index_case *c);
+
+#endif
