@@ -3,10 +3,10 @@
 //
 // st_index_prefill_main runs index_score's loop (common/score_tile.cuh)
 // but, instead of storing a row's block score, keeps the row's best
-// non-forced blocks of the CTA's chunk in a sorted list in shared memory
-// (one thread owns a row: a block that does not beat the list's last key
-// costs one compare). At the end each row's list (its `topk` best, key 0 =
-// none) goes to the workspace. st_index_prefill_merge, a warp per (head,
+// non-forced blocks of the CTA's chunk in a list in shared memory (one lane
+// owns a row and keeps the list's lowest key in a register: a block that
+// does not beat it costs one compare). At the end each row's list (its
+// `topk` best in no order, key 0 = none) goes to the workspace. st_index_prefill_merge, a warp per (head,
 // token), takes the forced blocks (init_blocks first, local_blocks last
 // visible) and the best of its chunks' lists (common/warp_topk.cuh), and
 // writes topk_idx as index_topk does: forced ids, chosen ids, -1 after.
@@ -60,20 +60,37 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) st_index_prefill_main(c
   for (int e = threadIdx.x; e < ROWS * LIST_STRIDE; e += THREADS) s_key[e] = 0u; // ordered by the loop's barriers
 
   st_score_tile t = {}; // set by st_score_blocks before any call of keep
-  auto keep = [&](int tok, int, int row, int j, float mx) {
+  // The lowest key of each row list this lane owns (st_score_row_out gives
+  // a lane the same rows every block): most blocks lose to it in a
+  // register compare. The lists are unsorted; a winner replaces the lowest
+  // entry, and one pass over the list finds the new lowest.
+  uint32_t low[2 * MT];
+#pragma unroll
+  for (int i = 0; i < 2 * MT; i++) low[i] = 0u;
+  auto keep = [&](int tok, int, int row, int j, float mx, int slot) {
+    const uint32_t key = st_score_key(mx); // the positive scale changes no order
+    if (key <= low[slot]) return;          // ties keep the earlier block
     const st_forced f = st_forced_of(pp, st_visible_blocks(p, t.pos0 + tok));
     if (j < f.lo || j >= f.hi) return;
-    const uint32_t key = st_score_key(mx); // the positive scale changes no order
     uint32_t *kk = s_key + row * LIST_STRIDE;
-    int32_t *ii = s_id + row * LIST_STRIDE;
-    int pos = pp.topk - 1;
-    if (key <= kk[pos]) return; // ties keep the earlier block
-    for (; pos > 0 && kk[pos - 1] < key; pos--) {
-      kk[pos] = kk[pos - 1];
-      ii[pos] = ii[pos - 1];
+    int at = 0;
+    uint32_t lowest = kk[0], second = 0xffffffffu;
+    // Unrolled to the capacity: the loads issue back to back (a loop to
+    // the runtime topk waits out one load's latency per entry).
+#pragma unroll
+    for (int k = 1; k < TOPK_CAP; k++) {
+      const uint32_t v = k < pp.topk ? kk[k] : 0xffffffffu;
+      if (v < lowest) {
+        second = lowest;
+        lowest = v;
+        at = k;
+      } else if (v < second) {
+        second = v;
+      }
     }
-    kk[pos] = key;
-    ii[pos] = j;
+    kk[at] = key;
+    s_id[row * LIST_STRIDE + at] = j;
+    low[slot] = min(key, second);
   };
   if (!st_score_blocks(p, s_raw + LIST_BYTES, &t, keep)) return;
 

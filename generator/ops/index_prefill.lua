@@ -22,8 +22,8 @@ for name, domain in pairs(score.kernel_domains) do
 end
 M.kernel_domains.topk = { 16, 32, 64 } -- list capacity; buckets (cap/2, cap], 16 takes 1..16
 
-local SHARED_LIMIT = 227 * 1024
--- Tuned variants cover the M3 list lengths; 32 and 64 exist for other topk.
+-- index_score's limit: 227 KiB less 1 KiB for the static part.
+local SHARED_LIMIT = 226 * 1024
 local SHAPE_FIELDS = { "B", "D", "H", "dtype", "init", "local", "reqs", "topk" }
 local DISPATCH_FIELDS = { "B", "D", "H", "dtype", "topk" }
 local SHAPE_FIELD_SET = { peer_us = true }
@@ -141,7 +141,25 @@ function M.fits(k, s, is_default)
   return true
 end
 
-function M.worth(_k, _l, _s, _is_default)
+-- A merge warp holds 512 candidates of a row: chunks of its context x
+-- topk (the launcher's ST_INDEX_PREFILL_MERGE_MAX; automatic chunks are
+-- raised to fit, explicit ones that do not are not worth generating).
+local MERGE_MAX = 512
+
+local function max_blocks(reqs)
+  local most = 1
+  for q, prefix in string.gmatch(reqs, "(%d+):(%d+)") do
+    most = math.max(most, tonumber(q) + tonumber(prefix))
+  end
+  return (most + 127) // 128
+end
+
+function M.worth(_k, l, s, _is_default)
+  local c, blocks = l.chunk_blocks, max_blocks(s.reqs)
+  if c > 0 and c < blocks and (blocks + c - 1) // c * s.topk > MERGE_MAX then
+    return false, string.format("chunk_blocks=%d: %d chunks x topk %d exceed the merge's %d candidates", c,
+      (blocks + c - 1) // c, s.topk, MERGE_MAX)
+  end
   return true
 end
 

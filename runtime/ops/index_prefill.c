@@ -22,6 +22,9 @@ st_status st_index_prefill_config_from_params(const st_params *kernel, const st_
   long long v;
   if ((s = st_params_get_int(kernel, "topk", 1, ST_INDEX_PREFILL_MAX_TOPK, &v, err)) != ST_OK) return s;
   cfg->topk_cap = (int)v;
+  if (st_index_prefill_smem_bytes(cfg) > ST_INDEX_SCORE_MAX_SMEM)
+    return st_fail(err, ST_ERR_INVALID_ARG, "variant needs %u bytes of shared memory, more than %d",
+                   st_index_prefill_smem_bytes(cfg), ST_INDEX_SCORE_MAX_SMEM);
   return ST_OK;
 }
 

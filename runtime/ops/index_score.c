@@ -9,8 +9,6 @@
 #include "ops/tensor_check.h"
 
 #define ST_BLOCK_TOKENS 128
-/* Dynamic shared memory one CTA may opt in to on sm_90 (227 KiB). */
-#define ST_INDEX_SCORE_MAX_SMEM (227 * 1024)
 #define ST_DEFAULT_SMEM_WITHOUT_OPT_IN (48 * 1024)
 /* Fewer blocks per CTA than this and the q tile, loaded by every CTA,
  * costs more than a quarter of the K traffic. */

@@ -14,6 +14,9 @@
 
 #define ST_INDEX_SCORE_OP "index_score"
 #define ST_INDEX_SCORE_MAIN_KERNEL "st_index_score_main"
+/* Dynamic shared memory a variant may take: 227 KiB, the sm_90 opt-in
+ * limit, less 1 KiB for the kernels' static part (barriers, scratch). */
+#define ST_INDEX_SCORE_MAX_SMEM (226 * 1024)
 
 /* A variant: kernel config (baked into the source) plus launch config. */
 typedef struct st_index_score_config {

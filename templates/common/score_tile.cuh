@@ -169,16 +169,20 @@ __device__ __forceinline__ void st_score_mma(float (&d)[64], uint32_t a_rows, ui
 }
 
 // Row `row` of the tile (token row >> head_shift): its max over the four
-// lanes that hold its 128 columns, handed to out(tok, head, row, j, max) on
-// one of them if block j is visible to the token. All 32 lanes must call.
+// lanes that hold its 128 columns, handed to out(tok, head, row, j, max,
+// slot) if block j is visible to the token. `slot` (0 .. 2 MT - 1) numbers
+// the rows a quad of lanes holds; lane slot % 4 of the quad takes the row,
+// so the quad's rows are handled by different lanes and a lane always gets
+// the same rows of the tile (state per slot may live in its registers).
+// All 32 lanes must call.
 template <class RowOut>
 __device__ __forceinline__ void st_score_row_out(const st_index_score_params &p, const st_score_tile &t, int row,
-                                                 int j, float mx, RowOut &out) {
+                                                 int j, float mx, int slot, RowOut &out) {
   mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
   mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
   const int tok = row >> p.head_shift, h = row & (p.num_heads - 1);
-  if ((threadIdx.x & 3) || tok >= t.ntok || j >= st_visible_blocks(p, t.pos0 + tok)) return;
-  out(tok, h, row, j, mx);
+  if ((threadIdx.x & 3) != (slot & 3) || tok >= t.ntok || j >= st_visible_blocks(p, t.pos0 + tok)) return;
+  out(tok, h, row, j, mx, slot);
 }
 
 // Last visible column of block j for the token of `row` (127: all of it).
@@ -187,9 +191,11 @@ __device__ __forceinline__ int st_last_col(const st_index_score_params &p, const
   return pos >= j * BLOCK_TOKENS + BLOCK_TOKENS - 1 ? BLOCK_TOKENS - 1 : pos - j * BLOCK_TOKENS;
 }
 
+// Slice m's 64 x 128 products of block j: rows row0 + lane / 4 and 8 more
+// (slots 2m and 2m + 1).
 template <class RowOut>
 __device__ __forceinline__ void st_score_epilogue(const st_index_score_params &p, const st_score_tile &t,
-                                                  const float (&d)[64], int row0, int j, RowOut &out) {
+                                                  const float (&d)[64], int row0, int m, int j, RowOut &out) {
   const int lane = threadIdx.x & 31;
   const int r_lo = row0 + lane / 4, r_hi = r_lo + 8;
   const int lim_lo = st_last_col(p, t, r_lo, j), lim_hi = st_last_col(p, t, r_hi, j);
@@ -211,8 +217,8 @@ __device__ __forceinline__ void st_score_epilogue(const st_index_score_params &p
       }
     }
   }
-  st_score_row_out(p, t, r_lo, j, lo, out);
-  st_score_row_out(p, t, r_hi, j, hi, out);
+  st_score_row_out(p, t, r_lo, j, lo, 2 * m, out);
+  st_score_row_out(p, t, r_hi, j, hi, 2 * m + 1, out);
 }
 
 // ---- synchronization: stage barriers and the warpgroups' turn ------------
@@ -325,7 +331,7 @@ __device__ __forceinline__ bool st_score_blocks(const st_index_score_params &p, 
     for (int m = 0; m < MT; m++) st_wgmma_fence_regs(acc[m]);
     st_mbar_arrive(st_smem_addr(&s_empty[s]));
 #pragma unroll
-    for (int m = 0; m < MT; m++) st_score_epilogue(p, t, acc[m], (wg * MT + m) * 64 + warp_in_wg * 16, j, out);
+    for (int m = 0; m < MT; m++) st_score_epilogue(p, t, acc[m], (wg * MT + m) * 64 + warp_in_wg * 16, m, j, out);
   }
   if (WARPGROUPS == 2 && wg == 0) st_turn_wait(1); // the arrival warpgroup 1 made up front
   return true;
