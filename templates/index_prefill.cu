@@ -1,15 +1,21 @@
-// index_prefill.cu - the prefill indexer fused: block scores and the top-k
-// in one pass, the score matrix never written.
+// index_prefill.cu - the prefill indexer in one call: block scores and the
+// top-k, two algorithms chosen per variant (ALGO_FUSED).
 //
-// st_index_prefill_main runs index_score's loop (common/score_tile.cuh)
-// but, instead of storing a row's block score, keeps the row's best
-// non-forced blocks of the CTA's chunk in a list in shared memory (one lane
-// owns a row and keeps the list's lowest key in a register: a block that
-// does not beat it costs one compare). At the end each row's list (its
-// `topk` best in no order, key 0 = none) goes to the workspace. st_index_prefill_merge, a warp per (head,
-// token), takes the forced blocks (init_blocks first, local_blocks last
-// visible) and the best of its chunks' lists (common/warp_topk.cuh), and
-// writes topk_idx as index_topk does: forced ids, chosen ids, -1 after.
+// fused: st_index_prefill_main runs index_score's loop
+// (common/score_tile.cuh) but, instead of storing a row's block score,
+// keeps the row's best non-forced blocks of the CTA's chunk in a list in
+// shared memory (one lane owns a row and keeps the list's lowest key in a
+// register: a block that does not beat it costs one compare). At the end
+// each row's list (its `topk` best in no order, key 0 = none) goes to the
+// workspace: the score matrix is never written.
+// composed: the main kernel stores every visible block's score key into a
+// [H][total_q][max_blocks] workspace (index_score's loop and stores), and
+// the merge selects from the whole row (index_topk's warp algorithm).
+//
+// st_index_prefill_merge, a warp per (head, token), takes the forced
+// blocks (init_blocks first, local_blocks last visible) and the best of the
+// row's candidates (common/warp_topk.cuh), and writes topk_idx as
+// index_topk does: forced ids, chosen ids, -1 after.
 
 constexpr int IS_FP8 = ${is_fp8};
 constexpr int HEAD_DIM = ${head_dim};
@@ -17,6 +23,7 @@ constexpr int ROWS = ${rows};
 constexpr int WARPGROUPS = ${warpgroups};
 constexpr int STAGES = ${stages};
 constexpr int TOPK_CAP = ${topk};
+constexpr bool ALGO_FUSED = ${fused} != 0;
 
 // The argument block first: it brings the fixed-width integer types the
 // common headers use under NVRTC (no C library there).
@@ -28,11 +35,12 @@ constexpr int TOPK_CAP = ${topk};
 // Words per row list: odd, so the eight rows a warp's list owners update
 // at once fall in different banks.
 constexpr int LIST_STRIDE = TOPK_CAP + 1;
-constexpr int LIST_BYTES = 2 * ROWS * LIST_STRIDE * 4; // keys, then block ids
+constexpr int LIST_BYTES = ALGO_FUSED ? 2 * ROWS * LIST_STRIDE * 4 : 0; // keys, then block ids
 constexpr int MERGE_WARPS = 8;
 // Candidates a merge warp holds: 32 per key register, at most 16 registers
-// (ST_INDEX_PREFILL_MERGE_MAX, the launcher's fit).
-constexpr int MERGE_MAX = 32 * 16;
+// for fused lists (ST_INDEX_PREFILL_MERGE_MAX), 32 for composed rows of
+// blocks (ST_INDEX_PREFILL_COMPOSED_MAX_BLOCKS): the launcher's fit.
+constexpr int MERGE_MAX = 32 * (ALGO_FUSED ? 16 : 32);
 
 static_assert(TOPK_CAP >= 1 && TOPK_CAP <= 64, "the op's topk range");
 
@@ -52,7 +60,8 @@ __device__ __forceinline__ st_forced st_forced_of(const st_index_prefill_params 
   return f;
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS, 1) st_index_prefill_main(const st_index_prefill_params pp) {
+// fused: the chunk's best blocks of each row, through shared memory.
+__device__ __forceinline__ void st_prefill_lists(const st_index_prefill_params &pp) {
   extern __shared__ uint8_t s_raw[];
   const st_index_score_params &p = pp.score;
   uint32_t *s_key = (uint32_t *)s_raw;
@@ -105,6 +114,24 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) st_index_prefill_main(c
   }
 }
 
+// composed: every visible block's key, as index_score stores its score.
+__device__ __forceinline__ void st_prefill_keys(const st_index_prefill_params &pp) {
+  extern __shared__ uint8_t s_raw[];
+  const st_index_score_params &p = pp.score;
+  st_score_tile t = {}; // set by st_score_blocks before any store
+  auto store = [&](int tok, int h, int, int j, float mx, int) {
+    pp.keys[((int64_t)h * p.total_q + t.start + tok) * p.max_blocks + j] = st_score_key(mx);
+  };
+  st_score_blocks(p, s_raw, &t, store);
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1) st_index_prefill_main(const st_index_prefill_params pp) {
+  if constexpr (ALGO_FUSED)
+    st_prefill_lists(pp);
+  else
+    st_prefill_keys(pp);
+}
+
 // ---- the merge -------------------------------------------------------------
 
 // Visible blocks of query token i (0 past total_q): its request by a binary
@@ -140,6 +167,20 @@ __device__ __forceinline__ int st_merge_row(const uint64_t *cand, int n, int wan
   return st_warp_topk(key, want, present, n, [&](int m, int rank) { out[forced + rank] = id[m]; });
 }
 
+// composed: the row's non-forced visible keys (columns lo .. hi - 1, hi <=
+// 32 * N) into registers, then its choice.
+template <int N>
+__device__ __forceinline__ int st_merge_keys(const uint32_t *row, st_forced f, int want, int32_t *out, int forced) {
+  const int lane = threadIdx.x & 31;
+  uint32_t key[N];
+#pragma unroll
+  for (int m = 0; m < N; m++) {
+    const int j = lane + 32 * m;
+    key[m] = j >= f.lo && j < f.hi ? __ldg(row + j) : 0u;
+  }
+  return st_warp_topk(key, want, f.hi - f.lo, f.hi, [&](int m, int rank) { out[forced + rank] = lane + 32 * m; });
+}
+
 extern "C" __global__ void __launch_bounds__(MERGE_WARPS * 32) st_index_prefill_merge(const st_index_prefill_params pp) {
   const st_index_score_params &p = pp.score;
   const int lane = threadIdx.x & 31, h = blockIdx.y;
@@ -152,16 +193,29 @@ extern "C" __global__ void __launch_bounds__(MERGE_WARPS * 32) st_index_prefill_
   for (int k = lane; k < forced; k += 32) out[k] = k < f.lo ? k : f.hi + (k - f.lo);
   // Chunk c holds blocks [c * chunk_blocks, ...): the row's lists are those
   // of the chunks it sees, contiguous in the workspace.
-  const int n = (nb + p.chunk_blocks - 1) / p.chunk_blocks * pp.topk;
-  if (n > MERGE_MAX) __trap(); // the launcher's fit keeps max_chunks * topk within
-  const uint64_t *cand = pp.partial + ((int64_t)h * p.total_q + i) * pp.max_chunks * pp.topk;
   int chosen = 0;
-  if (want > 0) {
-    if (n <= 32) chosen = st_merge_row<1>(cand, n, want, out, forced);
-    else if (n <= 64) chosen = st_merge_row<2>(cand, n, want, out, forced);
-    else if (n <= 128) chosen = st_merge_row<4>(cand, n, want, out, forced);
-    else if (n <= 256) chosen = st_merge_row<8>(cand, n, want, out, forced);
-    else chosen = st_merge_row<16>(cand, n, want, out, forced);
+  if constexpr (ALGO_FUSED) {
+    const int n = (nb + p.chunk_blocks - 1) / p.chunk_blocks * pp.topk;
+    if (n > MERGE_MAX) __trap(); // the launcher's fit keeps max_chunks * topk within
+    const uint64_t *cand = pp.partial + ((int64_t)h * p.total_q + i) * pp.max_chunks * pp.topk;
+    if (want > 0) {
+      if (n <= 32) chosen = st_merge_row<1>(cand, n, want, out, forced);
+      else if (n <= 64) chosen = st_merge_row<2>(cand, n, want, out, forced);
+      else if (n <= 128) chosen = st_merge_row<4>(cand, n, want, out, forced);
+      else if (n <= 256) chosen = st_merge_row<8>(cand, n, want, out, forced);
+      else chosen = st_merge_row<16>(cand, n, want, out, forced);
+    }
+  } else {
+    if (f.hi > MERGE_MAX) __trap(); // the launcher's fit keeps max_blocks within
+    const uint32_t *row = pp.keys + ((int64_t)h * p.total_q + i) * p.max_blocks;
+    if (want > 0) {
+      if (f.hi <= 32) chosen = st_merge_keys<1>(row, f, want, out, forced);
+      else if (f.hi <= 64) chosen = st_merge_keys<2>(row, f, want, out, forced);
+      else if (f.hi <= 128) chosen = st_merge_keys<4>(row, f, want, out, forced);
+      else if (f.hi <= 256) chosen = st_merge_keys<8>(row, f, want, out, forced);
+      else if (f.hi <= 512) chosen = st_merge_keys<16>(row, f, want, out, forced);
+      else chosen = st_merge_keys<32>(row, f, want, out, forced);
+    }
   }
   for (int k = forced + chosen + lane; k < pp.topk; k += 32) out[k] = -1;
 }

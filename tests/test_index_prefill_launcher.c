@@ -76,9 +76,10 @@ static void test_bad_arguments_are_refused_by_name(void **state) {
   expect_refused(NULL, "args is NULL");
 }
 
-static st_index_prefill_config config(int rows, int wgs, int stages, int topk, int chunk) {
+static st_index_prefill_config config_of(const char *algo, int rows, int wgs, int stages, int topk, int chunk) {
   st_params k = {0}, l = {0};
   st_err err = {{0}};
+  st_params_set(&k, "algo", algo, &err);
   st_params_set(&k, "dtype", "bf16", &err);
   st_params_set_int(&k, "head_dim", D, &err);
   st_params_set_int(&k, "rows", rows, &err);
@@ -89,6 +90,30 @@ static st_index_prefill_config config(int rows, int wgs, int stages, int topk, i
   st_index_prefill_config c;
   if (st_index_prefill_config_from_params(&k, &l, &c, &err) != ST_OK) fail_msg("%s", err.msg);
   return c;
+}
+
+static st_index_prefill_config config(int rows, int wgs, int stages, int topk, int chunk) {
+  return config_of("fused", rows, wgs, stages, topk, chunk);
+}
+
+static void test_config_names_its_algorithm(void **state) {
+  (void)state;
+  st_params k = {0}, l = {0};
+  st_err err = {{0}};
+  st_params_set(&k, "algo", "composed", &err);
+  st_params_set(&k, "dtype", "bf16", &err);
+  st_params_set_int(&k, "head_dim", D, &err);
+  st_params_set_int(&k, "rows", 128, &err);
+  st_params_set_int(&k, "warpgroups", 2, &err);
+  st_params_set_int(&k, "stages", 2, &err);
+  st_params_set_int(&k, "topk", 16, &err);
+  st_params_set_int(&l, "chunk_blocks", 0, &err);
+  st_index_prefill_config c;
+  assert_int_equal(st_index_prefill_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "topk=16 must be 64 with algo composed"));
+  st_params_set(&k, "algo", "sorted", &err);
+  assert_int_equal(st_index_prefill_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "algo='sorted' is not fused or composed"));
 }
 
 static void test_fit_and_plan(void **state) {
@@ -144,6 +169,19 @@ static void test_fit_and_plan(void **state) {
   assert_int_equal(st_index_prefill_plan_make(&c, &a, 132, &p, &err), ST_ERR_NO_VARIANT);
   assert_non_null(strstr(err.msg, "H=3 must be a power of two"));
 
+  /* Composed: any topk, the keys of every block in the workspace, rows of
+   * at most 1024 blocks. */
+  a = valid_args();
+  c = config_of("composed", 256, 2, 2, 64, 0);
+  assert_int_equal(c.algo, ST_INDEX_PREFILL_COMPOSED);
+  assert_int_equal(st_index_prefill_plan_make(&c, &a, 132, &p, &err), ST_OK);
+  assert_int_equal(p.workspace_bytes, (size_t)H * TOTAL_Q * COLS * 4);
+  assert_int_equal(p.smem_bytes, 256 * 256 + 2 * 128 * 256 + 1024); /* no lists */
+  a.block_table.shape[1] = 1025;
+  a.max_context = 1025 * 128;
+  assert_int_equal(st_index_prefill_plan_make(&c, &a, 132, &p, &err), ST_ERR_NO_VARIANT);
+  assert_non_null(strstr(err.msg, "composed variant selects from rows of <= 1024 blocks, call has 1025"));
+
   a = valid_args();
   char key[128];
   assert_int_equal(st_index_prefill_dispatch_key(&a, key, sizeof key, NULL, &err), ST_OK);
@@ -153,6 +191,7 @@ static void test_fit_and_plan(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_arguments_are_refused_by_name),
+      cmocka_unit_test(test_config_names_its_algorithm),
       cmocka_unit_test(test_fit_and_plan),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

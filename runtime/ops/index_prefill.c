@@ -1,7 +1,7 @@
-/* ops/index_prefill.c - validation, fit, launch math and launch of the
- * fused index_prefill. The scoring half is planned by index_score's
- * launcher on a view of the same inputs, so both ops run the same loop
- * with the same grid. */
+/* ops/index_prefill.c - validation, fit, launch math and launch of
+ * index_prefill (fused or composed). The scoring half is planned by
+ * index_score's launcher on a view of the same inputs, so both ops run the
+ * same loop with the same grid. */
 #include "ops/index_prefill.h"
 
 #include <stdio.h>
@@ -19,9 +19,17 @@ st_status st_index_prefill_config_from_params(const st_params *kernel, const st_
   memset(cfg, 0, sizeof *cfg);
   st_status s = st_index_score_config_from_params(kernel, launch, &cfg->score, err);
   if (s != ST_OK) return s;
+  const char *algo = st_params_get(kernel, "algo");
+  if (!algo || (strcmp(algo, "fused") && strcmp(algo, "composed")))
+    return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter algo='%s' is not fused or composed",
+                   algo ? algo : "(missing)");
+  cfg->algo = strcmp(algo, "fused") == 0 ? ST_INDEX_PREFILL_FUSED : ST_INDEX_PREFILL_COMPOSED;
   long long v;
   if ((s = st_params_get_int(kernel, "topk", 1, ST_INDEX_PREFILL_MAX_TOPK, &v, err)) != ST_OK) return s;
   cfg->topk_cap = (int)v;
+  if (cfg->algo == ST_INDEX_PREFILL_COMPOSED && cfg->topk_cap != ST_INDEX_PREFILL_MAX_TOPK)
+    return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter topk=%d must be %d with algo composed (any topk)",
+                   cfg->topk_cap, ST_INDEX_PREFILL_MAX_TOPK);
   if (st_index_prefill_smem_bytes(cfg) > ST_INDEX_SCORE_MAX_SMEM)
     return st_fail(err, ST_ERR_INVALID_ARG, "variant needs %u bytes of shared memory, more than %d",
                    st_index_prefill_smem_bytes(cfg), ST_INDEX_SCORE_MAX_SMEM);
@@ -30,7 +38,9 @@ st_status st_index_prefill_config_from_params(const st_params *kernel, const st_
 
 unsigned st_index_prefill_smem_bytes(const st_index_prefill_config *cfg) {
   /* Keys and block ids, topk_cap + 1 words per row (the template's LIST_STRIDE). */
-  return (unsigned)(2 * cfg->score.rows * (cfg->topk_cap + 1) * 4) + st_index_score_smem_bytes(&cfg->score);
+  const unsigned lists =
+      cfg->algo == ST_INDEX_PREFILL_FUSED ? (unsigned)(2 * cfg->score.rows * (cfg->topk_cap + 1) * 4) : 0;
+  return lists + st_index_score_smem_bytes(&cfg->score);
 }
 
 /* index_score's arguments on the same inputs; the score view (never
@@ -80,14 +90,18 @@ st_status st_index_prefill_check_args(const st_index_prefill_args *a, st_err *er
 st_status st_index_prefill_plan_make(const st_index_prefill_config *cfg, const st_index_prefill_args *a, int sm_count,
                                      st_index_prefill_plan *plan, st_err *err) {
   memset(plan, 0, sizeof *plan);
+  const int fused = cfg->algo == ST_INDEX_PREFILL_FUSED;
   if (a->topk > cfg->topk_cap)
     return st_fail(err, ST_ERR_NO_VARIANT, "variant keeps lists of %d blocks, call asks topk=%d", cfg->topk_cap,
                    a->topk);
   const int64_t max_blocks = ceil_div(a->max_context, ST_BLOCK_TOKENS);
-  /* A merge warp holds chunks x topk candidates: chunks no smaller than
-   * that allows. */
+  if (!fused && max_blocks > ST_INDEX_PREFILL_COMPOSED_MAX_BLOCKS)
+    return st_fail(err, ST_ERR_NO_VARIANT, "composed variant selects from rows of <= %d blocks, call has %lld",
+                   ST_INDEX_PREFILL_COMPOSED_MAX_BLOCKS, (long long)max_blocks);
+  /* A fused merge warp holds chunks x topk candidates: chunks no smaller
+   * than that allows. */
   st_index_score_config sc = cfg->score;
-  const int64_t min_chunk = ceil_div(max_blocks * a->topk, ST_INDEX_PREFILL_MERGE_MAX);
+  const int64_t min_chunk = fused ? ceil_div(max_blocks * a->topk, ST_INDEX_PREFILL_MERGE_MAX) : 1;
   if (sc.chunk_blocks != 0 && sc.chunk_blocks < min_chunk && sc.chunk_blocks < max_blocks)
     return st_fail(err, ST_ERR_NO_VARIANT,
                    "variant scores %d blocks per CTA: %lld chunks x topk %d exceed the merge's %d candidates per row",
@@ -119,8 +133,9 @@ st_status st_index_prefill_plan_make(const st_index_prefill_config *cfg, const s
   plan->merge_grid[1] = (unsigned)H;
   plan->merge_grid[2] = 1;
   plan->merge_block = ST_INDEX_PREFILL_MERGE_THREADS;
-  const size_t lists = (size_t)H * (size_t)total_q * (size_t)p->max_chunks * (size_t)a->topk * 8;
-  plan->workspace_bytes = (lists + ST_WS_ALIGN - 1) / ST_WS_ALIGN * ST_WS_ALIGN;
+  const size_t rows = (size_t)H * (size_t)total_q;
+  const size_t bytes = fused ? rows * (size_t)p->max_chunks * (size_t)a->topk * 8 : rows * (size_t)max_blocks * 4;
+  plan->workspace_bytes = (bytes + ST_WS_ALIGN - 1) / ST_WS_ALIGN * ST_WS_ALIGN;
   return ST_OK;
 }
 
@@ -131,7 +146,8 @@ st_status st_index_prefill_launch(const st_cu *cu, CUfunction main_fn, CUfunctio
   ST_CU_TRY(cu, cu->cuFuncSetAttribute(main_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)plan->smem_bytes),
             err);
   st_index_prefill_params params = plan->params;
-  params.partial = workspace;
+  params.partial = workspace; /* the template reads the one its algorithm uses */
+  params.keys = workspace;
   void *kargs[] = {&params};
   ST_CU_TRY(cu,
             cu->cuLaunchKernel(main_fn, plan->grid[0], plan->grid[1], plan->grid[2], plan->block, 1, 1,

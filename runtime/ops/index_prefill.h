@@ -21,11 +21,20 @@
 /* Candidates one merge warp holds: chunks of a row x topk (the template's
  * MERGE_MAX). */
 #define ST_INDEX_PREFILL_MERGE_MAX 512
+/* Blocks of a row the composed merge holds (the template's MERGE_MAX): a
+ * 131072-token context. */
+#define ST_INDEX_PREFILL_COMPOSED_MAX_BLOCKS 1024
 #define ST_INDEX_PREFILL_MERGE_THREADS 256
+
+typedef enum st_index_prefill_algo {
+  ST_INDEX_PREFILL_FUSED = 0,   /* row lists per chunk, never the score matrix */
+  ST_INDEX_PREFILL_COMPOSED = 1 /* every block's key to the workspace, then the selection */
+} st_index_prefill_algo;
 
 typedef struct st_index_prefill_config {
   st_index_score_config score; /* the scoring loop; its chunk_blocks is the launch parameter */
-  int topk_cap;                /* the kernel's list length: 16, 32, 64                         */
+  st_index_prefill_algo algo;
+  int topk_cap; /* fused: the rows' list length, 16, 32, 64; composed: 64 (any topk) */
 } st_index_prefill_config;
 
 st_status st_index_prefill_config_from_params(const st_params *kernel, const st_params *launch,
@@ -43,7 +52,8 @@ typedef struct st_index_prefill_plan {
   unsigned grid[3], merge_grid[3];
   unsigned block, merge_block;
   unsigned smem_bytes;
-  size_t workspace_bytes; /* the chunks' lists: H x total_q x max_chunks x topk x 8 */
+  size_t workspace_bytes; /* fused: the chunks' lists, H x total_q x max_chunks x topk x 8;
+                             composed: the keys, H x total_q x max_blocks x 4            */
 } st_index_prefill_plan;
 
 /* Plans a launch for valid arguments on a GPU with `sm_count`

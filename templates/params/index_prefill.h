@@ -1,5 +1,5 @@
 /* params/index_prefill.h - the argument block of the fused index_prefill
- * kernels (scores and top-k in one pass). Plain C shared by
+ * kernels (scores and top-k in one call). Plain C shared by
  * runtime/ops/index_prefill.c and templates/index_prefill.cu; strides in
  * elements. */
 #ifndef ST_INDEX_PREFILL_PARAMS_H
@@ -9,9 +9,11 @@
 
 typedef struct st_index_prefill_params {
   st_index_score_params score; /* the scoring loop's arguments (score, scale unused) */
-  uint64_t *partial;           /* workspace [H, total_q, max_chunks, topk]: each chunk's
-                                  best non-forced blocks of a row, (key << 32) | block,
-                                  key 0 = none                                        */
+  uint64_t *partial;           /* fused: workspace [H, total_q, max_chunks, topk], each
+                                  chunk's best non-forced blocks of a row,
+                                  (key << 32) | block, key 0 = none                   */
+  uint32_t *keys;              /* composed: workspace [H, total_q, max_blocks], the
+                                  score key of each visible block                     */
   int32_t *topk_idx;           /* out [H, total_q, topk]                              */
   int64_t out_stride_head, out_stride_row;
   int32_t topk;                /* <= the kernel's TOPK_CAP                            */
