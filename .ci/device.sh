@@ -43,7 +43,8 @@ while [ $# -gt 0 ]; do
         tail -3 "$out/sanitize_${tool}_$t.log"
       done
     done
-    for t in test_index_decode_gpu test_sparse_attn_decode_gpu test_sparse_attn_gpu test_index_topk_gpu; do
+    for t in test_index_decode_gpu test_sparse_attn_decode_gpu test_sparse_attn_gpu test_index_topk_gpu \
+      test_index_score_gpu test_index_prefill_gpu; do
       ST_TEST_STRIDE=12 compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/$t" \
         >"$out/sanitize_memcheck_$t.log" 2>&1 || status=1
       grep -E "verified|ERROR SUMMARY|WRONG" "$out/sanitize_memcheck_$t.log" | head

@@ -11,60 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api_fixture.h"
 #include "handle.h"
 #include "ops/tensor_check.h"
 #include "testutil.h"
-
-#define FAKE_PTR(n) ((void *)(uintptr_t)(0x100000000ull * (n)))
-
-static void assert_contains(const char *text, const char *part) {
-  if (!strstr(text, part)) fail_msg("expected \"%s\" in \"%s\"", part, text);
-}
-
-typedef struct fake_loader {
-  int loads;
-  st_module module; /* what a load returns: never launched */
-} fake_loader;
-
-static st_status fake_load(void *ctx, st_op_id op, const st_dispatch_variant *v, void **loaded, st_err *err) {
-  (void)op;
-  (void)v;
-  (void)err;
-  fake_loader *f = ctx;
-  f->loads++;
-  *loaded = &f->module;
-  return ST_OK;
-}
-
-static st_status fake_reserve(void *ctx, void *loaded, unsigned main_bytes, unsigned merge_bytes, st_err *err) {
-  (void)ctx;
-  (void)loaded;
-  (void)main_bytes;
-  (void)merge_bytes;
-  (void)err;
-  return ST_OK;
-}
-
-/* A handle whose only variant is `def` for `op` (none when def is NULL). */
-static st_handle *bare_handle(st_op_id op, const st_dispatch_variant *def, fake_loader *f) {
-  st_handle *h = NULL;
-  st_err err = {{0}};
-  assert_int_equal(st_handle_alloc(&h, &err), ST_OK);
-  h->dev.sm_count = 132;
-  h->db_path = strdup("unit.db");
-  if (def) {
-    st_op_tables *t = &h->ops[op];
-    t->defaults = malloc(sizeof *def);
-    assert_non_null(t->defaults);
-    *t->defaults = *def;
-    t->n_defaults = 1;
-  }
-  st_handle_bind_tables(h);
-  h->load = fake_load;
-  h->reserve_smem = fake_reserve;
-  h->hook_ctx = f;
-  return h;
-}
 
 static st_dispatch_variant decode_variant(const char *id, int splits) {
   st_dispatch_variant v;
