@@ -5,20 +5,29 @@
 // attend to the keys of the blocks topk_idx[g][row][:] lists (entries < 0
 // and blocks past p's own skipped; positions > p masked).
 //
-// Grid (splits, R*qlen, Hkv); THREADS = 32 * WARPS_N * M_TILES threads. CTA
-// (s, row, g) takes entries [s*blocks_per_split, (s+1)*blocks_per_split) of
-// the row's list. Per block it copies the 128 K and 128 V rows of kv head g
-// into shared memory (cp.async, STAGES blocks in flight; fp8 rows land in a
-// staging buffer and are widened to bf16 with their scales), then warp
-// (wm, wn) computes for q heads wm*16 .. wm*16+15 and tokens
-// wn*WARP_TOKENS .. +WARP_TOKENS: S = q K^T on tensor cores (bf16 m16n8k16,
-// q and K from ldmatrix), an online softmax in registers (base 2, scores
-// pre-scaled by sm_scale*log2 e), and O += P V with P re-used from the
-// accumulator registers as the A operand and V from ldmatrix.trans. At the
-// end the WARPS_N warps of an m-tile combine their (m, l, O) in shared
-// memory. One split: the CTA writes o and lse. Several: each CTA writes
-// its partial (O, m, l) to the workspace and the last CTA of the item
-// (single) or st_sparse_attn_decode_merge (split) combines them.
+// Grid (pad(R*qlen*splits, CLUSTER), Hkv); THREADS = 32 * WARPS_N * M_TILES
+// threads. CTA x of column g takes item (row = x / splits, g) and entries
+// [s*blocks_per_split, (s+1)*blocks_per_split) of its list, s = x % splits
+// (CTAs past the last item, padding to whole clusters, do nothing). Warp 0
+// reads the request's length, the CTA's selected entries and their pages
+// at once (two dependent round trips, while q lands by cp.async). Per block
+// the CTA copies the 128 K and 128 V rows of kv head g into shared memory
+// (cp.async, STAGES blocks in flight; bf16: K and V as separate groups, so
+// the scores start while V is on its way; fp8: rows land in a staging
+// buffer and are widened to bf16 with their scales, and the stage is
+// refilled before the math), and warp (wm, wn) computes for q heads
+// wm*16 .. wm*16+15 and tokens wn*WARP_TOKENS .. +WARP_TOKENS: S = q K^T on
+// tensor cores (bf16 m16n8k16, q and K from ldmatrix), an online softmax in
+// registers (base 2, scores pre-scaled by sm_scale*log2 e), then O += P V
+// with P re-used from the accumulator registers as the A operand and V from
+// ldmatrix.trans. At the end the WARPS_N warps of an m-tile
+// combine their (m, l, O) in shared memory. One split: the CTA writes o and
+// lse. Several (single): where the splits divide CLUSTER > 1, the item's CTAs
+// sit in one thread-block cluster and each merges a 1/splits slice of the
+// output from all of their states through distributed shared memory (no
+// workspace round trip); otherwise each CTA writes its partial (O, m, l) to
+// the workspace and the item's last CTA merges them. split: the partials go
+// to the workspace and st_sparse_attn_decode_merge combines them.
 //
 // Bytes per item: (valid selected blocks) * 128 * D * 2 (K and V) * elem,
 // plus q and o; FLOPs: 4 * GROUP * 128 * D per block. At GROUP 16 that is
@@ -43,6 +52,7 @@ constexpr int MAX_TOPK = 64;
 constexpr int WARP_TOKENS = BLOCK_TOKENS / WARPS_N;
 constexpr int DT = HEAD_DIM / 8;         // output tiles (8 dims)
 constexpr int ROW_CHUNKS = HEAD_DIM / 8; // 16-byte chunks of a bf16 row
+constexpr int NE = GROUP * HEAD_DIM / 4; // 4-dimension pieces of an item's output
 using st_kv = st_kv_stages<IS_FP8, HEAD_DIM, STAGES, THREADS>;
 
 // Shared memory (dynamic), in this order; runtime/ops/sparse_attn_decode.c
@@ -50,7 +60,9 @@ using st_kv = st_kv_stages<IS_FP8, HEAD_DIM, STAGES, THREADS>;
 //   q tile      [M_TILES*16][HEAD_DIM] bf16, swizzled, heads >= GROUP zero
 //   KV region   bf16: STAGES x (K tile, V tile)
 //               fp8:  STAGES x (raw K+V rows, K+V scales), then one K and V tile
-//               after the last block: per warp (O [16][HEAD_DIM], m[16], l[16]) fp32
+//               after the last block: per warp (O [16][HEAD_DIM], m[16], l[16]) fp32;
+//               the CTA's combined O of head h replaces the first warp of
+//               its m-tile's rows (what the cluster merge reads)
 //   block list  [MAX_TOPK] pages, [MAX_TOPK] visible tokens
 constexpr int Q_BYTES = M_TILES * 16 * HEAD_DIM * 2;
 constexpr int KV_BYTES = st_kv::BYTES;
@@ -63,13 +75,32 @@ constexpr int MAX_SPLITS = MAX_TOPK;
 constexpr int MERGE_SMEM = 2 * MAX_SPLITS * GROUP * 4;
 static_assert(MERGE_SMEM <= REGION_BYTES, "the merging CTA reuses its tile region");
 
+// CTAs per thread-block cluster: 1, or 16 (a non-portable size; the
+// launcher allows it) for single kernels of at most 128 threads of which two
+// fit an SM by shared memory (the generator's constraint and the launcher's
+// st_sparse_attn_decode_check_cluster). A cluster is placed as a whole
+// within one GPC, and large grids pay for it: clusters of 16 cost 256-CTA
+// grids 8% (bf16) to 68% (fp8) and save B = 1 about 2 us
+// (docs/kernels/sparse_attn_decode.md, v2.1): a tuned parameter.
+#if ${cluster} > 1
+#define ST_CLUSTER ${cluster}
+#define ST_CLUSTER_DIMS __cluster_dims__(ST_CLUSTER, 1, 1)
+#else
+#define ST_CLUSTER 1
+#define ST_CLUSTER_DIMS
+#endif
+constexpr int CLUSTER = ST_CLUSTER;
+static_assert(CLUSTER == 1 || (CLUSTER == 16 && !ALGO_SPLIT && THREADS <= 128 && 2 * (SMEM_BYTES + 1024) <= 228 * 1024),
+              "a cluster of 16 single-launch CTAs of <= 128 threads, two per SM");
+
 static_assert(HEAD_DIM % 64 == 0, "whole groups of 8 swizzled chunks per row");
 static_assert(WARP_TOKENS % 16 == 0, "a warp covers whole 16-token k-steps");
 static_assert(GROUP <= 16 * M_TILES && GROUP > 16 * (M_TILES - 1), "M_TILES = ceil(GROUP / 16)");
+static_assert(MAX_TOPK <= 64, "warp 0 reads a CTA's entries as two per lane");
 
 struct st_item {
-  int row, g, r, pos; // pos < 0: nothing visible (padding)
-  int64_t id;         // row * Hkv + g
+  int row, g, r;
+  int64_t id; // row * Hkv + g
 };
 
 __device__ __forceinline__ st_item st_item_of(const st_sparse_attn_decode_params &p, int row, int g) {
@@ -77,7 +108,6 @@ __device__ __forceinline__ st_item st_item_of(const st_sparse_attn_decode_params
   it.row = row;
   it.g = g;
   it.r = row / p.qlen;
-  it.pos = p.seq_lens[it.r] - p.qlen + (row - it.r * p.qlen);
   it.id = (int64_t)row * p.num_kv_heads + g;
   return it;
 }
@@ -133,7 +163,7 @@ __device__ void st_merge_splits(const st_sparse_attn_decode_params &p, const st_
           l > 0.f ? (m + __log2f(l)) * LN2 : -ST_INF;
   }
   __syncthreads();
-  for (int e = threadIdx.x; e < GROUP * HEAD_DIM / 4; e += THREADS) {
+  for (int e = threadIdx.x; e < NE; e += THREADS) {
     const int h = e / (HEAD_DIM / 4), d = (e - h * (HEAD_DIM / 4)) * 4;
     float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll 8
@@ -155,52 +185,307 @@ __device__ void st_merge_splits(const st_sparse_attn_decode_params &p, const st_
   }
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS) st_sparse_attn_decode_main(const st_sparse_attn_decode_params p) {
+// ---- thread-block clusters ---------------------------------------------
+
+// Every thread of every CTA of the cluster: the shared-memory writes before
+// it are visible to every CTA of the cluster after it. (ptxas makes the
+// release a MEMBAR.GPU: it waits for this thread's outstanding global
+// writes too, so it comes before any.)
+__device__ __forceinline__ void st_cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n"
+               "barrier.cluster.wait.acquire.aligned;\n" ::
+                   : "memory");
+}
+
+// The same without the release: only that every thread of the cluster got
+// here (its reads of other CTAs' shared memory have returned), so that no
+// CTA leaves while another still reads its shared memory.
+__device__ __forceinline__ void st_cluster_sync_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n"
+               "barrier.cluster.wait.aligned;\n" ::
+                   : "memory");
+}
+
+__device__ __forceinline__ uint32_t st_cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+
+// The same shared-memory offset in the CTA of cluster rank `rank`.
+__device__ __forceinline__ uint32_t st_cluster_map(uint32_t addr, uint32_t rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
+  return r;
+}
+
+// volatile: these must stay between the cluster barriers around them.
+__device__ __forceinline__ float2 st_ld_cluster_f2(uint32_t addr) {
+  float2 v;
+  asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(addr));
+  return v;
+}
+
+__device__ __forceinline__ float4 st_ld_cluster_f4(uint32_t addr) {
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(addr));
+  return v;
+}
+
+// Byte offset in the combine area of the CTA's combined O of q head h,
+// dimension d: the rows of the first warp of h's m-tile.
+__device__ __forceinline__ uint32_t st_combined_offset(int h, int d) {
+  return (uint32_t)((((h / 16) * WARPS_N * 16 + h % 16) * HEAD_DIM + d) * 4);
+}
+
+// The item's `splits` CTAs (cluster ranks rank0 ..) each left their
+// combined (O, m, l) in shared memory (combine area and `ml`); this CTA,
+// split `split`, merges output pieces [split * per, (split + 1) * per) of
+// the NE 4-dimension pieces and writes o and lse. Each thread's remote loads
+// are all issued before the first use: one distributed-shared-memory round
+// trip.
+__device__ __forceinline__ void st_merge_cluster(const st_sparse_attn_decode_params &p, const st_item &it, int split,
+                                                 uint32_t o_area, uint32_t ml_area) {
+  const int splits = p.splits;
+  const uint32_t rank0 = st_cluster_rank() - (uint32_t)split;
+  const int per = (NE + splits - 1) / splits;
+  const int e1 = min(NE, (split + 1) * per);
+  for (int e = split * per + threadIdx.x; e < e1; e += THREADS) {
+    const int h = e / (HEAD_DIM / 4), d = (e - h * (HEAD_DIM / 4)) * 4;
+    float2 ml[CLUSTER];
+    float4 ov[CLUSTER];
+#pragma unroll
+    for (int c = 0; c < CLUSTER; c++)
+      if (c < splits) {
+        ml[c] = st_ld_cluster_f2(st_cluster_map(ml_area + (uint32_t)h * 8u, rank0 + c));
+        ov[c] = st_ld_cluster_f4(st_cluster_map(o_area + st_combined_offset(h, d), rank0 + c));
+      }
+    float m = -ST_INF;
+#pragma unroll
+    for (int c = 0; c < CLUSTER; c++)
+      if (c < splits) m = fmaxf(m, ml[c].x);
+    float l = 0.f;
+    float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (m != -ST_INF)
+#pragma unroll
+      for (int c = 0; c < CLUSTER; c++)
+        if (c < splits) {
+          const float wt = ml[c].x == -ST_INF ? 0.f : exp2f(ml[c].x - m);
+          l += ml[c].y * wt;
+          o.x += ov[c].x * wt;
+          o.y += ov[c].y * wt;
+          o.z += ov[c].z * wt;
+          o.w += ov[c].w * wt;
+        }
+    st_write_out(p, it, h, d, m, l, o);
+  }
+}
+
+// ---- bf16 copies: K and V of a block as two commit groups ----------------
+// The layout is st_kv's (common/kv_stage.cuh); the copies are issued per
+// half so that the scores can start while V is still on its way. (fp8 keeps
+// st_kv's one group per block: with K and V widened apart, two more
+// barriers a block and the refill later, v2's first run measured fp8
+// B = 128 25% slower, also in variants without clusters.)
+
+// Issues the copies of half `which` (0: K, 1: V) of (page, kv head g)'s
+// block into stage `buf`; rows at or past `ntok` become zeros (a masked
+// key's value must be 0, not garbage: its weight is exactly 0, but 0 * NaN
+// is not). Those rows' addresses are inside the page; nothing is read.
+// (Compiled for fp8 kernels too, never called there.)
+__device__ __forceinline__ void st_issue_half(const st_sparse_attn_decode_params &p, int which, int g, int page,
+                                              int ntok, char *region, int buf) {
+  char *stage = region + buf * st_kv::STAGE_BYTES;
+  const int c = threadIdx.x % st_kv::SRC_CHUNKS, r0 = threadIdx.x / st_kv::SRC_CHUNKS;
+  const int64_t s_page = which ? p.v_stride_page : p.k_stride_page;
+  const int64_t s_head = which ? p.v_stride_head : p.k_stride_head;
+  const int64_t s_tok = which ? p.v_stride_token : p.k_stride_token;
+  const char *src = (const char *)(which ? p.v_cache : p.k_cache) +
+                    ((int64_t)page * s_page + (int64_t)g * s_head + r0 * s_tok) * st_kv::ELEM + c * 16;
+  const int64_t step = s_tok * st_kv::ELEM * st_kv::ROWS_PER_PASS;
+  const uint32_t tile = st_smem_addr(stage) + (uint32_t)which * st_kv::TILE_BYTES;
+#pragma unroll 4
+  for (int tok = r0; tok < BLOCK_TOKENS; tok += st_kv::ROWS_PER_PASS) {
+    st_cp_async16(tile + (uint32_t)st_swizzle_offset<ROW_CHUNKS>(tok, c), src, tok < ntok ? 16 : 0);
+    src += step;
+  }
+}
+
+// bf16 block b (if it exists) into stage `buf`: two commit groups, K then V,
+// committed (empty) even past the last block so that every thread's group
+// count stays uniform.
+__device__ __forceinline__ void st_issue_block(const st_sparse_attn_decode_params &p, int g, const int32_t *pages,
+                                               const int32_t *ntoks, int b, int nblk, char *region, int buf) {
+  if (b < nblk) st_issue_half(p, 0, g, pages[b], ntoks[b], region, buf);
+  st_cp_async_commit();
+  if (b < nblk) st_issue_half(p, 1, g, pages[b], ntoks[b], region, buf);
+  st_cp_async_commit();
+}
+
+// ---- one warp's share of a block: st_attend_tile (common/attn_tile.cuh)
+// in two halves, so that the scores need only K and the values only V -----
+
+constexpr int NT = WARP_TOKENS / 8, KT = WARP_TOKENS / 16, DK = HEAD_DIM / 16;
+
+// S = q K^T for rows m0 .. m0+15 and tokens tok0 .. tok0+WARP_TOKENS-1
+// (tokens >= lim masked), then the online-softmax update of `st`; leaves P
+// (unnormalized probabilities) in s.
+__device__ __forceinline__ void st_block_scores(uint32_t q_tile, int m0, uint32_t k_tile, int tok0, int lim,
+                                                float scale_log2, st_softmax_state<HEAD_DIM> &st, float (&s)[NT][4]) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int nt = 0; nt < NT; nt++) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+#pragma unroll
+  for (int ks = 0; ks < DK; ks++) {
+    uint32_t a[4];
+    st_ldmatrix_x4(a, st_swizzled<ROW_CHUNKS>(q_tile, m0 + (lane & 7) + ((lane >> 3) & 1) * 8, ks * 2 + (lane >> 4)));
+#pragma unroll
+    for (int n2 = 0; n2 < NT / 2; n2++) {
+      uint32_t b[4];
+      st_ldmatrix_x4(b, st_swizzled<ROW_CHUNKS>(k_tile, tok0 + n2 * 16 + (lane & 7) + (lane >> 4) * 8,
+                                                ks * 2 + ((lane >> 3) & 1)));
+      st_mma_bf16_16816(s[2 * n2], a[0], a[1], a[2], a[3], b[0], b[1]);
+      st_mma_bf16_16816(s[2 * n2 + 1], a[0], a[1], a[2], a[3], b[2], b[3]);
+    }
+  }
+#pragma unroll
+  for (int rr = 0; rr < 2; rr++) {
+    float mx = -ST_INF;
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+      for (int cc = 0; cc < 2; cc++) {
+        const int tok = tok0 + nt * 8 + 2 * (lane & 3) + cc;
+        float &v = s[nt][rr * 2 + cc];
+        v = tok < lim ? v * scale_log2 : -ST_INF;
+        mx = fmaxf(mx, v);
+      }
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float m_new = fmaxf(st.m[rr], mx);
+    const float m_use = m_new == -ST_INF ? 0.f : m_new; // nothing seen yet: keep 0s
+    const float alpha = exp2f(st.m[rr] - m_use);
+    st.m[rr] = m_new;
+    float sum = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+      for (int cc = 0; cc < 2; cc++) {
+        float &v = s[nt][rr * 2 + cc];
+        v = exp2f(v - m_use);
+        sum += v;
+      }
+    st.l[rr] = st.l[rr] * alpha + sum;
+#pragma unroll
+    for (int dt = 0; dt < DT; dt++) {
+      st.o[dt][rr * 2] *= alpha;
+      st.o[dt][rr * 2 + 1] *= alpha;
+    }
+  }
+}
+
+// O += P V: P (accumulator layout of two 8-token tiles) is the A fragment of
+// one 16-token k-step.
+__device__ __forceinline__ void st_block_values(uint32_t v_tile, int tok0, const float (&s)[NT][4],
+                                                st_softmax_state<HEAD_DIM> &st) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int kk = 0; kk < KT; kk++) {
+    const uint32_t a0 = st_pack_bf16(s[2 * kk][0], s[2 * kk][1]), a1 = st_pack_bf16(s[2 * kk][2], s[2 * kk][3]);
+    const uint32_t a2 = st_pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    const uint32_t a3 = st_pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+    for (int d2 = 0; d2 < DT / 2; d2++) {
+      uint32_t b[4];
+      st_ldmatrix_x4_trans(b, st_swizzled<ROW_CHUNKS>(v_tile, tok0 + kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
+                                                      d2 * 2 + (lane >> 4)));
+      st_mma_bf16_16816(st.o[2 * d2], a0, a1, a2, a3, b[0], b[1]);
+      st_mma_bf16_16816(st.o[2 * d2 + 1], a0, a1, a2, a3, b[2], b[3]);
+    }
+  }
+}
+
+// ---- the kernels ---------------------------------------------------------
+
+extern "C" __global__ void __launch_bounds__(THREADS) ST_CLUSTER_DIMS
+    st_sparse_attn_decode_main(const st_sparse_attn_decode_params p) {
   extern __shared__ __align__(128) char s_dyn[];
   __shared__ int s_nblk, s_last;
+  __shared__ float2 s_ml[GROUP]; // the CTA's combined (m, l) per q head (cluster merge)
   char *q_smem = s_dyn;
   char *region = s_dyn + Q_BYTES;
   int32_t *s_page = (int32_t *)(region + REGION_BYTES);
   int32_t *s_ntok = s_page + MAX_TOPK;
-  const int split = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x & 31;
-  const st_item it = st_item_of(p, blockIdx.y, blockIdx.z);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   if (threadIdx.x == 0) {
     unsigned dyn;
     asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
     if (dyn < (unsigned)SMEM_BYTES) __trap(); // the launcher's layout disagrees with this kernel's
   }
+  // Splits that divide the cluster keep an item's CTAs in one cluster.
+  const bool cluster_merge = CLUSTER > 1 && p.splits > 1 && CLUSTER % p.splits == 0;
+  const int row = blockIdx.x / p.splits, split = blockIdx.x - row * p.splits;
+  if (row >= p.num_requests * p.qlen) { // padding to whole clusters: no item
+    if (cluster_merge) {                // but every CTA of a cluster meets its barriers
+      st_cluster_sync();
+      st_cluster_sync_relaxed();
+    }
+    return;
+  }
+  const st_item it = st_item_of(p, row, blockIdx.y);
+
+  // q rows of the group (heads past GROUP as zeros), in flight while warp 0
+  // builds the block list.
+  const uint32_t q_tile = st_smem_addr(q_smem);
+  {
+    const uint16_t *q_rows = (const uint16_t *)p.q + (int64_t)it.row * p.q_stride_row +
+                             (int64_t)(it.g * GROUP) * p.q_stride_head;
+    for (int e = threadIdx.x; e < M_TILES * 16 * ROW_CHUNKS; e += THREADS) {
+      const int h = e / ROW_CHUNKS, c = e % ROW_CHUNKS;
+      const bool in = h < GROUP;
+      st_cp_async16(q_tile + (uint32_t)st_swizzle_offset<ROW_CHUNKS>(h, c),
+                    q_rows + (in ? (int64_t)h * p.q_stride_head : 0) + c * 8, in ? 16 : 0);
+    }
+    st_cp_async_commit();
+  }
 
   // The CTA's blocks, compacted: valid entries only, with their page and
-  // visible token count (a padding row reads nothing).
+  // visible token count. The request's length, the entries (two per lane)
+  // and, for each entry naming a column of the block table, its page are
+  // read before any of them is used: two dependent round trips instead of
+  // three. A page read for an entry that turns out invalid (past the
+  // query's block, or a padding row) stays inside the block table, and no
+  // K/V byte is read for it.
   if (warp == 0) {
     const int e0 = split * p.blocks_per_split, e1 = min(e0 + p.blocks_per_split, p.topk);
-    const int nb = it.pos >= 0 ? min(it.pos / BLOCK_TOKENS + 1, p.max_blocks) : 0;
     const int32_t *sel = p.topk_idx + (int64_t)it.g * p.idx_stride_head + (int64_t)it.row * p.idx_stride_row;
+    const int32_t *bt = p.block_table + (int64_t)it.r * p.bt_stride;
+    const int seq_len = __ldg(p.seq_lens + it.r);
+    int j[2], page[2];
+#pragma unroll
+    for (int k = 0; k < 2; k++) j[k] = e0 + k * 32 + lane < e1 ? __ldg(sel + e0 + k * 32 + lane) : -1;
+#pragma unroll
+    for (int k = 0; k < 2; k++) page[k] = j[k] >= 0 && j[k] < p.max_blocks ? __ldg(bt + j[k]) : 0;
+    const int pos = seq_len - p.qlen + (it.row - it.r * p.qlen); // < 0: padding, nothing visible
+    const int nb = pos >= 0 ? min(pos / BLOCK_TOKENS + 1, p.max_blocks) : 0;
     int n = 0;
-    for (int e = e0; e < e1 && nb > 0; e += 32) {
-      const int j = e + lane < e1 ? sel[e + lane] : -1;
-      const bool ok = j >= 0 && j < nb;
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+      const bool ok = j[k] >= 0 && j[k] < nb;
       const uint32_t mask = __ballot_sync(0xffffffffu, ok);
       if (ok) {
         const int at = n + __popc(mask & ((1u << lane) - 1u));
-        s_page[at] = p.block_table[(int64_t)it.r * p.bt_stride + j];
-        s_ntok[at] = min(BLOCK_TOKENS, it.pos - j * BLOCK_TOKENS + 1);
+        s_page[at] = page[k];
+        s_ntok[at] = min(BLOCK_TOKENS, pos - j[k] * BLOCK_TOKENS + 1);
       }
       n += __popc(mask);
     }
     if (lane == 0) s_nblk = n;
   }
-  // q rows of the group, heads past GROUP as zeros.
-  const uint32_t q_tile = st_smem_addr(q_smem);
-  for (int e = threadIdx.x; e < M_TILES * 16 * ROW_CHUNKS; e += THREADS) {
-    const int h = e / ROW_CHUNKS, c = e % ROW_CHUNKS;
-    uint4 v = make_uint4(0u, 0u, 0u, 0u);
-    if (h < GROUP && it.pos >= 0)
-      v = *(const uint4 *)((const uint16_t *)p.q + (int64_t)it.row * p.q_stride_row +
-                           (int64_t)(it.g * GROUP + h) * p.q_stride_head + c * 8);
-    *(uint4 *)(q_smem + st_swizzle_offset<ROW_CHUNKS>(h, c)) = v;
-  }
-  __syncthreads();
+  st_cp_async_wait<0>(); // this thread's q chunks
+  __syncthreads();       // the block list and every thread's q chunks
   const int nblk = s_nblk;
 
   const float scale_log2 = p.score_scale_log2;
@@ -208,53 +493,70 @@ extern "C" __global__ void __launch_bounds__(THREADS) st_sparse_attn_decode_main
   st_softmax_state<HEAD_DIM> st;
   st_softmax_init(st);
 
+  if (IS_FP8) {
+    // One commit group per block (st_kv): the raw K and V rows are widened
+    // together, and the stage is refilled before the math.
 #pragma unroll
-  for (int s = 0; s < STAGES; s++) {
-    if (s < nblk) st_kv::issue(p, it.g, s_page[s], s_ntok[s], region, s);
-    st_cp_async_commit();
-  }
-  for (int i = 0; i < nblk; i++) {
-    const int buf = i % STAGES;
-    st_cp_async_wait<STAGES - 1>();
-    __syncthreads(); // block i is in shared memory, for every thread's copies
-    if (IS_FP8) {
-      st_kv::widen(p, region, buf);
-      __syncthreads();
-      // The stage is free again: start the block STAGES ahead now.
-      if (i + STAGES < nblk) st_kv::issue(p, it.g, s_page[i + STAGES], s_ntok[i + STAGES], region, buf);
+    for (int s = 0; s < STAGES; s++) {
+      if (s < nblk) st_kv::issue(p, it.g, s_page[s], s_ntok[s], region, s);
       st_cp_async_commit();
     }
-    const uint32_t k_tile = st_kv::k_tile(region, buf), v_tile = k_tile + st_kv::TILE_BYTES;
-    const int lim[2] = {s_ntok[i], s_ntok[i]};
-    const float bias[2] = {0.f, 0.f};
-    st_attend_tile<HEAD_DIM, WARP_TOKENS>(q_tile, wm * 16, k_tile, v_tile, wn * WARP_TOKENS, lim, bias, scale_log2, st);
-    __syncthreads(); // every warp is done with the tiles
-    if (!IS_FP8) {
+    for (int i = 0; i < nblk; i++) {
+      const int buf = i % STAGES, lim = s_ntok[i];
+      st_cp_async_wait<STAGES - 1>();
+      __syncthreads(); // block i is in shared memory, for every thread's copies
+      st_kv::widen(p, region, buf);
+      __syncthreads();
       if (i + STAGES < nblk) st_kv::issue(p, it.g, s_page[i + STAGES], s_ntok[i + STAGES], region, buf);
       st_cp_async_commit();
+      const uint32_t k_tile = st_kv::k_tile(region, buf), v_tile = k_tile + st_kv::TILE_BYTES;
+      float s[NT][4];
+      st_block_scores(q_tile, wm * 16, k_tile, wn * WARP_TOKENS, lim, scale_log2, st, s);
+      st_block_values(v_tile, wn * WARP_TOKENS, s, st);
+      __syncthreads(); // every warp is done with the widened tiles
+    }
+  } else {
+    // Every stage's block in flight at once (all of a CTA's blocks where
+    // nblk <= STAGES), two groups each. Group count before block i's
+    // waits: 2 * (STAGES + i), so K of block i is in once at most
+    // 2*STAGES - 1 are pending, V once 2*STAGES - 2.
+#pragma unroll
+    for (int s = 0; s < STAGES; s++) st_issue_block(p, it.g, s_page, s_ntok, s, nblk, region, s);
+    for (int i = 0; i < nblk; i++) {
+      const int buf = i % STAGES, lim = s_ntok[i];
+      const uint32_t k_tile = st_kv::k_tile(region, buf), v_tile = k_tile + st_kv::TILE_BYTES;
+      float s[NT][4];
+      st_cp_async_wait<2 * STAGES - 1>();
+      __syncthreads(); // K of block i is in shared memory, for every thread's copies
+      st_block_scores(q_tile, wm * 16, k_tile, wn * WARP_TOKENS, lim, scale_log2, st, s);
+      st_cp_async_wait<2 * STAGES - 2>();
+      __syncthreads(); // V of block i
+      st_block_values(v_tile, wn * WARP_TOKENS, s, st);
+      __syncthreads(); // every warp is done with the stage
+      st_issue_block(p, it.g, s_page, s_ntok, i + STAGES, nblk, region, buf);
     }
   }
 
   // Combine the WARPS_N warps of each m-tile (the tiles are free now).
-  float *c_o = (float *)region;                       // [WARPS][16][HEAD_DIM]
-  float *c_ml = c_o + WARPS * 16 * HEAD_DIM;          // [WARPS][16][2]
+  float *c_o = (float *)region;              // [WARPS][16][HEAD_DIM]
+  float *c_ml = c_o + WARPS * 16 * HEAD_DIM; // [WARPS][16][2]
   st_softmax_finish_l(st);
 #pragma unroll
   for (int rr = 0; rr < 2; rr++) {
-    const int row = (lane >> 2) + rr * 8;
+    const int hrow = (lane >> 2) + rr * 8;
 #pragma unroll
     for (int dt = 0; dt < DT; dt++)
-      *(float2 *)(c_o + (warp * 16 + row) * HEAD_DIM + dt * 8 + 2 * (lane & 3)) =
+      *(float2 *)(c_o + (warp * 16 + hrow) * HEAD_DIM + dt * 8 + 2 * (lane & 3)) =
           make_float2(st.o[dt][rr * 2], st.o[dt][rr * 2 + 1]);
     if ((lane & 3) == 0) {
-      c_ml[(warp * 16 + row) * 2] = st.m[rr];
-      c_ml[(warp * 16 + row) * 2 + 1] = st.l[rr];
+      c_ml[(warp * 16 + hrow) * 2] = st.m[rr];
+      c_ml[(warp * 16 + hrow) * 2 + 1] = st.l[rr];
     }
   }
   __syncthreads();
   const bool direct = p.splits == 1;
   // Four dimensions per thread and step: 16-byte shared and global accesses.
-  for (int e = threadIdx.x; e < GROUP * HEAD_DIM / 4; e += THREADS) {
+  for (int e = threadIdx.x; e < NE; e += THREADS) {
     const int h = e / (HEAD_DIM / 4), d = (e - h * (HEAD_DIM / 4)) * 4;
     const int w0 = (h / 16) * WARPS_N, hr = h % 16;
     float m = -ST_INF;
@@ -276,6 +578,10 @@ extern "C" __global__ void __launch_bounds__(THREADS) st_sparse_attn_decode_main
       }
     if (direct) {
       st_write_out(p, it, h, d, m, l, o);
+    } else if (cluster_merge) {
+      // In place of the first warp's rows: only this thread read them.
+      *(float4 *)((char *)c_o + st_combined_offset(h, d)) = o;
+      if (d == 0) s_ml[h] = make_float2(m, l);
     } else {
       const int64_t ps = (it.id * p.splits + split) * GROUP + h;
       *(float4 *)(p.part_o + ps * HEAD_DIM + d) = o;
@@ -285,11 +591,18 @@ extern "C" __global__ void __launch_bounds__(THREADS) st_sparse_attn_decode_main
       }
     }
   }
+  if (cluster_merge) {
+    st_cluster_sync(); // every CTA's combined state is in its shared memory
+    st_merge_cluster(p, it, split, st_smem_addr(c_o), st_smem_addr(s_ml));
+    st_cluster_sync_relaxed(); // no CTA leaves while another still reads its shared memory
+    return;
+  }
   if (direct || ALGO_SPLIT) return;
 
-  // single: the last CTA of the item merges. The barrier orders every
-  // thread's partial writes before thread 0's fence, which publishes them
-  // at device scope before the count (as index_decode does).
+  // single, splits not dividing the cluster: the last CTA of the item
+  // merges from the workspace. The barrier orders every thread's partial
+  // writes before thread 0's fence, which publishes them at device scope
+  // before the count (as index_decode does).
   __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence();

@@ -28,6 +28,7 @@ static st_dispatch_variant decode_variant(const char *id, int splits) {
                                                             .warps_n = 4,
                                                             .stages = 1,
                                                             .algo = ST_SPARSE_ATTN_DECODE_SINGLE,
+                                                            .cluster = 1,
                                                             .splits = splits};
   return v;
 }

@@ -223,20 +223,55 @@ static void test_bad_arguments_are_refused_by_name(void **state) {
   expect_refused(NULL, I, "args is NULL");
 }
 
-static st_sparse_attn_decode_config config(const char *dtype, int group, int warps_n, int stages, const char *algo,
-                                           int splits) {
+static void set_kernel(st_params *k, const char *dtype, int group, int warps_n, int stages, const char *algo,
+                       int cluster) {
+  st_err err = {{0}};
+  st_params_set(k, "dtype", dtype, &err);
+  st_params_set(k, "algo", algo, &err);
+  st_params_set_int(k, "head_dim", D, &err);
+  st_params_set_int(k, "group", group, &err);
+  st_params_set_int(k, "warps_n", warps_n, &err);
+  st_params_set_int(k, "stages", stages, &err);
+  st_params_set_int(k, "cluster", cluster, &err);
+}
+
+static st_sparse_attn_decode_config config_in(const char *dtype, int group, int warps_n, int stages, const char *algo,
+                                              int splits, int cluster) {
   st_params k = {0}, l = {0};
   st_err err = {{0}};
-  st_params_set(&k, "dtype", dtype, &err);
-  st_params_set(&k, "algo", algo, &err);
-  st_params_set_int(&k, "head_dim", D, &err);
-  st_params_set_int(&k, "group", group, &err);
-  st_params_set_int(&k, "warps_n", warps_n, &err);
-  st_params_set_int(&k, "stages", stages, &err);
+  set_kernel(&k, dtype, group, warps_n, stages, algo, cluster);
   st_params_set_int(&l, "splits", splits, &err);
   st_sparse_attn_decode_config c;
-  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_OK);
+  if (st_sparse_attn_decode_config_from_params(&k, &l, &c, &err) != ST_OK) fail_msg("%s", err.msg);
   return c;
+}
+
+static st_sparse_attn_decode_config config(const char *dtype, int group, int warps_n, int stages, const char *algo,
+                                           int splits) {
+  return config_in(dtype, group, warps_n, stages, algo, splits, 1);
+}
+
+static void expect_cluster_refused(const char *dtype, int group, int warps_n, int stages, const char *algo, int cluster,
+                                   const char *fragment) {
+  st_params k = {0}, l = {0};
+  st_err err = {{0}};
+  set_kernel(&k, dtype, group, warps_n, stages, algo, cluster);
+  st_params_set_int(&l, "splits", 0, &err);
+  st_sparse_attn_decode_config c;
+  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
+  if (!strstr(err.msg, fragment)) fail_msg("expected '%s' in '%s'", fragment, err.msg);
+}
+
+static void test_clusters_only_where_the_kernel_can_have_one(void **state) {
+  (void)state;
+  const st_sparse_attn_decode_config c = config_in("bf16", 16, 4, 1, "single", 0, 16);
+  assert_int_equal(c.cluster, 16);
+  expect_cluster_refused("bf16", 16, 8, 1, "single", 16,
+                         "cluster=16 needs 1, or 16 with algo single, <= 128 threads (has 256)");
+  expect_cluster_refused("bf16", 16, 4, 1, "split", 16, "with algo single");
+  expect_cluster_refused("bf16", 16, 4, 2, "single", 16, "two CTAs per SM");
+  expect_cluster_refused("bf16", 16, 4, 1, "single", 8, "cluster=8 needs 1, or 16");
+  expect_cluster_refused("bf16", 16, 4, 1, "single", 17, "cluster=17 is outside 1..16");
 }
 
 static void test_variant_fit_names_the_mismatch(void **state) {
@@ -270,6 +305,7 @@ static void test_bad_variant_parameters_are_refused(void **state) {
   st_params_set_int(&k, "group", 16, &err);
   st_params_set_int(&k, "warps_n", 3, &err);
   st_params_set_int(&k, "stages", 1, &err);
+  st_params_set_int(&k, "cluster", 1, &err);
   st_params_set_int(&l, "splits", 0, &err);
   assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
   assert_non_null(strstr(err.msg, "warps_n=3"));
@@ -299,31 +335,60 @@ static void test_plans_size_grid_and_workspace(void **state) {
   st_err err = {{0}};
   st_sparse_attn_decode_plan p;
   const size_t items = (size_t)R * QLEN * HKV;
-  /* single, 4 splits: counters + partial states, one launch. */
+  /* single, 4 splits: one launch; x holds the (row, split) pairs, no
+   * cluster (two stages of 64 KiB leave one CTA an SM): counters and
+   * partial states. */
   st_sparse_attn_decode_config c = config("bf16", 16, 4, 2, "single", 4);
   assert_int_equal(st_sparse_attn_decode_plan_make(&c, &a, 132, &p, &err), ST_OK);
-  assert_int_equal(p.grid[0], 4);
-  assert_int_equal(p.grid[1], R * QLEN);
-  assert_int_equal(p.grid[2], HKV);
+  assert_int_equal(p.cluster, 1);
+  assert_int_equal(p.grid[0], R * QLEN * 4);
+  assert_int_equal(p.grid[1], HKV);
+  assert_int_equal(p.grid[2], 1);
   assert_int_equal(p.block, 128);
   assert_int_equal(p.merge_block, 0);
   assert_int_equal(p.params.blocks_per_split, 4);
   assert_true(p.part_o_offset >= items * 4);
   assert_true(p.part_ml_offset >= p.part_o_offset + items * 4 * 16 * D * 4);
   assert_true(p.workspace_bytes >= p.part_ml_offset + items * 4 * 16 * 2 * 4);
-  /* One split writes o directly: no workspace. */
-  c = config("bf16", 16, 4, 2, "single", 1);
+  /* One split writes o directly: no workspace; 16 rows fill one cluster
+   * (16: one stage, 69 KiB and 128 threads, two CTAs an SM; the workspace
+   * stays reserved for splits that do not divide it). */
+  c = config_in("bf16", 16, 4, 1, "single", 1, 16);
   assert_int_equal(st_sparse_attn_decode_plan_make(&c, &a, 132, &p, &err), ST_OK);
   assert_int_equal(p.workspace_bytes, 0);
+  assert_int_equal(p.cluster, 16);
+  assert_int_equal(p.grid[0], 16);
+  /* 3 splits of 6, 6, 4 entries: 48 pairs in 3 clusters of 16. */
+  c = config_in("bf16", 16, 4, 1, "single", 3, 16);
+  assert_int_equal(st_sparse_attn_decode_plan_make(&c, &a, 132, &p, &err), ST_OK);
+  assert_int_equal(p.splits, 3);
+  assert_int_equal(p.grid[0], 48);
+  /* 256 threads: no cluster; 16 rows x 5 splits of 16 entries, which make
+   * 4 of 4 = 64 pairs. */
+  c = config("bf16", 16, 8, 1, "single", 5);
+  assert_int_equal(st_sparse_attn_decode_plan_make(&c, &a, 132, &p, &err), ST_OK);
+  assert_int_equal(p.cluster, 1);
+  assert_int_equal(p.grid[0], 64);
+  /* A grid padded to whole clusters: 1 row of 16 splits into 16, 2 rows of
+   * 3 splits into 16. */
+  a.q.shape[0] = a.o.shape[0] = QLEN;
+  a.topk_idx.shape[1] = QLEN;
+  a.seq_lens.shape[0] = a.block_table.shape[0] = 1;
+  c = config_in("bf16", 16, 4, 1, "single", 3, 16);
+  assert_int_equal(st_sparse_attn_decode_plan_make(&c, &a, 132, &p, &err), ST_OK);
+  assert_int_equal(p.grid[0], 16);
+  a = valid_args();
   /* split: a merge launch over the items; 5 splits of 16 entries make 4 of 4.
    */
   c = config("bf16", 16, 4, 1, "split", 5);
   assert_int_equal(st_sparse_attn_decode_plan_make(&c, &a, 132, &p, &err), ST_OK);
   assert_int_equal(p.splits, 4);
+  assert_int_equal(p.cluster, 1); /* split launches no clusters */
+  assert_int_equal(p.grid[0], R * QLEN * 4);
   assert_int_equal(p.merge_grid[0], R * QLEN);
   assert_int_equal(p.merge_grid[1], HKV);
   assert_int_equal(p.merge_block, 128);
-  /* auto: about two CTAs per SM over 32 items -> 9, in ranges of 2 -> 8. */
+  /* auto: about two CTAs per SM over 32 items -> 9, a power of two -> 8. */
   c = config("bf16", 16, 4, 2, "single", 0);
   assert_int_equal(st_sparse_attn_decode_plan_make(&c, &a, 132, &p, &err), ST_OK);
   assert_int_equal(p.splits, 8);
@@ -370,6 +435,7 @@ int main(void) {
       cmocka_unit_test(test_bad_arguments_are_refused_by_name),
       cmocka_unit_test(test_variant_fit_names_the_mismatch),
       cmocka_unit_test(test_bad_variant_parameters_are_refused),
+      cmocka_unit_test(test_clusters_only_where_the_kernel_can_have_one),
       cmocka_unit_test(test_shared_memory_follows_the_kernel_layout),
       cmocka_unit_test(test_plans_size_grid_and_workspace),
       cmocka_unit_test(test_dispatch_key_is_canonical),

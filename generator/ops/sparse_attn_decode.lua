@@ -23,7 +23,14 @@ M.kernel_domains = {
   group = { 1, 2, 4, 8, 16, 32 }, -- q heads per kv head (Hq / Hkv), exact
   warps_n = { 2, 4, 8 }, -- warps splitting a block's tokens, per m tile
   stages = { 1, 2 }, -- KV blocks in flight per CTA (shared memory buffers)
-  algo = { "single", "split" }, -- merge by the last CTA of an item, or a merge launch
+  -- single: one launch; the last CTA of the item merges from the
+  -- workspace, or with cluster 16 the item's CTAs merge in their
+  -- thread-block cluster (where the splits divide it). split: a merge launch.
+  algo = { "single", "split" },
+  -- CTAs per thread-block cluster: 16 pays on latency-bound grids (B = 1),
+  -- costs large ones 8-68% (docs/kernels/sparse_attn_decode.md, v2.1): the
+  -- tuner picks.
+  cluster = { 1, 16 },
 }
 
 -- Launch choices timed: auto and powers of two (bounded per shape below).
@@ -89,9 +96,21 @@ local function shared_bytes(k)
   return q + math.max(kv, combine) + MAX_TOPK * 8
 end
 
+-- A cluster of 16 (non-portable, Hopper allows it): single kernels of at
+-- most 128 threads of which two fit an SM by shared memory (the launcher's
+-- st_sparse_attn_decode_check_cluster).
+local CLUSTER_MAX_THREADS, SM_SHARED, CTA_RESERVE = 128, 228 * 1024, 1024
+
 -- The constraints of the kernel space: ok, or false and why.
 function M.constraint(k)
   local smem = shared_bytes(k)
+  if k.cluster > 1 then
+    local threads = 32 * k.warps_n * m_tiles(k)
+    if k.algo ~= "single" or threads > CLUSTER_MAX_THREADS or 2 * (smem + CTA_RESERVE) > SM_SHARED then
+      return false, string.format("cluster %d needs algo single, <= %d threads and two CTAs per SM (%s, %d threads, " ..
+        "%d bytes)", k.cluster, CLUSTER_MAX_THREADS, k.algo, threads, smem)
+    end
+  end
   if smem > SHARED_BUDGET then
     return false, string.format("shared memory of stages=%d (%s, head_dim %d, %d m tiles) = %d bytes exceeds %d",
       k.stages, k.dtype, k.head_dim, m_tiles(k), smem, SHARED_BUDGET)
@@ -147,7 +166,8 @@ function M.defaults()
   for _, dtype in ipairs(M.kernel_domains.dtype) do
     for _, head_dim in ipairs(M.kernel_domains.head_dim) do
       for _, group in ipairs(M.kernel_domains.group) do
-        local k = { dtype = dtype, head_dim = head_dim, group = group, warps_n = 4, stages = 1, algo = "single" }
+        local k = { dtype = dtype, head_dim = head_dim, group = group, warps_n = 4, stages = 1, algo = "single",
+          cluster = 1 }
         local ok, why = M.constraint(k)
         -- Every shape of the contract needs a fallback: a missing one is a
         -- defect of the space, not a configuration to skip.
@@ -293,13 +313,15 @@ function M.render_values(k)
     warps_n = k.warps_n,
     stages = k.stages,
     algo_split = k.algo == "split" and 1 or 0,
+    cluster = k.cluster,
   }
 end
 
--- "sparse_attn_decode.bf16.d128.g16.w4.s2.single/s8" ("/auto" for splits 0).
+-- "sparse_attn_decode.bf16.d128.g16.w4.s2.single/s8" ("/auto" for splits 0),
+-- "...single.c16/s8" with a cluster of 16.
 function M.variant_name(k, l)
-  return string.format("%s.%s.d%d.g%d.w%d.s%d.%s/%s", M.name, k.dtype, k.head_dim, k.group, k.warps_n, k.stages,
-    k.algo, l.splits == 0 and "auto" or ("s" .. l.splits))
+  return string.format("%s.%s.d%d.g%d.w%d.s%d.%s%s/%s", M.name, k.dtype, k.head_dim, k.group, k.warps_n, k.stages,
+    k.algo, k.cluster > 1 and (".c" .. k.cluster) or "", l.splits == 0 and "auto" or ("s" .. l.splits))
 end
 
 return M

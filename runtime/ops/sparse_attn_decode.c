@@ -16,6 +16,14 @@
  * kernel's static part). */
 #define ST_SPARSE_ATTN_DECODE_MAX_SMEM (220 * 1024)
 #define ST_DEFAULT_SMEM_WITHOUT_OPT_IN (48 * 1024)
+/* The cluster rule of templates/sparse_attn_decode.cu (its static_assert):
+ * an SM's shared memory, the driver's reserve per CTA, the largest portable
+ * cluster and the non-portable 16 Hopper allows. */
+#define ST_SM_SMEM_BYTES (228 * 1024)
+#define ST_CTA_SMEM_RESERVE 1024
+#define ST_PORTABLE_CLUSTER 8
+#define ST_LARGE_CLUSTER 16
+#define ST_LARGE_CLUSTER_MAX_THREADS 128
 
 st_status st_sparse_attn_decode_config_from_params(const st_params *kernel, const st_params *launch,
                                                    st_sparse_attn_decode_config *cfg, st_err *err) {
@@ -39,13 +47,14 @@ st_status st_sparse_attn_decode_config_from_params(const st_params *kernel, cons
   GET(kernel, "group", 1, ST_SPARSE_ATTN_DECODE_MAX_GROUP, group)
   GET(kernel, "warps_n", 2, 8, warps_n)
   GET(kernel, "stages", 1, 4, stages)
+  GET(kernel, "cluster", 1, ST_LARGE_CLUSTER, cluster)
   GET(launch, "splits", 0, ST_SPARSE_ATTN_DECODE_MAX_TOPK, splits)
 #undef GET
   if (cfg->head_dim % 64)
     return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter head_dim=%d is not a multiple of 64", cfg->head_dim);
   if (cfg->warps_n != 2 && cfg->warps_n != 4 && cfg->warps_n != 8)
     return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter warps_n=%d is not 2, 4 or 8", cfg->warps_n);
-  return ST_OK;
+  return st_sparse_attn_decode_check_cluster(cfg, err);
 }
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -64,6 +73,19 @@ unsigned st_sparse_attn_decode_smem_bytes(const st_sparse_attn_decode_config *cf
   const int64_t combine = warps * 16 * (D + 2) * 4;
   const int64_t block_list = ST_SPARSE_ATTN_DECODE_MAX_TOPK * 8;
   return (unsigned)(q_bytes + (kv > combine ? kv : combine) + block_list);
+}
+
+st_status st_sparse_attn_decode_check_cluster(const st_sparse_attn_decode_config *cfg, st_err *err) {
+  if (cfg->cluster == 1) return ST_OK;
+  const int64_t threads = 32 * (int64_t)cfg->warps_n * m_tiles(cfg->group);
+  const int64_t smem = st_sparse_attn_decode_smem_bytes(cfg);
+  if (cfg->cluster != ST_LARGE_CLUSTER || cfg->algo != ST_SPARSE_ATTN_DECODE_SINGLE ||
+      threads > ST_LARGE_CLUSTER_MAX_THREADS || 2 * (smem + ST_CTA_SMEM_RESERVE) > ST_SM_SMEM_BYTES)
+    return st_fail(err, ST_ERR_INVALID_ARG,
+                   "variant parameter cluster=%d needs 1, or 16 with algo single, <= %d threads (has %lld) and two "
+                   "CTAs per SM (%lld bytes of shared memory each)",
+                   cfg->cluster, ST_LARGE_CLUSTER_MAX_THREADS, (long long)threads, (long long)smem);
+  return ST_OK;
 }
 
 static st_status check_index_tensors(const st_sparse_attn_decode_args *a, int64_t R, int64_t rows, int64_t Hkv,
@@ -142,11 +164,17 @@ st_status st_sparse_attn_decode_check_fit(const st_sparse_attn_decode_config *cf
   return ST_OK;
 }
 
-/* The variant's split count, or (0) enough CTAs for two per multiprocessor;
- * at most topk (a split holds at least one entry), at least 2 for the split
- * algorithm. */
+/* The variant's split count, or (0) enough CTAs for about two per
+ * multiprocessor, rounded down to a power of two (so that it divides the
+ * cluster: the cheap merge); at most topk (a split holds at least one
+ * entry), at least 2 for the split algorithm. */
 static int choose_splits(const st_sparse_attn_decode_config *cfg, int64_t items, int64_t topk, int sm_count) {
-  int64_t s = cfg->splits > 0 ? cfg->splits : ceil_div(2 * (int64_t)sm_count, items);
+  int64_t s = cfg->splits;
+  if (s <= 0) {
+    const int64_t want = ceil_div(2 * (int64_t)sm_count, items);
+    s = 1;
+    while (2 * s <= want) s *= 2;
+  }
   if (s > topk) s = topk;
   if (cfg->algo == ST_SPARSE_ATTN_DECODE_SPLIT && s < 2) s = 2;
   return (int)(s < 1 ? 1 : s);
@@ -203,9 +231,12 @@ st_status st_sparse_attn_decode_plan_make(const st_sparse_attn_decode_config *cf
   }
   plan->workspace_bytes = off;
   plan->splits = splits;
-  plan->grid[0] = (unsigned)splits;
-  plan->grid[1] = (unsigned)rows;
-  plan->grid[2] = (unsigned)Hkv;
+  /* x: (row, split) pairs, padded to whole clusters (rows <= 65535 and
+   * splits <= 64 keep it far inside the grid's range). */
+  plan->cluster = (unsigned)cfg->cluster;
+  plan->grid[0] = (unsigned)(ceil_div(rows * splits, plan->cluster) * plan->cluster);
+  plan->grid[1] = (unsigned)Hkv;
+  plan->grid[2] = 1;
   plan->block = (unsigned)(32 * cfg->warps_n * m_tiles(cfg->group));
   plan->smem_bytes = smem;
   if (cfg->algo == ST_SPARSE_ATTN_DECODE_SPLIT && splits > 1) {
@@ -233,12 +264,15 @@ st_status st_sparse_attn_decode_launch(const st_cu *cu, CUfunction main_fn, CUfu
     params.part_o = (float *)(ws + plan->part_o_offset);
     params.part_ml = (float *)(ws + plan->part_ml_offset);
   }
-  /* Past 48 KiB of shared memory a kernel must opt in (static part: 8 bytes).
-   */
+  /* Past 48 KiB of shared memory a kernel must opt in (static part: at most
+   * 8 + 8 * 32 bytes). */
   if (plan->smem_bytes > ST_DEFAULT_SMEM_WITHOUT_OPT_IN - 1024)
     ST_CU_TRY(cu,
               cu->cuFuncSetAttribute(main_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)plan->smem_bytes),
               err);
+  /* The kernel's cluster size is compile-time; past 8 it must be allowed. */
+  if (plan->cluster > ST_PORTABLE_CLUSTER)
+    ST_CU_TRY(cu, cu->cuFuncSetAttribute(main_fn, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1), err);
   void *kargs[] = {&params};
   ST_CU_TRY(cu,
             cu->cuLaunchKernel(main_fn, plan->grid[0], plan->grid[1], plan->grid[2], plan->block, 1, 1,

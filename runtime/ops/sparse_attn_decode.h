@@ -24,7 +24,9 @@
 #define ST_SPARSE_ATTN_DECODE_MAX_GROUP 32
 
 typedef enum st_sparse_attn_decode_algo {
-  ST_SPARSE_ATTN_DECODE_SINGLE = 0, /* one launch: the last CTA of an item merges */
+  ST_SPARSE_ATTN_DECODE_SINGLE = 0, /* one launch: the last CTA of an item
+                                       merges, or with a cluster the item's
+                                       CTAs (splits dividing it) */
   ST_SPARSE_ATTN_DECODE_SPLIT = 1   /* a second launch merges the splits */
 } st_sparse_attn_decode_algo;
 
@@ -36,7 +38,8 @@ typedef struct st_sparse_attn_decode_config {
   int warps_n;    /* warps splitting a block's 128 tokens                 */
   int stages;     /* blocks in flight per CTA                             */
   st_sparse_attn_decode_algo algo;
-  int splits; /* launch: CTAs per work item; 0 = auto                 */
+  int cluster; /* CTAs per thread-block cluster: 1 or 16              */
+  int splits;  /* launch: CTAs per work item; 0 = auto                 */
 } st_sparse_attn_decode_config;
 
 /* Reads a config from the variant's parameters (names as in
@@ -57,9 +60,16 @@ st_status st_sparse_attn_decode_check_fit(const st_sparse_attn_decode_config *cf
  * lays it out; the kernel traps if given less). */
 unsigned st_sparse_attn_decode_smem_bytes(const st_sparse_attn_decode_config *cfg);
 
+/* ST_OK if the config's cluster is one the kernel can have (the template's
+ * static_assert and the generator's constraint): 1, or 16 for single
+ * kernels of at most 128 threads of which two fit an SM by shared memory.
+ * The grid is padded to whole clusters. */
+st_status st_sparse_attn_decode_check_cluster(const st_sparse_attn_decode_config *cfg, st_err *err);
+
 typedef struct st_sparse_attn_decode_plan {
   st_sparse_attn_decode_params params; /* workspace pointers filled at launch */
-  unsigned grid[3];
+  unsigned grid[3];                    /* (pad(R*qlen*splits, cluster), Hkv, 1) */
+  unsigned cluster;                    /* CTAs per cluster of the main kernel */
   unsigned block;
   unsigned smem_bytes;
   unsigned merge_grid[3];
