@@ -656,6 +656,63 @@ static void test_verifier_accepts_bf16_rounding_and_names_planted_mistakes(void 
   release(&f);
 }
 
+/* With fp8 per-token scales the lse tolerance grows by the most one key's
+ * score moves when k * scale is rounded to bf16 (the kernels' operand): an
+ * lse off by less than that passes, off by more fails, and in the other
+ * modes the plain tolerance holds. */
+static void test_verifier_allows_bf16_rounding_of_scaled_fp8_keys_in_lse(void **state) {
+  (void)state;
+  const request reqs[] = {{3, 700}};
+  fixture f = make((shape){1, reqs, 4, 1, 128, 4, ST_DTYPE_FP8_E4M3, LAYOUT_SPLIT});
+  uint64_t rng = g_seed ^ 0x75;
+  set_tensor_scales(&f, &rng);
+  run(&f, 2);
+  const size_t n = 3 * 4, nd = n * 128;
+  uint16_t *got = malloc(sizeof(uint16_t) * nd);
+  float *lse = malloc(sizeof(float) * n);
+  for (size_t i = 0; i < nd; i++) got[i] = st_float_to_bf16((float)f.o[i]);
+  for (size_t i = 0; i < n; i++) lse[i] = (float)f.lse[i];
+  /* The bound of (row 2, head 1), as the verifier computes it. */
+  const int row = 2, h = 1, p = position(&f, row);
+  double worst = 0;
+  for (int e = 0; e < f.in.topk; e++) {
+    const int32_t j = topk_row(&f, row, 0)[e];
+    if (j < 0 || j > p / 128) continue;
+    const int ntok = p - j * 128 + 1 < 128 ? p - j * 128 + 1 : 128;
+    const int64_t page = f.bt[j];
+    for (int t = 0; t < ntok; t++) {
+      const uint8_t *k = (const uint8_t *)f.in.k_cache + page * f.in.k_stride[0] + t * f.in.k_stride[2];
+      const double sc = f.ks[page * f.in.ks_stride[0] + t * f.in.ks_stride[2]];
+      double sum = 0;
+      for (int d = 0; d < 128; d++)
+        sum += fabs(st_bf16_to_float(f.q[((size_t)row * 4 + h) * 128 + d]) * st_fp8_e4m3_to_float(k[d]) * sc);
+      if (sum > worst) worst = sum;
+    }
+  }
+  const double bound = worst * f.in.sm_scale / 256;
+  assert_true(bound > 1e-3);
+  char msg[400];
+  double err;
+#define VERIFY() st_ref_sparse_attn_verify(&f.in, f.o, f.lse, got, lse, 2e-2, &err, msg, sizeof msg)
+  assert_int_equal(VERIFY(), 0);
+  lse[row * 4 + h] = (float)(f.lse[row * 4 + h] + 2e-2 + 0.9 * bound);
+  assert_int_equal(VERIFY(), 0);
+  lse[row * 4 + h] = (float)(f.lse[row * 4 + h] + 2e-2 + 1.1 * bound);
+  assert_int_equal(VERIFY(), 1);
+  assert_non_null(strstr(msg, "lse"));
+  /* Scalar scales fold into the score scale: no allowance. */
+  f.in.scale_mode = ST_KV_SCALE_SCALAR;
+  run(&f, 2);
+  for (size_t i = 0; i < nd; i++) got[i] = st_float_to_bf16((float)f.o[i]);
+  for (size_t i = 0; i < n; i++) lse[i] = (float)f.lse[i];
+  lse[row * 4 + h] = (float)(f.lse[row * 4 + h] + 2e-2 + 0.5 * bound);
+  assert_int_equal(VERIFY(), 1);
+#undef VERIFY
+  free(got);
+  free(lse);
+  release(&f);
+}
+
 int main(void) {
   g_seed = st_test_seed("reference_sparse_attn");
   const struct CMUnitTest tests[] = {
@@ -669,6 +726,7 @@ int main(void) {
       cmocka_unit_test(test_rows_selecting_more_blocks_than_a_thread_caches),
       cmocka_unit_test(test_malformed_shapes_are_refused_with_the_reason),
       cmocka_unit_test(test_verifier_accepts_bf16_rounding_and_names_planted_mistakes),
+      cmocka_unit_test(test_verifier_allows_bf16_rounding_of_scaled_fp8_keys_in_lse),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
