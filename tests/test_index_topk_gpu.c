@@ -36,23 +36,12 @@ static const edge edges[] = {
 };
 
 static void make_shape(const edge *e, st_shape *s) {
-  memset(s, 0, sizeof *s);
+  st_test_varlen_shape(s, "index_topk", e->reqs);
   st_err err = {{0}};
-  int B = 0;
-  for (const char *p = e->reqs; p && *p;) {
-    int q = 0;
-    if (sscanf(p, "%d", &q) != 1) break;
-    B += q;
-    p = strchr(p, ';');
-    if (p) p++;
-  }
-  snprintf(s->op, sizeof s->op, "index_topk");
-  st_params_set(&s->params, "reqs", e->reqs, &err);
   st_params_set_int(&s->params, "H", e->H, &err);
   st_params_set_int(&s->params, "topk", e->topk, &err);
   st_params_set_int(&s->params, "init", e->init, &err);
   st_params_set_int(&s->params, "local", e->local, &err);
-  st_params_set_int(&s->params, "B", B, &err);
   snprintf(s->key, sizeof s->key, "edge:H=%d,topk=%d,init=%d,local=%d,reqs=%s", e->H, e->topk, e->init, e->local,
            e->reqs);
 }

@@ -30,29 +30,17 @@ static const edge edges[] = {
 };
 
 static void make_shape(const edge *e, st_shape *s) {
-  memset(s, 0, sizeof *s);
+  st_test_varlen_shape(s, "sparse_attn", e->reqs);
   st_err err = {{0}};
-  int B = 0;
-  for (const char *p = e->reqs; *p;) {
-    int q = 0, n = 0;
-    if (sscanf(p, "%d%n", &q, &n) != 1) break;
-    B += q;
-    p = strchr(p, ';');
-    if (!p) break;
-    p++;
-  }
-  snprintf(s->op, sizeof s->op, "sparse_attn");
   st_params_set(&s->params, "dtype", e->dtype, &err);
   st_params_set(&s->params, "scale", e->scale, &err);
   st_params_set(&s->params, "layout", e->layout, &err);
   st_params_set(&s->params, "sel", e->sel, &err);
-  st_params_set(&s->params, "reqs", e->reqs, &err);
   st_params_set_int(&s->params, "D", e->D, &err);
   st_params_set_int(&s->params, "Hq", e->Hq, &err);
   st_params_set_int(&s->params, "Hkv", e->Hkv, &err);
   st_params_set_int(&s->params, "topk", e->topk, &err);
   st_params_set_int(&s->params, "lse", e->lse, &err);
-  st_params_set_int(&s->params, "B", B, &err);
   snprintf(s->key, sizeof s->key, "edge:%s,%s,%s,%s,D=%d,Hq=%d,Hkv=%d,topk=%d,reqs=%s", e->dtype, e->scale, e->layout,
            e->sel, e->D, e->Hq, e->Hkv, e->topk, e->reqs);
 }

@@ -124,3 +124,19 @@ void st_test_every_variant(const char *op, const st_shape *shapes, int nshapes, 
   st_gen_free_variants(v, nv);
   st_gen_close(gen);
 }
+
+void st_test_varlen_shape(st_shape *s, const char *op, const char *reqs) {
+  memset(s, 0, sizeof *s);
+  st_err err = {{0}};
+  int B = 0;
+  for (const char *p = reqs; p && *p;) {
+    int q = 0;
+    if (sscanf(p, "%d", &q) != 1) break;
+    B += q;
+    p = strchr(p, ';');
+    if (p) p++;
+  }
+  snprintf(s->op, sizeof s->op, "%s", op);
+  assert_int_equal(st_params_set(&s->params, "reqs", reqs, &err), ST_OK);
+  assert_int_equal(st_params_set_int(&s->params, "B", B, &err), ST_OK);
+}

@@ -12,4 +12,9 @@
  * ST_TEST_STRIDE=N checks every Nth variant only (for compute-sanitizer). */
 void st_test_every_variant(const char *op, const st_shape *shapes, int nshapes, uint64_t seed);
 
+/* Clears *s and starts a varlen prefill shape of `op`: its requests
+ * "q_len:prefix;..." and B, their query tokens. The caller adds the op's
+ * other fields and the key. */
+void st_test_varlen_shape(st_shape *s, const char *op, const char *reqs);
+
 #endif
