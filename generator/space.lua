@@ -175,6 +175,20 @@ function M.check_no_launch(l, op_name)
   return true
 end
 
+-- Gives an op module its shape_key and dispatch_key (the op's name, then
+-- the canonical text of those fields of a shape) and applies (below).
+function M.define_keys(op, shape_fields, dispatch_fields)
+  function op.shape_key(s)
+    return op.name .. ":" .. M.canonical(s, shape_fields)
+  end
+  function op.dispatch_key(s)
+    return op.name .. ":" .. M.canonical(s, dispatch_fields)
+  end
+  function op.applies(k, l, s, is_default)
+    return M.applies(op, k, l, s, is_default)
+  end
+end
+
 -- op.fits, then op.worth: whether variant (k, l) of `op` is generated for
 -- shape s.
 function M.applies(op, k, l, s, is_default)

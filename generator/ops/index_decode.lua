@@ -187,14 +187,6 @@ function M.check_shape(s)
   return true
 end
 
-function M.shape_key(s)
-  return M.name .. ":" .. space.canonical(s, SHAPE_FIELDS)
-end
-
-function M.dispatch_key(s)
-  return M.name .. ":" .. space.canonical(s, DISPATCH_FIELDS)
-end
-
 -- ---- which variants run which shapes ------------------------------------
 
 -- Compile-time fit: the kernel can compute this shape (and, for tuned
@@ -248,10 +240,6 @@ function M.worth(k, l, s, _is_default)
   return true
 end
 
-function M.applies(k, l, s, is_default)
-  return space.applies(M, k, l, s, is_default)
-end
-
 -- ---- rendering and naming ------------------------------------------------
 
 -- The template's values (exactly the names templates/index_decode.cu uses).
@@ -274,5 +262,7 @@ function M.variant_name(k, l)
     k.heads_per_cta, k.max_qlen, k.threads, k.units_in_flight, k.algo,
     l.splits == 0 and "auto" or ("s" .. l.splits))
 end
+
+space.define_keys(M, SHAPE_FIELDS, DISPATCH_FIELDS)
 
 return M

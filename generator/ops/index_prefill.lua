@@ -136,14 +136,6 @@ function M.check_shape(s)
   return true
 end
 
-function M.shape_key(s)
-  return M.name .. ":" .. space.canonical(s, SHAPE_FIELDS)
-end
-
-function M.dispatch_key(s)
-  return M.name .. ":" .. space.canonical(s, DISPATCH_FIELDS)
-end
-
 -- ---- which variants run which shapes ------------------------------------
 
 function M.fits(k, s, is_default)
@@ -188,10 +180,6 @@ function M.worth(k, l, s, _is_default)
   return true
 end
 
-function M.applies(k, l, s, is_default)
-  return space.applies(M, k, l, s, is_default)
-end
-
 -- ---- rendering and naming ------------------------------------------------
 
 function M.render_values(k)
@@ -208,5 +196,7 @@ function M.variant_name(k, l)
   return string.format("%s.%s.%s.d%d.r%d.w%d.s%d%s.c%d", M.name, k.algo, k.dtype, k.head_dim, k.rows, k.warpgroups,
     k.stages, lists, l.chunk_blocks)
 end
+
+space.define_keys(M, SHAPE_FIELDS, DISPATCH_FIELDS)
 
 return M

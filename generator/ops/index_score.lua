@@ -143,14 +143,6 @@ function M.check_shape(s)
   return true
 end
 
-function M.shape_key(s)
-  return M.name .. ":" .. space.canonical(s, SHAPE_FIELDS)
-end
-
-function M.dispatch_key(s)
-  return M.name .. ":" .. space.canonical(s, DISPATCH_FIELDS)
-end
-
 -- ---- which variants run which shapes ------------------------------------
 
 function M.fits(k, s, _is_default)
@@ -170,10 +162,6 @@ function M.worth(_k, _l, _s, _is_default)
   return true
 end
 
-function M.applies(k, l, s, is_default)
-  return space.applies(M, k, l, s, is_default)
-end
-
 -- ---- rendering and naming ------------------------------------------------
 
 function M.render_values(k)
@@ -191,5 +179,7 @@ function M.variant_name(k, l)
   return string.format("%s.%s.d%d.r%d.w%d.s%d.c%d", M.name, k.dtype, k.head_dim, k.rows, k.warpgroups, k.stages,
     l.chunk_blocks)
 end
+
+space.define_keys(M, SHAPE_FIELDS, DISPATCH_FIELDS)
 
 return M

@@ -124,14 +124,6 @@ function M.check_shape(s)
   return true
 end
 
-function M.shape_key(s)
-  return M.name .. ":" .. space.canonical(s, SHAPE_FIELDS)
-end
-
-function M.dispatch_key(s)
-  return M.name .. ":" .. space.canonical(s, DISPATCH_FIELDS)
-end
-
 -- ---- which variants run which shapes ------------------------------------
 
 -- max_blocks of a shape as the launcher computes it: ceil(max_context / 128),
@@ -178,10 +170,6 @@ function M.worth(_k, _l, _s, _is_default)
   return true
 end
 
-function M.applies(k, l, s, is_default)
-  return space.applies(M, k, l, s, is_default)
-end
-
 -- ---- rendering and naming ------------------------------------------------
 
 function M.render_values(k)
@@ -196,5 +184,7 @@ function M.variant_name(k, _l)
   end
   return string.format("%s.k%d.r%d.t%d", M.name, k.topk, k.rows, k.threads)
 end
+
+space.define_keys(M, SHAPE_FIELDS, DISPATCH_FIELDS)
 
 return M

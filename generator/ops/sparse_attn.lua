@@ -183,14 +183,6 @@ function M.check_shape(s)
   return true
 end
 
-function M.shape_key(s)
-  return M.name .. ":" .. space.canonical(s, SHAPE_FIELDS)
-end
-
-function M.dispatch_key(s)
-  return M.name .. ":" .. space.canonical(s, DISPATCH_FIELDS)
-end
-
 -- ---- which variants run which shapes ------------------------------------
 
 function M.fits(k, s, _is_default)
@@ -213,10 +205,6 @@ function M.worth(_k, _l, _s, _is_default)
   return true
 end
 
-function M.applies(k, l, s, is_default)
-  return space.applies(M, k, l, s, is_default)
-end
-
 -- ---- rendering and naming ------------------------------------------------
 
 -- The template's values (exactly the names templates/sparse_attn.cu uses).
@@ -236,5 +224,7 @@ end
 function M.variant_name(k, _l)
   return string.format("%s.%s.d%d.g%d.t%d.k%d.s%d", M.name, k.dtype, k.head_dim, k.group, k.tokens, k.topk, k.stages)
 end
+
+space.define_keys(M, SHAPE_FIELDS, DISPATCH_FIELDS)
 
 return M

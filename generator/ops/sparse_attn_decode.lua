@@ -243,14 +243,6 @@ function M.check_shape(s)
   return true
 end
 
-function M.shape_key(s)
-  return M.name .. ":" .. space.canonical(s, SHAPE_FIELDS)
-end
-
-function M.dispatch_key(s)
-  return M.name .. ":" .. space.canonical(s, DISPATCH_FIELDS)
-end
-
 -- ---- which variants run which shapes ------------------------------------
 
 -- Compile-time fit: the kernel can compute this shape. Every config is
@@ -296,10 +288,6 @@ function M.worth(k, l, s, _is_default)
   return true
 end
 
-function M.applies(k, l, s, is_default)
-  return space.applies(M, k, l, s, is_default)
-end
-
 -- ---- rendering and naming ------------------------------------------------
 
 -- The template's values (exactly the names templates/sparse_attn_decode.cu
@@ -323,5 +311,7 @@ function M.variant_name(k, l)
   return string.format("%s.%s.d%d.g%d.w%d.s%d.%s%s/%s", M.name, k.dtype, k.head_dim, k.group, k.warps_n, k.stages,
     k.algo, k.cluster > 1 and (".c" .. k.cluster) or "", l.splits == 0 and "auto" or ("s" .. l.splits))
 end
+
+space.define_keys(M, SHAPE_FIELDS, DISPATCH_FIELDS)
 
 return M
