@@ -166,6 +166,19 @@ function M.request_tokens(reqs)
   return total
 end
 
+-- A varlen shape's requests and batch: reqs is a list of q_len:prefix whose
+-- query tokens are B, and the peer's time (if any) is valid.
+function M.check_varlen(s)
+  local total, bad = M.request_tokens(s.reqs)
+  if not total then
+    return false, bad
+  end
+  if total ~= s.B then
+    return false, string.format("shape field B=%d is not the %d query tokens of reqs=%s", s.B, total, s.reqs)
+  end
+  return M.check_peer(s)
+end
+
 -- Launch parameters of an op that has none: `l` must be empty.
 function M.check_no_launch(l, op_name)
   local unknown = M.unknown_key(l, {})

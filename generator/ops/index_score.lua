@@ -129,18 +129,7 @@ function M.check_shape(s)
   if DTYPE_BYTES[s.dtype] == nil then
     return false, string.format("shape field dtype=%s is not bf16 or fp8", tostring(s.dtype))
   end
-  local total, bad = space.request_tokens(s.reqs)
-  if not total then
-    return false, bad
-  end
-  if total ~= s.B then
-    return false, string.format("shape field B=%d is not the %d query tokens of reqs=%s", s.B, total, s.reqs)
-  end
-  local peer_ok, peer_why = space.check_peer(s)
-  if not peer_ok then
-    return false, peer_why
-  end
-  return true
+  return space.check_varlen(s)
 end
 
 -- ---- which variants run which shapes ------------------------------------

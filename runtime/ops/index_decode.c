@@ -55,14 +55,8 @@ st_status st_index_decode_check_args(const st_index_decode_args *a, st_err *err)
   st_status s;
   if (a->qlen < 1 || a->qlen > ST_INDEX_DECODE_MAX_QLEN)
     return st_fail(err, ST_ERR_INVALID_ARG, "qlen=%d is outside 1..%d", a->qlen, ST_INDEX_DECODE_MAX_QLEN);
-  if (a->topk < 1 || a->topk > ST_INDEX_DECODE_MAX_TOPK)
-    return st_fail(err, ST_ERR_INVALID_ARG, "topk=%d is outside 1..%d", a->topk, ST_INDEX_DECODE_MAX_TOPK);
-  if (a->init_blocks < 0 || a->local_blocks < 0)
-    return st_fail(err, ST_ERR_INVALID_ARG, "init_blocks=%d and local_blocks=%d must not be negative", a->init_blocks,
-                   a->local_blocks);
-  if (a->init_blocks + a->local_blocks > a->topk)
-    return st_fail(err, ST_ERR_INVALID_ARG, "init_blocks + local_blocks = %d + %d exceeds topk=%d", a->init_blocks,
-                   a->local_blocks, a->topk);
+  if ((s = st_check_selection(a->topk, ST_INDEX_DECODE_MAX_TOPK, a->init_blocks, a->local_blocks, err)) != ST_OK)
+    return s;
   if (a->q.dtype != ST_DTYPE_BF16 && a->q.dtype != ST_DTYPE_FP8_E4M3)
     return st_fail(err, ST_ERR_INVALID_ARG, "q.dtype=%d is not bf16 (%d) or fp8_e4m3 (%d)", (int)a->q.dtype,
                    ST_DTYPE_BF16, ST_DTYPE_FP8_E4M3);

@@ -64,14 +64,8 @@ static st_index_score_args score_view(const st_index_prefill_args *a) {
 st_status st_index_prefill_check_args(const st_index_prefill_args *a, st_err *err) {
   if (!a) return st_fail(err, ST_ERR_INVALID_ARG, "args is NULL");
   st_status s;
-  if (a->topk < 1 || a->topk > ST_INDEX_PREFILL_MAX_TOPK)
-    return st_fail(err, ST_ERR_INVALID_ARG, "topk=%d is outside 1..%d", a->topk, ST_INDEX_PREFILL_MAX_TOPK);
-  if (a->init_blocks < 0 || a->local_blocks < 0)
-    return st_fail(err, ST_ERR_INVALID_ARG, "init_blocks=%d and local_blocks=%d must not be negative", a->init_blocks,
-                   a->local_blocks);
-  if (a->init_blocks + a->local_blocks > a->topk)
-    return st_fail(err, ST_ERR_INVALID_ARG, "init_blocks + local_blocks = %d + %d exceeds topk=%d", a->init_blocks,
-                   a->local_blocks, a->topk);
+  if ((s = st_check_selection(a->topk, ST_INDEX_PREFILL_MAX_TOPK, a->init_blocks, a->local_blocks, err)) != ST_OK)
+    return s;
   /* The shapes the score view is built from, before it is built. */
   if ((s = st_check_tensor(&a->q, "q", a->q.dtype, 3, err)) != ST_OK) return s;
   if ((s = st_check_tensor(&a->block_table, "block_table", ST_DTYPE_INT32, 2, err)) != ST_OK) return s;

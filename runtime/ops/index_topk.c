@@ -51,14 +51,8 @@ st_status st_index_topk_config_from_params(const st_params *kernel, const st_par
 st_status st_index_topk_check_args(const st_index_topk_args *a, st_err *err) {
   if (!a) return st_fail(err, ST_ERR_INVALID_ARG, "args is NULL");
   st_status s;
-  if (a->topk < 1 || a->topk > ST_INDEX_TOPK_MAX_TOPK)
-    return st_fail(err, ST_ERR_INVALID_ARG, "topk=%d is outside 1..%d", a->topk, ST_INDEX_TOPK_MAX_TOPK);
-  if (a->init_blocks < 0 || a->local_blocks < 0)
-    return st_fail(err, ST_ERR_INVALID_ARG, "init_blocks=%d and local_blocks=%d must not be negative", a->init_blocks,
-                   a->local_blocks);
-  if (a->init_blocks + a->local_blocks > a->topk)
-    return st_fail(err, ST_ERR_INVALID_ARG, "init_blocks + local_blocks = %d + %d exceeds topk=%d", a->init_blocks,
-                   a->local_blocks, a->topk);
+  if ((s = st_check_selection(a->topk, ST_INDEX_TOPK_MAX_TOPK, a->init_blocks, a->local_blocks, err)) != ST_OK)
+    return s;
   if ((s = st_check_tensor(&a->score, "score", ST_DTYPE_FP32, 3, err)) != ST_OK) return s;
   const int64_t H = a->score.shape[0], total_q = a->score.shape[1], cols = a->score.shape[2];
   if (H > 65535) return st_fail(err, ST_ERR_INVALID_ARG, "score.shape[0]=%lld heads exceed 65535", (long long)H);

@@ -67,3 +67,14 @@ void st_tensor_contiguous(st_tensor *t, void *data, st_dtype dtype, int ndim, co
     stride *= shape[i];
   }
 }
+
+st_status st_check_selection(int topk, int max_topk, int init_blocks, int local_blocks, st_err *err) {
+  if (topk < 1 || topk > max_topk) return st_fail(err, ST_ERR_INVALID_ARG, "topk=%d is outside 1..%d", topk, max_topk);
+  if (init_blocks < 0 || local_blocks < 0)
+    return st_fail(err, ST_ERR_INVALID_ARG, "init_blocks=%d and local_blocks=%d must not be negative", init_blocks,
+                   local_blocks);
+  if (init_blocks + local_blocks > topk)
+    return st_fail(err, ST_ERR_INVALID_ARG, "init_blocks + local_blocks = %d + %d exceeds topk=%d", init_blocks,
+                   local_blocks, topk);
+  return ST_OK;
+}

@@ -20,6 +20,11 @@ st_status st_check_tensor(const st_tensor *t, const char *name, st_dtype dtype, 
  * in bytes is a multiple of `align`: base pointer and all outer strides. */
 st_status st_check_vector_rows(const st_tensor *t, const char *name, int align, st_err *err);
 
+/* The indexer's selection arguments (index_decode, index_topk,
+ * index_prefill): topk in 1..max_topk, init_blocks and local_blocks not
+ * negative and together at most topk. */
+st_status st_check_selection(int topk, int max_topk, int init_blocks, int local_blocks, st_err *err);
+
 /* Fills `t` as a dense row-major view of `data` with the given shape. */
 void st_tensor_contiguous(st_tensor *t, void *data, st_dtype dtype, int ndim, const int64_t *shape);
 
