@@ -43,6 +43,7 @@ constexpr int ALGO_SPLIT = ${algo_split};
 #include "common/mma.cuh"
 #include "common/score_key.cuh"
 #include "common/cta_topk.cuh"
+#include "common/bound_topk.cuh"
 
 constexpr int BLOCK_TOKENS = 128;
 constexpr int TILES_PER_BLOCK = BLOCK_TOKENS / 16;
@@ -116,33 +117,71 @@ __device__ __forceinline__ int64_t st_key_row(const st_index_decode_params &p, i
   return ((int64_t)r * p.num_heads + h) * p.qlen + t;
 }
 
-using st_select_smem = st_cta_topk_smem<MAX_COLS>;
+// The warp-wise selection (common/bound_topk.cuh) runs first; the radix
+// select only when it gives up (many equal keys), so the two never hold
+// their shared memory at the same time.
+union st_select_smem {
+  st_bound_topk_smem<MAX_COLS> bound;
+  st_cta_topk_smem<MAX_COLS> radix;
+};
 
-// Columns c0 .. c0+nc-1 of (r, g): keys[cl * stride + j] is the key of block
-// j of column c0+cl (j < nb_all; forced and invisible blocks hold 0). Writes
-// their topk_idx rows: forced ids first, then the best others, then -1.
-__device__ void st_select_and_write(const st_index_decode_params &p, int r, int g, int seq, int c0, int nc,
-                                    const uint32_t *keys, int stride, int nb_all, st_select_smem &sm) {
-  st_cta_topk<MAX_COLS>(
-      keys, stride, nb_all, nc, [&](int cl) { return st_make_column(p, r, g, c0 + cl, seq).free; }, sm,
-      [&](int cl, int j, int slot) {
-        const st_column c = st_make_column(p, r, g, c0 + cl, seq);
-        st_out_row(p, c)[c.lo + (c.nb - c.hi) + slot] = j;
-      });
+// Emits chosen id j of column c0+cl into its slot (after the forced ids).
+struct st_emit_chosen {
+  const st_index_decode_params &p;
+  int r, g, seq, c0;
+  __device__ void operator()(int cl, int j, int slot) const {
+    const st_column c = st_make_column(p, r, g, c0 + cl, seq);
+    st_out_row(p, c)[c.lo + (c.nb - c.hi) + slot] = j;
+  }
+};
+
+// After the chosen ids of columns c0 .. c0+nc-1 are written (chosen[cl]
+// of them): the forced ids and the -1 padding.
+__device__ void st_finish_columns(const st_index_decode_params &p, int r, int g, int seq, int c0, int nc,
+                                  const int *chosen) {
   const int warp = threadIdx.x / 32;
   for (int cl = warp; cl < nc; cl += WARPS)
-    st_write_forced_and_pad(p, st_make_column(p, r, g, c0 + cl, seq), sm.chosen[cl]);
-  __syncthreads(); // the caller may reuse `keys` and sm
+    st_write_forced_and_pad(p, st_make_column(p, r, g, c0 + cl, seq), chosen[cl]);
+  __syncthreads(); // the caller may reuse the keys and sm
+}
+
+// Columns c0 .. c0+nc-1 of (r, g): load(cl, j) is the key of block j of
+// column c0+cl (j < nb_all; forced and invisible blocks hold 0). Writes
+// their topk_idx rows with the warp-wise selection and returns true, or
+// returns false having written nothing (too many equal keys).
+template <class Load>
+__device__ bool st_select_fast(const st_index_decode_params &p, int r, int g, int seq, int c0, int nc, int nb_all,
+                               Load load, st_select_smem &sm) {
+  const bool ok = st_bound_topk<MAX_COLS>(
+      nb_all, nc, load, [&](int cl) { return st_make_column(p, r, g, c0 + cl, seq).free; }, sm.bound,
+      st_emit_chosen{p, r, g, seq, c0});
+  if (ok) st_finish_columns(p, r, g, seq, c0, nc, sm.bound.chosen);
+  return ok;
+}
+
+// The same with the radix select, for keys in shared memory:
+// keys[cl * stride + j].
+__device__ void st_select_radix(const st_index_decode_params &p, int r, int g, int seq, int c0, int nc,
+                                const uint32_t *keys, int stride, int nb_all, st_select_smem &sm) {
+  st_cta_topk<MAX_COLS>(
+      keys, stride, nb_all, nc, [&](int cl) { return st_make_column(p, r, g, c0 + cl, seq).free; }, sm.radix,
+      st_emit_chosen{p, r, g, seq, c0});
+  st_finish_columns(p, r, g, seq, c0, nc, sm.radix.chosen);
 }
 
 // The merge of (r, g): every split has written its blocks' keys to the
-// workspace; stage up to sel_cols columns at a time in shared memory (read
-// from L2: they were written by other CTAs of this launch or the last one)
-// and select.
+// workspace (rows of max_blocks keys, one per column, consecutive for the
+// columns of (r, g)), read from L2: other CTAs of this launch wrote them.
+// The warp-wise selection reads them straight into registers; the radix
+// fallback stages up to sel_cols columns at a time in shared memory.
 __device__ void st_merge_from_workspace(const st_index_decode_params &p, int r, int g, int seq, uint32_t *buf,
                                         st_select_smem &sm) {
   const int ncols = HEADS_PER_CTA * p.qlen;
   const int nb_all = min((seq - 1) / BLOCK_TOKENS + 1, p.max_blocks);
+  const uint32_t *keys = p.block_keys + st_key_row(p, r, g * HEADS_PER_CTA, 0) * p.max_blocks;
+  if (st_select_fast(p, r, g, seq, 0, ncols, nb_all,
+                     [&](int cl, int j) { return st_ld_l2_u32(keys + (int64_t)cl * p.max_blocks + j); }, sm))
+    return;
   for (int c0 = 0; c0 < ncols; c0 += p.sel_cols) {
     const int nc = min(p.sel_cols, ncols - c0);
     // MERGE_LOADS independent loads per thread before the first store: one
@@ -154,16 +193,14 @@ __device__ void st_merge_from_workspace(const st_index_decode_params &p, int r, 
       for (int u = 0; u < MERGE_LOADS; u++) {
         const int e = e0 + u * THREADS;
         const int cl = e / nb_all, j = e - cl * nb_all;
-        const int n = c0 + cl;
-        const int64_t row = st_key_row(p, r, g * HEADS_PER_CTA + n / p.qlen, n % p.qlen);
-        v[u] = e < nc * nb_all ? st_ld_l2_u32(p.block_keys + row * p.max_blocks + j) : 0u;
+        v[u] = e < nc * nb_all ? st_ld_l2_u32(keys + (int64_t)(c0 + cl) * p.max_blocks + j) : 0u;
       }
 #pragma unroll
       for (int u = 0; u < MERGE_LOADS; u++)
         if (e0 + u * THREADS < nc * nb_all) buf[e0 + u * THREADS] = v[u];
     }
     __syncthreads();
-    st_select_and_write(p, r, g, seq, c0, nc, buf, nb_all, nb_all, sm);
+    st_select_radix(p, r, g, seq, c0, nc, buf, nb_all, nb_all, sm);
   }
 }
 
@@ -297,7 +334,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) st_index_decode_main(const
   }
   if (direct) { // one CTA saw every block: select here
     __syncthreads();
-    st_select_and_write(p, r, g, seq, 0, ncols, s_dyn, chunk, nloc, s_sel);
+    if (!st_select_fast(p, r, g, seq, 0, ncols, nloc, [&](int cl, int j) { return s_dyn[cl * chunk + j]; }, s_sel))
+      st_select_radix(p, r, g, seq, 0, ncols, s_dyn, chunk, nloc, s_sel);
     return;
   }
   if (ALGO_SPLIT) return;

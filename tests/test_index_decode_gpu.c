@@ -2,7 +2,9 @@
  * reference over the edge cases of the op contract: sequence lengths 1, 127,
  * 128, 129, 4133 and 131072, padding rows, qlen 1 to 4, topk above the
  * visible blocks, init/local blocks that overlap on short requests, bf16 and
- * fp8, head_dim 64 and 128, 1, 2 and 4 heads. Each variant runs twice per
+ * fp8, head_dim 64 and 128, 1, 2 and 4 heads, and requests whose blocks all
+ * tie (ties: every index-K row equal, the selection's fallback when too
+ * many keys equal the bound). Each variant runs twice per
  * shape (the second run checks that the workspace was left ready for a
  * replay). Skips where there is no driver or GPU. */
 #include <stdio.h>
@@ -15,17 +17,19 @@ typedef struct edge {
   const char *dtype;
   int D, H, qlen, topk, init, local, ctx;
   const char *lens;
+  int ties;
 } edge;
 
 static const edge edges[] = {
-    {"bf16", 128, 2, 1, 16, 1, 2, 131072, "1;127;128;129;4133;0;131072"},
-    {"fp8", 128, 2, 1, 16, 1, 2, 131072, "1;127;128;129;4133;0;131072"},
-    {"bf16", 128, 4, 2, 8, 2, 2, 9000, "1;2;129;300;0;9000;4133"},
-    {"fp8", 64, 2, 3, 4, 2, 2, 1024, "3;130;256;257;0;1024"},
-    {"bf16", 64, 1, 4, 32, 1, 4, 9000, "3;128;4133;9000;0;1"},
-    {"fp8", 128, 4, 4, 16, 4, 12, 20000, "20000;129;0;1;17000"},
-    {"bf16", 128, 2, 1, 64, 8, 8, 40000, "1;8000;40000"},
-    {"bf16", 128, 1, 1, 5, 0, 1, 4133, "4133;128;129"},
+    {"bf16", 128, 2, 1, 16, 1, 2, 131072, "1;127;128;129;4133;0;131072", 0},
+    {"fp8", 128, 2, 1, 16, 1, 2, 131072, "1;127;128;129;4133;0;131072", 0},
+    {"bf16", 128, 4, 2, 8, 2, 2, 9000, "1;2;129;300;0;9000;4133", 0},
+    {"fp8", 64, 2, 3, 4, 2, 2, 1024, "3;130;256;257;0;1024", 0},
+    {"bf16", 64, 1, 4, 32, 1, 4, 9000, "3;128;4133;9000;0;1", 0},
+    {"fp8", 128, 4, 4, 16, 4, 12, 20000, "20000;129;0;1;17000", 0},
+    {"bf16", 128, 2, 1, 64, 8, 8, 40000, "1;8000;40000", 0},
+    {"bf16", 128, 1, 1, 5, 0, 1, 4133, "4133;128;129", 0},
+    {"bf16", 128, 2, 2, 16, 1, 2, 131072, "131072;5000;300;0", 1},
 };
 
 static void make_shape(const edge *e, st_shape *s) {
@@ -44,8 +48,9 @@ static void make_shape(const edge *e, st_shape *s) {
   st_params_set_int(&s->params, "B", B, &err);
   st_params_set_int(&s->params, "ctx", e->ctx, &err);
   st_params_set(&s->params, "lens", e->lens, &err);
-  snprintf(s->key, sizeof s->key, "edge:%s,D=%d,H=%d,qlen=%d,topk=%d,lens=%s", e->dtype, e->D, e->H, e->qlen, e->topk,
-           e->lens);
+  st_params_set_int(&s->params, "ties", e->ties, &err);
+  snprintf(s->key, sizeof s->key, "edge:%s,D=%d,H=%d,qlen=%d,topk=%d,lens=%s,ties=%d", e->dtype, e->D, e->H, e->qlen,
+           e->topk, e->lens, e->ties);
 }
 
 static uint64_t g_seed;

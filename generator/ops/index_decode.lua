@@ -57,6 +57,9 @@ end
 -- Facts about a shape that are not part of it (left out of its keys): the
 -- peer's time from ../shared/anchors.md, for `sparsetune bench`.
 SHAPE_FIELD_SET.peer_us = true
+-- ties=1 (GPU tests): every index-K row equal, so all blocks tie; an input
+-- pattern, not a shape.
+SHAPE_FIELD_SET.ties = true
 
 local function fragment_registers(k)
   return k.head_dim * DTYPE_BYTES[k.dtype] // 8

@@ -21,6 +21,29 @@ __device__ __forceinline__ unsigned st_count_ge(unsigned c, uint32_t key, uint32
   return c;
 }
 
+// The want-th largest of the warp's keys, 1 <= want <= present (the
+// number of non-zero keys): the largest v with at least `want` keys >= v.
+// *exact says that exactly `want` keys are >= it (no ties straddle it).
+// Warp-uniform arguments; all 32 lanes call.
+template <int N>
+__device__ __forceinline__ uint32_t st_warp_kth(const uint32_t (&key)[N], int want, bool *exact) {
+  uint32_t prefix = 0u;
+  bool hit = false;
+  for (int b = 31; b >= 0 && !hit; b--) {
+    const uint32_t cand = prefix | (1u << b);
+    unsigned c = 0;
+#pragma unroll
+    for (int m = 0; m < N; m++) c = st_count_ge(c, key[m], cand);
+    const int count = (int)__reduce_add_sync(0xffffffffu, c);
+    if (count >= want) {
+      prefix = cand;
+      hit = count == want; // the keys >= cand are the answer
+    }
+  }
+  *exact = hit;
+  return prefix;
+}
+
 // Chooses min(want, present) keys, `present` being the number of non-zero
 // keys (the caller knows it), and calls put(m, rank) on the lane holding
 // each chosen key[m], ranks 0, 1, ... in entry order. Entries at or past
@@ -36,29 +59,16 @@ __device__ __forceinline__ int st_warp_topk(const uint32_t (&key)[N], int want, 
   uint32_t cut = 1u, tie = 0u;
   int ties = 0;
   if (want < present) {
-    // prefix ends as T, the largest v with at least `want` keys >= v: the
-    // want-th largest key (> 0, as want <= present).
-    uint32_t prefix = 0u;
-    bool exact = false;
-    for (int b = 31; b >= 0 && !exact; b--) {
-      const uint32_t cand = prefix | (1u << b);
-      unsigned c = 0;
-#pragma unroll
-      for (int m = 0; m < N; m++) c = st_count_ge(c, key[m], cand);
-      const int count = (int)__reduce_add_sync(ALL, c);
-      if (count >= want) {
-        prefix = cand;
-        exact = count == want; // the keys >= cand are the answer
-      }
-    }
+    bool exact;
+    const uint32_t kth = st_warp_kth(key, want, &exact); // > 0, as want <= present
     if (exact) {
-      cut = prefix;
-    } else { // keys == T straddle the cut: take keys > T, then ties
+      cut = kth;
+    } else { // keys == kth straddle the cut: take keys > kth, then ties
       unsigned c = 0;
 #pragma unroll
-      for (int m = 0; m < N; m++) c += key[m] > prefix;
-      cut = prefix + 1u; // T <= the key of +inf, 0xff800000: no wrap
-      tie = prefix;
+      for (int m = 0; m < N; m++) c += key[m] > kth;
+      cut = kth + 1u; // kth <= the key of +inf, 0xff800000: no wrap
+      tie = kth;
       ties = want - (int)__reduce_add_sync(ALL, c);
     }
   }

@@ -63,6 +63,10 @@ static st_status case_create(const st_cu *cu, const st_device_info *dev, const s
       (s = st_case_shape_int(shape, "B", 1, 65535, &B, err)) ||
       (s = st_case_shape_int(shape, "ctx", 1, 1 << 24, &ctx, err)))
     return s;
+  /* Optional ties=1 (GPU tests): the selection's many-equal-keys path. */
+  int ties = 0;
+  if (st_params_get(shape, "ties") && (s = st_case_shape_int(shape, "ties", 0, 1, &ties, err)))
+    return s;
   const char *dts = st_params_get(shape, "dtype"), *lens = st_params_get(shape, "lens");
   if (!dts || (strcmp(dts, "bf16") && strcmp(dts, "fp8")))
     return st_fail(err, ST_ERR_INVALID_ARG, "shape dtype='%s' is not bf16 or fp8", dts ? dts : "(missing)");
@@ -93,6 +97,8 @@ static st_status case_create(const st_cu *cu, const st_device_info *dev, const s
   const float amp = dt == ST_DTYPE_BF16 ? 1.0f : 4.0f;
   st_fill_uniform(c->h_q, dt, q_elems, -amp, amp, seed ^ 0x71, threads);
   st_fill_uniform(c->h_pool, dt, pool_elems, -amp, amp, seed ^ 0x6b, threads);
+  if (ties) /* every index-K row the same: all visible blocks of a request tie */
+    for (size_t e = 1; e < pool_elems; e++) memcpy((char *)c->h_pool + e * eb, c->h_pool, eb);
   uint64_t rng = seed ^ 0x62;
   for (size_t i = 0; i < bt_elems; i++) c->h_bt[i] = (int32_t)st_rand_below(&rng, (uint64_t)pages);
   if ((s = st_case_seq_lens(c->h_seq, B, ctx, lens, &rng, err)) != ST_OK) {
