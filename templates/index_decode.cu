@@ -37,9 +37,16 @@ constexpr int MAX_QLEN = ${max_qlen};
 constexpr int THREADS = ${threads};
 constexpr int UNITS = ${units_in_flight};
 constexpr int ALGO_SPLIT = ${algo_split};
+// 0: each warp loads its tiles' K rows straight into mma fragments
+// (units_in_flight tiles at a time). N > 0: one thread copies whole blocks
+// into N shared-memory stages with the bulk copy engine (cp.async.bulk,
+// mbarriers) and the warps read their tiles from there.
+constexpr int BULK_STAGES = ${bulk_stages};
 
 #include "params/index_decode.h"
 #include "common/load.cuh"
+#include "common/mbarrier.cuh"
+#include "common/smem_tile.cuh" // st_smem_addr
 #include "common/mma.cuh"
 #include "common/score_key.cuh"
 #include "common/cta_topk.cuh"
@@ -55,6 +62,7 @@ constexpr int ROW_BYTES = HEAD_DIM * ELEM_BYTES;
 constexpr int CHUNKS = ROW_BYTES / 64;
 constexpr int MAX_COLS = HEADS_PER_CTA * MAX_QLEN;
 constexpr int NTILES = (MAX_COLS + 7) / 8;
+constexpr int BLOCK_BYTES = BLOCK_TOKENS * ROW_BYTES;
 
 static_assert(THREADS % 32 == 0 && THREADS >= 64, "whole warps");
 static_assert(ROW_BYTES % 64 == 0, "rows of whole 64-byte chunks");
@@ -204,11 +212,114 @@ __device__ void st_merge_from_workspace(const st_index_decode_params &p, int r, 
   }
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS) st_index_decode_main(const st_index_decode_params p) {
+// Scores one 16-token tile against every column: a[ch][0] / a[ch][1] hold
+// bytes [ch*64 + cq*16, +16) of the tile's rows gq and gq + 8 (the mma A
+// fragments), qf the same bytes of the columns' q rows. pos0 is the absolute
+// position of row gq; the tile's max per column goes to keys[n * chunk] by
+// atomicMax (a block's 8 tiles share the key).
+__device__ __forceinline__ void st_score_tile(const uint4 (&a)[CHUNKS][2], const uint4 (&qf)[NTILES][CHUNKS],
+                                              const int (&col_pos)[NTILES][2], int ncols, int pos0, uint32_t *keys,
+                                              int chunk) {
+  const int lane = threadIdx.x & 31, gq = lane >> 2, cq = lane & 3;
+  float acc[NTILES][4];
+#pragma unroll
+  for (int nt = 0; nt < NTILES; nt++) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+#pragma unroll
+  for (int ch = 0; ch < CHUNKS; ch++) {
+    const uint4 lo = a[ch][0], hi = a[ch][1];
+#pragma unroll
+    for (int nt = 0; nt < NTILES; nt++) {
+      if (nt * 8 >= ncols) break;
+      const uint4 b = qf[nt][ch];
+      if (IS_FP8) {
+        st_mma_e4m3_16832(acc[nt], lo.x, hi.x, lo.y, hi.y, b.x, b.y);
+        st_mma_e4m3_16832(acc[nt], lo.z, hi.z, lo.w, hi.w, b.z, b.w);
+      } else {
+        st_mma_bf16_16816(acc[nt], lo.x, hi.x, lo.y, hi.y, b.x, b.y);
+        st_mma_bf16_16816(acc[nt], lo.z, hi.z, lo.w, hi.w, b.z, b.w);
+      }
+    }
+  }
+#pragma unroll
+  for (int nt = 0; nt < NTILES; nt++) {
+    if (nt * 8 >= ncols) break;
+#pragma unroll
+    for (int cc = 0; cc < 2; cc++) {
+      const int lim = col_pos[nt][cc];
+      uint32_t key = pos0 <= lim ? st_score_key(acc[nt][cc]) : 0u;
+      if (pos0 + 8 <= lim) key = max(key, st_score_key(acc[nt][2 + cc]));
+      key = max(key, __shfl_xor_sync(0xffffffffu, key, 4));
+      key = max(key, __shfl_xor_sync(0xffffffffu, key, 8));
+      key = max(key, __shfl_xor_sync(0xffffffffu, key, 16));
+      const int n = nt * 8 + 2 * cq + cc;
+      if (gq == 0 && key != 0u && n < ncols) atomicMax(&keys[n * chunk], key);
+    }
+  }
+}
+
+// Byte offset of the bulk stages in dynamic shared memory: after the score
+// keys and pages ((MAX_COLS + 1) * chunk_cap words), 128-byte aligned. The
+// launcher (runtime/ops/index_decode.c) computes the same.
+__device__ __forceinline__ int st_stage_offset(const st_index_decode_params &p) {
+  return ((MAX_COLS + 1) * p.chunk_cap * 4 + 127) / 128 * 128;
+}
+
+// BULK_STAGES > 0: the slice's nloc blocks pass through the stages in order.
+// Thread 0 copies block i + BULK_STAGES into stage i % BULK_STAGES once every
+// warp has released block i there (empty barrier); a warp waits for a
+// block's bytes (full barrier), scores its tiles, then releases. A page
+// whose rows are contiguous (k_stride_token = head_dim) is one copy; else
+// warp 0's lanes copy it row by row.
+__device__ void st_score_bulk(const st_index_decode_params &p, const int32_t *s_pages, int nloc, int j0, int chunk,
+                              int ncols, const uint4 (&qf)[NTILES][CHUNKS], const int (&col_pos)[NTILES][2],
+                              uint32_t *s_keys, char *stages, uint64_t *full, uint64_t *empty) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, gq = lane >> 2, cq = lane & 3;
+  const bool contiguous = p.k_stride_token * ELEM_BYTES == ROW_BYTES;
+  const char *kbase = (const char *)p.k_cache;
+  auto issue = [&](int i) { // warp 0, all lanes
+    const int st = i % BULK_STAGES;
+    const uint32_t bar = st_smem_addr(&full[st]), dst = st_smem_addr(stages + st * BLOCK_BYTES);
+    const char *src = kbase + (int64_t)s_pages[i] * p.k_stride_page * ELEM_BYTES;
+    if (lane == 0) st_mbar_arrive_expect_tx(bar, BLOCK_BYTES);
+    __syncwarp();
+    if (contiguous) {
+      if (lane == 0) st_bulk_copy_g2s(dst, src, BLOCK_BYTES, bar);
+    } else {
+      for (int t = lane; t < BLOCK_TOKENS; t += 32)
+        st_bulk_copy_g2s(dst + t * ROW_BYTES, src + (int64_t)t * p.k_stride_token * ELEM_BYTES, ROW_BYTES, bar);
+    }
+  };
+  if (warp == 0)
+    for (int i = 0; i < min(BULK_STAGES, nloc); i++) issue(i);
+  for (int i = 0; i < nloc; i++) {
+    const int st = i % BULK_STAGES, parity = (i / BULK_STAGES) & 1;
+    st_mbar_wait(st_smem_addr(&full[st]), parity);
+    const char *blk = stages + st * BLOCK_BYTES;
+    for (int tile = warp; tile < TILES_PER_BLOCK; tile += WARPS) {
+      const char *row0 = blk + (tile * 16 + gq) * ROW_BYTES + cq * 16;
+      uint4 a[CHUNKS][2];
+#pragma unroll
+      for (int ch = 0; ch < CHUNKS; ch++) {
+        a[ch][0] = *(const uint4 *)(row0 + ch * 64);
+        a[ch][1] = *(const uint4 *)(row0 + 8 * ROW_BYTES + ch * 64);
+      }
+      st_score_tile(a, qf, col_pos, ncols, (j0 + i) * BLOCK_TOKENS + tile * 16 + gq, s_keys + i, chunk);
+    }
+    __syncwarp();
+    if (lane == 0) st_mbar_arrive(st_smem_addr(&empty[st]));
+    if (warp == 0 && i + BULK_STAGES < nloc) {
+      st_mbar_wait(st_smem_addr(&empty[st]), parity);
+      issue(i + BULK_STAGES);
+    }
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1) st_index_decode_main(const st_index_decode_params p) {
   // [MAX_COLS][chunk_cap] score keys, [chunk_cap] pages; then the merge's buffers
   extern __shared__ uint32_t s_dyn[];
   __shared__ st_select_smem s_sel;
   __shared__ int s_last;
+  __shared__ uint64_t s_full[BULK_STAGES > 0 ? BULK_STAGES : 1], s_empty[BULK_STAGES > 0 ? BULK_STAGES : 1];
 
   const int split = blockIdx.x, r = blockIdx.y, g = blockIdx.z;
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
@@ -224,6 +335,18 @@ extern "C" __global__ void __launch_bounds__(THREADS) st_index_decode_main(const
   const int j0 = min(split * chunk, nb_all);
   const int nloc = min(chunk, nb_all - j0);
 
+  if (BULK_STAGES > 0 && threadIdx.x == 0) {
+    // The launcher sizes the stages with the same formula; a mismatch must
+    // not let the copies run past the allocation.
+    uint32_t dyn_bytes;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn_bytes));
+    if (dyn_bytes < (uint32_t)(st_stage_offset(p) + BULK_STAGES * BLOCK_BYTES)) __trap();
+    for (int i = 0; i < BULK_STAGES; i++) {
+      st_mbar_init(st_smem_addr(&s_full[i]), 1);
+      st_mbar_init(st_smem_addr(&s_empty[i]), WARPS);
+    }
+    st_mbar_init_fence();
+  }
   for (int i = threadIdx.x; i < ncols * chunk; i += THREADS) s_dyn[i] = 0u;
   // The slice's pages, read once up front: the scoring loop's K loads then
   // wait for nothing but themselves (one round trip per step, not two).
@@ -258,64 +381,37 @@ extern "C" __global__ void __launch_bounds__(THREADS) st_index_decode_main(const
     }
   __syncthreads();
 
-  const char *kbase = (const char *)p.k_cache;
-  const int nunits = nloc * TILES_PER_BLOCK;
-  for (int base = warp; base < nunits; base += WARPS * UNITS) {
-    uint4 a[UNITS][CHUNKS][2];
+  if (BULK_STAGES > 0) {
+    st_score_bulk(p, s_pages, nloc, j0, chunk, ncols, qf, col_pos, s_dyn, (char *)s_dyn + st_stage_offset(p),
+                  s_full, s_empty);
+  } else {
+    const char *kbase = (const char *)p.k_cache;
+    const int nunits = nloc * TILES_PER_BLOCK;
+    for (int base = warp; base < nunits; base += WARPS * UNITS) {
+      uint4 a[UNITS][CHUNKS][2];
 #pragma unroll
-    for (int u = 0; u < UNITS; u++) {
-      const int unit = base + u * WARPS;
-      if (unit < nunits) {
-        const int page = s_pages[unit / TILES_PER_BLOCK];
-        const int tok = (unit % TILES_PER_BLOCK) * 16 + gq;
-        const char *row0 = kbase + ((int64_t)page * p.k_stride_page + (int64_t)tok * p.k_stride_token) * ELEM_BYTES;
-        const char *row1 = row0 + (int64_t)8 * p.k_stride_token * ELEM_BYTES;
+      for (int u = 0; u < UNITS; u++) {
+        const int unit = base + u * WARPS;
+        if (unit < nunits) {
+          const int page = s_pages[unit / TILES_PER_BLOCK];
+          const int tok = (unit % TILES_PER_BLOCK) * 16 + gq;
+          const char *row0 =
+              kbase + ((int64_t)page * p.k_stride_page + (int64_t)tok * p.k_stride_token) * ELEM_BYTES;
+          const char *row1 = row0 + (int64_t)8 * p.k_stride_token * ELEM_BYTES;
 #pragma unroll
-        for (int ch = 0; ch < CHUNKS; ch++) {
-          a[u][ch][0] = st_ld_stream16(row0 + ch * 64 + cq * 16);
-          a[u][ch][1] = st_ld_stream16(row1 + ch * 64 + cq * 16);
-        }
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < UNITS; u++) {
-      const int unit = base + u * WARPS;
-      if (unit >= nunits) break;
-      float acc[NTILES][4];
-#pragma unroll
-      for (int nt = 0; nt < NTILES; nt++) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
-#pragma unroll
-      for (int ch = 0; ch < CHUNKS; ch++) {
-        const uint4 lo = a[u][ch][0], hi = a[u][ch][1];
-#pragma unroll
-        for (int nt = 0; nt < NTILES; nt++) {
-          if (nt * 8 >= ncols) break;
-          const uint4 b = qf[nt][ch];
-          if (IS_FP8) {
-            st_mma_e4m3_16832(acc[nt], lo.x, hi.x, lo.y, hi.y, b.x, b.y);
-            st_mma_e4m3_16832(acc[nt], lo.z, hi.z, lo.w, hi.w, b.z, b.w);
-          } else {
-            st_mma_bf16_16816(acc[nt], lo.x, hi.x, lo.y, hi.y, b.x, b.y);
-            st_mma_bf16_16816(acc[nt], lo.z, hi.z, lo.w, hi.w, b.z, b.w);
+          for (int ch = 0; ch < CHUNKS; ch++) {
+            a[u][ch][0] = st_ld_stream16(row0 + ch * 64 + cq * 16);
+            a[u][ch][1] = st_ld_stream16(row1 + ch * 64 + cq * 16);
           }
         }
       }
-      const int jl = unit / TILES_PER_BLOCK;
-      const int pos0 = (j0 + jl) * BLOCK_TOKENS + (unit % TILES_PER_BLOCK) * 16 + gq;
 #pragma unroll
-      for (int nt = 0; nt < NTILES; nt++) {
-        if (nt * 8 >= ncols) break;
-#pragma unroll
-        for (int cc = 0; cc < 2; cc++) {
-          const int lim = col_pos[nt][cc];
-          uint32_t key = pos0 <= lim ? st_score_key(acc[nt][cc]) : 0u;
-          if (pos0 + 8 <= lim) key = max(key, st_score_key(acc[nt][2 + cc]));
-          key = max(key, __shfl_xor_sync(0xffffffffu, key, 4));
-          key = max(key, __shfl_xor_sync(0xffffffffu, key, 8));
-          key = max(key, __shfl_xor_sync(0xffffffffu, key, 16));
-          const int n = nt * 8 + 2 * cq + cc;
-          if (gq == 0 && key != 0u && n < ncols) atomicMax(&s_dyn[n * chunk + jl], key);
-        }
+      for (int u = 0; u < UNITS; u++) {
+        const int unit = base + u * WARPS;
+        if (unit >= nunits) break;
+        const int jl = unit / TILES_PER_BLOCK;
+        const int pos0 = (j0 + jl) * BLOCK_TOKENS + (unit % TILES_PER_BLOCK) * 16 + gq;
+        st_score_tile(a[u], qf, col_pos, ncols, pos0, s_dyn + jl, chunk);
       }
     }
   }
@@ -358,7 +454,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) st_index_decode_main(const
 
 // split: grid (R, H / HEADS_PER_CTA), THREADS threads; dynamic shared memory
 // holds sel_cols * max_blocks keys.
-extern "C" __global__ void __launch_bounds__(THREADS) st_index_decode_merge(const st_index_decode_params p) {
+extern "C" __global__ void __launch_bounds__(THREADS, 1) st_index_decode_merge(const st_index_decode_params p) {
   extern __shared__ uint32_t s_dyn[];
   __shared__ st_select_smem s_sel;
   const int r = blockIdx.x, g = blockIdx.y;

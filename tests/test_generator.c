@@ -183,6 +183,7 @@ static void test_open_finds_directories_under_sparsetune_home(void **state) {
   assert_int_equal(st_params_set_int(&k, "max_qlen", 3, &err), ST_OK);
   assert_int_equal(st_params_set_int(&k, "threads", 128, &err), ST_OK);
   assert_int_equal(st_params_set_int(&k, "units_in_flight", 4, &err), ST_OK);
+  assert_int_equal(st_params_set_int(&k, "bulk_stages", 0, &err), ST_OK);
   char *src = NULL;
   const st_status rs = st_gen_render(g, "index_decode", &k, &src, &err);
   remove_home(home);

@@ -149,21 +149,25 @@ static void test_space_canonical_sorts_keys_bytewise(void **state) {
 
 /* ---- ops/index_decode.lua ----------------------------------------------- */
 
-static void test_index_decode_constraints_reject_only_the_register_overflow(void **state) {
-  /* Of the full product (3840 configs) exactly bf16 x head_dim 128 x
-   * units_in_flight 8 breaks the register budget (5*3*4*2*2 = 240 configs). */
+static void test_index_decode_constraints_reject_register_overflow_and_bulk_with_units(void **state) {
+  /* Of the full product (11520 configs) exactly bf16 x head_dim 128 x
+   * units_in_flight 8 breaks the register budget (5*3*4*2*2*3 = 720
+   * configs), and bulk copies go only with units_in_flight 1 (the 5760 bulk
+   * configs of units 2, 4 and 8, 480 of them also over the budget). */
   expect(*state,
          "local s, op = require('space'), require('ops.index_decode')\n"
          "local all = s.product(op.kernel_domains)\n"
          "local kept, rej = s.filter(all, op.constraint)\n"
          "for _, r in ipairs(rej) do\n"
          "  local p = r.point\n"
-         "  if not (p.dtype == 'bf16' and p.head_dim == 128 and p.units_in_flight == 8) then\n"
-         "    return 'wrongly rejected ' .. s.canonical(p) end\n"
-         "  if not r.reason:find('budget of 128', 1, true) then return 'reason: ' .. r.reason end\n"
+         "  local budget = p.dtype == 'bf16' and p.head_dim == 128 and p.units_in_flight == 8\n"
+         "  local bulk = p.bulk_stages > 0 and p.units_in_flight ~= 1\n"
+         "  if not (budget or bulk) then return 'wrongly rejected ' .. s.canonical(p) end\n"
+         "  local why = bulk and 'must be 1' or 'budget of 128'\n"
+         "  if not r.reason:find(why, 1, true) then return 'reason: ' .. r.reason end\n"
          "end\n"
          "return #all .. ' ' .. #kept .. ' ' .. #rej",
-         "3840 3600 240");
+         "11520 5520 6000");
   expect(*state,
          "local op = require('ops.index_decode')\n"
          "local ok, why = op.constraint({dtype = 'bf16', head_dim = 128, topk = 16, heads_per_cta = 1,\n"
@@ -189,7 +193,7 @@ static void test_index_decode_tuned_space_stops_at_topk_32(void **state) {
          "local n, max = 0, 0\n"
          "for _, k in ipairs(op.kernel_space()) do n = n + 1; max = math.max(max, k.topk) end\n"
          "return n .. ' ' .. max",
-         "2880 32");
+         "4416 32");
 }
 
 static void test_index_decode_defaults_cover_every_bucket(void **state) {
@@ -213,7 +217,7 @@ static void test_index_decode_defaults_cover_every_bucket(void **state) {
   "ctx = 32768, lens = 'full'}\n"
 #define KERNEL_K16                                                                                                     \
   "local k = {dtype = 'bf16', head_dim = 128, topk = 16, heads_per_cta = 1, max_qlen = 1, threads = 256, "             \
-  "units_in_flight = 2, algo = 'single'}\n"
+  "units_in_flight = 2, bulk_stages = 0, algo = 'single'}\n"
 
 static void test_index_decode_shape_and_dispatch_keys(void **state) {
   expect(*state, "local op = require('ops.index_decode')\n" SHAPE_B8 "return op.shape_key(s)",
@@ -292,6 +296,11 @@ static void test_index_decode_names_are_readable(void **state) {
          "local op = require('ops.index_decode')\n" KERNEL_K16
          "return op.variant_name(k, {splits = 8}) .. ' ' .. op.variant_name(k, {splits = 0})",
          "index_decode.bf16.d128.k16.h1.q1.t256.u2.single/s8 index_decode.bf16.d128.k16.h1.q1.t256.u2.single/auto");
+  expect(*state,
+         "local op = require('ops.index_decode')\n" KERNEL_K16
+         "k.units_in_flight = 1; k.bulk_stages = 4\n"
+         "return op.variant_name(k, {splits = 8})",
+         "index_decode.bf16.d128.k16.h1.q1.t256.u1.b4.single/s8");
 }
 
 static void test_index_decode_render_values_are_the_template_names(void **state) {
@@ -299,7 +308,8 @@ static void test_index_decode_render_values_are_the_template_names(void **state)
          "local s, op = require('space'), require('ops.index_decode')\n" KERNEL_K16
          "k.dtype = 'fp8'; k.algo = 'split'\n"
          "return s.canonical(op.render_values(k))",
-         "algo_split=1,head_dim=128,heads_per_cta=1,is_fp8=1,max_qlen=1,threads=256,topk=16,units_in_flight=2");
+         "algo_split=1,bulk_stages=0,head_dim=128,heads_per_cta=1,is_fp8=1,max_qlen=1,threads=256,topk=16,"
+         "units_in_flight=2");
 }
 
 /* ---- ops/sparse_attn_decode.lua ----------------------------------------- */
@@ -641,7 +651,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_space_product_is_complete_and_ordered, setup, teardown),
       cmocka_unit_test_setup_teardown(test_space_filter_keeps_and_gives_reasons, setup, teardown),
       cmocka_unit_test_setup_teardown(test_space_canonical_sorts_keys_bytewise, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_index_decode_constraints_reject_only_the_register_overflow, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_index_decode_constraints_reject_register_overflow_and_bulk_with_units, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_index_decode_tuned_space_stops_at_topk_32, setup, teardown),
       cmocka_unit_test_setup_teardown(test_index_decode_defaults_cover_every_bucket, setup, teardown),
       cmocka_unit_test_setup_teardown(test_index_decode_shape_and_dispatch_keys, setup, teardown),

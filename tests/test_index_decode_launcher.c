@@ -139,6 +139,14 @@ static void test_plans_size_grid_and_workspace(void **state) {
   const size_t keys = (size_t)8 * 2 * 2 * 256 * 4; /* R x H x qlen x max_blocks keys */
   assert_true(p.block_keys_offset >= 8 * 4);
   assert_true(p.workspace_bytes >= p.block_keys_offset + keys);
+  /* bulk stages follow the keys and pages, 128-byte aligned: (2*2 + 1) x 64
+   * words = 1280 bytes, then 2 stages of 128 rows x 128 bf16. */
+  c.bulk_stages = 2;
+  assert_int_equal(st_index_decode_plan_make(&c, &a, 132, &p, &err), ST_OK);
+  assert_int_equal(p.smem_bytes, 1280 + 2 * 128 * 128 * 2);
+  c.bulk_stages = 0;
+  assert_int_equal(st_index_decode_plan_make(&c, &a, 132, &p, &err), ST_OK);
+  assert_int_equal(p.smem_bytes, 4096); /* the merge's 4 columns x 256 keys */
   /* single with 1 split writes the output directly: no workspace. */
   c = config("bf16", 16, 2, 2, "single", 1);
   assert_int_equal(st_index_decode_plan_make(&c, &a, 132, &p, &err), ST_OK);

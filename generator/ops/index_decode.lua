@@ -23,6 +23,9 @@ M.kernel_domains = {
   max_qlen = { 1, 2, 3, 4 },
   threads = { 128, 256 },
   units_in_flight = { 1, 2, 4, 8 },
+  -- 0: K rows loaded straight into registers; N: whole blocks copied by the
+  -- bulk copy engine into N shared-memory stages (units_in_flight unused: 1).
+  bulk_stages = { 0, 2, 4 },
   algo = { "single", "split" },
 }
 
@@ -71,6 +74,11 @@ function M.constraint(k)
   if cols > MAX_COLUMNS then
     return false, string.format("heads_per_cta*max_qlen = %d*%d = %d columns exceed %d", k.heads_per_cta,
       k.max_qlen, cols, MAX_COLUMNS)
+  end
+  local bulk = k.bulk_stages or 0 -- absent in variants recorded before bulk copies
+  if bulk > 0 and k.units_in_flight ~= 1 then
+    return false, string.format("bulk_stages=%d copies whole blocks to shared memory: units_in_flight=%d must be 1",
+      bulk, k.units_in_flight)
   end
   local regs = k.units_in_flight * fragment_registers(k)
   if regs > FRAGMENT_REGISTER_BUDGET then
@@ -130,7 +138,7 @@ function M.defaults()
     for _, head_dim in ipairs(M.kernel_domains.head_dim) do
       for _, topk in ipairs(M.kernel_domains.topk) do
         local k = { dtype = dtype, head_dim = head_dim, topk = topk, heads_per_cta = 1, max_qlen = 4,
-          threads = 256, algo = "single" }
+          threads = 256, bulk_stages = 0, algo = "single" }
         for _, u in ipairs({ 2, 1 }) do
           k.units_in_flight = u
           if M.constraint(k) then
@@ -255,15 +263,17 @@ function M.render_values(k)
     max_qlen = k.max_qlen,
     threads = k.threads,
     units_in_flight = k.units_in_flight,
+    bulk_stages = k.bulk_stages or 0,
     algo_split = k.algo == "split" and 1 or 0,
   }
 end
 
--- "index_decode.bf16.d128.k16.h1.q1.t256.u2.single/s8" ("/auto" for splits 0).
+-- "index_decode.bf16.d128.k16.h1.q1.t256.u2.single/s8" ("/auto" for splits 0);
+-- bulk variants say ".b<stages>" after the units: "...t256.u1.b2.single/s8".
 function M.variant_name(k, l)
-  return string.format("%s.%s.d%d.k%d.h%d.q%d.t%d.u%d.%s/%s", M.name, k.dtype, k.head_dim, k.topk,
-    k.heads_per_cta, k.max_qlen, k.threads, k.units_in_flight, k.algo,
-    l.splits == 0 and "auto" or ("s" .. l.splits))
+  return string.format("%s.%s.d%d.k%d.h%d.q%d.t%d.u%d%s.%s/%s", M.name, k.dtype, k.head_dim, k.topk,
+    k.heads_per_cta, k.max_qlen, k.threads, k.units_in_flight, (k.bulk_stages or 0) > 0 and (".b" .. k.bulk_stages) or "",
+    k.algo, l.splits == 0 and "auto" or ("s" .. l.splits))
 end
 
 space.define_keys(M, SHAPE_FIELDS, DISPATCH_FIELDS)

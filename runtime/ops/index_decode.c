@@ -14,6 +14,8 @@
  * one column, or the 1024 blocks of 128K tokens for 8 columns at once. A
  * larger buffer would cost every scoring CTA of the launch occupancy. */
 #define ST_INDEX_DECODE_SELECT_SMEM (32 * 1024)
+/* Copy stages of the bulk variants beyond that: four 32 KiB blocks. */
+#define ST_INDEX_DECODE_STAGE_SMEM (128 * 1024)
 #define ST_WS_ALIGN 256
 
 st_status st_index_decode_config_from_params(const st_params *kernel, const st_params *launch,
@@ -40,6 +42,10 @@ st_status st_index_decode_config_from_params(const st_params *kernel, const st_p
   GET(kernel, "max_qlen", 1, ST_INDEX_DECODE_MAX_QLEN, max_qlen)
   GET(kernel, "threads", 64, 1024, threads)
   GET(kernel, "units_in_flight", 1, 8, units_in_flight)
+  /* Variants recorded before bulk copies existed have no bulk_stages. */
+  if (st_params_get(kernel, "bulk_stages")) {
+    GET(kernel, "bulk_stages", 0, 8, bulk_stages)
+  }
   GET(launch, "splits", 0, 4096, splits)
 #undef GET
   if (cfg->threads % 32)
@@ -136,7 +142,7 @@ static int choose_splits(const st_index_decode_config *cfg, int64_t R, int64_t g
 st_status st_index_decode_plan_make(const st_index_decode_config *cfg, const st_index_decode_args *a, int sm_count,
                                     st_index_decode_plan *plan, st_err *err) {
   memset(plan, 0, sizeof *plan);
-  const int64_t rows = a->q.shape[0], H = a->q.shape[1];
+  const int64_t rows = a->q.shape[0], H = a->q.shape[1], D = a->q.shape[2];
   const int64_t R = rows / a->qlen, groups = H / cfg->heads_per_cta;
   const int64_t max_blocks = ceil_div(a->max_context, ST_BLOCK_TOKENS);
   const int splits = choose_splits(cfg, R, groups, max_blocks, sm_count > 0 ? sm_count : 1);
@@ -149,14 +155,23 @@ st_status st_index_decode_plan_make(const st_index_decode_config *cfg, const st_
   if (sel_cols > cols) sel_cols = cols;
   if (sel_cols < 1) sel_cols = 1;
   const int64_t merge_bytes = direct ? 0 : sel_cols * row_bytes;
-  int64_t smem = (cols + 1) * chunk_cap * 4;
+  /* Score keys and pages of a slice, then (bulk variants) the copy stages,
+   * 128-byte aligned, as the template's st_stage_offset computes. The
+   * merge reuses the same memory once scoring is done. */
+  const int64_t keys_bytes = (cols + 1) * chunk_cap * 4;
+  int64_t smem = keys_bytes;
+  if (cfg->bulk_stages > 0)
+    smem = (keys_bytes + 127) / 128 * 128 + (int64_t)cfg->bulk_stages * ST_BLOCK_TOKENS * D * st_dtype_bytes(cfg->dtype);
   if (cfg->algo == ST_INDEX_DECODE_SINGLE && merge_bytes > smem) smem = merge_bytes;
-  if (smem > ST_INDEX_DECODE_MAX_SMEM || merge_bytes > ST_INDEX_DECODE_MAX_SMEM)
+  if (keys_bytes > ST_INDEX_DECODE_MAX_SMEM || merge_bytes > ST_INDEX_DECODE_MAX_SMEM)
     return st_fail(err, ST_ERR_UNSUPPORTED,
                    "max_context=%d needs %lld bytes of shared memory with %d "
                    "splits (limit %d)",
-                   a->max_context, (long long)(smem > merge_bytes ? smem : merge_bytes), splits,
+                   a->max_context, (long long)(keys_bytes > merge_bytes ? keys_bytes : merge_bytes), splits,
                    ST_INDEX_DECODE_MAX_SMEM);
+  if (smem > ST_INDEX_DECODE_MAX_SMEM + ST_INDEX_DECODE_STAGE_SMEM)
+    return st_fail(err, ST_ERR_UNSUPPORTED, "bulk_stages=%d need %lld bytes of shared memory (limit %d)",
+                   cfg->bulk_stages, (long long)smem, ST_INDEX_DECODE_MAX_SMEM + ST_INDEX_DECODE_STAGE_SMEM);
 
   st_index_decode_params *p = &plan->params;
   p->q = a->q.data;

@@ -36,6 +36,8 @@ typedef struct st_index_decode_config {
   int max_qlen;            /* 1..4                                            */
   int threads;             /* 128 or 256                                      */
   int units_in_flight;     /* 16-token tiles each warp loads before computing */
+  int bulk_stages;         /* 0: loads into registers; N: whole blocks copied
+                              into N shared-memory stages (cp.async.bulk)    */
   st_index_decode_algo algo;
   int splits;              /* launch: CTAs per (request, head group); 0 = auto */
 } st_index_decode_config;

@@ -14,7 +14,7 @@
 // At most two warp bit searches in sequence and four barriers, where
 // common/cta_topk.cuh's radix select runs up to five passes of four
 // barriers each (index_decode v4.1: ~10000 cycles for 2 columns of 1024
-// keys; docs/kernels/index_decode.md, v5). More than ST_BOUND_CAP
+// keys; docs/kernels/index_decode.md, v5). More than st_bound_cap
 // candidates in a column (many keys equal to its bound) make the call
 // return false with nothing emitted, and the caller falls back to
 // st_cta_topk.
@@ -25,14 +25,18 @@
 
 constexpr int ST_BOUND_PER_LANE = 8; // keys a lane holds per chunk
 constexpr int ST_BOUND_CHUNK = 32 * ST_BOUND_PER_LANE;
-constexpr int ST_BOUND_CAP = 256; // candidates per column (want <= 64 over 4 chunks)
+// Candidates a column may gather: at most 2048 in all (16 KiB), so that with the
+// launchers' dynamic shared memory the kernels stay under the 48 KiB that
+// need no opt-in; up to 8 columns: 256 each (want 64 over 4 chunks).
+template <int MAXC> constexpr int st_bound_cap() { return MAXC <= 8 ? 256 : 128; }
 
 template <int MAXC> struct st_bound_topk_smem {
+  static constexpr int CAP = st_bound_cap<MAXC>();
   uint32_t bound[MAXC]; // largest chunk bound of the column
-  int count[MAXC];      // candidates found (may exceed ST_BOUND_CAP)
+  int count[MAXC];      // candidates found (may exceed CAP)
   int chosen[MAXC];     // after the call: keys emitted for the column
-  uint32_t key[MAXC][ST_BOUND_CAP];
-  int idx[MAXC][ST_BOUND_CAP];
+  uint32_t key[MAXC][CAP];
+  int idx[MAXC][CAP];
 };
 
 // Chunk q of a column: lane l's key m is entry q * ST_BOUND_CHUNK + 32 m + l
@@ -86,6 +90,10 @@ __device__ bool st_bound_topk(int n, int ncols, Load load, Want want, st_bound_t
     sm.count[threadIdx.x] = 0;
   }
   __syncthreads();
+  // The warp's first chunk (column first_col, chunk sub) stays in registers
+  // for the gathering pass: usually the only one it has (1024 keys a
+  // column over 4 warps), which saves that pass an L2 round trip.
+  uint32_t kept[ST_BOUND_PER_LANE];
   for (int c = first_col; c < ncols; c += col_step) {
     const int w = want(c);
     if (w <= 0) continue;
@@ -93,6 +101,9 @@ __device__ bool st_bound_topk(int n, int ncols, Load load, Want want, st_bound_t
     for (int q = sub; q < nchunks; q += wpc) {
       uint32_t key[ST_BOUND_PER_LANE];
       st_bound_load_chunk(load, c, q, n, key);
+      if (c == first_col && q == sub)
+#pragma unroll
+        for (int m = 0; m < ST_BOUND_PER_LANE; m++) kept[m] = key[m];
       // Only a chunk with `w` keys at or above the bound so far can raise it.
       if (st_bound_count_ge(key, max(bound, 1u)) >= w) {
         bool exact;
@@ -108,7 +119,12 @@ __device__ bool st_bound_topk(int n, int ncols, Load load, Want want, st_bound_t
     const uint32_t cut = max(sm.bound[c], 1u);
     for (int q = sub; q < nchunks; q += wpc) {
       uint32_t key[ST_BOUND_PER_LANE];
-      st_bound_load_chunk(load, c, q, n, key);
+      if (c == first_col && q == sub) {
+#pragma unroll
+        for (int m = 0; m < ST_BOUND_PER_LANE; m++) key[m] = kept[m];
+      } else {
+        st_bound_load_chunk(load, c, q, n, key);
+      }
 #pragma unroll
       for (int m = 0; m < ST_BOUND_PER_LANE; m++) {
         const bool take = key[m] >= cut;
@@ -117,7 +133,7 @@ __device__ bool st_bound_topk(int n, int ncols, Load load, Want want, st_bound_t
         int base = 0;
         if (lane == 0) base = atomicAdd(&sm.count[c], __popc(taken));
         base = __shfl_sync(0xffffffffu, base, 0) + __popc(taken & below);
-        if (take && base < ST_BOUND_CAP) {
+        if (take && base < sm.CAP) {
           sm.key[c][base] = key[m];
           sm.idx[c][base] = q * ST_BOUND_CHUNK + 32 * m + lane;
         }
@@ -126,9 +142,9 @@ __device__ bool st_bound_topk(int n, int ncols, Load load, Want want, st_bound_t
   }
   __syncthreads();
   for (int c = 0; c < ncols; c++)
-    if (sm.count[c] > ST_BOUND_CAP) return false; // the same in every thread
+    if (sm.count[c] > sm.CAP) return false; // the same in every thread
   for (int c = warp; c < ncols; c += nwarps) {
-    constexpr int N = ST_BOUND_CAP / 32;
+    constexpr int N = st_bound_topk_smem<MAXC>::CAP / 32;
     const int cnt = sm.count[c]; // every candidate is present (>= cut >= 1)
     uint32_t key[N];
 #pragma unroll

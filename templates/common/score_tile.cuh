@@ -25,6 +25,7 @@
 #define ST_SCORE_TILE_CUH
 
 #include "common/smem_tile.cuh"
+#include "common/mbarrier.cuh"
 #include "common/wgmma.cuh"
 
 constexpr int BLOCK_TOKENS = 128;
@@ -221,24 +222,7 @@ __device__ __forceinline__ void st_score_epilogue(const st_index_score_params &p
   st_score_row_out(p, t, r_hi, j, hi, 2 * m + 1, out);
 }
 
-// ---- synchronization: stage barriers and the warpgroups' turn ------------
-
-__device__ __forceinline__ void st_mbar_init(uint32_t bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-
-__device__ __forceinline__ void st_mbar_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-
-// Waits until the barrier's phase with this parity has completed.
-__device__ __forceinline__ void st_mbar_wait(uint32_t bar, int parity) {
-  asm volatile("{\n .reg .pred done;\n wait:\n"
-               " mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-               " @!done bra wait;\n}\n" ::"r"(bar),
-               "r"(parity)
-               : "memory");
-}
+// ---- synchronization: the warpgroups' turn (stage barriers: mbarrier.cuh) ----
 
 // Named barriers 1 and 2 pass the tensor cores between the two warpgroups.
 __device__ __forceinline__ void st_turn_wait(int id) { asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory"); }

@@ -1,0 +1,45 @@
+// mbarrier.cuh - shared-memory barriers that count arrivals and bytes, and
+// the bulk copy engine (cp.async.bulk) that signals them: stage handoffs
+// between a copying thread and the warps that read the stage.
+#ifndef ST_MBARRIER_CUH
+#define ST_MBARRIER_CUH
+
+// `bar` arguments are shared-memory addresses (__cvta_generic_to_shared).
+__device__ __forceinline__ void st_mbar_init(uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+
+// After the barriers are initialized, before any other thread or the copy
+// engine uses them (then a __syncthreads).
+__device__ __forceinline__ void st_mbar_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void st_mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+
+// Arrives and announces `bytes` that copies will complete on this phase.
+__device__ __forceinline__ void st_mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+
+// Waits until the barrier's phase with this parity has completed.
+__device__ __forceinline__ void st_mbar_wait(uint32_t bar, int parity) {
+  asm volatile("{\n .reg .pred done;\n wait:\n"
+               " mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+               " @!done bra wait;\n}\n" ::"r"(bar),
+               "r"(parity)
+               : "memory");
+}
+
+// Copies `bytes` (a multiple of 16; both addresses 16-byte aligned) from
+// global memory to shared memory with the bulk copy engine; completion
+// counts the bytes on barrier `bar`.
+__device__ __forceinline__ void st_bulk_copy_g2s(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
+}
+
+#endif // ST_MBARRIER_CUH
