@@ -1,13 +1,14 @@
 #include "dispatch.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 const char *st_dispatch_rule_name(st_dispatch_rule rule) {
   switch (rule) {
   case ST_DISPATCH_EXACT: return "exact";
-  case ST_DISPATCH_NEAREST_BATCH: return "nearest batch";
+  case ST_DISPATCH_NEAREST: return "nearest shape";
   case ST_DISPATCH_DEFAULT: return "default";
   }
   return "unknown";
@@ -15,40 +16,56 @@ const char *st_dispatch_rule_name(st_dispatch_rule rule) {
 
 /* ---- key fields ---------------------------------------------------------- */
 
-static int count_fields_except(const st_params *ps, const char *skip) {
+/* The numeric fields nearness is measured on: the batch and, where a key
+ * has it, the context (index_decode: the call's max_context). */
+static int is_nearness_field(const char *key) {
+  return strcmp(key, ST_DISPATCH_BATCH_FIELD) == 0 || strcmp(key, ST_DISPATCH_CONTEXT_FIELD) == 0;
+}
+
+static int count_fields(const st_params *ps, int skip_nearness) {
   int n = 0;
   for (int i = 0; i < ps->n; i++)
-    if (!skip || strcmp(ps->p[i].key, skip) != 0) n++;
+    if (!skip_nearness || !is_nearness_field(ps->p[i].key)) n++;
   return n;
 }
 
-/* Same keys with the same values, ignoring `skip` (NULL: compare all). */
-static int fields_equal_except(const st_params *a, const st_params *b, const char *skip) {
-  if (count_fields_except(a, skip) != count_fields_except(b, skip)) return 0;
+/* Same keys with the same values, ignoring the batch and context fields
+ * when skip_nearness is set. */
+static int fields_equal(const st_params *a, const st_params *b, int skip_nearness) {
+  if (count_fields(a, skip_nearness) != count_fields(b, skip_nearness)) return 0;
   for (int i = 0; i < a->n; i++) {
-    if (skip && strcmp(a->p[i].key, skip) == 0) continue;
+    if (skip_nearness && is_nearness_field(a->p[i].key)) continue;
     const char *v = st_params_get(b, a->p[i].key);
     if (!v || strcmp(v, a->p[i].val) != 0) return 0;
   }
   return 1;
 }
 
-/* The batch of a key, or 0 when it has none (or an unreadable one). */
-static long long key_batch(const st_params *fields) {
-  long long b = 0;
-  if (st_params_get_int(fields, ST_DISPATCH_BATCH_FIELD, 1, INT_MAX, &b, NULL) != ST_OK) return 0;
-  return b;
+long long st_dispatch_key_int(const st_params *fields, const char *name) {
+  long long v = 0;
+  if (st_params_get_int(fields, name, 1, INT_MAX, &v, NULL) != ST_OK) return 0;
+  return v;
 }
 
-/* 1 if batch x is nearer to `want` than y in log2 distance, ties going to
- * the larger batch. Compares the ratios max/min exactly: x_hi/x_lo < y_hi/y_lo.
- */
-static int nearer(long long x, long long y, long long want) {
-  long long x_hi = x > want ? x : want, x_lo = x > want ? want : x;
-  long long y_hi = y > want ? y : want, y_lo = y > want ? want : y;
-  long long lhs = x_hi * y_lo, rhs = y_hi * x_lo; /* both < 2^62: batches are <= INT_MAX */
-  if (lhs != rhs) return lhs < rhs;
-  return x > y;
+/* log2 distance of a winner's (batch, context) from the call's; a field
+ * either side lacks counts nothing. */
+static double distance(long long batch, long long context, long long want_batch, long long want_context) {
+  double d = 0.0;
+  if (batch > 0 && want_batch > 0) d += fabs(log2((double)batch / (double)want_batch));
+  if (context > 0 && want_context > 0) d += fabs(log2((double)context / (double)want_context));
+  return d;
+}
+
+/* 1 if candidate x is nearer to the call than y; ties (within rounding of
+ * the logarithms) go to the larger batch, then the larger context. */
+static int nearer(const st_dispatch_candidate *x, const st_dispatch_candidate *y, long long want_batch,
+                  long long want_context) {
+  const double dx = distance(x->batch, x->context, want_batch, want_context);
+  const double dy = distance(y->batch, y->context, want_batch, want_context);
+  if (dx < dy - 1e-9) return 1;
+  if (dx > dy + 1e-9) return 0;
+  if (x->batch != y->batch) return x->batch > y->batch;
+  return x->context > y->context;
 }
 
 const char *st_op_name(st_op_id op) {
@@ -82,14 +99,15 @@ static int listed(const cand_list *l, const st_dispatch_variant *v) {
 }
 
 /* Appends `v` if it is new and fits; returns 1 if appended. */
-static int add_if_fits(cand_list *l, const st_dispatch_variant *v, st_dispatch_rule rule, long long batch) {
+static int add_if_fits(cand_list *l, const st_dispatch_variant *v, st_dispatch_rule rule, long long batch,
+                       long long context) {
   if (listed(l, v)) return 0;
   st_err reason;
   if (l->hooks->fit(l->hooks->fit_ctx, l->op, v, l->args, &reason) != ST_OK) {
     if (l->why) st_fail(l->why, ST_ERR_NO_VARIANT, "%s: %s", v->name, reason.msg);
     return 0;
   }
-  l->out[l->n++] = (st_dispatch_candidate){.v = v, .rule = rule, .batch = batch};
+  l->out[l->n++] = (st_dispatch_candidate){.v = v, .rule = rule, .batch = batch, .context = context};
   return 1;
 }
 
@@ -97,28 +115,31 @@ void st_dispatch_candidates(const st_dispatch_table *t, const st_params *fields,
                             const st_dispatch_hooks *hooks, st_dispatch_candidate *out, size_t *n_fit, st_err *why) {
   cand_list l = {.out = out, .n = 0, .op = t->op, .args = args, .hooks = hooks, .why = why};
   if (why) why->msg[0] = '\0';
-  long long want = key_batch(fields);
+  const long long want_batch = st_dispatch_key_int(fields, ST_DISPATCH_BATCH_FIELD);
+  const long long want_context = st_dispatch_key_int(fields, ST_DISPATCH_CONTEXT_FIELD);
 
   for (size_t i = 0; i < t->n_winners; i++) {
     const st_dispatch_winner *w = &t->winners[i];
-    if (fields_equal_except(&w->fields, fields, NULL)) add_if_fits(&l, &w->v, ST_DISPATCH_EXACT, w->batch);
+    if (fields_equal(&w->fields, fields, 0)) add_if_fits(&l, &w->v, ST_DISPATCH_EXACT, w->batch, w->context);
   }
 
-  /* Nearest batch first: insertion sort of the appended tail, stable, so
-   * winners of one batch keep the table's order (newest run first). */
+  /* Nearest (batch, context) next: insertion sort of the appended tail,
+   * stable, so winners of one shape keep the table's order (newest run
+   * first). */
   size_t tail = l.n;
-  for (size_t i = 0; want > 0 && i < t->n_winners; i++) {
+  for (size_t i = 0; (want_batch > 0 || want_context > 0) && i < t->n_winners; i++) {
     const st_dispatch_winner *w = &t->winners[i];
-    if (w->batch <= 0 || w->batch == want) continue; /* same batch: handled as exact */
-    if (!fields_equal_except(&w->fields, fields, ST_DISPATCH_BATCH_FIELD)) continue;
-    if (!add_if_fits(&l, &w->v, ST_DISPATCH_NEAREST_BATCH, w->batch)) continue;
+    if (w->batch <= 0 && w->context <= 0) continue;
+    if (fields_equal(&w->fields, fields, 0)) continue; /* handled as exact */
+    if (!fields_equal(&w->fields, fields, 1)) continue;
+    if (!add_if_fits(&l, &w->v, ST_DISPATCH_NEAREST, w->batch, w->context)) continue;
     st_dispatch_candidate c = out[l.n - 1];
     size_t j = l.n - 1;
-    for (; j > tail && nearer(c.batch, out[j - 1].batch, want); j--) out[j] = out[j - 1];
+    for (; j > tail && nearer(&c, &out[j - 1], want_batch, want_context); j--) out[j] = out[j - 1];
     out[j] = c;
   }
 
-  for (size_t i = 0; i < t->n_defaults; i++) add_if_fits(&l, &t->defaults[i], ST_DISPATCH_DEFAULT, 0);
+  for (size_t i = 0; i < t->n_defaults; i++) add_if_fits(&l, &t->defaults[i], ST_DISPATCH_DEFAULT, 0, 0);
   *n_fit = l.n;
 }
 

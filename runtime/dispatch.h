@@ -4,8 +4,10 @@
  * default variants once (st_open) into an st_dispatch_table; a call turns
  * its arguments into a dispatch key and asks for a choice:
  *   1. a winner recorded for exactly this key whose config fits the call;
- *   2. else the winner with the same key fields except the batch B whose B
- *      is nearest in log2 distance (ties: the larger B) and fits;
+ *   2. else the winner with the same key fields except the batch B and the
+ *      context ctx (keys that have one: index_decode) whose (B, ctx) is
+ *      nearest in log2 distance, |log2 B'/B| + |log2 ctx'/ctx| (ties: the
+ *      larger B, then the larger ctx), and fits;
  *   3. else the default variant that fits with the smallest topk capacity.
  * Each candidate is then loaded through a hook; one that cannot be loaded
  * because its binary is missing or broken (ST_ERR_NO_VARIANT) is skipped in
@@ -57,6 +59,9 @@ typedef union st_variant_config {
 
 /* The dispatch key field that holds the batch size (requests per call). */
 #define ST_DISPATCH_BATCH_FIELD "B"
+/* The field that holds the call's max_context, in the keys of ops whose
+ * best variant depends on it (index_decode). */
+#define ST_DISPATCH_CONTEXT_FIELD "ctx"
 /* Longest dispatch key text, NUL included (as st_winner_row stores it). */
 #define ST_DISPATCH_KEY_MAX 256
 /* Decisions remembered per handle and op; the oldest is replaced when full. */
@@ -77,6 +82,7 @@ typedef struct st_dispatch_winner {
   st_params fields; /* the dispatch key's fields (ST_DISPATCH_BATCH_FIELD among
                        them) */
   long long batch;  /* the value of ST_DISPATCH_BATCH_FIELD; 0 when absent     */
+  long long context; /* the value of ST_DISPATCH_CONTEXT_FIELD; 0 when absent */
   int64_t run_id;   /* the tuning run that picked it: newer runs win ties      */
   double median_us;
   st_dispatch_variant v;
@@ -97,7 +103,7 @@ typedef struct st_dispatch_table {
 
 typedef enum st_dispatch_rule {
   ST_DISPATCH_EXACT = 0,         /* winner of this dispatch key            */
-  ST_DISPATCH_NEAREST_BATCH = 1, /* winner of the nearest batch size       */
+  ST_DISPATCH_NEAREST = 1,       /* winner of the nearest (batch, context)  */
   ST_DISPATCH_DEFAULT = 2        /* the op's fallback variant              */
 } st_dispatch_rule;
 
@@ -124,7 +130,8 @@ typedef struct st_dispatch_hooks {
 typedef struct st_dispatch_candidate {
   const st_dispatch_variant *v;
   st_dispatch_rule rule;
-  long long batch; /* the winner's batch; 0 for a default */
+  long long batch;   /* the winner's batch; 0 for a default   */
+  long long context; /* the winner's context; 0 when none     */
 } st_dispatch_candidate;
 
 typedef struct st_dispatch_choice {
@@ -146,7 +153,7 @@ typedef struct st_dispatch_memo {
 } st_dispatch_memo;
 
 /* Lists the variants of `t` that fit the call, best first, each once (by
- * id): exact winners (newest run first), nearest-batch winners, defaults
+ * id): exact winners (newest run first), nearest-shape winners, defaults
  * (smallest topk capacity first). `fields` are the call's dispatch key
  * fields; only hooks->fit is used. `out` must hold n_winners + n_defaults
  * entries. *n_fit is the
@@ -183,7 +190,10 @@ void st_dispatch_memo_put(st_dispatch_memo *memo, const char *key, int max_conte
 void st_dispatch_sort_winners(st_dispatch_winner *w, size_t n);
 void st_dispatch_sort_defaults(st_dispatch_variant *v, size_t n);
 
-/* "exact", "nearest batch", "default". */
+/* The positive integer `name` of a key's fields, 0 when absent or not one. */
+long long st_dispatch_key_int(const st_params *fields, const char *name);
+
+/* "exact", "nearest shape", "default". */
 const char *st_dispatch_rule_name(st_dispatch_rule rule);
 
 #endif

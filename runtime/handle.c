@@ -252,8 +252,8 @@ static st_status build_winners(st_handle *h, st_op_id op, const winner_rows *r, 
       w->fields = row->dispatch;
     else if (st_params_parse_key(row->dispatch_key, &w->fields, &why) != ST_OK) /* a row without its fields */
       return st_fail(err, ST_ERR_DB, "%s: winner key '%s' cannot be read: %s", h->db_path, row->dispatch_key, why.msg);
-    long long b = 0;
-    w->batch = st_params_get_int(&w->fields, ST_DISPATCH_BATCH_FIELD, 1, INT_MAX, &b, NULL) == ST_OK ? b : 0;
+    w->batch = st_dispatch_key_int(&w->fields, ST_DISPATCH_BATCH_FIELD);
+    w->context = st_dispatch_key_int(&w->fields, ST_DISPATCH_CONTEXT_FIELD);
     w->run_id = row->run_id;
     w->median_us = row->median_us;
     snprintf(w->v.id, sizeof w->v.id, "%s", vrow.id);

@@ -209,8 +209,9 @@ static const st_shape *find_shape(const st_shape *s, int n, const char *key) {
 /* The dispatch key the runtime builds for this shape (runtime/ops/index_decode.c). */
 static void runtime_dispatch_key(const st_shape *s, char *key, size_t cap) {
   st_err err = {{0}};
-  long long B, D, H, qlen, topk;
+  long long B, D, H, qlen, topk, ctx;
   assert_int_equal(st_params_get_int(&s->params, "B", 1, 65535, &B, &err), ST_OK);
+  assert_int_equal(st_params_get_int(&s->params, "ctx", 1, 1 << 24, &ctx, &err), ST_OK);
   assert_int_equal(st_params_get_int(&s->params, "D", 1, 512, &D, &err), ST_OK);
   assert_int_equal(st_params_get_int(&s->params, "H", 1, 65535, &H, &err), ST_OK);
   assert_int_equal(st_params_get_int(&s->params, "qlen", 1, 4, &qlen, &err), ST_OK);
@@ -224,6 +225,7 @@ static void runtime_dispatch_key(const st_shape *s, char *key, size_t cap) {
   a.q.shape[2] = D;
   a.qlen = (int)qlen;
   a.topk = (int)topk;
+  a.max_context = (int)ctx;
   assert_int_equal(st_index_decode_dispatch_key(&a, key, cap, NULL, &err), ST_OK);
 }
 
@@ -239,7 +241,7 @@ static void test_suite_shape_and_dispatch_keys_are_canonical(void **state) {
   const st_shape *b8 =
       find_shape(s, n, "index_decode:B=8,D=128,H=2,ctx=32768,dtype=bf16,init=1,lens=full,local=2,qlen=1,topk=16");
   assert_non_null(b8);
-  assert_string_equal(b8->dispatch_key, "index_decode:B=8,D=128,H=2,dtype=bf16,qlen=1,topk=16");
+  assert_string_equal(b8->dispatch_key, "index_decode:B=8,D=128,H=2,ctx=32768,dtype=bf16,qlen=1,topk=16");
   assert_int_equal(b8->params.n, 11); /* the ten fields of the key, and the peer's time */
   assert_string_equal(st_params_get(&b8->params, "peer_us"), "26.7");
   assert_string_equal(st_params_get(&b8->params, "lens"), "full");

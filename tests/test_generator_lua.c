@@ -223,7 +223,7 @@ static void test_index_decode_shape_and_dispatch_keys(void **state) {
   expect(*state, "local op = require('ops.index_decode')\n" SHAPE_B8 "return op.shape_key(s)",
          "index_decode:B=8,D=128,H=2,ctx=32768,dtype=bf16,init=1,lens=full,local=2,qlen=1,topk=16");
   expect(*state, "local op = require('ops.index_decode')\n" SHAPE_B8 "return op.dispatch_key(s)",
-         "index_decode:B=8,D=128,H=2,dtype=bf16,qlen=1,topk=16");
+         "index_decode:B=8,D=128,H=2,ctx=32768,dtype=bf16,qlen=1,topk=16");
   expect(*state,
          "local op = require('ops.index_decode')\n" SHAPE_B8
          "s.init = 15\nlocal ok, why = op.check_shape(s)\nreturn tostring(ok) .. ': ' .. why",

@@ -182,7 +182,7 @@ static void test_dispatch_key_is_canonical(void **state) {
   st_params f = {0};
   st_err err = {{0}};
   assert_int_equal(st_index_decode_dispatch_key(&a, key, sizeof key, &f, &err), ST_OK);
-  assert_string_equal(key, "index_decode:B=8,D=128,H=2,dtype=bf16,qlen=2,topk=16");
+  assert_string_equal(key, "index_decode:B=8,D=128,H=2,ctx=32768,dtype=bf16,qlen=2,topk=16");
   assert_string_equal(st_params_get(&f, "B"), "8");
   st_params parsed = {0};
   assert_int_equal(st_params_parse_key(key, &parsed, &err), ST_OK);

@@ -1,5 +1,5 @@
 /* test_runtime_dispatch.c - choosing a variant: exact winner, nearest batch
- * bucket, default by topk capacity, fallback past broken binaries, memo.
+ * and context, default by topk capacity, fallback past broken binaries, memo.
  *
  * Drives runtime/dispatch.c alone, with in-memory winner and default lists,
  * a stand-in fit check and a stand-in loader: no database, no GPU. */
@@ -189,7 +189,55 @@ static void exact_winner_that_does_not_fit_falls_to_nearest_batch(void **state) 
   st_dispatch_rule rule;
   call c = make_call(8, 128, 2, ST_DTYPE_BF16, 1, 16);
   assert_string_equal(choose_ok(&t, &f, &c, &rule), "w16"); /* 2x away; w2 is 4x away */
-  assert_int_equal(rule, ST_DISPATCH_NEAREST_BATCH);
+  assert_int_equal(rule, ST_DISPATCH_NEAREST);
+}
+
+/* A winner tuned at (B, ctx), as index_decode's keys now hold the context. */
+static st_dispatch_winner winner_at(const char *id, long long B, long long ctx) {
+  st_dispatch_winner w = make_winner(id, B, 2, 1);
+  assert_int_equal(st_params_set_int(&w.fields, "ctx", ctx, NULL), ST_OK);
+  w.context = ctx;
+  return w;
+}
+
+static call call_at(long long B, long long ctx) {
+  call c = make_call(B, 128, 2, ST_DTYPE_BF16, 1, 16);
+  c.args.max_context = (int)ctx;
+  assert_int_equal(st_params_set_int(&c.fields, "ctx", ctx, NULL), ST_OK);
+  snprintf(c.key, sizeof c.key, "index_decode:B=%lld,D=128,H=2,ctx=%lld,dtype=bf16,qlen=1,topk=16", B, ctx);
+  return c;
+}
+
+static void nearest_shape_adds_the_log2_distances_of_batch_and_context(void **state) {
+  (void)state;
+  st_dispatch_winner w[] = {winner_at("b1c8k", 1, 8192), winner_at("b1c128k", 1, 131072),
+                            winner_at("b8c32k", 8, 32768)};
+  st_dispatch_table t = table_of(w, 3, NULL, 0);
+  fake f = {0};
+  st_dispatch_rule rule;
+  call c = call_at(1, 131072);
+  assert_string_equal(choose_ok(&t, &f, &c, &rule), "b1c128k");
+  assert_int_equal(rule, ST_DISPATCH_EXACT);
+  c = call_at(1, 100000); /* 0.4 from b1c128k, 3.6 from b1c8k, 4.6 from b8c32k */
+  assert_string_equal(choose_ok(&t, &f, &c, &rule), "b1c128k");
+  assert_int_equal(rule, ST_DISPATCH_NEAREST);
+  c = call_at(2, 32768); /* 2 from b8c32k, 3 from both B = 1 winners */
+  assert_string_equal(choose_ok(&t, &f, &c, NULL), "b8c32k");
+  c = call_at(1, 16384); /* 1 from b1c8k */
+  assert_string_equal(choose_ok(&t, &f, &c, NULL), "b1c8k");
+  c = call_at(1, 32768); /* 2 from both B = 1 winners: the larger context */
+  assert_string_equal(choose_ok(&t, &f, &c, NULL), "b1c128k");
+}
+
+static void winners_recorded_without_a_context_match_by_batch(void **state) {
+  (void)state;
+  st_dispatch_winner w[] = {make_winner("old_b1", 1, 2, 1), winner_at("b8c32k", 8, 32768)};
+  st_dispatch_table t = table_of(w, 2, NULL, 0);
+  fake f = {0};
+  st_dispatch_rule rule;
+  call c = call_at(1, 65536);
+  assert_string_equal(choose_ok(&t, &f, &c, &rule), "old_b1");
+  assert_int_equal(rule, ST_DISPATCH_NEAREST);
 }
 
 static void nearest_batch_is_nearest_in_log2(void **state) {
@@ -209,7 +257,7 @@ static void nearest_batch_is_nearest_in_log2(void **state) {
     st_dispatch_rule rule;
     const char *got = choose_ok(&t, &f, &c, &rule);
     if (strcmp(got, cases[i].want) != 0) fail_msg("B=%lld: chose %s, expected %s", cases[i].B, got, cases[i].want);
-    assert_int_equal(rule, ST_DISPATCH_NEAREST_BATCH);
+    assert_int_equal(rule, ST_DISPATCH_NEAREST);
   }
 }
 
@@ -294,7 +342,7 @@ static void winner_with_a_missing_binary_falls_back(void **state) {
 
   fake f1 = {.broken = {"w8"}};
   assert_string_equal(choose_ok(&t, &f1, &c, &rule), "w16");
-  assert_int_equal(rule, ST_DISPATCH_NEAREST_BATCH);
+  assert_int_equal(rule, ST_DISPATCH_NEAREST);
   assert_int_equal(f1.loads, 2);
 
   fake f2 = {.broken = {"w8", "w16"}};
@@ -336,8 +384,8 @@ static void candidates_are_ordered_and_listed_once(void **state) {
     if (strcmp(out[i].v->id, want[i]) != 0) fail_msg("candidate %zu is %s, expected %s", i, out[i].v->id, want[i]);
   }
   assert_int_equal(out[0].rule, ST_DISPATCH_EXACT);
-  assert_int_equal(out[2].rule, ST_DISPATCH_NEAREST_BATCH);
-  assert_int_equal(out[4].rule, ST_DISPATCH_NEAREST_BATCH); /* d16 as the winner of B=2 */
+  assert_int_equal(out[2].rule, ST_DISPATCH_NEAREST);
+  assert_int_equal(out[4].rule, ST_DISPATCH_NEAREST); /* d16 as the winner of B=2 */
   assert_int_equal(out[5].rule, ST_DISPATCH_DEFAULT);
 }
 
@@ -459,6 +507,8 @@ int main(void) {
       cmocka_unit_test(newest_run_wins_among_exact_winners),
       cmocka_unit_test(exact_winner_that_does_not_fit_falls_to_nearest_batch),
       cmocka_unit_test(nearest_batch_is_nearest_in_log2),
+      cmocka_unit_test(nearest_shape_adds_the_log2_distances_of_batch_and_context),
+      cmocka_unit_test(winners_recorded_without_a_context_match_by_batch),
       cmocka_unit_test(nearest_batch_tie_goes_to_the_larger_batch),
       cmocka_unit_test(nearest_batch_needs_every_other_field_equal),
       cmocka_unit_test(default_prefers_the_smallest_topk_capacity_that_fits),

@@ -47,7 +47,8 @@ static int make_db(void **state) {
   st_shape shape;
   fill_shape(&shape, R);
   char key[160];
-  snprintf(key, sizeof key, "index_decode:B=%d,D=%d,H=%d,dtype=bf16,qlen=%d,topk=%d", R, D, H, QLEN, TOPK);
+  snprintf(key, sizeof key, "index_decode:B=%d,D=%d,H=%d,ctx=%d,dtype=bf16,qlen=%d,topk=%d", R, D, H, CTX, QLEN,
+           TOPK);
   st_test_make_db("index_decode", &shape, key, "single", "8", g_db, sizeof g_db, g_winner_id);
   return 0;
 }

@@ -59,6 +59,8 @@ static st_status run(graph_state *g, CUstream s, st_launch_fn fn, void *ctx, con
   for (int i = 0; i < 2; i++) ST_CU_TRY(cu, cu->cuEventCreate(&g->ev[i], CU_EVENT_DEFAULT), err);
   float ms = 0;
   if (o->warmup > 0 && (st = replay(g, s, o->warmup, &ms, err)) != ST_OK) return st;
+  for (float warm = ms; o->warmup > 0 && warm < o->warmup_ms; warm += ms)
+    if ((st = replay(g, s, o->warmup, &ms, err)) != ST_OK) return st;
   const int probe_n = o->iters > 0 && o->iters < 5 ? o->iters : 5;
   if ((st = replay(g, s, probe_n, &ms, err)) != ST_OK) return st;
   const double probe_us = 1000.0 * ms / probe_n;

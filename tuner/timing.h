@@ -17,6 +17,9 @@ typedef st_status (*st_launch_fn)(void *ctx, CUstream stream, st_err *err);
 
 typedef struct st_timing_opts {
   int warmup;          /* replays before timing                               */
+  double warmup_ms;    /* > 0: keep replaying (in batches of `warmup`) until
+                          this much GPU time has passed: an idle GPU clocks
+                          down and needs ~0.1 s of load to clock back up     */
   int reps;            /* timed repetitions, 1..ST_TIMING_MAX_REPS             */
   int iters;           /* replays per repetition; 0 = enough for target_rep_ms */
   double target_rep_ms;/* with iters 0: aim for this long a repetition          */

@@ -50,7 +50,9 @@ local SM_COUNT, MAX_WAVES = 132, 8
 local SHAPE_FIELDS = { "B", "D", "H", "ctx", "dtype", "init", "lens", "local", "qlen", "topk" }
 -- The host-known subset the runtime dispatches on (runtime/ops/index_decode.c
 -- st_index_decode_dispatch_key builds the same text).
-local DISPATCH_FIELDS = { "B", "D", "H", "dtype", "qlen", "topk" }
+-- ctx: the tuned context, which the runtime matches with the call's
+-- max_context (nearest in log2 distance with B when not exact).
+local DISPATCH_FIELDS = { "B", "D", "H", "ctx", "dtype", "qlen", "topk" }
 local LENS = { "full", "mixed" }
 local LAUNCH_PARAMS = { splits = true }
 local SHAPE_FIELD_SET = {}

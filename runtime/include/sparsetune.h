@@ -4,7 +4,8 @@
  * An inference engine links libsparsetune, opens a tuning database written by
  * `sparsetune tune`, and calls one function per op. Each call picks the best
  * recorded kernel variant for its shape (exact shape, else the nearest batch
- * bucket, else the op's default variant), loads that variant's cubin from the
+ * size and, for st_index_decode, max_context, else the op's default
+ * variant), loads that variant's cubin from the
  * database the first time it is needed, and launches it on the caller's stream.
  *
  * Rules every entry point follows:

@@ -258,14 +258,17 @@ st_status st_index_decode_dispatch_key(const st_index_decode_args *a, char *key,
                                        st_err *err) {
   const long long R = a->q.shape[0] / (a->qlen > 0 ? a->qlen : 1);
   const char *dt = st_dtype_name(a->q.dtype);
-  int n = snprintf(key, cap, "%s:B=%lld,D=%lld,H=%lld,dtype=%s,qlen=%d,topk=%d", ST_INDEX_DECODE_OP, R,
-                   (long long)a->q.shape[2], (long long)a->q.shape[1], dt, a->qlen, a->topk);
+  /* ctx: the best split and load differ between 8K and 128K contexts,
+   * and max_context is what the host knows of them. */
+  int n = snprintf(key, cap, "%s:B=%lld,D=%lld,H=%lld,ctx=%d,dtype=%s,qlen=%d,topk=%d", ST_INDEX_DECODE_OP, R,
+                   (long long)a->q.shape[2], (long long)a->q.shape[1], a->max_context, dt, a->qlen, a->topk);
   if (n < 0 || (size_t)n >= cap) return st_fail(err, ST_ERR_INVALID_ARG, "dispatch key buffer too small");
   if (!fields) return ST_OK;
   fields->n = 0;
   st_status s;
   if ((s = st_params_set_int(fields, "B", R, err)) || (s = st_params_set_int(fields, "D", a->q.shape[2], err)) ||
-      (s = st_params_set_int(fields, "H", a->q.shape[1], err)) || (s = st_params_set(fields, "dtype", dt, err)) ||
+      (s = st_params_set_int(fields, "H", a->q.shape[1], err)) ||
+      (s = st_params_set_int(fields, "ctx", a->max_context, err)) || (s = st_params_set(fields, "dtype", dt, err)) ||
       (s = st_params_set_int(fields, "qlen", a->qlen, err)) || (s = st_params_set_int(fields, "topk", a->topk, err)))
     return s;
   return ST_OK;
