@@ -266,7 +266,7 @@ __device__ __forceinline__ int st_stage_offset(const st_index_decode_params &p) 
 
 // BULK_STAGES > 0: the slice's nloc blocks pass through the stages in order.
 // Thread 0 copies block i + BULK_STAGES into stage i % BULK_STAGES once every
-// warp has released block i there (empty barrier); a warp waits for a
+// thread has released block i there (empty barrier); a warp waits for a
 // block's bytes (full barrier), scores its tiles, then releases. A page
 // whose rows are contiguous (k_stride_token = head_dim) is one copy; else
 // warp 0's lanes copy it row by row.
@@ -305,8 +305,9 @@ __device__ void st_score_bulk(const st_index_decode_params &p, const int32_t *s_
       }
       st_score_tile(a, qf, col_pos, ncols, (j0 + i) * BLOCK_TOKENS + tile * 16 + gq, s_keys + i, chunk);
     }
-    __syncwarp();
-    if (lane == 0) st_mbar_arrive(st_smem_addr(&empty[st]));
+    // Every thread releases its own reads of the stage (an arrive orders
+    // only the arriving thread's accesses before the next copy's writes).
+    st_mbar_arrive(st_smem_addr(&empty[st]));
     if (warp == 0 && i + BULK_STAGES < nloc) {
       st_mbar_wait(st_smem_addr(&empty[st]), parity);
       issue(i + BULK_STAGES);
@@ -343,7 +344,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) st_index_decode_main(co
     if (dyn_bytes < (uint32_t)(st_stage_offset(p) + BULK_STAGES * BLOCK_BYTES)) __trap();
     for (int i = 0; i < BULK_STAGES; i++) {
       st_mbar_init(st_smem_addr(&s_full[i]), 1);
-      st_mbar_init(st_smem_addr(&s_empty[i]), WARPS);
+      st_mbar_init(st_smem_addr(&s_empty[i]), THREADS);
     }
     st_mbar_init_fence();
   }

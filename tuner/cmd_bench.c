@@ -106,9 +106,8 @@ static void bench_shape(const st_cu *cu, const st_device_info *dev, st_handle *r
     goto done;
   }
   /* 200 ms of replays first: the case's CPU reference leaves the GPU idle
-   * long enough to clock down, and 20 replays of a 10 us kernel would time
-   * it still ramping up (17.9 against 14.8 us for the same index_decode
-   * variant at B = 1, 128K). */
+   * long enough to clock down (it idles at 345 MHz), and 20 replays of a
+   * 10 us kernel are 0.2 ms of load. */
   const st_timing_opts o = {
       .warmup = 20, .warmup_ms = 200.0, .reps = 5, .iters = h->bench_iters > 0 ? h->bench_iters : 40};
   st_timing t;

@@ -141,8 +141,12 @@ __device__ bool st_bound_topk(int n, int ncols, Load load, Want want, st_bound_t
     }
   }
   __syncthreads();
-  for (int c = 0; c < ncols; c++)
-    if (sm.count[c] > sm.CAP) return false; // the same in every thread
+  bool overflow = false;
+  for (int c = 0; c < ncols; c++) overflow |= sm.count[c] > sm.CAP; // the same in every thread
+  if (overflow) {
+    __syncthreads(); // the caller's fallback may reuse this shared memory
+    return false;
+  }
   for (int c = warp; c < ncols; c += nwarps) {
     constexpr int N = st_bound_topk_smem<MAXC>::CAP / 32;
     const int cnt = sm.count[c]; // every candidate is present (>= cut >= 1)
