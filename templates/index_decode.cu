@@ -269,7 +269,8 @@ __device__ __forceinline__ int st_stage_offset(const st_index_decode_params &p) 
 // thread has released block i there (empty barrier); a warp waits for a
 // block's bytes (full barrier), scores its tiles, then releases. A page
 // whose rows are contiguous (k_stride_token = head_dim) is one copy; else
-// warp 0's lanes copy it row by row.
+// warp 0's lanes copy it row by row (not reached yet: the launcher gives
+// strided pages to register variants until a GPU test covers this path).
 __device__ void st_score_bulk(const st_index_decode_params &p, const int32_t *s_pages, int nloc, int j0, int chunk,
                               int ncols, const uint4 (&qf)[NTILES][CHUNKS], const int (&col_pos)[NTILES][2],
                               uint32_t *s_keys, char *stages, uint64_t *full, uint64_t *empty) {

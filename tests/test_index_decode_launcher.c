@@ -106,6 +106,16 @@ static void test_variant_fit_names_the_mismatch(void **state) {
   c = config("bf16", 16, 2, 1, "single", 4);
   assert_int_equal(st_index_decode_check_fit(&c, &a, &err), ST_ERR_NO_VARIANT);
   assert_non_null(strstr(err.msg, "qlen <= 1"));
+  /* Bulk copies only where a page's rows are dense. */
+  c = config("bf16", 16, 2, 2, "single", 4);
+  c.bulk_stages = 2;
+  assert_int_equal(st_index_decode_check_fit(&c, &a, &err), ST_OK);
+  a.k_cache.stride[1] = 2 * a.k_cache.shape[2];
+  a.k_cache.stride[0] = 128 * a.k_cache.stride[1];
+  assert_int_equal(st_index_decode_check_fit(&c, &a, &err), ST_ERR_NO_VARIANT);
+  assert_non_null(strstr(err.msg, "bulk variant needs dense pages (k_cache.stride[1]=256"));
+  c.bulk_stages = 0;
+  assert_int_equal(st_index_decode_check_fit(&c, &a, &err), ST_OK);
 }
 
 static void test_bad_variant_parameters_are_refused(void **state) {

@@ -117,6 +117,12 @@ st_status st_index_decode_check_fit(const st_index_decode_config *cfg, const st_
                    cfg->heads_per_cta, (long long)H);
   if (a->qlen > cfg->max_qlen)
     return st_fail(err, ST_ERR_NO_VARIANT, "variant handles qlen <= %d, call has %d", cfg->max_qlen, a->qlen);
+  /* The bulk variants' row-by-row copy of a strided page has not run on a
+   * GPU yet (the tests' caches are dense): such calls take a register
+   * variant until it has. */
+  if (cfg->bulk_stages > 0 && a->k_cache.stride[1] != D)
+    return st_fail(err, ST_ERR_NO_VARIANT, "bulk variant needs dense pages (k_cache.stride[1]=%lld, head_dim %lld)",
+                   (long long)a->k_cache.stride[1], (long long)D);
   return ST_OK;
 }
 

@@ -11,7 +11,8 @@
 //    plus a few on random scores) are gathered in shared memory and one
 //    warp selects among them.
 //
-// At most two warp bit searches in sequence and four barriers, where
+// With one chunk a warp (up to 1024 keys a column over 4 warps): two warp
+// bit searches in sequence and four barriers, where
 // common/cta_topk.cuh's radix select runs up to five passes of four
 // barriers each (index_decode v4.1: ~10000 cycles for 2 columns of 1024
 // keys; docs/kernels/index_decode.md, v5). More than st_bound_cap
@@ -25,9 +26,10 @@
 
 constexpr int ST_BOUND_PER_LANE = 8; // keys a lane holds per chunk
 constexpr int ST_BOUND_CHUNK = 32 * ST_BOUND_PER_LANE;
-// Candidates a column may gather: at most 2048 in all (16 KiB), so that with the
-// launchers' dynamic shared memory the kernels stay under the 48 KiB that
-// need no opt-in; up to 8 columns: 256 each (want 64 over 4 chunks).
+// Candidates a column may gather: at most 2048 in all (16 KiB), so that
+// with the launchers' dynamic shared memory the kernels stay under the 48
+// KiB that need no opt-in; up to 8 columns: 256 each (want 64 over 4
+// chunks).
 template <int MAXC> constexpr int st_bound_cap() { return MAXC <= 8 ? 256 : 128; }
 
 template <int MAXC> struct st_bound_topk_smem {
