@@ -31,19 +31,11 @@ out=$(cd "$out" && pwd)
 src="$out/ap_src"
 "$root/build/tuner/sparsetune" generate --suite anchors --op sparse_attn_decode --db "$src/g.db" --print >"$src/gen.txt"
 rm -f "$src/g.db"
-python3 - "$src" <<'PY'
+python3 - "$src" "$root/docs/experiments" <<'PY'
 import sys
 src = sys.argv[1]
-g = open(src + '/gen.txt').read().split('\n')
-
-def extract(name):
-    for i, l in enumerate(g):
-        if l.startswith('// ==== ' + name + ' '):
-            j = i + 1
-            while j < len(g) and not g[j].startswith('// ==== '):
-                j += 1
-            return '\n'.join(g[i + 1:j])
-    raise SystemExit('no variant ' + name)
+sys.path.insert(0, sys.argv[2])
+from probe_source import extract, apply_marks
 
 def cut(name, body):
     return '#ifdef CUT_%s\n%s#endif\n' % (name, body)
@@ -112,10 +104,7 @@ marks = [
 for tag, name in [('bf16c16', 'sparse_attn_decode.bf16.d128.g16.w4.s1.single.c16/auto'),
                   ('bf16c1', 'sparse_attn_decode.bf16.d128.g16.w4.s1.single/auto'),
                   ('fp8c16', 'sparse_attn_decode.fp8.d128.g16.w4.s1.single.c16/auto')]:
-    s = extract(name)
-    for anchor, n, f in marks:
-        assert s.count(anchor) == n, '%s: %d x %r (want %d)' % (tag, s.count(anchor), anchor, n)
-        s = s.replace(anchor, f(anchor))
+    s = apply_marks(extract(src + '/gen.txt', name), marks, tag)
     open(f'{src}/k_{tag}.cuh', 'w').write(s)
 PY
 rm -f "$src/gen.txt"

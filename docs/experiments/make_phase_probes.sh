@@ -7,31 +7,26 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$root/build/tuner/sparsetune" generate --suite anchors --db "$tmp/g.db" --print >"$tmp/gen.txt"
-python3 - "$tmp" <<'PY'
+python3 - "$tmp" "$root/docs/experiments" <<'PY'
 import sys
 tmp = sys.argv[1]
-g = open(tmp + '/gen.txt').read().split('\n')
-def extract(name):
-    for i, l in enumerate(g):
-        if l.startswith('// ==== ' + name + ' '):
-            j = i + 1
-            while j < len(g) and not g[j].startswith('// ==== '):
-                j += 1
-            return '\n'.join(g[i + 1:j])
-    raise SystemExit('no variant ' + name)
+sys.path.insert(0, sys.argv[2])
+from probe_source import extract, apply_marks
+
+# (anchor, expected count, rewrite). SKIP_SELECT (v5 on): the merge reads
+# one key per thread from L2 (the round trip the selection starts with) and
+# stores nothing that depends on a selection.
 marks = [
-    ('  if (!s_last) return;\n', lambda a: a + '#ifdef SKIP_MERGE\n  return;\n#endif\n'),
-    ('    st_select_and_write(p, r, g, seq, c0, nc, buf, nb_all, nb_all, sm);\n',
-     lambda a: '#ifdef SKIP_SELECT\n    if (threadIdx.x == 0) p.topk_idx[c0] = buf[0];\n    __syncthreads();\n    continue;\n#endif\n' + a),
-    ('  const int nunits = nloc * TILES_PER_BLOCK;\n', lambda a: '#ifndef SKIP_SCORE\n' + a),
-    ('  __syncthreads();\n\n  // Forced blocks', lambda a: '#endif\n' + a),
+    ('  if (!s_last) return;\n', 1, lambda a: a + '#ifdef SKIP_MERGE\n  return;\n#endif\n'),
+    ('  const uint32_t *keys = p.block_keys + st_key_row(p, r, g * HEADS_PER_CTA, 0) * p.max_blocks;\n', 1,
+     lambda a: a + '#ifdef SKIP_SELECT\n  {\n    const uint32_t v = (int)threadIdx.x < nb_all ? st_ld_l2_u32(keys + threadIdx.x) : 0u;\n'
+     '    if (v == 0x12345678u) p.topk_idx[0] = (int32_t)v;\n    return;\n  }\n#endif\n'),
+    ('  if (BULK_STAGES > 0) {\n    st_score_bulk(', 1, lambda a: '#ifndef SKIP_SCORE\n' + a),
+    ('  __syncthreads();\n\n  // Forced blocks', 1, lambda a: '#endif\n' + a),
 ]
 for tag, name in [('h2q1u2', 'index_decode.bf16.d128.k16.h2.q1.t256.u2.single/auto'),
                   ('h1q4u1', 'index_decode.bf16.d128.k16.h1.q4.t256.u1.single/auto')]:
-    s = extract(name)
-    for anchor, f in marks:
-        assert anchor in s, anchor
-        s = s.replace(anchor, f(anchor))
+    s = apply_marks(extract(tmp + '/gen.txt', name), marks, tag)
     open(f'{tmp}/k_{tag}.cuh', 'w').write(s)
 PY
 for tag in h2q1u2 h1q4u1; do
