@@ -129,6 +129,23 @@ static void test_bad_variant_parameters_are_refused(void **state) {
   st_params_set(&k, "algo", "magic", &err);
   assert_int_equal(st_index_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
   assert_non_null(strstr(err.msg, "algo='magic'"));
+  /* bulk_stages: optional (variants recorded before it: 0), else 0..8. */
+  st_params_set(&k, "algo", "single", &err);
+  st_params_set_int(&k, "head_dim", 128, &err);
+  st_params_set_int(&k, "topk", 16, &err);
+  st_params_set_int(&k, "heads_per_cta", 1, &err);
+  st_params_set_int(&k, "max_qlen", 1, &err);
+  st_params_set_int(&k, "threads", 256, &err);
+  st_params_set_int(&k, "units_in_flight", 1, &err);
+  st_params_set_int(&l, "splits", 0, &err);
+  assert_int_equal(st_index_decode_config_from_params(&k, &l, &c, &err), ST_OK);
+  assert_int_equal(c.bulk_stages, 0);
+  st_params_set_int(&k, "bulk_stages", 9, &err);
+  assert_int_equal(st_index_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "bulk_stages"));
+  st_params_set_int(&k, "bulk_stages", 4, &err);
+  assert_int_equal(st_index_decode_config_from_params(&k, &l, &c, &err), ST_OK);
+  assert_int_equal(c.bulk_stages, 4);
 }
 
 static void test_plans_size_grid_and_workspace(void **state) {
