@@ -57,6 +57,8 @@ for f in foreign.txt other.db random.bin; do
   [ -e "$f-wal" ] && { echo "FAIL: $f-wal was created"; fails=$((fails + 1)); }
 done
 expect 2 "cannot be read" -- "$bin" bench --db missing.db
+expect 2 "cannot be read" -- "$bin" bench --harness --db missing.db
+expect 2 "does not apply to this command" -- "$bin" tune --harness
 expect 2 "not in the database" -- "$bin" regress --base 1 --head 2 --db gen.db
 
 echo "$passes passed, $fails failed"

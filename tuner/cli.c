@@ -63,14 +63,14 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
       {"seed", required_argument, 0, 'S'},   {"base", required_argument, 0, 'b'},
       {"head", required_argument, 0, 'H'},   {"threshold", required_argument, 0, 't'},
       {"print", no_argument, 0, 'p'},        {"help", no_argument, 0, 'h'},
-      {0, 0, 0, 0}};
+      {"harness", no_argument, 0, 'A'},      {0, 0, 0, 0}};
   static const struct {
     int c;
     unsigned flag;
   } need[] = {{'d', ST_OPT_DB},      {'s', ST_OPT_SUITE},   {'o', ST_OPT_OP},      {'a', ST_OPT_ARCH},
               {'g', ST_OPT_DEVICE},  {'j', ST_OPT_JOBS},    {'J', ST_OPT_JSON},    {'n', ST_OPT_FRESH},
               {'S', ST_OPT_SEED},    {'b', ST_OPT_REGRESS}, {'H', ST_OPT_REGRESS}, {'t', ST_OPT_REGRESS},
-              {'p', ST_OPT_PRINT}};
+              {'p', ST_OPT_PRINT},   {'A', ST_OPT_HARNESS}};
   optind = 1;
   opterr = 0;
   int c;
@@ -98,6 +98,7 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
     case 'J': cli->json = 1; break;
     case 'n': cli->fresh = 1; break;
     case 'p': cli->print_source = 1; break;
+    case 'A': cli->harness = 1; break;
     case 'g':
       if (parse_ll(cli, "device", optarg, 0, 63, &v)) return -2;
       cli->device = (int)v;

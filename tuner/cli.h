@@ -39,6 +39,7 @@ typedef struct st_cli {
   const char *what;       /* show: runs | run | winners */
   long long run;          /* show run N */
   int print_source;       /* generate: print the rendered sources */
+  int harness;            /* bench: also time the variant through the op harness */
 } st_cli;
 
 /* Option flags a command accepts. */
@@ -54,7 +55,8 @@ enum {
   ST_OPT_SEED = 1 << 8,
   ST_OPT_REGRESS = 1 << 9,
   ST_OPT_PRINT = 1 << 10,
-  ST_OPT_RUN = 1 << 11
+  ST_OPT_RUN = 1 << 11,
+  ST_OPT_HARNESS = 1 << 12
 };
 
 /* Parses argv (argv[0] = the command name) into `cli` with defaults set.

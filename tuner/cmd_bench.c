@@ -10,7 +10,10 @@
  * bandwidth of the bytes the op must move, its fraction of the copy
  * bandwidth, and the peer's time where the suite records it. The run and
  * its measurements are stored (kind "bench"), so `regress` can compare
- * bench runs too. */
+ * bench runs too. With --harness it also times the same variant launched
+ * through the op harness (as `tune` launches it) on the same inputs in the
+ * same process, to tell a difference of launch path from one of process
+ * and memory layout when the two commands disagree. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +26,7 @@
 #include "timing.h"
 
 static const char usage[] =
-    "usage: sparsetune bench [--suite NAME] [--op OP] [--db FILE] [--device N] [--seed N] [--json]\n"
+    "usage: sparsetune bench [--suite NAME] [--op OP] [--db FILE] [--device N] [--seed N] [--harness] [--json]\n"
     "\n"
     "Times the runtime's dispatch (the winners recorded in the database) on\n"
     "every shape of the suite, as ../shared/anchors.md measured the peer:\n"
@@ -37,6 +40,9 @@ static const char usage[] =
     "  --db FILE      database with winners (default ./sparsetune.db)\n"
     "  --device N     CUDA device ordinal (default 0)\n"
     "  --seed N       input seed\n"
+    "  --harness      also time the dispatched variant launched as `tune` launches\n"
+    "                 it (its module loaded from the database, no libsparsetune),\n"
+    "                 on the same inputs: the \"harness us\" column\n"
     "  --json         JSON lines instead of the table\n";
 
 #define COPY_BYTES ((size_t)1 << 30)
@@ -48,6 +54,8 @@ typedef struct bench_row {
   char error[400];
   double us, spread, gbs, frac, peer_us;
   double tflops; /* 0: not counted (decode ops) */
+  double harness_us; /* --harness: the same variant through the op harness; 0: not timed */
+  char harness_error[200];
 } bench_row;
 
 /* Device-to-device copy bandwidth, GB/s counting bytes read plus written. */
@@ -79,8 +87,43 @@ static st_status copy_bandwidth(const st_cu *cu, CUstream s, double *gbs, st_err
   return st;
 }
 
-static void bench_shape(const st_cu *cu, const st_device_info *dev, st_handle *rt, CUstream stream, const st_cli *cli,
-                        double copy_gbs, bench_row *row) {
+/* --harness: times variant `variant_id` (the one the runtime dispatched) as
+ * the tuner's worker does: its cubin from the database, bound and launched
+ * by the op harness, verified, then timed like the runtime path. */
+static st_status time_harness(const st_cu *cu, const st_device_info *dev, st_db *db, const st_op_harness *h,
+                              void *kase, const char *variant_id, CUstream stream, const st_timing_opts *o,
+                              double *us, st_err *err) {
+  st_variant_row v;
+  st_binary_row b;
+  int found = 0;
+  CUmodule mod = NULL;
+  void *bound = NULL;
+  st_status st = st_db_get_variant(db, variant_id, &v, err);
+  if (st == ST_OK) st = st_db_get_binary(db, v.source_hash, dev->arch, NULL, &b, &found, err);
+  if (st != ST_OK) return st;
+  if (!found || !b.ok) {
+    if (found) st_db_binary_free(&b);
+    return st_fail(err, ST_ERR_NO_VARIANT, "no usable binary of variant %s for %s", variant_id, dev->arch);
+  }
+  CUresult rc = cu->cuModuleLoadData(&mod, b.cubin);
+  st_db_binary_free(&b);
+  if (rc != CUDA_SUCCESS) return st_cu_fail(cu, rc, "cuModuleLoadData", err);
+  int ok = 0;
+  double max_err = 0;
+  char why[200] = "";
+  st_timing t;
+  st = h->bind(kase, &v.kernel, &v.launch, mod, &bound, err);
+  if (st == ST_OK) st = h->verify(bound, stream, &ok, &max_err, why, sizeof why, err);
+  if (st == ST_OK && !ok) st = st_fail(err, ST_ERR_NO_VARIANT, "the harness launch is wrong: %s", why);
+  if (st == ST_OK) st = st_time_graph(cu, stream, h->launch, bound, o, &t, err);
+  if (st == ST_OK) *us = t.median_us;
+  if (bound) h->unbind(bound);
+  cu->cuModuleUnload(mod);
+  return st;
+}
+
+static void bench_shape(const st_cu *cu, const st_device_info *dev, st_handle *rt, st_db *db, CUstream stream,
+                        const st_cli *cli, double copy_gbs, bench_row *row) {
   const st_op_harness *h = st_harness_find(row->shape->op);
   st_err err = {{0}};
   void *kase = NULL, *bound = NULL;
@@ -121,6 +164,13 @@ static void bench_shape(const st_cu *cu, const st_device_info *dev, st_handle *r
   row->gbs = h->min_bytes(kase) / (t.median_us * 1e-6) / 1e9;
   row->frac = copy_gbs > 0 ? row->gbs / copy_gbs : 0;
   row->tflops = h->flops ? h->flops(kase) / (t.median_us * 1e-6) / 1e12 : 0;
+  if (db) {
+    char id[40] = "";
+    st_err herr = {{0}};
+    if (sscanf(row->variant, "%39s", id) != 1 ||
+        time_harness(cu, dev, db, h, kase, id, stream, &o, &row->harness_us, &herr) != ST_OK)
+      snprintf(row->harness_error, sizeof row->harness_error, "%s", herr.msg[0] ? herr.msg : "no variant id");
+  }
 done:
   if (bound) h->unbind(bound);
   if (kase) h->case_destroy(kase);
@@ -131,9 +181,11 @@ static void print_row(const st_cli *cli, const bench_row *r) {
   const char *shape = colon ? colon + 1 : r->shape->key;
   if (cli->json) {
     printf("{\"op\":\"%s\",\"shape\":\"%s\",\"status\":\"%s\",\"us\":%.3f,\"spread\":%.4f,\"gbs\":%.1f,"
-           "\"copy_fraction\":%.4f,\"tflops\":%.1f,\"peer_us\":%.2f,\"speedup\":%.3f,\"variant\":\"%s\"}\n",
+           "\"copy_fraction\":%.4f,\"tflops\":%.1f,\"peer_us\":%.2f,\"speedup\":%.3f,\"variant\":\"%s\"",
            r->shape->op, shape, r->status, r->us, r->spread, r->gbs, r->frac, r->tflops, r->peer_us,
            r->us > 0 && r->peer_us > 0 ? r->peer_us / r->us : 0, r->variant);
+    if (cli->harness) printf(",\"harness_us\":%.3f,\"harness_error\":\"%s\"", r->harness_us, r->harness_error);
+    printf("}\n");
     return;
   }
   if (strcmp(r->status, "ok")) {
@@ -146,8 +198,13 @@ static void print_row(const st_cli *cli, const bench_row *r) {
     snprintf(peer, sizeof peer, "%.1f", r->peer_us);
     snprintf(speed, sizeof speed, "%.2fx", r->peer_us / r->us);
   }
-  printf("%-18s %-62s %8.2f %6.1f%% %8.0f %6.1f%% %7s %8s %8s  %s\n", r->shape->op, shape, r->us, 100 * r->spread,
+  printf("%-18s %-62s %8.2f %6.1f%% %8.0f %6.1f%% %7s %8s %8s  %s", r->shape->op, shape, r->us, 100 * r->spread,
          r->gbs, 100 * r->frac, rate, peer, speed, r->variant);
+  if (cli->harness && r->harness_us > 0)
+    printf("  harness %.2f us", r->harness_us);
+  else if (cli->harness)
+    printf("  harness: %s", r->harness_error);
+  printf("\n");
 }
 
 static void record_rows(const st_cli *cli, const st_device_info *dev, const bench_row *rows, int n) {
@@ -194,8 +251,9 @@ fail:
 
 int st_cmd_bench(int argc, char **argv) {
   st_cli cli;
-  int rc = st_cli_parse(argc, argv, ST_OPT_DB | ST_OPT_SUITE | ST_OPT_OP | ST_OPT_DEVICE | ST_OPT_SEED | ST_OPT_JSON,
-                        usage, &cli);
+  int rc = st_cli_parse(
+      argc, argv, ST_OPT_DB | ST_OPT_SUITE | ST_OPT_OP | ST_OPT_DEVICE | ST_OPT_SEED | ST_OPT_JSON | ST_OPT_HARNESS, usage,
+      &cli);
   if (rc) return rc == -1 ? ST_EXIT_OK : ST_EXIT_USAGE;
   int suite_given = 0;
   for (int i = 1; i < argc; i++) suite_given |= !strncmp(argv[i], "--suite", 7);
@@ -206,6 +264,7 @@ int st_cmd_bench(int argc, char **argv) {
   int nshapes = 0;
   bench_row *rows = NULL;
   st_handle *rt = NULL;
+  st_db *db = NULL; /* --harness: the variants' binaries */
   const st_cu *cu = NULL;
   CUcontext ctx = NULL;
   CUstream stream = NULL;
@@ -229,6 +288,11 @@ int st_cmd_bench(int argc, char **argv) {
   }
   if (st_open(cli.db_path, cli.device, &rt) != ST_OK) {
     st_cli_error(&cli, "%s", st_last_error(NULL));
+    rc = ST_EXIT_FAIL;
+    goto done;
+  }
+  if (cli.harness && st_db_open(cli.db_path, ST_DB_READONLY, &db, &err) != ST_OK) {
+    st_cli_error(&cli, "%s", err.msg);
     rc = ST_EXIT_FAIL;
     goto done;
   }
@@ -264,7 +328,7 @@ int st_cmd_bench(int argc, char **argv) {
     rows[i].shape = &shapes[i];
     const char *peer = st_params_get(&shapes[i].params, "peer_us");
     rows[i].peer_us = peer ? atof(peer) : 0;
-    bench_shape(cu, &dev, rt, stream, &cli, copy_gbs, &rows[i]);
+    bench_shape(cu, &dev, rt, db, stream, &cli, copy_gbs, &rows[i]);
     failures += strcmp(rows[i].status, "ok") != 0;
     print_row(&cli, &rows[i]);
     fflush(stdout);
@@ -275,6 +339,7 @@ done:
   if (stream) cu->cuStreamDestroy(stream);
   if (ctx) cu->cuDevicePrimaryCtxRelease(d);
   st_close(rt);
+  st_db_close(db);
   free(rows);
   free(shapes);
   st_gen_close(gen);
