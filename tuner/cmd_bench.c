@@ -170,6 +170,8 @@ static void bench_shape(const st_cu *cu, const st_device_info *dev, st_handle *r
     if (sscanf(row->variant, "%39s", id) != 1 ||
         time_harness(cu, dev, db, h, kase, id, stream, &o, &row->harness_us, &herr) != ST_OK)
       snprintf(row->harness_error, sizeof row->harness_error, "%s", herr.msg[0] ? herr.msg : "no variant id");
+    for (char *c = row->harness_error; *c; c++)
+      if (*c == '"' || *c == '\\') *c = '\''; /* printed inside a JSON string */
   }
 done:
   if (bound) h->unbind(bound);

@@ -273,9 +273,10 @@ end
 -- "index_decode.bf16.d128.k16.h1.q1.t256.u2.single/s8" ("/auto" for splits 0);
 -- bulk variants say ".b<stages>" after the units: "...t256.u1.b2.single/s8".
 function M.variant_name(k, l)
+  local bulk = (k.bulk_stages or 0) > 0 and (".b" .. k.bulk_stages) or ""
   return string.format("%s.%s.d%d.k%d.h%d.q%d.t%d.u%d%s.%s/%s", M.name, k.dtype, k.head_dim, k.topk,
-    k.heads_per_cta, k.max_qlen, k.threads, k.units_in_flight, (k.bulk_stages or 0) > 0 and (".b" .. k.bulk_stages) or "",
-    k.algo, l.splits == 0 and "auto" or ("s" .. l.splits))
+    k.heads_per_cta, k.max_qlen, k.threads, k.units_in_flight, bulk, k.algo,
+    l.splits == 0 and "auto" or ("s" .. l.splits))
 end
 
 space.define_keys(M, SHAPE_FIELDS, DISPATCH_FIELDS)
