@@ -13,15 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kv_pool.h"
 #include "reference/dtype.h"
 #include "reference/sparse_attn.h"
 #include "reference/sparse_attn_decode.h"
 #include "testutil.h"
 
 static uint64_t g_seed;
-
-/* The two paged layouts of sparsetune.h. */
-enum { LAYOUT_SPLIT /* (pages, 2, 128, Hkv, D) */, LAYOUT_FUSED /* (pages, Hkv, 128, 2*D) */ };
 
 /* Pages in the pool at most: a 64K context's block table then reuses pages
  * (valid input: the reference reads whatever page an entry names). */
@@ -42,57 +40,29 @@ typedef struct shape {
 typedef struct fixture {
   st_ref_sparse_attn in;
   uint16_t *q;
-  void *kv;          /* the pool in the layout, bf16 bits or fp8 bytes */
-  double *kd, *vd;   /* the same values dequantized (unscaled), dense [pages][Hkv][128][D] */
-  float *ks, *vs;    /* TENSOR scales stored [pages][128][Hkv], a non-dense view */
-  double *ksd, *vsd; /* the same scales, dense [pages][Hkv][128] */
+  st_kv_pool pool; /* K, V and their scales, with dense dequantized copies */
   int32_t *idx, *bt, *seq, *cu;
   int *req_of; /* [total_q] the request of each row */
   double *o, *lse;
 } fixture;
 
-typedef struct key {
-  int64_t page;
-  int slot;
-} key;
+typedef st_kv_key key;
 
 static int position(const fixture *f, int row) {
   const int r = f->req_of[row];
   return f->seq[r] - (f->cu[r + 1] - f->cu[r]) + (row - f->cu[r]);
 }
 
-/* K and V values drawn in one logical order, so both layouts hold the same. */
-static void fill_cache(fixture *f, const shape *s, uint64_t *rng) {
-  const int64_t Hkv = s->Hkv, D = s->D, pages = f->in.pages;
-  const int fp8 = s->dtype == ST_DTYPE_FP8_E4M3;
-  f->kv = malloc((size_t)(pages * 2 * 128 * Hkv * D) * (fp8 ? 1 : 2));
-  f->kd = malloc(sizeof(double) * (size_t)(pages * Hkv * 128 * D));
-  f->vd = malloc(sizeof(double) * (size_t)(pages * Hkv * 128 * D));
-  const int64_t split[3] = {2 * 128 * Hkv * D, D, Hkv * D}, fused[3] = {Hkv * 128 * 2 * D, 128 * 2 * D, 2 * D};
-  const int64_t *st = s->layout == LAYOUT_SPLIT ? split : fused;
-  const int64_t v_off = s->layout == LAYOUT_SPLIT ? 128 * Hkv * D : D;
-  for (int64_t i = 0; i < pages * Hkv * 128 * D; i++) {
-    const int64_t d = i % D, tok = i / D % 128, g = i / D / 128 % Hkv, page = i / D / 128 / Hkv;
-    const int64_t at = page * st[0] + g * st[1] + tok * st[2] + d;
-    for (int which = 0; which < 2; which++) {
-      const float x = (float)st_rand_uniform(rng, -2, 2);
-      const int64_t e = at + (which ? v_off : 0);
-      double *dst = which ? f->vd : f->kd;
-      if (fp8) {
-        ((uint8_t *)f->kv)[e] = st_float_to_fp8_e4m3(x);
-        dst[i] = st_fp8_e4m3_to_float(((uint8_t *)f->kv)[e]);
-      } else {
-        ((uint16_t *)f->kv)[e] = st_float_to_bf16(x);
-        dst[i] = st_bf16_to_float(((uint16_t *)f->kv)[e]);
-      }
-    }
-  }
-  const uint8_t *base = f->kv;
-  const size_t esz = fp8 ? 1 : 2;
-  f->in.k_cache = base;
-  f->in.v_cache = base + (size_t)v_off * esz;
-  memcpy(f->in.k_stride, st, sizeof f->in.k_stride);
-  memcpy(f->in.v_stride, st, sizeof f->in.v_stride);
+/* The references read the pool through these views. */
+static void wire_pool(fixture *f) {
+  f->in.k_cache = f->pool.k_cache;
+  f->in.v_cache = f->pool.v_cache;
+  memcpy(f->in.k_stride, f->pool.k_stride, sizeof f->in.k_stride);
+  memcpy(f->in.v_stride, f->pool.v_stride, sizeof f->in.v_stride);
+  f->in.k_scales = f->pool.ks;
+  f->in.v_scales = f->pool.vs;
+  memcpy(f->in.ks_stride, f->pool.s_stride, sizeof f->in.ks_stride);
+  memcpy(f->in.vs_stride, f->pool.s_stride, sizeof f->in.vs_stride);
 }
 
 /* A block table scattered over the pool: a random permutation, then random
@@ -164,15 +134,11 @@ static fixture make(shape s) {
   const size_t nq = (size_t)total_q * s.Hq * s.D;
   f.q = malloc(sizeof(uint16_t) * (nq > 0 ? nq : 1));
   for (size_t i = 0; i < nq; i++) f.q[i] = st_float_to_bf16((float)st_rand_uniform(&rng, -1, 1));
-  fill_cache(&f, &s, &rng);
+  st_kv_pool_make(&f.pool, s.dtype, s.layout, pages, s.Hkv, s.D, &rng);
+  wire_pool(&f);
   fill_block_table(&f, &rng);
   f.idx = malloc(sizeof(int32_t) * ((size_t)s.Hkv * total_q * s.topk + 1));
   fill_topk(&f, &rng);
-  const size_t nscale = (size_t)pages * s.Hkv * 128;
-  f.ks = malloc(sizeof(float) * nscale);
-  f.vs = malloc(sizeof(float) * nscale);
-  f.ksd = malloc(sizeof(double) * nscale);
-  f.vsd = malloc(sizeof(double) * nscale);
   f.o = malloc(sizeof(double) * (nq > 0 ? nq : 1));
   f.lse = malloc(sizeof(double) * ((size_t)total_q * s.Hq + 1));
   f.in.q = f.q;
@@ -180,26 +146,13 @@ static fixture make(shape s) {
   f.in.block_table = f.bt;
   f.in.cu_seqlens_q = f.cu;
   f.in.seq_lens = f.seq;
-  f.in.k_scales = f.ks;
-  f.in.v_scales = f.vs;
-  const int64_t sst[3] = {128 * (int64_t)s.Hkv, 1, s.Hkv}; /* [pages][128][Hkv] seen as [pages][Hkv][128] */
-  memcpy(f.in.ks_stride, sst, sizeof sst);
-  memcpy(f.in.vs_stride, sst, sizeof sst);
   return f;
 }
 
 /* TENSOR scales, random in [0.25, 4). */
 static void set_tensor_scales(fixture *f, uint64_t *rng) {
-  const int64_t Hkv = f->in.Hkv;
   f->in.scale_mode = ST_KV_SCALE_TENSOR;
-  for (int64_t i = 0; i < f->in.pages * Hkv * 128; i++) {
-    const int64_t slot = i % 128, g = i / 128 % Hkv, page = i / 128 / Hkv;
-    const int64_t at = page * f->in.ks_stride[0] + g * f->in.ks_stride[1] + slot * f->in.ks_stride[2];
-    f->ks[at] = (float)st_rand_uniform(rng, 0.25, 4);
-    f->vs[at] = (float)st_rand_uniform(rng, 0.25, 4);
-    f->ksd[i] = f->ks[at];
-    f->vsd[i] = f->vs[at];
-  }
+  st_kv_pool_set_scales(&f->pool, 0, 0, rng);
 }
 
 static void run(fixture *f, int threads) {
@@ -208,13 +161,7 @@ static void run(fixture *f, int threads) {
 
 static void release(fixture *f) {
   free(f->q);
-  free(f->kv);
-  free(f->kd);
-  free(f->vd);
-  free(f->ks);
-  free(f->vs);
-  free(f->ksd);
-  free(f->vsd);
+  st_kv_pool_free(&f->pool);
   free(f->idx);
   free(f->bt);
   free(f->seq);
@@ -253,66 +200,22 @@ static int contract_keys(const fixture *f, int row, int g, key *keys) {
   return n;
 }
 
-static double scale_of(const fixture *f, const double *tensor, float scalar, int64_t page, int g, int slot) {
-  if (f->in.kv_dtype == ST_DTYPE_BF16 || f->in.scale_mode == ST_KV_SCALE_NONE) return 1.0;
-  if (f->in.scale_mode == ST_KV_SCALE_SCALAR) return scalar;
-  return tensor[(page * f->in.Hkv + g) * 128 + slot];
-}
-
-/* Softmax over an explicit key list with one global max. */
-static void naive(const fixture *f, int row, int h, const key *keys, int n, double *o, double *lse) {
-  const int D = f->in.D, g = h / (f->in.Hq / f->in.Hkv);
-  const uint16_t *q = f->q + ((size_t)row * f->in.Hq + h) * D;
-  double *s = malloc(sizeof(double) * (size_t)(n + 1));
-  double best = -INFINITY, sum = 0;
-  for (int k = 0; k < n; k++) {
-    const double *kv = f->kd + ((keys[k].page * f->in.Hkv + g) * 128 + keys[k].slot) * D;
-    const double ks = scale_of(f, f->ksd, f->in.k_scale, keys[k].page, g, keys[k].slot);
-    double dot = 0;
-    for (int d = 0; d < D; d++) dot += (double)st_bf16_to_float(q[d]) * (kv[d] * ks);
-    s[k] = f->in.sm_scale * dot;
-    if (s[k] > best) best = s[k];
-  }
-  for (int d = 0; d < D; d++) o[d] = 0;
-  for (int k = 0; k < n; k++) {
-    const double *vv = f->vd + ((keys[k].page * f->in.Hkv + g) * 128 + keys[k].slot) * D;
-    const double vs = scale_of(f, f->vsd, f->in.v_scale, keys[k].page, g, keys[k].slot);
-    const double w = exp(s[k] - best);
-    sum += w;
-    for (int d = 0; d < D; d++) o[d] += w * (vv[d] * vs);
-  }
-  for (int d = 0; d < D && n > 0; d++) o[d] /= sum;
-  *lse = n > 0 ? best + log(sum) : -INFINITY;
-  free(s);
-}
-
 static const double *out_row(const fixture *f, int row, int h) { return f->o + ((size_t)row * f->in.Hq + h) * f->in.D; }
 
 static double out_lse(const fixture *f, int row, int h) { return f->lse[(size_t)row * f->in.Hq + h]; }
 
+static st_kv_scaling scaling(const fixture *f) {
+  return (st_kv_scaling){f->in.scale_mode, f->in.k_scale, f->in.v_scale, f->in.sm_scale};
+}
+
+static const uint16_t *q_row(const fixture *f, int row, int h) { return f->q + ((size_t)row * f->in.Hq + h) * f->in.D; }
+
 /* The reference's (row, h) against the naive softmax over `keys`:
  * relative L2 error and lse within `tol`. */
 static void expect_head(const fixture *f, int row, int h, const key *keys, int n, double tol) {
-  const int D = f->in.D;
-  double *want = malloc(sizeof(double) * (size_t)D);
-  double lse = 0, diff2 = 0, ref2 = 0;
-  naive(f, row, h, keys, n, want, &lse);
-  const double *got = out_row(f, row, h);
-  for (int d = 0; d < D; d++) {
-    diff2 += (got[d] - want[d]) * (got[d] - want[d]);
-    ref2 += want[d] * want[d];
-  }
-  const double got_lse = out_lse(f, row, h);
-  if (n == 0) {
-    assert_true(diff2 == 0 && ref2 == 0);
-    assert_true(isinf(got_lse) && got_lse < 0);
-  } else {
-    assert_true(ref2 > 0);
-    if (!(sqrt(diff2 / ref2) <= tol)) fail_msg("row %d head %d: relative error %g", row, h, sqrt(diff2 / ref2));
-    if (!(fabs(got_lse - lse) <= tol * (1 + fabs(lse))))
-      fail_msg("row %d head %d: lse %.17g, want %.17g", row, h, got_lse, lse);
-  }
-  free(want);
+  const st_kv_scaling s = scaling(f);
+  st_kv_expect_head(&f->pool, &s, q_row(f, row, h), h / (f->in.Hq / f->in.Hkv), keys, n, out_row(f, row, h),
+                    out_lse(f, row, h), row, h, tol);
 }
 
 /* Every (row, head) against the naive softmax over the contract's keys;
@@ -336,7 +239,7 @@ static void test_varlen_rows_sit_at_the_end_of_their_own_request(void **state) {
    * rows); rows 300..399: request 2 after a prefix of 4133 (positions
    * 4133..4232); row 400: request 3 after a 64K prefix (position 65536). */
   const request reqs[] = {{300, 300}, {0, 0}, {100, 4233}, {1, 65537}};
-  fixture f = make((shape){4, reqs, 4, 2, 64, 6, ST_DTYPE_BF16, LAYOUT_SPLIT});
+  fixture f = make((shape){4, reqs, 4, 2, 64, 6, ST_DTYPE_BF16, ST_KV_LAYOUT_SPLIT});
   assert_int_equal(f.in.total_q, 401);
   run(&f, 3);
   assert_int_equal(expect_all(&f, 1e-12), 401 * 4); /* every row keyed: the first entry is its own block */
@@ -359,7 +262,8 @@ static void test_varlen_rows_sit_at_the_end_of_their_own_request(void **state) {
     const int rows[2] = {400, 0};
     const int64_t pages[2] = {page_of(&f, 400, 512), page_of(&f, 0, 0)};
     for (int i = 0; i < 2; i++) {
-      const double *v0 = f.vd + (pages[i] * 2 + h / 2) * 128 * 64, *k0 = f.kd + (pages[i] * 2 + h / 2) * 128 * 64;
+      const double *v0 = f.pool.vd + (pages[i] * 2 + h / 2) * 128 * 64,
+                   *k0 = f.pool.kd + (pages[i] * 2 + h / 2) * 128 * 64;
       double dot = 0;
       for (int d = 0; d < 64; d++) dot += (double)st_bf16_to_float(f.q[((size_t)rows[i] * 4 + h) * 64 + d]) * k0[d];
       for (int d = 0; d < 64; d++) assert_true(out_row(&f, rows[i], h)[d] == v0[d]);
@@ -376,7 +280,7 @@ static void test_consecutive_tokens_see_one_more_key_of_their_own_block(void **s
    * rows. With sm_scale 0 every key weighs 1, so lse = ln(keys) and o is
    * the mean of the visible values. */
   const request reqs[] = {{5, 900}, {64, 194}};
-  fixture f = make((shape){2, reqs, 2, 1, 64, 3, ST_DTYPE_BF16, LAYOUT_FUSED});
+  fixture f = make((shape){2, reqs, 2, 1, 64, 3, ST_DTYPE_BF16, ST_KV_LAYOUT_FUSED});
   for (int row = 5; row < 69; row++) set_row(&f, row, 0, (const int32_t[]){1, -1, 0});
   f.in.sm_scale = 0;
   run(&f, 2);
@@ -407,7 +311,7 @@ static void test_uniform_requests_match_the_decode_reference_bit_for_bit(void **
   (void)state;
   const request reqs[] = {{3, 1000}, {3, 257}, {3, 64}, {3, 2}};
   const st_dtype dts[] = {ST_DTYPE_BF16, ST_DTYPE_FP8_E4M3};
-  for (int layout = LAYOUT_SPLIT; layout <= LAYOUT_FUSED; layout++)
+  for (int layout = ST_KV_LAYOUT_SPLIT; layout <= ST_KV_LAYOUT_FUSED; layout++)
     for (int i = 0; i < 2; i++) {
       fixture f = make((shape){4, reqs, 8, 2, 64, 6, dts[i], layout});
       if (dts[i] == ST_DTYPE_FP8_E4M3) {
@@ -429,8 +333,8 @@ static void test_uniform_requests_match_the_decode_reference_bit_for_bit(void **
                                        .scale_mode = f.in.scale_mode,
                                        .k_scale = 1,
                                        .v_scale = 1,
-                                       .k_scales = f.ks,
-                                       .v_scales = f.vs,
+                                       .k_scales = f.pool.ks,
+                                       .v_scales = f.pool.vs,
                                        .topk_idx = f.idx,
                                        .block_table = f.bt,
                                        .seq_lens = f.seq,
@@ -457,7 +361,7 @@ static void test_minus_one_and_past_own_block_entries_are_skipped(void **state) 
   /* Row 0: p = 299, blocks 0..2 visible (block 2 up to slot 43); 3 is past
    * the query, 7 past the block table too. Row 1 lists only such entries. */
   const request reqs[] = {{2, 301}};
-  fixture f = make((shape){1, reqs, 2, 1, 64, 6, ST_DTYPE_BF16, LAYOUT_FUSED});
+  fixture f = make((shape){1, reqs, 2, 1, 64, 6, ST_DTYPE_BF16, ST_KV_LAYOUT_FUSED});
   set_row(&f, 0, 0, (const int32_t[]){-1, 2, 7, 3, 2, 0});
   set_row(&f, 1, 0, (const int32_t[]){-1, 3, 7, -1, 4, -1});
   run(&f, 1);
@@ -478,7 +382,7 @@ static void test_gqa_group_sizes_1_and_32(void **state) {
   const request reqs[] = {{40, 1000}, {0, 0}, {7, 333}};
   const int cfg[][2] = {{4, 4}, {32, 1}}; /* Hq, Hkv */
   for (int c = 0; c < 2; c++) {
-    fixture f = make((shape){3, reqs, cfg[c][0], cfg[c][1], 64, 8, ST_DTYPE_BF16, LAYOUT_SPLIT});
+    fixture f = make((shape){3, reqs, cfg[c][0], cfg[c][1], 64, 8, ST_DTYPE_BF16, ST_KV_LAYOUT_SPLIT});
     run(&f, 3);
     assert_int_equal(expect_all(&f, 1e-12), 47 * cfg[c][0]);
     release(&f);
@@ -491,7 +395,7 @@ static void test_head_dims_64_and_256(void **state) {
   const request reqs[] = {{20, 700}, {3, 130}};
   const int dims[] = {64, 256, 72};
   for (int i = 0; i < 3; i++) {
-    fixture f = make((shape){2, reqs, 4, 2, dims[i], 5, ST_DTYPE_FP8_E4M3, LAYOUT_FUSED});
+    fixture f = make((shape){2, reqs, 4, 2, dims[i], 5, ST_DTYPE_FP8_E4M3, ST_KV_LAYOUT_FUSED});
     uint64_t rng = g_seed ^ 5;
     set_tensor_scales(&f, &rng);
     run(&f, 2);
@@ -505,7 +409,7 @@ static void test_results_do_not_depend_on_the_thread_count(void **state) {
   /* Spans of 32 rows, blocks cached per thread: 1, 2 and 5 threads cut and
    * share the work differently. */
   const request reqs[] = {{150, 2000}, {1, 1}, {77, 600}};
-  fixture f = make((shape){3, reqs, 8, 2, 64, 16, ST_DTYPE_BF16, LAYOUT_SPLIT});
+  fixture f = make((shape){3, reqs, 8, 2, 64, 16, ST_DTYPE_BF16, ST_KV_LAYOUT_SPLIT});
   const size_t no = (size_t)228 * 8 * 64, nl = (size_t)228 * 8;
   double *o = malloc(sizeof(double) * no), *lse = malloc(sizeof(double) * nl);
   run(&f, 1);
@@ -532,7 +436,7 @@ static void test_rows_selecting_more_blocks_than_a_thread_caches(void **state) {
    * distinct blocks (in an order that changes every row) evict blocks they
    * still need. */
   const request reqs[] = {{40, 6000}};
-  fixture f = make((shape){1, reqs, 2, 1, 256, 40, ST_DTYPE_BF16, LAYOUT_SPLIT});
+  fixture f = make((shape){1, reqs, 2, 1, 256, 40, ST_DTYPE_BF16, ST_KV_LAYOUT_SPLIT});
   for (int row = 0; row < 40; row++) {
     int32_t e[40];
     for (int i = 0; i < 40; i++) e[i] = (int32_t)((i * 7 + row) % 40 + 6); /* blocks 6..45; own is 46 */
@@ -552,7 +456,7 @@ static void test_rows_selecting_more_blocks_than_a_thread_caches(void **state) {
 static void test_malformed_shapes_are_refused_with_the_reason(void **state) {
   (void)state;
   const request reqs[] = {{3, 10}, {2, 300}};
-  fixture f = make((shape){2, reqs, 4, 2, 64, 2, ST_DTYPE_BF16, LAYOUT_SPLIT});
+  fixture f = make((shape){2, reqs, 4, 2, 64, 2, ST_DTYPE_BF16, ST_KV_LAYOUT_SPLIT});
   uint16_t got[5 * 4 * 64] = {0};
   char msg[200];
   double err = 0;
@@ -593,7 +497,7 @@ static void test_verifier_accepts_bf16_rounding_and_names_planted_mistakes(void 
   (void)state;
   /* Request 2 (seq 1 < q_len 3) has rows at p = -2, -1: no keys. */
   const request reqs[] = {{9, 900}, {0, 0}, {3, 1}, {4, 4133}};
-  fixture f = make((shape){4, reqs, 8, 2, 64, 6, ST_DTYPE_BF16, LAYOUT_SPLIT});
+  fixture f = make((shape){4, reqs, 8, 2, 64, 6, ST_DTYPE_BF16, ST_KV_LAYOUT_SPLIT});
   run(&f, 2);
   const size_t n = 16 * 8, nd = n * 64;
   uint16_t *got = malloc(sizeof(uint16_t) * nd);
@@ -663,7 +567,7 @@ static void test_verifier_accepts_bf16_rounding_and_names_planted_mistakes(void 
 static void test_verifier_allows_bf16_rounding_of_scaled_fp8_keys_in_lse(void **state) {
   (void)state;
   const request reqs[] = {{3, 700}};
-  fixture f = make((shape){1, reqs, 4, 1, 128, 4, ST_DTYPE_FP8_E4M3, LAYOUT_SPLIT});
+  fixture f = make((shape){1, reqs, 4, 1, 128, 4, ST_DTYPE_FP8_E4M3, ST_KV_LAYOUT_SPLIT});
   uint64_t rng = g_seed ^ 0x75;
   set_tensor_scales(&f, &rng);
   run(&f, 2);
@@ -682,7 +586,7 @@ static void test_verifier_allows_bf16_rounding_of_scaled_fp8_keys_in_lse(void **
     const int64_t page = f.bt[j];
     for (int t = 0; t < ntok; t++) {
       const uint8_t *k = (const uint8_t *)f.in.k_cache + page * f.in.k_stride[0] + t * f.in.k_stride[2];
-      const double sc = f.ks[page * f.in.ks_stride[0] + t * f.in.ks_stride[2]];
+      const double sc = f.pool.ks[page * f.in.ks_stride[0] + t * f.in.ks_stride[2]];
       double sum = 0;
       for (int d = 0; d < 128; d++)
         sum += fabs(st_bf16_to_float(f.q[((size_t)row * 4 + h) * 128 + d]) * st_fp8_e4m3_to_float(k[d]) * sc);

@@ -11,14 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kv_pool.h"
 #include "reference/dtype.h"
 #include "reference/sparse_attn_decode.h"
 #include "testutil.h"
 
 static uint64_t g_seed;
-
-/* The two paged layouts of sparsetune.h. */
-enum { LAYOUT_SPLIT /* (pages, 2, 128, Hkv, D) */, LAYOUT_FUSED /* (pages, Hkv, 128, 2*D) */ };
 
 typedef struct shape {
   int R, qlen, Hq, Hkv, D, topk;
@@ -30,18 +28,12 @@ typedef struct shape {
 typedef struct fixture {
   st_ref_sparse_attn_decode in;
   uint16_t *q;
-  void *kv;          /* the pool in the layout, bf16 bits or fp8 bytes */
-  double *kd, *vd;   /* the same values dequantized (unscaled), dense [pages][Hkv][128][D] */
-  float *ks, *vs;    /* TENSOR scales stored [pages][128][Hkv], a non-dense view */
-  double *ksd, *vsd; /* the same scales, dense [pages][Hkv][128] */
+  st_kv_pool pool; /* K, V and their scales, with dense dequantized copies */
   int32_t *idx, *bt, *seq;
   double *o, *lse;
 } fixture;
 
-typedef struct key {
-  int64_t page;
-  int slot;
-} key;
+typedef st_kv_key key;
 
 static int max_blocks(const shape *s) {
   int mb = 1;
@@ -50,38 +42,16 @@ static int max_blocks(const shape *s) {
   return mb;
 }
 
-/* K and V values drawn in one logical order, so both layouts hold the same. */
-static void fill_cache(fixture *f, const shape *s, uint64_t *rng) {
-  const int64_t Hkv = s->Hkv, D = s->D, pages = f->in.pages;
-  const int fp8 = s->dtype == ST_DTYPE_FP8_E4M3;
-  f->kv = malloc((size_t)(pages * 2 * 128 * Hkv * D) * (fp8 ? 1 : 2));
-  f->kd = malloc(sizeof(double) * (size_t)(pages * Hkv * 128 * D));
-  f->vd = malloc(sizeof(double) * (size_t)(pages * Hkv * 128 * D));
-  const int64_t split[3] = {2 * 128 * Hkv * D, D, Hkv * D}, fused[3] = {Hkv * 128 * 2 * D, 128 * 2 * D, 2 * D};
-  const int64_t *st = s->layout == LAYOUT_SPLIT ? split : fused;
-  const int64_t v_off = s->layout == LAYOUT_SPLIT ? 128 * Hkv * D : D;
-  for (int64_t i = 0; i < pages * Hkv * 128 * D; i++) {
-    const int64_t d = i % D, tok = i / D % 128, g = i / D / 128 % Hkv, page = i / D / 128 / Hkv;
-    const int64_t at = page * st[0] + g * st[1] + tok * st[2] + d;
-    for (int which = 0; which < 2; which++) {
-      const float x = (float)st_rand_uniform(rng, -2, 2);
-      const int64_t e = at + (which ? v_off : 0);
-      double *dst = which ? f->vd : f->kd;
-      if (fp8) {
-        ((uint8_t *)f->kv)[e] = st_float_to_fp8_e4m3(x);
-        dst[i] = st_fp8_e4m3_to_float(((uint8_t *)f->kv)[e]);
-      } else {
-        ((uint16_t *)f->kv)[e] = st_float_to_bf16(x);
-        dst[i] = st_bf16_to_float(((uint16_t *)f->kv)[e]);
-      }
-    }
-  }
-  const uint8_t *base = f->kv;
-  const size_t esz = fp8 ? 1 : 2;
-  f->in.k_cache = base;
-  f->in.v_cache = base + (size_t)v_off * esz;
-  memcpy(f->in.k_stride, st, sizeof f->in.k_stride);
-  memcpy(f->in.v_stride, st, sizeof f->in.v_stride);
+/* The references read the pool through these views. */
+static void wire_pool(fixture *f) {
+  f->in.k_cache = f->pool.k_cache;
+  f->in.v_cache = f->pool.v_cache;
+  memcpy(f->in.k_stride, f->pool.k_stride, sizeof f->in.k_stride);
+  memcpy(f->in.v_stride, f->pool.v_stride, sizeof f->in.v_stride);
+  f->in.k_scales = f->pool.ks;
+  f->in.v_scales = f->pool.vs;
+  memcpy(f->in.ks_stride, f->pool.s_stride, sizeof f->in.ks_stride);
+  memcpy(f->in.vs_stride, f->pool.s_stride, sizeof f->in.vs_stride);
 }
 
 /* Every row's first entry is the query's own block (as engines select it),
@@ -121,7 +91,8 @@ static fixture make(shape s) {
                                      .sm_scale = 1.0 / sqrt((double)s.D)};
   f.q = malloc(sizeof(uint16_t) * (size_t)rows * s.Hq * s.D);
   for (size_t i = 0; i < (size_t)rows * s.Hq * s.D; i++) f.q[i] = st_float_to_bf16((float)st_rand_uniform(&rng, -1, 1));
-  fill_cache(&f, &s, &rng);
+  st_kv_pool_make(&f.pool, s.dtype, s.layout, pages, s.Hkv, s.D, &rng);
+  wire_pool(&f);
   int32_t *perm = malloc(sizeof(int32_t) * (size_t)pages);
   for (int64_t i = 0; i < pages; i++) perm[i] = (int32_t)i;
   for (int64_t i = pages - 1; i > 0; i--) {
@@ -137,37 +108,19 @@ static fixture make(shape s) {
   for (int r = 0; r < s.R; r++) f.seq[r] = s.lens[r];
   f.idx = malloc(sizeof(int32_t) * (size_t)s.Hkv * rows * s.topk);
   fill_topk(&f, &rng, mb);
-  const size_t nscale = (size_t)pages * s.Hkv * 128;
-  f.ks = malloc(sizeof(float) * nscale);
-  f.vs = malloc(sizeof(float) * nscale);
-  f.ksd = malloc(sizeof(double) * nscale);
-  f.vsd = malloc(sizeof(double) * nscale);
   f.o = malloc(sizeof(double) * (size_t)rows * s.Hq * s.D);
   f.lse = malloc(sizeof(double) * (size_t)rows * s.Hq);
   f.in.q = f.q;
   f.in.topk_idx = f.idx;
   f.in.block_table = f.bt;
   f.in.seq_lens = f.seq;
-  f.in.k_scales = f.ks;
-  f.in.v_scales = f.vs;
-  const int64_t sst[3] = {128 * (int64_t)s.Hkv, 1, s.Hkv}; /* [pages][128][Hkv] seen as [pages][Hkv][128] */
-  memcpy(f.in.ks_stride, sst, sizeof sst);
-  memcpy(f.in.vs_stride, sst, sizeof sst);
   return f;
 }
 
 /* TENSOR scales: every entry `k` / `v` when positive, else random in [0.25, 4). */
 static void set_tensor_scales(fixture *f, float k, float v, uint64_t *rng) {
-  const int64_t Hkv = f->in.Hkv;
   f->in.scale_mode = ST_KV_SCALE_TENSOR;
-  for (int64_t i = 0; i < f->in.pages * Hkv * 128; i++) {
-    const int64_t slot = i % 128, g = i / 128 % Hkv, page = i / 128 / Hkv;
-    const int64_t at = page * f->in.ks_stride[0] + g * f->in.ks_stride[1] + slot * f->in.ks_stride[2];
-    f->ks[at] = k > 0 ? k : (float)st_rand_uniform(rng, 0.25, 4);
-    f->vs[at] = v > 0 ? v : (float)st_rand_uniform(rng, 0.25, 4);
-    f->ksd[i] = f->ks[at];
-    f->vsd[i] = f->vs[at];
-  }
+  st_kv_pool_set_scales(&f->pool, k, v, rng);
 }
 
 static void run(fixture *f, int threads) {
@@ -176,13 +129,7 @@ static void run(fixture *f, int threads) {
 
 static void release(fixture *f) {
   free(f->q);
-  free(f->kv);
-  free(f->kd);
-  free(f->vd);
-  free(f->ks);
-  free(f->vs);
-  free(f->ksd);
-  free(f->vsd);
+  st_kv_pool_free(&f->pool);
   free(f->idx);
   free(f->bt);
   free(f->seq);
@@ -223,62 +170,28 @@ static int contract_keys(const fixture *f, int row, int g, key *keys) {
   return n;
 }
 
-static double scale_of(const fixture *f, const double *tensor, float scalar, int64_t page, int g, int slot) {
-  if (f->in.kv_dtype == ST_DTYPE_BF16 || f->in.scale_mode == ST_KV_SCALE_NONE) return 1.0;
-  if (f->in.scale_mode == ST_KV_SCALE_SCALAR) return scalar;
-  return tensor[(page * f->in.Hkv + g) * 128 + slot];
+static const double *out_row(const fixture *f, int row, int h) { return f->o + ((size_t)row * f->in.Hq + h) * f->in.D; }
+
+static double out_lse(const fixture *f, int row, int h) { return f->lse[(size_t)row * f->in.Hq + h]; }
+
+static st_kv_scaling scaling(const fixture *f) {
+  return (st_kv_scaling){f->in.scale_mode, f->in.k_scale, f->in.v_scale, f->in.sm_scale};
 }
 
-/* Softmax over an explicit key list with one global max. */
+static const uint16_t *q_row(const fixture *f, int row, int h) { return f->q + ((size_t)row * f->in.Hq + h) * f->in.D; }
+
+/* Softmax over an explicit key list with one global max (kv_pool.h). */
 static void naive(const fixture *f, int row, int h, const key *keys, int n, double *o, double *lse) {
-  const int D = f->in.D, g = h / (f->in.Hq / f->in.Hkv);
-  const uint16_t *q = f->q + ((size_t)row * f->in.Hq + h) * D;
-  double *s = malloc(sizeof(double) * (size_t)(n + 1));
-  double best = -INFINITY, sum = 0;
-  for (int k = 0; k < n; k++) {
-    const double *kv = f->kd + ((keys[k].page * f->in.Hkv + g) * 128 + keys[k].slot) * D;
-    const double ks = scale_of(f, f->ksd, f->in.k_scale, keys[k].page, g, keys[k].slot);
-    double dot = 0;
-    for (int d = 0; d < D; d++) dot += (double)st_bf16_to_float(q[d]) * (kv[d] * ks);
-    s[k] = f->in.sm_scale * dot;
-    if (s[k] > best) best = s[k];
-  }
-  for (int d = 0; d < D; d++) o[d] = 0;
-  for (int k = 0; k < n; k++) {
-    const double *vv = f->vd + ((keys[k].page * f->in.Hkv + g) * 128 + keys[k].slot) * D;
-    const double vs = scale_of(f, f->vsd, f->in.v_scale, keys[k].page, g, keys[k].slot);
-    const double w = exp(s[k] - best);
-    sum += w;
-    for (int d = 0; d < D; d++) o[d] += w * (vv[d] * vs);
-  }
-  for (int d = 0; d < D && n > 0; d++) o[d] /= sum;
-  *lse = n > 0 ? best + log(sum) : -INFINITY;
-  free(s);
+  const st_kv_scaling s = scaling(f);
+  st_kv_naive_softmax(&f->pool, &s, q_row(f, row, h), h / (f->in.Hq / f->in.Hkv), keys, n, o, lse);
 }
 
 /* The reference's (row, h) against the naive softmax over `keys`:
  * relative L2 error and lse within `tol`. */
 static void expect_head(const fixture *f, int row, int h, const key *keys, int n, double tol) {
-  const int D = f->in.D;
-  double *want = malloc(sizeof(double) * (size_t)D);
-  double lse = 0, diff2 = 0, ref2 = 0;
-  naive(f, row, h, keys, n, want, &lse);
-  const double *got = f->o + ((size_t)row * f->in.Hq + h) * D;
-  for (int d = 0; d < D; d++) {
-    diff2 += (got[d] - want[d]) * (got[d] - want[d]);
-    ref2 += want[d] * want[d];
-  }
-  const double got_lse = f->lse[(size_t)row * f->in.Hq + h];
-  if (n == 0) {
-    assert_true(diff2 == 0 && ref2 == 0);
-    assert_true(isinf(got_lse) && got_lse < 0);
-  } else {
-    assert_true(ref2 > 0);
-    if (!(sqrt(diff2 / ref2) <= tol)) fail_msg("row %d head %d: relative error %g", row, h, sqrt(diff2 / ref2));
-    if (!(fabs(got_lse - lse) <= tol * (1 + fabs(lse))))
-      fail_msg("row %d head %d: lse %.17g, want %.17g", row, h, got_lse, lse);
-  }
-  free(want);
+  const st_kv_scaling s = scaling(f);
+  st_kv_expect_head(&f->pool, &s, q_row(f, row, h), h / (f->in.Hq / f->in.Hkv), keys, n, out_row(f, row, h),
+                    out_lse(f, row, h), row, h, tol);
 }
 
 /* Every (row, head) against the naive softmax over the contract's keys;
@@ -296,17 +209,13 @@ static int expect_all(const fixture *f, double tol) {
   return keyed;
 }
 
-static const double *out_row(const fixture *f, int row, int h) { return f->o + ((size_t)row * f->in.Hq + h) * f->in.D; }
-
-static double out_lse(const fixture *f, int row, int h) { return f->lse[(size_t)row * f->in.Hq + h]; }
-
 static void test_a_single_key_gives_its_value_and_score(void **state) {
   (void)state;
   const int lens[] = {1};
-  fixture f = make((shape){1, 1, 2, 1, 64, 4, lens, ST_DTYPE_BF16, LAYOUT_SPLIT});
+  fixture f = make((shape){1, 1, 2, 1, 64, 4, lens, ST_DTYPE_BF16, ST_KV_LAYOUT_SPLIT});
   set_row(&f, 0, 0, (const int32_t[]){-1, 0, -1, -1});
   run(&f, 1);
-  const double *v0 = f.vd + page_of(&f, 0, 0) * 128 * 64, *k0 = f.kd + page_of(&f, 0, 0) * 128 * 64;
+  const double *v0 = f.pool.vd + page_of(&f, 0, 0) * 128 * 64, *k0 = f.pool.kd + page_of(&f, 0, 0) * 128 * 64;
   for (int h = 0; h < 2; h++) {
     double dot = 0;
     for (int d = 0; d < 64; d++) dot += (double)st_bf16_to_float(f.q[h * 64 + d]) * k0[d];
@@ -320,7 +229,7 @@ static void test_keys_past_the_query_position_are_masked(void **state) {
   (void)state;
   /* p = 4132 ends 37 keys into block 32; p = 128 is slot 0 of block 1. */
   const int lens[] = {4133, 129};
-  fixture f = make((shape){2, 1, 4, 2, 64, 3, lens, ST_DTYPE_BF16, LAYOUT_SPLIT});
+  fixture f = make((shape){2, 1, 4, 2, 64, 3, lens, ST_DTYPE_BF16, ST_KV_LAYOUT_SPLIT});
   key keys[3 * 128];
   for (int g = 0; g < 2; g++) {
     set_row(&f, 0, g, (const int32_t[]){32, 0, 5});
@@ -345,7 +254,7 @@ static void test_skipped_entries_and_a_duplicated_block_counting_twice(void **st
   /* p = 299: blocks 0..2 visible (block 2 up to slot 43); 3 is past the query,
    * 7 past the block table too. */
   const int lens[] = {300};
-  fixture f = make((shape){1, 1, 2, 1, 64, 6, lens, ST_DTYPE_BF16, LAYOUT_FUSED});
+  fixture f = make((shape){1, 1, 2, 1, 64, 6, lens, ST_DTYPE_BF16, ST_KV_LAYOUT_FUSED});
   set_row(&f, 0, 0, (const int32_t[]){-1, 2, 7, 3, 2, 0});
   run(&f, 1);
   key keys[3 * 128];
@@ -366,7 +275,7 @@ static void test_padding_and_unselected_rows_give_zero_and_minus_infinity(void *
   /* Request 0 is padding; request 2 (seq_len 1 < qlen 2) has token 0 at
    * p = -1 (empty) and token 1 at p = 0 (one key). */
   const int lens[] = {0, 500, 1};
-  fixture f = make((shape){3, 2, 4, 2, 64, 4, lens, ST_DTYPE_BF16, LAYOUT_SPLIT});
+  fixture f = make((shape){3, 2, 4, 2, 64, 4, lens, ST_DTYPE_BF16, ST_KV_LAYOUT_SPLIT});
   for (int g = 0; g < 2; g++) {
     set_row(&f, 0, g, (const int32_t[]){0, 1, 2, 3});
     set_row(&f, 1, g, (const int32_t[]){0, 1, 2, 3});
@@ -388,7 +297,7 @@ static void test_padding_and_unselected_rows_give_zero_and_minus_infinity(void *
     } else {
       assert_true(isfinite(out_lse(&f, 2, h)));
     }
-    const double *v0 = f.vd + (page_of(&f, 5, 0) * 2 + h / 2) * 128 * 64;
+    const double *v0 = f.pool.vd + (page_of(&f, 5, 0) * 2 + h / 2) * 128 * 64;
     for (int d = 0; d < 64; d++) assert_true(out_row(&f, 5, h)[d] == v0[d]);
   }
   release(&f);
@@ -398,7 +307,7 @@ static void test_each_query_token_uses_its_own_topk_row_and_position(void **stat
   (void)state;
   const int lens[] = {130};
   for (int qlen = 2; qlen <= 4; qlen++) {
-    fixture f = make((shape){1, qlen, 2, 1, 64, 2, lens, ST_DTYPE_BF16, LAYOUT_SPLIT});
+    fixture f = make((shape){1, qlen, 2, 1, 64, 2, lens, ST_DTYPE_BF16, ST_KV_LAYOUT_SPLIT});
     /* Even tokens list {1, 0}, odd ones {-1, 1}: block 1 exists from p = 128,
      * so with qlen 4 token 1 (p = 127) has no key at all. */
     for (int t = 0; t < qlen; t++) set_row(&f, t, 0, t % 2 ? (const int32_t[]){-1, 1} : (const int32_t[]){1, 0});
@@ -423,8 +332,8 @@ static void test_both_kv_layouts_give_identical_results(void **state) {
   const int lens[] = {1000, 257, 64};
   const st_dtype dts[] = {ST_DTYPE_BF16, ST_DTYPE_FP8_E4M3};
   for (int i = 0; i < 2; i++) {
-    fixture a = make((shape){3, 2, 8, 2, 64, 6, lens, dts[i], LAYOUT_SPLIT});
-    fixture b = make((shape){3, 2, 8, 2, 64, 6, lens, dts[i], LAYOUT_FUSED});
+    fixture a = make((shape){3, 2, 8, 2, 64, 6, lens, dts[i], ST_KV_LAYOUT_SPLIT});
+    fixture b = make((shape){3, 2, 8, 2, 64, 6, lens, dts[i], ST_KV_LAYOUT_FUSED});
     if (dts[i] == ST_DTYPE_FP8_E4M3) {
       uint64_t rng = g_seed ^ 1, rng2 = g_seed ^ 1;
       set_tensor_scales(&a, 0, 0, &rng);
@@ -453,7 +362,7 @@ static void expect_scaled(const fixture *a, const fixture *b, double factor, int
 static void test_fp8_scalar_tensor_and_folded_scales_agree(void **state) {
   (void)state;
   const int lens[] = {700, 300};
-  const shape s = {2, 1, 4, 2, 64, 4, lens, ST_DTYPE_FP8_E4M3, LAYOUT_SPLIT};
+  const shape s = {2, 1, 4, 2, 64, 4, lens, ST_DTYPE_FP8_E4M3, ST_KV_LAYOUT_SPLIT};
   const float ks = 0.37f, vs = 1.9f;
   uint64_t rng = g_seed;
   fixture none = make(s), folded = make(s), scalar = make(s), tensor = make(s);
@@ -486,7 +395,7 @@ static void test_fp8_scalar_tensor_and_folded_scales_agree(void **state) {
 static void test_tensor_scales_are_read_per_page_head_and_slot(void **state) {
   (void)state;
   const int lens[] = {600, 129};
-  fixture f = make((shape){2, 2, 4, 2, 64, 5, lens, ST_DTYPE_FP8_E4M3, LAYOUT_FUSED});
+  fixture f = make((shape){2, 2, 4, 2, 64, 5, lens, ST_DTYPE_FP8_E4M3, ST_KV_LAYOUT_FUSED});
   uint64_t rng = g_seed ^ 7;
   set_tensor_scales(&f, 0, 0, &rng);
   run(&f, 2);
@@ -499,7 +408,7 @@ static void test_gqa_group_sizes_and_head_dims(void **state) {
   const int lens[] = {1000, 0, 333};
   const int cfg[][3] = {{4, 4, 64}, {32, 1, 128}, {32, 1, 64}, {4, 2, 256}, {8, 2, 256}}; /* Hq, Hkv, D */
   for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
-    fixture f = make((shape){3, 2, cfg[c][0], cfg[c][1], cfg[c][2], 8, lens, ST_DTYPE_BF16, LAYOUT_SPLIT});
+    fixture f = make((shape){3, 2, cfg[c][0], cfg[c][1], cfg[c][2], 8, lens, ST_DTYPE_BF16, ST_KV_LAYOUT_SPLIT});
     run(&f, 3);
     assert_int_equal(expect_all(&f, 1e-12), 2 * 2 * cfg[c][0]); /* requests 0 and 2, two tokens each */
     release(&f);
@@ -509,7 +418,7 @@ static void test_gqa_group_sizes_and_head_dims(void **state) {
 static void test_large_scores_do_not_overflow(void **state) {
   (void)state;
   const int lens[] = {900, 200};
-  fixture f = make((shape){2, 1, 4, 2, 64, 6, lens, ST_DTYPE_BF16, LAYOUT_SPLIT});
+  fixture f = make((shape){2, 1, 4, 2, 64, 6, lens, ST_DTYPE_BF16, ST_KV_LAYOUT_SPLIT});
   /* Scores in the thousands: exp would overflow unshifted. Every lse must
    * be finite (and match the hand computation, above); rows whose largest
    * score passes 709, where an unshifted exp is inf, must exist: a row with
@@ -538,7 +447,7 @@ static void find_head(const fixture *f, int keyed, int *row, int *h) {
 static void test_verifier_accepts_bf16_rounding_and_names_planted_mistakes(void **state) {
   (void)state;
   const int lens[] = {900, 0, 300};
-  fixture f = make((shape){3, 2, 8, 2, 64, 6, lens, ST_DTYPE_BF16, LAYOUT_SPLIT});
+  fixture f = make((shape){3, 2, 8, 2, 64, 6, lens, ST_DTYPE_BF16, ST_KV_LAYOUT_SPLIT});
   run(&f, 2);
   const size_t n = 6 * 8, nd = n * 64;
   uint16_t *got = malloc(sizeof(uint16_t) * nd);
