@@ -144,6 +144,19 @@ function M.check_shape_fields(s, fields, known, op_name)
   return true
 end
 
+-- The first of `ranges` ({field, lo, hi}; hi nil: no upper bound) whose
+-- shape field is not an integer in range, as a message; nil if all are.
+function M.int_fields_outside(s, ranges)
+  for _, r in ipairs(ranges) do
+    local f, lo, hi = r[1], r[2], r[3]
+    local v = s[f]
+    if math.type(v) ~= "integer" or v < lo or (hi and v > hi) then
+      return string.format("shape field %s=%s is outside %d..%s", f, tostring(v), lo, hi and tostring(hi) or "")
+    end
+  end
+  return nil
+end
+
 -- The optional peer_us fact of a shape (the peer's time from
 -- ../shared/anchors.md): absent, or a positive time.
 function M.check_peer(s)

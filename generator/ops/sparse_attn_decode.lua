@@ -188,14 +188,8 @@ function M.check_shape(s)
   if not fields_ok then
     return false, fields_why
   end
-  local function int_in(f, lo, hi)
-    local v = s[f]
-    if math.type(v) ~= "integer" or v < lo or (hi and v > hi) then
-      return string.format("shape field %s=%s is outside %d..%s", f, tostring(v), lo, hi and tostring(hi) or "")
-    end
-  end
-  local why = int_in("B", 1, 65535) or int_in("D", 16, 512) or int_in("Hq", 1, 65535) or int_in("Hkv", 1, 65535)
-      or int_in("qlen", 1, 4) or int_in("topk", 1, 64) or int_in("lse", 0, 1) or int_in("ctx", 1)
+  local why = space.int_fields_outside(s, { { "B", 1, 65535 }, { "D", 16, 512 }, { "Hq", 1, 65535 }, { "Hkv", 1, 65535 },
+    { "qlen", 1, 4 }, { "topk", 1, 64 }, { "lse", 0, 1 }, { "ctx", 1 } })
   if why then
     return false, why
   end
