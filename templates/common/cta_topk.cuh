@@ -179,6 +179,9 @@ __device__ void st_cta_topk(const uint32_t *keys, int stride, int n, int ncols, 
       }
       const uint32_t total = __shfl_sync(0xffffffffu, incl, 31);
       const uint32_t w = (uint32_t)sm.want[c];
+      // One lane writes this column's want, quota and settled flag below, after
+      // every lane read them; a shuffle or ballot orders execution, not memory.
+      __syncwarp();
       if (pass == 0 && total <= w) { // every present key is wanted
         if (lane == 0) {
           sm.quota[c] = (int)total;
