@@ -23,9 +23,10 @@
 // ldmatrix.trans. At the end the WARPS_N warps of an m-tile
 // combine their (m, l, O) in shared memory. One split: the CTA writes o and
 // lse. Several (single): where the splits divide CLUSTER > 1, the item's CTAs
-// sit in one thread-block cluster and each merges a 1/splits slice of the
-// output from all of their states through distributed shared memory (no
-// workspace round trip); otherwise each CTA writes its partial (O, m, l) to
+// sit in one thread-block cluster; each owns a 1/splits slice of the output,
+// and every CTA pushes its state of each slice into the owner's shared
+// memory (st.async on the owner's mbarrier: no workspace round trip, no
+// fence); otherwise each CTA writes its partial (O, m, l) to
 // the workspace and the item's last CTA merges them. split: the partials go
 // to the workspace and st_sparse_attn_decode_merge combines them.
 //
@@ -44,6 +45,7 @@ constexpr int ALGO_SPLIT = ${algo_split};
 #include "params/sparse_attn_decode.h"
 #include "common/attn_tile.cuh"
 #include "common/kv_stage.cuh"
+#include "common/mbarrier.cuh"
 
 constexpr int WARPS = WARPS_N * M_TILES;
 constexpr int THREADS = 32 * WARPS;
@@ -60,15 +62,16 @@ using st_kv = st_kv_stages<IS_FP8, HEAD_DIM, STAGES, THREADS>;
 //   q tile      [M_TILES*16][HEAD_DIM] bf16, swizzled, heads >= GROUP zero
 //   KV region   bf16: STAGES x (K tile, V tile)
 //               fp8:  STAGES x (raw K+V rows, K+V scales), then one K and V tile
-//               after the last block: per warp (O [16][HEAD_DIM], m[16], l[16]) fp32;
-//               the CTA's combined O of head h replaces the first warp of
-//               its m-tile's rows (what the cluster merge reads)
+//               after the last block: per warp (O [16][HEAD_DIM], m[16], l[16]) fp32
 //   block list  [MAX_TOPK] pages, [MAX_TOPK] visible tokens
+//   receive     (cluster kernels) what the item's CTAs push to this one:
+//               [splits][NE / splits] float4 pieces of O, then
+//               [splits][GROUP] (m, l)
 constexpr int Q_BYTES = M_TILES * 16 * HEAD_DIM * 2;
 constexpr int KV_BYTES = st_kv::BYTES;
 constexpr int COMBINE_BYTES = WARPS * 16 * (HEAD_DIM + 2) * 4;
 constexpr int REGION_BYTES = KV_BYTES > COMBINE_BYTES ? KV_BYTES : COMBINE_BYTES;
-constexpr int SMEM_BYTES = Q_BYTES + REGION_BYTES + MAX_TOPK * 8;
+constexpr int BLOCK_LIST_BYTES = MAX_TOPK * 8;
 constexpr float LN2 = 0.69314718055994530942f;
 // The merge's weights: (m or weight, l) per split and q head.
 constexpr int MAX_SPLITS = MAX_TOPK;
@@ -90,6 +93,11 @@ static_assert(MERGE_SMEM <= REGION_BYTES, "the merging CTA reuses its tile regio
 #define ST_CLUSTER_DIMS
 #endif
 constexpr int CLUSTER = ST_CLUSTER;
+// The cluster merge's receive area: every piece of an item's O once (from
+// its splits), and each split's (m, l) of every q head.
+constexpr int RECV_BYTES = CLUSTER > 1 ? NE * 16 + CLUSTER * GROUP * 8 : 0;
+constexpr int SMEM_BYTES = Q_BYTES + REGION_BYTES + BLOCK_LIST_BYTES + RECV_BYTES;
+static_assert(CLUSTER == 1 || NE % CLUSTER == 0, "every split divides the pieces evenly");
 static_assert(CLUSTER == 1 || (CLUSTER == 16 && !ALGO_SPLIT && THREADS <= 128 && 2 * (SMEM_BYTES + 1024) <= 228 * 1024),
               "a cluster of 16 single-launch CTAs of <= 128 threads, two per SM");
 
@@ -185,26 +193,24 @@ __device__ void st_merge_splits(const st_sparse_attn_decode_params &p, const st_
   }
 }
 
-// ---- thread-block clusters ---------------------------------------------
+// ---- thread-block clusters: the push merge --------------------------------
+//
+// Where the splits divide the cluster, the item's CTAs (cluster ranks
+// rank0 .. rank0 + splits - 1) each own NE / splits pieces of the item's
+// output. After its warps' combine, a CTA writes each piece of its state and
+// its (m, l) straight into the owner's receive area with st.async, which
+// counts the bytes on the owner's mbarrier; each owner waits for all of
+// them, merges and writes o and lse. One cluster barrier, arrived at the
+// start once the mbarriers are initialized and waited on just before the
+// first push; no fence and no barrier after the pushes (v2.2 pulled the
+// pieces between a release/acquire and a relaxed cluster barrier: 2.6 us of
+// the B = 1 launch, docs/kernels/sparse_attn_decode.md).
 
-// Every thread of every CTA of the cluster: the shared-memory writes before
-// it are visible to every CTA of the cluster after it. (ptxas makes the
-// release a MEMBAR.GPU: it waits for this thread's outstanding global
-// writes too, so it comes before any.)
-__device__ __forceinline__ void st_cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n"
-               "barrier.cluster.wait.acquire.aligned;\n" ::
-                   : "memory");
+__device__ __forceinline__ void st_cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
 }
 
-// The same without the release: only that every thread of the cluster got
-// here (its reads of other CTAs' shared memory have returned), so that no
-// CTA leaves while another still reads its shared memory.
-__device__ __forceinline__ void st_cluster_sync_relaxed() {
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n"
-               "barrier.cluster.wait.aligned;\n" ::
-                   : "memory");
-}
+__device__ __forceinline__ void st_cluster_wait() { asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory"); }
 
 __device__ __forceinline__ uint32_t st_cluster_rank() {
   uint32_t r;
@@ -219,66 +225,69 @@ __device__ __forceinline__ uint32_t st_cluster_map(uint32_t addr, uint32_t rank)
   return r;
 }
 
-// volatile: these must stay between the cluster barriers around them.
-__device__ __forceinline__ float2 st_ld_cluster_f2(uint32_t addr) {
-  float2 v;
-  asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(addr));
-  return v;
+// 16 / 8 bytes into another CTA's shared memory (mapped addresses), counted
+// on its mbarrier `bar` (mapped too).
+__device__ __forceinline__ void st_push_f4(uint32_t addr, float4 v, uint32_t bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(
+                   addr),
+               "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(bar)
+               : "memory");
 }
 
-__device__ __forceinline__ float4 st_ld_cluster_f4(uint32_t addr) {
-  float4 v;
-  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "r"(addr));
-  return v;
+__device__ __forceinline__ void st_push_f2(uint32_t addr, float2 v, uint32_t bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];\n" ::"r"(addr),
+               "f"(v.x), "f"(v.y), "r"(bar)
+               : "memory");
 }
 
-// Byte offset in the combine area of the CTA's combined O of q head h,
-// dimension d: the rows of the first warp of h's m-tile.
-__device__ __forceinline__ uint32_t st_combined_offset(int h, int d) {
-  return (uint32_t)((((h / 16) * WARPS_N * 16 + h % 16) * HEAD_DIM + d) * 4);
+// Bytes an owner receives: a piece of O from every split for each piece it
+// owns (NE in all), and every split's (m, l) of each q head.
+__device__ __forceinline__ uint32_t st_recv_bytes(int splits) { return (uint32_t)(NE * 16 + splits * GROUP * 8); }
+
+// The receive area of this CTA (byte offsets in shared memory).
+struct st_recv {
+  uint32_t o, ml; // [splits][NE / splits] float4, then [splits][GROUP] float2
+};
+
+// After the warps' combine: the CTA's state of piece e (q head h,
+// dimensions d .. d+3) goes to its owner; with d == 0 also (m, l) of head
+// h, to every owner.
+__device__ __forceinline__ void st_push_piece(const st_sparse_attn_decode_params &p, int split, uint32_t rank0,
+                                              const st_recv &recv, uint32_t bar, int e, int h, int d, float m,
+                                              float l, float4 o) {
+  const int per = NE / p.splits, owner = e / per;
+  const uint32_t to = rank0 + (uint32_t)owner;
+  st_push_f4(st_cluster_map(recv.o + (uint32_t)(split * per + e - owner * per) * 16u, to), o,
+             st_cluster_map(bar, to));
+  if (d == 0)
+    for (int c = 0; c < p.splits; c++)
+      st_push_f2(st_cluster_map(recv.ml + (uint32_t)(split * GROUP + h) * 8u, rank0 + (uint32_t)c),
+                 make_float2(m, l), st_cluster_map(bar, rank0 + (uint32_t)c));
 }
 
-// The item's `splits` CTAs (cluster ranks rank0 ..) each left their
-// combined (O, m, l) in shared memory (combine area and `ml`); this CTA,
-// split `split`, merges output pieces [split * per, (split + 1) * per) of
-// the NE 4-dimension pieces and writes o and lse. Each thread's remote loads
-// are all issued before the first use: one distributed-shared-memory round
-// trip.
-__device__ __forceinline__ void st_merge_cluster(const st_sparse_attn_decode_params &p, const st_item &it, int split,
-                                                 uint32_t o_area, uint32_t ml_area) {
-  const int splits = p.splits;
-  const uint32_t rank0 = st_cluster_rank() - (uint32_t)split;
-  const int per = (NE + splits - 1) / splits;
-  const int e1 = min(NE, (split + 1) * per);
-  for (int e = split * per + threadIdx.x; e < e1; e += THREADS) {
+// The owner's merge once every byte is in: pieces [split * per, (split +
+// 1) * per) of the item from all splits.
+__device__ __forceinline__ void st_merge_received(const st_sparse_attn_decode_params &p, const st_item &it, int split,
+                                                  const char *recv_o, const char *recv_ml) {
+  const int splits = p.splits, per = NE / splits;
+  for (int i = threadIdx.x; i < per; i += THREADS) {
+    const int e = split * per + i;
     const int h = e / (HEAD_DIM / 4), d = (e - h * (HEAD_DIM / 4)) * 4;
-    float2 ml[CLUSTER];
-    float4 ov[CLUSTER];
-#pragma unroll
-    for (int c = 0; c < CLUSTER; c++)
-      if (c < splits) {
-        ml[c] = st_ld_cluster_f2(st_cluster_map(ml_area + (uint32_t)h * 8u, rank0 + c));
-        ov[c] = st_ld_cluster_f4(st_cluster_map(o_area + st_combined_offset(h, d), rank0 + c));
-      }
     float m = -ST_INF;
-#pragma unroll
-    for (int c = 0; c < CLUSTER; c++)
-      if (c < splits) m = fmaxf(m, ml[c].x);
+    for (int c = 0; c < splits; c++) m = fmaxf(m, ((const float2 *)recv_ml)[c * GROUP + h].x);
     float l = 0.f;
     float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
     if (m != -ST_INF)
-#pragma unroll
-      for (int c = 0; c < CLUSTER; c++)
-        if (c < splits) {
-          const float wt = ml[c].x == -ST_INF ? 0.f : exp2f(ml[c].x - m);
-          l += ml[c].y * wt;
-          o.x += ov[c].x * wt;
-          o.y += ov[c].y * wt;
-          o.z += ov[c].z * wt;
-          o.w += ov[c].w * wt;
-        }
+      for (int c = 0; c < splits; c++) {
+        const float2 ml = ((const float2 *)recv_ml)[c * GROUP + h];
+        const float wt = ml.x == -ST_INF ? 0.f : exp2f(ml.x - m);
+        const float4 oc = ((const float4 *)recv_o)[c * per + i];
+        l += ml.y * wt;
+        o.x += oc.x * wt;
+        o.y += oc.y * wt;
+        o.z += oc.z * wt;
+        o.w += oc.w * wt;
+      }
     st_write_out(p, it, h, d, m, l, o);
   }
 }
@@ -413,11 +422,13 @@ extern "C" __global__ void __launch_bounds__(THREADS) ST_CLUSTER_DIMS
     st_sparse_attn_decode_main(const st_sparse_attn_decode_params p) {
   extern __shared__ __align__(128) char s_dyn[];
   __shared__ int s_nblk, s_last;
-  __shared__ float2 s_ml[GROUP]; // the CTA's combined (m, l) per q head (cluster merge)
+  __shared__ uint64_t s_recv_bar; // cluster merge: the bytes pushed to this CTA
   char *q_smem = s_dyn;
   char *region = s_dyn + Q_BYTES;
   int32_t *s_page = (int32_t *)(region + REGION_BYTES);
   int32_t *s_ntok = s_page + MAX_TOPK;
+  char *recv_o = (char *)(s_ntok + MAX_TOPK);
+  char *recv_ml = recv_o + NE * 16;
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   if (threadIdx.x == 0) {
     unsigned dyn;
@@ -426,12 +437,18 @@ extern "C" __global__ void __launch_bounds__(THREADS) ST_CLUSTER_DIMS
   }
   // Splits that divide the cluster keep an item's CTAs in one cluster.
   const bool cluster_merge = CLUSTER > 1 && p.splits > 1 && CLUSTER % p.splits == 0;
+  const uint32_t recv_bar = st_smem_addr(&s_recv_bar);
+  if (cluster_merge) {
+    if (threadIdx.x == 0) {
+      st_mbar_init(recv_bar, 1);
+      st_mbar_arrive_expect_tx(recv_bar, st_recv_bytes(p.splits));
+      st_mbar_init_fence();
+    }
+    st_cluster_arrive_relaxed(); // waited on before the first push
+  }
   const int row = blockIdx.x / p.splits, split = blockIdx.x - row * p.splits;
   if (row >= p.num_requests * p.qlen) { // padding to whole clusters: no item
-    if (cluster_merge) {                // but every CTA of a cluster meets its barriers
-      st_cluster_sync();
-      st_cluster_sync_relaxed();
-    }
+    if (cluster_merge) st_cluster_wait(); // but every CTA of a cluster meets its barrier
     return;
   }
   const st_item it = st_item_of(p, row, blockIdx.y);
@@ -555,6 +572,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) ST_CLUSTER_DIMS
   }
   __syncthreads();
   const bool direct = p.splits == 1;
+  const uint32_t rank0 = cluster_merge ? st_cluster_rank() - (uint32_t)split : 0u;
+  const st_recv recv = {st_smem_addr(recv_o), st_smem_addr(recv_ml)};
+  if (cluster_merge) st_cluster_wait(); // every receive barrier of the cluster is initialized
   // Four dimensions per thread and step: 16-byte shared and global accesses.
   for (int e = threadIdx.x; e < NE; e += THREADS) {
     const int h = e / (HEAD_DIM / 4), d = (e - h * (HEAD_DIM / 4)) * 4;
@@ -579,9 +599,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) ST_CLUSTER_DIMS
     if (direct) {
       st_write_out(p, it, h, d, m, l, o);
     } else if (cluster_merge) {
-      // In place of the first warp's rows: only this thread read them.
-      *(float4 *)((char *)c_o + st_combined_offset(h, d)) = o;
-      if (d == 0) s_ml[h] = make_float2(m, l);
+      st_push_piece(p, split, rank0, recv, recv_bar, e, h, d, m, l, o);
     } else {
       const int64_t ps = (it.id * p.splits + split) * GROUP + h;
       *(float4 *)(p.part_o + ps * HEAD_DIM + d) = o;
@@ -592,9 +610,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) ST_CLUSTER_DIMS
     }
   }
   if (cluster_merge) {
-    st_cluster_sync(); // every CTA's combined state is in its shared memory
-    st_merge_cluster(p, it, split, st_smem_addr(c_o), st_smem_addr(s_ml));
-    st_cluster_sync_relaxed(); // no CTA leaves while another still reads its shared memory
+    st_mbar_wait(recv_bar, 0); // every split's pieces of this CTA's slice are in
+    st_merge_received(p, it, split, recv_o, recv_ml);
     return;
   }
   if (direct || ALGO_SPLIT) return;

@@ -60,6 +60,9 @@ void st_test_every_variant(const char *op, const st_shape *shapes, int nshapes, 
    * which runs kernels many times slower). */
   const char *stride_env = getenv("ST_TEST_STRIDE");
   const int stride = stride_env && atoi(stride_env) > 0 ? atoi(stride_env) : 1;
+  /* ST_TEST_MATCH=TEXT checks only variants whose name contains TEXT (to
+   * point a sanitizer at one family, e.g. ".c16" for the cluster kernels). */
+  const char *match = getenv("ST_TEST_MATCH");
   CUmodule *mods = calloc((size_t)nv, sizeof *mods);
   int pairs = 0, failures = 0;
   for (int s = 0; s < nshapes; s++) {
@@ -68,6 +71,7 @@ void st_test_every_variant(const char *op, const st_shape *shapes, int nshapes, 
                        &err) != ST_OK)
       fail_msg("shape %s: %s", shapes[s].key, err.msg);
     for (int i = s % stride; i < nv; i += stride) {
+      if (match && !strstr(v[i].row.name, match)) continue;
       int applies = 0;
       assert_int_equal(st_gen_applies(gen, &v[i].row, &shapes[s], &applies, &err), ST_OK);
       if (!applies) continue;

@@ -67,6 +67,7 @@ marks = [
     ('  const int nblk = s_nblk;\n', 1,
      lambda a: a + cut('SKIP_COPY', '  if (threadIdx.x == 0)\n'
                        '    ap_keep(p, it, split, (uint32_t)nblk + (uint32_t)s_page[0] + *(const uint32_t *)q_smem);\n'
+                       '  if (cluster_merge) st_cluster_wait();\n'
                        '  return;\n')),
     # SKIP_MATH: q.K + online softmax (st_block_scores) and P.V
     # (st_block_values) removed from both block loops (bf16 and fp8); the
@@ -85,11 +86,12 @@ marks = [
                    '    ap_keep(p, it, split, (uint32_t)nblk + *(const uint32_t *)kt +\n'
                    '                              *(const uint32_t *)(kt + st_kv::TILE_BYTES));\n'
                    '  }\n'
+                   '  if (cluster_merge) st_cluster_wait();\n'
                    '  return;\n') + a),
     # SKIP_MERGE: in the combine loop, once the thread has its piece of the
     # CTA's combined (O, m, l), skip whatever follows (cluster: the smem
-    # hand-off; unclustered: the workspace partial write); after the loop,
-    # return before the cluster barriers + DSMEM merge and before the
+    # pushes; unclustered: the workspace partial write); after the loop,
+    # return before the wait for the pushed pieces and the merge, and before the
     # fence / counter / last-CTA merge. The piece feeds a store that never
     # happens (an exact NaN payload arithmetic cannot produce), so the
     # compiler keeps the combine.
@@ -97,7 +99,7 @@ marks = [
      lambda a: cut('SKIP_MERGE', '    if (__float_as_uint(o.x + o.y + o.z + o.w + m + l) == 0x7fc0abcdu)\n'
                    '      ap_keep(p, it, split, 1u);\n'
                    '    continue;\n') + a),
-    ('  if (cluster_merge) {\n    st_cluster_sync(); // every CTA', 1,
+    ('  if (cluster_merge) {\n    st_mbar_wait(recv_bar, 0);', 1,
      lambda a: cut('SKIP_MERGE', '  return;\n') + a),
 ]
 

@@ -83,9 +83,11 @@ end
 -- The kernel's shared memory (templates/sparse_attn_decode.cu lays it out,
 -- runtime/ops/sparse_attn_decode.c st_sparse_attn_decode_smem_bytes computes
 -- the same): the q tile (bf16), then the larger of the KV stages and the
--- warps' combine area (fp32 O, m, l per head row), then the block list. A
--- stage holds a bf16 K and V tile, or for fp8 the raw K and V rows and
--- their scales, widened into one bf16 K and V tile.
+-- warps' combine area (fp32 O, m, l per head row), then the block list,
+-- then for cluster kernels the push merge's receive area (the item's O
+-- once, fp32, and every split's (m, l) of each q head). A stage holds a
+-- bf16 K and V tile, or for fp8 the raw K and V rows and their scales,
+-- widened into one bf16 K and V tile.
 local function shared_bytes(k)
   local tile = BLOCK_TOKENS * k.head_dim * DTYPE_BYTES.bf16
   local fp8 = k.dtype == "fp8"
@@ -93,7 +95,8 @@ local function shared_bytes(k)
   local kv = k.stages * stage + (fp8 and 2 * tile or 0)
   local combine = k.warps_n * m_tiles(k) * M_TILE_ROWS * (k.head_dim + 2) * 4
   local q = m_tiles(k) * M_TILE_ROWS * k.head_dim * DTYPE_BYTES.bf16
-  return q + math.max(kv, combine) + MAX_TOPK * 8
+  local recv = k.cluster > 1 and (k.group * k.head_dim * 4 + k.cluster * k.group * 8) or 0
+  return q + math.max(kv, combine) + MAX_TOPK * 8 + recv
 end
 
 -- A cluster of 16 (non-portable, Hopper allows it): single kernels of at

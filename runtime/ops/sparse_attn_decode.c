@@ -72,7 +72,10 @@ unsigned st_sparse_attn_decode_smem_bytes(const st_sparse_attn_decode_config *cf
   const int64_t kv = cfg->stages * stage + (fp8 ? 2 * tile : 0);
   const int64_t combine = warps * 16 * (D + 2) * 4;
   const int64_t block_list = ST_SPARSE_ATTN_DECODE_MAX_TOPK * 8;
-  return (unsigned)(q_bytes + (kv > combine ? kv : combine) + block_list);
+  /* Cluster kernels: the push merge's receive area (every piece of O once,
+   * every split's (m, l) of each q head). */
+  const int64_t recv = cfg->cluster > 1 ? (int64_t)cfg->group * D * 4 + (int64_t)cfg->cluster * cfg->group * 8 : 0;
+  return (unsigned)(q_bytes + (kv > combine ? kv : combine) + block_list + recv);
 }
 
 st_status st_sparse_attn_decode_check_cluster(const st_sparse_attn_decode_config *cfg, st_err *err) {
