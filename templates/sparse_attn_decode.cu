@@ -15,7 +15,9 @@
 // (cp.async, STAGES blocks in flight; bf16: K and V as separate groups, so
 // the scores start while V is on its way; fp8: rows land in a staging
 // buffer and are widened to bf16 with their scales, and the stage is
-// refilled before the math), and warp (wm, wn) computes for q heads
+// refilled before the math; with K_REGS only V is widened, and q.K reads
+// K's raw rows into its mma fragments, converting in registers, while V is
+// being widened), and warp (wm, wn) computes for q heads
 // wm*16 .. wm*16+15 and tokens wn*WARP_TOKENS .. +WARP_TOKENS: S = q K^T on
 // tensor cores (bf16 m16n8k16, q and K from ldmatrix), an online softmax in
 // registers (base 2, scores pre-scaled by sm_scale*log2 e), then O += P V
@@ -41,6 +43,7 @@ constexpr int M_TILES = ${m_tiles};
 constexpr int WARPS_N = ${warps_n};
 constexpr int STAGES = ${stages};
 constexpr int ALGO_SPLIT = ${algo_split};
+constexpr int K_REGS = ${k_regs}; // fp8: K's raw rows straight into the mma fragments
 
 #include "params/sparse_attn_decode.h"
 #include "common/attn_tile.cuh"
@@ -55,13 +58,14 @@ constexpr int WARP_TOKENS = BLOCK_TOKENS / WARPS_N;
 constexpr int DT = HEAD_DIM / 8;         // output tiles (8 dims)
 constexpr int ROW_CHUNKS = HEAD_DIM / 8; // 16-byte chunks of a bf16 row
 constexpr int NE = GROUP * HEAD_DIM / 4; // 4-dimension pieces of an item's output
-using st_kv = st_kv_stages<IS_FP8, HEAD_DIM, STAGES, THREADS>;
+using st_kv = st_kv_stages<IS_FP8, HEAD_DIM, STAGES, THREADS, K_REGS>;
 
 // Shared memory (dynamic), in this order; runtime/ops/sparse_attn_decode.c
 // computes the same total (st_sparse_attn_decode_smem_bytes).
 //   q tile      [M_TILES*16][HEAD_DIM] bf16, swizzled, heads >= GROUP zero
 //   KV region   bf16: STAGES x (K tile, V tile)
 //               fp8:  STAGES x (raw K+V rows, K+V scales), then one K and V tile
+//                     (K_REGS: the V tile only)
 //               after the last block: per warp (O [16][HEAD_DIM], m[16], l[16]) fp32
 //   block list  [MAX_TOPK] pages, [MAX_TOPK] visible tokens
 //   receive     (cluster kernels) what the item's CTAs push to this one:
@@ -338,11 +342,9 @@ __device__ __forceinline__ void st_issue_block(const st_sparse_attn_decode_param
 
 constexpr int NT = WARP_TOKENS / 8, KT = WARP_TOKENS / 16, DK = HEAD_DIM / 16;
 
-// S = q K^T for rows m0 .. m0+15 and tokens tok0 .. tok0+WARP_TOKENS-1
-// (tokens >= lim masked), then the online-softmax update of `st`; leaves P
-// (unnormalized probabilities) in s.
-__device__ __forceinline__ void st_block_scores(uint32_t q_tile, int m0, uint32_t k_tile, int tok0, int lim,
-                                                float scale_log2, st_softmax_state<HEAD_DIM> &st, float (&s)[NT][4]) {
+// S = q K^T for rows m0 .. m0+15 and tokens tok0 .. tok0+WARP_TOKENS-1 from
+// the bf16 K tile.
+__device__ __forceinline__ void st_block_qk(uint32_t q_tile, int m0, uint32_t k_tile, int tok0, float (&s)[NT][4]) {
   const int lane = threadIdx.x & 31;
 #pragma unroll
   for (int nt = 0; nt < NT; nt++) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
@@ -359,6 +361,65 @@ __device__ __forceinline__ void st_block_scores(uint32_t q_tile, int m0, uint32_
       st_mma_bf16_16816(s[2 * n2 + 1], a[0], a[1], a[2], a[3], b[2], b[3]);
     }
   }
+}
+
+// The same from the stage's raw fp8 K rows (K_REGS), converted in
+// registers. The dot product may take its 16 k values per mma in any order
+// as long as q and K agree: lane (g = lane/4, t = lane%4) of k-step 2j + h
+// holds k = 32j + 8t + 4h + {0, 1} in the fragments' slots 2t, 2t+1 and
+// + {2, 3} in slots 2t+8, 2t+9. So one 8-byte load gives a lane its K for
+// two k-steps (k = 32j + 8t .. + 7 of its token row), and one 8-byte load
+// per row its q (4 bf16 of chunk 4j + t). Tensor mode: each K value times
+// its token's scale before the rounding to bf16, as the widening does.
+template <bool TENSOR>
+__device__ __forceinline__ void st_block_qk_fp8(uint32_t q_tile, int m0, uint32_t raw_k, const float *k_scales,
+                                                int tok0, float (&s)[NT][4]) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  float ks_tok[NT];
+#pragma unroll
+  for (int nt = 0; nt < NT; nt++) {
+    s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+    ks_tok[nt] = TENSOR ? k_scales[tok0 + nt * 8 + g] : 1.f;
+  }
+#pragma unroll
+  for (int j = 0; j < DK / 2; j++) {
+    uint32_t qa[2][4]; // [h][a0..a3]
+#pragma unroll
+    for (int rr = 0; rr < 2; rr++) { // rows g and g + 8: k = 32j + 8t + 0 .. 7
+      const uint4 v = st_lds_v4(st_swizzled<ROW_CHUNKS>(q_tile, m0 + g + 8 * rr, 4 * j + t));
+      qa[0][rr] = v.x;     // h 0: k + 0, 1
+      qa[0][rr + 2] = v.y; // h 0: k + 2, 3
+      qa[1][rr] = v.z;     // h 1: k + 4, 5
+      qa[1][rr + 2] = v.w; // h 1: k + 6, 7
+    }
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+      const int tok = tok0 + nt * 8 + g;
+      const uint2 r = st_lds_v2(raw_k + (uint32_t)(tok * HEAD_DIM + st_kv_k_chunk<HEAD_DIM>(tok, 2 * j + (t >> 1)) * 16 +
+                                                   (t & 1) * 8));
+      uint32_t b[4];
+      if (TENSOR) {
+        b[0] = st_e4m3x2_to_bf16x2(r.x & 0xffffu, ks_tok[nt]);
+        b[1] = st_e4m3x2_to_bf16x2(r.x >> 16, ks_tok[nt]);
+        b[2] = st_e4m3x2_to_bf16x2(r.y & 0xffffu, ks_tok[nt]);
+        b[3] = st_e4m3x2_to_bf16x2(r.y >> 16, ks_tok[nt]);
+      } else {
+        b[0] = st_e4m3x2_to_bf16x2(r.x & 0xffffu);
+        b[1] = st_e4m3x2_to_bf16x2(r.x >> 16);
+        b[2] = st_e4m3x2_to_bf16x2(r.y & 0xffffu);
+        b[3] = st_e4m3x2_to_bf16x2(r.y >> 16);
+      }
+      st_mma_bf16_16816(s[nt], qa[0][0], qa[0][1], qa[0][2], qa[0][3], b[0], b[1]);
+      st_mma_bf16_16816(s[nt], qa[1][0], qa[1][1], qa[1][2], qa[1][3], b[2], b[3]);
+    }
+  }
+}
+
+// The online-softmax update of `st` with the scores s of tokens tok0 ..
+// (tokens >= lim masked); leaves P (unnormalized probabilities) in s.
+__device__ __forceinline__ void st_block_softmax(int tok0, int lim, float scale_log2, st_softmax_state<HEAD_DIM> &st,
+                                                 float (&s)[NT][4]) {
+  const int lane = threadIdx.x & 31;
 #pragma unroll
   for (int rr = 0; rr < 2; rr++) {
     float mx = -ST_INF;
@@ -393,6 +454,13 @@ __device__ __forceinline__ void st_block_scores(uint32_t q_tile, int m0, uint32_
       st.o[dt][rr * 2 + 1] *= alpha;
     }
   }
+}
+
+// Scores from the bf16 K tile, then the softmax update.
+__device__ __forceinline__ void st_block_scores(uint32_t q_tile, int m0, uint32_t k_tile, int tok0, int lim,
+                                                float scale_log2, st_softmax_state<HEAD_DIM> &st, float (&s)[NT][4]) {
+  st_block_qk(q_tile, m0, k_tile, tok0, s);
+  st_block_softmax(tok0, lim, scale_log2, st, s);
 }
 
 // O += P V: P (accumulator layout of two 8-token tiles) is the A fragment of
@@ -522,14 +590,23 @@ extern "C" __global__ void __launch_bounds__(THREADS) ST_CLUSTER_DIMS
       const int buf = i % STAGES, lim = s_ntok[i];
       st_cp_async_wait<STAGES - 1>();
       __syncthreads(); // block i is in shared memory, for every thread's copies
-      st_kv::widen(p, region, buf);
-      __syncthreads();
+      st_kv::widen(p, region, buf); // K_REGS: V only
+      float s[NT][4];
+      if (K_REGS) { // q.K from the raw rows while the others widen V
+        if (p.scale_mode == 2)
+          st_block_qk_fp8<true>(q_tile, wm * 16, st_kv::raw_k(region, buf), st_kv::k_scales(region, buf),
+                                wn * WARP_TOKENS, s);
+        else
+          st_block_qk_fp8<false>(q_tile, wm * 16, st_kv::raw_k(region, buf), nullptr, wn * WARP_TOKENS, s);
+      }
+      __syncthreads(); // the tiles are widened (K_REGS: and every warp read its raw K)
       if (i + STAGES < nblk) st_kv::issue(p, it.g, s_page[i + STAGES], s_ntok[i + STAGES], region, buf);
       st_cp_async_commit();
-      const uint32_t k_tile = st_kv::k_tile(region, buf), v_tile = k_tile + st_kv::TILE_BYTES;
-      float s[NT][4];
-      st_block_scores(q_tile, wm * 16, k_tile, wn * WARP_TOKENS, lim, scale_log2, st, s);
-      st_block_values(v_tile, wn * WARP_TOKENS, s, st);
+      if (K_REGS)
+        st_block_softmax(wn * WARP_TOKENS, lim, scale_log2, st, s);
+      else
+        st_block_scores(q_tile, wm * 16, st_kv::k_tile(region, buf), wn * WARP_TOKENS, lim, scale_log2, st, s);
+      st_block_values(st_kv::v_tile(region, buf), wn * WARP_TOKENS, s, st);
       __syncthreads(); // every warp is done with the widened tiles
     }
   } else {
@@ -541,7 +618,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) ST_CLUSTER_DIMS
     for (int s = 0; s < STAGES; s++) st_issue_block(p, it.g, s_page, s_ntok, s, nblk, region, s);
     for (int i = 0; i < nblk; i++) {
       const int buf = i % STAGES, lim = s_ntok[i];
-      const uint32_t k_tile = st_kv::k_tile(region, buf), v_tile = k_tile + st_kv::TILE_BYTES;
+      const uint32_t k_tile = st_kv::k_tile(region, buf), v_tile = st_kv::v_tile(region, buf);
       float s[NT][4];
       st_cp_async_wait<2 * STAGES - 1>();
       __syncthreads(); // K of block i is in shared memory, for every thread's copies

@@ -315,19 +315,22 @@ static void test_index_decode_render_values_are_the_template_names(void **state)
 /* ---- ops/sparse_attn_decode.lua ----------------------------------------- */
 
 static void test_sparse_attn_decode_constraints_reject_only_the_shared_memory_overflow(void **state) {
-  /* Without clusters (864 configs) head_dim 256 breaks the 220 KiB budget
-   * with 2 or more stages and, with one, where 16 warps (group 32, two q
+  /* k_regs = 1 is refused for bf16 caches (it reads raw fp8 rows). Of the
+   * other configs without clusters, head_dim 256 breaks the 220 KiB budget
+   * with 2 or more stages (3 or more with k_regs, whose fp8 kernels widen
+   * one tile, not two) and, with fewer, where 16 warps (group 32, two q
    * tiles, warps_n 8) combine their fp32 states; bf16 head_dim 128 breaks
-   * it with 4 stages (256 KiB of tiles): 256 configs in all. Threads and
-   * tokens per warp never bind inside the domains. A cluster of 16 is kept
-   * only for single kernels of <= 128 threads of which two fit an SM, the
-   * push merge's receive area included (97 configs). */
+   * it with 4 stages (256 KiB of tiles). Threads and tokens per warp never
+   * bind inside the domains. A cluster of 16 is kept only for single
+   * kernels of <= 128 threads of which two fit an SM, the push merge's
+   * receive area included. */
   expect(*state,
          "local s, op = require('space'), require('ops.sparse_attn_decode')\n"
          "local all = s.product(op.kernel_domains)\n"
          "local kept, rej = s.filter(all, op.constraint)\n"
-         "local n1, k16 = 0, 0\n"
+         "local n1, nkr, k16 = 0, 0, 0\n"
          "for _, p in ipairs(kept) do\n"
+         "  if p.k_regs == 1 and p.dtype ~= 'fp8' then return 'wrongly kept ' .. s.canonical(p) end\n"
          "  if p.cluster == 16 then\n"
          "    k16 = k16 + 1\n"
          "    if p.algo ~= 'single' or 32 * p.warps_n * ((p.group + 15) // 16) > 128 then\n"
@@ -336,9 +339,13 @@ static void test_sparse_attn_decode_constraints_reject_only_the_shared_memory_ov
          "end\n"
          "for _, r in ipairs(rej) do\n"
          "  local p = r.point\n"
-         "  if p.cluster == 1 then\n"
+         "  if p.k_regs == 1 and p.dtype == 'bf16' then\n"
+         "    nkr = nkr + 1\n"
+         "    if not r.reason:find('needs dtype fp8', 1, true) then return 'reason: ' .. r.reason end\n"
+         "  elseif p.cluster == 1 then\n"
          "    n1 = n1 + 1\n"
-         "    if not ((p.head_dim == 256 and (p.stages >= 2 or (p.group == 32 and p.warps_n == 8))) or\n"
+         "    local full = p.k_regs == 1 and 3 or 2\n"
+         "    if not ((p.head_dim == 256 and (p.stages >= full or (p.group == 32 and p.warps_n == 8))) or\n"
          "            (p.head_dim == 128 and p.dtype == 'bf16' and p.stages == 4)) then\n"
          "      return 'wrongly rejected ' .. s.canonical(p) end\n"
          "    if not r.reason:find('bytes exceeds 225280', 1, true) then return 'reason: ' .. r.reason end\n"
@@ -347,8 +354,8 @@ static void test_sparse_attn_decode_constraints_reject_only_the_shared_memory_ov
          "    return 'reason: ' .. r.reason\n"
          "  end\n"
          "end\n"
-         "return #all .. ' ' .. (#kept - k16) .. ' ' .. n1 .. ' ' .. k16",
-         "1728 608 256 97");
+         "return #all .. ' ' .. (#kept - k16) .. ' ' .. n1 .. ' ' .. nkr .. ' ' .. k16",
+         "3456 964 332 864 162");
 #define CONSTRAINT(kernel)                                                                                             \
   "local op = require('ops.sparse_attn_decode')\n"                                                                     \
   "local ok, why = op.constraint(" kernel ")\n"                                                                        \
@@ -397,11 +404,12 @@ static void test_sparse_attn_decode_kernel_space_is_the_constrained_product(void
          "  assert(not seen[id], id); seen[id] = true; n = n + 1\n"
          "end\n"
          "return n",
-         "705");
+         "1126");
 }
 
 #define SAD_KERNEL                                                                                                     \
-  "local k = {dtype = 'bf16', head_dim = 128, group = 16, warps_n = 4, stages = 2, algo = 'single', cluster = 1}\n"
+  "local k = {dtype = 'bf16', head_dim = 128, group = 16, warps_n = 4, stages = 2, algo = 'single', cluster = 1, "     \
+  "k_regs = 0}\n"
 #define SAD_SHAPE                                                                                                      \
   "local s = {dtype = 'bf16', B = 8, ctx = 32768, D = 128, Hq = 32, Hkv = 2, qlen = 1, topk = 16, scale = 'none', "    \
   "layout = 'pages2', lens = 'full', sel = 'random', lse = 0}\n"
@@ -429,6 +437,9 @@ static void test_sparse_attn_decode_check_kernel_refuses_bad_parameters(void **s
   CHECK("k.algo = 'merge'", "false: kernel parameter algo=merge is not one of its values");
   CHECK("k.head_dim = 256",
         "false: shared memory of stages=2 (bf16, head_dim 256, 1 m tiles) = 270848 bytes exceeds 225280");
+  CHECK("k.k_regs = 1", "false: k_regs=1 reads raw fp8 K rows: it needs dtype fp8");
+  CHECK("k.k_regs = 2", "false: kernel parameter k_regs=2 is not one of its values");
+  CHECK("k.k_regs = nil", "false: kernel parameter 'k_regs' is missing");
 #undef CHECK
 #define LAUNCH(launch, want)                                                                                           \
   OK_WHY(pre, "", "op.check_launch(" launch ")");                                                                      \
@@ -566,8 +577,8 @@ static void test_sparse_attn_decode_render_values_are_the_template_names(void **
          "local a = s.canonical(op.render_values(k))\n"
          "k.dtype = 'fp8'; k.algo = 'split'; k.group = 32; k.warps_n = 8; k.head_dim = 64\n"
          "return a .. ' | ' .. s.canonical(op.render_values(k))",
-         "algo_split=0,cluster=1,group=16,head_dim=128,is_fp8=0,m_tiles=1,stages=2,warps_n=4 | "
-         "algo_split=1,cluster=1,group=32,head_dim=64,is_fp8=1,m_tiles=2,stages=2,warps_n=8");
+         "algo_split=0,cluster=1,group=16,head_dim=128,is_fp8=0,k_regs=0,m_tiles=1,stages=2,warps_n=4 | "
+         "algo_split=1,cluster=1,group=32,head_dim=64,is_fp8=1,k_regs=0,m_tiles=2,stages=2,warps_n=8");
 }
 
 /* ---- suites.lua --------------------------------------------------------- */
@@ -639,7 +650,7 @@ static void test_every_sparse_attn_decode_suite_shape_has_tuned_variants_and_one
          "  out[#out + 1] = name .. ' ' .. #list\n"
          "end\n"
          "return table.concat(out, ', ')",
-         "anchors 268, m3-decode 268, m3-prefill 36, smoke 97");
+         "anchors 412, m3-decode 412, m3-prefill 36, smoke 97");
 }
 
 int main(void) {

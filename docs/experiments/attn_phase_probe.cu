@@ -46,7 +46,7 @@ constexpr unsigned launcher_smem_bytes() { // st_sparse_attn_decode_smem_bytes
   const int64_t D = HEAD_DIM, mt = (GROUP + 15) / 16, warps = (int64_t)WARPS_N * mt;
   const int64_t q_bytes = mt * 16 * D * 2, tile = BLOCK_TOKENS * D * 2;
   const int64_t stage = IS_FP8 ? 2 * BLOCK_TOKENS * D + 2 * BLOCK_TOKENS * 4 : 2 * tile;
-  const int64_t kv = STAGES * stage + (IS_FP8 ? 2 * tile : 0), combine = warps * 16 * (D + 2) * 4;
+  const int64_t kv = STAGES * stage + (IS_FP8 ? (K_REGS ? 1 : 2) * tile : 0), combine = warps * 16 * (D + 2) * 4;
   const int64_t recv = CLUSTER > 1 ? (int64_t)GROUP * D * 4 + (int64_t)CLUSTER * GROUP * 8 : 0; // push merge
   return (unsigned)(q_bytes + (kv > combine ? kv : combine) + MAX_TOPK * 8 + recv);
 }

@@ -10,7 +10,8 @@
 # splits (16 on an H100: one selected block per CTA):
 #   bf16c16: w4.s1.single.c16, the B = 1 bf16 winner (cluster merge);
 #   bf16c1:  the same kernel unclustered (workspace, counter, last CTA merges);
-#   fp8c16:  the fp8 winner of B = 1, clustered.
+#   fp8c16:  the fp8 winner of B = 1, clustered;
+#   fp8kr16: the same with k_regs (K read raw into the mma fragments).
 # Cuts, each removing more of the kernel than the one before (so adjacent
 # differences price one stage):
 #   FULL        the kernel as rendered;
@@ -24,7 +25,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 # build/ap: one path to carry to the GPU machine.
 out="${AP_OUT:-$root/build}"
 nvcc=/usr/local/cuda/bin/nvcc
-tags="bf16c16 bf16c1 fp8c16"
+tags="bf16c16 bf16c1 fp8c16 fp8kr16"
 cuts="FULL SKIP_MERGE SKIP_MATH SKIP_COPY EMPTY"
 mkdir -p "$out/ap_src"
 out=$(cd "$out" && pwd)
@@ -69,17 +70,33 @@ marks = [
                        '    ap_keep(p, it, split, (uint32_t)nblk + (uint32_t)s_page[0] + *(const uint32_t *)q_smem);\n'
                        '  if (cluster_merge) st_cluster_wait();\n'
                        '  return;\n')),
-    # SKIP_MATH: q.K + online softmax (st_block_scores) and P.V
-    # (st_block_values) removed from both block loops (bf16 and fp8); the
+    # SKIP_MATH: q.K + online softmax (st_block_scores; fp8 K_REGS:
+    # st_block_qk_fp8 + st_block_softmax) and P.V (st_block_values) removed
+    # from both block loops (bf16 and fp8); the
     # copies are still issued and waited for (every wait and barrier stays;
     # fp8 still widens), then the CTA stores a word of K and of V of its
     # last block and returns before the combine.
     ('      float s[NT][4];\n', 2, lambda a: '#ifndef CUT_SKIP_MATH\n' + a + '#endif\n'),
-    ('      st_block_scores(q_tile, wm * 16, k_tile, wn * WARP_TOKENS, lim, scale_log2, st, s);\n', 2,
+    # bf16 loop
+    ('      st_block_scores(q_tile, wm * 16, k_tile, wn * WARP_TOKENS, lim, scale_log2, st, s);\n', 1,
      lambda a: '#ifndef CUT_SKIP_MATH\n' + a +
      '#else\n      (void)q_tile, (void)wm, (void)k_tile, (void)wn, (void)lim, (void)scale_log2;\n#endif\n'),
-    ('      st_block_values(v_tile, wn * WARP_TOKENS, s, st);\n', 2,
+    ('      st_block_values(v_tile, wn * WARP_TOKENS, s, st);\n', 1,
      lambda a: '#ifndef CUT_SKIP_MATH\n' + a + '#else\n      (void)v_tile;\n#endif\n'),
+    # fp8 loop: the raw-K q.K (K_REGS) and the softmax, scores and values
+    ('      if (K_REGS) { // q.K from the raw rows while the others widen V\n'
+     '        if (p.scale_mode == 2)\n'
+     '          st_block_qk_fp8<true>(q_tile, wm * 16, st_kv::raw_k(region, buf), st_kv::k_scales(region, buf),\n'
+     '                                wn * WARP_TOKENS, s);\n'
+     '        else\n'
+     '          st_block_qk_fp8<false>(q_tile, wm * 16, st_kv::raw_k(region, buf), nullptr, wn * WARP_TOKENS, s);\n'
+     '      }\n', 1, lambda a: '#ifndef CUT_SKIP_MATH\n' + a + '#endif\n'),
+    ('      if (K_REGS)\n'
+     '        st_block_softmax(wn * WARP_TOKENS, lim, scale_log2, st, s);\n'
+     '      else\n'
+     '        st_block_scores(q_tile, wm * 16, st_kv::k_tile(region, buf), wn * WARP_TOKENS, lim, scale_log2, st, s);\n'
+     '      st_block_values(st_kv::v_tile(region, buf), wn * WARP_TOKENS, s, st);\n', 1,
+     lambda a: '#ifndef CUT_SKIP_MATH\n' + a + '#else\n      (void)lim;\n#endif\n'),
     ('  // Combine the WARPS_N warps of each m-tile (the tiles are free now).\n', 1,
      lambda a: cut('SKIP_MATH', '  if (threadIdx.x == 0) {\n'
                    '    const char *kt = region + (IS_FP8 ? STAGES * st_kv::STAGE_BYTES : 0);\n'
@@ -105,7 +122,8 @@ marks = [
 
 for tag, name in [('bf16c16', 'sparse_attn_decode.bf16.d128.g16.w4.s1.single.c16/auto'),
                   ('bf16c1', 'sparse_attn_decode.bf16.d128.g16.w4.s1.single/auto'),
-                  ('fp8c16', 'sparse_attn_decode.fp8.d128.g16.w4.s1.single.c16/auto')]:
+                  ('fp8c16', 'sparse_attn_decode.fp8.d128.g16.w4.s1.single.c16/auto'),
+                  ('fp8kr16', 'sparse_attn_decode.fp8.d128.g16.w4.s1.kr.single.c16/auto')]:
     s = apply_marks(extract(src + '/gen.txt', name), marks, tag)
     open(f'{src}/k_{tag}.cuh', 'w').write(s)
 PY

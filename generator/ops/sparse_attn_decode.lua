@@ -35,6 +35,10 @@ M.kernel_domains = {
   -- costs large ones 8-68% (docs/kernels/sparse_attn_decode.md, v2.1): the
   -- tuner picks.
   cluster = { 1, 16 },
+  -- fp8 only: 1 reads K's raw rows straight into the mma fragments
+  -- (converted in registers), so only V is widened to bf16 in shared
+  -- memory: one bf16 tile instead of two, half the widening.
+  k_regs = { 0, 1 },
 }
 
 -- Launch choices timed: auto and powers of two (bounded per shape below).
@@ -91,12 +95,13 @@ end
 -- then for cluster kernels the push merge's receive area (the item's O
 -- once, fp32, and every split's (m, l) of each q head). A stage holds a
 -- bf16 K and V tile, or for fp8 the raw K and V rows and their scales,
--- widened into one bf16 K and V tile.
+-- widened into one bf16 K and V tile (k_regs: the V tile only).
 local function shared_bytes(k)
   local tile = BLOCK_TOKENS * k.head_dim * DTYPE_BYTES.bf16
   local fp8 = k.dtype == "fp8"
   local stage = fp8 and (2 * BLOCK_TOKENS * k.head_dim + 2 * BLOCK_TOKENS * 4) or 2 * tile
-  local kv = k.stages * stage + (fp8 and 2 * tile or 0)
+  local wide_tiles = fp8 and ((k.k_regs or 0) == 1 and 1 or 2) or 0
+  local kv = k.stages * stage + wide_tiles * tile
   local combine = k.warps_n * m_tiles(k) * M_TILE_ROWS * (k.head_dim + 2) * 4
   local q = m_tiles(k) * M_TILE_ROWS * k.head_dim * DTYPE_BYTES.bf16
   local recv = k.cluster > 1 and (k.group * k.head_dim * 4 + k.cluster * k.group * 8) or 0
@@ -110,6 +115,10 @@ local CLUSTER_MAX_THREADS, SM_SHARED, CTA_RESERVE = 128, 228 * 1024, 1024
 
 -- The constraints of the kernel space: ok, or false and why.
 function M.constraint(k)
+  -- absent in variants recorded before k_regs existed
+  if (k.k_regs or 0) == 1 and k.dtype ~= "fp8" then
+    return false, "k_regs=1 reads raw fp8 K rows: it needs dtype fp8"
+  end
   local smem = shared_bytes(k)
   if k.cluster > 1 then
     local threads = 32 * k.warps_n * m_tiles(k)
@@ -174,7 +183,7 @@ function M.defaults()
     for _, head_dim in ipairs(M.kernel_domains.head_dim) do
       for _, group in ipairs(M.kernel_domains.group) do
         local k = { dtype = dtype, head_dim = head_dim, group = group, warps_n = 4, stages = 1, algo = "single",
-          cluster = 1 }
+          cluster = 1, k_regs = 0 }
         local ok, why = M.constraint(k)
         -- Every shape of the contract needs a fallback: a missing one is a
         -- defect of the space, not a configuration to skip.
@@ -303,14 +312,16 @@ function M.render_values(k)
     stages = k.stages,
     algo_split = k.algo == "split" and 1 or 0,
     cluster = k.cluster,
+    k_regs = k.k_regs or 0,
   }
 end
 
 -- "sparse_attn_decode.bf16.d128.g16.w4.s2.single/s8" ("/auto" for splits 0),
--- "...single.c16/s8" with a cluster of 16.
+-- "...single.c16/s8" with a cluster of 16, "...s2.kr.single/s8" with k_regs.
 function M.variant_name(k, l)
-  return string.format("%s.%s.d%d.g%d.w%d.s%d.%s%s/%s", M.name, k.dtype, k.head_dim, k.group, k.warps_n, k.stages,
-    k.algo, k.cluster > 1 and (".c" .. k.cluster) or "", l.splits == 0 and "auto" or ("s" .. l.splits))
+  return string.format("%s.%s.d%d.g%d.w%d.s%d.%s%s%s/%s", M.name, k.dtype, k.head_dim, k.group, k.warps_n, k.stages,
+    (k.k_regs or 0) == 1 and "kr." or "", k.algo, k.cluster > 1 and (".c" .. k.cluster) or "",
+    l.splits == 0 and "auto" or ("s" .. l.splits))
 end
 
 space.define_keys(M, SHAPE_FIELDS, DISPATCH_FIELDS)

@@ -49,7 +49,13 @@ st_status st_sparse_attn_decode_config_from_params(const st_params *kernel, cons
   GET(kernel, "stages", 1, 4, stages)
   GET(kernel, "cluster", 1, ST_LARGE_CLUSTER, cluster)
   GET(launch, "splits", 0, ST_SPARSE_ATTN_DECODE_MAX_TOPK, splits)
+  /* Variants recorded before k_regs existed have none: 0. */
+  if (st_params_get(kernel, "k_regs")) {
+    GET(kernel, "k_regs", 0, 1, k_regs)
+  }
 #undef GET
+  if (cfg->k_regs && cfg->dtype != ST_DTYPE_FP8_E4M3)
+    return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter k_regs=1 needs dtype fp8 (it reads raw fp8 K rows)");
   if (cfg->head_dim % 64)
     return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter head_dim=%d is not a multiple of 64", cfg->head_dim);
   if (cfg->warps_n != 2 && cfg->warps_n != 4 && cfg->warps_n != 8)
@@ -69,7 +75,8 @@ unsigned st_sparse_attn_decode_smem_bytes(const st_sparse_attn_decode_config *cf
   const int64_t q_bytes = m_tiles(cfg->group) * 16 * D * 2;
   const int64_t tile = ST_BLOCK_TOKENS * D * 2;
   const int64_t stage = fp8 ? 2 * ST_BLOCK_TOKENS * D + 2 * ST_BLOCK_TOKENS * 4 : 2 * tile;
-  const int64_t kv = cfg->stages * stage + (fp8 ? 2 * tile : 0);
+  const int64_t wide_tiles = fp8 ? (cfg->k_regs ? 1 : 2) : 0; /* bf16 tiles widened into */
+  const int64_t kv = cfg->stages * stage + wide_tiles * tile;
   const int64_t combine = warps * 16 * (D + 2) * 4;
   const int64_t block_list = ST_SPARSE_ATTN_DECODE_MAX_TOPK * 8;
   /* Cluster kernels: the push merge's receive area (every piece of O once,

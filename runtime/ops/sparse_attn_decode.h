@@ -39,6 +39,8 @@ typedef struct st_sparse_attn_decode_config {
   int stages;     /* blocks in flight per CTA                             */
   st_sparse_attn_decode_algo algo;
   int cluster; /* CTAs per thread-block cluster: 1 or 16              */
+  int k_regs;  /* fp8: 1 = K read raw into the mma fragments, only V
+                  widened in shared memory                            */
   int splits;  /* launch: CTAs per work item; 0 = auto                 */
 } st_sparse_attn_decode_config;
 

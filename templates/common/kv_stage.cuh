@@ -12,13 +12,24 @@
 // Region layout (bytes from its start; 16-byte aligned pieces):
 //   bf16: STAGES x (K tile, V tile)
 //   fp8:  STAGES x (raw K rows, raw V rows, K scales, V scales), then one
-//         bf16 K tile and V tile the math reads
+//         bf16 K tile and V tile the math reads; with K_REGS only the V
+//         tile: the math reads K's raw rows straight into its mma fragments
+//         (st_kv_k_chunk says where a row's 16-byte chunk lies)
 #ifndef ST_KV_STAGE_CUH
 #define ST_KV_STAGE_CUH
 
 #include "common/smem_tile.cuh"
 
-template <int IS_FP8, int HEAD_DIM, int STAGES, int THREADS> struct st_kv_stages {
+// fp8 with K_REGS: raw K chunk c of row tok sits at chunk c ^ swizzle(tok),
+// so that the 8 rows an mma fragment load touches (32 bytes each) fall in
+// distinct banks two by two (two wavefronts for 256 bytes, the least).
+template <int HEAD_DIM> __device__ __forceinline__ int st_kv_k_chunk(int tok, int c) {
+  constexpr int CHUNKS = HEAD_DIM / 16, ROWS_PER_LINE = 128 / HEAD_DIM > 1 ? 128 / HEAD_DIM : 1;
+  constexpr int MASK = (CHUNKS < 8 ? CHUNKS : 8) - 1;
+  return c ^ ((tok / ROWS_PER_LINE) & MASK);
+}
+
+template <int IS_FP8, int HEAD_DIM, int STAGES, int THREADS, int K_REGS = 0> struct st_kv_stages {
   static constexpr int BLOCK_TOKENS = 128;
   static constexpr int ELEM = IS_FP8 ? 1 : 2;                    // cache bytes per value
   static constexpr int ROW_CHUNKS = HEAD_DIM / 8;                // 16-byte chunks of a bf16 row
@@ -27,7 +38,9 @@ template <int IS_FP8, int HEAD_DIM, int STAGES, int THREADS> struct st_kv_stages
   static constexpr int RAW_BYTES = 2 * BLOCK_TOKENS * HEAD_DIM;  // fp8 K and V rows as read
   static constexpr int SCALE_BYTES = 2 * BLOCK_TOKENS * 4;       // per-token K and V scales
   static constexpr int STAGE_BYTES = IS_FP8 ? RAW_BYTES + SCALE_BYTES : 2 * TILE_BYTES;
-  static constexpr int BYTES = STAGES * STAGE_BYTES + (IS_FP8 ? 2 * TILE_BYTES : 0);
+  static constexpr int WIDE_TILES = IS_FP8 ? (K_REGS ? 1 : 2) : 0; // bf16 tiles widened into
+  static constexpr int BYTES = STAGES * STAGE_BYTES + WIDE_TILES * TILE_BYTES;
+  static_assert(!K_REGS || IS_FP8, "K_REGS reads raw fp8 rows");
 
   // Thread t copies chunk t % SRC_CHUNKS of rows t / SRC_CHUNKS,
   // + ROWS_PER_PASS, ...: one pointer step per row, no division per chunk
@@ -55,12 +68,14 @@ template <int IS_FP8, int HEAD_DIM, int STAGES, int THREADS> struct st_kv_stages
 #pragma unroll 4
     for (int tok = r0; tok < BLOCK_TOKENS; tok += ROWS_PER_PASS) {
       const int bytes = tok < ntok ? 16 : 0;
-      uint32_t off;
-      if (IS_FP8)
+      uint32_t off, k_off;
+      if (IS_FP8) {
         off = (uint32_t)(tok * HEAD_DIM + c * 16);
-      else
-        off = (uint32_t)st_swizzle_offset<ROW_CHUNKS>(tok, c);
-      st_cp_async16(k_tile + off, ks, bytes);
+        k_off = K_REGS ? (uint32_t)(tok * HEAD_DIM + st_kv_k_chunk<HEAD_DIM>(tok, c) * 16) : off;
+      } else {
+        off = k_off = (uint32_t)st_swizzle_offset<ROW_CHUNKS>(tok, c);
+      }
+      st_cp_async16(k_tile + k_off, ks, bytes);
       st_cp_async16(v_tile + off, vs, bytes);
       ks += k_step;
       vs += v_step;
@@ -79,9 +94,10 @@ template <int IS_FP8, int HEAD_DIM, int STAGES, int THREADS> struct st_kv_stages
     }
   }
 
-  // fp8: widens stage `buf`'s raw rows into the bf16 tiles, times their
-  // per-token scales in tensor mode (scalar scales are the caller's to fold
-  // into the score scale and the output). No-op for bf16.
+  // fp8: widens stage `buf`'s raw rows (K_REGS: V's only) into the bf16
+  // tiles, times their per-token scales in tensor mode (scalar scales are
+  // the caller's to fold into the score scale and the output). No-op for
+  // bf16.
   template <class P> static __device__ __forceinline__ void widen(const P &p, char *region, int buf) {
     if (!IS_FP8) return;
     const char *stage = region + buf * STAGE_BYTES;
@@ -89,19 +105,27 @@ template <int IS_FP8, int HEAD_DIM, int STAGES, int THREADS> struct st_kv_stages
     char *tiles = region + STAGES * STAGE_BYTES;
     const int c = threadIdx.x % SRC_CHUNKS, r0 = threadIdx.x / SRC_CHUNKS;
     const bool tensor = p.scale_mode == 2;
-    for (int which = 0; which < 2; which++) {
+    for (int which = K_REGS; which < 2; which++) {
       const char *raw_rows = stage + which * BLOCK_TOKENS * HEAD_DIM;
-      char *tile = tiles + which * TILE_BYTES;
+      char *tile = tiles + (which - K_REGS) * TILE_BYTES;
 #pragma unroll 2
       for (int tok = r0; tok < BLOCK_TOKENS; tok += ROWS_PER_PASS) {
         const uint4 raw = *(const uint4 *)(raw_rows + tok * HEAD_DIM + c * 16);
-        const float s = tensor ? scales[which * BLOCK_TOKENS + tok] : 1.f;
         const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
         uint32_t b[8];
+        if (tensor) {
+          const float s = scales[which * BLOCK_TOKENS + tok];
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-          b[2 * i] = st_e4m3x2_to_bf16x2(w[i] & 0xffffu, s);
-          b[2 * i + 1] = st_e4m3x2_to_bf16x2(w[i] >> 16, s);
+          for (int i = 0; i < 4; i++) {
+            b[2 * i] = st_e4m3x2_to_bf16x2(w[i] & 0xffffu, s);
+            b[2 * i + 1] = st_e4m3x2_to_bf16x2(w[i] >> 16, s);
+          }
+        } else { // no multiply: e4m3 is exact in bf16
+#pragma unroll
+          for (int i = 0; i < 4; i++) {
+            b[2 * i] = st_e4m3x2_to_bf16x2(w[i] & 0xffffu);
+            b[2 * i + 1] = st_e4m3x2_to_bf16x2(w[i] >> 16);
+          }
         }
         // 16 fp8 values = two bf16 chunks (2c, 2c+1) of the row.
         *(uint4 *)(tile + st_swizzle_offset<ROW_CHUNKS>(tok, 2 * c)) = make_uint4(b[0], b[1], b[2], b[3]);
@@ -111,9 +135,21 @@ template <int IS_FP8, int HEAD_DIM, int STAGES, int THREADS> struct st_kv_stages
   }
 
   // The K tile the math reads after block `buf` arrived (and, for fp8, was
-  // widened); the V tile follows it at + TILE_BYTES.
+  // widened); the V tile follows it at + TILE_BYTES. (K_REGS: no K tile;
+  // raw_k gives K's rows.)
   static __device__ __forceinline__ uint32_t k_tile(char *region, int buf) {
     return st_smem_addr(region + (IS_FP8 ? STAGES * STAGE_BYTES : buf * STAGE_BYTES));
+  }
+  static __device__ __forceinline__ uint32_t v_tile(char *region, int buf) {
+    return K_REGS ? st_smem_addr(region + STAGES * STAGE_BYTES) : k_tile(region, buf) + TILE_BYTES;
+  }
+  // fp8: stage `buf`'s raw K rows (swizzled by st_kv_k_chunk with K_REGS)
+  // and its per-token K scales (tensor mode).
+  static __device__ __forceinline__ uint32_t raw_k(char *region, int buf) {
+    return st_smem_addr(region + buf * STAGE_BYTES);
+  }
+  static __device__ __forceinline__ const float *k_scales(char *region, int buf) {
+    return (const float *)(region + buf * STAGE_BYTES + RAW_BYTES);
   }
 };
 

@@ -54,6 +54,20 @@ __device__ __forceinline__ void st_ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t 
                : "r"(addr));
 }
 
+// Plain 16- and 8-byte shared-memory loads by address (volatile, like the
+// ldmatrix loads: they must stay between the barriers around them).
+__device__ __forceinline__ uint4 st_lds_v4(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
+  return v;
+}
+
+__device__ __forceinline__ uint2 st_lds_v2(uint32_t addr) {
+  uint2 v;
+  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "r"(addr));
+  return v;
+}
+
 // Two floats as bf16x2, `lo` in the low half (round to nearest even).
 __device__ __forceinline__ uint32_t st_pack_bf16(float lo, float hi) {
   uint32_t d;
@@ -61,16 +75,27 @@ __device__ __forceinline__ uint32_t st_pack_bf16(float lo, float hi) {
   return d;
 }
 
-// Two e4m3 values (low byte first) times `scale`, as bf16x2. e4m3 -> f16 is
-// exact; so is f16 -> bf16 of an e4m3 value (3 mantissa bits), so with
-// scale 1 the result is the cache value itself.
-__device__ __forceinline__ uint32_t st_e4m3x2_to_bf16x2(uint32_t two, float scale) {
+// Two e4m3 values (low byte first) as floats: e4m3 -> f16 is exact, and so
+// is f16 -> f32.
+__device__ __forceinline__ void st_e4m3x2_to_f32x2(uint32_t two, float &lo, float &hi) {
   uint32_t h2;
   asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(h2) : "h"((unsigned short)two));
-  float lo, hi;
   asm("{\n .reg .f16 l, h;\n mov.b32 {l, h}, %2;\n cvt.f32.f16 %0, l;\n cvt.f32.f16 %1, h;\n}\n"
       : "=f"(lo), "=f"(hi)
       : "r"(h2));
+}
+
+// Two e4m3 values as bf16x2, exactly (3 mantissa bits fit bf16's 7).
+__device__ __forceinline__ uint32_t st_e4m3x2_to_bf16x2(uint32_t two) {
+  float lo, hi;
+  st_e4m3x2_to_f32x2(two, lo, hi);
+  return st_pack_bf16(lo, hi);
+}
+
+// The same times `scale` (rounded once, to bf16).
+__device__ __forceinline__ uint32_t st_e4m3x2_to_bf16x2(uint32_t two, float scale) {
+  float lo, hi;
+  st_e4m3x2_to_f32x2(two, lo, hi);
   return st_pack_bf16(lo * scale, hi * scale);
 }
 
