@@ -22,10 +22,10 @@ M.kernel_domains = {
   head_dim = { 64, 128, 256 },
   group = { 1, 2, 4, 8, 16, 32 }, -- q heads per kv head (Hq / Hkv), exact
   warps_n = { 2, 4, 8 }, -- warps splitting a block's tokens, per m tile
-  -- KV blocks in flight per CTA (shared memory buffers). 3 and 4 are for
-  -- CTAs that stream many blocks (B >= 32 at one or two splits: one CTA per
-  -- SM or fewer, whose in-flight bytes set the bandwidth), as far as the
-  -- shared memory allows.
+  -- KV blocks in flight per CTA (shared memory buffers), as far as the
+  -- shared memory allows. 3 and 4 were added for CTAs that stream many
+  -- blocks; the tuner takes them at few shapes (docs/kernels/
+  -- sparse_attn_decode.md, v2.4).
   stages = { 1, 2, 3, 4 },
   -- single: one launch; the last CTA of the item merges from the
   -- workspace, or with cluster 16 the item's CTAs merge in their
