@@ -8,19 +8,21 @@
 // request per 256-byte row, should stream faster per SM), or the DRAM side
 // (then neither mechanism nor more CTAs help).
 //
-// Data as the anchors' B = 32 row: pages2 layout (pages, 2, 128, Hkv, D)
-// bf16, Hkv 2, D 128, 8192 pages (1 GiB), 16 distinct random pages per
-// item (request x kv head). Each CTA copies its blocks' K and V rows of its
-// kv head (128 + 128 rows of 256 bytes, every other 256 bytes of the page)
-// into STAGES shared-memory stages and reads one word of each, as the
-// attention would before its math:
+// Data as the anchors' B = 32 row: bf16, Hkv 2, D 128, 8192 pages (1 GiB),
+// 16 distinct random pages per item (request x kv head), in both paged
+// layouts of sparsetune.h: pages2 (pages, 2, 128, Hkv, D), where a head's
+// rows are every other 256 bytes of the page's K (then V) half, and
+// interleaved (pages, Hkv, 128, 2D), where a head's block is 64 KiB in one
+// piece. Each CTA copies its blocks' K and V rows of its kv head (128 +
+// 128 rows of 256 bytes) into STAGES shared-memory stages and reads one
+// word of each, as the attention would before its math:
 //   async  cp.async 16 bytes a thread (the kernel's mechanism today),
 //          128 threads, a commit group per block
 //   bulk   cp.async.bulk, one 256-byte row per copy, issued by warp 0 on a
 //          per-stage mbarrier (rows padded to 272 bytes, as a bank-conflict
 //          free ldmatrix layout would need)
-// over splits 1, 2 and 4 (CTAs per item, blocks per CTA 16 / splits),
-// stages 1 to 3, and batch 8, 32 and 128. Prints microseconds per replay
+// over both layouts, splits 1, 2 and 4 (CTAs per item, blocks per CTA
+// 16 / splits), stages 1 to 3, and batch 8, 32 and 128. Prints microseconds per replay
 // (CUDA graph, median of 5 x 40) and GB/s of K and V bytes.
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o build/kv_stream_probe \
 //        docs/experiments/kv_stream_probe.cu
@@ -34,8 +36,7 @@ namespace {
 
 constexpr int D = 128, HKV = 2, TOPK = 16, PAGES = 8192, BLOCK_TOKENS = 128, THREADS = 128;
 constexpr int ROW_BYTES = D * 2;                                  // one token's K (or V) of one head
-constexpr int TOKEN_STRIDE = HKV * ROW_BYTES;                     // bytes between a head's rows
-constexpr int64_t PAGE_BYTES = 2LL * BLOCK_TOKENS * TOKEN_STRIDE; // K then V
+constexpr int64_t PAGE_BYTES = 2LL * BLOCK_TOKENS * HKV * ROW_BYTES; // either layout
 constexpr int ASYNC_TILE = BLOCK_TOKENS * ROW_BYTES;              // 32 KiB
 constexpr int BULK_ROW = ROW_BYTES + 16;                          // padded
 constexpr int BULK_TILE = BLOCK_TOKENS * BULK_ROW;
@@ -44,6 +45,7 @@ struct Args {
   const char *pool;
   const int *pages; // [items][TOPK]
   int splits;
+  int interleaved; // 0: pages2 (pages, 2, 128, Hkv, D); 1: (pages, Hkv, 128, 2D)
   float *out;
 };
 
@@ -88,10 +90,11 @@ __device__ __forceinline__ Slice slice_of(const Args &a) {
   return {item, item % HKV, s * per, per};
 }
 
-// K (which 0) or V (1) rows of head g of page `page`, row `tok`.
+// K (which 0) or V (1) row `tok` of head g of page `page`.
 __device__ __forceinline__ const char *row_src(const Args &a, int page, int which, int g, int tok) {
-  return a.pool + (int64_t)page * PAGE_BYTES + (int64_t)which * BLOCK_TOKENS * TOKEN_STRIDE +
-         (int64_t)tok * TOKEN_STRIDE + g * ROW_BYTES;
+  const char *base = a.pool + (int64_t)page * PAGE_BYTES;
+  if (a.interleaved) return base + ((int64_t)(g * BLOCK_TOKENS + tok) * 2 + which) * ROW_BYTES;
+  return base + ((int64_t)(which * BLOCK_TOKENS + tok) * HKV + g) * ROW_BYTES;
 }
 
 template <int STAGES> __global__ void __launch_bounds__(THREADS) k_async(Args a) {
@@ -158,14 +161,15 @@ template <int STAGES> __global__ void __launch_bounds__(THREADS) k_bulk(Args a) 
   if (acc == 1234.5f) a.out[blockIdx.x] = acc;
 }
 
-template <class K> void run(const char *mode, K kernel, int stages, int smem, int batch, int splits, const Args &a,
+template <class K> void run(const char *mode, K kernel, int stages, int smem, int batch, const Args &a,
                             cudaStream_t st) {
+  const int splits = a.splits;
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const int ctas = batch * HKV * splits;
   const float us = graph_time_us(st, [&](cudaStream_t s) { kernel<<<ctas, THREADS, smem, s>>>(a); });
   const double bytes = (double)batch * HKV * TOPK * 2 * BLOCK_TOKENS * ROW_BYTES;
-  printf("%-5s B=%-3d splits=%d stages=%d ctas=%-4d %9.2f us %7.0f GB/s\n", mode, batch, splits, stages, ctas, us,
-         bytes / (us * 1e-6) / 1e9);
+  printf("%-11s %-5s B=%-3d splits=%d stages=%d ctas=%-4d %9.2f us %7.0f GB/s\n",
+         a.interleaved ? "interleaved" : "pages2", mode, batch, splits, stages, ctas, us, bytes / (us * 1e-6) / 1e9);
 }
 
 } // namespace
@@ -196,15 +200,16 @@ int main() {
     int *pages;
     CK(cudaMalloc(&pages, h.size() * sizeof(int)));
     CK(cudaMemcpy(pages, h.data(), h.size() * sizeof(int), cudaMemcpyHostToDevice));
-    for (int splits : {1, 2, 4}) {
-      const Args a{pool, pages, splits, out};
-      run("async", k_async<1>, 1, 2 * ASYNC_TILE, batch, splits, a, st);
-      run("async", k_async<2>, 2, 4 * ASYNC_TILE, batch, splits, a, st);
-      run("async", k_async<3>, 3, 6 * ASYNC_TILE, batch, splits, a, st);
-      run("bulk", k_bulk<1>, 1, 2 * BULK_TILE, batch, splits, a, st);
-      run("bulk", k_bulk<2>, 2, 4 * BULK_TILE, batch, splits, a, st);
-      run("bulk", k_bulk<3>, 3, 6 * BULK_TILE, batch, splits, a, st);
-    }
+    for (int interleaved : {0, 1})
+      for (int splits : {1, 2, 4}) {
+        const Args a{pool, pages, splits, interleaved, out};
+        run("async", k_async<1>, 1, 2 * ASYNC_TILE, batch, a, st);
+        run("async", k_async<2>, 2, 4 * ASYNC_TILE, batch, a, st);
+        run("async", k_async<3>, 3, 6 * ASYNC_TILE, batch, a, st);
+        run("bulk", k_bulk<1>, 1, 2 * BULK_TILE, batch, a, st);
+        run("bulk", k_bulk<2>, 2, 4 * BULK_TILE, batch, a, st);
+        run("bulk", k_bulk<3>, 3, 6 * BULK_TILE, batch, a, st);
+      }
     CK(cudaFree(pages));
   }
   CK(cudaFree(out));
