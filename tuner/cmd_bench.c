@@ -21,6 +21,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "decode_step.h"
 #include "op_harness.h"
 #include "sparsetune.h"
 #include "timing.h"
@@ -33,7 +34,9 @@ static const char usage[] =
     "CUDA-graph replays, median of 5 x 40 (prefill ops: 5 x 10), same inputs\n"
     "each replay. Prints time, GB/s of the bytes the op must move, fraction of\n"
     "the copy bandwidth measured in the same run, TFLOP/s for prefill ops (FLOPs\n"
-    "counted as the anchors count them) and the peer's time where known.\n"
+    "counted as the anchors count them) and the peer's time where known. Where\n"
+    "the suite has both decode ops, it ends with one decode step: indexer and\n"
+    "attention rows of the same dtype and batch added, against the peer's two.\n"
     "\n"
     "  --suite NAME   shape suite (default anchors)\n"
     "  --op OP        only this op of the suite\n"
@@ -53,7 +56,7 @@ typedef struct bench_row {
   char status[16];
   char error[400];
   double us, spread, gbs, frac, peer_us;
-  double tflops; /* 0: not counted (decode ops) */
+  double tflops;     /* 0: not counted (decode ops) */
   double harness_us; /* --harness: the same variant through the op harness; 0: not timed */
   char harness_error[200];
 } bench_row;
@@ -90,9 +93,9 @@ static st_status copy_bandwidth(const st_cu *cu, CUstream s, double *gbs, st_err
 /* --harness: times variant `variant_id` (the one the runtime dispatched) as
  * the tuner's worker does: its cubin from the database, bound and launched
  * by the op harness, verified, then timed like the runtime path. */
-static st_status time_harness(const st_cu *cu, const st_device_info *dev, st_db *db, const st_op_harness *h,
-                              void *kase, const char *variant_id, CUstream stream, const st_timing_opts *o,
-                              double *us, st_err *err) {
+static st_status time_harness(const st_cu *cu, const st_device_info *dev, st_db *db, const st_op_harness *h, void *kase,
+                              const char *variant_id, CUstream stream, const st_timing_opts *o, double *us,
+                              st_err *err) {
   st_variant_row v;
   st_binary_row b;
   int found = 0;
@@ -200,13 +203,52 @@ static void print_row(const st_cli *cli, const bench_row *r) {
     snprintf(peer, sizeof peer, "%.1f", r->peer_us);
     snprintf(speed, sizeof speed, "%.2fx", r->peer_us / r->us);
   }
-  printf("%-18s %-62s %8.2f %6.1f%% %8.0f %6.1f%% %7s %8s %8s  %s", r->shape->op, shape, r->us, 100 * r->spread,
-         r->gbs, 100 * r->frac, rate, peer, speed, r->variant);
+  printf("%-18s %-62s %8.2f %6.1f%% %8.0f %6.1f%% %7s %8s %8s  %s", r->shape->op, shape, r->us, 100 * r->spread, r->gbs,
+         100 * r->frac, rate, peer, speed, r->variant);
   if (cli->harness && r->harness_us > 0)
     printf("  harness %.2f us", r->harness_us);
   else if (cli->harness)
     printf("  harness: %s", r->harness_error);
   printf("\n");
+}
+
+/* The anchors' decode-step target: indexer + attention rows of the same
+ * dtype and batch added, ours against the peer's (tuner/decode_step.c). */
+static void print_decode_step(const st_cli *cli, const bench_row *rows, int n) {
+  if (n <= 0) return;
+  st_step_row *in = calloc((size_t)n, sizeof *in);
+  st_step_pair *pairs = calloc((size_t)n, sizeof *pairs);
+  if (!in || !pairs) goto done;
+  for (int i = 0; i < n; i++) {
+    in[i].shape = rows[i].shape;
+    in[i].us = strcmp(rows[i].status, "ok") == 0 ? rows[i].us : 0;
+    in[i].peer_us = rows[i].peer_us;
+  }
+  const int np = st_decode_steps(in, n, pairs, n); /* an indexer row pairs once: np <= n */
+  if (np == 0) goto done;
+  const double g = st_decode_step_geomean(pairs, np);
+  if (cli->json) {
+    printf("{\"decode_step\":{\"geomean\":%.4f,\"pairs\":[", g);
+    for (int k = 0; k < np; k++) {
+      const st_step_pair *p = &pairs[k];
+      printf("%s{\"index\":\"%s\",\"attention\":\"%s\",\"us\":%.3f,\"peer_us\":%.2f,\"speedup\":%.3f}", k ? "," : "",
+             rows[p->index_row].shape->key, rows[p->attn_row].shape->key, p->us, p->peer_us, p->speedup);
+    }
+    printf("]}}\n");
+    goto done;
+  }
+  printf("one decode step (index_decode + sparse_attn_decode rows of the same dtype, B, topk, qlen and lens):\n");
+  for (int k = 0; k < np; k++) {
+    const st_step_pair *p = &pairs[k];
+    const st_params *ps = &rows[p->index_row].shape->params;
+    const char *dtype = st_params_get(ps, "dtype"), *B = st_params_get(ps, "B"), *ctx = st_params_get(ps, "ctx");
+    printf("  %-4s B=%-4s ctx=%-7s %9.2f us (%.2f + %.2f)  peer %8.1f  %.2fx\n", dtype, B, ctx ? ctx : "-", p->us,
+           rows[p->index_row].us, rows[p->attn_row].us, p->peer_us, p->speedup);
+  }
+  printf("  geometric mean over %d rows: %.2fx the peer\n", np, g);
+done:
+  free(in);
+  free(pairs);
 }
 
 static void record_rows(const st_cli *cli, const st_device_info *dev, const bench_row *rows, int n) {
@@ -254,8 +296,8 @@ fail:
 int st_cmd_bench(int argc, char **argv) {
   st_cli cli;
   int rc = st_cli_parse(
-      argc, argv, ST_OPT_DB | ST_OPT_SUITE | ST_OPT_OP | ST_OPT_DEVICE | ST_OPT_SEED | ST_OPT_JSON | ST_OPT_HARNESS, usage,
-      &cli);
+      argc, argv, ST_OPT_DB | ST_OPT_SUITE | ST_OPT_OP | ST_OPT_DEVICE | ST_OPT_SEED | ST_OPT_JSON | ST_OPT_HARNESS,
+      usage, &cli);
   if (rc) return rc == -1 ? ST_EXIT_OK : ST_EXIT_USAGE;
   int suite_given = 0;
   for (int i = 1; i < argc; i++) suite_given |= !strncmp(argv[i], "--suite", 7);
@@ -335,6 +377,7 @@ int st_cmd_bench(int argc, char **argv) {
     print_row(&cli, &rows[i]);
     fflush(stdout);
   }
+  print_decode_step(&cli, rows, nshapes);
   record_rows(&cli, &dev, rows, nshapes);
   rc = failures ? ST_EXIT_FAIL : ST_EXIT_OK;
 done:

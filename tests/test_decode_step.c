@@ -1,0 +1,83 @@
+/* One decode step from bench rows (tuner/decode_step.c): which indexer and
+ * attention rows pair up, their added times, and the geometric mean. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "decode_step.h"
+#include "testutil.h"
+
+static st_shape shape(const char *op, const char *dtype, int B, int topk, int ctx) {
+  st_shape s;
+  memset(&s, 0, sizeof s);
+  st_err err = {{0}};
+  snprintf(s.op, sizeof s.op, "%s", op);
+  assert_int_equal(st_params_set(&s.params, "dtype", dtype, &err), ST_OK);
+  assert_int_equal(st_params_set_int(&s.params, "B", B, &err), ST_OK);
+  assert_int_equal(st_params_set_int(&s.params, "topk", topk, &err), ST_OK);
+  assert_int_equal(st_params_set_int(&s.params, "qlen", 1, &err), ST_OK);
+  assert_int_equal(st_params_set_int(&s.params, "ctx", ctx, &err), ST_OK);
+  assert_int_equal(st_params_set(&s.params, "lens", "full", &err), ST_OK);
+  return s;
+}
+
+static void test_rows_pair_by_dtype_batch_topk_qlen_and_lens(void **state) {
+  (void)state;
+  st_shape sh[] = {
+      shape("index_decode", "bf16", 1, 16, 8192),         /* 0: pairs with 3 */
+      shape("index_decode", "bf16", 1, 16, 131072),       /* 1: pairs with 3 too */
+      shape("index_decode", "fp8", 1, 16, 8192),          /* 2: no fp8 attention row */
+      shape("sparse_attn_decode", "bf16", 1, 16, 32768),  /* 3 */
+      shape("sparse_attn_decode", "bf16", 32, 4, 32768),  /* 4: topk 4, no indexer row */
+      shape("index_decode", "bf16", 32, 16, 32768),       /* 5: pairs with 7, not 4 */
+      shape("index_prefill", "bf16", 1, 16, 8192),        /* 6: not a decode op */
+      shape("sparse_attn_decode", "bf16", 32, 16, 32768), /* 7 */
+      shape("index_decode", "bf16", 8, 16, 32768),        /* 8: failed (no time) */
+      shape("sparse_attn_decode", "bf16", 8, 16, 32768),  /* 9 */
+  };
+  const st_step_row rows[] = {{&sh[0], 7.0, 10.0}, {&sh[1], 18.0, 16.0}, {&sh[2], 7.0, 10.0},  {&sh[3], 8.0, 7.6},
+                              {&sh[4], 9.0, 11.9}, {&sh[5], 94.0, 89.0}, {&sh[6], 25.0, 47.0}, {&sh[7], 29.0, 31.5},
+                              {&sh[8], 0.0, 26.7}, {&sh[9], 11.0, 10.5}};
+  st_step_pair p[8];
+  assert_int_equal(st_decode_steps(rows, 10, p, 8), 3);
+  assert_int_equal(p[0].index_row, 0);
+  assert_int_equal(p[0].attn_row, 3);
+  assert_true(fabs(p[0].us - 15.0) < 1e-12 && fabs(p[0].peer_us - 17.6) < 1e-12);
+  assert_true(fabs(p[0].speedup - 17.6 / 15.0) < 1e-12);
+  assert_int_equal(p[1].index_row, 1);
+  assert_int_equal(p[1].attn_row, 3);
+  assert_int_equal(p[2].index_row, 5);
+  assert_int_equal(p[2].attn_row, 7);
+  const double want = cbrt((17.6 / 15.0) * (23.6 / 26.0) * (120.5 / 123.0));
+  assert_true(fabs(st_decode_step_geomean(p, 3) - want) < 1e-12);
+  /* A short buffer: the count is still all of them, only cap are filled. */
+  st_step_pair one[1];
+  assert_int_equal(st_decode_steps(rows, 10, one, 1), 3);
+  assert_int_equal(one[0].index_row, 0);
+  assert_int_equal(st_decode_steps(rows, 10, NULL, 0), 3);
+}
+
+static void test_geomean_of_nothing_is_zero_and_of_opposites_one(void **state) {
+  (void)state;
+  assert_true(st_decode_step_geomean(NULL, 0) == 0);
+  const st_step_pair p[] = {{0, 1, 1.0, 2.0, 2.0}, {2, 3, 2.0, 1.0, 0.5}};
+  assert_true(fabs(st_decode_step_geomean(p, 2) - 1.0) < 1e-12);
+}
+
+static void test_a_shape_without_the_fields_never_pairs(void **state) {
+  (void)state;
+  st_shape a, b = shape("sparse_attn_decode", "bf16", 1, 16, 32768);
+  memset(&a, 0, sizeof a);
+  snprintf(a.op, sizeof a.op, "index_decode"); /* no parameters at all */
+  const st_step_row rows[] = {{&a, 7.0, 10.0}, {&b, 8.0, 7.6}};
+  assert_int_equal(st_decode_steps(rows, 2, NULL, 0), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_rows_pair_by_dtype_batch_topk_qlen_and_lens),
+      cmocka_unit_test(test_geomean_of_nothing_is_zero_and_of_opposites_one),
+      cmocka_unit_test(test_a_shape_without_the_fields_never_pairs),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
