@@ -201,6 +201,45 @@ function M.check_no_launch(l, op_name)
   return true
 end
 
+-- Gives an op module its check_kernel (every parameter of kernel_domains
+-- present, in its domain, no others, within op.constraint), check_launch
+-- and launch_space. `launch` is nil for an op without launch parameters
+-- (one empty launch), or {name = , max = , choices = } for one integer
+-- launch parameter in 0..max, timed at `choices`.
+function M.define_checks(op, launch)
+  function op.check_kernel(k)
+    return M.check_kernel(k, op.kernel_domains, op.constraint, op.name)
+  end
+  if not launch then
+    function op.check_launch(l)
+      return M.check_no_launch(l, op.name)
+    end
+    function op.launch_space(_kernel)
+      return { {} }
+    end
+    return
+  end
+  local known = { [launch.name] = true }
+  function op.check_launch(l)
+    local unknown = M.unknown_key(l, known)
+    if unknown then
+      return false, string.format("'%s' is not a launch parameter of %s", unknown, op.name)
+    end
+    local v = l[launch.name]
+    if math.type(v) ~= "integer" or v < 0 or v > launch.max then
+      return false, string.format("launch parameter %s=%s is outside 0..%d", launch.name, tostring(v), launch.max)
+    end
+    return true
+  end
+  function op.launch_space(_kernel)
+    local out = {}
+    for _, v in ipairs(launch.choices) do
+      out[#out + 1] = { [launch.name] = v }
+    end
+    return out
+  end
+end
+
 -- Gives an op module its shape_key and dispatch_key (the op's name, then
 -- the canonical text of those fields of a shape) and applies (below).
 function M.define_keys(op, shape_fields, dispatch_fields)

@@ -54,7 +54,6 @@ local SHAPE_FIELDS = { "B", "D", "H", "ctx", "dtype", "init", "lens", "local", "
 -- max_context (nearest in log2 distance with B when not exact).
 local DISPATCH_FIELDS = { "B", "D", "H", "ctx", "dtype", "qlen", "topk" }
 local LENS = { "full", "mixed" }
-local LAUNCH_PARAMS = { splits = true }
 local SHAPE_FIELD_SET = {}
 for _, f in ipairs(SHAPE_FIELDS) do
   SHAPE_FIELD_SET[f] = true
@@ -90,24 +89,6 @@ function M.constraint(k)
   return true
 end
 
--- A kernel config from outside (C, the database): every parameter present,
--- in its domain, no others, and within the constraints.
-function M.check_kernel(k)
-  return space.check_kernel(k, M.kernel_domains, M.constraint, M.name)
-end
-
-function M.check_launch(l)
-  local unknown = space.unknown_key(l, LAUNCH_PARAMS)
-  if unknown then
-    return false, string.format("'%s' is not a launch parameter of %s", unknown, M.name)
-  end
-  local s = l.splits
-  if math.type(s) ~= "integer" or s < 0 or s > SPLITS_MAX then
-    return false, string.format("launch parameter splits=%s is outside 0..%d", tostring(s), SPLITS_MAX)
-  end
-  return true
-end
-
 -- The tuned kernel configs: the domains with topk <= 32, within constraints.
 function M.kernel_space()
   local domains = {}
@@ -122,14 +103,6 @@ function M.kernel_space()
   end
   domains.topk = topks
   return (space.filter(space.product(domains), M.constraint))
-end
-
-function M.launch_space(_kernel)
-  local out = {}
-  for _, s in ipairs(M.splits_choices) do
-    out[#out + 1] = { splits = s }
-  end
-  return out
 end
 
 -- The fallbacks: one per dtype x head_dim x topk bucket, valid for every
@@ -273,6 +246,7 @@ function M.variant_name(k, l)
     l.splits == 0 and "auto" or ("s" .. l.splits))
 end
 
+space.define_checks(M, { name = "splits", max = SPLITS_MAX, choices = M.splits_choices })
 space.define_keys(M, SHAPE_FIELDS, DISPATCH_FIELDS)
 
 return M

@@ -60,20 +60,8 @@ function M.constraint(k)
   return true
 end
 
-function M.check_kernel(k)
-  return space.check_kernel(k, M.kernel_domains, M.constraint, M.name)
-end
-
-function M.check_launch(l)
-  return score.check_launch(l)
-end
-
 function M.kernel_space()
   return (space.filter(space.product(M.kernel_domains), M.constraint))
-end
-
-function M.launch_space(kernel)
-  return score.launch_space(kernel)
 end
 
 -- The fallbacks: index_score's, composed (the runtime's first choice where
@@ -197,6 +185,7 @@ function M.variant_name(k, l)
     k.stages, lists, l.chunk_blocks)
 end
 
+space.define_checks(M, score.launch)
 space.define_keys(M, SHAPE_FIELDS, DISPATCH_FIELDS)
 
 return M

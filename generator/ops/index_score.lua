@@ -32,7 +32,6 @@ local DTYPE_BYTES = { bf16 = 2, fp8 = 1 }
 -- part (stage barriers, the tile search's scratch).
 local SHARED_LIMIT = 226 * 1024
 local CHUNK_MAX = 65536
-local LAUNCH_PARAMS = { chunk_blocks = true }
 local SHAPE_FIELDS = { "B", "D", "H", "dtype", "reqs" }
 -- The host-known subset the runtime dispatches on (st_index_score_dispatch_key);
 -- B is total_q.
@@ -70,32 +69,8 @@ function M.constraint(k)
   return true
 end
 
-function M.check_kernel(k)
-  return space.check_kernel(k, M.kernel_domains, M.constraint, M.name)
-end
-
-function M.check_launch(l)
-  local unknown = space.unknown_key(l, LAUNCH_PARAMS)
-  if unknown then
-    return false, string.format("'%s' is not a launch parameter of %s", unknown, M.name)
-  end
-  local c = l.chunk_blocks
-  if math.type(c) ~= "integer" or c < 0 or c > CHUNK_MAX then
-    return false, string.format("launch parameter chunk_blocks=%s is outside 0..%d", tostring(c), CHUNK_MAX)
-  end
-  return true
-end
-
 function M.kernel_space()
   return (space.filter(space.product(M.kernel_domains), M.constraint))
-end
-
-function M.launch_space(_kernel)
-  local out = {}
-  for _, c in ipairs(M.chunk_choices) do
-    out[#out + 1] = { chunk_blocks = c }
-  end
-  return out
 end
 
 -- The fallbacks: one per dtype x head_dim, 128 rows on two warpgroups, three
@@ -169,6 +144,9 @@ function M.variant_name(k, l)
     l.chunk_blocks)
 end
 
+-- One launch parameter (index_prefill's too).
+M.launch = { name = "chunk_blocks", max = CHUNK_MAX, choices = M.chunk_choices }
+space.define_checks(M, M.launch)
 space.define_keys(M, SHAPE_FIELDS, DISPATCH_FIELDS)
 
 return M

@@ -57,14 +57,6 @@ function M.constraint(k)
   return true
 end
 
-function M.check_kernel(k)
-  return space.check_kernel(k, M.kernel_domains, M.constraint, M.name)
-end
-
-function M.check_launch(l)
-  return space.check_no_launch(l, M.name)
-end
-
 function M.kernel_space()
   local domains = {}
   for name, domain in pairs(M.kernel_domains) do
@@ -78,10 +70,6 @@ function M.kernel_space()
   end
   domains.topk = topks
   return (space.filter(space.product(domains), M.constraint))
-end
-
-function M.launch_space(_kernel)
-  return { {} }
 end
 
 -- The fallbacks: one per topk capacity, algo cta (any max_blocks), 4 rows
@@ -174,6 +162,7 @@ function M.variant_name(k, _l)
   return string.format("%s.k%d.r%d.t%d", M.name, k.topk, k.rows, k.threads)
 end
 
+space.define_checks(M)
 space.define_keys(M, SHAPE_FIELDS, DISPATCH_FIELDS)
 
 return M

@@ -82,20 +82,8 @@ function M.constraint(k)
   return true
 end
 
-function M.check_kernel(k)
-  return space.check_kernel(k, M.kernel_domains, M.constraint, M.name)
-end
-
-function M.check_launch(l)
-  return space.check_no_launch(l, M.name)
-end
-
 function M.kernel_space()
   return (space.filter(space.product(M.kernel_domains), M.constraint))
-end
-
-function M.launch_space(_kernel)
-  return { {} }
 end
 
 -- The fallbacks: one per dtype x head_dim x group x topk capacity, valid for
@@ -208,6 +196,7 @@ function M.variant_name(k, _l)
   return string.format("%s.%s.d%d.g%d.t%d.k%d.s%d", M.name, k.dtype, k.head_dim, k.group, k.tokens, k.topk, k.stages)
 end
 
+space.define_checks(M)
 space.define_keys(M, SHAPE_FIELDS, DISPATCH_FIELDS)
 
 return M

@@ -74,7 +74,6 @@ local LENS = { "full", "mixed" }
 -- random: topk distinct random visible blocks per row; holes: the same with
 -- some entries -1; local: the last topk visible blocks.
 local SELS = { "random", "holes", "local" }
-local LAUNCH_PARAMS = { splits = true }
 local SHAPE_FIELD_SET = {}
 for _, f in ipairs(SHAPE_FIELDS) do
   SHAPE_FIELD_SET[f] = true
@@ -144,35 +143,9 @@ function M.constraint(k)
   return true
 end
 
--- A kernel config from outside (C, the database): every parameter present,
--- in its domain, no others, and within the constraints.
-function M.check_kernel(k)
-  return space.check_kernel(k, M.kernel_domains, M.constraint, M.name)
-end
-
-function M.check_launch(l)
-  local unknown = space.unknown_key(l, LAUNCH_PARAMS)
-  if unknown then
-    return false, string.format("'%s' is not a launch parameter of %s", unknown, M.name)
-  end
-  local s = l.splits
-  if math.type(s) ~= "integer" or s < 0 or s > SPLITS_MAX then
-    return false, string.format("launch parameter splits=%s is outside 0..%d", tostring(s), SPLITS_MAX)
-  end
-  return true
-end
-
 -- The tuned kernel configs: the domains within the constraints.
 function M.kernel_space()
   return (space.filter(space.product(M.kernel_domains), M.constraint))
-end
-
-function M.launch_space(_kernel)
-  local out = {}
-  for _, s in ipairs(M.splits_choices) do
-    out[#out + 1] = { splits = s }
-  end
-  return out
 end
 
 -- The fallbacks: one per dtype x head_dim x group, valid for every shape of
@@ -324,6 +297,7 @@ function M.variant_name(k, l)
     l.splits == 0 and "auto" or ("s" .. l.splits))
 end
 
+space.define_checks(M, { name = "splits", max = SPLITS_MAX, choices = M.splits_choices })
 space.define_keys(M, SHAPE_FIELDS, DISPATCH_FIELDS)
 
 return M
