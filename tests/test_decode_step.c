@@ -2,9 +2,11 @@
  * attention rows pair up, their added times, and the geometric mean. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "decode_step.h"
+#include "test_db_fixture.h"
 #include "testutil.h"
 
 static st_shape shape(const char *op, const char *dtype, int B, int topk, int ctx) {
@@ -73,11 +75,55 @@ static void test_a_shape_without_the_fields_never_pairs(void **state) {
   assert_int_equal(st_decode_steps(rows, 2, NULL, 0), 0);
 }
 
+static void test_the_table_and_the_json_line(void **state) {
+  (void)state;
+  st_shape sh[] = {shape("index_decode", "bf16", 1, 16, 8192), shape("sparse_attn_decode", "bf16", 1, 16, 32768),
+                   shape("index_decode", "fp8", 128, 16, 131072), shape("sparse_attn_decode", "fp8", 128, 16, 32768)};
+  snprintf(sh[0].key, sizeof sh[0].key, "index_decode:B=1,dtype=bf16");
+  snprintf(sh[1].key, sizeof sh[1].key, "sparse_attn_decode:B=1,dtype=bf16");
+  snprintf(sh[2].key, sizeof sh[2].key, "index_decode:B=128,dtype=fp8");
+  snprintf(sh[3].key, sizeof sh[3].key, "sparse_attn_decode:B=128,dtype=fp8");
+  const st_step_row rows[] = {
+      {&sh[0], 7.37, 10.6}, {&sh[1], 8.14, 7.6}, {&sh[2], 705.39, 718.4}, {&sh[3], 58.56, 79.7}};
+  st_step_pair p[4];
+  assert_int_equal(st_decode_steps(rows, 4, p, 4), 2);
+  char *buf = NULL;
+  size_t size = 0;
+  FILE *f = open_memstream(&buf, &size);
+  assert_non_null(f);
+  st_decode_step_print(f, rows, p, 2, 0);
+  assert_int_equal(fclose(f), 0);
+  printf("%s", buf);
+  assert_non_null(strstr(buf, "  bf16 B=1    ctx=8192        15.51 us (7.37 + 8.14)  peer     18.2  1.17x\n"));
+  assert_non_null(strstr(buf, "  fp8  B=128  ctx=131072     763.95 us (705.39 + 58.56)  peer    798.1  1.04x\n"));
+  assert_non_null(strstr(buf, "geometric mean over 2 rows: 1.11x the peer"));
+  free(buf);
+  f = open_memstream(&buf, &size);
+  assert_non_null(f);
+  st_decode_step_print(f, rows, p, 2, 1);
+  assert_int_equal(fclose(f), 0);
+  assert_true(fx_json_valid(buf));
+  char *key = fx_json_get(buf, "$.decode_step.pairs[1].attention");
+  assert_string_equal(key, "sparse_attn_decode:B=128,dtype=fp8");
+  free(key);
+  char *g = fx_json_get(buf, "$.decode_step.geomean");
+  assert_true(fabs(atof(g) - sqrt((18.2 / 15.51) * (798.1 / 763.95))) < 1e-4);
+  free(g);
+  free(buf);
+  /* No pairs: nothing at all. */
+  f = open_memstream(&buf, &size);
+  st_decode_step_print(f, rows, p, 0, 1);
+  assert_int_equal(fclose(f), 0);
+  assert_int_equal(size, 0);
+  free(buf);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_rows_pair_by_dtype_batch_topk_qlen_and_lens),
       cmocka_unit_test(test_geomean_of_nothing_is_zero_and_of_opposites_one),
       cmocka_unit_test(test_a_shape_without_the_fields_never_pairs),
+      cmocka_unit_test(test_the_table_and_the_json_line),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -225,27 +225,7 @@ static void print_decode_step(const st_cli *cli, const bench_row *rows, int n) {
     in[i].peer_us = rows[i].peer_us;
   }
   const int np = st_decode_steps(in, n, pairs, n); /* an indexer row pairs once: np <= n */
-  if (np == 0) goto done;
-  const double g = st_decode_step_geomean(pairs, np);
-  if (cli->json) {
-    printf("{\"decode_step\":{\"geomean\":%.4f,\"pairs\":[", g);
-    for (int k = 0; k < np; k++) {
-      const st_step_pair *p = &pairs[k];
-      printf("%s{\"index\":\"%s\",\"attention\":\"%s\",\"us\":%.3f,\"peer_us\":%.2f,\"speedup\":%.3f}", k ? "," : "",
-             rows[p->index_row].shape->key, rows[p->attn_row].shape->key, p->us, p->peer_us, p->speedup);
-    }
-    printf("]}}\n");
-    goto done;
-  }
-  printf("one decode step (index_decode + sparse_attn_decode rows of the same dtype, B, topk, qlen and lens):\n");
-  for (int k = 0; k < np; k++) {
-    const st_step_pair *p = &pairs[k];
-    const st_params *ps = &rows[p->index_row].shape->params;
-    const char *dtype = st_params_get(ps, "dtype"), *B = st_params_get(ps, "B"), *ctx = st_params_get(ps, "ctx");
-    printf("  %-4s B=%-4s ctx=%-7s %9.2f us (%.2f + %.2f)  peer %8.1f  %.2fx\n", dtype, B, ctx ? ctx : "-", p->us,
-           rows[p->index_row].us, rows[p->attn_row].us, p->peer_us, p->speedup);
-  }
-  printf("  geometric mean over %d rows: %.2fx the peer\n", np, g);
+  st_decode_step_print(stdout, in, pairs, np, cli->json);
 done:
   free(in);
   free(pairs);

@@ -4,6 +4,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "report.h"
+
 static int measured(const st_step_row *r) { return r->us > 0 && r->peer_us > 0; }
 
 static int same_field(const st_shape *a, const st_shape *b, const char *key) {
@@ -48,4 +50,31 @@ double st_decode_step_geomean(const st_step_pair *pairs, int n) {
   double log_sum = 0;
   for (int i = 0; i < n; i++) log_sum += log(pairs[i].speedup);
   return exp(log_sum / n);
+}
+
+void st_decode_step_print(FILE *f, const st_step_row *rows, const st_step_pair *pairs, int np, int json) {
+  if (np <= 0) return;
+  const double g = st_decode_step_geomean(pairs, np);
+  if (json) {
+    fprintf(f, "{\"decode_step\":{\"geomean\":%.4f,\"pairs\":[", g);
+    for (int k = 0; k < np; k++) {
+      const st_step_pair *p = &pairs[k];
+      fprintf(f, "%s{\"index\":", k ? "," : "");
+      st_json_str(f, rows[p->index_row].shape->key);
+      fprintf(f, ",\"attention\":");
+      st_json_str(f, rows[p->attn_row].shape->key);
+      fprintf(f, ",\"us\":%.3f,\"peer_us\":%.2f,\"speedup\":%.3f}", p->us, p->peer_us, p->speedup);
+    }
+    fprintf(f, "]}}\n");
+    return;
+  }
+  fprintf(f, "one decode step (index_decode + sparse_attn_decode rows of the same dtype, B, topk, qlen and lens):\n");
+  for (int k = 0; k < np; k++) {
+    const st_step_pair *p = &pairs[k];
+    const st_params *ps = &rows[p->index_row].shape->params;
+    const char *dtype = st_params_get(ps, "dtype"), *B = st_params_get(ps, "B"), *ctx = st_params_get(ps, "ctx");
+    fprintf(f, "  %-4s B=%-4s ctx=%-7s %9.2f us (%.2f + %.2f)  peer %8.1f  %.2fx\n", dtype, B, ctx ? ctx : "-", p->us,
+            rows[p->index_row].us, rows[p->attn_row].us, p->peer_us, p->speedup);
+  }
+  fprintf(f, "  geometric mean over %d rows: %.2fx the peer\n", np, g);
 }

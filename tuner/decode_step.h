@@ -10,6 +10,8 @@
 #ifndef ST_DECODE_STEP_H
 #define ST_DECODE_STEP_H
 
+#include <stdio.h>
+
 #include "generator.h"
 
 typedef struct st_step_row {
@@ -29,5 +31,10 @@ int st_decode_steps(const st_step_row *rows, int n, st_step_pair *pairs, int cap
 
 /* The geometric mean of the pairs' speed-ups; 0 for none. */
 double st_decode_step_geomean(const st_step_pair *pairs, int n);
+
+/* Writes the pairs and their geometric mean: a table, or (json) one line
+ * {"decode_step":{"geomean":..,"pairs":[{"index":key,"attention":key,"us",
+ * "peer_us","speedup"}, ..]}}. Nothing for no pairs. */
+void st_decode_step_print(FILE *f, const st_step_row *rows, const st_step_pair *pairs, int np, int json);
 
 #endif

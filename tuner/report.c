@@ -36,7 +36,7 @@ static int utf8_len(const unsigned char *p) {
 
 /* A JSON string: quotes, backslashes and control bytes escaped, bytes that
  * are not valid UTF-8 (compiler logs may hold any) replaced by U+FFFD. */
-static void json_str(FILE *out, const char *s) {
+void st_json_str(FILE *out, const char *s) {
   fputc('"', out);
   for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p;) {
     unsigned char c = *p;
@@ -71,13 +71,13 @@ static void json_num(FILE *out, double x) {
 /* "key": for the members of an object; `first` says whether to skip the comma. */
 static void json_key(FILE *out, const char *key, int first) {
   if (!first) fputc(',', out);
-  json_str(out, key);
+  st_json_str(out, key);
   fputc(':', out);
 }
 
 static void json_kv_str(FILE *out, const char *key, const char *val) {
   json_key(out, key, 0);
-  json_str(out, val);
+  st_json_str(out, val);
 }
 
 static void json_kv_num(FILE *out, const char *key, double val) {
@@ -370,7 +370,7 @@ static void run_json_measurements(FILE *out, const st_run_row *run, const meas_l
     const meas_entry *e = &l->v[i];
     fputs(i ? ",{" : "{", out);
     json_key(out, "variant_id", 1);
-    json_str(out, e->m.variant_id);
+    st_json_str(out, e->m.variant_id);
     json_kv_str(out, "variant", e->name);
     json_kv_str(out, "op", e->op);
     json_kv_str(out, "shape", e->m.shape_key);
@@ -470,10 +470,10 @@ st_status st_report_winners(st_db *db, FILE *out, st_report_format format, const
   if (st == ST_OK && format == ST_REPORT_JSON) {
     fputs("{", out);
     json_key(out, "device", 1);
-    json_str(out, device_name);
+    st_json_str(out, device_name);
     json_key(out, "arch", 0);
     if (arch)
-      json_str(out, arch);
+      st_json_str(out, arch);
     else
       fputs("null", out);
     fputs(",\"winners\":[", out);
@@ -481,7 +481,7 @@ st_status st_report_winners(st_db *db, FILE *out, st_report_format format, const
       const st_winner_row *w = &l.v[i];
       fputs(i ? ",{" : "{", out);
       json_key(out, "op", 1);
-      json_str(out, w->op);
+      st_json_str(out, w->op);
       json_kv_str(out, "dispatch_key", w->dispatch_key);
       json_kv_str(out, "variant_id", w->variant_id);
       json_kv_str(out, "variant", w->variant_name);
@@ -655,7 +655,7 @@ static void json_lones(FILE *out, const char *key, const lone *v, size_t n, cons
   for (size_t i = 0; i < n; i++) {
     fputs(i ? ",{" : "{", out);
     json_key(out, "variant_id", 1);
-    json_str(out, v[i].m->m.variant_id);
+    st_json_str(out, v[i].m->m.variant_id);
     json_kv_str(out, "variant", v[i].m->name);
     json_kv_str(out, "shape", v[i].m->m.shape_key);
     json_kv_num(out, "us", v[i].m->m.median_us);
@@ -676,14 +676,14 @@ static void regress_json(FILE *out, const st_run_row *b, const st_run_row *h, do
   fputs(",\"warnings\":[", out);
   for (int i = 0; i < w->n; i++) {
     if (i) fputc(',', out);
-    json_str(out, w->text[i]);
+    st_json_str(out, w->text[i]);
   }
   fputs("],\"pairs\":[", out);
   for (size_t i = 0; i < c->npairs; i++) {
     const pair *p = &c->pairs[i];
     fputs(i ? ",{" : "{", out);
     json_key(out, "variant_id", 1);
-    json_str(out, p->base->m.variant_id);
+    st_json_str(out, p->base->m.variant_id);
     json_kv_str(out, "variant", p->base->name);
     json_kv_str(out, "shape", p->base->m.shape_key);
     json_kv_num(out, "base_us", p->base->m.median_us);
