@@ -44,8 +44,8 @@ st_status st_report_run(st_db *db, FILE *out, st_report_format format, int64_t r
  * us, the default variant's us and the speed-up over it.
  * JSON: {"device": ..., "arch": ..., "winners": [...]}. No winner is not an
  * error (an empty table). */
-st_status st_report_winners(st_db *db, FILE *out, st_report_format format, const char *device_name, const char *arch,
-                            st_err *err);
+st_status st_report_winners(st_db *db, FILE *out, st_report_format format, const char *device_name,
+                            const char *arch, st_err *err);
 
 /* ---- regress ---------------------------------------------------------------
  *
@@ -64,9 +64,9 @@ st_status st_report_winners(st_db *db, FILE *out, st_report_format format, const
 #define ST_REGRESS_DEFAULT_THRESHOLD 0.05
 
 typedef struct st_regress_opts {
-  int64_t base_run; /* the reference run                            */
-  int64_t head_run; /* the run under test; != base_run              */
-  double threshold; /* relative, >= 0 (0.05: 5 %)                   */
+  int64_t base_run;        /* the reference run                            */
+  int64_t head_run;        /* the run under test; != base_run              */
+  double threshold;        /* relative, >= 0 (0.05: 5 %)                   */
   st_report_format format;
 } st_regress_opts;
 
