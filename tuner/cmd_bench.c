@@ -56,7 +56,7 @@ typedef struct bench_row {
   char status[16];
   char error[400];
   double us, spread, gbs, frac, peer_us;
-  double tflops;     /* 0: not counted (decode ops) */
+  double tflops; /* 0: not counted (decode ops) */
   double harness_us; /* --harness: the same variant through the op harness; 0: not timed */
   char harness_error[200];
 } bench_row;
@@ -93,9 +93,9 @@ static st_status copy_bandwidth(const st_cu *cu, CUstream s, double *gbs, st_err
 /* --harness: times variant `variant_id` (the one the runtime dispatched) as
  * the tuner's worker does: its cubin from the database, bound and launched
  * by the op harness, verified, then timed like the runtime path. */
-static st_status time_harness(const st_cu *cu, const st_device_info *dev, st_db *db, const st_op_harness *h, void *kase,
-                              const char *variant_id, CUstream stream, const st_timing_opts *o, double *us,
-                              st_err *err) {
+static st_status time_harness(const st_cu *cu, const st_device_info *dev, st_db *db, const st_op_harness *h,
+                              void *kase, const char *variant_id, CUstream stream, const st_timing_opts *o,
+                              double *us, st_err *err) {
   st_variant_row v;
   st_binary_row b;
   int found = 0;
@@ -203,8 +203,8 @@ static void print_row(const st_cli *cli, const bench_row *r) {
     snprintf(peer, sizeof peer, "%.1f", r->peer_us);
     snprintf(speed, sizeof speed, "%.2fx", r->peer_us / r->us);
   }
-  printf("%-18s %-62s %8.2f %6.1f%% %8.0f %6.1f%% %7s %8s %8s  %s", r->shape->op, shape, r->us, 100 * r->spread, r->gbs,
-         100 * r->frac, rate, peer, speed, r->variant);
+  printf("%-18s %-62s %8.2f %6.1f%% %8.0f %6.1f%% %7s %8s %8s  %s", r->shape->op, shape, r->us, 100 * r->spread,
+         r->gbs, 100 * r->frac, rate, peer, speed, r->variant);
   if (cli->harness && r->harness_us > 0)
     printf("  harness %.2f us", r->harness_us);
   else if (cli->harness)
@@ -276,8 +276,8 @@ fail:
 int st_cmd_bench(int argc, char **argv) {
   st_cli cli;
   int rc = st_cli_parse(
-      argc, argv, ST_OPT_DB | ST_OPT_SUITE | ST_OPT_OP | ST_OPT_DEVICE | ST_OPT_SEED | ST_OPT_JSON | ST_OPT_HARNESS,
-      usage, &cli);
+      argc, argv, ST_OPT_DB | ST_OPT_SUITE | ST_OPT_OP | ST_OPT_DEVICE | ST_OPT_SEED | ST_OPT_JSON | ST_OPT_HARNESS, usage,
+      &cli);
   if (rc) return rc == -1 ? ST_EXIT_OK : ST_EXIT_USAGE;
   int suite_given = 0;
   for (int i = 1; i < argc; i++) suite_given |= !strncmp(argv[i], "--suite", 7);
