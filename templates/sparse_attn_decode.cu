@@ -340,31 +340,11 @@ __device__ __forceinline__ void st_issue_block(const st_sparse_attn_decode_param
 // ---- one warp's share of a block: st_attend_tile (common/attn_tile.cuh)
 // in two halves, so that the scores need only K and the values only V -----
 
-constexpr int NT = WARP_TOKENS / 8, KT = WARP_TOKENS / 16, DK = HEAD_DIM / 16;
+constexpr int NT = WARP_TOKENS / 8, DK = HEAD_DIM / 16;
 
-// S = q K^T for rows m0 .. m0+15 and tokens tok0 .. tok0+WARP_TOKENS-1 from
-// the bf16 K tile.
-__device__ __forceinline__ void st_block_qk(uint32_t q_tile, int m0, uint32_t k_tile, int tok0, float (&s)[NT][4]) {
-  const int lane = threadIdx.x & 31;
-#pragma unroll
-  for (int nt = 0; nt < NT; nt++) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
-#pragma unroll
-  for (int ks = 0; ks < DK; ks++) {
-    uint32_t a[4];
-    st_ldmatrix_x4(a, st_swizzled<ROW_CHUNKS>(q_tile, m0 + (lane & 7) + ((lane >> 3) & 1) * 8, ks * 2 + (lane >> 4)));
-#pragma unroll
-    for (int n2 = 0; n2 < NT / 2; n2++) {
-      uint32_t b[4];
-      st_ldmatrix_x4(b, st_swizzled<ROW_CHUNKS>(k_tile, tok0 + n2 * 16 + (lane & 7) + (lane >> 4) * 8,
-                                                ks * 2 + ((lane >> 3) & 1)));
-      st_mma_bf16_16816(s[2 * n2], a[0], a[1], a[2], a[3], b[0], b[1]);
-      st_mma_bf16_16816(s[2 * n2 + 1], a[0], a[1], a[2], a[3], b[2], b[3]);
-    }
-  }
-}
-
-// The same from the stage's raw fp8 K rows (K_REGS), converted in
-// registers. The dot product may take its 16 k values per mma in any order
+// S = q K^T for rows m0 .. m0+15 and tokens tok0 .. tok0+WARP_TOKENS-1 (as
+// common/attn_tile.cuh's st_tile_qk) from the stage's raw fp8 K rows
+// (K_REGS), converted in registers. The dot product may take its 16 k values per mma in any order
 // as long as q and K agree: lane (g = lane/4, t = lane%4) of k-step 2j + h
 // holds k = 32j + 8t + 4h + {0, 1} in the fragments' slots 2t, 2t+1 and
 // + {2, 3} in slots 2t+8, 2t+9. So one 8-byte load gives a lane its K for
@@ -415,73 +395,26 @@ __device__ __forceinline__ void st_block_qk_fp8(uint32_t q_tile, int m0, uint32_
   }
 }
 
-// The online-softmax update of `st` with the scores s of tokens tok0 ..
-// (tokens >= lim masked); leaves P (unnormalized probabilities) in s.
+// The softmax update of common/attn_tile.cuh: every row sees the tokens <
+// lim, no bias.
 __device__ __forceinline__ void st_block_softmax(int tok0, int lim, float scale_log2, st_softmax_state<HEAD_DIM> &st,
                                                  float (&s)[NT][4]) {
-  const int lane = threadIdx.x & 31;
-#pragma unroll
-  for (int rr = 0; rr < 2; rr++) {
-    float mx = -ST_INF;
-#pragma unroll
-    for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-      for (int cc = 0; cc < 2; cc++) {
-        const int tok = tok0 + nt * 8 + 2 * (lane & 3) + cc;
-        float &v = s[nt][rr * 2 + cc];
-        v = tok < lim ? v * scale_log2 : -ST_INF;
-        mx = fmaxf(mx, v);
-      }
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    const float m_new = fmaxf(st.m[rr], mx);
-    const float m_use = m_new == -ST_INF ? 0.f : m_new; // nothing seen yet: keep 0s
-    const float alpha = exp2f(st.m[rr] - m_use);
-    st.m[rr] = m_new;
-    float sum = 0.f;
-#pragma unroll
-    for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-      for (int cc = 0; cc < 2; cc++) {
-        float &v = s[nt][rr * 2 + cc];
-        v = exp2f(v - m_use);
-        sum += v;
-      }
-    st.l[rr] = st.l[rr] * alpha + sum;
-#pragma unroll
-    for (int dt = 0; dt < DT; dt++) {
-      st.o[dt][rr * 2] *= alpha;
-      st.o[dt][rr * 2 + 1] *= alpha;
-    }
-  }
+  const int lims[2] = {lim, lim};
+  const float unused[2] = {0.f, 0.f};
+  st_tile_softmax<HEAD_DIM, WARP_TOKENS, false>(tok0, lims, unused, scale_log2, st, s);
 }
 
 // Scores from the bf16 K tile, then the softmax update.
 __device__ __forceinline__ void st_block_scores(uint32_t q_tile, int m0, uint32_t k_tile, int tok0, int lim,
                                                 float scale_log2, st_softmax_state<HEAD_DIM> &st, float (&s)[NT][4]) {
-  st_block_qk(q_tile, m0, k_tile, tok0, s);
+  st_tile_qk<HEAD_DIM, WARP_TOKENS>(q_tile, m0, k_tile, tok0, s);
   st_block_softmax(tok0, lim, scale_log2, st, s);
 }
 
-// O += P V: P (accumulator layout of two 8-token tiles) is the A fragment of
-// one 16-token k-step.
+// O += P V (common/attn_tile.cuh).
 __device__ __forceinline__ void st_block_values(uint32_t v_tile, int tok0, const float (&s)[NT][4],
                                                 st_softmax_state<HEAD_DIM> &st) {
-  const int lane = threadIdx.x & 31;
-#pragma unroll
-  for (int kk = 0; kk < KT; kk++) {
-    const uint32_t a0 = st_pack_bf16(s[2 * kk][0], s[2 * kk][1]), a1 = st_pack_bf16(s[2 * kk][2], s[2 * kk][3]);
-    const uint32_t a2 = st_pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-    const uint32_t a3 = st_pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-#pragma unroll
-    for (int d2 = 0; d2 < DT / 2; d2++) {
-      uint32_t b[4];
-      st_ldmatrix_x4_trans(b, st_swizzled<ROW_CHUNKS>(v_tile, tok0 + kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
-                                                      d2 * 2 + (lane >> 4)));
-      st_mma_bf16_16816(st.o[2 * d2], a0, a1, a2, a3, b[0], b[1]);
-      st_mma_bf16_16816(st.o[2 * d2 + 1], a0, a1, a2, a3, b[2], b[3]);
-    }
-  }
+  st_tile_values<HEAD_DIM, WARP_TOKENS>(v_tile, tok0, s, st);
 }
 
 // ---- the kernels ---------------------------------------------------------

@@ -30,18 +30,13 @@ template <int HEAD_DIM> __device__ __forceinline__ void st_softmax_init(st_softm
   for (int dt = 0; dt < HEAD_DIM / 8; dt++) st.o[dt][0] = st.o[dt][1] = st.o[dt][2] = st.o[dt][3] = 0.f;
 }
 
-// One block. Row rr sees the block's tokens < lim[rr] (0: none), with
-// bias[rr] added to its scores (log2 of how many times its selection lists
-// the block: 0 once, 1 twice).
+// S = q K^T for the warp's 16 rows (m0 ..) and TOKENS tokens (tok0 ..).
 template <int HEAD_DIM, int TOKENS>
-__device__ __forceinline__ void st_attend_tile(uint32_t q_tile, int m0, uint32_t k_tile, uint32_t v_tile, int tok0,
-                                               const int (&lim)[2], const float (&bias)[2], float scale_log2,
-                                               st_softmax_state<HEAD_DIM> &st) {
-  constexpr int ROW_CHUNKS = HEAD_DIM / 8, DT = HEAD_DIM / 8, DK = HEAD_DIM / 16;
-  constexpr int NT = TOKENS / 8, KT = TOKENS / 16;
+__device__ __forceinline__ void st_tile_qk(uint32_t q_tile, int m0, uint32_t k_tile, int tok0,
+                                           float (&s)[TOKENS / 8][4]) {
+  constexpr int ROW_CHUNKS = HEAD_DIM / 8, DK = HEAD_DIM / 16, NT = TOKENS / 8;
   static_assert(TOKENS % 16 == 0, "whole 16-token k-steps");
   const int lane = threadIdx.x & 31;
-  float s[NT][4];
 #pragma unroll
   for (int nt = 0; nt < NT; nt++) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
 #pragma unroll
@@ -57,6 +52,19 @@ __device__ __forceinline__ void st_attend_tile(uint32_t q_tile, int m0, uint32_t
       st_mma_bf16_16816(s[2 * n2 + 1], a[0], a[1], a[2], a[3], b[2], b[3]);
     }
   }
+}
+
+// The online-softmax update of `st` with the scores s of tokens tok0 ..:
+// row rr sees the tokens < lim[rr] (0: none), with bias[rr] added to its
+// scores (log2 of how many times its selection lists the block: 0 once, 1
+// twice; BIAS false: none, as in decode). Leaves P (unnormalized
+// probabilities) in s.
+template <int HEAD_DIM, int TOKENS, bool BIAS = true>
+__device__ __forceinline__ void st_tile_softmax(int tok0, const int (&lim)[2], const float (&bias)[2],
+                                                float scale_log2, st_softmax_state<HEAD_DIM> &st,
+                                                float (&s)[TOKENS / 8][4]) {
+  constexpr int DT = HEAD_DIM / 8, NT = TOKENS / 8;
+  const int lane = threadIdx.x & 31;
 #pragma unroll
   for (int rr = 0; rr < 2; rr++) {
     float mx = -ST_INF;
@@ -66,7 +74,7 @@ __device__ __forceinline__ void st_attend_tile(uint32_t q_tile, int m0, uint32_t
       for (int cc = 0; cc < 2; cc++) {
         const int tok = tok0 + nt * 8 + 2 * (lane & 3) + cc;
         float &v = s[nt][rr * 2 + cc];
-        v = tok < lim[rr] ? v * scale_log2 + bias[rr] : -ST_INF;
+        v = tok < lim[rr] ? (BIAS ? v * scale_log2 + bias[rr] : v * scale_log2) : -ST_INF;
         mx = fmaxf(mx, v);
       }
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
@@ -91,8 +99,44 @@ __device__ __forceinline__ void st_attend_tile(uint32_t q_tile, int m0, uint32_t
       st.o[dt][rr * 2 + 1] *= alpha;
     }
   }
-  // P (accumulator layout of two 8-token tiles) is the A fragment of one
-  // 16-token k-step.
+}
+
+// O += P V: P (accumulator layout of two 8-token tiles) is the A fragment of
+// one 16-token k-step.
+template <int HEAD_DIM, int TOKENS>
+__device__ __forceinline__ void st_tile_values(uint32_t v_tile, int tok0, const float (&s)[TOKENS / 8][4],
+                                               st_softmax_state<HEAD_DIM> &st) {
+  constexpr int ROW_CHUNKS = HEAD_DIM / 8, DT = HEAD_DIM / 8, KT = TOKENS / 16;
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int kk = 0; kk < KT; kk++) {
+    const uint32_t a0 = st_pack_bf16(s[2 * kk][0], s[2 * kk][1]), a1 = st_pack_bf16(s[2 * kk][2], s[2 * kk][3]);
+    const uint32_t a2 = st_pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    const uint32_t a3 = st_pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+    for (int d2 = 0; d2 < DT / 2; d2++) {
+      uint32_t b[4];
+      st_ldmatrix_x4_trans(b, st_swizzled<ROW_CHUNKS>(v_tile, tok0 + kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
+                                                      d2 * 2 + (lane >> 4)));
+      st_mma_bf16_16816(st.o[2 * d2], a0, a1, a2, a3, b[0], b[1]);
+      st_mma_bf16_16816(st.o[2 * d2 + 1], a0, a1, a2, a3, b[2], b[3]);
+    }
+  }
+}
+
+// One block: scores, softmax update, values. The values loop is
+// st_tile_values written out: called as a function here, ptxas allocates
+// the fp8 prefill kernels 254 registers instead of 202 (same instructions;
+// not measured on a GPU), so prefill keeps the code it was tuned with.
+template <int HEAD_DIM, int TOKENS>
+__device__ __forceinline__ void st_attend_tile(uint32_t q_tile, int m0, uint32_t k_tile, uint32_t v_tile, int tok0,
+                                               const int (&lim)[2], const float (&bias)[2], float scale_log2,
+                                               st_softmax_state<HEAD_DIM> &st) {
+  constexpr int ROW_CHUNKS = HEAD_DIM / 8, DT = HEAD_DIM / 8, KT = TOKENS / 16;
+  const int lane = threadIdx.x & 31;
+  float s[TOKENS / 8][4];
+  st_tile_qk<HEAD_DIM, TOKENS>(q_tile, m0, k_tile, tok0, s);
+  st_tile_softmax<HEAD_DIM, TOKENS>(tok0, lim, bias, scale_log2, st, s);
 #pragma unroll
   for (int kk = 0; kk < KT; kk++) {
     const uint32_t a0 = st_pack_bf16(s[2 * kk][0], s[2 * kk][1]), a1 = st_pack_bf16(s[2 * kk][2], s[2 * kk][3]);
