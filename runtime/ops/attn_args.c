@@ -71,6 +71,22 @@ st_status st_attn_check_scales(const st_attn_kv *a, st_err *err) {
   return s != ST_OK ? s : check_scales(a->v_scales, "v_scales", a->k_cache, err);
 }
 
+st_status st_attn_check_heads(const st_attn_kv *kv, int64_t Hq, int64_t D, int max_group, st_err *err) {
+  if (D != 64 && D != 128 && D != 256)
+    return st_fail(err, ST_ERR_UNSUPPORTED, "head_dim=%lld (q.shape[2]) is not 64, 128 or 256", (long long)D);
+  st_status s = st_attn_check_caches(kv, D, err);
+  if (s != ST_OK) return s;
+  const int64_t Hkv = kv->k_cache->shape[1];
+  if (Hq % Hkv)
+    return st_fail(err, ST_ERR_INVALID_ARG, "Hq=%lld q heads are not a multiple of Hkv=%lld kv heads", (long long)Hq,
+                   (long long)Hkv);
+  if (Hq / Hkv > max_group)
+    return st_fail(err, ST_ERR_UNSUPPORTED, "Hq/Hkv=%lld q heads per kv head exceed %d", (long long)(Hq / Hkv),
+                   max_group);
+  if (Hkv > 65535) return st_fail(err, ST_ERR_INVALID_ARG, "Hkv=%lld kv heads exceed 65535", (long long)Hkv);
+  return st_attn_check_scales(kv, err);
+}
+
 st_status st_attn_check_outputs(const st_tensor *o, const st_tensor *lse, int64_t rows, int64_t Hq, int64_t D,
                                 const char *rows_name, st_err *err) {
   st_status s;

@@ -35,6 +35,11 @@ st_status st_attn_check_caches(const st_attn_kv *kv, int64_t D, st_err *err);
  * strides. Scales apply to fp8 caches only. */
 st_status st_attn_check_scales(const st_attn_kv *kv, st_err *err);
 
+/* After q: head_dim D is 64, 128 or 256, the caches and scales as above,
+ * and the grouping: Hq a multiple of Hkv (k_cache.shape[1]), at most
+ * max_group q heads per kv head, Hkv <= 65535 (a grid dimension). */
+st_status st_attn_check_heads(const st_attn_kv *kv, int64_t Hq, int64_t D, int max_group, st_err *err);
+
 /* o: bf16 [rows, Hq, D]; lse: absent (data NULL) or fp32 [rows, Hq].
  * `rows_name` names the row count in messages ("total_q", "R*qlen"). */
 st_status st_attn_check_outputs(const st_tensor *o, const st_tensor *lse, int64_t rows, int64_t Hq, int64_t D,

@@ -76,18 +76,8 @@ st_status st_sparse_attn_check_args(const st_sparse_attn_args *a, st_err *err) {
     return st_fail(err, ST_ERR_INVALID_ARG, "sm_scale=%g must be positive and finite", (double)a->sm_scale);
   if ((s = st_check_tensor(&a->q, "q", ST_DTYPE_BF16, 3, err)) != ST_OK) return s;
   const int64_t total_q = a->q.shape[0], Hq = a->q.shape[1], D = a->q.shape[2];
-  if (D != 64 && D != 128 && D != 256)
-    return st_fail(err, ST_ERR_UNSUPPORTED, "head_dim=%lld (q.shape[2]) is not 64, 128 or 256", (long long)D);
-  if ((s = st_attn_check_caches(ST_ATTN_KV_OF(a), D, err)) != ST_OK) return s;
+  if ((s = st_attn_check_heads(ST_ATTN_KV_OF(a), Hq, D, ST_SPARSE_ATTN_MAX_GROUP, err)) != ST_OK) return s;
   const int64_t Hkv = a->k_cache.shape[1];
-  if (Hq % Hkv)
-    return st_fail(err, ST_ERR_INVALID_ARG, "Hq=%lld q heads are not a multiple of Hkv=%lld kv heads", (long long)Hq,
-                   (long long)Hkv);
-  if (Hq / Hkv > ST_SPARSE_ATTN_MAX_GROUP)
-    return st_fail(err, ST_ERR_UNSUPPORTED, "Hq/Hkv=%lld q heads per kv head exceed %d", (long long)(Hq / Hkv),
-                   ST_SPARSE_ATTN_MAX_GROUP);
-  if (Hkv > 65535) return st_fail(err, ST_ERR_INVALID_ARG, "Hkv=%lld kv heads exceed 65535", (long long)Hkv);
-  if ((s = st_attn_check_scales(ST_ATTN_KV_OF(a), err)) != ST_OK) return s;
   if ((s = st_check_tensor(&a->topk_idx, "topk_idx", ST_DTYPE_INT32, 3, err)) != ST_OK) return s;
   const int64_t topk = a->topk_idx.shape[2];
   if (a->topk_idx.shape[0] != Hkv || a->topk_idx.shape[1] != total_q)

@@ -139,18 +139,8 @@ st_status st_sparse_attn_decode_check_args(const st_sparse_attn_decode_args *a, 
   /* Grid y holds the query rows (at most 65535). */
   if (rows > 65535)
     return st_fail(err, ST_ERR_INVALID_ARG, "R*qlen=%lld query rows exceed the limit of 65535", (long long)rows);
-  if (D != 64 && D != 128 && D != 256)
-    return st_fail(err, ST_ERR_UNSUPPORTED, "head_dim=%lld (q.shape[2]) is not 64, 128 or 256", (long long)D);
-  if ((s = st_attn_check_caches(ST_ATTN_KV_OF(a), D, err)) != ST_OK) return s;
+  if ((s = st_attn_check_heads(ST_ATTN_KV_OF(a), Hq, D, ST_SPARSE_ATTN_DECODE_MAX_GROUP, err)) != ST_OK) return s;
   const int64_t Hkv = a->k_cache.shape[1];
-  if (Hq % Hkv)
-    return st_fail(err, ST_ERR_INVALID_ARG, "Hq=%lld q heads are not a multiple of Hkv=%lld kv heads", (long long)Hq,
-                   (long long)Hkv);
-  if (Hq / Hkv > ST_SPARSE_ATTN_DECODE_MAX_GROUP)
-    return st_fail(err, ST_ERR_UNSUPPORTED, "Hq/Hkv=%lld q heads per kv head exceed %d", (long long)(Hq / Hkv),
-                   ST_SPARSE_ATTN_DECODE_MAX_GROUP);
-  if (Hkv > 65535) return st_fail(err, ST_ERR_INVALID_ARG, "Hkv=%lld kv heads exceed 65535", (long long)Hkv);
-  if ((s = st_attn_check_scales(ST_ATTN_KV_OF(a), err)) != ST_OK) return s;
   if ((s = check_index_tensors(a, rows / a->qlen, rows, Hkv, err)) != ST_OK) return s;
   if ((s = st_attn_check_outputs(&a->o, &a->lse, rows, Hq, D, "R*qlen", err)) != ST_OK) return s;
   /* 16-byte vector loads of q rows. */
