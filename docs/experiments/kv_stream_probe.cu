@@ -24,12 +24,15 @@
 // over both layouts, splits 1, 2 and 4 (CTAs per item, blocks per CTA
 // 16 / splits), stages 1 to 3, and batch 8, 32 and 128. Prints microseconds per replay
 // (CUDA graph, median of 5 x 40) and GB/s of K and V bytes.
-//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o build/kv_stream_probe \
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I templates -o build/kv_stream_probe \
 //        docs/experiments/kv_stream_probe.cu
 // Run: build/kv_stream_probe (a few seconds).
 #include "graph_time.cuh"
 
 #include <cstdint>
+
+#include "common/mbarrier.cuh"
+#include "common/smem_tile.cuh"
 #include <random>
 
 namespace {
@@ -48,36 +51,6 @@ struct Args {
   int interleaved; // 0: pages2 (pages, 2, 128, Hkv, D); 1: (pages, Hkv, 128, 2D)
   float *out;
 };
-
-__device__ __forceinline__ uint32_t smem_addr(const void *p) {
-  return (uint32_t)__cvta_generic_to_shared(p);
-}
-
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
-}
-
-__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-
-__device__ __forceinline__ void mbar_expect(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-
-__device__ __forceinline__ void mbar_wait(uint32_t bar, int parity) {
-  asm volatile("{\n .reg .pred done;\n wait:\n"
-               " mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-               " @!done bra wait;\n}\n" ::"r"(bar),
-               "r"(parity)
-               : "memory");
-}
-
-__device__ __forceinline__ void bulk_g2s(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
-               "l"(src), "r"(bytes), "r"(bar)
-               : "memory");
-}
 
 // The CTA's item and blocks: item = blockIdx.x / splits, blocks
 // [s * per, (s + 1) * per) of its TOPK.
@@ -105,17 +78,17 @@ template <int STAGES> __global__ void __launch_bounds__(THREADS) k_async(Args a)
   auto issue = [&](int b, int buf) {
     if (b < sl.n)
       for (int which = 0; which < 2; which++) {
-        const uint32_t tile = smem_addr(smem + (buf * 2 + which) * ASYNC_TILE);
+        const uint32_t tile = st_smem_addr(smem + (buf * 2 + which) * ASYNC_TILE);
         for (int tok = r0; tok < BLOCK_TOKENS; tok += THREADS / 16)
-          cp_async16(tile + tok * ROW_BYTES + c * 16, row_src(a, pages[b], which, sl.g, tok) + c * 16);
+          st_cp_async16(tile + tok * ROW_BYTES + c * 16, row_src(a, pages[b], which, sl.g, tok) + c * 16, 16);
       }
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
+    st_cp_async_commit();
   };
   for (int s = 0; s < STAGES; s++) issue(s, s);
   float acc = 0.f;
   for (int i = 0; i < sl.n; i++) {
     const int buf = i % STAGES;
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 1) : "memory");
+    st_cp_async_wait<STAGES - 1>();
     __syncthreads();
     acc += __uint_as_float(*(const uint32_t *)(smem + (buf * 2) * ASYNC_TILE + threadIdx.x * 4) & 0x3f7fffffu);
     acc += __uint_as_float(*(const uint32_t *)(smem + (buf * 2 + 1) * ASYNC_TILE + threadIdx.x * 4) & 0x3f7fffffu);
@@ -132,19 +105,19 @@ template <int STAGES> __global__ void __launch_bounds__(THREADS) k_bulk(Args a) 
   const int *pages = a.pages + sl.item * TOPK + sl.b0;
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   if (threadIdx.x == 0) {
-    for (int s = 0; s < STAGES; s++) mbar_init(smem_addr(&full[s]), 1);
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    for (int s = 0; s < STAGES; s++) st_mbar_init(st_smem_addr(&full[s]), 1);
+    st_mbar_init_fence();
   }
   __syncthreads();
   auto issue = [&](int b, int buf) { // warp 0 only
     if (b >= sl.n) return;
-    const uint32_t bar = smem_addr(&full[buf]);
-    if (lane == 0) mbar_expect(bar, 2u * BLOCK_TOKENS * ROW_BYTES);
+    const uint32_t bar = st_smem_addr(&full[buf]);
+    if (lane == 0) st_mbar_arrive_expect_tx(bar, 2u * BLOCK_TOKENS * ROW_BYTES);
     __syncwarp();
     for (int which = 0; which < 2; which++) {
-      const uint32_t tile = smem_addr(smem + (buf * 2 + which) * BULK_TILE);
+      const uint32_t tile = st_smem_addr(smem + (buf * 2 + which) * BULK_TILE);
       for (int tok = lane; tok < BLOCK_TOKENS; tok += 32)
-        bulk_g2s(tile + tok * BULK_ROW, row_src(a, pages[b], which, sl.g, tok), ROW_BYTES, bar);
+        st_bulk_copy_g2s(tile + tok * BULK_ROW, row_src(a, pages[b], which, sl.g, tok), ROW_BYTES, bar);
     }
   };
   if (warp == 0)
@@ -152,7 +125,7 @@ template <int STAGES> __global__ void __launch_bounds__(THREADS) k_bulk(Args a) 
   float acc = 0.f;
   for (int i = 0; i < sl.n; i++) {
     const int buf = i % STAGES;
-    mbar_wait(smem_addr(&full[buf]), (i / STAGES) & 1);
+    st_mbar_wait(st_smem_addr(&full[buf]), (i / STAGES) & 1);
     acc += __uint_as_float(*(const uint32_t *)(smem + (buf * 2) * BULK_TILE + threadIdx.x * 4) & 0x3f7fffffu);
     acc += __uint_as_float(*(const uint32_t *)(smem + (buf * 2 + 1) * BULK_TILE + threadIdx.x * 4) & 0x3f7fffffu);
     __syncthreads(); // every thread read stage buf
