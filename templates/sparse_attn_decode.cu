@@ -344,8 +344,8 @@ constexpr int NT = WARP_TOKENS / 8, DK = HEAD_DIM / 16;
 
 // S = q K^T for rows m0 .. m0+15 and tokens tok0 .. tok0+WARP_TOKENS-1 (as
 // common/attn_tile.cuh's st_tile_qk) from the stage's raw fp8 K rows
-// (K_REGS), converted in registers. The dot product may take its 16 k values per mma in any order
-// as long as q and K agree: lane (g = lane/4, t = lane%4) of k-step 2j + h
+// (K_REGS), converted in registers. The dot product may take its 16 k
+// values per mma in any order as long as q and K agree: lane (g = lane/4, t = lane%4) of k-step 2j + h
 // holds k = 32j + 8t + 4h + {0, 1} in the fragments' slots 2t, 2t+1 and
 // + {2, 3} in slots 2t+8, 2t+9. So one 8-byte load gives a lane its K for
 // two k-steps (k = 32j + 8t .. + 7 of its token row), and one 8-byte load
