@@ -459,7 +459,7 @@ static void test_verifier_accepts_bf16_rounding_and_names_planted_mistakes(void 
 #define VERIFY(tol) st_ref_sparse_attn_decode_verify(&f.in, f.o, f.lse, got, lse, tol, &err, msg, sizeof msg)
   assert_int_equal(VERIFY(2e-2), 0);
   assert_true(err > 0 && err < 1.0 / 256); /* bf16 rounding only */
-  int row, h;
+  int row = -1, h = -1; /* set by find_head, which fails the test otherwise */
   find_head(&f, 1, &row, &h);
   snprintf(name, sizeof name, "row %d head %d", row, h);
   const size_t at = ((size_t)row * 8 + h) * 64;

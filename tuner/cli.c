@@ -63,19 +63,20 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
       {"seed", required_argument, 0, 'S'},   {"base", required_argument, 0, 'b'},
       {"head", required_argument, 0, 'H'},   {"threshold", required_argument, 0, 't'},
       {"print", no_argument, 0, 'p'},        {"help", no_argument, 0, 'h'},
-      {"harness", no_argument, 0, 'A'},      {0, 0, 0, 0}};
+      {"harness", no_argument, 0, 'A'},      {"match", required_argument, 0, 'm'},
+      {0, 0, 0, 0}};
   static const struct {
     int c;
     unsigned flag;
   } need[] = {{'d', ST_OPT_DB},      {'s', ST_OPT_SUITE},   {'o', ST_OPT_OP},      {'a', ST_OPT_ARCH},
               {'g', ST_OPT_DEVICE},  {'j', ST_OPT_JOBS},    {'J', ST_OPT_JSON},    {'n', ST_OPT_FRESH},
               {'S', ST_OPT_SEED},    {'b', ST_OPT_REGRESS}, {'H', ST_OPT_REGRESS}, {'t', ST_OPT_REGRESS},
-              {'p', ST_OPT_PRINT},   {'A', ST_OPT_HARNESS}};
+              {'p', ST_OPT_PRINT},   {'A', ST_OPT_HARNESS}, {'m', ST_OPT_MATCH}};
   optind = 1;
   opterr = 0;
-  int c;
+  int c, li = -1;
   long long v;
-  while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, ":h", opts, &li)) != -1) {
     if (c == 'h') {
       fputs(usage, stdout);
       return -1;
@@ -86,8 +87,8 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
       return -2;
     }
     for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
-      if (need[i].c == c && !(allowed & need[i].flag)) {
-        st_cli_error(cli, "option %s does not apply to this command (see --help)", argv[optind - 1]);
+      if (need[i].c == c && !(allowed & need[i].flag)) { /* every option but -h is long: li names it */
+        st_cli_error(cli, "option --%s does not apply to this command (see --help)", opts[li].name);
         return -2;
       }
     switch (c) {
@@ -99,6 +100,13 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
     case 'n': cli->fresh = 1; break;
     case 'p': cli->print_source = 1; break;
     case 'A': cli->harness = 1; break;
+    case 'm':
+      if (!*optarg || strlen(optarg) > 100) {
+        st_cli_error(cli, "--match needs 1 to 100 characters of a variant name");
+        return -2;
+      }
+      cli->match = optarg;
+      break;
     case 'g':
       if (parse_ll(cli, "device", optarg, 0, 63, &v)) return -2;
       cli->device = (int)v;

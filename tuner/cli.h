@@ -40,6 +40,7 @@ typedef struct st_cli {
   long long run;          /* show run N */
   int print_source;       /* generate: print the rendered sources */
   int harness;            /* bench: also time the variant through the op harness */
+  const char *match;      /* tune: only variants whose name contains this; NULL: all */
 } st_cli;
 
 /* Option flags a command accepts. */
@@ -56,7 +57,8 @@ enum {
   ST_OPT_REGRESS = 1 << 9,
   ST_OPT_PRINT = 1 << 10,
   ST_OPT_RUN = 1 << 11,
-  ST_OPT_HARNESS = 1 << 12
+  ST_OPT_HARNESS = 1 << 12,
+  ST_OPT_MATCH = 1 << 13
 };
 
 /* Parses argv (argv[0] = the command name) into `cli` with defaults set.

@@ -15,7 +15,7 @@
 
 static const char usage[] =
     "usage: sparsetune tune [--suite NAME] [--op OP] [--db FILE] [--device N] [--arch SM]\n"
-    "                       [--jobs N] [--seed N] [--new]\n"
+    "                       [--jobs N] [--seed N] [--new] [--match TEXT]\n"
     "\n"
     "Generates every variant of the suite's ops, compiles them for the GPU\n"
     "(cached by source hash), then for each shape of the suite verifies each\n"
@@ -33,7 +33,9 @@ static const char usage[] =
     "  --arch SM      compile target when there is no GPU (default sm_90a)\n"
     "  --jobs N       compile threads (default: all CPUs)\n"
     "  --seed N       input seed (default 20261122)\n"
-    "  --new          start a new run even if an interrupted one matches\n";
+    "  --new          start a new run even if an interrupted one matches\n"
+    "  --match TEXT   only variants whose name contains TEXT (for example\n"
+    "                 '.kr.' or '/s64'); the winners are then the best of those\n";
 
 typedef struct binary_slot {
   char hash[40];
@@ -145,6 +147,7 @@ static int plan_jobs(const st_cli *cli, st_gen *gen, st_db *db, const st_cli_sui
     for (int i = 0; i < s->nvariants; i++) {
       const st_variant_row *v = &s->variants[i].row;
       if (strcmp(v->op, shape->op) || v->is_default != (pass == 0)) continue;
+      if (cli->match && !strstr(v->name, cli->match)) continue;
       st_err err = {{0}};
       int applies = 0, found = 0;
       if (st_gen_applies(gen, v, shape, &applies, &err) != ST_OK ||
@@ -273,7 +276,8 @@ static int save_and_print_winners(const st_cli *cli, st_db *db, st_cli_suite *s,
 }
 
 static void run_args(const st_cli *cli, char *buf, size_t cap) {
-  snprintf(buf, cap, "suite=%s op=%s seed=%llu", cli->suite, cli->op ? cli->op : "*", cli->seed);
+  snprintf(buf, cap, "suite=%s op=%s seed=%llu%s%s", cli->suite, cli->op ? cli->op : "*", cli->seed,
+           cli->match ? " match=" : "", cli->match ? cli->match : "");
 }
 
 static int tune_shapes(const st_cli *cli, st_gen *gen, st_db *db, st_cli_suite *s, int64_t run_id,
@@ -332,7 +336,7 @@ int st_cmd_tune(int argc, char **argv) {
   st_cli cli;
   int rc = st_cli_parse(argc, argv,
                         ST_OPT_DB | ST_OPT_SUITE | ST_OPT_OP | ST_OPT_ARCH | ST_OPT_DEVICE | ST_OPT_JOBS | ST_OPT_SEED |
-                            ST_OPT_FRESH,
+                            ST_OPT_FRESH | ST_OPT_MATCH,
                         usage, &cli);
   if (rc) return rc == -1 ? ST_EXIT_OK : ST_EXIT_USAGE;
   st_cli_catch_signals();
