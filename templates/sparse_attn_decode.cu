@@ -253,37 +253,63 @@ struct st_recv {
   uint32_t o, ml; // [splits][NE / splits] float4, then [splits][GROUP] float2
 };
 
-// After the warps' combine: the CTA's state of piece e (q head h,
-// dimensions d .. d+3) goes to its owner; with d == 0 also (m, l) of head
-// h, to every owner.
-__device__ __forceinline__ void st_push_piece(const st_sparse_attn_decode_params &p, int split, uint32_t rank0,
-                                              const st_recv &recv, uint32_t bar, int e, int h, int d, float m,
-                                              float l, float4 o) {
-  const int per = NE / p.splits, owner = e / per;
+// The combined (m, l) of q head h over the WARPS_N warps of its m-tile
+// (c_ml: [WARPS][16][2], m in log2 units); the combine and the cluster
+// push both take it from here, so they agree bit for bit.
+__device__ __forceinline__ float2 st_combined_ml(const float *c_ml, int h) {
+  const int w0 = (h / 16) * WARPS_N, hr = h % 16;
+  float m = -ST_INF;
+#pragma unroll
+  for (int w = 0; w < WARPS_N; w++) m = fmaxf(m, c_ml[((w0 + w) * 16 + hr) * 2]);
+  float l = 0.f;
+  if (m != -ST_INF)
+#pragma unroll
+    for (int w = 0; w < WARPS_N; w++) {
+      const float mw = c_ml[((w0 + w) * 16 + hr) * 2];
+      l += c_ml[((w0 + w) * 16 + hr) * 2 + 1] * (mw == -ST_INF ? 0.f : exp2f(mw - m));
+    }
+  return make_float2(m, l);
+}
+
+// After the warps' combine: the CTA's state of piece e goes to its owner.
+// The splits divide CLUSTER here, so they are a power of two (2^split_shift)
+// and NE / splits needs no division (v2.5 divided twice per piece: a third
+// of the push's instructions at B = 1).
+__device__ __forceinline__ void st_push_piece(int split, int split_shift, uint32_t rank0, const st_recv &recv,
+                                              uint32_t bar, int e, float4 o) {
+  const int per = NE >> split_shift, owner = (e << split_shift) / NE;
   const uint32_t to = rank0 + (uint32_t)owner;
   st_push_f4(st_cluster_map(recv.o + (uint32_t)(split * per + e - owner * per) * 16u, to), o,
              st_cluster_map(bar, to));
-  if (d == 0)
-    for (int c = 0; c < p.splits; c++)
-      st_push_f2(st_cluster_map(recv.ml + (uint32_t)(split * GROUP + h) * 8u, rank0 + (uint32_t)c),
-                 make_float2(m, l), st_cluster_map(bar, rank0 + (uint32_t)c));
 }
 
 // The owner's merge once every byte is in: pieces [split * per, (split +
-// 1) * per) of the item from all splits.
+// 1) * per) of the item from all splits. Where the CTA has more threads
+// than pieces (B = 1: 32 pieces, 128 threads), `lanes` adjacent lanes share
+// a piece, each taking every lanes-th split, and add up by shuffles (v2.5
+// left three of four warps idle here). Every thread runs the same rounds,
+// so the shuffles see whole warps.
 __device__ __forceinline__ void st_merge_received(const st_sparse_attn_decode_params &p, const st_item &it, int split,
-                                                  const char *recv_o, const char *recv_ml) {
-  const int splits = p.splits, per = NE / splits;
-  for (int i = threadIdx.x; i < per; i += THREADS) {
-    const int e = split * per + i;
+                                                  int split_shift, const char *recv_o, const char *recv_ml) {
+  const int splits = p.splits, per = NE >> split_shift;
+  int lane_shift = 0;
+  while (lane_shift < 5 && (per << (lane_shift + 1)) <= THREADS && (2 << lane_shift) <= splits) lane_shift++;
+  const int lanes = 1 << lane_shift, sub = threadIdx.x & (lanes - 1);
+  const float2 *ml_in = (const float2 *)recv_ml;
+  for (int base = 0; base < (per << lane_shift); base += THREADS) {
+    const int i = (base + (int)threadIdx.x) >> lane_shift;
+    const bool active = i < per;
+    const int e = split * per + (active ? i : 0);
     const int h = e / (HEAD_DIM / 4), d = (e - h * (HEAD_DIM / 4)) * 4;
     float m = -ST_INF;
-    for (int c = 0; c < splits; c++) m = fmaxf(m, ((const float2 *)recv_ml)[c * GROUP + h].x);
+    if (active)
+      for (int c = sub; c < splits; c += lanes) m = fmaxf(m, ml_in[c * GROUP + h].x);
+    for (int x = 1; x < lanes; x *= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, x));
     float l = 0.f;
     float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (m != -ST_INF)
-      for (int c = 0; c < splits; c++) {
-        const float2 ml = ((const float2 *)recv_ml)[c * GROUP + h];
+    if (active && m != -ST_INF)
+      for (int c = sub; c < splits; c += lanes) {
+        const float2 ml = ml_in[c * GROUP + h];
         const float wt = ml.x == -ST_INF ? 0.f : exp2f(ml.x - m);
         const float4 oc = ((const float4 *)recv_o)[c * per + i];
         l += ml.y * wt;
@@ -292,7 +318,14 @@ __device__ __forceinline__ void st_merge_received(const st_sparse_attn_decode_pa
         o.z += oc.z * wt;
         o.w += oc.w * wt;
       }
-    st_write_out(p, it, h, d, m, l, o);
+    for (int x = 1; x < lanes; x *= 2) {
+      l += __shfl_xor_sync(0xffffffffu, l, x);
+      o.x += __shfl_xor_sync(0xffffffffu, o.x, x);
+      o.y += __shfl_xor_sync(0xffffffffu, o.y, x);
+      o.z += __shfl_xor_sync(0xffffffffu, o.z, x);
+      o.w += __shfl_xor_sync(0xffffffffu, o.w, x);
+    }
+    if (active && sub == 0) st_write_out(p, it, h, d, m, l, o);
   }
 }
 
@@ -585,21 +618,18 @@ extern "C" __global__ void __launch_bounds__(THREADS) ST_CLUSTER_DIMS
   const uint32_t rank0 = cluster_merge ? st_cluster_rank() - (uint32_t)split : 0u;
   const st_recv recv = {st_smem_addr(recv_o), st_smem_addr(recv_ml)};
   if (cluster_merge) st_cluster_wait(); // every receive barrier of the cluster is initialized
+  const int split_shift = cluster_merge ? __ffs(p.splits) - 1 : 0;
   // Four dimensions per thread and step: 16-byte shared and global accesses.
   for (int e = threadIdx.x; e < NE; e += THREADS) {
     const int h = e / (HEAD_DIM / 4), d = (e - h * (HEAD_DIM / 4)) * 4;
     const int w0 = (h / 16) * WARPS_N, hr = h % 16;
-    float m = -ST_INF;
-#pragma unroll
-    for (int w = 0; w < WARPS_N; w++) m = fmaxf(m, c_ml[((w0 + w) * 16 + hr) * 2]);
-    float l = 0.f;
+    const float2 ml = st_combined_ml(c_ml, h);
     float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (m != -ST_INF)
+    if (ml.x != -ST_INF)
 #pragma unroll
       for (int w = 0; w < WARPS_N; w++) {
         const float mw = c_ml[((w0 + w) * 16 + hr) * 2];
-        const float wt = mw == -ST_INF ? 0.f : exp2f(mw - m);
-        l += c_ml[((w0 + w) * 16 + hr) * 2 + 1] * wt;
+        const float wt = mw == -ST_INF ? 0.f : exp2f(mw - ml.x);
         const float4 ow = *(const float4 *)(c_o + ((w0 + w) * 16 + hr) * HEAD_DIM + d);
         o.x += ow.x * wt;
         o.y += ow.y * wt;
@@ -607,21 +637,30 @@ extern "C" __global__ void __launch_bounds__(THREADS) ST_CLUSTER_DIMS
         o.w += ow.w * wt;
       }
     if (direct) {
-      st_write_out(p, it, h, d, m, l, o);
+      st_write_out(p, it, h, d, ml.x, ml.y, o);
     } else if (cluster_merge) {
-      st_push_piece(p, split, rank0, recv, recv_bar, e, h, d, m, l, o);
+      st_push_piece(split, split_shift, rank0, recv, recv_bar, e, o);
     } else {
       const int64_t ps = (it.id * p.splits + split) * GROUP + h;
       *(float4 *)(p.part_o + ps * HEAD_DIM + d) = o;
       if (d == 0) {
-        p.part_ml[ps * 2] = m;
-        p.part_ml[ps * 2 + 1] = l;
+        p.part_ml[ps * 2] = ml.x;
+        p.part_ml[ps * 2 + 1] = ml.y;
       }
     }
   }
+  // Each head's (m, l) to every owner: one (head, owner) pair per thread
+  // (v2.5 had one lane per head push to all owners in turn).
+  if (cluster_merge)
+    for (int k = threadIdx.x; k < (GROUP << split_shift); k += THREADS) {
+      const int h = k % GROUP;
+      const uint32_t to = rank0 + (uint32_t)(k / GROUP);
+      st_push_f2(st_cluster_map(recv.ml + (uint32_t)(split * GROUP + h) * 8u, to), st_combined_ml(c_ml, h),
+                 st_cluster_map(recv_bar, to));
+    }
   if (cluster_merge) {
     st_mbar_wait(recv_bar, 0); // every split's pieces of this CTA's slice are in
-    st_merge_received(p, it, split, recv_o, recv_ml);
+    st_merge_received(p, it, split, split_shift, recv_o, recv_ml);
     return;
   }
   if (direct || ALGO_SPLIT) return;
