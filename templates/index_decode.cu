@@ -51,6 +51,7 @@ constexpr int BULK_STAGES = ${bulk_stages};
 #include "common/score_key.cuh"
 #include "common/cta_topk.cuh"
 #include "common/bound_topk.cuh"
+#include "common/last_cta.cuh"
 
 constexpr int BLOCK_TOKENS = 128;
 constexpr int TILES_PER_BLOCK = BLOCK_TOKENS / 16;
@@ -438,16 +439,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) st_index_decode_main(co
   }
   if (ALGO_SPLIT) return;
 
-  // single: the last CTA of (r, g) to get here merges. As in a cooperative
-  // grid sync, the barrier orders every thread's key writes before thread
-  // 0's fence, which publishes them at device scope before the count.
+  // single: the last CTA of (r, g) to get here merges (common/last_cta.cuh).
   __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence();
-    const uint32_t done = atomicAdd(&p.counters[r * gridDim.z + g], 1u);
-    s_last = done == (uint32_t)p.splits - 1;
-    if (s_last) __threadfence(); // acquire: the other CTAs' keys
-  }
+  if (threadIdx.x == 0) s_last = st_last_to_arrive(&p.counters[r * gridDim.z + g], (uint32_t)p.splits);
   __syncthreads();
   if (!s_last) return;
   st_merge_from_workspace(p, r, g, seq, s_dyn, s_sel);

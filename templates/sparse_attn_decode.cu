@@ -49,6 +49,7 @@ constexpr int K_REGS = ${k_regs}; // fp8: K's raw rows straight into the mma fra
 #include "common/attn_tile.cuh"
 #include "common/kv_stage.cuh"
 #include "common/mbarrier.cuh"
+#include "common/last_cta.cuh"
 
 constexpr int WARPS = WARPS_N * M_TILES;
 constexpr int THREADS = 32 * WARPS;
@@ -666,16 +667,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) ST_CLUSTER_DIMS
   if (direct || ALGO_SPLIT) return;
 
   // single, splits not dividing the cluster: the last CTA of the item
-  // merges from the workspace. The barrier orders every thread's partial
-  // writes before thread 0's fence, which publishes them at device scope
-  // before the count (as index_decode does).
+  // merges from the workspace (common/last_cta.cuh).
   __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence();
-    const uint32_t done = atomicAdd(&p.counters[it.id], 1u);
-    s_last = done == (uint32_t)p.splits - 1;
-    if (s_last) __threadfence();
-  }
+  if (threadIdx.x == 0) s_last = st_last_to_arrive(&p.counters[it.id], (uint32_t)p.splits);
   __syncthreads();
   if (!s_last) return;
   st_merge_splits(p, it, (float *)region); // the tiles and combine area are free by now
