@@ -30,7 +30,10 @@ expect 2 "unknown command 'frobnicate'" -- "$bin" frobnicate
 expect 2 "usage: sparsetune" -- "$bin"
 expect 0 "usage: sparsetune tune" -- "$bin" tune --help
 expect 2 "unknown option --colour" -- "$bin" show --colour
-expect 2 "does not apply to this command" -- "$bin" show --arch sm_90a
+expect 2 "option --arch does not apply to this command" -- "$bin" show --arch sm_90a
+expect 2 "option --match does not apply to this command" -- "$bin" bench --match .kr.
+expect 2 "--match needs 1 to 100 characters" -- "$bin" tune --match ""
+expect 2 "needs a value" -- "$bin" tune --match
 expect 2 "--jobs=0 is not a whole number in 1..256" -- "$bin" compile --jobs 0
 expect 2 "--device=x is not a whole number" -- "$bin" tune --device x
 expect 2 "needs a value" -- "$bin" tune --suite
