@@ -83,12 +83,13 @@ constexpr int MAX_SPLITS = MAX_TOPK;
 constexpr int MERGE_SMEM = 2 * MAX_SPLITS * GROUP * 4;
 static_assert(MERGE_SMEM <= REGION_BYTES, "the merging CTA reuses its tile region");
 
-// CTAs per thread-block cluster: 1, or 16 (a non-portable size; the
-// launcher allows it) for single kernels of at most 128 threads of which two
-// fit an SM by shared memory (the generator's constraint and the launcher's
-// st_sparse_attn_decode_check_cluster). A cluster is placed as a whole
-// within one GPC, and large grids pay for it: clusters of 16 cost 256-CTA
-// grids 8% (bf16) to 68% (fp8) and save B = 1 about 2 us
+// CTAs per thread-block cluster: 1; 16 (a non-portable size; the launcher
+// allows it) for single kernels of at most 128 threads of which two fit an
+// SM by shared memory; or 8 (portable) for single kernels of at most 2
+// stages, which merge 2-8 splits of wider CTAs (the generator's constraint
+// and the launcher's st_sparse_attn_decode_check_cluster). A cluster is
+// placed as a whole within one GPC, and large grids pay for it: clusters of
+// 16 cost 256-CTA grids 8% (bf16) to 68% (fp8) and save B = 1 about 2 us
 // (docs/kernels/sparse_attn_decode.md, v2.1): a tuned parameter.
 #if ${cluster} > 1
 #define ST_CLUSTER ${cluster}
@@ -97,14 +98,23 @@ static_assert(MERGE_SMEM <= REGION_BYTES, "the merging CTA reuses its tile regio
 #define ST_CLUSTER 1
 #define ST_CLUSTER_DIMS
 #endif
+// Clusters of 8 take CTAs of up to 256 threads, whose push code took ptxas
+// past the 128 registers it allows 256 threads by default (32-40 bytes of
+// spills): those kernels ask for one CTA an SM, and so up to 255.
+#if ${cluster} == 8
+#define ST_LAUNCH_BOUNDS __launch_bounds__(THREADS, 1)
+#else
+#define ST_LAUNCH_BOUNDS __launch_bounds__(THREADS)
+#endif
 constexpr int CLUSTER = ST_CLUSTER;
 // The cluster merge's receive area: every piece of an item's O once (from
 // its splits), and each split's (m, l) of every q head.
 constexpr int RECV_BYTES = CLUSTER > 1 ? NE * 16 + CLUSTER * GROUP * 8 : 0;
 constexpr int SMEM_BYTES = Q_BYTES + REGION_BYTES + BLOCK_LIST_BYTES + RECV_BYTES;
 static_assert(CLUSTER == 1 || NE % CLUSTER == 0, "every split divides the pieces evenly");
-static_assert(CLUSTER == 1 || (CLUSTER == 16 && !ALGO_SPLIT && THREADS <= 128 && 2 * (SMEM_BYTES + 1024) <= 228 * 1024),
-              "a cluster of 16 single-launch CTAs of <= 128 threads, two per SM");
+static_assert(CLUSTER == 1 || (CLUSTER == 8 && !ALGO_SPLIT && STAGES <= 2) ||
+                  (CLUSTER == 16 && !ALGO_SPLIT && THREADS <= 128 && 2 * (SMEM_BYTES + 1024) <= 228 * 1024),
+              "a cluster of 8 single-launch CTAs of <= 2 stages, or of 16 of <= 128 threads, two per SM");
 
 static_assert(HEAD_DIM % 64 == 0, "whole groups of 8 swizzled chunks per row");
 static_assert(WARP_TOKENS % 16 == 0, "a warp covers whole 16-token k-steps");
@@ -453,7 +463,7 @@ __device__ __forceinline__ void st_block_values(uint32_t v_tile, int tok0, const
 
 // ---- the kernels ---------------------------------------------------------
 
-extern "C" __global__ void __launch_bounds__(THREADS) ST_CLUSTER_DIMS
+extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
     st_sparse_attn_decode_main(const st_sparse_attn_decode_params p) {
   extern __shared__ __align__(128) char s_dyn[];
   __shared__ int s_nblk, s_last;

@@ -323,18 +323,23 @@ static void test_sparse_attn_decode_constraints_reject_only_the_shared_memory_ov
    * it with 4 stages (256 KiB of tiles). Threads and tokens per warp never
    * bind inside the domains. A cluster of 16 is kept only for single
    * kernels of <= 128 threads of which two fit an SM, the push merge's
-   * receive area included. */
+   * receive area included; a cluster of 8 only for single kernels of <= 2
+   * stages. */
   expect(*state,
          "local s, op = require('space'), require('ops.sparse_attn_decode')\n"
          "local all = s.product(op.kernel_domains)\n"
          "local kept, rej = s.filter(all, op.constraint)\n"
-         "local n1, nkr, k16 = 0, 0, 0\n"
+         "local n1, nkr, k16, k8 = 0, 0, 0, 0\n"
          "for _, p in ipairs(kept) do\n"
          "  if p.k_regs == 1 and p.dtype ~= 'fp8' then return 'wrongly kept ' .. s.canonical(p) end\n"
          "  if p.cluster == 16 then\n"
          "    k16 = k16 + 1\n"
          "    if p.algo ~= 'single' or 32 * p.warps_n * ((p.group + 15) // 16) > 128 then\n"
          "      return 'wrongly kept ' .. s.canonical(p) end\n"
+         "  end\n"
+         "  if p.cluster == 8 then\n"
+         "    k8 = k8 + 1\n"
+         "    if p.algo ~= 'single' or p.stages > 2 then return 'wrongly kept ' .. s.canonical(p) end\n"
          "  end\n"
          "end\n"
          "for _, r in ipairs(rej) do\n"
@@ -349,13 +354,16 @@ static void test_sparse_attn_decode_constraints_reject_only_the_shared_memory_ov
          "            (p.head_dim == 128 and p.dtype == 'bf16' and p.stages == 4)) then\n"
          "      return 'wrongly rejected ' .. s.canonical(p) end\n"
          "    if not r.reason:find('bytes exceeds 225280', 1, true) then return 'reason: ' .. r.reason end\n"
+         "  elseif p.cluster == 8 then\n"
+         "    if not r.reason:find('cluster 8 needs algo single and <= 2 stages', 1, true) and\n"
+         "        not r.reason:find('bytes exceeds 225280', 1, true) then return 'reason: ' .. r.reason end\n"
          "  elseif not r.reason:find('cluster 16 needs algo single', 1, true) and\n"
          "      not r.reason:find('bytes exceeds 225280', 1, true) then\n"
          "    return 'reason: ' .. r.reason\n"
          "  end\n"
          "end\n"
-         "return #all .. ' ' .. (#kept - k16) .. ' ' .. n1 .. ' ' .. nkr .. ' ' .. k16",
-         "3456 964 332 864 162");
+         "return #all .. ' ' .. (#kept - k16 - k8) .. ' ' .. n1 .. ' ' .. nkr .. ' ' .. k16 .. ' ' .. k8",
+         "5184 964 332 1296 162 280");
 #define CONSTRAINT(kernel)                                                                                             \
   "local op = require('ops.sparse_attn_decode')\n"                                                                     \
   "local ok, why = op.constraint(" kernel ")\n"                                                                        \
@@ -404,7 +412,7 @@ static void test_sparse_attn_decode_kernel_space_is_the_constrained_product(void
          "  assert(not seen[id], id); seen[id] = true; n = n + 1\n"
          "end\n"
          "return n",
-         "1126");
+         "1406");
 }
 
 #define SAD_KERNEL                                                                                                     \
@@ -650,7 +658,7 @@ static void test_every_sparse_attn_decode_suite_shape_has_tuned_variants_and_one
          "  out[#out + 1] = name .. ' ' .. #list\n"
          "end\n"
          "return table.concat(out, ', ')",
-         "anchors 412, m3-decode 412, m3-prefill 36, smoke 97");
+         "anchors 466, m3-decode 466, m3-prefill 36, smoke 109");
 }
 
 int main(void) {

@@ -266,11 +266,16 @@ static void test_clusters_only_where_the_kernel_can_have_one(void **state) {
   (void)state;
   const st_sparse_attn_decode_config c = config_in("bf16", 16, 4, 1, "single", 0, 16);
   assert_int_equal(c.cluster, 16);
-  expect_cluster_refused("bf16", 16, 8, 1, "single", 16,
-                         "cluster=16 needs 1, or 16 with algo single, <= 128 threads (has 256)");
+  expect_cluster_refused("bf16", 16, 8, 1, "single", 16, "cluster=16 needs 1, 8 with algo single");
+  expect_cluster_refused("bf16", 16, 8, 1, "single", 16, "or 16 with algo single, <= 128 threads (has 256)");
   expect_cluster_refused("bf16", 16, 4, 1, "split", 16, "with algo single");
   expect_cluster_refused("bf16", 16, 4, 2, "single", 16, "two CTAs per SM");
-  expect_cluster_refused("bf16", 16, 4, 1, "single", 8, "cluster=8 needs 1, or 16");
+  /* 8: any CTA size, single kernels of at most 2 stages. */
+  const st_sparse_attn_decode_config c8 = config_in("bf16", 16, 8, 2, "single", 0, 8);
+  assert_int_equal(c8.cluster, 8);
+  expect_cluster_refused("bf16", 16, 8, 3, "single", 8, "<= 2 stages (has 3)");
+  expect_cluster_refused("bf16", 16, 8, 1, "split", 8, "cluster=8 needs 1, 8 with algo single");
+  expect_cluster_refused("bf16", 16, 4, 1, "single", 4, "cluster=4 needs 1, 8");
   expect_cluster_refused("bf16", 16, 4, 1, "single", 17, "cluster=17 is outside 1..16");
 }
 

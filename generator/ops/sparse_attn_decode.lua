@@ -28,13 +28,14 @@ M.kernel_domains = {
   -- sparse_attn_decode.md, v2.4).
   stages = { 1, 2, 3, 4 },
   -- single: one launch; the last CTA of the item merges from the
-  -- workspace, or with cluster 16 the item's CTAs merge in their
+  -- workspace, or with a cluster the item's CTAs merge in their
   -- thread-block cluster (where the splits divide it). split: a merge launch.
   algo = { "single", "split" },
   -- CTAs per thread-block cluster: 16 pays on latency-bound grids (B = 1),
-  -- costs large ones 8-68% (docs/kernels/sparse_attn_decode.md, v2.1): the
-  -- tuner picks.
-  cluster = { 1, 16 },
+  -- costs large ones 8-68% (docs/kernels/sparse_attn_decode.md, v2.1); 8
+  -- (portable: any CTA size) merges 2-8 splits of wider CTAs (B = 8,
+  -- v2.8): the tuner picks.
+  cluster = { 1, 8, 16 },
   -- fp8 only: 1 reads K's raw rows straight into the mma fragments
   -- (converted in registers), so only V is widened to bf16 in shared
   -- memory: one bf16 tile instead of two, half the widening.
@@ -108,8 +109,10 @@ local function shared_bytes(k)
 end
 
 -- A cluster of 16 (non-portable, Hopper allows it): single kernels of at
--- most 128 threads of which two fit an SM by shared memory (the launcher's
--- st_sparse_attn_decode_check_cluster).
+-- most 128 threads of which two fit an SM by shared memory. A cluster of 8
+-- (portable): single kernels of at most 2 stages (they merge 2-8 splits,
+-- so a CTA streams few blocks). The launcher's
+-- st_sparse_attn_decode_check_cluster holds the same rules.
 local CLUSTER_MAX_THREADS, SM_SHARED, CTA_RESERVE = 128, 228 * 1024, 1024
 
 -- The constraints of the kernel space: ok, or false and why.
@@ -119,7 +122,10 @@ function M.constraint(k)
     return false, "k_regs=1 reads raw fp8 K rows: it needs dtype fp8"
   end
   local smem = shared_bytes(k)
-  if k.cluster > 1 then
+  if k.cluster == 8 and (k.algo ~= "single" or k.stages > 2) then
+    return false, string.format("cluster 8 needs algo single and <= 2 stages (%s, %d stages)", k.algo, k.stages)
+  end
+  if k.cluster == 16 then
     local threads = 32 * k.warps_n * m_tiles(k)
     if k.algo ~= "single" or threads > CLUSTER_MAX_THREADS or 2 * (smem + CTA_RESERVE) > SM_SHARED then
       return false, string.format("cluster %d needs algo single, <= %d threads and two CTAs per SM (%s, %d threads, " ..
@@ -252,10 +258,18 @@ function M.worth(k, l, s, _is_default)
     if k.algo == "split" then
       return false, "algo split needs explicit splits >= 2"
     end
+    if k.cluster == 8 then
+      return false, "cluster 8 merges explicit splits 2, 4 or 8"
+    end
     return true
   end
   if not space.contains(M.splits_choices, splits) then
     return false, string.format("splits=%d is not a timed choice", splits)
+  end
+  -- A cluster of 8 is for its merge: other split counts time the
+  -- workspace merge again, plus the cluster's launch.
+  if k.cluster == 8 and (splits < 2 or 8 % splits ~= 0) then
+    return false, string.format("cluster 8 merges 2, 4 or 8 splits, not %d", splits)
   end
   if k.algo == "split" and splits < 2 then
     return false, "algo split needs splits >= 2"
@@ -290,7 +304,7 @@ function M.render_values(k)
 end
 
 -- "sparse_attn_decode.bf16.d128.g16.w4.s2.single/s8" ("/auto" for splits 0),
--- "...single.c16/s8" with a cluster of 16, "...s2.kr.single/s8" with k_regs.
+-- "...single.c16/s8" with a cluster of 16 (c8: of 8), "...s2.kr.single/s8" with k_regs.
 function M.variant_name(k, l)
   return string.format("%s.%s.d%d.g%d.w%d.s%d.%s%s%s/%s", M.name, k.dtype, k.head_dim, k.group, k.warps_n, k.stages,
     (k.k_regs or 0) == 1 and "kr." or "", k.algo, k.cluster > 1 and (".c" .. k.cluster) or "",

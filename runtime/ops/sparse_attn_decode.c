@@ -18,10 +18,12 @@
 #define ST_DEFAULT_SMEM_WITHOUT_OPT_IN (48 * 1024)
 /* The cluster rule of templates/sparse_attn_decode.cu (its static_assert):
  * an SM's shared memory, the driver's reserve per CTA, the largest portable
- * cluster and the non-portable 16 Hopper allows. */
+ * cluster (single kernels of at most 2 stages) and the non-portable 16
+ * Hopper allows. */
 #define ST_SM_SMEM_BYTES (228 * 1024)
 #define ST_CTA_SMEM_RESERVE 1024
 #define ST_PORTABLE_CLUSTER 8
+#define ST_PORTABLE_CLUSTER_MAX_STAGES 2
 #define ST_LARGE_CLUSTER 16
 #define ST_LARGE_CLUSTER_MAX_THREADS 128
 
@@ -89,13 +91,16 @@ st_status st_sparse_attn_decode_check_cluster(const st_sparse_attn_decode_config
   if (cfg->cluster == 1) return ST_OK;
   const int64_t threads = 32 * (int64_t)cfg->warps_n * m_tiles(cfg->group);
   const int64_t smem = st_sparse_attn_decode_smem_bytes(cfg);
-  if (cfg->cluster != ST_LARGE_CLUSTER || cfg->algo != ST_SPARSE_ATTN_DECODE_SINGLE ||
-      threads > ST_LARGE_CLUSTER_MAX_THREADS || 2 * (smem + ST_CTA_SMEM_RESERVE) > ST_SM_SMEM_BYTES)
-    return st_fail(err, ST_ERR_INVALID_ARG,
-                   "variant parameter cluster=%d needs 1, or 16 with algo single, <= %d threads (has %lld) and two "
-                   "CTAs per SM (%lld bytes of shared memory each)",
-                   cfg->cluster, ST_LARGE_CLUSTER_MAX_THREADS, (long long)threads, (long long)smem);
-  return ST_OK;
+  const int single = cfg->algo == ST_SPARSE_ATTN_DECODE_SINGLE;
+  if (cfg->cluster == ST_PORTABLE_CLUSTER && single && cfg->stages <= ST_PORTABLE_CLUSTER_MAX_STAGES) return ST_OK;
+  if (cfg->cluster == ST_LARGE_CLUSTER && single && threads <= ST_LARGE_CLUSTER_MAX_THREADS &&
+      2 * (smem + ST_CTA_SMEM_RESERVE) <= ST_SM_SMEM_BYTES)
+    return ST_OK;
+  return st_fail(err, ST_ERR_INVALID_ARG,
+                 "variant parameter cluster=%d needs 1, 8 with algo single and <= %d stages (has %d), or 16 with "
+                 "algo single, <= %d threads (has %lld) and two CTAs per SM (%lld bytes of shared memory each)",
+                 cfg->cluster, ST_PORTABLE_CLUSTER_MAX_STAGES, cfg->stages, ST_LARGE_CLUSTER_MAX_THREADS,
+                 (long long)threads, (long long)smem);
 }
 
 static st_status check_index_tensors(const st_sparse_attn_decode_args *a, int64_t R, int64_t rows, int64_t Hkv,
