@@ -265,21 +265,28 @@ struct st_recv {
 };
 
 // The combined (m, l) of q head h over the WARPS_N warps of its m-tile
-// (c_ml: [WARPS][16][2], m in log2 units); the combine and the cluster
-// push both take it from here, so they agree bit for bit.
-__device__ __forceinline__ float2 st_combined_ml(const float *c_ml, int h) {
+// (c_ml: [WARPS][16][2], m in log2 units), and each warp's weight
+// 2^(m_w - m) (0 for a warp that saw no key). The combine and the cluster
+// push both take it from here, so they agree bit for bit, and the combine
+// reuses the weights (v2.6-v2.8 computed every exp2 twice).
+struct st_combined {
+  float m, l, wt[WARPS_N];
+};
+
+__device__ __forceinline__ st_combined st_combine_ml(const float *c_ml, int h) {
   const int w0 = (h / 16) * WARPS_N, hr = h % 16;
-  float m = -ST_INF;
+  st_combined c;
+  c.m = -ST_INF;
 #pragma unroll
-  for (int w = 0; w < WARPS_N; w++) m = fmaxf(m, c_ml[((w0 + w) * 16 + hr) * 2]);
-  float l = 0.f;
-  if (m != -ST_INF)
+  for (int w = 0; w < WARPS_N; w++) c.m = fmaxf(c.m, c_ml[((w0 + w) * 16 + hr) * 2]);
+  c.l = 0.f;
 #pragma unroll
-    for (int w = 0; w < WARPS_N; w++) {
-      const float mw = c_ml[((w0 + w) * 16 + hr) * 2];
-      l += c_ml[((w0 + w) * 16 + hr) * 2 + 1] * (mw == -ST_INF ? 0.f : exp2f(mw - m));
-    }
-  return make_float2(m, l);
+  for (int w = 0; w < WARPS_N; w++) {
+    const float mw = c_ml[((w0 + w) * 16 + hr) * 2];
+    c.wt[w] = mw == -ST_INF ? 0.f : exp2f(mw - c.m);
+    c.l += c_ml[((w0 + w) * 16 + hr) * 2 + 1] * c.wt[w];
+  }
+  return c;
 }
 
 // After the warps' combine: the CTA's state of piece e goes to its owner.
@@ -634,13 +641,13 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
   for (int e = threadIdx.x; e < NE; e += THREADS) {
     const int h = e / (HEAD_DIM / 4), d = (e - h * (HEAD_DIM / 4)) * 4;
     const int w0 = (h / 16) * WARPS_N, hr = h % 16;
-    const float2 ml = st_combined_ml(c_ml, h);
+    const st_combined c = st_combine_ml(c_ml, h);
+    const float2 ml = make_float2(c.m, c.l);
     float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
     if (ml.x != -ST_INF)
 #pragma unroll
       for (int w = 0; w < WARPS_N; w++) {
-        const float mw = c_ml[((w0 + w) * 16 + hr) * 2];
-        const float wt = mw == -ST_INF ? 0.f : exp2f(mw - ml.x);
+        const float wt = c.wt[w];
         const float4 ow = *(const float4 *)(c_o + ((w0 + w) * 16 + hr) * HEAD_DIM + d);
         o.x += ow.x * wt;
         o.y += ow.y * wt;
@@ -666,7 +673,8 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
     for (int k = threadIdx.x; k < (GROUP << split_shift); k += THREADS) {
       const int h = k % GROUP;
       const uint32_t to = rank0 + (uint32_t)(k / GROUP);
-      st_push_f2(st_cluster_map(recv.ml + (uint32_t)(split * GROUP + h) * 8u, to), st_combined_ml(c_ml, h),
+      const st_combined c = st_combine_ml(c_ml, h);
+      st_push_f2(st_cluster_map(recv.ml + (uint32_t)(split * GROUP + h) * 8u, to), make_float2(c.m, c.l),
                  st_cluster_map(recv_bar, to));
     }
   if (cluster_merge) {
