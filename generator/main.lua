@@ -80,6 +80,11 @@ local function kernel_from_c(op, text)
   return k
 end
 
+-- The template of a kernel: an op with several families names it per kernel.
+local function template_of(op, kernel)
+  return op.template_of and op.template_of(kernel) or op.template
+end
+
 function M.new(templates_dir)
   if type(templates_dir) ~= "string" or templates_dir == "" then
     fail("generator needs the templates directory")
@@ -133,7 +138,7 @@ function M.new(templates_dir)
     for _, v in ipairs(list) do
       local kid = space.canonical(v.kernel)
       if not source_of[kid] then
-        sources[#sources + 1] = render.render(templates_dir, op.template, op.render_values(v.kernel), read)
+        sources[#sources + 1] = render.render(templates_dir, template_of(op, v.kernel), op.render_values(v.kernel), read)
         source_of[kid] = #sources
       end
       v.source = source_of[kid]
@@ -154,7 +159,8 @@ function M.new(templates_dir)
 
   function self.render(op_name, kernel_text)
     local op = op_of(op_name)
-    return render.render(templates_dir, op.template, op.render_values(kernel_from_c(op, kernel_text)))
+    local kernel = kernel_from_c(op, kernel_text)
+    return render.render(templates_dir, template_of(op, kernel), op.render_values(kernel))
   end
 
   return self

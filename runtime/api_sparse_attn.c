@@ -60,12 +60,12 @@ st_status st_sparse_attn_prepare(st_handle *handle, const st_sparse_attn_args *a
   return st == ST_OK ? ST_OK : st_api_fail(handle, st, &err);
 }
 
-static st_status launch(st_handle *h, const st_dispatch_choice *choice, const st_sparse_attn_plan *plan, void *stream,
-                        st_err *err) {
+static st_status launch(st_handle *h, const st_dispatch_choice *choice, const st_sparse_attn_plan *plan,
+                        void *workspace, size_t workspace_bytes, void *stream, st_err *err) {
   st_status st = st_api_push_ctx(h, err);
   if (st != ST_OK) return st;
   const st_module *m = choice->loaded;
-  st = st_sparse_attn_launch(h->cu, m->main_fn, plan, (CUstream)stream, err);
+  st = st_sparse_attn_launch(h->cu, m->main_fn, m->merge_fn, plan, workspace, workspace_bytes, (CUstream)stream, err);
   st_api_pop_ctx(h);
   return st;
 }
@@ -83,7 +83,7 @@ st_status st_sparse_attn(st_handle *handle, const st_sparse_attn_args *args, voi
   if ((st = resolve(handle, args, &choice, &plan, &err)) != ST_OK ||
       (st = st_api_check_workspace(plan.workspace_bytes, choice.v, workspace, workspace_bytes,
                                    "st_sparse_attn_workspace_size", &err)) != ST_OK ||
-      (st = launch(handle, &choice, &plan, stream, &err)) != ST_OK)
+      (st = launch(handle, &choice, &plan, workspace, workspace_bytes, stream, &err)) != ST_OK)
     return st_api_fail(handle, st, &err);
   st_api_set_variant(handle, choice.v);
   return ST_OK;

@@ -65,10 +65,12 @@ static st_status load_from_cache(void *ctx, st_op_id op, const st_dispatch_varia
     main_name = ST_INDEX_PREFILL_MAIN_KERNEL;
     merge_name = ST_INDEX_PREFILL_MERGE_KERNEL;
     need_merge = 1;
-  } else if (op == ST_OP_SPARSE_ATTN || op == ST_OP_INDEX_TOPK || op == ST_OP_INDEX_SCORE) {
-    main_name = op == ST_OP_SPARSE_ATTN  ? ST_SPARSE_ATTN_MAIN_KERNEL
-                : op == ST_OP_INDEX_TOPK ? ST_INDEX_TOPK_MAIN_KERNEL
-                                         : ST_INDEX_SCORE_MAIN_KERNEL;
+  } else if (op == ST_OP_SPARSE_ATTN) {
+    main_name = ST_SPARSE_ATTN_MAIN_KERNEL;
+    merge_name = ST_SPARSE_ATTN_MERGE_KERNEL;
+    need_merge = v->cfg.sparse_attn.algo == ST_SPARSE_ATTN_BLOCK;
+  } else if (op == ST_OP_INDEX_TOPK || op == ST_OP_INDEX_SCORE) {
+    main_name = op == ST_OP_INDEX_TOPK ? ST_INDEX_TOPK_MAIN_KERNEL : ST_INDEX_SCORE_MAIN_KERNEL;
     merge_name = NULL;
     need_merge = 0;
   }

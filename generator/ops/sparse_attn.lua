@@ -2,10 +2,19 @@
 -- attention over a paged KV cache for a varlen prefill batch; kernel:
 -- templates/sparse_attn.cu, launcher: runtime/ops/sparse_attn.c).
 --
--- A variant is a kernel config only (no launch parameters): the grid is one
--- CTA per `tokens` consecutive query tokens and kv head. Parameter names
--- here are the ones the C launcher reads (st_sparse_attn_config_from_params)
--- and the template expects. Every function is pure.
+-- A variant is a kernel config only (no launch parameters), of one of two
+-- families:
+--   tile   one CTA per `tokens` consecutive query tokens and kv head, over
+--          the union of their selected blocks (templates/sparse_attn.cu);
+--   block  one CTA per selected block and `tokens` of the query tokens that
+--          selected it; partial states (`part`: bf16 or f32) merged
+--          afterwards, registers budgeted for `ctas` CTAs an SM
+--          (templates/sparse_attn_block.cu; needs a workspace).
+-- Parameters one family does not use hold one value (tile: part bf16,
+-- ctas 1; block: topk 16, stages 1), so no kernel appears twice. Parameter
+-- names here are the ones the C launcher reads
+-- (st_sparse_attn_config_from_params) and the templates expect. Every
+-- function is pure.
 
 local space = require("space")
 
@@ -13,14 +22,22 @@ local M = {}
 
 M.name = "sparse_attn"
 M.template = "sparse_attn.cu"
+M.block_template = "sparse_attn_block.cu"
+
+function M.template_of(k)
+  return k.algo == "block" and M.block_template or M.template
+end
 
 M.kernel_domains = {
+  algo = { "tile", "block" },
   dtype = { "bf16", "fp8" }, -- KV cache dtype; q and o are always bf16
   head_dim = { 64, 128, 256 },
   group = { 1, 2, 4, 8, 16, 32 }, -- q heads per kv head (Hq / Hkv), exact
   tokens = { 1, 2, 4, 8, 16 },    -- neighbouring query tokens sharing a CTA (their blocks' union)
   topk = { 16, 32, 64 },          -- capacity of the CTA's selection lists; buckets (cap/2, cap], 16 takes 1..16
   stages = { 1, 2 },              -- KV blocks in flight per CTA
+  part = { "bf16", "f32" },       -- block: partial outputs' type
+  ctas = { 1, 2 },                -- block: CTAs per SM the registers are budgeted for
 }
 
 local BLOCK_TOKENS = 128
@@ -62,6 +79,9 @@ local function shared_bytes(k)
   local tile = BLOCK_TOKENS * D * 2
   local fp8 = k.dtype == "fp8"
   local stage = fp8 and (2 * BLOCK_TOKENS * D + 2 * BLOCK_TOKENS * 4) or 2 * tile
+  if k.algo == "block" then -- the q tile and one block
+    return q + stage + (fp8 and 2 * tile or 0)
+  end
   local kv = k.stages * stage + (fp8 and 2 * tile or 0)
   local entries = T * k.topk
   local lists = entries * 4 * 4 + 2 * entries * 4 * 3 + entries * T * 4 + T * 8
@@ -70,6 +90,18 @@ end
 
 -- The constraints of the kernel space: ok, or false and why.
 function M.constraint(k)
+  if k.algo == "tile" and (k.part ~= "bf16" or k.ctas ~= 1) then
+    return false, "tile variants have no partials and budget one CTA an SM (part bf16, ctas 1)"
+  end
+  if k.algo == "block" and (k.topk ~= 16 or k.stages ~= 1) then
+    return false, "block variants hold no selection lists and one block (topk 16, stages 1)"
+  end
+  if k.algo == "block" and k.tokens < 4 then
+    return false, "block variants take at least 4 tokens a block (fewer read each block nearly once a token)"
+  end
+  if k.algo == "block" and k.ctas == 2 and 2 * (shared_bytes(k) + 1024) > 228 * 1024 then
+    return false, string.format("two CTAs of %d bytes of shared memory do not fit an SM", shared_bytes(k))
+  end
   local rows = k.tokens * k.group
   if rows > MAX_ROWS then
     return false, string.format("tokens*group = %d*%d = %d q rows exceed %d", k.tokens, k.group, rows, MAX_ROWS)
@@ -97,7 +129,8 @@ function M.defaults()
         for _, topk in ipairs(M.kernel_domains.topk) do
           local within, smallest, why
           for _, tokens in ipairs({ 16, 8, 4, 2, 1 }) do
-            local k = { dtype = dtype, head_dim = head_dim, group = group, tokens = tokens, topk = topk, stages = 1 }
+            local k = { algo = "tile", dtype = dtype, head_dim = head_dim, group = group, tokens = tokens,
+              topk = topk, stages = 1, part = "bf16", ctas = 1 }
             local ok, reason = M.constraint(k)
             if ok then
               if within == nil and tokens * group <= 64 then
@@ -166,13 +199,51 @@ function M.fits(k, s, _is_default)
   if k.group * s.Hkv ~= s.Hq then
     return false, string.format("group %d is not Hq/Hkv = %d/%d", k.group, s.Hq, s.Hkv)
   end
+  if k.algo == "block" then -- any topk: the lists are in the workspace
+    return true
+  end
   if k.topk < s.topk or (k.topk ~= 16 and s.topk <= k.topk // 2) then
     return false, string.format("topk %d is not in the bucket of capacity %d", s.topk, k.topk)
   end
   return true
 end
 
-function M.worth(_k, _l, _s, _is_default)
+-- Block-major launches: `chunk` query tokens per pass (lists and partials
+-- of one pass in the workspace; 0: as many as ST_SPARSE_ATTN_BLOCK_WS
+-- allows). Small passes keep their partials in L2 between the blocks and
+-- the merge; large ones make fewer launches. Tile variants have no launch
+-- parameter (their names and identities are those of before).
+M.chunk_choices = { 0, 256, 1024 }
+local CHUNK_MAX = 1 << 20
+
+function M.launch_space(k)
+  if k.algo ~= "block" then
+    return { {} }
+  end
+  local out = {}
+  for _, c in ipairs(M.chunk_choices) do
+    out[#out + 1] = { chunk = c }
+  end
+  return out
+end
+
+function M.check_launch(l)
+  local unknown = space.unknown_key(l, { chunk = true })
+  if unknown then
+    return false, string.format("'%s' is not a launch parameter of %s", unknown, M.name)
+  end
+  local c = l.chunk
+  if c ~= nil and (math.type(c) ~= "integer" or c < 0 or c > CHUNK_MAX or c % 64 ~= 0) then
+    return false, string.format("launch parameter chunk=%s is not a multiple of 64 in 0..%d", tostring(c), CHUNK_MAX)
+  end
+  return true
+end
+
+-- A chunk as large as the batch is the same launch as chunk 0.
+function M.worth(k, l, s, _is_default)
+  if k.algo == "block" and (l.chunk or 0) > 0 and l.chunk >= s.B then
+    return false, string.format("chunk %d holds the whole batch of %d tokens (chunk 0 does the same)", l.chunk, s.B)
+  end
   return true
 end
 
@@ -188,15 +259,24 @@ function M.render_values(k)
     topk = k.topk,
     stages = k.stages,
     warps = math.max(padded_rows(k) // 16, 4),
+    ctas = k.ctas,
+    part_f32 = k.part == "f32" and 1 or 0,
   }
 end
 
--- "sparse_attn.bf16.d128.g16.t8.k16.s2".
-function M.variant_name(k, _l)
+-- "sparse_attn.bf16.d128.g16.t8.k16.s2" (tile; the names of before the
+-- block family), "sparse_attn.bf16.d128.g16.block.t8.pbf16.c2/q256".
+function M.variant_name(k, l)
+  if k.algo == "block" then
+    return string.format("%s.%s.d%d.g%d.block.t%d.p%s.c%d/%s", M.name, k.dtype, k.head_dim, k.group, k.tokens, k.part,
+      k.ctas, (l.chunk or 0) == 0 and "auto" or ("q" .. l.chunk))
+  end
   return string.format("%s.%s.d%d.g%d.t%d.k%d.s%d", M.name, k.dtype, k.head_dim, k.group, k.tokens, k.topk, k.stages)
 end
 
+local launch_space, check_launch = M.launch_space, M.check_launch
 space.define_checks(M)
+M.launch_space, M.check_launch = launch_space, check_launch -- the op's own: a launch parameter for one family
 space.define_keys(M, SHAPE_FIELDS, DISPATCH_FIELDS)
 
 return M

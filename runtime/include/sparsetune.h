@@ -225,16 +225,20 @@ typedef struct st_sparse_attn_args {
 } st_sparse_attn_args;
 
 /* Bytes of workspace st_sparse_attn needs for these arguments (pointers in
- * `args` are not read, except whether lse.data is NULL); 0 for the current
- * kernels, which need none, but query it: later variants may. */
+ * `args` are not read, except whether lse.data is NULL): 0 for the
+ * token-tile kernels; the block-major kernels keep one chunk of query
+ * tokens' selection lists and partial results there, at most about 256 MiB
+ * (the batch runs in as many chunks as that takes). The workspace must be
+ * cleared once (st_workspace_clear); the kernels leave it cleared. */
 st_status st_sparse_attn_workspace_size(st_handle *handle, const st_sparse_attn_args *args, size_t *bytes);
 
 /* Loads the module that st_sparse_attn would launch for these arguments. */
 st_status st_sparse_attn_prepare(st_handle *handle, const st_sparse_attn_args *args);
 
 /* Launches sparse_attn on `stream` (a CUstream; NULL = legacy default).
- * Asynchronous; no host synchronization, no allocation; the grid depends on
- * total_q and Hkv only, never on the device-side lengths. */
+ * Asynchronous; no host synchronization, no allocation; the grids depend on
+ * total_q, Hkv, topk and the block table's shape only, never on the
+ * device-side lengths. */
 st_status st_sparse_attn(st_handle *handle, const st_sparse_attn_args *args, void *workspace,
                          size_t workspace_bytes, void *stream);
 

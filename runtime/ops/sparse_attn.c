@@ -16,13 +16,18 @@
 #define ST_DEFAULT_SMEM_WITHOUT_OPT_IN (48 * 1024)
 /* Grid x holds the tiles of query tokens. */
 #define ST_MAX_GRID_X 2147483647LL
+/* Workspace pieces start on 256-byte boundaries. */
+#define ST_WS_ALIGN 256
 
 static int is_pow2_in(int v, int lo, int hi) { return v >= lo && v <= hi && (v & (v - 1)) == 0; }
 
 st_status st_sparse_attn_config_from_params(const st_params *kernel, const st_params *launch,
                                             st_sparse_attn_config *cfg, st_err *err) {
-  (void)launch;
   memset(cfg, 0, sizeof *cfg);
+  const char *algo = st_params_get(kernel, "algo"); /* absent: a tile variant recorded before block-major */
+  if (algo && strcmp(algo, "tile") && strcmp(algo, "block"))
+    return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter algo='%s' is not tile or block", algo);
+  cfg->algo = algo && strcmp(algo, "block") == 0 ? ST_SPARSE_ATTN_BLOCK : ST_SPARSE_ATTN_TILE;
   const char *dtype = st_params_get(kernel, "dtype");
   if (!dtype || (strcmp(dtype, "bf16") && strcmp(dtype, "fp8")))
     return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter dtype='%s' is not bf16 or fp8",
@@ -47,6 +52,22 @@ st_status st_sparse_attn_config_from_params(const st_params *kernel, const st_pa
   if (cfg->tokens * cfg->group > 128)
     return st_fail(err, ST_ERR_INVALID_ARG, "variant has tokens*group=%d q rows, more than 128",
                    cfg->tokens * cfg->group);
+  cfg->ctas = 1;
+  if (cfg->algo == ST_SPARSE_ATTN_BLOCK) {
+    const char *part = st_params_get(kernel, "part");
+    if (!part || (strcmp(part, "bf16") && strcmp(part, "f32")))
+      return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter part='%s' is not bf16 or f32",
+                     part ? part : "(missing)");
+    cfg->part_f32 = strcmp(part, "f32") == 0;
+    if ((s = st_params_get_int(kernel, "ctas", 1, 2, &v, err)) != ST_OK) return s;
+    cfg->ctas = (int)v;
+    if (launch && st_params_get(launch, "chunk")) {
+      if ((s = st_params_get_int(launch, "chunk", 0, ST_SPARSE_ATTN_MAX_CHUNK, &v, err)) != ST_OK) return s;
+      if (v % 64)
+        return st_fail(err, ST_ERR_INVALID_ARG, "launch parameter chunk=%lld is not a multiple of 64", v);
+      cfg->chunk_q = (int)v;
+    }
+  }
   return ST_OK;
 }
 
@@ -63,6 +84,8 @@ unsigned st_sparse_attn_smem_bytes(const st_sparse_attn_config *cfg) {
   const int64_t q = (int64_t)padded_rows(cfg) * D * 2;
   const int64_t tile = ST_BLOCK_TOKENS * D * 2;
   const int64_t stage = fp8 ? 2 * ST_BLOCK_TOKENS * D + 2 * ST_BLOCK_TOKENS * 4 : 2 * tile;
+  if (cfg->algo == ST_SPARSE_ATTN_BLOCK) /* the q tile and one block (templates/sparse_attn_block.cu) */
+    return (unsigned)(q + stage + (fp8 ? 2 * tile : 0));
   const int64_t kv = cfg->stages * stage + (fp8 ? 2 * tile : 0);
   const int64_t entries = T * cfg->topk_cap, slots = 2 * entries;
   const int64_t lists = entries * 4 * 4 + slots * 4 * 3 + entries * T * 4 + T * 8;
@@ -120,7 +143,7 @@ st_status st_sparse_attn_check_fit(const st_sparse_attn_config *cfg, const st_sp
   if (cfg->group != G)
     return st_fail(err, ST_ERR_NO_VARIANT, "variant is for %d q heads per kv head, call has %lld", cfg->group,
                    (long long)G);
-  if (topk > cfg->topk_cap)
+  if (cfg->algo == ST_SPARSE_ATTN_TILE && topk > cfg->topk_cap)
     return st_fail(err, ST_ERR_NO_VARIANT, "variant holds topk <= %d, call has %lld", cfg->topk_cap, (long long)topk);
   if (st_sparse_attn_smem_bytes(cfg) > ST_SPARSE_ATTN_MAX_SMEM)
     return st_fail(err, ST_ERR_NO_VARIANT, "variant needs %u bytes of shared memory (limit %d)",
@@ -148,6 +171,74 @@ static void fill_params(const st_sparse_attn_args *a, st_sparse_attn_params *p) 
   p->max_blocks = (int32_t)((a->max_context + ST_BLOCK_TOKENS - 1) / ST_BLOCK_TOKENS);
 }
 
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+static size_t take(size_t *off, size_t bytes) {
+  const size_t at = *off;
+  *off = (at + bytes + ST_WS_ALIGN - 1) / ST_WS_ALIGN * ST_WS_ALIGN;
+  return at;
+}
+
+/* Workspace of block-major chunks of chunk_q tokens; sets the offsets. */
+static size_t block_workspace(const st_sparse_attn_config *cfg, int64_t Hkv, int64_t topk, int64_t max_keys,
+                              int64_t chunk_q, st_sparse_attn_plan *plan) {
+  const size_t entries = (size_t)(Hkv * chunk_q * topk), states = entries * (size_t)cfg->group;
+  size_t off = 0;
+  plan->off_header = take(&off, 4 * 4);
+  plan->off_count = take(&off, (size_t)max_keys * 4);
+  plan->off_offset = take(&off, (size_t)(max_keys + 1) * 4);
+  plan->off_item = take(&off, (size_t)(max_keys + 1) * 4);
+  plan->off_key = take(&off, entries * 4);
+  plan->off_rank = take(&off, entries * 4);
+  plan->off_list = take(&off, entries * 4);
+  plan->off_part_ml = take(&off, states * 2 * 4);
+  plan->off_part_o = take(&off, states * (size_t)cfg->head_dim * (cfg->part_f32 ? 4 : 2));
+  return off;
+}
+
+/* Work items of a chunk of nq tokens, at most: each key's entries in groups
+ * of `tokens`, so entries / tokens + one part-filled item per key with
+ * entries. */
+static int64_t block_items(const st_sparse_attn_plan *plan, int64_t nq) {
+  const int64_t entries = (int64_t)plan->params.num_kv_heads * nq * plan->params.topk;
+  return entries / plan->tokens + (entries < plan->max_keys ? entries : plan->max_keys);
+}
+
+static st_status plan_block(const st_sparse_attn_config *cfg, const st_sparse_attn_args *a, st_sparse_attn_plan *plan,
+                            st_err *err) {
+  const int64_t total_q = a->q.shape[0], Hkv = a->k_cache.shape[1], topk = a->topk_idx.shape[2];
+  const int64_t R = a->block_table.shape[0], max_blocks = plan->params.max_blocks;
+  const int64_t max_keys = Hkv * R * max_blocks;
+  /* Keys and entries are int32 in the kernels. */
+  if (max_keys >= INT32_MAX || Hkv * total_q * topk >= INT32_MAX / 2)
+    return st_fail(err, ST_ERR_UNSUPPORTED, "block-major sparse_attn: %lld keys or %lld entries exceed int32",
+                   (long long)max_keys, (long long)(Hkv * total_q * topk));
+  /* The most tokens a chunk may hold within the workspace budget, in steps
+   * of 64; at least 64, at most the batch. */
+  int64_t chunk = cfg->chunk_q > 0 && cfg->chunk_q < total_q ? cfg->chunk_q : total_q;
+  if (cfg->chunk_q == 0 && block_workspace(cfg, Hkv, topk, max_keys, chunk, plan) > ST_SPARSE_ATTN_BLOCK_WS) {
+    const size_t per_token = block_workspace(cfg, Hkv, topk, max_keys, 65, plan) -
+                             block_workspace(cfg, Hkv, topk, max_keys, 1, plan);
+    chunk = (int64_t)(ST_SPARSE_ATTN_BLOCK_WS / (per_token / 64 + 1)) / 64 * 64;
+    if (chunk < 64) chunk = 64;
+    if (chunk > total_q) chunk = total_q;
+  }
+  plan->algo = ST_SPARSE_ATTN_BLOCK;
+  plan->chunk_q = (int)chunk;
+  plan->max_keys = (int)max_keys;
+  plan->workspace_bytes = block_workspace(cfg, Hkv, topk, max_keys, chunk, plan);
+  plan->tokens = cfg->tokens;
+  const int64_t items = block_items(plan, chunk);
+  if (items > ST_MAX_GRID_X)
+    return st_fail(err, ST_ERR_INVALID_ARG, "a chunk of %lld tokens needs more than %lld CTAs", (long long)chunk,
+                   ST_MAX_GRID_X);
+  plan->grid[0] = (unsigned)items;
+  plan->grid[1] = plan->grid[2] = 1;
+  plan->block = (unsigned)st_sparse_attn_threads(cfg);
+  plan->smem_bytes = st_sparse_attn_smem_bytes(cfg);
+  return ST_OK;
+}
+
 st_status st_sparse_attn_plan_make(const st_sparse_attn_config *cfg, const st_sparse_attn_args *a,
                                    st_sparse_attn_plan *plan, st_err *err) {
   memset(plan, 0, sizeof *plan);
@@ -160,6 +251,7 @@ st_status st_sparse_attn_plan_make(const st_sparse_attn_config *cfg, const st_sp
     return st_fail(err, ST_ERR_INVALID_ARG, "total_q=%lld needs more than %lld tiles", (long long)total_q,
                    ST_MAX_GRID_X);
   fill_params(a, &plan->params);
+  if (cfg->algo == ST_SPARSE_ATTN_BLOCK) return plan_block(cfg, a, plan, err);
   plan->grid[0] = (unsigned)tiles;
   plan->grid[1] = (unsigned)a->k_cache.shape[1];
   plan->grid[2] = 1;
@@ -168,21 +260,63 @@ st_status st_sparse_attn_plan_make(const st_sparse_attn_config *cfg, const st_sp
   return ST_OK;
 }
 
-st_status st_sparse_attn_launch(const st_cu *cu, CUfunction main_fn, const st_sparse_attn_plan *plan, CUstream stream,
-                                st_err *err) {
+static st_status launch_one(const st_cu *cu, CUfunction fn, unsigned gx, unsigned gy, unsigned block, unsigned smem,
+                            st_sparse_attn_params *params, CUstream stream, st_err *err) {
+  void *kargs[] = {params};
+  ST_CU_TRY(cu, cu->cuLaunchKernel(fn, gx, gy, 1, block, 1, 1, smem, stream, kargs, NULL), err);
+  return ST_OK;
+}
+
+/* Block-major: per chunk, count, scatter, blocks and merge (the template's
+ * file comment). */
+static st_status launch_block(const st_cu *cu, CUfunction main_fn, CUfunction merge_fn,
+                              const st_sparse_attn_plan *plan, char *ws, CUstream stream, st_err *err) {
+  st_sparse_attn_params p = plan->params;
+  p.ws_header = (uint32_t *)(ws + plan->off_header);
+  p.ws_count = (int32_t *)(ws + plan->off_count);
+  p.ws_offset = (int32_t *)(ws + plan->off_offset);
+  p.ws_item = (int32_t *)(ws + plan->off_item);
+  p.ws_key = (int32_t *)(ws + plan->off_key);
+  p.ws_rank = (int32_t *)(ws + plan->off_rank);
+  p.ws_list = (int32_t *)(ws + plan->off_list);
+  p.ws_part_ml = (float *)(ws + plan->off_part_ml);
+  p.ws_part_o = ws + plan->off_part_o;
+  const int64_t total_q = p.total_q, Hkv = p.num_kv_heads;
+  st_status st = ST_OK;
+  for (int64_t q0 = 0; q0 < total_q && st == ST_OK; q0 += plan->chunk_q) {
+    const int64_t nq = total_q - q0 < plan->chunk_q ? total_q - q0 : plan->chunk_q;
+    const unsigned steps = (unsigned)ceil_div(Hkv * nq * p.topk, ST_SPARSE_ATTN_STEP_THREADS);
+    p.q0 = (int32_t)q0;
+    p.nq = (int32_t)nq;
+    p.step = 0;
+    if ((st = launch_one(cu, merge_fn, steps, 1, ST_SPARSE_ATTN_STEP_THREADS, 0, &p, stream, err)) != ST_OK) break;
+    p.step = 1;
+    if ((st = launch_one(cu, merge_fn, steps, 1, ST_SPARSE_ATTN_STEP_THREADS, 0, &p, stream, err)) != ST_OK) break;
+    st = launch_one(cu, main_fn, (unsigned)block_items(plan, nq), 1, plan->block, plan->smem_bytes, &p, stream, err);
+    if (st != ST_OK) break;
+    p.step = 2;
+    st = launch_one(cu, merge_fn, (unsigned)nq, (unsigned)Hkv, ST_SPARSE_ATTN_STEP_THREADS, 0, &p, stream, err);
+  }
+  return st;
+}
+
+st_status st_sparse_attn_launch(const st_cu *cu, CUfunction main_fn, CUfunction merge_fn,
+                                const st_sparse_attn_plan *plan, void *workspace, size_t workspace_bytes,
+                                CUstream stream, st_err *err) {
   if (!main_fn) return st_fail(err, ST_ERR_INVALID_ARG, "sparse_attn kernel is NULL");
-  /* Past 48 KiB of shared memory a kernel must opt in (static part: 4 bytes). */
+  if (plan->algo == ST_SPARSE_ATTN_BLOCK && !merge_fn)
+    return st_fail(err, ST_ERR_INVALID_ARG, "block-major sparse_attn needs its merge kernel");
+  if (plan->workspace_bytes > 0 && (!workspace || workspace_bytes < plan->workspace_bytes))
+    return st_fail(err, ST_ERR_WORKSPACE, "workspace of %zu bytes at %p is smaller than the %zu bytes needed",
+                   workspace ? workspace_bytes : 0, workspace, plan->workspace_bytes);
+  /* Past 48 KiB of shared memory a kernel must opt in (static part: under 1 KiB). */
   if (plan->smem_bytes > ST_DEFAULT_SMEM_WITHOUT_OPT_IN - 1024)
     ST_CU_TRY(cu,
               cu->cuFuncSetAttribute(main_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)plan->smem_bytes),
               err);
+  if (plan->algo == ST_SPARSE_ATTN_BLOCK) return launch_block(cu, main_fn, merge_fn, plan, workspace, stream, err);
   st_sparse_attn_params params = plan->params;
-  void *kargs[] = {&params};
-  ST_CU_TRY(cu,
-            cu->cuLaunchKernel(main_fn, plan->grid[0], plan->grid[1], plan->grid[2], plan->block, 1, 1,
-                               plan->smem_bytes, stream, kargs, NULL),
-            err);
-  return ST_OK;
+  return launch_one(cu, main_fn, plan->grid[0], plan->grid[1], plan->block, plan->smem_bytes, &params, stream, err);
 }
 
 st_status st_sparse_attn_dispatch_key(const st_sparse_attn_args *a, char *key, size_t cap, st_params *fields,

@@ -17,17 +17,33 @@
 
 #define ST_SPARSE_ATTN_OP "sparse_attn"
 #define ST_SPARSE_ATTN_MAIN_KERNEL "st_sparse_attn_main"
+/* Block-major variants only: the count, scatter and merge steps. */
+#define ST_SPARSE_ATTN_MERGE_KERNEL "st_sparse_attn_merge"
 #define ST_SPARSE_ATTN_MAX_TOPK 64
 #define ST_SPARSE_ATTN_MAX_GROUP 32
+#define ST_SPARSE_ATTN_MAX_CHUNK (1 << 20)
 
-/* A variant (all compile-time; no launch parameters yet). */
+/* The kernel families (templates/sparse_attn.cu and sparse_attn_block.cu). */
+typedef enum st_sparse_attn_algo {
+  ST_SPARSE_ATTN_TILE = 0,  /* a CTA per `tokens` neighbouring query tokens, over the union of their blocks */
+  ST_SPARSE_ATTN_BLOCK = 1, /* a CTA per selected block and `tokens` of the query tokens that selected it,
+                               partial states merged afterwards; needs a workspace */
+} st_sparse_attn_algo;
+
+/* A variant: compile-time parameters, and for block-major ones the launch
+ * parameter chunk. */
 typedef struct st_sparse_attn_config {
+  st_sparse_attn_algo algo;
   st_dtype dtype; /* KV cache: ST_DTYPE_BF16 or ST_DTYPE_FP8_E4M3            */
   int head_dim;   /* 64, 128, 256                                           */
   int group;      /* q heads per kv head, exactly the call's Hq / Hkv       */
   int tokens;     /* query tokens per CTA: 1, 2, 4, 8, 16                    */
-  int topk_cap;   /* topk_idx entries per row the CTA's lists hold: 16, 32, 64 */
-  int stages;     /* blocks in flight per CTA                               */
+  int topk_cap;   /* tile: topk_idx entries per row the CTA's lists hold: 16, 32, 64 */
+  int stages;     /* tile: blocks in flight per CTA                         */
+  int part_f32;   /* block: partial outputs in fp32 (1) or bf16 (0)         */
+  int ctas;       /* block: CTAs per SM the registers are budgeted for: 1, 2 */
+  int chunk_q;    /* block, launch parameter `chunk`: query tokens per pass
+                     (a multiple of 64; 0: as many as the workspace budget allows) */
 } st_sparse_attn_config;
 
 /* Reads a config from the variant's parameters (names as in
@@ -51,19 +67,34 @@ int st_sparse_attn_threads(const st_sparse_attn_config *cfg);
  * out; the kernel traps if given less). */
 unsigned st_sparse_attn_smem_bytes(const st_sparse_attn_config *cfg);
 
+/* Block-major: the batch runs in chunks of `chunk_q` query tokens (the
+ * workspace holds one chunk's lists and partials, ST_SPARSE_ATTN_BLOCK_WS
+ * bytes at most where a chunk of 64 tokens fits), each through four launches:
+ * count and scatter (count_grid CTAs of 256 threads), the blocks (at most
+ * items_bound CTAs) and the merge (a CTA per token and kv head). */
+#define ST_SPARSE_ATTN_BLOCK_WS (256u << 20)
+#define ST_SPARSE_ATTN_STEP_THREADS 256
+
 typedef struct st_sparse_attn_plan {
   st_sparse_attn_params params;
   unsigned grid[3];
   unsigned block;
   unsigned smem_bytes;
-  size_t workspace_bytes; /* 0 */
+  size_t workspace_bytes; /* tile: 0 */
+  /* block-major only */
+  int algo, chunk_q, max_keys, tokens;
+  size_t off_header, off_count, off_offset, off_item, off_key, off_rank, off_list, off_part_ml, off_part_o;
 } st_sparse_attn_plan;
 
 st_status st_sparse_attn_plan_make(const st_sparse_attn_config *cfg, const st_sparse_attn_args *a,
                                    st_sparse_attn_plan *plan, st_err *err);
 
-st_status st_sparse_attn_launch(const st_cu *cu, CUfunction main_fn, const st_sparse_attn_plan *plan, CUstream stream,
-                                st_err *err);
+/* Launches the planned kernels on `stream`; `merge_fn` may be NULL for tile
+ * variants, and `workspace` must hold plan->workspace_bytes, cleared once
+ * (block-major variants leave it cleared). */
+st_status st_sparse_attn_launch(const st_cu *cu, CUfunction main_fn, CUfunction merge_fn,
+                                const st_sparse_attn_plan *plan, void *workspace, size_t workspace_bytes,
+                                CUstream stream, st_err *err);
 
 /* The dispatch key: "sparse_attn:B=4096,D=128,Hkv=2,Hq=32,dtype=bf16,topk=16",
  * B being total_q (the query tokens of the call: winners of the nearest

@@ -42,7 +42,7 @@ typedef struct sa_bound {
   st_handle *rt; /* not NULL: launch through the runtime's dispatch */
   st_sparse_attn_config cfg;
   st_sparse_attn_plan plan;
-  CUfunction main_fn;
+  CUfunction main_fn, merge_fn; /* merge_fn: block-major variants only */
   CUdeviceptr ws;
 } sa_bound;
 
@@ -221,6 +221,13 @@ static st_status bind(void *pc, const st_params *kernel, const st_params *launch
       (s = st_sparse_attn_plan_make(&b->cfg, &c->args, &b->plan, err)))
     goto fail;
   CUresult rc = c->cu->cuModuleGetFunction(&b->main_fn, mod, ST_SPARSE_ATTN_MAIN_KERNEL);
+  if (rc == CUDA_SUCCESS && b->cfg.algo == ST_SPARSE_ATTN_BLOCK)
+    rc = c->cu->cuModuleGetFunction(&b->merge_fn, mod, ST_SPARSE_ATTN_MERGE_KERNEL);
+  if (rc == CUDA_SUCCESS && b->plan.workspace_bytes) {
+    rc = c->cu->cuMemAlloc(&b->ws, b->plan.workspace_bytes);
+    if (rc == CUDA_SUCCESS) rc = c->cu->cuMemsetD8Async(b->ws, 0, b->plan.workspace_bytes, NULL);
+    if (rc == CUDA_SUCCESS) rc = c->cu->cuStreamSynchronize(NULL);
+  }
   if (rc != CUDA_SUCCESS) {
     s = st_cu_fail(c->cu, rc, "binding sparse_attn variant", err);
     goto fail;
@@ -265,7 +272,8 @@ static st_status launch(void *pb, CUstream stream, st_err *err) {
     st_status s = st_sparse_attn(b->rt, &b->c->args, (void *)(uintptr_t)b->ws, b->plan.workspace_bytes, stream);
     return s == ST_OK ? ST_OK : st_fail(err, s, "runtime: %s", st_last_error(b->rt));
   }
-  return st_sparse_attn_launch(b->c->cu, b->main_fn, &b->plan, stream, err);
+  return st_sparse_attn_launch(b->c->cu, b->main_fn, b->merge_fn, &b->plan, (void *)(uintptr_t)b->ws,
+                               b->plan.workspace_bytes, stream, err);
 }
 
 static st_status verify(void *pb, CUstream stream, int *ok, double *max_err, char *msg, size_t cap, st_err *err) {

@@ -1,0 +1,324 @@
+// sparse_attn_block.cu - block-sparse GQA attention for a varlen prefill
+// batch, block-major: each selected block is read once per TOKENS of the
+// query tokens that selected it, instead of once per token (or per tile of
+// neighbouring tokens, templates/sparse_attn.cu). With selections that
+// neighbouring tokens do not share (random blocks of a long prefix), the
+// token-major kernels read ~1 MiB of K/V per token and kv head from L2,
+// whose rate (~7 TB/s on the H100, docs/experiments/l2_block_probe.cu)
+// then bounds them; here each (block, TOKENS tokens) work item reads 64 KiB
+// once and leaves one partial softmax state per (token, selection entry),
+// which a merge combines (docs/kernels/sparse_attn.md).
+//
+// The launcher runs the batch in chunks of query tokens [q0, q0 + nq), four
+// launches each:
+//   st_sparse_attn_merge, step 0 (count): every valid entry (token, kv head
+//     g, k) of the chunk finds its key (g, request, block) and takes a place
+//     in the key's list (atomic count); the last CTA to finish scans the
+//     counts into list offsets and work items (TOKENS entries an item) and
+//     leaves the counts zero for the next launch.
+//   st_sparse_attn_merge, step 1 (scatter): entries into their lists.
+//   st_sparse_attn_main (blocks): one CTA per work item: the block's K and
+//     V to shared memory, the items' tokens' q rows (GROUP heads each),
+//     scores, softmax and P.V over the block's visible keys for each row
+//     (common/attn_tile.cuh), and per (entry, q head) the partial state
+//     (m, l) and O / l.
+//   st_sparse_attn_merge, step 2 (merge): per (token, kv head) the topk
+//     partials into o and lse.
+// A block listed twice by a token is two entries, two partials of equal
+// weight: the same as the contract's "counts twice".
+//
+// Keys are numbered within the chunk's requests r0 .. r0 + nr - 1: key
+// (g * nr + r - r0) * max_blocks + j, so the scan covers only them.
+
+constexpr int IS_FP8 = ${is_fp8};
+constexpr int HEAD_DIM = ${head_dim};
+constexpr int GROUP = ${group};
+constexpr int TOKENS = ${tokens};
+constexpr int WARPS = ${warps};
+constexpr int CTAS_PER_SM = ${ctas};
+constexpr int PART_F32 = ${part_f32};
+
+#include "params/sparse_attn.h"
+#include "common/attn_tile.cuh"
+#include "common/kv_stage.cuh"
+#include "common/last_cta.cuh"
+
+constexpr int THREADS = 32 * WARPS;
+constexpr int REAL_ROWS = TOKENS * GROUP;
+constexpr int ROWS = (REAL_ROWS + 15) / 16 * 16;
+constexpr int MATH_WARPS = ROWS / 16;
+constexpr int BLOCK_TOKENS = 128;
+constexpr int ROW_CHUNKS = HEAD_DIM / 8;
+constexpr int DT = HEAD_DIM / 8;
+// Tokens of an attend step: as many as registers allow (as in sparse_attn.cu),
+// with CTAS_PER_SM CTAs sharing the register file.
+constexpr int REG_BUDGET = 65536 / (THREADS * CTAS_PER_SM) < 255 ? 65536 / (THREADS * CTAS_PER_SM) : 255;
+constexpr int STEP_TOKENS = HEAD_DIM / 2 + 64 + 100 <= REG_BUDGET   ? 128
+                            : HEAD_DIM / 2 + 32 + 100 <= REG_BUDGET ? 64
+                            : HEAD_DIM / 2 + 16 + 100 <= REG_BUDGET ? 32
+                                                                    : 16;
+using st_kv = st_kv_stages<IS_FP8, HEAD_DIM, 1, THREADS>;
+// Dynamic shared memory: the q tile [ROWS][HEAD_DIM] bf16 (swizzled), then
+// the K/V region of one block; runtime/ops/sparse_attn.c computes the same.
+constexpr int Q_BYTES = ROWS * HEAD_DIM * 2;
+constexpr int SMEM_BYTES = Q_BYTES + st_kv::BYTES;
+constexpr int STEP_THREADS = 256; // st_sparse_attn_merge's CTA
+constexpr float LN2 = 0.69314718055994530942f;
+
+static_assert(MATH_WARPS <= WARPS, "a warp per m-tile");
+static_assert(HEAD_DIM % 64 == 0, "whole groups of 8 swizzled chunks per row");
+
+// The request of query token i: the last one starting at or before it.
+__device__ __forceinline__ int st_request_of(const st_sparse_attn_params &p, int i) {
+  int lo = 0, hi = p.num_requests; // cu[lo] <= i < cu[hi]
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (p.cu_seqlens_q[mid] <= i)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+__device__ __forceinline__ int st_position(const st_sparse_attn_params &p, int r, int i) {
+  const int start = p.cu_seqlens_q[r];
+  return p.seq_lens[r] - (p.cu_seqlens_q[r + 1] - start) + (i - start);
+}
+
+// ---- step 0: count, and the last CTA's scan ---------------------------------
+
+// The last CTA: offsets and work items of keys 0 .. nkeys - 1 (exclusive
+// sums, one more slot each for the totals), counts back to zero.
+__device__ void st_scan_keys(const st_sparse_attn_params &p, int r0, int nr) {
+  __shared__ int s_sum[2][STEP_THREADS];
+  const int nkeys = p.num_kv_heads * nr * p.max_blocks;
+  const int per = (nkeys + STEP_THREADS - 1) / STEP_THREADS, k0 = min(nkeys, (int)threadIdx.x * per),
+            k1 = min(nkeys, k0 + per);
+  int entries = 0, items = 0;
+  for (int k = k0; k < k1; k++) {
+    const int c = __ldcg(&p.ws_count[k]);
+    entries += c;
+    items += (c + TOKENS - 1) / TOKENS;
+  }
+  s_sum[0][threadIdx.x] = entries;
+  s_sum[1][threadIdx.x] = items;
+  __syncthreads();
+  for (int d = 1; d < STEP_THREADS; d *= 2) { // inclusive sums (Hillis-Steele)
+    const int e = threadIdx.x >= d ? s_sum[0][threadIdx.x - d] : 0, it = threadIdx.x >= d ? s_sum[1][threadIdx.x - d] : 0;
+    __syncthreads();
+    s_sum[0][threadIdx.x] += e;
+    s_sum[1][threadIdx.x] += it;
+    __syncthreads();
+  }
+  int off = s_sum[0][threadIdx.x] - entries, item = s_sum[1][threadIdx.x] - items;
+  for (int k = k0; k < k1; k++) {
+    const int c = __ldcg(&p.ws_count[k]);
+    p.ws_offset[k] = off;
+    p.ws_item[k] = item;
+    p.ws_count[k] = 0;
+    off += c;
+    item += (c + TOKENS - 1) / TOKENS;
+  }
+  if (threadIdx.x == STEP_THREADS - 1) {
+    p.ws_offset[nkeys] = s_sum[0][STEP_THREADS - 1];
+    p.ws_item[nkeys] = s_sum[1][STEP_THREADS - 1];
+    p.ws_header[1] = (uint32_t)r0;
+    p.ws_header[2] = (uint32_t)nr;
+    p.ws_header[3] = (uint32_t)nkeys;
+  }
+}
+
+__device__ void st_count_entries(const st_sparse_attn_params &p) {
+  __shared__ bool s_last;
+  const int r0 = st_request_of(p, p.q0), nr = st_request_of(p, p.q0 + p.nq - 1) - r0 + 1;
+  const int per_head = p.nq * p.topk, e = blockIdx.x * STEP_THREADS + threadIdx.x;
+  if (e < p.num_kv_heads * per_head) {
+    const int g = e / per_head, il = (e - g * per_head) / p.topk, k = e - g * per_head - il * p.topk, i = p.q0 + il;
+    const int r = st_request_of(p, i), pos = st_position(p, r, i);
+    const int32_t j = p.topk_idx[(int64_t)g * p.idx_stride_head + (int64_t)i * p.idx_stride_row + k];
+    int key = -1, rank = 0;
+    if (j >= 0 && j <= pos / BLOCK_TOKENS && j < p.max_blocks) { // as sparse_attn.cu's entries
+      key = (g * nr + r - r0) * p.max_blocks + j;
+      rank = atomicAdd(&p.ws_count[key], 1);
+    }
+    p.ws_key[e] = key;
+    p.ws_rank[e] = rank;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) s_last = st_last_to_arrive(&p.ws_header[0], gridDim.x);
+  __syncthreads();
+  if (!s_last) return;
+  st_scan_keys(p, r0, nr);
+  if (threadIdx.x == 0) p.ws_header[0] = 0u; // ready for the next launch
+}
+
+// ---- step 1: scatter -----------------------------------------------------------
+
+__device__ void st_scatter_entries(const st_sparse_attn_params &p) {
+  const int per_head = p.nq * p.topk, e = blockIdx.x * STEP_THREADS + threadIdx.x;
+  if (e >= p.num_kv_heads * per_head) return;
+  const int key = p.ws_key[e];
+  if (key >= 0) p.ws_list[p.ws_offset[key] + p.ws_rank[e]] = e % per_head;
+}
+
+// ---- step 2: merge -------------------------------------------------------------
+
+// Grid (nq, Hkv): token q0 + blockIdx.x, kv head blockIdx.y; a thread per 8
+// dimensions of a q head, over the token's topk entries.
+__device__ void st_merge_partials(const st_sparse_attn_params &p) {
+  const int il = blockIdx.x, g = blockIdx.y, i = p.q0 + il;
+  const int64_t e0 = ((int64_t)g * p.nq + il) * p.topk;
+  for (int piece = threadIdx.x; piece < GROUP * (HEAD_DIM / 8); piece += STEP_THREADS) {
+    const int h = piece / (HEAD_DIM / 8), d = (piece - h * (HEAD_DIM / 8)) * 8;
+    float m = -ST_INF, l = 0.f, acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    for (int k = 0; k < p.topk; k++) {
+      const int64_t e = e0 + k;
+      if (p.ws_key[e] < 0) continue;
+      const float2 ml = *(const float2 *)(p.ws_part_ml + (e * GROUP + h) * 2);
+      if (!(ml.y > 0.f)) continue;
+      const float m_new = fmaxf(m, ml.x), a = exp2f(m - m_new), w = ml.y * exp2f(ml.x - m_new);
+      float v[8];
+      if (PART_F32) {
+        const float4 *src = (const float4 *)((const float *)p.ws_part_o + (e * GROUP + h) * HEAD_DIM + d);
+        const float4 x = src[0], y = src[1];
+        v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w, v[4] = y.x, v[5] = y.y, v[6] = y.z, v[7] = y.w;
+      } else {
+        const uint4 x = *(const uint4 *)((const uint16_t *)p.ws_part_o + (e * GROUP + h) * HEAD_DIM + d);
+        const uint32_t w4[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+          v[2 * c] = __uint_as_float(w4[c] << 16);
+          v[2 * c + 1] = __uint_as_float(w4[c] & 0xffff0000u);
+        }
+      }
+#pragma unroll
+      for (int c = 0; c < 8; c++) acc[c] = acc[c] * a + v[c] * w;
+      l = l * a + w;
+      m = m_new;
+    }
+    const float inv = l > 0.f ? p.v_scale / l : 0.f;
+    const int head = g * GROUP + h;
+    uint16_t *out = (uint16_t *)p.o + (int64_t)i * p.o_stride_row + (int64_t)head * p.o_stride_head + d;
+    uint32_t two[4];
+#pragma unroll
+    for (int c = 0; c < 4; c++) two[c] = st_pack_bf16(acc[2 * c] * inv, acc[2 * c + 1] * inv);
+    *(uint4 *)out = make_uint4(two[0], two[1], two[2], two[3]);
+    if (d == 0 && p.lse)
+      p.lse[(int64_t)i * p.lse_stride_row + (int64_t)head * p.lse_stride_head] =
+          l > 0.f ? (m + __log2f(l)) * LN2 : -ST_INF;
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(STEP_THREADS) st_sparse_attn_merge(const st_sparse_attn_params p) {
+  if (p.step == 0)
+    st_count_entries(p);
+  else if (p.step == 1)
+    st_scatter_entries(p);
+  else
+    st_merge_partials(p);
+}
+
+// ---- the blocks ------------------------------------------------------------------
+
+// Grid: an upper bound on the chunk's work items (the launcher's); CTAs past
+// the last item return. Item x belongs to the key whose items start at or
+// before it; it takes that key's list slots [TOKENS * c, TOKENS * (c + 1)).
+extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_attn_main(const st_sparse_attn_params p) {
+  extern __shared__ __align__(128) char s_dyn[];
+  __shared__ int s_entry[TOKENS], s_ntok[TOKENS], s_n, s_g, s_page, s_ntok_max;
+  char *q_smem = s_dyn;
+  char *region = s_dyn + Q_BYTES;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, x = blockIdx.x;
+  const int nkeys = (int)p.ws_header[3];
+  if (x >= p.ws_item[nkeys]) return;
+  if (threadIdx.x == 0) {
+    unsigned dyn;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
+    if (dyn < (unsigned)SMEM_BYTES) __trap(); // the launcher's layout disagrees with this kernel's
+    int lo = 0, hi = nkeys; // item[lo] <= x < item[hi]
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) / 2;
+      if (p.ws_item[mid] <= x)
+        lo = mid;
+      else
+        hi = mid;
+    }
+    const int key = lo, nr = (int)p.ws_header[2], per_head = nr * p.max_blocks;
+    const int g = key / per_head, r = (int)p.ws_header[1] + (key - g * per_head) / p.max_blocks,
+              j = key % p.max_blocks;
+    const int first = (x - p.ws_item[key]) * TOKENS, n = min(TOKENS, p.ws_offset[key + 1] - p.ws_offset[key] - first);
+    const int start = p.cu_seqlens_q[r], base = p.seq_lens[r] - (p.cu_seqlens_q[r + 1] - start) - start;
+    int ntok_max = 0;
+    for (int t = 0; t < TOKENS; t++) {
+      int entry = -1, ntok = 0;
+      if (t < n) {
+        entry = p.ws_list[p.ws_offset[key] + first + t];
+        const int pos = base + p.q0 + entry / p.topk;
+        ntok = min(BLOCK_TOKENS, pos - j * BLOCK_TOKENS + 1);
+      }
+      s_entry[t] = entry;
+      s_ntok[t] = ntok;
+      ntok_max = max(ntok_max, ntok);
+    }
+    s_n = n;
+    s_g = g;
+    s_page = p.block_table[(int64_t)r * p.bt_stride + j];
+    s_ntok_max = ntok_max;
+  }
+  __syncthreads();
+  const int g = s_g;
+  st_kv::issue(p, g, s_page, s_ntok_max, region, 0);
+  st_cp_async_commit();
+  // q rows: row m = token slot t * GROUP + head h (zeros past the item's tokens).
+  for (int e = threadIdx.x; e < ROWS * ROW_CHUNKS; e += THREADS) {
+    const int m = e / ROW_CHUNKS, c = e % ROW_CHUNKS, t = m / GROUP, h = m % GROUP;
+    uint4 v = make_uint4(0u, 0u, 0u, 0u);
+    if (m < REAL_ROWS && t < s_n) {
+      const int i = p.q0 + s_entry[t] / p.topk;
+      v = *(const uint4 *)((const uint16_t *)p.q + (int64_t)i * p.q_stride_row +
+                           (int64_t)(g * GROUP + h) * p.q_stride_head + c * 8);
+    }
+    *(uint4 *)(q_smem + st_swizzle_offset<ROW_CHUNKS>(m, c)) = v;
+  }
+  st_cp_async_wait<0>();
+  __syncthreads();
+  if (IS_FP8) {
+    st_kv::widen(p, region, 0);
+    __syncthreads();
+  }
+  if (warp >= MATH_WARPS) return;
+  int lim[2];
+  const float bias[2] = {0.f, 0.f};
+#pragma unroll
+  for (int rr = 0; rr < 2; rr++) {
+    const int m = warp * 16 + (lane >> 2) + rr * 8, t = m / GROUP;
+    lim[rr] = m < REAL_ROWS && t < s_n ? s_ntok[t] : 0; // padding rows see nothing
+  }
+  if (!__any_sync(0xffffffffu, lim[0] > 0 || lim[1] > 0)) return;
+  st_softmax_state<HEAD_DIM> st;
+  st_softmax_init(st);
+  const uint32_t k_tile = st_kv::k_tile(region, 0);
+  for (int tok0 = 0; tok0 < BLOCK_TOKENS; tok0 += STEP_TOKENS)
+    st_attend_tile<HEAD_DIM, STEP_TOKENS>(st_smem_addr(q_smem), warp * 16, k_tile, k_tile + st_kv::TILE_BYTES, tok0,
+                                          lim, bias, p.score_scale_log2, st);
+  st_softmax_finish_l(st);
+  // The partials: (m, l) and O / l of each row.
+#pragma unroll
+  for (int rr = 0; rr < 2; rr++) {
+    const int m = warp * 16 + (lane >> 2) + rr * 8, t = m / GROUP, h = m % GROUP;
+    if (lim[rr] == 0) continue;
+    const int64_t slot = ((int64_t)g * p.nq * p.topk + s_entry[t]) * GROUP + h;
+    const float l_row = st.l[rr], inv = l_row > 0.f ? 1.f / l_row : 0.f;
+    if ((lane & 3) == 0) *(float2 *)(p.ws_part_ml + slot * 2) = make_float2(st.m[rr], l_row);
+#pragma unroll
+    for (int dt = 0; dt < DT; dt++) {
+      const int d = dt * 8 + 2 * (lane & 3);
+      const float a = st.o[dt][rr * 2] * inv, b = st.o[dt][rr * 2 + 1] * inv;
+      if (PART_F32)
+        *(float2 *)((float *)p.ws_part_o + slot * HEAD_DIM + d) = make_float2(a, b);
+      else
+        *(uint32_t *)((uint16_t *)p.ws_part_o + slot * HEAD_DIM + d) = st_pack_bf16(a, b);
+    }
+  }
+}
