@@ -126,6 +126,7 @@ __device__ void st_scan_keys(const st_sparse_attn_params &p, int r0, int nr) {
     p.ws_header[1] = (uint32_t)r0;
     p.ws_header[2] = (uint32_t)nr;
     p.ws_header[3] = (uint32_t)nkeys;
+    p.ws_header[4] = (uint32_t)s_sum[1][STEP_THREADS - 1];
   }
 }
 
@@ -140,7 +141,8 @@ __device__ void st_count_entries(const st_sparse_attn_params &p) {
     int key = -1, rank = 0;
     if (j >= 0 && j <= pos / BLOCK_TOKENS && j < p.max_blocks) { // as sparse_attn.cu's entries
       key = (g * nr + r - r0) * p.max_blocks + j;
-      rank = atomicAdd(&p.ws_count[key], 1);
+      const int ntok = min(BLOCK_TOKENS, pos - j * BLOCK_TOKENS + 1);
+      rank = atomicAdd(&p.ws_count[key], 1) << 8 | (ntok - 1); // the launcher keeps entries < 2^23
     }
     p.ws_key[e] = key;
     p.ws_rank[e] = rank;
@@ -155,36 +157,72 @@ __device__ void st_count_entries(const st_sparse_attn_params &p) {
 
 // ---- step 1: scatter -----------------------------------------------------------
 
+// List slot of entry e: (e within its head) << 8 | (visible tokens - 1).
+// The first entry of each TOKENS slots also names its work item's key, so
+// that a block CTA finds its work in one load.
 __device__ void st_scatter_entries(const st_sparse_attn_params &p) {
   const int per_head = p.nq * p.topk, e = blockIdx.x * STEP_THREADS + threadIdx.x;
   if (e >= p.num_kv_heads * per_head) return;
   const int key = p.ws_key[e];
-  if (key >= 0) p.ws_list[p.ws_offset[key] + p.ws_rank[e]] = e % per_head;
+  if (key < 0) return;
+  const int packed = p.ws_rank[e], rank = packed >> 8;
+  p.ws_list[p.ws_offset[key] + rank] = (e % per_head) << 8 | (packed & 0xff);
+  if (rank % TOKENS == 0) p.ws_item_key[p.ws_item[key] + rank / TOKENS] = key;
 }
 
 // ---- step 2: merge -------------------------------------------------------------
 
-// Grid (nq, Hkv): token q0 + blockIdx.x, kv head blockIdx.y; a thread per 8
-// dimensions of a q head, over the token's topk entries.
+// Grid (nq, Hkv): token q0 + blockIdx.x, kv head blockIdx.y. First every
+// (entry, q head)'s weight l_k 2^(m_k - m) / L into shared memory (all
+// loads at once: v1 walked the entries one dependent load chain at a
+// time), then a thread per 8 dimensions of a q head sums the weighted
+// partial outputs.
+constexpr int MERGE_TOPK = 64; // the op's largest topk
+
 __device__ void st_merge_partials(const st_sparse_attn_params &p) {
-  const int il = blockIdx.x, g = blockIdx.y, i = p.q0 + il;
-  const int64_t e0 = ((int64_t)g * p.nq + il) * p.topk;
+  __shared__ float s_w[MERGE_TOPK][GROUP];
+  __shared__ float2 s_ml[MERGE_TOPK][GROUP];
+  const int il = blockIdx.x, g = blockIdx.y, i = p.q0 + il, topk = p.topk;
+  const int64_t e0 = ((int64_t)g * p.nq + il) * topk;
+  for (int x = threadIdx.x; x < topk * GROUP; x += STEP_THREADS) {
+    const int k = x / GROUP, h = x % GROUP;
+    float2 ml = make_float2(-ST_INF, 0.f);
+    if (p.ws_key[e0 + k] >= 0) ml = *(const float2 *)(p.ws_part_ml + ((e0 + k) * GROUP + h) * 2);
+    s_ml[k][h] = ml;
+  }
+  __syncthreads();
+  for (int h = threadIdx.x; h < GROUP; h += STEP_THREADS) {
+    float m = -ST_INF;
+    for (int k = 0; k < topk; k++)
+      if (s_ml[k][h].y > 0.f) m = fmaxf(m, s_ml[k][h].x);
+    float l = 0.f;
+    for (int k = 0; k < topk; k++) {
+      const float w = s_ml[k][h].y > 0.f ? s_ml[k][h].y * exp2f(s_ml[k][h].x - m) : 0.f;
+      s_w[k][h] = w;
+      l += w;
+    }
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    for (int k = 0; k < topk; k++) s_w[k][h] *= inv;
+    if (p.lse)
+      p.lse[(int64_t)i * p.lse_stride_row + (int64_t)(g * GROUP + h) * p.lse_stride_head] =
+          l > 0.f ? (m + __log2f(l)) * LN2 : -ST_INF;
+  }
+  __syncthreads();
   for (int piece = threadIdx.x; piece < GROUP * (HEAD_DIM / 8); piece += STEP_THREADS) {
     const int h = piece / (HEAD_DIM / 8), d = (piece - h * (HEAD_DIM / 8)) * 8;
-    float m = -ST_INF, l = 0.f, acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    for (int k = 0; k < p.topk; k++) {
-      const int64_t e = e0 + k;
-      if (p.ws_key[e] < 0) continue;
-      const float2 ml = *(const float2 *)(p.ws_part_ml + (e * GROUP + h) * 2);
-      if (!(ml.y > 0.f)) continue;
-      const float m_new = fmaxf(m, ml.x), a = exp2f(m - m_new), w = ml.y * exp2f(ml.x - m_new);
+    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+#pragma unroll 4
+    for (int k = 0; k < topk; k++) {
+      const float w = s_w[k][h];
+      if (w == 0.f) continue; // not valid: its partial was never written
+      const int64_t at = ((e0 + k) * GROUP + h) * HEAD_DIM + d;
       float v[8];
       if (PART_F32) {
-        const float4 *src = (const float4 *)((const float *)p.ws_part_o + (e * GROUP + h) * HEAD_DIM + d);
-        const float4 x = src[0], y = src[1];
+        const float4 x = *(const float4 *)((const float *)p.ws_part_o + at),
+                     y = *(const float4 *)((const float *)p.ws_part_o + at + 4);
         v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w, v[4] = y.x, v[5] = y.y, v[6] = y.z, v[7] = y.w;
       } else {
-        const uint4 x = *(const uint4 *)((const uint16_t *)p.ws_part_o + (e * GROUP + h) * HEAD_DIM + d);
+        const uint4 x = *(const uint4 *)((const uint16_t *)p.ws_part_o + at);
         const uint32_t w4[4] = {x.x, x.y, x.z, x.w};
 #pragma unroll
         for (int c = 0; c < 4; c++) {
@@ -193,20 +231,13 @@ __device__ void st_merge_partials(const st_sparse_attn_params &p) {
         }
       }
 #pragma unroll
-      for (int c = 0; c < 8; c++) acc[c] = acc[c] * a + v[c] * w;
-      l = l * a + w;
-      m = m_new;
+      for (int c = 0; c < 8; c++) acc[c] += v[c] * w;
     }
-    const float inv = l > 0.f ? p.v_scale / l : 0.f;
-    const int head = g * GROUP + h;
-    uint16_t *out = (uint16_t *)p.o + (int64_t)i * p.o_stride_row + (int64_t)head * p.o_stride_head + d;
+    uint16_t *out = (uint16_t *)p.o + (int64_t)i * p.o_stride_row + (int64_t)(g * GROUP + h) * p.o_stride_head + d;
     uint32_t two[4];
 #pragma unroll
-    for (int c = 0; c < 4; c++) two[c] = st_pack_bf16(acc[2 * c] * inv, acc[2 * c + 1] * inv);
+    for (int c = 0; c < 4; c++) two[c] = st_pack_bf16(acc[2 * c] * p.v_scale, acc[2 * c + 1] * p.v_scale);
     *(uint4 *)out = make_uint4(two[0], two[1], two[2], two[3]);
-    if (d == 0 && p.lse)
-      p.lse[(int64_t)i * p.lse_stride_row + (int64_t)head * p.lse_stride_head] =
-          l > 0.f ? (m + __log2f(l)) * LN2 : -ST_INF;
   }
 }
 
@@ -222,59 +253,48 @@ extern "C" __global__ void __launch_bounds__(STEP_THREADS) st_sparse_attn_merge(
 // ---- the blocks ------------------------------------------------------------------
 
 // Grid: an upper bound on the chunk's work items (the launcher's); CTAs past
-// the last item return. Item x belongs to the key whose items start at or
-// before it; it takes that key's list slots [TOKENS * c, TOKENS * (c + 1)).
+// the last item return. Item x names its key (ws_item_key, by the scatter);
+// it takes that key's list slots [TOKENS * c, TOKENS * (c + 1)), c = x -
+// the key's first item. Three rounds of dependent loads before the block's
+// copy is issued (v1 had a dozen, one thread walking them).
 extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_attn_main(const st_sparse_attn_params p) {
   extern __shared__ __align__(128) char s_dyn[];
-  __shared__ int s_entry[TOKENS], s_ntok[TOKENS], s_n, s_g, s_page, s_ntok_max;
+  __shared__ int s_entry[TOKENS], s_ntok[TOKENS], s_ntok_max;
   char *q_smem = s_dyn;
   char *region = s_dyn + Q_BYTES;
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, x = blockIdx.x;
-  const int nkeys = (int)p.ws_header[3];
-  if (x >= p.ws_item[nkeys]) return;
+  if (x >= (int)p.ws_header[4]) return;
   if (threadIdx.x == 0) {
     unsigned dyn;
     asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
     if (dyn < (unsigned)SMEM_BYTES) __trap(); // the launcher's layout disagrees with this kernel's
-    int lo = 0, hi = nkeys; // item[lo] <= x < item[hi]
-    while (hi - lo > 1) {
-      const int mid = (lo + hi) / 2;
-      if (p.ws_item[mid] <= x)
-        lo = mid;
-      else
-        hi = mid;
+    s_ntok_max = 0;
+  }
+  const int key = p.ws_item_key[x], nr = (int)p.ws_header[2], per_head = nr * p.max_blocks;
+  const int g = key / per_head, r = (int)p.ws_header[1] + (key - g * per_head) / p.max_blocks, j = key % p.max_blocks;
+  const int first = (x - p.ws_item[key]) * TOKENS, list0 = p.ws_offset[key] + first;
+  const int n = min(TOKENS, p.ws_offset[key + 1] - list0);
+  const int page = p.block_table[(int64_t)r * p.bt_stride + j];
+  __syncthreads(); // s_ntok_max is 0
+  if (threadIdx.x < TOKENS) {
+    int entry = -1, ntok = 0;
+    if ((int)threadIdx.x < n) {
+      const int v = p.ws_list[list0 + threadIdx.x];
+      entry = v >> 8;
+      ntok = (v & 0xff) + 1;
+      atomicMax(&s_ntok_max, ntok);
     }
-    const int key = lo, nr = (int)p.ws_header[2], per_head = nr * p.max_blocks;
-    const int g = key / per_head, r = (int)p.ws_header[1] + (key - g * per_head) / p.max_blocks,
-              j = key % p.max_blocks;
-    const int first = (x - p.ws_item[key]) * TOKENS, n = min(TOKENS, p.ws_offset[key + 1] - p.ws_offset[key] - first);
-    const int start = p.cu_seqlens_q[r], base = p.seq_lens[r] - (p.cu_seqlens_q[r + 1] - start) - start;
-    int ntok_max = 0;
-    for (int t = 0; t < TOKENS; t++) {
-      int entry = -1, ntok = 0;
-      if (t < n) {
-        entry = p.ws_list[p.ws_offset[key] + first + t];
-        const int pos = base + p.q0 + entry / p.topk;
-        ntok = min(BLOCK_TOKENS, pos - j * BLOCK_TOKENS + 1);
-      }
-      s_entry[t] = entry;
-      s_ntok[t] = ntok;
-      ntok_max = max(ntok_max, ntok);
-    }
-    s_n = n;
-    s_g = g;
-    s_page = p.block_table[(int64_t)r * p.bt_stride + j];
-    s_ntok_max = ntok_max;
+    s_entry[threadIdx.x] = entry;
+    s_ntok[threadIdx.x] = ntok;
   }
   __syncthreads();
-  const int g = s_g;
-  st_kv::issue(p, g, s_page, s_ntok_max, region, 0);
+  st_kv::issue(p, g, page, s_ntok_max, region, 0);
   st_cp_async_commit();
   // q rows: row m = token slot t * GROUP + head h (zeros past the item's tokens).
   for (int e = threadIdx.x; e < ROWS * ROW_CHUNKS; e += THREADS) {
     const int m = e / ROW_CHUNKS, c = e % ROW_CHUNKS, t = m / GROUP, h = m % GROUP;
     uint4 v = make_uint4(0u, 0u, 0u, 0u);
-    if (m < REAL_ROWS && t < s_n) {
+    if (m < REAL_ROWS && t < n) {
       const int i = p.q0 + s_entry[t] / p.topk;
       v = *(const uint4 *)((const uint16_t *)p.q + (int64_t)i * p.q_stride_row +
                            (int64_t)(g * GROUP + h) * p.q_stride_head + c * 8);
@@ -293,7 +313,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_att
 #pragma unroll
   for (int rr = 0; rr < 2; rr++) {
     const int m = warp * 16 + (lane >> 2) + rr * 8, t = m / GROUP;
-    lim[rr] = m < REAL_ROWS && t < s_n ? s_ntok[t] : 0; // padding rows see nothing
+    lim[rr] = m < REAL_ROWS && t < n ? s_ntok[t] : 0; // padding rows see nothing
   }
   if (!__any_sync(0xffffffffu, lim[0] > 0 || lim[1] > 0)) return;
   st_softmax_state<HEAD_DIM> st;

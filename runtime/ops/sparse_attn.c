@@ -179,29 +179,31 @@ static size_t take(size_t *off, size_t bytes) {
   return at;
 }
 
+/* Work items of a chunk of nq tokens, at most: each key's entries in groups
+ * of `tokens`, so entries / tokens + one part-filled item per key with
+ * entries. */
+static int64_t block_items(int64_t Hkv, int64_t nq, int64_t topk, int64_t tokens, int64_t max_keys) {
+  const int64_t entries = Hkv * nq * topk;
+  return entries / tokens + (entries < max_keys ? entries : max_keys);
+}
+
 /* Workspace of block-major chunks of chunk_q tokens; sets the offsets. */
 static size_t block_workspace(const st_sparse_attn_config *cfg, int64_t Hkv, int64_t topk, int64_t max_keys,
                               int64_t chunk_q, st_sparse_attn_plan *plan) {
   const size_t entries = (size_t)(Hkv * chunk_q * topk), states = entries * (size_t)cfg->group;
+  const size_t items = (size_t)block_items(Hkv, chunk_q, topk, cfg->tokens, max_keys);
   size_t off = 0;
-  plan->off_header = take(&off, 4 * 4);
+  plan->off_header = take(&off, 8 * 4);
   plan->off_count = take(&off, (size_t)max_keys * 4);
   plan->off_offset = take(&off, (size_t)(max_keys + 1) * 4);
   plan->off_item = take(&off, (size_t)(max_keys + 1) * 4);
   plan->off_key = take(&off, entries * 4);
   plan->off_rank = take(&off, entries * 4);
   plan->off_list = take(&off, entries * 4);
+  plan->off_item_key = take(&off, items * 4);
   plan->off_part_ml = take(&off, states * 2 * 4);
   plan->off_part_o = take(&off, states * (size_t)cfg->head_dim * (cfg->part_f32 ? 4 : 2));
   return off;
-}
-
-/* Work items of a chunk of nq tokens, at most: each key's entries in groups
- * of `tokens`, so entries / tokens + one part-filled item per key with
- * entries. */
-static int64_t block_items(const st_sparse_attn_plan *plan, int64_t nq) {
-  const int64_t entries = (int64_t)plan->params.num_kv_heads * nq * plan->params.topk;
-  return entries / plan->tokens + (entries < plan->max_keys ? entries : plan->max_keys);
 }
 
 static st_status plan_block(const st_sparse_attn_config *cfg, const st_sparse_attn_args *a, st_sparse_attn_plan *plan,
@@ -209,26 +211,30 @@ static st_status plan_block(const st_sparse_attn_config *cfg, const st_sparse_at
   const int64_t total_q = a->q.shape[0], Hkv = a->k_cache.shape[1], topk = a->topk_idx.shape[2];
   const int64_t R = a->block_table.shape[0], max_blocks = plan->params.max_blocks;
   const int64_t max_keys = Hkv * R * max_blocks;
-  /* Keys and entries are int32 in the kernels. */
-  if (max_keys >= INT32_MAX || Hkv * total_q * topk >= INT32_MAX / 2)
-    return st_fail(err, ST_ERR_UNSUPPORTED, "block-major sparse_attn: %lld keys or %lld entries exceed int32",
-                   (long long)max_keys, (long long)(Hkv * total_q * topk));
+  /* Keys are int32 in the kernels, a kv head's entries of a chunk 23 bits
+   * (the lists pack the visible tokens beside them). */
+  if (max_keys >= INT32_MAX)
+    return st_fail(err, ST_ERR_UNSUPPORTED, "block-major sparse_attn: %lld keys (kv heads x requests x blocks) exceed "
+                   "int32", (long long)max_keys);
+  const int64_t max_chunk = ((1 << 23) - 1) / topk / 64 * 64;
   /* The most tokens a chunk may hold within the workspace budget, in steps
    * of 64; at least 64, at most the batch. */
   int64_t chunk = cfg->chunk_q > 0 && cfg->chunk_q < total_q ? cfg->chunk_q : total_q;
+  if (chunk > max_chunk) chunk = max_chunk;
   if (cfg->chunk_q == 0 && block_workspace(cfg, Hkv, topk, max_keys, chunk, plan) > ST_SPARSE_ATTN_BLOCK_WS) {
     const size_t per_token = block_workspace(cfg, Hkv, topk, max_keys, 65, plan) -
                              block_workspace(cfg, Hkv, topk, max_keys, 1, plan);
     chunk = (int64_t)(ST_SPARSE_ATTN_BLOCK_WS / (per_token / 64 + 1)) / 64 * 64;
     if (chunk < 64) chunk = 64;
     if (chunk > total_q) chunk = total_q;
+    if (chunk > max_chunk) chunk = max_chunk;
   }
   plan->algo = ST_SPARSE_ATTN_BLOCK;
   plan->chunk_q = (int)chunk;
   plan->max_keys = (int)max_keys;
   plan->workspace_bytes = block_workspace(cfg, Hkv, topk, max_keys, chunk, plan);
   plan->tokens = cfg->tokens;
-  const int64_t items = block_items(plan, chunk);
+  const int64_t items = block_items(Hkv, chunk, topk, cfg->tokens, max_keys);
   if (items > ST_MAX_GRID_X)
     return st_fail(err, ST_ERR_INVALID_ARG, "a chunk of %lld tokens needs more than %lld CTAs", (long long)chunk,
                    ST_MAX_GRID_X);
@@ -279,6 +285,7 @@ static st_status launch_block(const st_cu *cu, CUfunction main_fn, CUfunction me
   p.ws_key = (int32_t *)(ws + plan->off_key);
   p.ws_rank = (int32_t *)(ws + plan->off_rank);
   p.ws_list = (int32_t *)(ws + plan->off_list);
+  p.ws_item_key = (int32_t *)(ws + plan->off_item_key);
   p.ws_part_ml = (float *)(ws + plan->off_part_ml);
   p.ws_part_o = ws + plan->off_part_o;
   const int64_t total_q = p.total_q, Hkv = p.num_kv_heads;
@@ -292,7 +299,8 @@ static st_status launch_block(const st_cu *cu, CUfunction main_fn, CUfunction me
     if ((st = launch_one(cu, merge_fn, steps, 1, ST_SPARSE_ATTN_STEP_THREADS, 0, &p, stream, err)) != ST_OK) break;
     p.step = 1;
     if ((st = launch_one(cu, merge_fn, steps, 1, ST_SPARSE_ATTN_STEP_THREADS, 0, &p, stream, err)) != ST_OK) break;
-    st = launch_one(cu, main_fn, (unsigned)block_items(plan, nq), 1, plan->block, plan->smem_bytes, &p, stream, err);
+    const int64_t items = block_items(Hkv, nq, p.topk, plan->tokens, plan->max_keys);
+    st = launch_one(cu, main_fn, (unsigned)items, 1, plan->block, plan->smem_bytes, &p, stream, err);
     if (st != ST_OK) break;
     p.step = 2;
     st = launch_one(cu, merge_fn, (unsigned)nq, (unsigned)Hkv, ST_SPARSE_ATTN_STEP_THREADS, 0, &p, stream, err);

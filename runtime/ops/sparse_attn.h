@@ -83,7 +83,8 @@ typedef struct st_sparse_attn_plan {
   size_t workspace_bytes; /* tile: 0 */
   /* block-major only */
   int algo, chunk_q, max_keys, tokens;
-  size_t off_header, off_count, off_offset, off_item, off_key, off_rank, off_list, off_part_ml, off_part_o;
+  size_t off_header, off_count, off_offset, off_item, off_key, off_rank, off_list, off_item_key, off_part_ml,
+      off_part_o;
 } st_sparse_attn_plan;
 
 st_status st_sparse_attn_plan_make(const st_sparse_attn_config *cfg, const st_sparse_attn_args *a,
