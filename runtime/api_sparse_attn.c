@@ -25,7 +25,7 @@ static st_status resolve(st_handle *h, const st_sparse_attn_args *a, st_dispatch
   fields.n = 0;
   st_status st = st_sparse_attn_dispatch_key(a, key, sizeof key, &fields, err);
   if (st == ST_OK) st = st_api_resolve(h, ST_OP_SPARSE_ATTN, key, &fields, a, a->max_context, choice, err);
-  if (st == ST_OK) st = st_sparse_attn_plan_make(&choice->v->cfg.sparse_attn, a, plan, err);
+  if (st == ST_OK) st = st_sparse_attn_plan_make(&choice->v->cfg.sparse_attn, a, h->dev.sm_count, plan, err);
   if (st == ST_OK) st = st_api_reserve_smem(h, choice, plan->smem_bytes, 0, err);
   return st;
 }

@@ -107,7 +107,7 @@ static st_status fit_on_device(void *ctx, st_op_id op, const st_dispatch_variant
   if (op == ST_OP_SPARSE_ATTN) {
     st_sparse_attn_plan plan;
     if ((st = st_sparse_attn_check_fit(&v->cfg.sparse_attn, args, err)) != ST_OK) return st;
-    return st_sparse_attn_plan_make(&v->cfg.sparse_attn, args, &plan, err);
+    return st_sparse_attn_plan_make(&v->cfg.sparse_attn, args, h->dev.sm_count, &plan, err);
   }
   if (op == ST_OP_INDEX_TOPK) {
     st_index_topk_plan plan;

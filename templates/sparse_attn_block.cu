@@ -37,6 +37,7 @@ constexpr int TOKENS = ${tokens};
 constexpr int WARPS = ${warps};
 constexpr int CTAS_PER_SM = ${ctas};
 constexpr int PART_F32 = ${part_f32};
+constexpr int STAGES = ${stages};
 
 #include "params/sparse_attn.h"
 #include "common/attn_tile.cuh"
@@ -57,16 +58,18 @@ constexpr int STEP_TOKENS = HEAD_DIM / 2 + 64 + 100 <= REG_BUDGET   ? 128
                             : HEAD_DIM / 2 + 32 + 100 <= REG_BUDGET ? 64
                             : HEAD_DIM / 2 + 16 + 100 <= REG_BUDGET ? 32
                                                                     : 16;
-using st_kv = st_kv_stages<IS_FP8, HEAD_DIM, 1, THREADS>;
-// Dynamic shared memory: the q tile [ROWS][HEAD_DIM] bf16 (swizzled), then
-// the K/V region of one block; runtime/ops/sparse_attn.c computes the same.
+using st_kv = st_kv_stages<IS_FP8, HEAD_DIM, STAGES, THREADS>;
+// Dynamic shared memory: STAGES q tiles [ROWS][HEAD_DIM] bf16 (swizzled),
+// then the K/V region of STAGES blocks; runtime/ops/sparse_attn.c computes
+// the same.
 constexpr int Q_BYTES = ROWS * HEAD_DIM * 2;
-constexpr int SMEM_BYTES = Q_BYTES + st_kv::BYTES;
+constexpr int SMEM_BYTES = STAGES * Q_BYTES + st_kv::BYTES;
 constexpr int STEP_THREADS = 256; // st_sparse_attn_merge's CTA
 constexpr float LN2 = 0.69314718055994530942f;
 
 static_assert(MATH_WARPS <= WARPS, "a warp per m-tile");
 static_assert(HEAD_DIM % 64 == 0, "whole groups of 8 swizzled chunks per row");
+static_assert(TOKENS <= 16 && STAGES >= 1 && STAGES <= 2, "an item's entries on lanes of warp 0; one or two stages");
 
 // The request of query token i: the last one starting at or before it.
 __device__ __forceinline__ int st_request_of(const st_sparse_attn_params &p, int i) {
@@ -158,16 +161,22 @@ __device__ void st_count_entries(const st_sparse_attn_params &p) {
 // ---- step 1: scatter -----------------------------------------------------------
 
 // List slot of entry e: (e within its head) << 8 | (visible tokens - 1).
-// The first entry of each TOKENS slots also names its work item's key, so
-// that a block CTA finds its work in one load.
+// The first entry of each TOKENS slots also writes its work item's record
+// (key, first list slot, entries, page), so that a block CTA finds its
+// work in one load.
 __device__ void st_scatter_entries(const st_sparse_attn_params &p) {
   const int per_head = p.nq * p.topk, e = blockIdx.x * STEP_THREADS + threadIdx.x;
   if (e >= p.num_kv_heads * per_head) return;
   const int key = p.ws_key[e];
   if (key < 0) return;
-  const int packed = p.ws_rank[e], rank = packed >> 8;
-  p.ws_list[p.ws_offset[key] + rank] = (e % per_head) << 8 | (packed & 0xff);
-  if (rank % TOKENS == 0) p.ws_item_key[p.ws_item[key] + rank / TOKENS] = key;
+  const int packed = p.ws_rank[e], rank = packed >> 8, slot = p.ws_offset[key] + rank;
+  p.ws_list[slot] = (e % per_head) << 8 | (packed & 0xff);
+  if (rank % TOKENS) return;
+  const int per_r = (int)p.ws_header[2] * p.max_blocks, j = key % p.max_blocks;
+  const int r = (int)p.ws_header[1] + (key % per_r) / p.max_blocks;
+  const int n = min(TOKENS, p.ws_offset[key + 1] - slot);
+  *(int4 *)(p.ws_item_rec + 4 * (p.ws_item[key] + rank / TOKENS)) =
+      make_int4(key, slot, n, p.block_table[(int64_t)r * p.bt_stride + j]);
 }
 
 // ---- step 2: merge -------------------------------------------------------------
@@ -252,93 +261,134 @@ extern "C" __global__ void __launch_bounds__(STEP_THREADS) st_sparse_attn_merge(
 
 // ---- the blocks ------------------------------------------------------------------
 
-// Grid: an upper bound on the chunk's work items (the launcher's); CTAs past
-// the last item return. Item x names its key (ws_item_key, by the scatter);
-// it takes that key's list slots [TOKENS * c, TOKENS * (c + 1)), c = x -
-// the key's first item. Three rounds of dependent loads before the block's
-// copy is issued (v1 had a dozen, one thread walking them).
+// One work item in shared memory: its kv head, page and entries (entry
+// within the head's part of the chunk, and how many of the block's tokens
+// it sees).
+struct st_item {
+  int g, page, n, ntok_max;
+  int entry[TOKENS], ntok[TOKENS];
+};
+
+// Every thread: reads item x's record and entries into `it` (one round of
+// loads after the record's). The caller syncs before using it.
+__device__ __forceinline__ void st_fetch_item(const st_sparse_attn_params &p, int x, st_item &it) {
+  const int4 rec = *(const int4 *)(p.ws_item_rec + 4 * x); // key, first list slot, entries, page
+  if (threadIdx.x < TOKENS) {
+    int entry = -1, ntok = 0;
+    if ((int)threadIdx.x < rec.z) {
+      const int v = p.ws_list[rec.y + threadIdx.x];
+      entry = v >> 8;
+      ntok = (v & 0xff) + 1;
+    }
+    it.entry[threadIdx.x] = entry;
+    it.ntok[threadIdx.x] = ntok;
+    int most = ntok; // the item's most visible tokens, over its TOKENS lanes of warp 0
+#pragma unroll
+    for (int o = 1; o < TOKENS; o *= 2) most = max(most, __shfl_xor_sync((1u << TOKENS) - 1u, most, o));
+    if (threadIdx.x == 0) {
+      it.g = rec.x / ((int)p.ws_header[2] * p.max_blocks);
+      it.page = rec.w;
+      it.n = rec.z;
+      it.ntok_max = most;
+    }
+  }
+}
+
+// After a sync: the copies of item `it`'s block (rows past its most visible
+// token zeroed) and q rows (row m = token slot t * GROUP + head h, zeros
+// past the item's tokens) into stage b.
+__device__ __forceinline__ void st_issue_item(const st_sparse_attn_params &p, const st_item &it, char *q_smem,
+                                              char *region, int b) {
+  st_kv::issue(p, it.g, it.page, it.ntok_max, region, b);
+  const uint32_t q_tile = st_smem_addr(q_smem + b * Q_BYTES);
+  for (int e = threadIdx.x; e < ROWS * ROW_CHUNKS; e += THREADS) {
+    const int m = e / ROW_CHUNKS, c = e % ROW_CHUNKS, t = m / GROUP, h = m % GROUP;
+    const bool real = m < REAL_ROWS && t < it.n;
+    const uint16_t *src = (const uint16_t *)p.q;
+    if (real)
+      src += (int64_t)(p.q0 + it.entry[t] / p.topk) * p.q_stride_row + (int64_t)(it.g * GROUP + h) * p.q_stride_head +
+             c * 8;
+    st_cp_async16(q_tile + st_swizzle_offset<ROW_CHUNKS>(m, c), src, real ? 16 : 0);
+  }
+}
+
+// Persistent: CTA c takes work items c, c + gridDim.x, ... of the chunk
+// (ws_header[4] in all). With STAGES 2 the next item's entries, block and q
+// rows load while this one's are used.
 extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_attn_main(const st_sparse_attn_params p) {
   extern __shared__ __align__(128) char s_dyn[];
-  __shared__ int s_entry[TOKENS], s_ntok[TOKENS], s_ntok_max;
+  __shared__ st_item s_it[STAGES];
   char *q_smem = s_dyn;
-  char *region = s_dyn + Q_BYTES;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, x = blockIdx.x;
-  if (x >= (int)p.ws_header[4]) return;
+  char *region = s_dyn + STAGES * Q_BYTES;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, items = (int)p.ws_header[4];
   if (threadIdx.x == 0) {
     unsigned dyn;
     asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
     if (dyn < (unsigned)SMEM_BYTES) __trap(); // the launcher's layout disagrees with this kernel's
-    s_ntok_max = 0;
   }
-  const int key = p.ws_item_key[x], nr = (int)p.ws_header[2], per_head = nr * p.max_blocks;
-  const int g = key / per_head, r = (int)p.ws_header[1] + (key - g * per_head) / p.max_blocks, j = key % p.max_blocks;
-  const int first = (x - p.ws_item[key]) * TOKENS, list0 = p.ws_offset[key] + first;
-  const int n = min(TOKENS, p.ws_offset[key + 1] - list0);
-  const int page = p.block_table[(int64_t)r * p.bt_stride + j];
-  __syncthreads(); // s_ntok_max is 0
-  if (threadIdx.x < TOKENS) {
-    int entry = -1, ntok = 0;
-    if ((int)threadIdx.x < n) {
-      const int v = p.ws_list[list0 + threadIdx.x];
-      entry = v >> 8;
-      ntok = (v & 0xff) + 1;
-      atomicMax(&s_ntok_max, ntok);
-    }
-    s_entry[threadIdx.x] = entry;
-    s_ntok[threadIdx.x] = ntok;
-  }
-  __syncthreads();
-  st_kv::issue(p, g, page, s_ntok_max, region, 0);
-  st_cp_async_commit();
-  // q rows: row m = token slot t * GROUP + head h (zeros past the item's tokens).
-  for (int e = threadIdx.x; e < ROWS * ROW_CHUNKS; e += THREADS) {
-    const int m = e / ROW_CHUNKS, c = e % ROW_CHUNKS, t = m / GROUP, h = m % GROUP;
-    uint4 v = make_uint4(0u, 0u, 0u, 0u);
-    if (m < REAL_ROWS && t < n) {
-      const int i = p.q0 + s_entry[t] / p.topk;
-      v = *(const uint4 *)((const uint16_t *)p.q + (int64_t)i * p.q_stride_row +
-                           (int64_t)(g * GROUP + h) * p.q_stride_head + c * 8);
-    }
-    *(uint4 *)(q_smem + st_swizzle_offset<ROW_CHUNKS>(m, c)) = v;
-  }
-  st_cp_async_wait<0>();
-  __syncthreads();
-  if (IS_FP8) {
-    st_kv::widen(p, region, 0);
+  if (STAGES == 2 && (int)blockIdx.x < items) {
+    st_fetch_item(p, blockIdx.x, s_it[0]);
     __syncthreads();
+    st_issue_item(p, s_it[0], q_smem, region, 0);
+    st_cp_async_commit();
   }
-  if (warp >= MATH_WARPS) return;
-  int lim[2];
-  const float bias[2] = {0.f, 0.f};
-#pragma unroll
-  for (int rr = 0; rr < 2; rr++) {
-    const int m = warp * 16 + (lane >> 2) + rr * 8, t = m / GROUP;
-    lim[rr] = m < REAL_ROWS && t < n ? s_ntok[t] : 0; // padding rows see nothing
-  }
-  if (!__any_sync(0xffffffffu, lim[0] > 0 || lim[1] > 0)) return;
-  st_softmax_state<HEAD_DIM> st;
-  st_softmax_init(st);
-  const uint32_t k_tile = st_kv::k_tile(region, 0);
-  for (int tok0 = 0; tok0 < BLOCK_TOKENS; tok0 += STEP_TOKENS)
-    st_attend_tile<HEAD_DIM, STEP_TOKENS>(st_smem_addr(q_smem), warp * 16, k_tile, k_tile + st_kv::TILE_BYTES, tok0,
-                                          lim, bias, p.score_scale_log2, st);
-  st_softmax_finish_l(st);
-  // The partials: (m, l) and O / l of each row.
-#pragma unroll
-  for (int rr = 0; rr < 2; rr++) {
-    const int m = warp * 16 + (lane >> 2) + rr * 8, t = m / GROUP, h = m % GROUP;
-    if (lim[rr] == 0) continue;
-    const int64_t slot = ((int64_t)g * p.nq * p.topk + s_entry[t]) * GROUP + h;
-    const float l_row = st.l[rr], inv = l_row > 0.f ? 1.f / l_row : 0.f;
-    if ((lane & 3) == 0) *(float2 *)(p.ws_part_ml + slot * 2) = make_float2(st.m[rr], l_row);
-#pragma unroll
-    for (int dt = 0; dt < DT; dt++) {
-      const int d = dt * 8 + 2 * (lane & 3);
-      const float a = st.o[dt][rr * 2] * inv, b = st.o[dt][rr * 2 + 1] * inv;
-      if (PART_F32)
-        *(float2 *)((float *)p.ws_part_o + slot * HEAD_DIM + d) = make_float2(a, b);
-      else
-        *(uint32_t *)((uint16_t *)p.ws_part_o + slot * HEAD_DIM + d) = st_pack_bf16(a, b);
+  for (int x = blockIdx.x, step = 0; x < items; x += gridDim.x, step++) {
+    const int b = STAGES == 2 ? step & 1 : 0, next = x + gridDim.x;
+    if (STAGES == 2) {
+      if (next < items) { // stage b ^ 1 was last read before the previous step's closing sync
+        st_fetch_item(p, next, s_it[b ^ 1]);
+        __syncthreads();
+        st_issue_item(p, s_it[b ^ 1], q_smem, region, b ^ 1);
+      }
+      st_cp_async_commit();
+      st_cp_async_wait<1>();
+    } else {
+      st_fetch_item(p, x, s_it[0]);
+      __syncthreads();
+      st_issue_item(p, s_it[0], q_smem, region, 0);
+      st_cp_async_commit();
+      st_cp_async_wait<0>();
     }
+    __syncthreads(); // item x's block and q rows are in, from every thread's copies
+    if (IS_FP8) {
+      st_kv::widen(p, region, b);
+      __syncthreads();
+    }
+    const st_item &it = s_it[b];
+    int lim[2];
+    const float bias[2] = {0.f, 0.f};
+#pragma unroll
+    for (int rr = 0; rr < 2; rr++) {
+      const int m = warp * 16 + (lane >> 2) + rr * 8, t = m / GROUP;
+      lim[rr] = m < REAL_ROWS && t < it.n ? it.ntok[t] : 0; // padding rows see nothing
+    }
+    if (warp < MATH_WARPS && __any_sync(0xffffffffu, lim[0] > 0 || lim[1] > 0)) {
+      st_softmax_state<HEAD_DIM> st;
+      st_softmax_init(st);
+      const uint32_t k_tile = st_kv::k_tile(region, b);
+      for (int tok0 = 0; tok0 < BLOCK_TOKENS; tok0 += STEP_TOKENS)
+        st_attend_tile<HEAD_DIM, STEP_TOKENS>(st_smem_addr(q_smem + b * Q_BYTES), warp * 16, k_tile,
+                                              k_tile + st_kv::TILE_BYTES, tok0, lim, bias, p.score_scale_log2, st);
+      st_softmax_finish_l(st);
+      // The partials: (m, l) and O / l of each row.
+#pragma unroll
+      for (int rr = 0; rr < 2; rr++) {
+        const int m = warp * 16 + (lane >> 2) + rr * 8, t = m / GROUP, h = m % GROUP;
+        if (lim[rr] == 0) continue;
+        const int64_t slot = ((int64_t)it.g * p.nq * p.topk + it.entry[t]) * GROUP + h;
+        const float l_row = st.l[rr], inv = l_row > 0.f ? 1.f / l_row : 0.f;
+        if ((lane & 3) == 0) *(float2 *)(p.ws_part_ml + slot * 2) = make_float2(st.m[rr], l_row);
+#pragma unroll
+        for (int dt = 0; dt < DT; dt++) {
+          const int d = dt * 8 + 2 * (lane & 3);
+          const float a = st.o[dt][rr * 2] * inv, c = st.o[dt][rr * 2 + 1] * inv;
+          if (PART_F32)
+            *(float2 *)((float *)p.ws_part_o + slot * HEAD_DIM + d) = make_float2(a, c);
+          else
+            *(uint32_t *)((uint16_t *)p.ws_part_o + slot * HEAD_DIM + d) = st_pack_bf16(a, c);
+        }
+      }
+    }
+    __syncthreads(); // stage b is free
   }
 }

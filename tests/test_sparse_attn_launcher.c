@@ -165,7 +165,7 @@ static void test_plan_and_shared_memory_follow_the_kernel(void **state) {
   st_sparse_attn_args a = valid_args();
   st_sparse_attn_plan p;
   c = config("bf16", 16, 8, 16, 2);
-  assert_int_equal(st_sparse_attn_plan_make(&c, &a, &p, &err), ST_OK);
+  assert_int_equal(st_sparse_attn_plan_make(&c, &a, 132, &p, &err), ST_OK);
   assert_int_equal(p.grid[0], (TOTAL_Q + 7) / 8);
   assert_int_equal(p.grid[1], HKV);
   assert_int_equal(p.block, 256);

@@ -8,10 +8,11 @@
 --          the union of their selected blocks (templates/sparse_attn.cu);
 --   block  one CTA per selected block and `tokens` of the query tokens that
 --          selected it; partial states (`part`: bf16 or f32) merged
---          afterwards, registers budgeted for `ctas` CTAs an SM
+--          afterwards, registers budgeted for `ctas` CTAs an SM, `stages`
+--          2: the next item loads while this one computes
 --          (templates/sparse_attn_block.cu; needs a workspace).
 -- Parameters one family does not use hold one value (tile: part bf16,
--- ctas 1; block: topk 16, stages 1), so no kernel appears twice. Parameter
+-- ctas 1; block: topk 16), so no kernel appears twice. Parameter
 -- names here are the ones the C launcher reads
 -- (st_sparse_attn_config_from_params) and the templates expect. Every
 -- function is pure.
@@ -79,8 +80,8 @@ local function shared_bytes(k)
   local tile = BLOCK_TOKENS * D * 2
   local fp8 = k.dtype == "fp8"
   local stage = fp8 and (2 * BLOCK_TOKENS * D + 2 * BLOCK_TOKENS * 4) or 2 * tile
-  if k.algo == "block" then -- the q tile and one block
-    return q + stage + (fp8 and 2 * tile or 0)
+  if k.algo == "block" then -- per stage a q tile and a block
+    return k.stages * (q + stage) + (fp8 and 2 * tile or 0)
   end
   local kv = k.stages * stage + (fp8 and 2 * tile or 0)
   local entries = T * k.topk
@@ -93,8 +94,8 @@ function M.constraint(k)
   if k.algo == "tile" and (k.part ~= "bf16" or k.ctas ~= 1) then
     return false, "tile variants have no partials and budget one CTA an SM (part bf16, ctas 1)"
   end
-  if k.algo == "block" and (k.topk ~= 16 or k.stages ~= 1) then
-    return false, "block variants hold no selection lists and one block (topk 16, stages 1)"
+  if k.algo == "block" and k.topk ~= 16 then
+    return false, "block variants hold no selection lists (topk 16)"
   end
   if k.algo == "block" and k.tokens < 4 then
     return false, "block variants take at least 4 tokens a block (fewer read each block nearly once a token)"
@@ -265,11 +266,11 @@ function M.render_values(k)
 end
 
 -- "sparse_attn.bf16.d128.g16.t8.k16.s2" (tile; the names of before the
--- block family), "sparse_attn.bf16.d128.g16.block.t8.pbf16.c2/q256".
+-- block family), "sparse_attn.bf16.d128.g16.block.t8.s2.pbf16.c1/q256".
 function M.variant_name(k, l)
   if k.algo == "block" then
-    return string.format("%s.%s.d%d.g%d.block.t%d.p%s.c%d/%s", M.name, k.dtype, k.head_dim, k.group, k.tokens, k.part,
-      k.ctas, (l.chunk or 0) == 0 and "auto" or ("q" .. l.chunk))
+    return string.format("%s.%s.d%d.g%d.block.t%d.s%d.p%s.c%d/%s", M.name, k.dtype, k.head_dim, k.group, k.tokens,
+      k.stages, k.part, k.ctas, (l.chunk or 0) == 0 and "auto" or ("q" .. l.chunk))
   end
   return string.format("%s.%s.d%d.g%d.t%d.k%d.s%d", M.name, k.dtype, k.head_dim, k.group, k.tokens, k.topk, k.stages)
 end

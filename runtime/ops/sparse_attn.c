@@ -84,8 +84,8 @@ unsigned st_sparse_attn_smem_bytes(const st_sparse_attn_config *cfg) {
   const int64_t q = (int64_t)padded_rows(cfg) * D * 2;
   const int64_t tile = ST_BLOCK_TOKENS * D * 2;
   const int64_t stage = fp8 ? 2 * ST_BLOCK_TOKENS * D + 2 * ST_BLOCK_TOKENS * 4 : 2 * tile;
-  if (cfg->algo == ST_SPARSE_ATTN_BLOCK) /* the q tile and one block (templates/sparse_attn_block.cu) */
-    return (unsigned)(q + stage + (fp8 ? 2 * tile : 0));
+  if (cfg->algo == ST_SPARSE_ATTN_BLOCK) /* per stage a q tile and a block (templates/sparse_attn_block.cu) */
+    return (unsigned)(cfg->stages * (q + stage) + (fp8 ? 2 * tile : 0));
   const int64_t kv = cfg->stages * stage + (fp8 ? 2 * tile : 0);
   const int64_t entries = T * cfg->topk_cap, slots = 2 * entries;
   const int64_t lists = entries * 4 * 4 + slots * 4 * 3 + entries * T * 4 + T * 8;
@@ -200,14 +200,14 @@ static size_t block_workspace(const st_sparse_attn_config *cfg, int64_t Hkv, int
   plan->off_key = take(&off, entries * 4);
   plan->off_rank = take(&off, entries * 4);
   plan->off_list = take(&off, entries * 4);
-  plan->off_item_key = take(&off, items * 4);
+  plan->off_item_rec = take(&off, items * 16);
   plan->off_part_ml = take(&off, states * 2 * 4);
   plan->off_part_o = take(&off, states * (size_t)cfg->head_dim * (cfg->part_f32 ? 4 : 2));
   return off;
 }
 
-static st_status plan_block(const st_sparse_attn_config *cfg, const st_sparse_attn_args *a, st_sparse_attn_plan *plan,
-                            st_err *err) {
+static st_status plan_block(const st_sparse_attn_config *cfg, const st_sparse_attn_args *a, int sm_count,
+                            st_sparse_attn_plan *plan, st_err *err) {
   const int64_t total_q = a->q.shape[0], Hkv = a->k_cache.shape[1], topk = a->topk_idx.shape[2];
   const int64_t R = a->block_table.shape[0], max_blocks = plan->params.max_blocks;
   const int64_t max_keys = Hkv * R * max_blocks;
@@ -238,14 +238,15 @@ static st_status plan_block(const st_sparse_attn_config *cfg, const st_sparse_at
   if (items > ST_MAX_GRID_X)
     return st_fail(err, ST_ERR_INVALID_ARG, "a chunk of %lld tokens needs more than %lld CTAs", (long long)chunk,
                    ST_MAX_GRID_X);
-  plan->grid[0] = (unsigned)items;
+  plan->persistent = sm_count * cfg->ctas;
+  plan->grid[0] = (unsigned)(items < plan->persistent ? items : plan->persistent);
   plan->grid[1] = plan->grid[2] = 1;
   plan->block = (unsigned)st_sparse_attn_threads(cfg);
   plan->smem_bytes = st_sparse_attn_smem_bytes(cfg);
   return ST_OK;
 }
 
-st_status st_sparse_attn_plan_make(const st_sparse_attn_config *cfg, const st_sparse_attn_args *a,
+st_status st_sparse_attn_plan_make(const st_sparse_attn_config *cfg, const st_sparse_attn_args *a, int sm_count,
                                    st_sparse_attn_plan *plan, st_err *err) {
   memset(plan, 0, sizeof *plan);
   const int64_t total_q = a->q.shape[0], tiles = (total_q + cfg->tokens - 1) / cfg->tokens;
@@ -257,7 +258,7 @@ st_status st_sparse_attn_plan_make(const st_sparse_attn_config *cfg, const st_sp
     return st_fail(err, ST_ERR_INVALID_ARG, "total_q=%lld needs more than %lld tiles", (long long)total_q,
                    ST_MAX_GRID_X);
   fill_params(a, &plan->params);
-  if (cfg->algo == ST_SPARSE_ATTN_BLOCK) return plan_block(cfg, a, plan, err);
+  if (cfg->algo == ST_SPARSE_ATTN_BLOCK) return plan_block(cfg, a, sm_count > 0 ? sm_count : 1, plan, err);
   plan->grid[0] = (unsigned)tiles;
   plan->grid[1] = (unsigned)a->k_cache.shape[1];
   plan->grid[2] = 1;
@@ -285,7 +286,7 @@ static st_status launch_block(const st_cu *cu, CUfunction main_fn, CUfunction me
   p.ws_key = (int32_t *)(ws + plan->off_key);
   p.ws_rank = (int32_t *)(ws + plan->off_rank);
   p.ws_list = (int32_t *)(ws + plan->off_list);
-  p.ws_item_key = (int32_t *)(ws + plan->off_item_key);
+  p.ws_item_rec = (int32_t *)(ws + plan->off_item_rec);
   p.ws_part_ml = (float *)(ws + plan->off_part_ml);
   p.ws_part_o = ws + plan->off_part_o;
   const int64_t total_q = p.total_q, Hkv = p.num_kv_heads;
@@ -300,7 +301,8 @@ static st_status launch_block(const st_cu *cu, CUfunction main_fn, CUfunction me
     p.step = 1;
     if ((st = launch_one(cu, merge_fn, steps, 1, ST_SPARSE_ATTN_STEP_THREADS, 0, &p, stream, err)) != ST_OK) break;
     const int64_t items = block_items(Hkv, nq, p.topk, plan->tokens, plan->max_keys);
-    st = launch_one(cu, main_fn, (unsigned)items, 1, plan->block, plan->smem_bytes, &p, stream, err);
+    const unsigned ctas = (unsigned)(items < plan->persistent ? items : plan->persistent);
+    st = launch_one(cu, main_fn, ctas, 1, plan->block, plan->smem_bytes, &p, stream, err);
     if (st != ST_OK) break;
     p.step = 2;
     st = launch_one(cu, merge_fn, (unsigned)nq, (unsigned)Hkv, ST_SPARSE_ATTN_STEP_THREADS, 0, &p, stream, err);

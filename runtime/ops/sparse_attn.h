@@ -39,7 +39,8 @@ typedef struct st_sparse_attn_config {
   int group;      /* q heads per kv head, exactly the call's Hq / Hkv       */
   int tokens;     /* query tokens per CTA: 1, 2, 4, 8, 16                    */
   int topk_cap;   /* tile: topk_idx entries per row the CTA's lists hold: 16, 32, 64 */
-  int stages;     /* tile: blocks in flight per CTA                         */
+  int stages;     /* blocks in flight per CTA (block: 2 = the next item's block
+                     and q rows load while this one's are used)           */
   int part_f32;   /* block: partial outputs in fp32 (1) or bf16 (0)         */
   int ctas;       /* block: CTAs per SM the registers are budgeted for: 1, 2 */
   int chunk_q;    /* block, launch parameter `chunk`: query tokens per pass
@@ -82,12 +83,14 @@ typedef struct st_sparse_attn_plan {
   unsigned smem_bytes;
   size_t workspace_bytes; /* tile: 0 */
   /* block-major only */
-  int algo, chunk_q, max_keys, tokens;
-  size_t off_header, off_count, off_offset, off_item, off_key, off_rank, off_list, off_item_key, off_part_ml,
+  int algo, chunk_q, max_keys, tokens, persistent; /* persistent: block CTAs a launch */
+  size_t off_header, off_count, off_offset, off_item, off_key, off_rank, off_list, off_item_rec, off_part_ml,
       off_part_o;
 } st_sparse_attn_plan;
 
-st_status st_sparse_attn_plan_make(const st_sparse_attn_config *cfg, const st_sparse_attn_args *a,
+/* sm_count: the device's SMs (block-major kernels are persistent: ctas
+ * CTAs an SM, each walking work items); <= 0 counts as 1. */
+st_status st_sparse_attn_plan_make(const st_sparse_attn_config *cfg, const st_sparse_attn_args *a, int sm_count,
                                    st_sparse_attn_plan *plan, st_err *err);
 
 /* Launches the planned kernels on `stream`; `merge_fn` may be NULL for tile

@@ -57,7 +57,7 @@ typedef struct st_sparse_attn_params {
   int32_t *ws_key;        /* [max_entries] key of each entry, -1: not valid      */
   int32_t *ws_rank;       /* [max_entries] its place in its key's list << 8 | visible tokens - 1 */
   int32_t *ws_list;       /* [max_entries] ((token - q0) * topk + k) << 8 | visible tokens - 1, by key */
-  int32_t *ws_item_key;   /* [max_items] the key of each work item               */
+  int32_t *ws_item_rec;   /* [max_items][4] each work item: key, first list slot, entries, page */
   float *ws_part_ml;      /* [max_entries][GROUP] (m log2 units, l) per q head   */
   void *ws_part_o;        /* [max_entries][GROUP][D] O / l, bf16 or fp32         */
   int32_t q0, nq;         /* this chunk's query tokens                          */

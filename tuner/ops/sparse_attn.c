@@ -218,7 +218,7 @@ static st_status bind(void *pc, const st_params *kernel, const st_params *launch
   st_status s;
   if ((s = st_sparse_attn_config_from_params(kernel, launch, &b->cfg, err)) ||
       (s = st_sparse_attn_check_fit(&b->cfg, &c->args, err)) ||
-      (s = st_sparse_attn_plan_make(&b->cfg, &c->args, &b->plan, err)))
+      (s = st_sparse_attn_plan_make(&b->cfg, &c->args, c->dev.sm_count, &b->plan, err)))
     goto fail;
   CUresult rc = c->cu->cuModuleGetFunction(&b->main_fn, mod, ST_SPARSE_ATTN_MAIN_KERNEL);
   if (rc == CUDA_SUCCESS && b->cfg.algo == ST_SPARSE_ATTN_BLOCK)
