@@ -176,6 +176,78 @@ static void test_plan_and_shared_memory_follow_the_kernel(void **state) {
   assert_float_equal(p.params.score_scale_log2, 0.088 * 1.4426950408889634, 1e-6);
 }
 
+static st_status block_config(const char *part, int ctas, int tokens, int stages, int chunk, st_sparse_attn_config *c,
+                              st_err *err) {
+  st_params k = {0}, l = {0};
+  st_params_set(&k, "algo", "block", err);
+  st_params_set(&k, "dtype", "bf16", err);
+  st_params_set_int(&k, "head_dim", D, err);
+  st_params_set_int(&k, "group", 16, err);
+  st_params_set_int(&k, "tokens", tokens, err);
+  st_params_set_int(&k, "topk", 16, err);
+  st_params_set_int(&k, "stages", stages, err);
+  st_params_set(&k, "part", part, err);
+  st_params_set_int(&k, "ctas", ctas, err);
+  if (chunk >= 0) st_params_set_int(&l, "chunk", chunk, err);
+  return st_sparse_attn_config_from_params(&k, &l, c, err);
+}
+
+/* Block-major variants (templates/sparse_attn_block.cu): parameters, fit
+ * at any topk, the chunked workspace, the persistent grid, and the
+ * launcher's refusals before anything reaches the driver. */
+static void test_block_major_variants_plan_chunks_and_workspace(void **state) {
+  (void)state;
+  st_err err = {{0}};
+  st_sparse_attn_config c;
+  assert_int_equal(block_config("f16", 1, 8, 1, 0, &c, &err), ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "part='f16' is not bf16 or f32"));
+  assert_int_equal(block_config("bf16", 3, 8, 1, 0, &c, &err), ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "ctas"));
+  assert_int_equal(block_config("bf16", 1, 8, 1, 100, &c, &err), ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "chunk=100 is not a multiple of 64"));
+  assert_int_equal(block_config("bf16", 2, 8, 1, -1, &c, &err), ST_OK); /* no chunk: 0, by the budget */
+  assert_int_equal(c.algo, ST_SPARSE_ATTN_BLOCK);
+  assert_int_equal(c.chunk_q, 0);
+  assert_int_equal(c.ctas, 2);
+  /* The q tile and one block per stage. */
+  assert_int_equal(st_sparse_attn_smem_bytes(&c), 8 * 16 * D * 2 + 2 * 128 * D * 2);
+  st_params k = {0}, l = {0};
+  st_params_set(&k, "algo", "blocks", &err);
+  assert_int_equal(st_sparse_attn_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "algo='blocks' is not tile or block"));
+
+  st_sparse_attn_args a = valid_args();
+  a.topk_idx.shape[2] = 40; /* no list capacity: any topk fits */
+  assert_int_equal(block_config("bf16", 1, 8, 2, 0, &c, &err), ST_OK);
+  assert_int_equal(st_sparse_attn_check_fit(&c, &a, &err), ST_OK);
+  a = valid_args();
+  st_sparse_attn_plan p;
+  assert_int_equal(st_sparse_attn_plan_make(&c, &a, 132, &p, &err), ST_OK);
+  /* 5000 tokens x 32 entries x (16 heads x (128 x 2 + 8) bytes of partials
+   * + lists) exceed 256 MiB: chunks of a multiple of 64 tokens within it. */
+  assert_true(p.chunk_q >= 64 && p.chunk_q < TOTAL_Q && p.chunk_q % 64 == 0);
+  assert_true(p.workspace_bytes <= ST_SPARSE_ATTN_BLOCK_WS && p.workspace_bytes > ST_SPARSE_ATTN_BLOCK_WS / 2);
+  assert_int_equal(p.grid[0], 132); /* persistent: ctas (1) per SM */
+  assert_int_equal(p.block, 256);
+  const size_t entries = (size_t)HKV * (size_t)p.chunk_q * TOPK;
+  assert_true(p.off_part_o + entries * 16 * D * 2 <= p.workspace_bytes);
+  assert_true(p.off_part_ml + entries * 16 * 8 <= p.off_part_o);
+  assert_int_equal(block_config("f32", 2, 4, 1, 1024, &c, &err), ST_OK);
+  assert_int_equal(st_sparse_attn_plan_make(&c, &a, 132, &p, &err), ST_OK);
+  assert_int_equal(p.chunk_q, 1024);
+  assert_int_equal(p.grid[0], 264);
+  assert_true(p.off_part_o + (size_t)HKV * 1024 * TOPK * 16 * D * 4 <= p.workspace_bytes);
+
+  /* The launcher refuses before touching the driver (cu is not needed). */
+  assert_int_equal(st_sparse_attn_launch(NULL, (CUfunction)FAKE(8), NULL, &p, FAKE(0x1000), p.workspace_bytes, NULL, &err),
+                   ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "needs its merge kernel"));
+  assert_int_equal(
+      st_sparse_attn_launch(NULL, (CUfunction)FAKE(8), (CUfunction)FAKE(16), &p, FAKE(0x1000), 4096, NULL, &err),
+      ST_ERR_WORKSPACE);
+  assert_non_null(strstr(err.msg, "smaller than the"));
+}
+
 static void test_dispatch_key_counts_query_tokens_as_the_batch(void **state) {
   (void)state;
   st_sparse_attn_args a = valid_args();
@@ -193,6 +265,7 @@ int main(void) {
       cmocka_unit_test(test_bad_arguments_are_refused_by_name),
       cmocka_unit_test(test_variant_parameters_and_fit),
       cmocka_unit_test(test_plan_and_shared_memory_follow_the_kernel),
+      cmocka_unit_test(test_block_major_variants_plan_chunks_and_workspace),
       cmocka_unit_test(test_dispatch_key_counts_query_tokens_as_the_batch),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
