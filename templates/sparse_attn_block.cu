@@ -38,26 +38,35 @@ constexpr int WARPS = ${warps};
 constexpr int CTAS_PER_SM = ${ctas};
 constexpr int PART_F32 = ${part_f32};
 constexpr int STAGES = ${stages};
+constexpr int MTILES = ${mtiles}; // 16-row m-tiles a warp takes (2: common/attn_tile_x2.cuh)
 
 #include "params/sparse_attn.h"
 #include "common/attn_tile.cuh"
+#include "common/attn_tile_x2.cuh"
 #include "common/kv_stage.cuh"
 #include "common/last_cta.cuh"
 
 constexpr int THREADS = 32 * WARPS;
 constexpr int REAL_ROWS = TOKENS * GROUP;
-constexpr int ROWS = (REAL_ROWS + 15) / 16 * 16;
-constexpr int MATH_WARPS = ROWS / 16;
+constexpr int WARP_ROWS = 16 * MTILES;
+constexpr int ROWS = (REAL_ROWS + WARP_ROWS - 1) / WARP_ROWS * WARP_ROWS;
+constexpr int MATH_WARPS = ROWS / WARP_ROWS;
 constexpr int BLOCK_TOKENS = 128;
 constexpr int ROW_CHUNKS = HEAD_DIM / 8;
 constexpr int DT = HEAD_DIM / 8;
 // Tokens of an attend step: as many as registers allow (as in sparse_attn.cu),
 // with CTAS_PER_SM CTAs sharing the register file.
 constexpr int REG_BUDGET = 65536 / (THREADS * CTAS_PER_SM) < 255 ? 65536 / (THREADS * CTAS_PER_SM) : 255;
-constexpr int STEP_TOKENS = HEAD_DIM / 2 + 64 + 100 <= REG_BUDGET   ? 128
-                            : HEAD_DIM / 2 + 32 + 100 <= REG_BUDGET ? 64
-                            : HEAD_DIM / 2 + 16 + 100 <= REG_BUDGET ? 32
-                                                                    : 16;
+// Two m-tiles hold twice the output and scores (ptxas: ~60 registers of
+// fragments and addresses besides).
+constexpr int STEP_TOKENS = MTILES == 1 ? (HEAD_DIM / 2 + 64 + 100 <= REG_BUDGET   ? 128
+                                           : HEAD_DIM / 2 + 32 + 100 <= REG_BUDGET ? 64
+                                           : HEAD_DIM / 2 + 16 + 100 <= REG_BUDGET ? 32
+                                                                                   : 16)
+                                        : (HEAD_DIM + 128 + 90 <= REG_BUDGET  ? 128
+                                           : HEAD_DIM + 64 + 90 <= REG_BUDGET ? 64
+                                           : HEAD_DIM + 32 + 90 <= REG_BUDGET ? 32
+                                                                              : 16);
 using st_kv = st_kv_stages<IS_FP8, HEAD_DIM, STAGES, THREADS>;
 // Dynamic shared memory: STAGES q tiles [ROWS][HEAD_DIM] bf16 (swizzled),
 // then the K/V region of STAGES blocks; runtime/ops/sparse_attn.c computes
@@ -70,6 +79,7 @@ constexpr float LN2 = 0.69314718055994530942f;
 static_assert(MATH_WARPS <= WARPS, "a warp per m-tile");
 static_assert(HEAD_DIM % 64 == 0, "whole groups of 8 swizzled chunks per row");
 static_assert(TOKENS <= 16 && STAGES >= 1 && STAGES <= 2, "an item's entries on lanes of warp 0; one or two stages");
+static_assert(MTILES == 1 || (MTILES == 2 && HEAD_DIM <= 128), "two m-tiles hold 2 x HEAD_DIM / 2 output registers");
 
 // The request of query token i: the last one starting at or before it.
 __device__ __forceinline__ int st_request_of(const st_sparse_attn_params &p, int i) {
@@ -312,6 +322,30 @@ __device__ __forceinline__ void st_issue_item(const st_sparse_attn_params &p, co
   }
 }
 
+// The partials of a warp's m-tile (rows m0 ..): (m, l) and O / l of each
+// row that saw a key.
+__device__ __forceinline__ void st_write_partials(const st_sparse_attn_params &p, const st_item &it,
+                                                  const st_softmax_state<HEAD_DIM> &st, int m0, const int (&lim)[2]) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int rr = 0; rr < 2; rr++) {
+    const int m = m0 + (lane >> 2) + rr * 8, t = m / GROUP, h = m % GROUP;
+    if (lim[rr] == 0) continue;
+    const int64_t slot = ((int64_t)it.g * p.nq * p.topk + it.entry[t]) * GROUP + h;
+    const float l_row = st.l[rr], inv = l_row > 0.f ? 1.f / l_row : 0.f;
+    if ((lane & 3) == 0) *(float2 *)(p.ws_part_ml + slot * 2) = make_float2(st.m[rr], l_row);
+#pragma unroll
+    for (int dt = 0; dt < DT; dt++) {
+      const int d = dt * 8 + 2 * (lane & 3);
+      const float a = st.o[dt][rr * 2] * inv, c = st.o[dt][rr * 2 + 1] * inv;
+      if (PART_F32)
+        *(float2 *)((float *)p.ws_part_o + slot * HEAD_DIM + d) = make_float2(a, c);
+      else
+        *(uint32_t *)((uint16_t *)p.ws_part_o + slot * HEAD_DIM + d) = st_pack_bf16(a, c);
+    }
+  }
+}
+
 // Persistent: CTA c takes work items c, c + gridDim.x, ... of the chunk
 // (ws_header[4] in all). With STAGES 2 the next item's entries, block and q
 // rows load while this one's are used.
@@ -355,38 +389,36 @@ extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_att
       __syncthreads();
     }
     const st_item &it = s_it[b];
-    int lim[2];
+    const uint32_t k_tile = st_kv::k_tile(region, b), q_tile = st_smem_addr(q_smem + b * Q_BYTES);
     const float bias[2] = {0.f, 0.f};
+    int lim[MTILES][2];
 #pragma unroll
-    for (int rr = 0; rr < 2; rr++) {
-      const int m = warp * 16 + (lane >> 2) + rr * 8, t = m / GROUP;
-      lim[rr] = m < REAL_ROWS && t < it.n ? it.ntok[t] : 0; // padding rows see nothing
-    }
-    if (warp < MATH_WARPS && __any_sync(0xffffffffu, lim[0] > 0 || lim[1] > 0)) {
-      st_softmax_state<HEAD_DIM> st;
-      st_softmax_init(st);
-      const uint32_t k_tile = st_kv::k_tile(region, b);
-      for (int tok0 = 0; tok0 < BLOCK_TOKENS; tok0 += STEP_TOKENS)
-        st_attend_tile<HEAD_DIM, STEP_TOKENS>(st_smem_addr(q_smem + b * Q_BYTES), warp * 16, k_tile,
-                                              k_tile + st_kv::TILE_BYTES, tok0, lim, bias, p.score_scale_log2, st);
-      st_softmax_finish_l(st);
-      // The partials: (m, l) and O / l of each row.
+    for (int mt = 0; mt < MTILES; mt++)
 #pragma unroll
       for (int rr = 0; rr < 2; rr++) {
-        const int m = warp * 16 + (lane >> 2) + rr * 8, t = m / GROUP, h = m % GROUP;
-        if (lim[rr] == 0) continue;
-        const int64_t slot = ((int64_t)it.g * p.nq * p.topk + it.entry[t]) * GROUP + h;
-        const float l_row = st.l[rr], inv = l_row > 0.f ? 1.f / l_row : 0.f;
-        if ((lane & 3) == 0) *(float2 *)(p.ws_part_ml + slot * 2) = make_float2(st.m[rr], l_row);
+        const int m = warp * WARP_ROWS + mt * 16 + (lane >> 2) + rr * 8, t = m / GROUP;
+        lim[mt][rr] = m < REAL_ROWS && t < it.n ? it.ntok[t] : 0; // padding rows see nothing
+      }
+    bool any = false;
 #pragma unroll
-        for (int dt = 0; dt < DT; dt++) {
-          const int d = dt * 8 + 2 * (lane & 3);
-          const float a = st.o[dt][rr * 2] * inv, c = st.o[dt][rr * 2 + 1] * inv;
-          if (PART_F32)
-            *(float2 *)((float *)p.ws_part_o + slot * HEAD_DIM + d) = make_float2(a, c);
-          else
-            *(uint32_t *)((uint16_t *)p.ws_part_o + slot * HEAD_DIM + d) = st_pack_bf16(a, c);
-        }
+    for (int mt = 0; mt < MTILES; mt++) any |= lim[mt][0] > 0 || lim[mt][1] > 0;
+    if (warp < MATH_WARPS && __any_sync(0xffffffffu, any)) {
+      st_softmax_state<HEAD_DIM> st[MTILES];
+#pragma unroll
+      for (int mt = 0; mt < MTILES; mt++) st_softmax_init(st[mt]);
+      for (int tok0 = 0; tok0 < BLOCK_TOKENS; tok0 += STEP_TOKENS) {
+        if (MTILES == 1)
+          st_attend_tile<HEAD_DIM, STEP_TOKENS>(q_tile, warp * WARP_ROWS, k_tile, k_tile + st_kv::TILE_BYTES, tok0,
+                                                lim[0], bias, p.score_scale_log2, st[0]);
+        else
+          st_attend_tile_x2<HEAD_DIM, STEP_TOKENS>(q_tile, warp * WARP_ROWS, k_tile, k_tile + st_kv::TILE_BYTES, tok0,
+                                                   lim[0], lim[MTILES - 1], bias, p.score_scale_log2, st[0],
+                                                   st[MTILES - 1]);
+      }
+#pragma unroll
+      for (int mt = 0; mt < MTILES; mt++) {
+        st_softmax_finish_l(st[mt]);
+        st_write_partials(p, it, st[mt], warp * WARP_ROWS + mt * 16, lim[mt]);
       }
     }
     __syncthreads(); // stage b is free

@@ -188,6 +188,7 @@ static st_status block_config(const char *part, int ctas, int tokens, int stages
   st_params_set_int(&k, "stages", stages, err);
   st_params_set(&k, "part", part, err);
   st_params_set_int(&k, "ctas", ctas, err);
+  st_params_set_int(&k, "mtiles", 1, err);
   if (chunk >= 0) st_params_set_int(&l, "chunk", chunk, err);
   return st_sparse_attn_config_from_params(&k, &l, c, err);
 }
@@ -210,6 +211,10 @@ static void test_block_major_variants_plan_chunks_and_workspace(void **state) {
   assert_int_equal(c.chunk_q, 0);
   assert_int_equal(c.ctas, 2);
   /* The q tile and one block per stage. */
+  assert_int_equal(st_sparse_attn_smem_bytes(&c), 8 * 16 * D * 2 + 2 * 128 * D * 2);
+  assert_int_equal(st_sparse_attn_threads(&c), 256);
+  c.mtiles = 2; /* two m-tiles a warp: 128 rows on 4 warps */
+  assert_int_equal(st_sparse_attn_threads(&c), 128);
   assert_int_equal(st_sparse_attn_smem_bytes(&c), 8 * 16 * D * 2 + 2 * 128 * D * 2);
   st_params k = {0}, l = {0};
   st_params_set(&k, "algo", "blocks", &err);

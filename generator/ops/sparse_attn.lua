@@ -9,10 +9,11 @@
 --   block  one CTA per selected block and `tokens` of the query tokens that
 --          selected it; partial states (`part`: bf16 or f32) merged
 --          afterwards, registers budgeted for `ctas` CTAs an SM, `stages`
---          2: the next item loads while this one computes
+--          2: the next item loads while this one computes, `mtiles` 2:
+--          32 q rows a warp
 --          (templates/sparse_attn_block.cu; needs a workspace).
 -- Parameters one family does not use hold one value (tile: part bf16,
--- ctas 1; block: topk 16), so no kernel appears twice. Parameter
+-- ctas 1, mtiles 1; block: topk 16), so no kernel appears twice. Parameter
 -- names here are the ones the C launcher reads
 -- (st_sparse_attn_config_from_params) and the templates expect. Every
 -- function is pure.
@@ -39,6 +40,7 @@ M.kernel_domains = {
   stages = { 1, 2 },              -- KV blocks in flight per CTA
   part = { "bf16", "f32" },       -- block: partial outputs' type
   ctas = { 1, 2 },                -- block: CTAs per SM the registers are budgeted for
+  mtiles = { 1, 2 },              -- block: 16-row m-tiles a warp takes (2: each K/V fragment feeds two)
 }
 
 local BLOCK_TOKENS = 128
@@ -70,8 +72,12 @@ SHAPE_FIELD_SET.peer_us = true
 -- st_sparse_attn_smem_bytes computes the same): the q tile, the K/V stages
 -- (fp8: raw rows and scales, widened into one bf16 K and V tile), and the
 -- lists of the union of the tile's selected blocks.
+local function warp_rows(k)
+  return 16 * k.mtiles
+end
+
 local function padded_rows(k)
-  return (k.tokens * k.group + 15) // 16 * 16
+  return (k.tokens * k.group + warp_rows(k) - 1) // warp_rows(k) * warp_rows(k)
 end
 
 local function shared_bytes(k)
@@ -91,8 +97,11 @@ end
 
 -- The constraints of the kernel space: ok, or false and why.
 function M.constraint(k)
-  if k.algo == "tile" and (k.part ~= "bf16" or k.ctas ~= 1) then
-    return false, "tile variants have no partials and budget one CTA an SM (part bf16, ctas 1)"
+  if k.algo == "tile" and (k.part ~= "bf16" or k.ctas ~= 1 or k.mtiles ~= 1) then
+    return false, "tile variants have no partials, budget one CTA an SM and one m-tile a warp (part bf16, ctas 1, mtiles 1)"
+  end
+  if k.mtiles == 2 and k.head_dim > 128 then
+    return false, string.format("two m-tiles a warp hold 2 x %d output registers a lane", k.head_dim // 2)
   end
   if k.algo == "block" and k.topk ~= 16 then
     return false, "block variants hold no selection lists (topk 16)"
@@ -131,7 +140,7 @@ function M.defaults()
           local within, smallest, why
           for _, tokens in ipairs({ 16, 8, 4, 2, 1 }) do
             local k = { algo = "tile", dtype = dtype, head_dim = head_dim, group = group, tokens = tokens,
-              topk = topk, stages = 1, part = "bf16", ctas = 1 }
+              topk = topk, stages = 1, part = "bf16", ctas = 1, mtiles = 1 }
             local ok, reason = M.constraint(k)
             if ok then
               if within == nil and tokens * group <= 64 then
@@ -259,18 +268,19 @@ function M.render_values(k)
     tokens = k.tokens,
     topk = k.topk,
     stages = k.stages,
-    warps = math.max(padded_rows(k) // 16, 4),
+    warps = math.max(padded_rows(k) // warp_rows(k), 4),
     ctas = k.ctas,
+    mtiles = k.mtiles,
     part_f32 = k.part == "f32" and 1 or 0,
   }
 end
 
 -- "sparse_attn.bf16.d128.g16.t8.k16.s2" (tile; the names of before the
--- block family), "sparse_attn.bf16.d128.g16.block.t8.s2.pbf16.c1/q256".
+-- block family), "sparse_attn.bf16.d128.g16.block.t8.s2.m2.pbf16.c1/q256".
 function M.variant_name(k, l)
   if k.algo == "block" then
-    return string.format("%s.%s.d%d.g%d.block.t%d.s%d.p%s.c%d/%s", M.name, k.dtype, k.head_dim, k.group, k.tokens,
-      k.stages, k.part, k.ctas, (l.chunk or 0) == 0 and "auto" or ("q" .. l.chunk))
+    return string.format("%s.%s.d%d.g%d.block.t%d.s%d.m%d.p%s.c%d/%s", M.name, k.dtype, k.head_dim, k.group,
+      k.tokens, k.stages, k.mtiles, k.part, k.ctas, (l.chunk or 0) == 0 and "auto" or ("q" .. l.chunk))
   end
   return string.format("%s.%s.d%d.g%d.t%d.k%d.s%d", M.name, k.dtype, k.head_dim, k.group, k.tokens, k.topk, k.stages)
 end

@@ -52,7 +52,7 @@ st_status st_sparse_attn_config_from_params(const st_params *kernel, const st_pa
   if (cfg->tokens * cfg->group > 128)
     return st_fail(err, ST_ERR_INVALID_ARG, "variant has tokens*group=%d q rows, more than 128",
                    cfg->tokens * cfg->group);
-  cfg->ctas = 1;
+  cfg->ctas = cfg->mtiles = 1;
   if (cfg->algo == ST_SPARSE_ATTN_BLOCK) {
     const char *part = st_params_get(kernel, "part");
     if (!part || (strcmp(part, "bf16") && strcmp(part, "f32")))
@@ -61,6 +61,11 @@ st_status st_sparse_attn_config_from_params(const st_params *kernel, const st_pa
     cfg->part_f32 = strcmp(part, "f32") == 0;
     if ((s = st_params_get_int(kernel, "ctas", 1, 2, &v, err)) != ST_OK) return s;
     cfg->ctas = (int)v;
+    if ((s = st_params_get_int(kernel, "mtiles", 1, 2, &v, err)) != ST_OK) return s;
+    cfg->mtiles = (int)v;
+    if (cfg->mtiles == 2 && cfg->head_dim > 128)
+      return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter mtiles=2 needs head_dim <= 128, not %d",
+                     cfg->head_dim);
     if (launch && st_params_get(launch, "chunk")) {
       if ((s = st_params_get_int(launch, "chunk", 0, ST_SPARSE_ATTN_MAX_CHUNK, &v, err)) != ST_OK) return s;
       if (v % 64)
@@ -71,11 +76,15 @@ st_status st_sparse_attn_config_from_params(const st_params *kernel, const st_pa
   return ST_OK;
 }
 
-/* q rows padded to whole 16-row m-tiles. */
-static int padded_rows(const st_sparse_attn_config *cfg) { return (cfg->tokens * cfg->group + 15) / 16 * 16; }
+/* q rows a warp takes (mtiles 16-row m-tiles), and the tile's rows padded
+ * to whole warps' worth. */
+static int warp_rows(const st_sparse_attn_config *cfg) { return 16 * (cfg->mtiles > 1 ? cfg->mtiles : 1); }
+static int padded_rows(const st_sparse_attn_config *cfg) {
+  return (cfg->tokens * cfg->group + warp_rows(cfg) - 1) / warp_rows(cfg) * warp_rows(cfg);
+}
 
 int st_sparse_attn_threads(const st_sparse_attn_config *cfg) {
-  const int warps = padded_rows(cfg) / 16;
+  const int warps = padded_rows(cfg) / warp_rows(cfg);
   return 32 * (warps < 4 ? 4 : warps);
 }
 

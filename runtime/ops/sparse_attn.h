@@ -43,6 +43,7 @@ typedef struct st_sparse_attn_config {
                      and q rows load while this one's are used)           */
   int part_f32;   /* block: partial outputs in fp32 (1) or bf16 (0)         */
   int ctas;       /* block: CTAs per SM the registers are budgeted for: 1, 2 */
+  int mtiles;     /* block: 16-row m-tiles a warp takes: 1, 2 (tile: 1)      */
   int chunk_q;    /* block, launch parameter `chunk`: query tokens per pass
                      (a multiple of 64; 0: as many as the workspace budget allows) */
 } st_sparse_attn_config;
