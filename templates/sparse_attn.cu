@@ -34,17 +34,20 @@ constexpr int TOKENS = ${tokens};
 constexpr int TOPK_CAP = ${topk};
 constexpr int STAGES = ${stages};
 constexpr int WARPS = ${warps};
+constexpr int MTILES = ${mtiles}; // 16-row m-tiles a warp takes (2: common/attn_tile_x2.cuh)
 
 // The argument block first: it brings the fixed-width integer types the
 // common headers use under NVRTC (no C library there).
 #include "params/sparse_attn.h"
 #include "common/attn_tile.cuh"
+#include "common/attn_tile_x2.cuh"
 #include "common/kv_stage.cuh"
 
 constexpr int THREADS = 32 * WARPS;
 constexpr int REAL_ROWS = TOKENS * GROUP;        // q rows of the tile's tokens
-constexpr int ROWS = (REAL_ROWS + 15) / 16 * 16; // padded to whole m-tiles (zero rows)
-constexpr int MATH_WARPS = ROWS / 16;
+constexpr int WARP_ROWS = 16 * MTILES;
+constexpr int ROWS = (REAL_ROWS + WARP_ROWS - 1) / WARP_ROWS * WARP_ROWS; // whole warps' m-tiles (zero rows)
+constexpr int MATH_WARPS = ROWS / WARP_ROWS;
 constexpr int BLOCK_TOKENS = 128;
 constexpr int ROW_CHUNKS = HEAD_DIM / 8;
 constexpr int DT = HEAD_DIM / 8;
@@ -53,10 +56,15 @@ constexpr int DT = HEAD_DIM / 8;
 // registers of fragments and addresses (ptxas spilled at head_dim 256 with
 // 64-token steps).
 constexpr int REG_BUDGET = 65536 / THREADS < 255 ? 65536 / THREADS : 255;
-constexpr int STEP_TOKENS = HEAD_DIM / 2 + 64 + 100 <= REG_BUDGET   ? 128
-                            : HEAD_DIM / 2 + 32 + 100 <= REG_BUDGET ? 64
-                            : HEAD_DIM / 2 + 16 + 100 <= REG_BUDGET ? 32
-                                                                    : 16;
+// Two m-tiles hold twice the output and scores (as sparse_attn_block.cu).
+constexpr int STEP_TOKENS = MTILES == 1 ? (HEAD_DIM / 2 + 64 + 100 <= REG_BUDGET   ? 128
+                                           : HEAD_DIM / 2 + 32 + 100 <= REG_BUDGET ? 64
+                                           : HEAD_DIM / 2 + 16 + 100 <= REG_BUDGET ? 32
+                                                                                   : 16)
+                                        : (HEAD_DIM + 128 + 90 <= REG_BUDGET  ? 128
+                                           : HEAD_DIM + 64 + 90 <= REG_BUDGET ? 64
+                                           : HEAD_DIM + 32 + 90 <= REG_BUDGET ? 32
+                                                                              : 16);
 constexpr int ENTRIES = TOKENS * TOPK_CAP; // (token, entry) pairs, and the most union blocks
 constexpr int HASH_SLOTS = 2 * ENTRIES;    // power of two: TOKENS and TOPK_CAP are
 using st_kv = st_kv_stages<IS_FP8, HEAD_DIM, STAGES, THREADS>;
@@ -74,7 +82,8 @@ constexpr int LIST_BYTES = ENTRIES * 4 * 4 + HASH_SLOTS * 4 * 3 + ENTRIES * TOKE
 constexpr int SMEM_BYTES = Q_BYTES + st_kv::BYTES + LIST_BYTES;
 constexpr float LN2 = 0.69314718055994530942f;
 
-static_assert(MATH_WARPS <= WARPS, "a warp per m-tile");
+static_assert(MATH_WARPS <= WARPS, "a warp per MTILES m-tiles");
+static_assert(MTILES == 1 || (MTILES == 2 && HEAD_DIM <= 128), "two m-tiles hold 2 x HEAD_DIM / 2 output registers");
 static_assert((TOKENS & (TOKENS - 1)) == 0 && (TOPK_CAP & (TOPK_CAP - 1)) == 0, "the hash needs a power of two");
 static_assert(HEAD_DIM % 64 == 0, "whole groups of 8 swizzled chunks per row");
 
@@ -201,17 +210,44 @@ __device__ int st_build_union(const st_sparse_attn_params &p, int tile, int g, c
   return *s_count;
 }
 
-// Row rr of this lane in warp w: the visible-token limit and score bias of
-// union block u (0 and anything: not selected).
-__device__ __forceinline__ void st_row_mask(const st_lists &l, int u, int w, int (&lim)[2], float (&bias)[2]) {
+// Row rr of this lane in the m-tile of rows m0 ..: the visible-token limit
+// and score bias of union block u (0 and anything: not selected).
+__device__ __forceinline__ void st_row_mask(const st_lists &l, int u, int m0, int (&lim)[2], float (&bias)[2]) {
   const int lane = threadIdx.x & 31;
 #pragma unroll
   for (int rr = 0; rr < 2; rr++) {
-    const int m = w * 16 + (lane >> 2) + rr * 8, t = m / GROUP;
+    const int m = m0 + (lane >> 2) + rr * 8, t = m / GROUP;
     const uint32_t cell = m < REAL_ROWS ? l.cell[u * TOKENS + t] : 0u; // padding rows see nothing
     const uint32_t count = cell >> 16, ntok = cell & 0xffffu;
     lim[rr] = count == 0u ? 0 : (int)(count == 1u ? ntok : ntok / count);
     bias[rr] = count > 1u ? __log2f((float)count) : 0.f;
+  }
+}
+
+// The lane's two rows of the m-tile of rows m0 ..: o = O / l (times the
+// scalar V scale), lse.
+__device__ __forceinline__ void st_write_rows(const st_sparse_attn_params &p, int tile, int g,
+                                              st_softmax_state<HEAD_DIM> &st, int m0) {
+  const int lane = threadIdx.x & 31;
+  st_softmax_finish_l(st);
+#pragma unroll
+  for (int rr = 0; rr < 2; rr++) {
+    const int m = m0 + (lane >> 2) + rr * 8, t = m / GROUP, h = m % GROUP, i = tile * TOKENS + t;
+    if (m >= REAL_ROWS || i >= p.total_q) continue;
+    const float l_row = st.l[rr];
+    const float inv = l_row > 0.f ? p.v_scale / l_row : 0.f;
+    const int head = g * GROUP + h;
+    uint16_t *out = (uint16_t *)p.o + (int64_t)i * p.o_stride_row + (int64_t)head * p.o_stride_head;
+#pragma unroll
+    for (int dt = 0; dt < DT; dt++) {
+      const uint32_t two = st_pack_bf16(st.o[dt][rr * 2] * inv, st.o[dt][rr * 2 + 1] * inv);
+      const int d = dt * 8 + 2 * (lane & 3);
+      out[d] = (uint16_t)(two & 0xffffu);
+      out[d + 1] = (uint16_t)(two >> 16);
+    }
+    if ((lane & 3) == 0 && p.lse)
+      p.lse[(int64_t)i * p.lse_stride_row + (int64_t)head * p.lse_stride_head] =
+          l_row > 0.f ? (st.m[rr] + __log2f(l_row)) * LN2 : -ST_INF;
   }
 }
 
@@ -242,8 +278,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) st_sparse_attn_main(const 
   __syncthreads(); // token positions for the union
   const int nblk = st_build_union(p, tile, g, l, &s_count);
 
-  st_softmax_state<HEAD_DIM> st;
-  st_softmax_init(st);
+  st_softmax_state<HEAD_DIM> st[MTILES];
+#pragma unroll
+  for (int mt = 0; mt < MTILES; mt++) st_softmax_init(st[mt]);
   const float scale_log2 = p.score_scale_log2;
 #pragma unroll
   for (int s = 0; s < STAGES; s++) {
@@ -261,14 +298,25 @@ extern "C" __global__ void __launch_bounds__(THREADS) st_sparse_attn_main(const 
       st_cp_async_commit();
     }
     if (warp < MATH_WARPS) {
-      int lim[2];
-      float bias[2];
-      st_row_mask(l, u, warp, lim, bias);
-      if (__any_sync(0xffffffffu, lim[0] > 0 || lim[1] > 0)) {
+      int lim[MTILES][2];
+      float bias[MTILES][2];
+      bool any = false;
+#pragma unroll
+      for (int mt = 0; mt < MTILES; mt++) {
+        st_row_mask(l, u, warp * WARP_ROWS + mt * 16, lim[mt], bias[mt]);
+        any |= lim[mt][0] > 0 || lim[mt][1] > 0;
+      }
+      if (__any_sync(0xffffffffu, any)) {
         const uint32_t k_tile = st_kv::k_tile(region, buf);
-        for (int tok0 = 0; tok0 < BLOCK_TOKENS; tok0 += STEP_TOKENS)
-          st_attend_tile<HEAD_DIM, STEP_TOKENS>(q_tile, warp * 16, k_tile, k_tile + st_kv::TILE_BYTES, tok0, lim, bias,
-                                                scale_log2, st);
+        for (int tok0 = 0; tok0 < BLOCK_TOKENS; tok0 += STEP_TOKENS) {
+          if (MTILES == 1)
+            st_attend_tile<HEAD_DIM, STEP_TOKENS>(q_tile, warp * WARP_ROWS, k_tile, k_tile + st_kv::TILE_BYTES, tok0,
+                                                  lim[0], bias[0], scale_log2, st[0]);
+          else
+            st_attend_tile_x2<HEAD_DIM, STEP_TOKENS>(q_tile, warp * WARP_ROWS, k_tile, k_tile + st_kv::TILE_BYTES,
+                                                     tok0, lim[0], lim[MTILES - 1], bias[0], bias[MTILES - 1],
+                                                     scale_log2, st[0], st[MTILES - 1]);
+        }
       }
     }
     __syncthreads(); // every warp is done with the tiles
@@ -279,25 +327,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) st_sparse_attn_main(const 
   }
   if (warp >= MATH_WARPS) return;
 
-  // Each lane writes its two rows: o = O / l (times the scalar V scale), lse.
-  st_softmax_finish_l(st);
+  // Each lane writes its two rows of each m-tile: o = O / l (times the
+  // scalar V scale), lse.
 #pragma unroll
-  for (int rr = 0; rr < 2; rr++) {
-    const int m = warp * 16 + (lane >> 2) + rr * 8, t = m / GROUP, h = m % GROUP, i = tile * TOKENS + t;
-    if (m >= REAL_ROWS || i >= p.total_q) continue;
-    const float l_row = st.l[rr];
-    const float inv = l_row > 0.f ? p.v_scale / l_row : 0.f;
-    const int head = g * GROUP + h;
-    uint16_t *out = (uint16_t *)p.o + (int64_t)i * p.o_stride_row + (int64_t)head * p.o_stride_head;
-#pragma unroll
-    for (int dt = 0; dt < DT; dt++) {
-      const uint32_t two = st_pack_bf16(st.o[dt][rr * 2] * inv, st.o[dt][rr * 2 + 1] * inv);
-      const int d = dt * 8 + 2 * (lane & 3);
-      out[d] = (uint16_t)(two & 0xffffu);
-      out[d + 1] = (uint16_t)(two >> 16);
-    }
-    if ((lane & 3) == 0 && p.lse)
-      p.lse[(int64_t)i * p.lse_stride_row + (int64_t)head * p.lse_stride_head] =
-          l_row > 0.f ? (st.m[rr] + __log2f(l_row)) * LN2 : -ST_INF;
-  }
+  for (int mt = 0; mt < MTILES; mt++) st_write_rows(p, tile, g, st[mt], warp * WARP_ROWS + mt * 16);
 }

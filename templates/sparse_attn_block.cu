@@ -412,7 +412,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_att
                                                 lim[0], bias, p.score_scale_log2, st[0]);
         else
           st_attend_tile_x2<HEAD_DIM, STEP_TOKENS>(q_tile, warp * WARP_ROWS, k_tile, k_tile + st_kv::TILE_BYTES, tok0,
-                                                   lim[0], lim[MTILES - 1], bias, p.score_scale_log2, st[0],
+                                                   lim[0], lim[MTILES - 1], bias, bias, p.score_scale_log2, st[0],
                                                    st[MTILES - 1]);
       }
 #pragma unroll

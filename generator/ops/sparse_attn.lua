@@ -13,7 +13,8 @@
 --          32 q rows a warp
 --          (templates/sparse_attn_block.cu; needs a workspace).
 -- Parameters one family does not use hold one value (tile: part bf16,
--- ctas 1, mtiles 1; block: topk 16), so no kernel appears twice. Parameter
+-- ctas 1; block: topk 16), so no kernel appears twice. `mtiles` 2 (both
+-- families): 32 q rows a warp, each K/V fragment feeding two mma. Parameter
 -- names here are the ones the C launcher reads
 -- (st_sparse_attn_config_from_params) and the templates expect. Every
 -- function is pure.
@@ -97,8 +98,11 @@ end
 
 -- The constraints of the kernel space: ok, or false and why.
 function M.constraint(k)
-  if k.algo == "tile" and (k.part ~= "bf16" or k.ctas ~= 1 or k.mtiles ~= 1) then
-    return false, "tile variants have no partials, budget one CTA an SM and one m-tile a warp (part bf16, ctas 1, mtiles 1)"
+  if k.algo == "tile" and (k.part ~= "bf16" or k.ctas ~= 1) then
+    return false, "tile variants have no partials and budget one CTA an SM (part bf16, ctas 1)"
+  end
+  if k.mtiles == 2 and k.tokens * k.group < 32 then
+    return false, string.format("tokens*group = %d q rows fill less than one warp's two m-tiles", k.tokens * k.group)
   end
   if k.mtiles == 2 and k.head_dim > 128 then
     return false, string.format("two m-tiles a warp hold 2 x %d output registers a lane", k.head_dim // 2)
@@ -275,14 +279,15 @@ function M.render_values(k)
   }
 end
 
--- "sparse_attn.bf16.d128.g16.t8.k16.s2" (tile; the names of before the
--- block family), "sparse_attn.bf16.d128.g16.block.t8.s2.m2.pbf16.c1/q256".
+-- "sparse_attn.bf16.d128.g16.t8.k16.s2" (tile, one m-tile a warp: the
+-- names of before the block family; ".m2" after two), "sparse_attn.bf16.d128.g16.block.t8.s2.m2.pbf16.c1/q256".
 function M.variant_name(k, l)
   if k.algo == "block" then
     return string.format("%s.%s.d%d.g%d.block.t%d.s%d.m%d.p%s.c%d/%s", M.name, k.dtype, k.head_dim, k.group,
       k.tokens, k.stages, k.mtiles, k.part, k.ctas, (l.chunk or 0) == 0 and "auto" or ("q" .. l.chunk))
   end
-  return string.format("%s.%s.d%d.g%d.t%d.k%d.s%d", M.name, k.dtype, k.head_dim, k.group, k.tokens, k.topk, k.stages)
+  return string.format("%s.%s.d%d.g%d.t%d.k%d.s%d%s", M.name, k.dtype, k.head_dim, k.group, k.tokens, k.topk, k.stages,
+    k.mtiles == 2 and ".m2" or "")
 end
 
 local launch_space, check_launch = M.launch_space, M.check_launch

@@ -53,6 +53,13 @@ st_status st_sparse_attn_config_from_params(const st_params *kernel, const st_pa
     return st_fail(err, ST_ERR_INVALID_ARG, "variant has tokens*group=%d q rows, more than 128",
                    cfg->tokens * cfg->group);
   cfg->ctas = cfg->mtiles = 1;
+  if (st_params_get(kernel, "mtiles")) { /* absent: recorded before m-tiles were a parameter */
+    if ((s = st_params_get_int(kernel, "mtiles", 1, 2, &v, err)) != ST_OK) return s;
+    cfg->mtiles = (int)v;
+    if (cfg->mtiles == 2 && cfg->head_dim > 128)
+      return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter mtiles=2 needs head_dim <= 128, not %d",
+                     cfg->head_dim);
+  }
   if (cfg->algo == ST_SPARSE_ATTN_BLOCK) {
     const char *part = st_params_get(kernel, "part");
     if (!part || (strcmp(part, "bf16") && strcmp(part, "f32")))
@@ -61,11 +68,6 @@ st_status st_sparse_attn_config_from_params(const st_params *kernel, const st_pa
     cfg->part_f32 = strcmp(part, "f32") == 0;
     if ((s = st_params_get_int(kernel, "ctas", 1, 2, &v, err)) != ST_OK) return s;
     cfg->ctas = (int)v;
-    if ((s = st_params_get_int(kernel, "mtiles", 1, 2, &v, err)) != ST_OK) return s;
-    cfg->mtiles = (int)v;
-    if (cfg->mtiles == 2 && cfg->head_dim > 128)
-      return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter mtiles=2 needs head_dim <= 128, not %d",
-                     cfg->head_dim);
     if (launch && st_params_get(launch, "chunk")) {
       if ((s = st_params_get_int(launch, "chunk", 0, ST_SPARSE_ATTN_MAX_CHUNK, &v, err)) != ST_OK) return s;
       if (v % 64)

@@ -76,13 +76,13 @@ __device__ __forceinline__ void st_tile_values_x2(uint32_t v_tile, int tok0, con
 // and row as st_tile_softmax takes them).
 template <int HEAD_DIM, int TOKENS>
 __device__ __forceinline__ void st_attend_tile_x2(uint32_t q_tile, int m0, uint32_t k_tile, uint32_t v_tile, int tok0,
-                                                  const int (&lim0)[2], const int (&lim1)[2], const float (&bias)[2],
-                                                  float scale_log2, st_softmax_state<HEAD_DIM> &st0,
-                                                  st_softmax_state<HEAD_DIM> &st1) {
+                                                  const int (&lim0)[2], const int (&lim1)[2], const float (&bias0)[2],
+                                                  const float (&bias1)[2], float scale_log2,
+                                                  st_softmax_state<HEAD_DIM> &st0, st_softmax_state<HEAD_DIM> &st1) {
   float s0[TOKENS / 8][4], s1[TOKENS / 8][4];
   st_tile_qk_x2<HEAD_DIM, TOKENS>(q_tile, m0, k_tile, tok0, s0, s1);
-  st_tile_softmax<HEAD_DIM, TOKENS>(tok0, lim0, bias, scale_log2, st0, s0);
-  st_tile_softmax<HEAD_DIM, TOKENS>(tok0, lim1, bias, scale_log2, st1, s1);
+  st_tile_softmax<HEAD_DIM, TOKENS>(tok0, lim0, bias0, scale_log2, st0, s0);
+  st_tile_softmax<HEAD_DIM, TOKENS>(tok0, lim1, bias1, scale_log2, st1, s1);
   st_tile_values_x2<HEAD_DIM, TOKENS>(v_tile, tok0, s0, s1, st0, st1);
 }
 
