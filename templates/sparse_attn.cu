@@ -51,20 +51,10 @@ constexpr int MATH_WARPS = ROWS / WARP_ROWS;
 constexpr int BLOCK_TOKENS = 128;
 constexpr int ROW_CHUNKS = HEAD_DIM / 8;
 constexpr int DT = HEAD_DIM / 8;
-// Tokens of a block one attend step covers: as many as registers allow.
-// A lane holds HEAD_DIM / 2 output and STEP / 2 score floats, plus about 100
-// registers of fragments and addresses (ptxas spilled at head_dim 256 with
-// 64-token steps).
+// Tokens of a block one attend step covers: as many as registers allow
+// (common/attn_tile_x2.cuh).
 constexpr int REG_BUDGET = 65536 / THREADS < 255 ? 65536 / THREADS : 255;
-// Two m-tiles hold twice the output and scores (as sparse_attn_block.cu).
-constexpr int STEP_TOKENS = MTILES == 1 ? (HEAD_DIM / 2 + 64 + 100 <= REG_BUDGET   ? 128
-                                           : HEAD_DIM / 2 + 32 + 100 <= REG_BUDGET ? 64
-                                           : HEAD_DIM / 2 + 16 + 100 <= REG_BUDGET ? 32
-                                                                                   : 16)
-                                        : (HEAD_DIM + 128 + 90 <= REG_BUDGET  ? 128
-                                           : HEAD_DIM + 64 + 90 <= REG_BUDGET ? 64
-                                           : HEAD_DIM + 32 + 90 <= REG_BUDGET ? 32
-                                                                              : 16);
+constexpr int STEP_TOKENS = st_attend_step_tokens<HEAD_DIM>(MTILES, REG_BUDGET);
 constexpr int ENTRIES = TOKENS * TOPK_CAP; // (token, entry) pairs, and the most union blocks
 constexpr int HASH_SLOTS = 2 * ENTRIES;    // power of two: TOKENS and TOPK_CAP are
 using st_kv = st_kv_stages<IS_FP8, HEAD_DIM, STAGES, THREADS>;

@@ -54,19 +54,10 @@ constexpr int MATH_WARPS = ROWS / WARP_ROWS;
 constexpr int BLOCK_TOKENS = 128;
 constexpr int ROW_CHUNKS = HEAD_DIM / 8;
 constexpr int DT = HEAD_DIM / 8;
-// Tokens of an attend step: as many as registers allow (as in sparse_attn.cu),
-// with CTAS_PER_SM CTAs sharing the register file.
+// Tokens of an attend step: as many as registers allow
+// (common/attn_tile_x2.cuh), with CTAS_PER_SM CTAs sharing the register file.
 constexpr int REG_BUDGET = 65536 / (THREADS * CTAS_PER_SM) < 255 ? 65536 / (THREADS * CTAS_PER_SM) : 255;
-// Two m-tiles hold twice the output and scores (ptxas: ~60 registers of
-// fragments and addresses besides).
-constexpr int STEP_TOKENS = MTILES == 1 ? (HEAD_DIM / 2 + 64 + 100 <= REG_BUDGET   ? 128
-                                           : HEAD_DIM / 2 + 32 + 100 <= REG_BUDGET ? 64
-                                           : HEAD_DIM / 2 + 16 + 100 <= REG_BUDGET ? 32
-                                                                                   : 16)
-                                        : (HEAD_DIM + 128 + 90 <= REG_BUDGET  ? 128
-                                           : HEAD_DIM + 64 + 90 <= REG_BUDGET ? 64
-                                           : HEAD_DIM + 32 + 90 <= REG_BUDGET ? 32
-                                                                              : 16);
+constexpr int STEP_TOKENS = st_attend_step_tokens<HEAD_DIM>(MTILES, REG_BUDGET);
 using st_kv = st_kv_stages<IS_FP8, HEAD_DIM, STAGES, THREADS>;
 // Dynamic shared memory: STAGES q tiles [ROWS][HEAD_DIM] bf16 (swizzled),
 // then the K/V region of STAGES blocks; runtime/ops/sparse_attn.c computes

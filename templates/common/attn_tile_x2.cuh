@@ -11,6 +11,22 @@
 
 #include "common/attn_tile.cuh"
 
+// Tokens of a block one attend step covers, as many as `reg_budget`
+// registers a thread allow: a lane holds mtiles x HEAD_DIM / 2 output and
+// mtiles x STEP / 2 score floats, plus about 100 registers of fragments and
+// addresses (ptxas spilled at head_dim 256 with 64-token steps; with two
+// m-tiles ~90, and 24-48 bytes spill at 32-token steps and 255 registers).
+template <int HEAD_DIM> constexpr int st_attend_step_tokens(int mtiles, int reg_budget) {
+  return mtiles == 1 ? (HEAD_DIM / 2 + 64 + 100 <= reg_budget   ? 128
+                        : HEAD_DIM / 2 + 32 + 100 <= reg_budget ? 64
+                        : HEAD_DIM / 2 + 16 + 100 <= reg_budget ? 32
+                                                                : 16)
+                     : (HEAD_DIM + 128 + 90 <= reg_budget  ? 128
+                        : HEAD_DIM + 64 + 90 <= reg_budget ? 64
+                        : HEAD_DIM + 32 + 90 <= reg_budget ? 32
+                                                           : 16);
+}
+
 // S0 = q[m0 ..] K^T and S1 = q[m0 + 16 ..] K^T for TOKENS tokens (tok0 ..).
 template <int HEAD_DIM, int TOKENS>
 __device__ __forceinline__ void st_tile_qk_x2(uint32_t q_tile, int m0, uint32_t k_tile, int tok0,
