@@ -1,7 +1,7 @@
 /* test_generator_lua.c - the generator's Lua modules on their own: the
  * template renderer (generator/render.lua), the space helpers
- * (generator/space.lua), the spaces, constraints and rules of index_decode
- * and sparse_attn_decode (generator/ops/) and the suites
+ * (generator/space.lua), the spaces, constraints and rules of index_decode,
+ * sparse_attn_decode and sparse_attn (generator/ops/) and the suites
  * (generator/suites.lua). Each test runs Lua snippets in a fresh state whose
  * package.path is the generator directory. */
 #include <lauxlib.h>
@@ -589,6 +589,79 @@ static void test_sparse_attn_decode_render_values_are_the_template_names(void **
          "algo_split=1,cluster=1,group=32,head_dim=64,is_fp8=1,k_regs=0,m_tiles=2,stages=2,warps_n=8");
 }
 
+/* ---- ops/sparse_attn.lua ------------------------------------------------ */
+
+#define SA_TILE                                                                                                        \
+  "local k = {algo = 'tile', dtype = 'bf16', head_dim = 128, group = 16, tokens = 4, topk = 16, stages = 1,\n"          \
+  "           part = 'bf16', ctas = 1, mtiles = 1}\n"
+#define SA_BLOCK                                                                                                       \
+  "local b = {algo = 'block', dtype = 'bf16', head_dim = 128, group = 16, tokens = 8, topk = 16, stages = 1,\n"         \
+  "           part = 'bf16', ctas = 2, mtiles = 2}\n"
+
+/* The token-tile variants keep the names (so the identities) they had
+ * before the block family; block variants name every parameter and their
+ * chunk; each family renders its own template. */
+static void test_sparse_attn_names_and_templates_of_the_two_families(void **state) {
+  expect(*state,
+         "local op = require('ops.sparse_attn')\n" SA_TILE SA_BLOCK
+         "local m2 = {}; for key, v in pairs(k) do m2[key] = v end; m2.mtiles = 2\n"
+         "return table.concat({op.variant_name(k, {}), op.variant_name(m2, {}), op.variant_name(b, {chunk = 0}),\n"
+         "  op.variant_name(b, {chunk = 256}), op.template_of(k), op.template_of(b)}, ' ')",
+         "sparse_attn.bf16.d128.g16.t4.k16.s1 sparse_attn.bf16.d128.g16.t4.k16.s1.m2 "
+         "sparse_attn.bf16.d128.g16.block.t8.s1.m2.pbf16.c2/auto sparse_attn.bf16.d128.g16.block.t8.s1.m2.pbf16.c2/q256 "
+         "sparse_attn.cu sparse_attn_block.cu");
+}
+
+/* Each family's fixed values, and the block family's limits: 4 tokens at
+ * least, two CTAs only where their shared memory fits, two m-tiles only
+ * with a whole warp's 32 rows and head_dim <= 128. */
+static void test_sparse_attn_constraints_of_the_two_families(void **state) {
+  expect(*state,
+         "local op = require('ops.sparse_attn')\n" SA_TILE SA_BLOCK
+         "local function why(base, key, v)\n"
+         "  local c = {}; for kk, vv in pairs(base) do c[kk] = vv end; c[key] = v\n"
+         "  local ok, reason = op.constraint(c); return ok and 'ok' or reason\n"
+         "end\n"
+         "return table.concat({why(k, 'ctas', 2), why(b, 'topk', 32), why(b, 'tokens', 2),\n"
+         "  why(b, 'stages', 2), why(b, 'head_dim', 256), why(k, 'tokens', 1), why(b, 'dtype', 'fp8')}, ' | ')",
+         "tile variants have no partials and budget one CTA an SM (part bf16, ctas 1) | "
+         "block variants hold no selection lists (topk 16) | "
+         "block variants take at least 4 tokens a block (fewer read each block nearly once a token) | "
+         "two CTAs of 196608 bytes of shared memory do not fit an SM | "
+         "two m-tiles a warp hold 2 x 128 output registers a lane | "
+         "ok | "
+         "two CTAs of 132096 bytes of shared memory do not fit an SM");
+  expect(*state,
+         "local op = require('ops.sparse_attn')\n" SA_TILE
+         "k.mtiles = 2; k.tokens = 1; local ok, why = op.constraint(k); return why",
+         "tokens*group = 16 q rows fill less than one warp's two m-tiles");
+}
+
+/* Block variants fit any topk (their lists are in the workspace) and take
+ * a chunk launch parameter; a chunk that holds the whole batch is not
+ * timed again (chunk 0 does the same). Tile variants have no launch
+ * parameter and keep their topk buckets. */
+static void test_sparse_attn_fit_and_launch_rules(void **state) {
+  expect(*state,
+         "local op = require('ops.sparse_attn')\n" SA_TILE SA_BLOCK
+         "local s = {B = 1000, D = 128, Hkv = 2, Hq = 32, dtype = 'bf16', topk = 40}\n"
+         "local fk, fkwhy = op.fits(k, s, false)\n"
+         "local n = #op.launch_space(b) .. '/' .. #op.launch_space(k) .. '/' .. tostring(next(op.launch_space(k)[1]))\n"
+         "local w1, w1why = op.worth(b, {chunk = 1024}, s, false)\n"
+         "local w2 = op.worth(b, {chunk = 256}, s, false)\n"
+         "local c1, c1why = op.check_launch({chunk = 100})\n"
+         "local c2, c2why = op.check_launch({splits = 2})\n"
+         "return table.concat({tostring(op.fits(b, s, false)), tostring(fk), fkwhy, n, tostring(w1), w1why,\n"
+         "  tostring(w2), tostring(op.check_launch({chunk = 256})), c1why, c2why}, ' | ')",
+         "true | false | topk 40 is not in the bucket of capacity 16 | 3/1/nil | false | "
+         "chunk 1024 holds the whole batch of 1000 tokens (chunk 0 does the same) | true | true | "
+         "launch parameter chunk=100 is not a multiple of 64 in 0..1048576 | "
+         "'splits' is not a launch parameter of sparse_attn");
+}
+
+#undef SA_TILE
+#undef SA_BLOCK
+
 /* ---- suites.lua --------------------------------------------------------- */
 
 static void test_every_suite_row_passes_its_ops_check_shape(void **state) {
@@ -693,6 +766,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_sparse_attn_decode_fit_rules, setup, teardown),
       cmocka_unit_test_setup_teardown(test_sparse_attn_decode_launch_choices, setup, teardown),
       cmocka_unit_test_setup_teardown(test_sparse_attn_decode_names_are_readable, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_sparse_attn_names_and_templates_of_the_two_families, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_sparse_attn_constraints_of_the_two_families, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_sparse_attn_fit_and_launch_rules, setup, teardown),
       cmocka_unit_test_setup_teardown(test_sparse_attn_decode_render_values_are_the_template_names, setup, teardown),
       cmocka_unit_test_setup_teardown(test_every_suite_row_passes_its_ops_check_shape, setup, teardown),
       cmocka_unit_test_setup_teardown(test_suites_hold_the_sparse_attn_decode_anchor_rows, setup, teardown),
