@@ -186,6 +186,20 @@ static void workspace_is_sized_checked_and_the_launch_needs_a_device(void **stat
   assert_contains(st_last_error(h), "no CUDA device");
   assert_string_equal(st_last_variant(h), "");
   st_close(h);
+
+  /* A block-major winner keeps its lists and partials in the workspace. */
+  st_dispatch_variant bv = prefill_variant("block");
+  bv.cfg.sparse_attn.algo = ST_SPARSE_ATTN_BLOCK;
+  bv.cfg.sparse_attn.tokens = 8;
+  bv.cfg.sparse_attn.ctas = 2;
+  bv.cfg.sparse_attn.mtiles = 2;
+  h = bare_handle(ST_OP_SPARSE_ATTN, &bv, &f);
+  assert_int_equal(st_sparse_attn_workspace_size(h, &p, &bytes), ST_OK);
+  assert_true(bytes > (size_t)1000 * 2 * 16 * 16 * 128 * 2); /* at least the bf16 partials of 1000 tokens */
+  assert_int_equal(st_sparse_attn(h, &p, FAKE_PTR(9), bytes - 1, NULL), ST_ERR_WORKSPACE);
+  assert_contains(st_last_error(h), "st_sparse_attn_workspace_size");
+  assert_int_equal(st_sparse_attn(h, &p, FAKE_PTR(9), bytes, NULL), ST_ERR_NO_DRIVER);
+  st_close(h);
 }
 
 int main(void) {
