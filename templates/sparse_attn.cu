@@ -3,16 +3,17 @@
 // Grid (ceil(total_q / TOKENS), Hkv); THREADS = 32 * WARPS threads. CTA
 // (tile, g) takes the TOKENS query tokens tile*TOKENS .. and kv head g: its
 // q tile has TOKENS * GROUP rows, row m = token t * GROUP + head h, padded
-// with zero rows to whole 16-row m-tiles.
+// with zero rows to whole warps' MTILES 16-row m-tiles.
 // Neighbouring tokens select mostly the same blocks, so the CTA walks the
 // union of its tokens' selected blocks once: each block's K and V rows are
 // copied into shared memory once (common/kv_stage.cuh) and every warp that
-// has a row selecting it multiplies its 16 rows against all 128 tokens
-// (common/attn_tile.cuh): the matrix products are ROWS tall instead of
-// GROUP, and a block costs one read for the whole tile. A row masks blocks
-// its token did not select (skipped outright when none of a warp's rows
-// did), positions past its own (causal inside the query's own block), and
-// adds log2(n) to the scores of a block its selection lists n > 1 times.
+// has a row selecting it multiplies its 16 (MTILES 2: 32) rows against all
+// 128 tokens (common/attn_tile.cuh, attn_tile_x2.cuh): the matrix products
+// are ROWS tall instead of GROUP, and a block costs one read for the whole
+// tile. A row masks blocks its token did not select (skipped outright when
+// none of a warp's rows did), positions past its own (causal inside the
+// query's own block), and adds log2(n) to the scores of a block its
+// selection lists n > 1 times.
 //
 // The union: every valid (token, entry) pair (0 <= block j < nb(p)) is
 // inserted by its logical block (request * max_blocks + j) into a shared-
@@ -25,7 +26,8 @@
 // block tables).
 //
 // Bytes per CTA: (union blocks) * 128 * D * 2 * elem of K and V, plus q and
-// o; FLOPs: 4 * 16 * 128 * D per (block, warp with a selecting row).
+// o; FLOPs: 4 * 16 * 128 * D per (block, m-tile of a warp with a selecting
+// row).
 
 constexpr int IS_FP8 = ${is_fp8};
 constexpr int HEAD_DIM = ${head_dim};
