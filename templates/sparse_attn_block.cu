@@ -16,12 +16,14 @@
 //     in the key's list (atomic count); the last CTA to finish scans the
 //     counts into list offsets and work items (TOKENS entries an item) and
 //     leaves the counts zero for the next launch.
-//   st_sparse_attn_merge, step 1 (scatter): entries into their lists.
-//   st_sparse_attn_main (blocks): one CTA per work item: the block's K and
-//     V to shared memory, the items' tokens' q rows (GROUP heads each),
-//     scores, softmax and P.V over the block's visible keys for each row
-//     (common/attn_tile.cuh), and per (entry, q head) the partial state
-//     (m, l) and O / l.
+//   st_sparse_attn_merge, step 1 (scatter): entries into their lists, and
+//     each work item's record (key, first list slot, entries, page).
+//   st_sparse_attn_main (blocks): persistent CTAs (CTAS_PER_SM an SM), each
+//     walking work items: the block's K and V to shared memory, the item's
+//     tokens' q rows (GROUP heads each), scores, softmax and P.V over the
+//     block's visible keys for each row (common/attn_tile.cuh, MTILES 2:
+//     attn_tile_x2.cuh), and per (entry, q head) the partial state (m, l)
+//     and O / l.
 //   st_sparse_attn_merge, step 2 (merge): per (token, kv head) the topk
 //     partials into o and lse.
 // A block listed twice by a token is two entries, two partials of equal
