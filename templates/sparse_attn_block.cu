@@ -22,8 +22,9 @@
 //     walking work items: the block's K and V to shared memory, the item's
 //     tokens' q rows (GROUP heads each), scores, softmax and P.V over the
 //     block's visible keys for each row (common/attn_tile.cuh, MTILES 2:
-//     attn_tile_x2.cuh), and per (entry, q head) the partial state (m, l)
-//     and O / l.
+//     attn_tile_x2.cuh; WGMMA: a warpgroup's 64 rows on Hopper wgmma,
+//     common/attn_wgmma.cuh, with q, K and V in 64-dim panels), and per
+//     (entry, q head) the partial state (m, l) and O / l.
 //   st_sparse_attn_merge, step 2 (merge): per (token, kv head) the topk
 //     partials into o and lse.
 // A block listed twice by a token is two entries, two partials of equal
@@ -41,17 +42,20 @@ constexpr int CTAS_PER_SM = ${ctas};
 constexpr int PART_F32 = ${part_f32};
 constexpr int STAGES = ${stages};
 constexpr int MTILES = ${mtiles}; // 16-row m-tiles a warp takes (2: common/attn_tile_x2.cuh)
+constexpr int WGMMA = ${wgmma};   // 1: warpgroups of 64 rows on wgmma (common/attn_wgmma.cuh)
 
 #include "params/sparse_attn.h"
 #include "common/attn_tile.cuh"
 #include "common/attn_tile_x2.cuh"
+#include "common/attn_wgmma.cuh"
 #include "common/kv_stage.cuh"
 #include "common/last_cta.cuh"
 
 constexpr int THREADS = 32 * WARPS;
 constexpr int REAL_ROWS = TOKENS * GROUP;
 constexpr int WARP_ROWS = 16 * MTILES;
-constexpr int ROWS = (REAL_ROWS + WARP_ROWS - 1) / WARP_ROWS * WARP_ROWS;
+constexpr int ROW_UNIT = WGMMA ? 64 : WARP_ROWS; // rows are padded to whole warpgroups / warps
+constexpr int ROWS = (REAL_ROWS + ROW_UNIT - 1) / ROW_UNIT * ROW_UNIT;
 constexpr int MATH_WARPS = ROWS / WARP_ROWS;
 constexpr int BLOCK_TOKENS = 128;
 constexpr int ROW_CHUNKS = HEAD_DIM / 8;
@@ -60,8 +64,9 @@ constexpr int DT = HEAD_DIM / 8;
 // (common/attn_tile_x2.cuh), with CTAS_PER_SM CTAs sharing the register file.
 constexpr int REG_BUDGET = 65536 / (THREADS * CTAS_PER_SM) < 255 ? 65536 / (THREADS * CTAS_PER_SM) : 255;
 constexpr int STEP_TOKENS = st_attend_step_tokens<HEAD_DIM>(MTILES, REG_BUDGET);
-using st_kv = st_kv_stages<IS_FP8, HEAD_DIM, STAGES, THREADS>;
-// Dynamic shared memory: STAGES q tiles [ROWS][HEAD_DIM] bf16 (swizzled),
+using st_kv = st_kv_stages<IS_FP8, HEAD_DIM, STAGES, THREADS, 0, WGMMA>;
+// Dynamic shared memory: STAGES q tiles [ROWS][HEAD_DIM] bf16 (swizzled;
+// WGMMA: panels),
 // then the K/V region of STAGES blocks; runtime/ops/sparse_attn.c computes
 // the same.
 constexpr int Q_BYTES = ROWS * HEAD_DIM * 2;
@@ -73,6 +78,8 @@ static_assert(MATH_WARPS <= WARPS, "a warp per m-tile");
 static_assert(HEAD_DIM % 64 == 0, "whole groups of 8 swizzled chunks per row");
 static_assert(TOKENS <= 16 && STAGES >= 1 && STAGES <= 2, "an item's entries on lanes of warp 0; one or two stages");
 static_assert(MTILES == 1 || (MTILES == 2 && HEAD_DIM <= 128), "two m-tiles hold 2 x HEAD_DIM / 2 output registers");
+static_assert(!WGMMA || (MTILES == 1 && HEAD_DIM == 128 && THREADS == 2 * ROWS),
+              "wgmma: a warpgroup per 64 rows, head_dim 128");
 
 // The request of query token i: the last one starting at or before it.
 __device__ __forceinline__ int st_request_of(const st_sparse_attn_params &p, int i) {
@@ -311,7 +318,8 @@ __device__ __forceinline__ void st_issue_item(const st_sparse_attn_params &p, co
     if (real)
       src += (int64_t)(p.q0 + it.entry[t] / p.topk) * p.q_stride_row + (int64_t)(it.g * GROUP + h) * p.q_stride_head +
              c * 8;
-    st_cp_async16(q_tile + st_swizzle_offset<ROW_CHUNKS>(m, c), src, real ? 16 : 0);
+    st_cp_async16(q_tile + (WGMMA ? st_panel_offset(ROWS, m, c) : st_swizzle_offset<ROW_CHUNKS>(m, c)), src,
+                  real ? 16 : 0);
   }
 }
 
@@ -376,9 +384,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_att
       st_cp_async_commit();
       st_cp_async_wait<0>();
     }
-    __syncthreads(); // item x's block and q rows are in, from every thread's copies
+    if (WGMMA) st_fence_proxy_async(); // this thread's copies, before wgmma reads them
+    __syncthreads();                    // item x's block and q rows are in, from every thread's copies
     if (IS_FP8) {
       st_kv::widen(p, region, b);
+      if (WGMMA) st_fence_proxy_async();
       __syncthreads();
     }
     const st_item &it = s_it[b];
@@ -392,6 +402,23 @@ extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_att
         const int m = warp * WARP_ROWS + mt * 16 + (lane >> 2) + rr * 8, t = m / GROUP;
         lim[mt][rr] = m < REAL_ROWS && t < it.n ? it.ntok[t] : 0; // padding rows see nothing
       }
+    if constexpr (WGMMA) {
+      // Warpgroup warp / 4 takes rows 64 (warp / 4) ..; it skips the block
+      // when they are all padding (the same answer for all its threads).
+      // (__shfl_sync from lane 0 shows ptxas the branch is warp-uniform:
+      // wgmma in a branch it thinks divergent is serialized.)
+      const int m0 = warp / 4 * 64;
+      if (__shfl_sync(0xffffffffu, m0 < REAL_ROWS && m0 / GROUP < it.n, 0)) {
+        st_softmax_state<HEAD_DIM> st;
+        st_softmax_init(st);
+        st_attend_block_wg<HEAD_DIM, ROWS>(q_tile, m0, k_tile, k_tile + st_kv::TILE_BYTES, lim[0], bias,
+                                           p.score_scale_log2, st);
+        st_softmax_finish_l(st);
+        st_write_partials(p, it, st, warp * 16, lim[0]);
+      }
+      __syncthreads(); // stage b is free
+      continue;
+    }
     bool any = false;
 #pragma unroll
     for (int mt = 0; mt < MTILES; mt++) any |= lim[mt][0] > 0 || lim[mt][1] > 0;

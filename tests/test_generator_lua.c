@@ -593,10 +593,10 @@ static void test_sparse_attn_decode_render_values_are_the_template_names(void **
 
 #define SA_TILE                                                                                                        \
   "local k = {algo = 'tile', dtype = 'bf16', head_dim = 128, group = 16, tokens = 4, topk = 16, stages = 1,\n"          \
-  "           part = 'bf16', ctas = 1, mtiles = 1}\n"
+  "           part = 'bf16', ctas = 1, mtiles = 1, mma = 'sync'}\n"
 #define SA_BLOCK                                                                                                       \
   "local b = {algo = 'block', dtype = 'bf16', head_dim = 128, group = 16, tokens = 8, topk = 16, stages = 1,\n"         \
-  "           part = 'bf16', ctas = 2, mtiles = 2}\n"
+  "           part = 'bf16', ctas = 2, mtiles = 2, mma = 'sync'}\n"
 
 /* The token-tile variants keep the names (so the identities) they had
  * before the block family; block variants name every parameter and their
@@ -605,11 +605,13 @@ static void test_sparse_attn_names_and_templates_of_the_two_families(void **stat
   expect(*state,
          "local op = require('ops.sparse_attn')\n" SA_TILE SA_BLOCK
          "local m2 = {}; for key, v in pairs(k) do m2[key] = v end; m2.mtiles = 2\n"
+         "local wg = {}; for key, v in pairs(b) do wg[key] = v end; wg.mtiles = 1; wg.ctas = 1; wg.mma = 'wgmma'\n"
          "return table.concat({op.variant_name(k, {}), op.variant_name(m2, {}), op.variant_name(b, {chunk = 0}),\n"
-         "  op.variant_name(b, {chunk = 256}), op.template_of(k), op.template_of(b)}, ' ')",
+         "  op.variant_name(b, {chunk = 256}), op.variant_name(wg, {chunk = 0}), op.template_of(k), op.template_of(b),\n"
+         "  op.render_values(wg).wgmma .. op.render_values(b).wgmma, op.render_values(wg).warps}, ' ')",
          "sparse_attn.bf16.d128.g16.t4.k16.s1 sparse_attn.bf16.d128.g16.t4.k16.s1.m2 "
          "sparse_attn.bf16.d128.g16.block.t8.s1.m2.pbf16.c2/auto sparse_attn.bf16.d128.g16.block.t8.s1.m2.pbf16.c2/q256 "
-         "sparse_attn.cu sparse_attn_block.cu");
+         "sparse_attn.bf16.d128.g16.block.t8.s1.wg.pbf16.c1/auto sparse_attn.cu sparse_attn_block.cu 10 8");
 }
 
 /* Each family's fixed values, and the block family's limits: 4 tokens at
@@ -635,6 +637,22 @@ static void test_sparse_attn_constraints_of_the_two_families(void **state) {
          "local op = require('ops.sparse_attn')\n" SA_TILE
          "k.mtiles = 2; k.tokens = 1; local ok, why = op.constraint(k); return why",
          "tokens*group = 16 q rows fill less than one warp's two m-tiles");
+  /* wgmma: block-major only, head_dim 128 with one m-tile, whole
+   * warpgroups of 64 rows, at most 256 threads an SM. */
+  expect(*state,
+         "local op = require('ops.sparse_attn')\n" SA_TILE SA_BLOCK
+         "b.mma = 'wgmma'; b.mtiles = 1; b.ctas = 1\n"
+         "local function why(base, key, v)\n"
+         "  local c = {}; for kk, vv in pairs(base) do c[kk] = vv end; c[key] = v\n"
+         "  local ok, reason = op.constraint(c); return ok and 'ok' or reason\n"
+         "end\n"
+         "return table.concat({why(b, 'stages', 2), why(k, 'mma', 'wgmma'), why(b, 'head_dim', 64),\n"
+         "  why(b, 'mtiles', 2), why(b, 'group', 2), why(b, 'ctas', 2)}, ' | ')",
+         "ok | wgmma is a block-major kernel (tile variants: mma sync) | "
+         "wgmma variants: head_dim 128 (one m64n128 product for O), mtiles 1 | "
+         "wgmma variants: head_dim 128 (one m64n128 product for O), mtiles 1 | "
+         "tokens*group = 16 q rows are not whole warpgroups of 64 | "
+         "2 CTAs of 256 wgmma threads: a thread holds S and O (128 floats), at most 256 threads an SM");
 }
 
 /* Block variants fit any topk (their lists are in the workspace) and take

@@ -27,6 +27,7 @@ static const edge edges[] = {
     {"fp8", "tensor", "interleaved", "random", 256, 64, 2, 64, 1, "77:20000;1:0"},
     {"fp8", "none", "pages2", "holes", 64, 8, 2, 16, 0, "257:8000;31:31"},
     {"bf16", "none", "interleaved", "random", 128, 16, 4, 5, 0, "2000:0"},
+    {"bf16", "none", "pages2", "holes", 128, 32, 1, 16, 1, "300:500;2:0"},
 };
 
 static void make_shape(const edge *e, st_shape *s) {

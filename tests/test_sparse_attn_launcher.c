@@ -216,7 +216,33 @@ static void test_block_major_variants_plan_chunks_and_workspace(void **state) {
   c.mtiles = 2; /* two m-tiles a warp: 128 rows on 4 warps */
   assert_int_equal(st_sparse_attn_threads(&c), 128);
   assert_int_equal(st_sparse_attn_smem_bytes(&c), 8 * 16 * D * 2 + 2 * 128 * D * 2);
+  /* wgmma: a warpgroup (4 warps) per 64 rows; the same shared memory. */
+  c.mtiles = 1;
+  c.wgmma = 1;
+  assert_int_equal(st_sparse_attn_threads(&c), 256);
+  assert_int_equal(st_sparse_attn_smem_bytes(&c), 8 * 16 * D * 2 + 2 * 128 * D * 2);
+  c.tokens = 4;
+  assert_int_equal(st_sparse_attn_threads(&c), 128);
   st_params k = {0}, l = {0};
+  st_params_set(&k, "algo", "block", &err);
+  st_params_set(&k, "dtype", "bf16", &err);
+  st_params_set_int(&k, "head_dim", 64, &err);
+  st_params_set_int(&k, "group", 16, &err);
+  st_params_set_int(&k, "tokens", 8, &err);
+  st_params_set_int(&k, "topk", 16, &err);
+  st_params_set_int(&k, "stages", 1, &err);
+  st_params_set(&k, "part", "bf16", &err);
+  st_params_set_int(&k, "ctas", 1, &err);
+  st_params_set(&k, "mma", "wgmma", &err);
+  assert_int_equal(st_sparse_attn_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "mma=wgmma needs head_dim 128"));
+  st_params_set_int(&k, "head_dim", 128, &err);
+  assert_int_equal(st_sparse_attn_config_from_params(&k, &l, &c, &err), ST_OK);
+  assert_int_equal(c.wgmma, 1);
+  st_params_set(&k, "mma", "tensor", &err);
+  assert_int_equal(st_sparse_attn_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "mma='tensor' is not sync or wgmma"));
+  k = (st_params){0};
   st_params_set(&k, "algo", "blocks", &err);
   assert_int_equal(st_sparse_attn_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
   assert_non_null(strstr(err.msg, "algo='blocks' is not tile or block"));

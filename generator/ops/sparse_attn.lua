@@ -10,10 +10,11 @@
 --          selected it; partial states (`part`: bf16 or f32) merged
 --          afterwards, registers budgeted for `ctas` CTAs an SM, `stages`
 --          2: the next item loads while this one computes, `mtiles` 2:
---          32 q rows a warp
+--          32 q rows a warp, `mma` wgmma: a warpgroup's 64 q rows a block
+--          on Hopper wgmma (common/attn_wgmma.cuh)
 --          (templates/sparse_attn_block.cu; needs a workspace).
 -- Parameters one family does not use hold one value (tile: part bf16,
--- ctas 1; block: topk 16), so no kernel appears twice. `mtiles` 2 (both
+-- ctas 1, mma sync; block: topk 16), so no kernel appears twice. `mtiles` 2 (both
 -- families): 32 q rows a warp, each K/V fragment feeding two mma. Parameter
 -- names here are the ones the C launcher reads
 -- (st_sparse_attn_config_from_params) and the templates expect. Every
@@ -42,6 +43,7 @@ M.kernel_domains = {
   part = { "bf16", "f32" },       -- block: partial outputs' type
   ctas = { 1, 2 },                -- block: CTAs per SM the registers are budgeted for
   mtiles = { 1, 2 },              -- block: 16-row m-tiles a warp takes (2: each K/V fragment feeds two)
+  mma = { "sync", "wgmma" },      -- block: mma.sync per warp, or wgmma per warpgroup of 64 rows (sm_90a)
 }
 
 local BLOCK_TOKENS = 128
@@ -77,8 +79,10 @@ local function warp_rows(k)
   return 16 * k.mtiles
 end
 
+-- Rows are padded to whole warps' m-tiles (wgmma: whole warpgroups of 64).
 local function padded_rows(k)
-  return (k.tokens * k.group + warp_rows(k) - 1) // warp_rows(k) * warp_rows(k)
+  local unit = k.mma == "wgmma" and 64 or warp_rows(k)
+  return (k.tokens * k.group + unit - 1) // unit * unit
 end
 
 local function shared_bytes(k)
@@ -100,6 +104,21 @@ end
 function M.constraint(k)
   if k.algo == "tile" and (k.part ~= "bf16" or k.ctas ~= 1) then
     return false, "tile variants have no partials and budget one CTA an SM (part bf16, ctas 1)"
+  end
+  if k.mma == "wgmma" then
+    if k.algo ~= "block" then
+      return false, "wgmma is a block-major kernel (tile variants: mma sync)"
+    end
+    if k.head_dim ~= 128 or k.mtiles ~= 1 then
+      return false, "wgmma variants: head_dim 128 (one m64n128 product for O), mtiles 1"
+    end
+    if (k.tokens * k.group) % 64 ~= 0 then
+      return false, string.format("tokens*group = %d q rows are not whole warpgroups of 64", k.tokens * k.group)
+    end
+    if k.ctas * k.tokens * k.group * 2 > 256 then -- 2 threads a row
+      return false, string.format("%d CTAs of %d wgmma threads: a thread holds S and O (128 floats), at most 256 "
+        .. "threads an SM", k.ctas, k.tokens * k.group * 2)
+    end
   end
   if k.mtiles == 2 and k.tokens * k.group < 32 then
     return false, string.format("tokens*group = %d q rows fill less than one warp's two m-tiles", k.tokens * k.group)
@@ -144,7 +163,7 @@ function M.defaults()
           local within, smallest, why
           for _, tokens in ipairs({ 16, 8, 4, 2, 1 }) do
             local k = { algo = "tile", dtype = dtype, head_dim = head_dim, group = group, tokens = tokens,
-              topk = topk, stages = 1, part = "bf16", ctas = 1, mtiles = 1 }
+              topk = topk, stages = 1, part = "bf16", ctas = 1, mtiles = 1, mma = "sync" }
             local ok, reason = M.constraint(k)
             if ok then
               if within == nil and tokens * group <= 64 then
@@ -275,16 +294,19 @@ function M.render_values(k)
     warps = math.max(padded_rows(k) // warp_rows(k), 4),
     ctas = k.ctas,
     mtiles = k.mtiles,
+    wgmma = k.mma == "wgmma" and 1 or 0,
     part_f32 = k.part == "f32" and 1 or 0,
   }
 end
 
 -- "sparse_attn.bf16.d128.g16.t8.k16.s2" (tile, one m-tile a warp: the
--- names of before the block family; ".m2" after two), "sparse_attn.bf16.d128.g16.block.t8.s2.m2.pbf16.c1/q256".
+-- names of before the block family; ".m2" after two), "sparse_attn.bf16.d128.g16.block.t8.s2.m2.pbf16.c1/q256"
+-- (".wg" in place of ".m1": mma wgmma).
 function M.variant_name(k, l)
   if k.algo == "block" then
-    return string.format("%s.%s.d%d.g%d.block.t%d.s%d.m%d.p%s.c%d/%s", M.name, k.dtype, k.head_dim, k.group,
-      k.tokens, k.stages, k.mtiles, k.part, k.ctas, (l.chunk or 0) == 0 and "auto" or ("q" .. l.chunk))
+    return string.format("%s.%s.d%d.g%d.block.t%d.s%d.%s.p%s.c%d/%s", M.name, k.dtype, k.head_dim, k.group,
+      k.tokens, k.stages, k.mma == "wgmma" and "wg" or ("m" .. k.mtiles), k.part, k.ctas,
+      (l.chunk or 0) == 0 and "auto" or ("q" .. l.chunk))
   end
   return string.format("%s.%s.d%d.g%d.t%d.k%d.s%d%s", M.name, k.dtype, k.head_dim, k.group, k.tokens, k.topk, k.stages,
     k.mtiles == 2 and ".m2" or "")

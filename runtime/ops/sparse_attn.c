@@ -66,6 +66,15 @@ st_status st_sparse_attn_config_from_params(const st_params *kernel, const st_pa
       return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter part='%s' is not bf16 or f32",
                      part ? part : "(missing)");
     cfg->part_f32 = strcmp(part, "f32") == 0;
+    const char *mma = st_params_get(kernel, "mma"); /* absent: recorded before wgmma variants */
+    if (mma && strcmp(mma, "sync") && strcmp(mma, "wgmma"))
+      return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter mma='%s' is not sync or wgmma", mma);
+    cfg->wgmma = mma && strcmp(mma, "wgmma") == 0;
+    if (cfg->wgmma && (cfg->head_dim != 128 || cfg->mtiles != 1 || (cfg->tokens * cfg->group) % 64))
+      return st_fail(err, ST_ERR_INVALID_ARG,
+                     "variant parameter mma=wgmma needs head_dim 128, mtiles 1 and tokens*group a multiple of 64, "
+                     "not %d, %d and %d",
+                     cfg->head_dim, cfg->mtiles, cfg->tokens * cfg->group);
     if ((s = st_params_get_int(kernel, "ctas", 1, 2, &v, err)) != ST_OK) return s;
     cfg->ctas = (int)v;
     if (launch && st_params_get(launch, "chunk")) {
@@ -79,10 +88,11 @@ st_status st_sparse_attn_config_from_params(const st_params *kernel, const st_pa
 }
 
 /* q rows a warp takes (mtiles 16-row m-tiles), and the tile's rows padded
- * to whole warps' worth. */
+ * to whole warps' worth (wgmma: whole warpgroups of 64 rows, 16 a warp). */
 static int warp_rows(const st_sparse_attn_config *cfg) { return 16 * (cfg->mtiles > 1 ? cfg->mtiles : 1); }
 static int padded_rows(const st_sparse_attn_config *cfg) {
-  return (cfg->tokens * cfg->group + warp_rows(cfg) - 1) / warp_rows(cfg) * warp_rows(cfg);
+  const int unit = cfg->wgmma ? 64 : warp_rows(cfg);
+  return (cfg->tokens * cfg->group + unit - 1) / unit * unit;
 }
 
 int st_sparse_attn_threads(const st_sparse_attn_config *cfg) {

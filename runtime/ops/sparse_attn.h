@@ -44,6 +44,8 @@ typedef struct st_sparse_attn_config {
   int part_f32;   /* block: partial outputs in fp32 (1) or bf16 (0)         */
   int ctas;       /* block: CTAs per SM the registers are budgeted for: 1, 2 */
   int mtiles;     /* block: 16-row m-tiles a warp takes: 1, 2 (tile: 1)      */
+  int wgmma;      /* block: 1 = warpgroups of 64 q rows on wgmma (sm_90a;
+                     head_dim 128, mtiles 1); 0 = mma.sync per warp        */
   int chunk_q;    /* block, launch parameter `chunk`: query tokens per pass
                      (a multiple of 64; 0: as many as the workspace budget allows) */
 } st_sparse_attn_config;

@@ -15,6 +15,9 @@
 //         bf16 K tile and V tile the math reads; with K_REGS only the V
 //         tile: the math reads K's raw rows straight into its mma fragments
 //         (st_kv_k_chunk says where a row's 16-byte chunk lies)
+// A bf16 tile's rows are swizzled (common/smem_tile.cuh); with PANELS they
+// are the 64-dim panels wgmma reads instead (st_panel_offset: the same for
+// HEAD_DIM 64).
 #ifndef ST_KV_STAGE_CUH
 #define ST_KV_STAGE_CUH
 
@@ -29,7 +32,7 @@ template <int HEAD_DIM> __device__ __forceinline__ int st_kv_k_chunk(int tok, in
   return c ^ ((tok / ROWS_PER_LINE) & MASK);
 }
 
-template <int IS_FP8, int HEAD_DIM, int STAGES, int THREADS, int K_REGS = 0> struct st_kv_stages {
+template <int IS_FP8, int HEAD_DIM, int STAGES, int THREADS, int K_REGS = 0, int PANELS = 0> struct st_kv_stages {
   static constexpr int BLOCK_TOKENS = 128;
   static constexpr int ELEM = IS_FP8 ? 1 : 2;                    // cache bytes per value
   static constexpr int ROW_CHUNKS = HEAD_DIM / 8;                // 16-byte chunks of a bf16 row
@@ -41,6 +44,12 @@ template <int IS_FP8, int HEAD_DIM, int STAGES, int THREADS, int K_REGS = 0> str
   static constexpr int WIDE_TILES = IS_FP8 ? (K_REGS ? 1 : 2) : 0; // bf16 tiles widened into
   static constexpr int BYTES = STAGES * STAGE_BYTES + WIDE_TILES * TILE_BYTES;
   static_assert(!K_REGS || IS_FP8, "K_REGS reads raw fp8 rows");
+  static_assert(!(K_REGS && PANELS), "K_REGS feeds mma.sync, PANELS wgmma");
+
+  // Byte offset of bf16 chunk c of row tok in a tile.
+  static __device__ __forceinline__ uint32_t tile_offset(int tok, int c) {
+    return PANELS ? st_panel_offset(BLOCK_TOKENS, tok, c) : (uint32_t)st_swizzle_offset<ROW_CHUNKS>(tok, c);
+  }
 
   // Thread t copies chunk t % SRC_CHUNKS of rows t / SRC_CHUNKS,
   // + ROWS_PER_PASS, ...: one pointer step per row, no division per chunk
@@ -73,7 +82,7 @@ template <int IS_FP8, int HEAD_DIM, int STAGES, int THREADS, int K_REGS = 0> str
         off = (uint32_t)(tok * HEAD_DIM + c * 16);
         k_off = K_REGS ? (uint32_t)(tok * HEAD_DIM + st_kv_k_chunk<HEAD_DIM>(tok, c) * 16) : off;
       } else {
-        off = k_off = (uint32_t)st_swizzle_offset<ROW_CHUNKS>(tok, c);
+        off = k_off = tile_offset(tok, c);
       }
       st_cp_async16(k_tile + k_off, ks, bytes);
       st_cp_async16(v_tile + off, vs, bytes);
@@ -128,8 +137,8 @@ template <int IS_FP8, int HEAD_DIM, int STAGES, int THREADS, int K_REGS = 0> str
           }
         }
         // 16 fp8 values = two bf16 chunks (2c, 2c+1) of the row.
-        *(uint4 *)(tile + st_swizzle_offset<ROW_CHUNKS>(tok, 2 * c)) = make_uint4(b[0], b[1], b[2], b[3]);
-        *(uint4 *)(tile + st_swizzle_offset<ROW_CHUNKS>(tok, 2 * c + 1)) = make_uint4(b[4], b[5], b[6], b[7]);
+        *(uint4 *)(tile + tile_offset(tok, 2 * c)) = make_uint4(b[0], b[1], b[2], b[3]);
+        *(uint4 *)(tile + tile_offset(tok, 2 * c + 1)) = make_uint4(b[4], b[5], b[6], b[7]);
       }
     }
   }

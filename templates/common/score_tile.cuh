@@ -44,12 +44,6 @@ static_assert(ROW_BYTES % 128 == 0 && KSTEPS == 4 * PANELS, "rows of whole 128-b
 static_assert(MT >= 1 && MT <= 2 && MT * 64 * WARPGROUPS == ROWS, "one or two 64-row slices per warpgroup");
 static_assert(STAGES >= 2, "at least double buffering");
 
-// Byte offset of 16-byte chunk c of row r in a tile of `rows` rows stored
-// as PANELS swizzled panels.
-__device__ __forceinline__ uint32_t st_panel_offset(int rows, int r, int c) {
-  return (uint32_t)((c >> 3) * rows * 128 + r * 128 + (((c & 7) ^ (r & 7)) << 4));
-}
-
 // Inclusive sum of v over the CTA; `scratch` holds a word per warp.
 __device__ __forceinline__ int st_cta_inclusive_sum(int v, int *scratch) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;

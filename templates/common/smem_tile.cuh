@@ -22,6 +22,14 @@ template <int ROW_CHUNKS> __device__ __forceinline__ uint32_t st_swizzled(uint32
   return tile + (uint32_t)st_swizzle_offset<ROW_CHUNKS>(row, chunk);
 }
 
+// Byte offset of chunk c of row r in a tile of `rows` rows stored as
+// panels of 8 chunks (128 bytes) a row, panel p at p * rows * 128: the
+// 128-byte-swizzled operand layout of wgmma (common/wgmma.cuh). For rows
+// of 8 chunks it is st_swizzle_offset<8>.
+__device__ __forceinline__ uint32_t st_panel_offset(int rows, int r, int c) {
+  return (uint32_t)((c >> 3) * rows * 128 + r * 128 + (((c & 7) ^ (r & 7)) << 4));
+}
+
 // 16 bytes global -> shared, bypassing L1; src_bytes < 16 zero-fills the
 // rest (0: nothing is read, the destination becomes zeros).
 __device__ __forceinline__ void st_cp_async16(uint32_t dst, const void *src, int src_bytes) {

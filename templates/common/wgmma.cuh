@@ -1,5 +1,6 @@
 // wgmma.cuh - Hopper warpgroup matrix products (sm_90a) on operands in
-// shared memory, for the prefill indexer's scoring loop.
+// shared memory (and A from registers), for the prefill indexer's scoring
+// loop and the block-major attention kernel (common/attn_wgmma.cuh).
 //
 // Operand layout: "K-major" rows of 128 bytes with the 128-byte swizzle, the
 // layout of common/smem_tile.cuh for 8-chunk rows: row r's logical 16-byte
@@ -22,6 +23,17 @@
 __device__ __forceinline__ uint64_t st_wgmma_desc(uint32_t smem_addr) {
   return (uint64_t)((smem_addr & 0x3ffffu) >> 4) | ((uint64_t)(16 >> 4) << 16) | ((uint64_t)(1024 >> 4) << 32) |
          (1ull << 62);
+}
+
+// The descriptor of a B operand read transposed ("MN-major", imm-trans-b
+// 1): rows of 128 bytes along N (V's dims in its 64-dim panels, one row a
+// token), the 16 rows of a k-step from `smem_addr` on. Leading byte offset:
+// from one panel of 64 columns to the next (`panel_bytes`); stride: from one
+// 8-row atom to the next (1024). Settled on the H100 by
+// docs/experiments/wgmma_attn_probe.cu (the other order reads garbage).
+__device__ __forceinline__ uint64_t st_wgmma_desc_mn(uint32_t smem_addr, uint32_t panel_bytes) {
+  return (uint64_t)((smem_addr & 0x3ffffu) >> 4) | ((uint64_t)(panel_bytes >> 4) << 16) |
+         ((uint64_t)(1024 >> 4) << 32) | (1ull << 62);
 }
 
 __device__ __forceinline__ void st_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -69,6 +81,19 @@ __device__ __forceinline__ void st_wgmma_m64n128k32_e4m3(float (&d)[64], uint64_
                " wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " ST_WG_REGS64 ", %64, %65, p, 1, 1;\n}\n"
                : ST_WG_ACC64
                : "l"(a), "l"(b), "r"(accumulate));
+}
+
+// d (+)= A[64 x 16] * B[16 x 128], bf16: A from registers (per warp the
+// A fragment of mma.sync m16n8k16 for its 16 rows: a[0..3] = rows l/4 and
+// l/4 + 8, k 2(l%4) and + 8), B by an MN-major descriptor
+// (st_wgmma_desc_mn), read transposed.
+__device__ __forceinline__ void st_wgmma_m64n128k16_bf16_rs_tb(float (&d)[64], const uint32_t (&a)[4], uint64_t b,
+                                                               int accumulate) {
+  asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %69, 0;\n"
+               " wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " ST_WG_REGS64
+               ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+               : ST_WG_ACC64
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
 }
 
 #undef ST_WG_ACC8
