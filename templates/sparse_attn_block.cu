@@ -70,7 +70,8 @@ using st_kv = st_kv_stages<IS_FP8, HEAD_DIM, STAGES, THREADS, 0, WGMMA>;
 // then the K/V region of STAGES blocks; runtime/ops/sparse_attn.c computes
 // the same.
 constexpr int Q_BYTES = ROWS * HEAD_DIM * 2;
-constexpr int SMEM_BYTES = STAGES * Q_BYTES + st_kv::BYTES;
+// WGMMA: 1024 bytes more, to start the panels on a swizzle atom.
+constexpr int SMEM_BYTES = STAGES * Q_BYTES + st_kv::BYTES + (WGMMA ? 1024 : 0);
 constexpr int STEP_THREADS = 256; // st_sparse_attn_merge's CTA
 constexpr float LN2 = 0.69314718055994530942f;
 
@@ -353,8 +354,10 @@ __device__ __forceinline__ void st_write_partials(const st_sparse_attn_params &p
 extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_attn_main(const st_sparse_attn_params p) {
   extern __shared__ __align__(128) char s_dyn[];
   __shared__ st_item s_it[STAGES];
-  char *q_smem = s_dyn;
-  char *region = s_dyn + STAGES * Q_BYTES;
+  // wgmma's 128-byte swizzle is of address bits: panels start on
+  // 1024-byte boundaries (the static s_it comes before s_dyn).
+  char *q_smem = WGMMA ? s_dyn + ((1024u - (st_smem_addr(s_dyn) & 1023u)) & 1023u) : s_dyn;
+  char *region = q_smem + STAGES * Q_BYTES;
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, items = (int)p.ws_header[4];
   if (threadIdx.x == 0) {
     unsigned dyn;

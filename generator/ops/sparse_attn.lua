@@ -91,8 +91,8 @@ local function shared_bytes(k)
   local tile = BLOCK_TOKENS * D * 2
   local fp8 = k.dtype == "fp8"
   local stage = fp8 and (2 * BLOCK_TOKENS * D + 2 * BLOCK_TOKENS * 4) or 2 * tile
-  if k.algo == "block" then -- per stage a q tile and a block
-    return k.stages * (q + stage) + (fp8 and 2 * tile or 0)
+  if k.algo == "block" then -- per stage a q tile and a block (wgmma: + 1024 to align the panels)
+    return k.stages * (q + stage) + (fp8 and 2 * tile or 0) + (k.mma == "wgmma" and 1024 or 0)
   end
   local kv = k.stages * stage + (fp8 and 2 * tile or 0)
   local entries = T * k.topk
