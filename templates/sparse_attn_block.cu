@@ -14,10 +14,10 @@
 //   st_sparse_attn_merge, step 0 (count): every valid entry (token, kv head
 //     g, k) of the chunk finds its key (g, request, block) and takes a place
 //     in the key's list (atomic count); the last CTA to finish scans the
-//     counts into list offsets and work items (TOKENS entries an item) and
+//     counts into offsets and work items (TOKENS entries an item) and
 //     leaves the counts zero for the next launch.
-//   st_sparse_attn_merge, step 1 (scatter): entries into their lists, and
-//     each work item's record (key, first list slot, entries, page).
+//   st_sparse_attn_merge, step 1 (scatter): entries into their work items'
+//     records (key, page, entries, and the entries themselves).
 //   st_sparse_attn_main (blocks): persistent CTAs (CTAS_PER_SM an SM), each
 //     walking work items: the block's K and V to shared memory, the item's
 //     tokens' q rows (GROUP heads each), scores, softmax and P.V over the
@@ -73,6 +73,11 @@ constexpr int Q_BYTES = ROWS * HEAD_DIM * 2;
 // WGMMA: 1024 bytes more, to start the panels on a swizzle atom.
 constexpr int SMEM_BYTES = STAGES * Q_BYTES + st_kv::BYTES + (WGMMA ? 1024 : 0);
 constexpr int STEP_THREADS = 256; // st_sparse_attn_merge's CTA
+// A work item's record in the workspace: key, page, entries, 0, then TOKENS
+// entry words (-1 past its entries), padded to 16 bytes; the launcher
+// (runtime/ops/sparse_attn.c) sizes it alike.
+constexpr int REC_HEAD = 4;
+constexpr int REC_INTS = (REC_HEAD + TOKENS + 3) / 4 * 4;
 constexpr float LN2 = 0.69314718055994530942f;
 
 static_assert(MATH_WARPS <= WARPS, "a warp per m-tile");
@@ -171,23 +176,25 @@ __device__ void st_count_entries(const st_sparse_attn_params &p) {
 
 // ---- step 1: scatter -----------------------------------------------------------
 
-// List slot of entry e: (e within its head) << 8 | (visible tokens - 1).
-// The first entry of each TOKENS slots also writes its work item's record
-// (key, first list slot, entries, page), so that a block CTA finds its
-// work in one load.
+// Every valid entry writes itself, (e within its head) << 8 | (visible
+// tokens - 1), into its slot of its work item's record; the first entry of
+// each item also writes the record's head (key, page, entries) and -1 into
+// the slots past its entries. So a block CTA reads an item in one load of
+// REC_INTS words, one a lane, with no second load that depends on it.
 __device__ void st_scatter_entries(const st_sparse_attn_params &p) {
   const int per_head = p.nq * p.topk, e = blockIdx.x * STEP_THREADS + threadIdx.x;
   if (e >= p.num_kv_heads * per_head) return;
   const int key = p.ws_key[e];
   if (key < 0) return;
-  const int packed = p.ws_rank[e], rank = packed >> 8, slot = p.ws_offset[key] + rank;
-  p.ws_list[slot] = (e % per_head) << 8 | (packed & 0xff);
+  const int packed = p.ws_rank[e], rank = packed >> 8;
+  int32_t *rec = p.ws_item_rec + (int64_t)(p.ws_item[key] + rank / TOKENS) * REC_INTS;
+  rec[REC_HEAD + rank % TOKENS] = (e % per_head) << 8 | (packed & 0xff);
   if (rank % TOKENS) return;
   const int per_r = (int)p.ws_header[2] * p.max_blocks, j = key % p.max_blocks;
   const int r = (int)p.ws_header[1] + (key % per_r) / p.max_blocks;
-  const int n = min(TOKENS, p.ws_offset[key + 1] - slot);
-  *(int4 *)(p.ws_item_rec + 4 * (p.ws_item[key] + rank / TOKENS)) =
-      make_int4(key, slot, n, p.block_table[(int64_t)r * p.bt_stride + j]);
+  const int n = min(TOKENS, p.ws_offset[key + 1] - p.ws_offset[key] - rank);
+  *(int4 *)rec = make_int4(key, p.block_table[(int64_t)r * p.bt_stride + j], n, 0);
+  for (int t = n; t < TOKENS; t++) rec[REC_HEAD + t] = -1;
 }
 
 // ---- step 2: merge -------------------------------------------------------------
@@ -274,35 +281,51 @@ extern "C" __global__ void __launch_bounds__(STEP_THREADS) st_sparse_attn_merge(
 
 // One work item in shared memory: its kv head, page and entries (entry
 // within the head's part of the chunk, and how many of the block's tokens
-// it sees).
+// it sees), and per token where its q rows start (elements from p.q, kv
+// head included) and its first partial state (entry * GROUP, kv head
+// included), so the copies and the writes need no division.
 struct st_item {
   int g, page, n, ntok_max;
-  int entry[TOKENS], ntok[TOKENS];
+  int ntok[TOKENS];
+  int64_t q_at[TOKENS], state[TOKENS];
 };
 
-// Every thread: reads item x's record and entries into `it` (one round of
-// loads after the record's). The caller syncs before using it.
-__device__ __forceinline__ void st_fetch_item(const st_sparse_attn_params &p, int x, st_item &it) {
-  const int4 rec = *(const int4 *)(p.ws_item_rec + 4 * x); // key, first list slot, entries, page
-  if (threadIdx.x < TOKENS) {
-    int entry = -1, ntok = 0;
-    if ((int)threadIdx.x < rec.z) {
-      const int v = p.ws_list[rec.y + threadIdx.x];
-      entry = v >> 8;
-      ntok = (v & 0xff) + 1;
-    }
-    it.entry[threadIdx.x] = entry;
-    it.ntok[threadIdx.x] = ntok;
-    int most = ntok; // the item's most visible tokens, over its TOKENS lanes of warp 0
+// Warp 0: lane i loads word i of item x's record (in flight until used).
+__device__ __forceinline__ int st_load_record(const st_sparse_attn_params &p, int x, int items) {
+  const int lane = threadIdx.x & 31;
+  return x < items && lane < REC_INTS ? __ldcg(p.ws_item_rec + (int64_t)x * REC_INTS + lane) : -1;
+}
+
+// Warp 0: the record's words (lane i: word i) into `it`. The caller syncs
+// before anyone reads it.
+__device__ __forceinline__ void st_store_item(const st_sparse_attn_params &p, int word, int keys_per_head,
+                                              st_item &it) {
+  const int lane = threadIdx.x & 31, t = lane - REC_HEAD;
+  const int key = __shfl_sync(0xffffffffu, word, 0), page = __shfl_sync(0xffffffffu, word, 1),
+            n = __shfl_sync(0xffffffffu, word, 2);
+  const bool slot = t >= 0 && t < TOKENS, entry_ok = slot && word >= 0;
+  const int ntok = entry_ok ? (word & 0xff) + 1 : 0;
+  int most = ntok; // the item's most visible tokens
 #pragma unroll
-    for (int o = 1; o < TOKENS; o *= 2) most = max(most, __shfl_xor_sync((1u << TOKENS) - 1u, most, o));
-    if (threadIdx.x == 0) {
-      it.g = rec.x / ((int)p.ws_header[2] * p.max_blocks);
-      it.page = rec.w;
-      it.n = rec.z;
-      it.ntok_max = most;
-    }
+  for (int o = 16; o >= 1; o /= 2) most = max(most, __shfl_xor_sync(0xffffffffu, most, o));
+  const int g = key / keys_per_head;
+  if (slot) {
+    const int entry = entry_ok ? word >> 8 : 0;
+    it.ntok[t] = ntok;
+    it.q_at[t] = (int64_t)(p.q0 + entry / p.topk) * p.q_stride_row + (int64_t)g * GROUP * p.q_stride_head;
+    it.state[t] = ((int64_t)g * p.nq * p.topk + entry) * GROUP;
   }
+  if (lane == 0) {
+    it.g = g;
+    it.page = page;
+    it.n = n;
+    it.ntok_max = most;
+  }
+}
+
+// Byte offset of chunk c of q row m in a q tile (wgmma: panels).
+__device__ __forceinline__ uint32_t st_q_offset(int m, int c) {
+  return WGMMA ? st_panel_offset(ROWS, m, c) : (uint32_t)st_swizzle_offset<ROW_CHUNKS>(m, c);
 }
 
 // After a sync: the copies of item `it`'s block (rows past its most visible
@@ -312,45 +335,59 @@ __device__ __forceinline__ void st_issue_item(const st_sparse_attn_params &p, co
                                               char *region, int b) {
   st_kv::issue(p, it.g, it.page, it.ntok_max, region, b);
   const uint32_t q_tile = st_smem_addr(q_smem + b * Q_BYTES);
-  for (int e = threadIdx.x; e < ROWS * ROW_CHUNKS; e += THREADS) {
-    const int m = e / ROW_CHUNKS, c = e % ROW_CHUNKS, t = m / GROUP, h = m % GROUP;
+  const int c = threadIdx.x % ROW_CHUNKS;
+  for (int m = threadIdx.x / ROW_CHUNKS; m < ROWS; m += THREADS / ROW_CHUNKS) {
+    const int t = m / GROUP, h = m % GROUP;
     const bool real = m < REAL_ROWS && t < it.n;
     const uint16_t *src = (const uint16_t *)p.q;
-    if (real)
-      src += (int64_t)(p.q0 + it.entry[t] / p.topk) * p.q_stride_row + (int64_t)(it.g * GROUP + h) * p.q_stride_head +
-             c * 8;
-    st_cp_async16(q_tile + (WGMMA ? st_panel_offset(ROWS, m, c) : st_swizzle_offset<ROW_CHUNKS>(m, c)), src,
-                  real ? 16 : 0);
+    if (real) src += it.q_at[t] + (int64_t)h * p.q_stride_head + c * 8;
+    st_cp_async16(q_tile + st_q_offset(m, c), src, real ? 16 : 0);
   }
 }
 
 // The partials of a warp's m-tile (rows m0 ..): (m, l) and O / l of each
-// row that saw a key.
+// row that saw a key. bf16: O / l goes through the warp's own rows of the
+// q tile at q_tile (free once its products are done), so that the global
+// writes are whole 16-byte chunks of rows, not 4-byte pieces (v2.3 spent
+// a quarter of its issue stalls on those).
 __device__ __forceinline__ void st_write_partials(const st_sparse_attn_params &p, const st_item &it,
-                                                  const st_softmax_state<HEAD_DIM> &st, int m0, const int (&lim)[2]) {
+                                                  const st_softmax_state<HEAD_DIM> &st, int m0, const int (&lim)[2],
+                                                  char *q_tile) {
   const int lane = threadIdx.x & 31;
 #pragma unroll
   for (int rr = 0; rr < 2; rr++) {
     const int m = m0 + (lane >> 2) + rr * 8, t = m / GROUP, h = m % GROUP;
     if (lim[rr] == 0) continue;
-    const int64_t slot = ((int64_t)it.g * p.nq * p.topk + it.entry[t]) * GROUP + h;
+    const int64_t state = it.state[t] + h;
     const float l_row = st.l[rr], inv = l_row > 0.f ? 1.f / l_row : 0.f;
-    if ((lane & 3) == 0) *(float2 *)(p.ws_part_ml + slot * 2) = make_float2(st.m[rr], l_row);
+    if ((lane & 3) == 0) *(float2 *)(p.ws_part_ml + state * 2) = make_float2(st.m[rr], l_row);
 #pragma unroll
     for (int dt = 0; dt < DT; dt++) {
       const int d = dt * 8 + 2 * (lane & 3);
       const float a = st.o[dt][rr * 2] * inv, c = st.o[dt][rr * 2 + 1] * inv;
       if (PART_F32)
-        *(float2 *)((float *)p.ws_part_o + slot * HEAD_DIM + d) = make_float2(a, c);
+        *(float2 *)((float *)p.ws_part_o + state * HEAD_DIM + d) = make_float2(a, c);
       else
-        *(uint32_t *)((uint16_t *)p.ws_part_o + slot * HEAD_DIM + d) = st_pack_bf16(a, c);
+        *(uint32_t *)(q_tile + st_q_offset(m, dt) + 4 * (lane & 3)) = st_pack_bf16(a, c);
     }
+  }
+  if (PART_F32) return;
+  __syncwarp();
+  // 16 rows x ROW_CHUNKS chunks, a lane per chunk: rows of one token's
+  // heads are consecutive states, so a warp writes whole rows.
+#pragma unroll
+  for (int e = lane; e < 16 * ROW_CHUNKS; e += 32) {
+    const int m = m0 + e / ROW_CHUNKS, c = e % ROW_CHUNKS, t = m / GROUP, h = m % GROUP;
+    if (m >= REAL_ROWS || t >= it.n) continue; // padding rows: nothing to write
+    *(uint4 *)((uint16_t *)p.ws_part_o + (it.state[t] + h) * HEAD_DIM + c * 8) = *(const uint4 *)(q_tile + st_q_offset(m, c));
   }
 }
 
 // Persistent: CTA c takes work items c, c + gridDim.x, ... of the chunk
-// (ws_header[4] in all). With STAGES 2 the next item's entries, block and q
-// rows load while this one's are used.
+// (ws_header[4] in all). With STAGES 2 the next item's block and q rows
+// load while this one's are used. Records are read one item ahead of their
+// use (warp 0 holds the words in a register meanwhile), so no CTA waits on
+// a record's load.
 extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_attn_main(const st_sparse_attn_params p) {
   extern __shared__ __align__(128) char s_dyn[];
   __shared__ st_item s_it[STAGES];
@@ -359,29 +396,39 @@ extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_att
   char *q_smem = WGMMA ? s_dyn + ((1024u - (st_smem_addr(s_dyn) & 1023u)) & 1023u) : s_dyn;
   char *region = q_smem + STAGES * Q_BYTES;
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, items = (int)p.ws_header[4];
+  const int keys_per_head = (int)p.ws_header[2] * p.max_blocks; // the chunk's requests x blocks
   if (threadIdx.x == 0) {
     unsigned dyn;
     asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
     if (dyn < (unsigned)SMEM_BYTES) __trap(); // the launcher's layout disagrees with this kernel's
   }
+  // word: warp 0's register copy of the record after the one in s_it.
+  int word = warp == 0 ? st_load_record(p, blockIdx.x, items) : 0;
   if (STAGES == 2 && (int)blockIdx.x < items) {
-    st_fetch_item(p, blockIdx.x, s_it[0]);
+    if (warp == 0) {
+      st_store_item(p, word, keys_per_head, s_it[0]);
+      word = st_load_record(p, blockIdx.x + gridDim.x, items);
+    }
     __syncthreads();
     st_issue_item(p, s_it[0], q_smem, region, 0);
     st_cp_async_commit();
   }
   for (int x = blockIdx.x, step = 0; x < items; x += gridDim.x, step++) {
     const int b = STAGES == 2 ? step & 1 : 0, next = x + gridDim.x;
-    if (STAGES == 2) {
-      if (next < items) { // stage b ^ 1 was last read before the previous step's closing sync
-        st_fetch_item(p, next, s_it[b ^ 1]);
-        __syncthreads();
-        st_issue_item(p, s_it[b ^ 1], q_smem, region, b ^ 1);
+    if (STAGES == 2) { // s_it[b ^ 1] and stage b ^ 1 were last read before the previous step's closing sync
+      if (warp == 0 && next < items) {
+        st_store_item(p, word, keys_per_head, s_it[b ^ 1]);
+        word = st_load_record(p, next + gridDim.x, items);
       }
+      __syncthreads();
+      if (next < items) st_issue_item(p, s_it[b ^ 1], q_smem, region, b ^ 1);
       st_cp_async_commit();
       st_cp_async_wait<1>();
     } else {
-      st_fetch_item(p, x, s_it[0]);
+      if (warp == 0) {
+        st_store_item(p, word, keys_per_head, s_it[0]);
+        word = st_load_record(p, next, items);
+      }
       __syncthreads();
       st_issue_item(p, s_it[0], q_smem, region, 0);
       st_cp_async_commit();
@@ -395,7 +442,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_att
       __syncthreads();
     }
     const st_item &it = s_it[b];
-    const uint32_t k_tile = st_kv::k_tile(region, b), q_tile = st_smem_addr(q_smem + b * Q_BYTES);
+    char *q_stage = q_smem + b * Q_BYTES;
+    const uint32_t k_tile = st_kv::k_tile(region, b), q_tile = st_smem_addr(q_stage);
     const float bias[2] = {0.f, 0.f};
     int lim[MTILES][2];
 #pragma unroll
@@ -417,7 +465,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_att
         st_attend_block_wg<HEAD_DIM, ROWS>(q_tile, m0, k_tile, k_tile + st_kv::TILE_BYTES, lim[0], bias,
                                            p.score_scale_log2, st);
         st_softmax_finish_l(st);
-        st_write_partials(p, it, st, warp * 16, lim[0]);
+        st_write_partials(p, it, st, warp * 16, lim[0], q_stage);
       }
       __syncthreads(); // stage b is free
       continue;
@@ -441,7 +489,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_att
 #pragma unroll
       for (int mt = 0; mt < MTILES; mt++) {
         st_softmax_finish_l(st[mt]);
-        st_write_partials(p, it, st[mt], warp * WARP_ROWS + mt * 16, lim[mt]);
+        st_write_partials(p, it, st[mt], warp * WARP_ROWS + mt * 16, lim[mt], q_stage);
       }
     }
     __syncthreads(); // stage b is free

@@ -221,8 +221,9 @@ static size_t block_workspace(const st_sparse_attn_config *cfg, int64_t Hkv, int
   plan->off_item = take(&off, (size_t)(max_keys + 1) * 4);
   plan->off_key = take(&off, entries * 4);
   plan->off_rank = take(&off, entries * 4);
-  plan->off_list = take(&off, entries * 4);
-  plan->off_item_rec = take(&off, items * 16);
+  /* Item records: a 4-word head and a word per entry, 16-byte aligned
+   * (templates/sparse_attn_block.cu, REC_INTS). */
+  plan->off_item_rec = take(&off, items * (size_t)((4 + cfg->tokens + 3) / 4 * 4) * 4);
   plan->off_part_ml = take(&off, states * 2 * 4);
   plan->off_part_o = take(&off, states * (size_t)cfg->head_dim * (cfg->part_f32 ? 4 : 2));
   return off;
@@ -307,7 +308,6 @@ static st_status launch_block(const st_cu *cu, CUfunction main_fn, CUfunction me
   p.ws_item = (int32_t *)(ws + plan->off_item);
   p.ws_key = (int32_t *)(ws + plan->off_key);
   p.ws_rank = (int32_t *)(ws + plan->off_rank);
-  p.ws_list = (int32_t *)(ws + plan->off_list);
   p.ws_item_rec = (int32_t *)(ws + plan->off_item_rec);
   p.ws_part_ml = (float *)(ws + plan->off_part_ml);
   p.ws_part_o = ws + plan->off_part_o;

@@ -87,7 +87,7 @@ typedef struct st_sparse_attn_plan {
   size_t workspace_bytes; /* tile: 0 */
   /* block-major only */
   int algo, chunk_q, max_keys, tokens, persistent; /* persistent: block CTAs a launch */
-  size_t off_header, off_count, off_offset, off_item, off_key, off_rank, off_list, off_item_rec, off_part_ml,
+  size_t off_header, off_count, off_offset, off_item, off_key, off_rank, off_item_rec, off_part_ml,
       off_part_o;
 } st_sparse_attn_plan;
 

@@ -52,12 +52,13 @@ typedef struct st_sparse_attn_params {
    * numbered within the chunk's requests (see the template). */
   uint32_t *ws_header;    /* [8]: CTAs counted in, first request, requests, keys, items */
   int32_t *ws_count;      /* [max_keys] entries per key, zero between launches   */
-  int32_t *ws_offset;     /* [max_keys + 1] first list slot of each key          */
+  int32_t *ws_offset;     /* [max_keys + 1] entries of the keys before each key  */
   int32_t *ws_item;       /* [max_keys + 1] first work item of each key          */
   int32_t *ws_key;        /* [max_entries] key of each entry, -1: not valid      */
   int32_t *ws_rank;       /* [max_entries] its place in its key's list << 8 | visible tokens - 1 */
-  int32_t *ws_list;       /* [max_entries] ((token - q0) * topk + k) << 8 | visible tokens - 1, by key */
-  int32_t *ws_item_rec;   /* [max_items][4] each work item: key, first list slot, entries, page */
+  int32_t *ws_item_rec;   /* [max_items][(4 + tokens) rounded up to 4] each work item: key, page,
+                             entries, 0, then per entry (token - q0) * topk + k) << 8 | visible
+                             tokens - 1 (-1 past its entries) */
   float *ws_part_ml;      /* [max_entries][GROUP] (m log2 units, l) per q head   */
   void *ws_part_o;        /* [max_entries][GROUP][D] O / l, bf16 or fp32         */
   int32_t q0, nq;         /* this chunk's query tokens                          */
