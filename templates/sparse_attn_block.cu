@@ -354,6 +354,7 @@ __device__ __forceinline__ void st_write_partials(const st_sparse_attn_params &p
                                                   const st_softmax_state<HEAD_DIM> &st, int m0, const int (&lim)[2],
                                                   char *q_tile) {
   const int lane = threadIdx.x & 31;
+  if (!PART_F32) __syncwarp(); // every lane's ldmatrix reads of these rows are done
 #pragma unroll
   for (int rr = 0; rr < 2; rr++) {
     const int m = m0 + (lane >> 2) + rr * 8, t = m / GROUP, h = m % GROUP;
