@@ -257,6 +257,10 @@ static void test_block_major_variants_plan_chunks_and_workspace(void **state) {
   /* 5000 tokens x 32 entries x (16 heads x (128 x 2 + 8) bytes of partials
    * + lists) exceed 256 MiB: chunks of a multiple of 64 tokens within it. */
   assert_true(p.chunk_q >= 64 && p.chunk_q < TOTAL_Q && p.chunk_q % 64 == 0);
+  { /* Equal chunks: the last one short of the others by less than 64 tokens a chunk. */
+    const int passes = (TOTAL_Q + p.chunk_q - 1) / p.chunk_q, last = TOTAL_Q - (passes - 1) * p.chunk_q;
+    assert_true(last > p.chunk_q - 64 * passes);
+  }
   assert_true(p.workspace_bytes <= ST_SPARSE_ATTN_BLOCK_WS && p.workspace_bytes > ST_SPARSE_ATTN_BLOCK_WS / 2);
   assert_int_equal(p.grid[0], 132); /* persistent: ctas (1) per SM */
   assert_int_equal(p.block, 256);
