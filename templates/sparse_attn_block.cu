@@ -418,20 +418,8 @@ __device__ __forceinline__ void st_blocks_pipelined(const st_sparse_attn_params 
   __syncthreads();
   const int n = items > (int)blockIdx.x ? (items - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x : 0;
   if (threadIdx.x >= CONSUMERS) { // the copying warp
-    // Turn i: first announce item i - 1 once it has landed (its copies ran
-    // during the consumers' previous item), then wait for stage i % STAGES
-    // to empty and copy item i in. (v2.6 announced item i - 1 only after
-    // issuing item i: with two stages, the issue then ran between the
-    // consumers' items instead of beside them, and the kernel was 1.5x
-    // slower than the warpgroups in step.)
     int word = st_load_record(p, blockIdx.x, items);
-    for (int i = 0; i <= n; i++) {
-      if (i > 0) {
-        st_cp_async_wait<0>();
-        st_fence_proxy_async();
-        st_mbar_arrive(st_smem_addr(&s_full[(i - 1) % STAGES]));
-      }
-      if (i == n) break;
+    for (int i = 0; i < n; i++) {
       const int s = i % STAGES, x = blockIdx.x + i * gridDim.x;
       if (i >= STAGES) st_mbar_wait(st_smem_addr(&s_empty[s]), (i / STAGES - 1) & 1);
       st_store_item(p, word, keys_per_head, s_it[s]);
@@ -439,7 +427,15 @@ __device__ __forceinline__ void st_blocks_pipelined(const st_sparse_attn_params 
       __syncwarp(); // s_it[s] from every lane, before the copies read it
       st_issue_item<32, st_kv_warp>(p, s_it[s], q_smem, region, s, lane);
       st_cp_async_commit();
+      if (i >= STAGES - 1) { // item i - (STAGES - 1) has landed
+        st_cp_async_wait<STAGES - 1>();
+        st_fence_proxy_async();
+        st_mbar_arrive(st_smem_addr(&s_full[(i - (STAGES - 1)) % STAGES]));
+      }
     }
+    st_cp_async_wait<0>();
+    st_fence_proxy_async();
+    for (int i = max(n - (STAGES - 1), 0); i < n; i++) st_mbar_arrive(st_smem_addr(&s_full[i % STAGES]));
     return;
   }
   const int m0 = warp / 4 * 64; // this warpgroup's rows
