@@ -402,11 +402,8 @@ __device__ __forceinline__ void st_write_partials(const st_sparse_attn_params &p
 // and arrives on `full`. Each warpgroup waits for `full`, computes and
 // writes its rows' partials, and arrives on `empty`. The pattern of
 // common/score_tile.cuh's scoring loop.
-// (A template so that variants without PRODUCER never instantiate it.)
-template <int ON>
 __device__ __forceinline__ void st_blocks_pipelined(const st_sparse_attn_params &p, int items, int keys_per_head,
                                                     char *q_smem, char *region, st_item *s_it) {
-  static_assert(ON == PRODUCER, "only PRODUCER variants run this loop");
   constexpr int CONSUMERS = THREADS - 32;
   __shared__ __align__(8) uint64_t s_full[STAGES], s_empty[STAGES];
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
@@ -488,7 +485,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_att
     if (dyn < (unsigned)SMEM_BYTES) __trap(); // the launcher's layout disagrees with this kernel's
   }
   if constexpr (PRODUCER) {
-    st_blocks_pipelined<PRODUCER>(p, items, keys_per_head, q_smem, region, s_it);
+    st_blocks_pipelined(p, items, keys_per_head, q_smem, region, s_it);
     return;
   }
   // word: warp 0's register copy of the record after the one in s_it.
