@@ -50,15 +50,8 @@ constexpr int WGMMA = ${wgmma};   // 1: warpgroups of 64 rows on wgmma (common/a
 #include "common/attn_wgmma.cuh"
 #include "common/kv_stage.cuh"
 #include "common/last_cta.cuh"
-#include "common/mbarrier.cuh"
 
 constexpr int THREADS = 32 * WARPS;
-// bf16 wgmma with two stages: a copying warp (the last) fills the stages
-// and the warpgroups take items from them on mbarriers, each at its own
-// pace (no CTA-wide barrier an item), so one's softmax and writes overlap
-// the other's products. fp8 keeps the shared path: its one widened tile
-// would need the warpgroups in step.
-constexpr int PRODUCER = WGMMA && !IS_FP8 && STAGES == 2;
 constexpr int REAL_ROWS = TOKENS * GROUP;
 constexpr int WARP_ROWS = 16 * MTILES;
 constexpr int ROW_UNIT = WGMMA ? 64 : WARP_ROWS; // rows are padded to whole warpgroups / warps
@@ -72,7 +65,6 @@ constexpr int DT = HEAD_DIM / 8;
 constexpr int REG_BUDGET = 65536 / (THREADS * CTAS_PER_SM) < 255 ? 65536 / (THREADS * CTAS_PER_SM) : 255;
 constexpr int STEP_TOKENS = st_attend_step_tokens<HEAD_DIM>(MTILES, REG_BUDGET);
 using st_kv = st_kv_stages<IS_FP8, HEAD_DIM, STAGES, THREADS, 0, WGMMA>;
-using st_kv_warp = st_kv_stages<IS_FP8, HEAD_DIM, STAGES, 32, 0, WGMMA>; // PRODUCER's copying warp
 // Dynamic shared memory: STAGES q tiles [ROWS][HEAD_DIM] bf16 (swizzled;
 // WGMMA: panels),
 // then the K/V region of STAGES blocks; runtime/ops/sparse_attn.c computes
@@ -92,8 +84,8 @@ static_assert(MATH_WARPS <= WARPS, "a warp per m-tile");
 static_assert(HEAD_DIM % 64 == 0, "whole groups of 8 swizzled chunks per row");
 static_assert(TOKENS <= 16 && STAGES >= 1 && STAGES <= 2, "an item's entries on lanes of warp 0; one or two stages");
 static_assert(MTILES == 1 || (MTILES == 2 && HEAD_DIM <= 128), "two m-tiles hold 2 x HEAD_DIM / 2 output registers");
-static_assert(!WGMMA || (MTILES == 1 && HEAD_DIM == 128 && THREADS == 2 * ROWS + (PRODUCER ? 32 : 0)),
-              "wgmma: a warpgroup per 64 rows (and the copying warp), head_dim 128");
+static_assert(!WGMMA || (MTILES == 1 && HEAD_DIM == 128 && THREADS == 2 * ROWS),
+              "wgmma: a warpgroup per 64 rows, head_dim 128");
 
 // The request of query token i: the last one starting at or before it.
 __device__ __forceinline__ int st_request_of(const st_sparse_attn_params &p, int i) {
@@ -338,15 +330,13 @@ __device__ __forceinline__ uint32_t st_q_offset(int m, int c) {
 
 // After a sync: the copies of item `it`'s block (rows past its most visible
 // token zeroed) and q rows (row m = token slot t * GROUP + head h, zeros
-// past the item's tokens) into stage b, by COPIERS threads numbered tid
-// (all of the CTA's, or PRODUCER's copying warp).
-template <int COPIERS, class KV>
+// past the item's tokens) into stage b.
 __device__ __forceinline__ void st_issue_item(const st_sparse_attn_params &p, const st_item &it, char *q_smem,
-                                              char *region, int b, int tid) {
-  KV::issue(p, it.g, it.page, it.ntok_max, region, b, tid);
+                                              char *region, int b) {
+  st_kv::issue(p, it.g, it.page, it.ntok_max, region, b);
   const uint32_t q_tile = st_smem_addr(q_smem + b * Q_BYTES);
-  const int c = tid % ROW_CHUNKS;
-  for (int m = tid / ROW_CHUNKS; m < ROWS; m += COPIERS / ROW_CHUNKS) {
+  const int c = threadIdx.x % ROW_CHUNKS;
+  for (int m = threadIdx.x / ROW_CHUNKS; m < ROWS; m += THREADS / ROW_CHUNKS) {
     const int t = m / GROUP, h = m % GROUP;
     const bool real = m < REAL_ROWS && t < it.n;
     const uint16_t *src = (const uint16_t *)p.q;
@@ -394,77 +384,6 @@ __device__ __forceinline__ void st_write_partials(const st_sparse_attn_params &p
   }
 }
 
-// PRODUCER: the CTA's items x = blockIdx.x, + gridDim.x, ... in turn i =
-// 0, 1, ... through stage i % STAGES. The copying warp waits for the
-// stage's `empty` barrier (every consumer thread done with its previous
-// item), writes the item to s_it and copies its block and q rows in; once
-// its copies of an item have landed it fences them for wgmma (async proxy)
-// and arrives on `full`. Each warpgroup waits for `full`, computes and
-// writes its rows' partials, and arrives on `empty`. The pattern of
-// common/score_tile.cuh's scoring loop.
-__device__ __forceinline__ void st_blocks_pipelined(const st_sparse_attn_params &p, int items, int keys_per_head,
-                                                    char *q_smem, char *region, st_item *s_it) {
-  constexpr int CONSUMERS = THREADS - 32;
-  __shared__ __align__(8) uint64_t s_full[STAGES], s_empty[STAGES];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
-  if (threadIdx.x == 0)
-    for (int s = 0; s < STAGES; s++) {
-      st_mbar_init(st_smem_addr(&s_full[s]), 32);
-      st_mbar_init(st_smem_addr(&s_empty[s]), CONSUMERS);
-    }
-  __syncthreads();
-  const int n = items > (int)blockIdx.x ? (items - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x : 0;
-  if (threadIdx.x >= CONSUMERS) { // the copying warp
-    int word = st_load_record(p, blockIdx.x, items);
-    for (int i = 0; i < n; i++) {
-      const int s = i % STAGES, x = blockIdx.x + i * gridDim.x;
-      if (i >= STAGES) st_mbar_wait(st_smem_addr(&s_empty[s]), (i / STAGES - 1) & 1);
-      st_store_item(p, word, keys_per_head, s_it[s]);
-      word = st_load_record(p, x + gridDim.x, items);
-      __syncwarp(); // s_it[s] from every lane, before the copies read it
-      st_issue_item<32, st_kv_warp>(p, s_it[s], q_smem, region, s, lane);
-      st_cp_async_commit();
-      if (i >= STAGES - 1) { // item i - (STAGES - 1) has landed
-        st_cp_async_wait<STAGES - 1>();
-        st_fence_proxy_async();
-        st_mbar_arrive(st_smem_addr(&s_full[(i - (STAGES - 1)) % STAGES]));
-      }
-    }
-    st_cp_async_wait<0>();
-    st_fence_proxy_async();
-    for (int i = max(n - (STAGES - 1), 0); i < n; i++) st_mbar_arrive(st_smem_addr(&s_full[i % STAGES]));
-    return;
-  }
-  const int m0 = warp / 4 * 64; // this warpgroup's rows
-  const float bias[2] = {0.f, 0.f};
-  for (int i = 0; i < n; i++) {
-    const int s = i % STAGES;
-    st_mbar_wait(st_smem_addr(&s_full[s]), (i / STAGES) & 1);
-    // The warpgroup's own barrier (ids 2, 3): after the wait's loop ptxas
-    // takes the warps for divergent and would serialize the wgmma.
-    asm volatile("bar.sync %0, 128;\n" ::"r"(2 + warp / 4) : "memory");
-    const st_item &it = s_it[s];
-    int lim[2];
-#pragma unroll
-    for (int rr = 0; rr < 2; rr++) {
-      const int m = warp * 16 + (lane >> 2) + rr * 8, t = m / GROUP;
-      lim[rr] = m < REAL_ROWS && t < it.n ? it.ntok[t] : 0; // padding rows see nothing
-    }
-    // (__shfl_sync from lane 0: see st_sparse_attn_main.)
-    if (__shfl_sync(0xffffffffu, m0 < REAL_ROWS && m0 / GROUP < it.n, 0)) {
-      char *q_stage = q_smem + s * Q_BYTES;
-      const uint32_t k_tile = st_kv_warp::k_tile(region, s);
-      st_softmax_state<HEAD_DIM> st;
-      st_softmax_init(st);
-      st_attend_block_wg<HEAD_DIM, ROWS>(st_smem_addr(q_stage), m0, k_tile, k_tile + st_kv::TILE_BYTES, lim, bias,
-                                         p.score_scale_log2, st);
-      st_softmax_finish_l(st);
-      st_write_partials(p, it, st, warp * 16, lim, q_stage);
-    }
-    st_mbar_arrive(st_smem_addr(&s_empty[s]));
-  }
-}
-
 // Persistent: CTA c takes work items c, c + gridDim.x, ... of the chunk
 // (ws_header[4] in all). With STAGES 2 the next item's block and q rows
 // load while this one's are used. Records are read one item ahead of their
@@ -484,10 +403,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_att
     asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
     if (dyn < (unsigned)SMEM_BYTES) __trap(); // the launcher's layout disagrees with this kernel's
   }
-  if constexpr (PRODUCER) {
-    st_blocks_pipelined(p, items, keys_per_head, q_smem, region, s_it);
-    return;
-  }
   // word: warp 0's register copy of the record after the one in s_it.
   int word = warp == 0 ? st_load_record(p, blockIdx.x, items) : 0;
   if (STAGES == 2 && (int)blockIdx.x < items) {
@@ -496,7 +411,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_att
       word = st_load_record(p, blockIdx.x + gridDim.x, items);
     }
     __syncthreads();
-    st_issue_item<THREADS, st_kv>(p, s_it[0], q_smem, region, 0, threadIdx.x);
+    st_issue_item(p, s_it[0], q_smem, region, 0);
     st_cp_async_commit();
   }
   for (int x = blockIdx.x, step = 0; x < items; x += gridDim.x, step++) {
@@ -507,7 +422,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_att
         word = st_load_record(p, next + gridDim.x, items);
       }
       __syncthreads();
-      if (next < items) st_issue_item<THREADS, st_kv>(p, s_it[b ^ 1], q_smem, region, b ^ 1, threadIdx.x);
+      if (next < items) st_issue_item(p, s_it[b ^ 1], q_smem, region, b ^ 1);
       st_cp_async_commit();
       st_cp_async_wait<1>();
     } else {
@@ -516,7 +431,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_att
         word = st_load_record(p, next, items);
       }
       __syncthreads();
-      st_issue_item<THREADS, st_kv>(p, s_it[0], q_smem, region, 0, threadIdx.x);
+      st_issue_item(p, s_it[0], q_smem, region, 0);
       st_cp_async_commit();
       st_cp_async_wait<0>();
     }

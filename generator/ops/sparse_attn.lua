@@ -291,9 +291,7 @@ function M.render_values(k)
     tokens = k.tokens,
     topk = k.topk,
     stages = k.stages,
-    -- bf16 wgmma with two stages: one more warp, the copying one (PRODUCER in the template)
-    warps = math.max(padded_rows(k) // warp_rows(k), 4)
-      + ((k.mma == "wgmma" and k.dtype == "bf16" and k.stages == 2) and 1 or 0),
+    warps = math.max(padded_rows(k) // warp_rows(k), 4),
     ctas = k.ctas,
     mtiles = k.mtiles,
     wgmma = k.mma == "wgmma" and 1 or 0,

@@ -95,15 +95,9 @@ static int padded_rows(const st_sparse_attn_config *cfg) {
   return (cfg->tokens * cfg->group + unit - 1) / unit * unit;
 }
 
-/* bf16 wgmma variants with two stages have a copying warp besides the
- * warpgroups (templates/sparse_attn_block.cu, PRODUCER). */
-static int has_copying_warp(const st_sparse_attn_config *cfg) {
-  return cfg->algo == ST_SPARSE_ATTN_BLOCK && cfg->wgmma && cfg->dtype == ST_DTYPE_BF16 && cfg->stages == 2;
-}
-
 int st_sparse_attn_threads(const st_sparse_attn_config *cfg) {
   const int warps = padded_rows(cfg) / warp_rows(cfg);
-  return 32 * (warps < 4 ? 4 : warps) + (has_copying_warp(cfg) ? 32 : 0);
+  return 32 * (warps < 4 ? 4 : warps);
 }
 
 unsigned st_sparse_attn_smem_bytes(const st_sparse_attn_config *cfg) {

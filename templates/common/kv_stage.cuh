@@ -61,15 +61,11 @@ template <int IS_FP8, int HEAD_DIM, int STAGES, int THREADS, int K_REGS = 0, int
   // Issues the copies of (page, kv head g)'s block into stage `buf`; rows
   // at or past `ntok` become zeros (a masked key's value must be 0, not
   // garbage: its weight is exactly 0, but 0 * NaN is not). Those rows'
-  // addresses are inside the page, and nothing is read from them. The
-  // THREADS copying threads are numbered by `tid` (default: threadIdx.x;
-  // a copying warp passes its lane).
+  // addresses are inside the page, and nothing is read from them.
   template <class P>
-  static __device__ __forceinline__ void issue(const P &p, int g, int page, int ntok, char *region, int buf,
-                                               int tid = -1) {
+  static __device__ __forceinline__ void issue(const P &p, int g, int page, int ntok, char *region, int buf) {
     char *stage = region + buf * STAGE_BYTES;
-    if (tid < 0) tid = threadIdx.x;
-    const int c = tid % SRC_CHUNKS, r0 = tid / SRC_CHUNKS;
+    const int c = threadIdx.x % SRC_CHUNKS, r0 = threadIdx.x / SRC_CHUNKS;
     const int64_t k_step = p.k_stride_token * ELEM * ROWS_PER_PASS, v_step = p.v_stride_token * ELEM * ROWS_PER_PASS;
     const char *ks = (const char *)p.k_cache +
                      ((int64_t)page * p.k_stride_page + (int64_t)g * p.k_stride_head + r0 * p.k_stride_token) * ELEM +
@@ -95,7 +91,7 @@ template <int IS_FP8, int HEAD_DIM, int STAGES, int THREADS, int K_REGS = 0, int
     }
     if (IS_FP8 && p.scale_mode == 2) {
       float *scales = (float *)(stage + RAW_BYTES);
-      for (int e = tid; e < 2 * BLOCK_TOKENS; e += THREADS) {
+      for (int e = threadIdx.x; e < 2 * BLOCK_TOKENS; e += THREADS) {
         const int which = e / BLOCK_TOKENS, tok = e % BLOCK_TOKENS;
         const int64_t slot = tok < ntok ? tok : 0;
         const float *src = which ? p.v_scales + (int64_t)page * p.vs_stride_page + (int64_t)g * p.vs_stride_head +
