@@ -31,6 +31,7 @@ constexpr bool ALGO_FUSED = ${fused} != 0;
 #include "common/score_tile.cuh"
 #include "common/score_key.cuh"
 #include "common/warp_topk.cuh"
+#include "common/varlen.cuh"
 
 // Words per row list: odd, so the eight rows a warp's list owners update
 // at once fall in different banks.
@@ -134,18 +135,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) st_index_prefill_main(c
 
 // ---- the merge -------------------------------------------------------------
 
-// Visible blocks of query token i (0 past total_q): its request by a binary
-// search of cu_seqlens_q.
+// Visible blocks of query token i (0 past total_q).
 __device__ __forceinline__ int st_token_blocks(const st_index_score_params &p, int i) {
   if (i >= p.total_q) return 0;
-  int lo = 0, hi = p.num_requests; // cu[lo] <= i < cu[hi]
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) / 2;
-    if (p.cu_seqlens_q[mid] <= i) lo = mid;
-    else hi = mid;
-  }
-  const int start = p.cu_seqlens_q[lo];
-  return st_visible_blocks(p, p.seq_lens[lo] - (p.cu_seqlens_q[lo + 1] - start) + (i - start));
+  const int r = st_request_of(p.cu_seqlens_q, p.num_requests, i);
+  return st_visible_blocks(p, st_position_in(p.cu_seqlens_q, p.seq_lens, r, i));
 }
 
 // The row's n candidates (n <= 32 * N) into registers, then its choice.

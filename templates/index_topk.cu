@@ -41,6 +41,7 @@ constexpr int KEYS = ${keys}; // warp: keys per lane; cta: 0
 #include "common/score_key.cuh"
 #include "common/cta_topk.cuh"
 #include "common/warp_topk.cuh"
+#include "common/varlen.cuh"
 
 constexpr int BLOCK_TOKENS = 128;
 
@@ -61,14 +62,8 @@ __device__ __forceinline__ st_topk_row st_topk_row_of(const st_index_topk_params
   st_topk_row w;
   w.nb = 0;
   if (i < p.total_q) {
-    int lo = 0, hi = p.num_requests; // cu[lo] <= i < cu[hi]
-    while (hi - lo > 1) {
-      const int mid = (lo + hi) / 2;
-      if (p.cu_seqlens_q[mid] <= i) lo = mid;
-      else hi = mid;
-    }
-    const int start = p.cu_seqlens_q[lo];
-    const int pos = p.seq_lens[lo] - (p.cu_seqlens_q[lo + 1] - start) + (i - start);
+    const int r = st_request_of(p.cu_seqlens_q, p.num_requests, i);
+    const int pos = st_position_in(p.cu_seqlens_q, p.seq_lens, r, i);
     w.nb = pos >= 0 ? min(pos / BLOCK_TOKENS + 1, p.max_blocks) : 0;
   }
   w.lo = min(p.init_blocks, w.nb);

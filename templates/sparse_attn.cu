@@ -44,6 +44,7 @@ constexpr int MTILES = ${mtiles}; // 16-row m-tiles a warp takes (2: common/attn
 #include "common/attn_tile.cuh"
 #include "common/attn_tile_x2.cuh"
 #include "common/kv_stage.cuh"
+#include "common/varlen.cuh"
 
 constexpr int THREADS = 32 * WARPS;
 constexpr int REAL_ROWS = TOKENS * GROUP;        // q rows of the tile's tokens
@@ -114,17 +115,8 @@ __device__ void st_locate_tokens(const st_sparse_attn_params &p, int tile, const
     const int i = tile * TOKENS + t;
     int r = -1, pos = -1;
     if (i < p.total_q) {
-      int lo = 0, hi = p.num_requests; // cu[lo] <= i < cu[hi]
-      while (hi - lo > 1) {
-        const int mid = (lo + hi) / 2;
-        if (p.cu_seqlens_q[mid] <= i)
-          lo = mid;
-        else
-          hi = mid;
-      }
-      const int start = p.cu_seqlens_q[lo], q_len = p.cu_seqlens_q[lo + 1] - start;
-      r = lo;
-      pos = p.seq_lens[lo] - q_len + (i - start);
+      r = st_request_of(p.cu_seqlens_q, p.num_requests, i);
+      pos = st_position_in(p.cu_seqlens_q, p.seq_lens, r, i);
     }
     l.tok_r[t] = r;
     l.tok_p[t] = pos;

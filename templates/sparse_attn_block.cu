@@ -50,6 +50,7 @@ constexpr int WGMMA = ${wgmma};   // 1: warpgroups of 64 rows on wgmma (common/a
 #include "common/attn_wgmma.cuh"
 #include "common/kv_stage.cuh"
 #include "common/last_cta.cuh"
+#include "common/varlen.cuh"
 
 constexpr int THREADS = 32 * WARPS;
 constexpr int REAL_ROWS = TOKENS * GROUP;
@@ -86,24 +87,6 @@ static_assert(TOKENS <= 16 && STAGES >= 1 && STAGES <= 2, "an item's entries on 
 static_assert(MTILES == 1 || (MTILES == 2 && HEAD_DIM <= 128), "two m-tiles hold 2 x HEAD_DIM / 2 output registers");
 static_assert(!WGMMA || (MTILES == 1 && HEAD_DIM == 128 && THREADS == 2 * ROWS),
               "wgmma: a warpgroup per 64 rows, head_dim 128");
-
-// The request of query token i: the last one starting at or before it.
-__device__ __forceinline__ int st_request_of(const st_sparse_attn_params &p, int i) {
-  int lo = 0, hi = p.num_requests; // cu[lo] <= i < cu[hi]
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) / 2;
-    if (p.cu_seqlens_q[mid] <= i)
-      lo = mid;
-    else
-      hi = mid;
-  }
-  return lo;
-}
-
-__device__ __forceinline__ int st_position(const st_sparse_attn_params &p, int r, int i) {
-  const int start = p.cu_seqlens_q[r];
-  return p.seq_lens[r] - (p.cu_seqlens_q[r + 1] - start) + (i - start);
-}
 
 // ---- step 0: count, and the last CTA's scan ---------------------------------
 
@@ -151,11 +134,13 @@ __device__ void st_scan_keys(const st_sparse_attn_params &p, int r0, int nr) {
 
 __device__ void st_count_entries(const st_sparse_attn_params &p) {
   __shared__ bool s_last;
-  const int r0 = st_request_of(p, p.q0), nr = st_request_of(p, p.q0 + p.nq - 1) - r0 + 1;
+  const int r0 = st_request_of(p.cu_seqlens_q, p.num_requests, p.q0);
+  const int nr = st_request_of(p.cu_seqlens_q, p.num_requests, p.q0 + p.nq - 1) - r0 + 1;
   const int per_head = p.nq * p.topk, e = blockIdx.x * STEP_THREADS + threadIdx.x;
   if (e < p.num_kv_heads * per_head) {
     const int g = e / per_head, il = (e - g * per_head) / p.topk, k = e - g * per_head - il * p.topk, i = p.q0 + il;
-    const int r = st_request_of(p, i), pos = st_position(p, r, i);
+    const int r = st_request_of(p.cu_seqlens_q, p.num_requests, i);
+    const int pos = st_position_in(p.cu_seqlens_q, p.seq_lens, r, i);
     const int32_t j = p.topk_idx[(int64_t)g * p.idx_stride_head + (int64_t)i * p.idx_stride_row + k];
     int key = -1, rank = 0;
     if (j >= 0 && j <= pos / BLOCK_TOKENS && j < p.max_blocks) { // as sparse_attn.cu's entries
