@@ -167,14 +167,25 @@ function M.check_peer(s)
 end
 
 -- The query tokens of a varlen batch "q_len:prefix;...", or nil and why.
+-- An item "q_len:prefix*count" stands for count equal requests (a batch of
+-- hundreds of short requests fits a shape field); at most 4096 in all, as
+-- the tuner's harness (tuner/ops/case_inputs.c) takes.
+local MAX_REQUESTS = 4096
 function M.request_tokens(reqs)
-  local total = 0
+  local total, n = 0, 0
+  local bad = string.format("shape field reqs=%s is not a list of q_len:prefix[*count]", tostring(reqs))
   for item in string.gmatch(tostring(reqs) .. ";", "([^;]*);") do
-    local q = math.tointeger(tonumber(string.match(item, "^(%d+):%d+$")))
-    if not q then
-      return nil, string.format("shape field reqs=%s is not a list of q_len:prefix", tostring(reqs))
+    local q, rest = string.match(item, "^(%d+):%d+(.*)$")
+    local count = rest == "" and 1 or math.tointeger(tonumber(string.match(rest or "", "^%*(%d+)$")))
+    q = math.tointeger(tonumber(q))
+    if not q or not count or count < 1 then
+      return nil, bad
     end
-    total = total + q
+    n = n + count
+    if n > MAX_REQUESTS then
+      return nil, string.format("shape field reqs=%s lists more than %d requests", tostring(reqs), MAX_REQUESTS)
+    end
+    total = total + q * count
   end
   return total
 end

@@ -147,6 +147,16 @@ static void test_space_canonical_sorts_keys_bytewise(void **state) {
   expect_error_containing(*state, "return require('space').canonical({x = 1.5})", "only integers and strings");
 }
 
+static void test_space_request_tokens_counts_repeated_items(void **state) {
+  expect(*state, "return require('space').request_tokens('3:0*4;2:5;7:128*1')", "21");
+  expect(*state, "return select(2, require('space').request_tokens('3:0*0'))",
+         "shape field reqs=3:0*0 is not a list of q_len:prefix[*count]");
+  expect(*state, "return select(2, require('space').request_tokens('3:0*'))",
+         "shape field reqs=3:0* is not a list of q_len:prefix[*count]");
+  expect(*state, "return select(2, require('space').request_tokens('1:0*4000;1:0*97'))",
+         "shape field reqs=1:0*4000;1:0*97 lists more than 4096 requests");
+}
+
 /* ---- ops/index_decode.lua ----------------------------------------------- */
 
 static void test_index_decode_constraints_reject_register_overflow_and_bulk_with_units(void **state) {
@@ -764,6 +774,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_space_product_is_complete_and_ordered, setup, teardown),
       cmocka_unit_test_setup_teardown(test_space_filter_keeps_and_gives_reasons, setup, teardown),
       cmocka_unit_test_setup_teardown(test_space_canonical_sorts_keys_bytewise, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_space_request_tokens_counts_repeated_items, setup, teardown),
       cmocka_unit_test_setup_teardown(test_index_decode_constraints_reject_register_overflow_and_bulk_with_units, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_index_decode_tuned_space_stops_at_topk_32, setup, teardown),

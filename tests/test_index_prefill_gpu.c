@@ -4,8 +4,8 @@
  * multiples of 128, tokens with fewer visible blocks than topk, init/local
  * ranges that overlap on short prefixes, a 131072-token context, topk 3 to
  * 64, 1 to 4 heads, head_dim 64 and 128, bf16 and fp8, NaN keys in the
- * pool. Each variant runs twice per shape (the workspace left as the first
- * run left it). Skips where there is no driver or GPU. */
+ * pool, 310 requests in one batch. Each variant runs twice per shape (the
+ * workspace left as the first run left it). Skips where there is no driver or GPU. */
 #include <stdio.h>
 #include <string.h>
 
@@ -26,6 +26,8 @@ static const edge edges[] = {
     {"bf16", 128, 2, 16, 1, 2, "64:131008"},
     {"bf16", 64, 1, 32, 4, 4, "257:8000;31:31"},
     {"bf16", 128, 2, 64, 8, 8, "77:20000;1:0"},
+    /* More requests than a CTA has threads: the tile search scans in batches. */
+    {"bf16", 128, 2, 16, 1, 2, "3:130*200;70:4000*100;1:0*10"},
     {"fp8", 128, 2, 16, 1, 2, "300:4133;1:0;1024:0"},
     {"fp8", 128, 1, 20, 2, 2, "129:0;77:20000"},
 };

@@ -153,7 +153,9 @@ static void test_fit_and_plan(void **state) {
   /* The automatic chunk (index_score's: about four CTAs per SM, here 1000
    * SMs ask for 8 blocks) is raised to what the merge holds: 512 x 64 / 512. */
   c = config(128, 2, 2, 64, 0);
+  assert_int_equal(c.score.balanced, 0); /* index_score's chunk 0 is balanced; the lists need chunks */
   assert_int_equal(st_index_prefill_plan_make(&c, &a, 1000, &p, &err), ST_OK);
+  assert_int_equal(p.params.score.balanced, 0);
   assert_int_equal(p.params.score.chunk_blocks, 64);
   assert_int_equal(p.params.max_chunks, 8);
   assert_int_equal(p.grid[1], 8);

@@ -2,8 +2,9 @@
  * reference over varlen edge cases: single-token requests, a request with
  * no query token, prefixes not multiples of 128, tokens whose own block is
  * their only one, a 131072-token context, 1 to 8 heads, head_dim 64 and
- * 128, bf16 and fp8, NaN keys in the pool. Each variant runs twice per
- * shape. Skips where there is no driver or GPU. */
+ * 128, bf16 and fp8, NaN keys in the pool, 310 requests in one batch.
+ * Each variant runs twice per shape. Skips where there is no driver or
+ * GPU. */
 #include <stdio.h>
 #include <string.h>
 
@@ -23,6 +24,8 @@ static const edge edges[] = {
     {"bf16", 128, 8, "100:9000;3:0"},
     {"bf16", 128, 2, "64:131008"},
     {"bf16", 64, 1, "257:8000;31:31"},
+    /* More requests than a CTA has threads: the tile searches scan in batches. */
+    {"bf16", 128, 2, "3:130*200;70:4000*100;1:0*10"},
     {"fp8", 128, 2, "300:4133;1:0;1024:0"},
     {"fp8", 128, 1, "129:0;77:20000"},
 };

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/score_work.h" /* templates/ */
 #include "ops/index_score.h"
 #include "ops/tensor_check.h"
 #include "testutil.h"
@@ -161,9 +162,24 @@ static void test_fit_and_plan(void **state) {
   assert_int_equal(p.params.chunk_blocks, 32);
   assert_int_equal(p.params.max_blocks, COLS);
   assert_int_equal(p.params.score_stride_row, COLS + 1);
-  /* Automatic chunks: about four CTAs per SM over the grid, at least 8. */
+  /* chunk_blocks 0: the balanced schedule, one CTA per SM splitting the
+   * batch's (tile, block) pairs; fewer CTAs only when there are fewer pairs. */
   c = config("bf16", 128, 256, 2, 3, 0);
+  assert_int_equal(c.balanced, 1);
   assert_int_equal(st_index_score_plan_make(&c, &a, 132, &p, &err), ST_OK);
+  assert_int_equal(p.grid[0], 132);
+  assert_int_equal(p.grid[1], 1);
+  assert_int_equal(p.params.balanced, 1);
+  a.max_context = 128; /* 43 tiles of one block each */
+  assert_int_equal(st_index_score_plan_make(&c, &a, 132, &p, &err), ST_OK);
+  assert_int_equal(p.grid[0], (TOTAL_Q + 127) / 128 + R);
+  /* Automatic chunks (index_prefill's chunk grid): about four CTAs per SM
+   * over the grid, at least 8. */
+  a = valid_args();
+  c.balanced = 0;
+  assert_int_equal(st_index_score_plan_make(&c, &a, 132, &p, &err), ST_OK);
+  assert_int_equal(p.params.balanced, 0);
+  assert_int_equal(p.grid[0], (TOTAL_Q + 127) / 128 + R);
   assert_int_equal(p.params.chunk_blocks, (COLS * ((TOTAL_Q + 127) / 128) + 4 * 132 - 1) / (4 * 132));
   a.max_context = 1000; /* 8 blocks: never more than the blocks */
   assert_int_equal(st_index_score_plan_make(&c, &a, 132, &p, &err), ST_OK);
@@ -174,8 +190,46 @@ static void test_fit_and_plan(void **state) {
   assert_string_equal(key, "index_score:B=5000,D=128,H=2,dtype=bf16");
 }
 
+/* The balanced schedule's closed-form pair counts (common/score_work.h)
+ * against a count tile by tile, over tile sizes 1..256, prefixes around
+ * block edges, short and long requests and max_blocks clamps. */
+static int64_t counted_work(int64_t pos0, int64_t qlen, int64_t tokens, int64_t max_blocks, int64_t m) {
+  int64_t w = 0;
+  for (int64_t i = 0; i < m; i++) {
+    const int64_t end = (i + 1) * tokens < qlen ? (i + 1) * tokens : qlen;
+    const int64_t nb = (pos0 + end - 1) / 128 + 1;
+    w += nb < max_blocks ? nb : max_blocks;
+  }
+  return w;
+}
+
+static void test_balanced_pair_counts_match_a_count(void **state) {
+  (void)state;
+  const int64_t pos0s[] = {0, 1, 5, 127, 128, 129, 1000, 4133, 57344, 65535};
+  const int64_t qlens[] = {1, 2, 63, 64, 65, 127, 128, 129, 300, 1024, 4097};
+  const int64_t maxbs[] = {1, 3, 9, 40, 600};
+  for (int64_t tokens = 1; tokens <= 256; tokens *= 2)
+    for (size_t a = 0; a < sizeof pos0s / sizeof pos0s[0]; a++)
+      for (size_t b = 0; b < sizeof qlens / sizeof qlens[0]; b++)
+        for (size_t c = 0; c < sizeof maxbs / sizeof maxbs[0]; c++) {
+          const int64_t pos0 = pos0s[a], qlen = qlens[b], maxb = maxbs[c];
+          const int64_t ntiles = (qlen + tokens - 1) / tokens;
+          for (int64_t m = 0; m <= ntiles; m++) {
+            const int64_t want = counted_work(pos0, qlen, tokens, maxb, m);
+            const int64_t got = st_score_tiles_work(pos0, qlen, tokens, maxb, m);
+            if (got != want)
+              fail_msg("pos0=%lld qlen=%lld tokens=%lld max_blocks=%lld m=%lld: %lld pairs, counted %lld",
+                       (long long)pos0, (long long)qlen, (long long)tokens, (long long)maxb, (long long)m,
+                       (long long)got, (long long)want);
+          }
+        }
+  assert_int_equal(st_score_tiles_work(0, 0, 128, 8, 0), 0);
+  assert_int_equal(st_score_tiles_work(-5, 10, 128, 8, 1), 0); /* seq_len < q_len: no pairs */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_balanced_pair_counts_match_a_count),
       cmocka_unit_test(test_bad_arguments_are_refused_by_name),
       cmocka_unit_test(test_configs_hold_what_the_kernel_can_do),
       cmocka_unit_test(test_fit_and_plan),

@@ -132,13 +132,14 @@ void st_test_every_variant(const char *op, const st_shape *shapes, int nshapes, 
 void st_test_varlen_shape(st_shape *s, const char *op, const char *reqs) {
   memset(s, 0, sizeof *s);
   st_err err = {{0}};
-  int B = 0;
+  int B = 0; /* the query tokens: q_len of each item, times its *count */
   for (const char *p = reqs; p && *p;) {
-    int q = 0;
+    int q = 0, count = 1;
     if (sscanf(p, "%d", &q) != 1) break;
-    B += q;
-    p = strchr(p, ';');
-    if (p) p++;
+    const char *end = strchr(p, ';'), *star = strchr(p, '*');
+    if (star && (!end || star < end) && sscanf(star + 1, "%d", &count) != 1) break;
+    B += q * count;
+    p = end ? end + 1 : NULL;
   }
   snprintf(s->op, sizeof s->op, "%s", op);
   assert_int_equal(st_params_set(&s->params, "reqs", reqs, &err), ST_OK);

@@ -4,8 +4,10 @@
 --
 -- A variant is a kernel config (the dtype of q and the index-K cache, head
 -- dim, (token, head) rows per CTA, warpgroups, K stages in flight) plus a
--- launch config (`chunk_blocks`: blocks one CTA scores; 0 = the launcher
--- picks from the SM count). Parameter names are the ones
+-- launch config (`chunk_blocks`: blocks one CTA scores; 0 = the balanced
+-- schedule, one CTA per SM each taking an equal run of the batch's (tile,
+-- block) pairs; index_prefill, which shares the parameter, reads 0 as a
+-- chunk size picked from the SM count). Parameter names are the ones
 -- st_index_score_config_from_params reads and the template expects. Every
 -- function is pure.
 

@@ -19,6 +19,7 @@ st_status st_index_prefill_config_from_params(const st_params *kernel, const st_
   memset(cfg, 0, sizeof *cfg);
   st_status s = st_index_score_config_from_params(kernel, launch, &cfg->score, err);
   if (s != ST_OK) return s;
+  cfg->score.balanced = 0; /* the fused lists are a chunk's: the chunk grid always */
   const char *algo = st_params_get(kernel, "algo");
   if (!algo || (strcmp(algo, "fused") && strcmp(algo, "composed")))
     return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter algo='%s' is not fused or composed",

@@ -35,6 +35,7 @@ st_status st_index_score_config_from_params(const st_params *kernel, const st_pa
   GET(kernel, "stages", 2, 4, stages)
   GET(launch, "chunk_blocks", 0, 65536, chunk_blocks)
 #undef GET
+  cfg->balanced = cfg->chunk_blocks == 0;
   const int row_bytes = cfg->head_dim * st_dtype_bytes(cfg->dtype);
   if (row_bytes % 128)
     return st_fail(err, ST_ERR_INVALID_ARG, "variant rows of head_dim=%d %s are %d bytes, not whole 128-byte panels",
@@ -132,17 +133,25 @@ st_status st_index_score_plan_make(const st_index_score_config *cfg, const st_in
   const int64_t tokens = cfg->rows / H;
   /* Tiles never straddle requests: each request adds at most one partial. */
   const int64_t tiles = ceil_div(total_q, tokens) + R;
-  int64_t chunk = cfg->chunk_blocks;
-  if (chunk == 0) {
-    /* About four CTAs per multiprocessor over the whole grid (one resides at
-     * a time): enough to even out causal tiles of unequal length. */
-    chunk = ceil_div(max_blocks * ceil_div(total_q, tokens), 4 * (int64_t)(sm_count > 0 ? sm_count : 1));
-    if (chunk < ST_INDEX_SCORE_MIN_AUTO_CHUNK) chunk = ST_INDEX_SCORE_MIN_AUTO_CHUNK;
+  const int64_t sms = sm_count > 0 ? sm_count : 1;
+  int64_t chunk = cfg->chunk_blocks, grid_x = tiles, chunks = 1;
+  if (cfg->balanced) {
+    /* One CTA per SM (a CTA of two warpgroups takes most of an SM's shared
+     * memory or registers), never more than there are pairs. */
+    grid_x = tiles * max_blocks < sms ? tiles * max_blocks : sms;
+    chunk = 0;
+  } else {
+    if (chunk == 0) {
+      /* About four CTAs per multiprocessor over the whole grid (one resides
+       * at a time): enough to even out causal tiles of unequal length. */
+      chunk = ceil_div(max_blocks * ceil_div(total_q, tokens), 4 * sms);
+      if (chunk < ST_INDEX_SCORE_MIN_AUTO_CHUNK) chunk = ST_INDEX_SCORE_MIN_AUTO_CHUNK;
+    }
+    if (chunk > max_blocks) chunk = max_blocks;
+    chunks = ceil_div(max_blocks, chunk);
   }
-  if (chunk > max_blocks) chunk = max_blocks;
-  const int64_t chunks = ceil_div(max_blocks, chunk);
-  if (tiles > INT32_MAX || chunks > 65535)
-    return st_fail(err, ST_ERR_UNSUPPORTED, "index_score grid of %lld x %lld CTAs is too large", (long long)tiles,
+  if (grid_x > INT32_MAX || chunks > 65535)
+    return st_fail(err, ST_ERR_UNSUPPORTED, "index_score grid of %lld x %lld CTAs is too large", (long long)grid_x,
                    (long long)chunks);
   st_index_score_params *p = &plan->params;
   p->q = a->q.data;
@@ -165,7 +174,8 @@ st_status st_index_score_plan_make(const st_index_score_config *cfg, const st_in
   p->head_shift = log2_of(H);
   p->max_blocks = (int32_t)max_blocks;
   p->chunk_blocks = (int32_t)chunk;
-  plan->grid[0] = (unsigned)tiles;
+  p->balanced = cfg->balanced;
+  plan->grid[0] = (unsigned)grid_x;
   plan->grid[1] = (unsigned)chunks;
   plan->grid[2] = 1;
   plan->block = (unsigned)(128 * cfg->warpgroups + 32); /* and the copying warp */

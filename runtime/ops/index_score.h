@@ -26,6 +26,9 @@ typedef struct st_index_score_config {
   int warpgroups;   /* 1 or 2; rows / (64 * warpgroups) is 1 or 2            */
   int stages;       /* K blocks in flight in shared memory: 2..4             */
   int chunk_blocks; /* launch: blocks per CTA; 0 = auto from the SM count    */
+  int balanced;     /* chunk_blocks 0 of index_score: one CTA per SM, each an
+                       equal run of the batch's (tile, block) pairs; 0 under
+                       index_prefill, whose fused lists are per chunk       */
 } st_index_score_config;
 
 /* Reads a config from the variant's parameters (names as in
@@ -55,8 +58,9 @@ typedef struct st_index_score_plan {
 } st_index_score_plan;
 
 /* Plans a launch for valid arguments on a GPU with `sm_count`
- * multiprocessors (the automatic chunk size); checks the fit first. The
- * grid depends on total_q, R, H and max_context only. */
+ * multiprocessors (the balanced grid, the automatic chunk size); checks the
+ * fit first. The grid depends on total_q, R, H, max_context and sm_count
+ * only. */
 st_status st_index_score_plan_make(const st_index_score_config *cfg, const st_index_score_args *a, int sm_count,
                                    st_index_score_plan *plan, st_err *err);
 

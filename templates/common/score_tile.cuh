@@ -5,14 +5,23 @@
 // The including template defines IS_FP8, HEAD_DIM, ROWS, WARPGROUPS and
 // STAGES, and includes params/index_score.h first.
 //
-// A CTA owns a tile of consecutive query tokens of ONE request, all H index
-// heads of each: ROWS rows (token, head) = ROWS / H tokens, the rows of the
-// matrix product's A operand (q rows are [token][head][D], so the tile is a
-// plain run of rows). Grid (tile slots, block chunks): slot x names the
-// x-th tile of the batch in request order, heaviest (last) tile of each
-// request first; y takes chunk_blocks consecutive blocks of it, so a long
-// prefix spreads over many CTAs. Slots and chunks past the tile's work
-// return at once.
+// A CTA scores tiles of consecutive query tokens of ONE request, all H
+// index heads of each: ROWS rows (token, head) = ROWS / H tokens, the rows
+// of the matrix product's A operand (q rows are [token][head][D], so the
+// tile is a plain run of rows). Which (tile, block) pairs a CTA takes is
+// the schedule, chosen by the launcher (p.balanced):
+// - chunks: grid (tile slots, block chunks); slot x names the x-th tile of
+//   the batch in request order, heaviest (last) tile of each request first;
+//   y takes chunk_blocks consecutive blocks of it, so a long prefix spreads
+//   over many CTAs. Slots and chunks past the tile's work return at once.
+//   index_prefill's fused lists are per chunk, so it always runs this one.
+// - balanced: one CTA per SM; the batch's (tile, visible block) pairs,
+//   numbered in request order, tiles in position order, are split into
+//   gridDim.x equal runs (common/score_work.h counts them in closed form),
+//   and a CTA walks its run across tiles and requests, reloading its q rows
+//   at each new tile. Causal tiles of unequal length then end together,
+//   where whole chunks left the last wave of CTAs part-empty (8192 tokens
+//   after a 57344 prefix: 4.4 waves of 63-block chunks).
 //
 // Per block: its 128 K rows (one KV page, through block_table) stream into
 // one of STAGES shared-memory stages by cp.async, swizzled for wgmma; each
@@ -27,6 +36,7 @@
 #include "common/smem_tile.cuh"
 #include "common/mbarrier.cuh"
 #include "common/wgmma.cuh"
+#include "common/score_work.h"
 
 constexpr int BLOCK_TOKENS = 128;
 constexpr int COMPUTE_THREADS = 128 * WARPGROUPS;
@@ -44,12 +54,12 @@ static_assert(ROW_BYTES % 128 == 0 && KSTEPS == 4 * PANELS, "rows of whole 128-b
 static_assert(MT >= 1 && MT <= 2 && MT * 64 * WARPGROUPS == ROWS, "one or two 64-row slices per warpgroup");
 static_assert(STAGES >= 2, "at least double buffering");
 
-// Inclusive sum of v over the CTA; `scratch` holds a word per warp.
-__device__ __forceinline__ int st_cta_inclusive_sum(int v, int *scratch) {
+// Inclusive sum of v over the CTA; `scratch` holds a value per warp.
+template <class T> __device__ __forceinline__ T st_cta_inclusive_sum(T v, T *scratch) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
   for (int o = 1; o < 32; o <<= 1) {
-    const int u = __shfl_up_sync(0xffffffffu, v, o);
+    const T u = __shfl_up_sync(0xffffffffu, v, o);
     if (lane >= o) v += u;
   }
   if (lane == 31) scratch[warp] = v;
@@ -140,10 +150,12 @@ __device__ __forceinline__ void st_load_k_block(const st_index_score_params &p, 
   }
 }
 
-// The tile's q rows (row = token * H + head); rows past the tile are zeros.
-__device__ __forceinline__ void st_load_q_tile(const st_index_score_params &p, const st_score_tile &t, uint32_t s_q) {
-  for (int e = threadIdx.x; e < ROWS * ROW_CHUNKS; e += THREADS) {
-    const int row = e / ROW_CHUNKS, c = e % ROW_CHUNKS;
+// Rows [row0, row0 + nrows) of the tile's q (row = token * H + head), by
+// `nthreads` threads numbered `tid`; rows past the tile are zeros.
+__device__ __forceinline__ void st_load_q_rows(const st_index_score_params &p, const st_score_tile &t, uint32_t s_q,
+                                               int row0, int nrows, int tid, int nthreads) {
+  for (int e = tid; e < nrows * ROW_CHUNKS; e += nthreads) {
+    const int row = row0 + e / ROW_CHUNKS, c = e % ROW_CHUNKS;
     const int tok = row >> p.head_shift, h = row & (p.num_heads - 1);
     const bool ok = tok < t.ntok;
     const char *src = (const char *)p.q;
@@ -216,11 +228,125 @@ __device__ __forceinline__ void st_score_epilogue(const st_index_score_params &p
   st_score_row_out(p, t, r_hi, j, hi, 2 * m + 1, out);
 }
 
+// ---- the walk over (tile, block) pairs ------------------------------------
+
+// Where a CTA stands: tile t, its next block j and its end nb (the tile's
+// visible blocks; under the chunk schedule the chunk's end). Under the
+// balanced schedule, t is tile `tile` of its request's `ntiles` in
+// position order.
+struct st_score_cursor {
+  st_score_tile t;
+  int tile, ntiles, j, nb;
+};
+
+// Tiles of request r under the balanced schedule: none where seq_len <
+// q_len (outside the contract: positions before 0; score_work.h counts no
+// pairs there either).
+__device__ __forceinline__ int st_request_tiles(const st_index_score_params &p, int tokens, int r) {
+  const int qlen = p.cu_seqlens_q[r + 1] - p.cu_seqlens_q[r];
+  if (qlen <= 0 || p.seq_lens[r] < qlen) return 0;
+  return (qlen + tokens - 1) / tokens;
+}
+
+// Pairs of request r (0 past the batch).
+__device__ __forceinline__ int64_t st_request_work(const st_index_score_params &p, int tokens, int r) {
+  if (r >= p.num_requests) return 0;
+  const int qlen = p.cu_seqlens_q[r + 1] - p.cu_seqlens_q[r];
+  return st_score_tiles_work((int64_t)p.seq_lens[r] - qlen, qlen, tokens, p.max_blocks,
+                             st_request_tiles(p, tokens, r));
+}
+
+__device__ __forceinline__ void st_cursor_at_tile(const st_index_score_params &p, int tokens, int r, int i,
+                                                  st_score_cursor &c) {
+  const int start = p.cu_seqlens_q[r], qlen = p.cu_seqlens_q[r + 1] - start;
+  c.t.req = r;
+  c.t.start = start + i * tokens;
+  c.t.ntok = min(tokens, qlen - i * tokens);
+  c.t.pos0 = p.seq_lens[r] - qlen + i * tokens;
+  c.tile = i;
+  c.j = 0;
+  c.nb = st_visible_blocks(p, c.t.pos0 + c.t.ntok - 1);
+}
+
+// The next pair; called only while the CTA's run holds one, so under the
+// chunk schedule j never passes the chunk, and under the balanced one the
+// walk never passes the batch's last pair.
+__device__ __forceinline__ void st_cursor_next(const st_index_score_params &p, int tokens, st_score_cursor &c) {
+  if (++c.j < c.nb) return;
+  int r = c.t.req, i = c.tile + 1;
+  for (;;) {
+    while (i >= c.ntiles) {
+      if (++r >= p.num_requests) return;
+      i = 0;
+      c.ntiles = st_request_tiles(p, tokens, r);
+    }
+    st_cursor_at_tile(p, tokens, r, i, c);
+    if (c.nb > 0) return;
+    i++;
+  }
+}
+
+// The balanced schedule's start: CTA b of G takes pairs [W b / G,
+// W (b + 1) / G) of the batch's W. Sets the cursor on the first and returns
+// how many; every thread of the CTA must call (two scans over the requests).
+__device__ int64_t st_balanced_start(const st_index_score_params &p, int tokens, st_score_cursor &c) {
+  __shared__ int64_t s_scan[THREADS / 32], s_batch, s_off;
+  __shared__ int s_req;
+  int64_t total = 0;
+  for (int base = 0; base < p.num_requests; base += THREADS) {
+    const int64_t incl = st_cta_inclusive_sum(st_request_work(p, tokens, base + threadIdx.x), s_scan);
+    if (threadIdx.x == THREADS - 1) s_batch = incl;
+    __syncthreads();
+    total += s_batch;
+    __syncthreads();
+  }
+  const int64_t lo = total * blockIdx.x / gridDim.x, hi = total * (blockIdx.x + 1) / gridDim.x;
+  if (lo >= hi) return 0;
+
+  if (threadIdx.x == 0) s_req = -1;
+  int64_t before_batch = 0;
+  for (int base = 0; base < p.num_requests; base += THREADS) {
+    const int r = base + threadIdx.x;
+    const int64_t w = st_request_work(p, tokens, r);
+    const int64_t before = before_batch + st_cta_inclusive_sum(w, s_scan) - w;
+    if (w > 0 && lo >= before && lo < before + w) {
+      s_req = r;
+      s_off = lo - before;
+    }
+    if (threadIdx.x == THREADS - 1) s_batch = before + w;
+    __syncthreads();
+    before_batch = s_batch;
+    const bool found = s_req >= 0;
+    __syncthreads();
+    if (found) break;
+  }
+  const int r = s_req;
+  const int64_t off = s_off;
+  if (r < 0) return 0; // unreachable: lo < total
+  // The tile of the run's first pair: the last m with work(first m tiles) <= off.
+  const int qlen = p.cu_seqlens_q[r + 1] - p.cu_seqlens_q[r];
+  const int64_t pos0 = (int64_t)p.seq_lens[r] - qlen;
+  c.ntiles = st_request_tiles(p, tokens, r);
+  int m_lo = 0, m_hi = c.ntiles - 1;
+  while (m_lo < m_hi) {
+    const int mid = (m_lo + m_hi + 1) / 2;
+    if (st_score_tiles_work(pos0, qlen, tokens, p.max_blocks, mid) <= off) m_lo = mid;
+    else m_hi = mid - 1;
+  }
+  st_cursor_at_tile(p, tokens, r, m_lo, c);
+  c.j = (int)(off - st_score_tiles_work(pos0, qlen, tokens, p.max_blocks, m_lo));
+  return hi - lo;
+}
+
 // ---- synchronization: the warpgroups' turn (stage barriers: mbarrier.cuh) ----
 
 // Named barriers 1 and 2 pass the tensor cores between the two warpgroups.
 __device__ __forceinline__ void st_turn_wait(int id) { asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory"); }
 __device__ __forceinline__ void st_turn_give(int id) { asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory"); }
+// Named barriers 3 and 4: one warpgroup's threads alone (its q rows reloaded).
+__device__ __forceinline__ void st_warpgroup_sync(int wg) {
+  asm volatile("bar.sync %0, 128;\n" ::"r"(3 + wg) : "memory");
+}
 
 // ---- the loop ------------------------------------------------------------
 //
@@ -233,22 +359,30 @@ __device__ __forceinline__ void st_turn_give(int id) { asm volatile("bar.arrive 
 // between them (named barriers), so one warpgroup's row maxima and stores
 // run while the other's products occupy the tensor cores.
 //
-// st_score_blocks runs it for the CTA: tile blockIdx.x, blocks chunk
-// blockIdx.y. Every (row, visible block) max goes to out(tok, head, row, j,
-// max). Returns true on the compute threads of a CTA that had blocks to
-// score (after their last call of out), false on the copying warp and on
-// every thread of a CTA with nothing to do; *tile gets the tile.
+// st_score_blocks runs it for the CTA: its run of (tile, block) pairs
+// under the launcher's schedule. Every (row, visible block) max goes to
+// out(tok, head, row, j, max). Returns true on the compute threads of a CTA
+// that had blocks to score (after their last call of out), false on the
+// copying warp and on every thread of a CTA with nothing to do; *tile gets
+// the tile, updated before the first out() of each new tile.
 template <class RowOut>
 __device__ __forceinline__ bool st_score_blocks(const st_index_score_params &p, uint8_t *s_raw, st_score_tile *tile,
                                                 RowOut &out) {
   __shared__ __align__(8) uint64_t s_full[STAGES], s_empty[STAGES];
   const int tokens = ROWS >> p.head_shift;
-  const st_score_tile t = st_find_tile(p, tokens, blockIdx.x);
-  *tile = t;
-  if (t.req < 0) return false;
-  const int nb_last = st_visible_blocks(p, t.pos0 + t.ntok - 1);
-  const int j0 = blockIdx.y * p.chunk_blocks, j1 = min(j0 + p.chunk_blocks, nb_last);
-  if (j0 >= j1) return false;
+  st_score_cursor c = {};
+  int n;
+  if (p.balanced) {
+    n = (int)st_balanced_start(p, tokens, c);
+  } else {
+    c.t = st_find_tile(p, tokens, blockIdx.x);
+    if (c.t.req < 0) return false;
+    c.j = blockIdx.y * p.chunk_blocks;
+    c.nb = min(c.j + p.chunk_blocks, st_visible_blocks(p, c.t.pos0 + c.t.ntok - 1));
+    n = c.nb - c.j;
+  }
+  if (n <= 0) return false;
+  *tile = c.t;
 
   // Swizzle atoms must sit on 1024-byte boundaries (the launcher adds the slack).
   const uint32_t s_q = (st_smem_addr(s_raw) + 1023u) & ~1023u;
@@ -259,24 +393,24 @@ __device__ __forceinline__ bool st_score_blocks(const st_index_score_params &p, 
       st_mbar_init(st_smem_addr(&s_empty[s]), COMPUTE_THREADS);
     }
   }
-  st_load_q_tile(p, t, s_q);
+  st_load_q_rows(p, c.t, s_q, 0, ROWS, threadIdx.x, THREADS);
   st_cp_async_commit();
   st_cp_async_wait<0>();
   st_fence_proxy_async();
   __syncthreads(); // q tile and barriers ready for every thread
 
-  if (threadIdx.x >= COMPUTE_THREADS) { // the copying warp
-    const int n = j1 - j0;
+  if (threadIdx.x >= COMPUTE_THREADS) { // the copying warp, on its own walk
     for (int i = 0; i < n; i++) {
       const int s = i % STAGES;
       if (i >= STAGES) st_mbar_wait(st_smem_addr(&s_empty[s]), (i / STAGES - 1) & 1);
-      st_load_k_block(p, t.req, j0 + i, s_k + s * STAGE_BYTES);
+      st_load_k_block(p, c.t.req, c.j, s_k + s * STAGE_BYTES);
       st_cp_async_commit();
       if (i >= STAGES - 1) { // block i - (STAGES - 1) has landed
         st_cp_async_wait<STAGES - 1>();
         st_fence_proxy_async();
         st_mbar_arrive(st_smem_addr(&s_full[(i - (STAGES - 1)) % STAGES]));
       }
+      if (i + 1 < n) st_cursor_next(p, tokens, c);
     }
     st_cp_async_wait<0>();
     st_fence_proxy_async();
@@ -292,8 +426,20 @@ __device__ __forceinline__ bool st_score_blocks(const st_index_score_params &p, 
     for (int i = 0; i < 64; i++) acc[m][i] = 0.f;
   if (WARPGROUPS == 2 && wg == 1) st_turn_give(1); // warpgroup 0 goes first
 
-  for (int j = j0; j < j1; j++) {
-    const int i = j - j0, s = i % STAGES;
+  for (int i = 0; i < n; i++) {
+    if (i > 0) {
+      const int prev_start = c.t.start;
+      st_cursor_next(p, tokens, c);
+      if (c.t.start != prev_start) { // a new tile (balanced schedule): this warpgroup's q rows
+        *tile = c.t;
+        st_load_q_rows(p, c.t, s_q, wg * MT * 64, MT * 64, threadIdx.x & 127, 128);
+        st_cp_async_commit();
+        st_cp_async_wait<0>();
+        st_fence_proxy_async();
+        st_warpgroup_sync(wg);
+      }
+    }
+    const int s = i % STAGES;
     st_mbar_wait(st_smem_addr(&s_full[s]), (i / STAGES) & 1);
     if (WARPGROUPS == 2) st_turn_wait(1 + wg);
     const uint32_t b_stage = s_k + s * STAGE_BYTES;
@@ -309,7 +455,8 @@ __device__ __forceinline__ bool st_score_blocks(const st_index_score_params &p, 
     for (int m = 0; m < MT; m++) st_wgmma_fence_regs(acc[m]);
     st_mbar_arrive(st_smem_addr(&s_empty[s]));
 #pragma unroll
-    for (int m = 0; m < MT; m++) st_score_epilogue(p, t, acc[m], (wg * MT + m) * 64 + warp_in_wg * 16, m, j, out);
+    for (int m = 0; m < MT; m++)
+      st_score_epilogue(p, c.t, acc[m], (wg * MT + m) * 64 + warp_in_wg * 16, m, c.j, out);
   }
   if (WARPGROUPS == 2 && wg == 0) st_turn_wait(1); // the arrival warpgroup 1 made up front
   return true;

@@ -23,7 +23,10 @@ typedef struct st_index_score_params {
   int32_t num_heads;           /* H: a power of two dividing the CTA's rows       */
   int32_t head_shift;          /* log2(H)                                         */
   int32_t max_blocks;          /* ceil(max_context / 128) <= block_table columns  */
-  int32_t chunk_blocks;        /* blocks one CTA scores: gridDim.y = ceil(max_blocks / chunk_blocks) */
+  int32_t chunk_blocks;        /* chunk schedule: blocks one CTA scores, gridDim.y =
+                                  ceil(max_blocks / chunk_blocks)                   */
+  int32_t balanced;            /* 1: gridDim.x CTAs split the batch's (tile, visible
+                                  block) pairs evenly (common/score_tile.cuh)        */
 } st_index_score_params;
 
 #endif

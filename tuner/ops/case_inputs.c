@@ -50,37 +50,58 @@ st_status st_case_upload(const st_cu *cu, CUdeviceptr *d, const void *h, size_t 
   return ST_OK;
 }
 
+/* One item "q_len:prefix" or "q_len:prefix*count" at *p; moves *p past it
+ * and its ';'. Returns 0 if malformed. */
+static int parse_request_item(const char **p, long *q, long *prefix, long *count) {
+  char *end = NULL;
+  *q = strtol(*p, &end, 10);
+  if (end == *p || *end != ':') return 0;
+  *p = end + 1;
+  *prefix = strtol(*p, &end, 10);
+  if (end == *p) return 0;
+  *count = 1;
+  if (*end == '*') {
+    *p = end + 1;
+    *count = strtol(*p, &end, 10);
+    if (end == *p || *count < 1) return 0;
+  }
+  if ((*end != ';' && *end != '\0') || (*end == ';' && end[1] == '\0')) return 0; /* no empty last item */
+  *p = *end ? end + 1 : end;
+  return *q >= 0 && *prefix >= 0;
+}
+
 st_status st_case_requests(const char *reqs, int32_t **cu_seqlens_q, int32_t **seq_lens, int *R, int *total_q,
                            int *max_context, st_err *err) {
   enum { MAX_REQUESTS = 4096 };
+  *cu_seqlens_q = NULL;
+  *seq_lens = NULL;
   if (!reqs) return st_fail(err, ST_ERR_INVALID_ARG, "shape field reqs is missing");
-  int n = 1;
-  for (const char *p = reqs; *p; p++) n += *p == ';';
-  if (n > MAX_REQUESTS)
-    return st_fail(err, ST_ERR_INVALID_ARG, "shape reqs lists %d requests, more than %d", n, MAX_REQUESTS);
+  long n = 0, q, prefix, count;
+  for (const char *p = reqs; *p;) {
+    if (!parse_request_item(&p, &q, &prefix, &count)) goto bad;
+    if (count > MAX_REQUESTS - n)
+      return st_fail(err, ST_ERR_INVALID_ARG, "shape reqs='%s' lists more than %d requests", reqs, MAX_REQUESTS);
+    n += count;
+  }
+  if (n == 0) goto bad;
   int32_t *cu = *cu_seqlens_q = malloc(sizeof(int32_t) * (size_t)(n + 1));
   int32_t *seq = *seq_lens = malloc(sizeof(int32_t) * (size_t)n);
   if (!cu || !seq) return st_fail(err, ST_ERR_NOMEM, "out of host memory");
   cu[0] = 0;
   *max_context = 1;
-  const char *p = reqs;
-  for (int r = 0; r < n; r++) {
-    char *end = NULL;
-    const long q = strtol(p, &end, 10);
-    if (end == p || *end != ':') goto bad;
-    p = end + 1;
-    const long prefix = strtol(p, &end, 10);
-    if (end == p || (*end != ';' && *end != '\0') || q < 0 || prefix < 0 || q + prefix > (1L << 24) ||
-        cu[r] + q > (1L << 30))
-      goto bad;
-    cu[r + 1] = cu[r] + (int32_t)q;
-    seq[r] = (int32_t)(q + prefix);
-    if (seq[r] > *max_context) *max_context = seq[r];
-    p = *end ? end + 1 : end;
+  long r = 0;
+  for (const char *p = reqs; *p;) {
+    parse_request_item(&p, &q, &prefix, &count);
+    for (long c = 0; c < count; c++, r++) {
+      if (q + prefix > (1L << 24) || cu[r] + q > (1L << 30)) goto bad;
+      cu[r + 1] = cu[r] + (int32_t)q;
+      seq[r] = (int32_t)(q + prefix);
+      if (seq[r] > *max_context) *max_context = seq[r];
+    }
   }
-  *R = n;
+  *R = (int)n;
   *total_q = cu[n];
   return ST_OK;
 bad:
-  return st_fail(err, ST_ERR_INVALID_ARG, "shape reqs='%s' is not a list of q_len:prefix", reqs);
+  return st_fail(err, ST_ERR_INVALID_ARG, "shape reqs='%s' is not a list of q_len:prefix[*count]", reqs);
 }
