@@ -30,7 +30,8 @@
   X(cuStreamSynchronize) X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuStreamIsCapturing) \
   X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphDestroy) X(cuGraphExecDestroy)               \
   X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)                \
-  X(cuEventDestroy) X(cuGetErrorName) X(cuGetErrorString) X(cuPointerGetAttribute)
+  X(cuEventDestroy) X(cuGetErrorName) X(cuGetErrorString) X(cuPointerGetAttribute)             \
+  X(cuTensorMapEncodeTiled)
 
 typedef struct st_cu {
 #define ST_CU_FIELD(name) __typeof__(name) *name;

@@ -126,7 +126,7 @@ __device__ __forceinline__ void st_prefill_keys(const st_index_prefill_params &p
   st_score_blocks(p, s_raw, &t, store);
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS, 1) st_index_prefill_main(const st_index_prefill_params pp) {
+extern "C" __global__ void __launch_bounds__(THREADS, 1) st_index_prefill_main(const __grid_constant__ st_index_prefill_params pp) {
   if constexpr (ALGO_FUSED)
     st_prefill_lists(pp);
   else

@@ -17,7 +17,7 @@ constexpr int STAGES = ${stages};
 #include "params/index_score.h"
 #include "common/score_tile.cuh"
 
-extern "C" __global__ void __launch_bounds__(THREADS, 1) st_index_score_main(const st_index_score_params p) {
+extern "C" __global__ void __launch_bounds__(THREADS, 1) st_index_score_main(const __grid_constant__ st_index_score_params p) {
   extern __shared__ uint8_t s_raw[];
   st_score_tile t = {}; // set by st_score_blocks before any store
   auto store = [&](int tok, int h, int, int j, float mx, int) {

@@ -8,6 +8,7 @@
 #include "common/score_work.h" /* templates/ */
 #include "ops/index_score.h"
 #include "ops/tensor_check.h"
+#include "ops/tensor_map.h"
 #include "testutil.h"
 
 #define FAKE(p) ((void *)(uintptr_t)(p))
@@ -227,8 +228,40 @@ static void test_balanced_pair_counts_match_a_count(void **state) {
   assert_int_equal(st_score_tiles_work(-5, 10, 128, 8, 1), 0); /* seq_len < q_len: no pairs */
 }
 
+/* Views the tensor copies cannot address are refused before the driver is
+ * asked (cu is NULL here: reaching it would crash). */
+static void expect_map_refused(const st_tensor *t, const char *fragment) {
+  st_err err = {{0}};
+  st_tensor_map map;
+  const st_status s = st_tensor_map_pages(NULL, t, "k_cache", &map, &err);
+  if (s != ST_ERR_INVALID_ARG || !strstr(err.msg, fragment))
+    fail_msg("expected tensor map refusal with '%s', got status %d: '%s'", fragment, (int)s, err.msg);
+}
+
+static void test_tensor_maps_refuse_what_the_copy_engine_cannot_address(void **state) {
+  (void)state;
+  st_index_score_args a = valid_args();
+  st_tensor t = a.k_cache;
+  t.dtype = ST_DTYPE_FP32;
+  expect_map_refused(&t, "k_cache.dtype=");
+  t = a.k_cache;
+  t.shape[2] = 32; /* 64-byte rows */
+  t.stride[1] = 32;
+  expect_map_refused(&t, "k_cache rows of 64 bytes are not whole 128-byte panels");
+  t = a.k_cache;
+  t.data = FAKE(0x200008);
+  expect_map_refused(&t, "must be multiples of 16 for tensor copies");
+  t = a.k_cache;
+  t.stride[0] = 128 * D + 4; /* a page stride of 8 bytes past whole rows */
+  expect_map_refused(&t, "page stride 32776 bytes must be multiples of 16");
+  t = a.k_cache;
+  t.stride[0] = (int64_t)1 << 40;
+  expect_map_refused(&t, "exceed tensor copies' 2^40");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_tensor_maps_refuse_what_the_copy_engine_cannot_address),
       cmocka_unit_test(test_balanced_pair_counts_match_a_count),
       cmocka_unit_test(test_bad_arguments_are_refused_by_name),
       cmocka_unit_test(test_configs_hold_what_the_kernel_can_do),

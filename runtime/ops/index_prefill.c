@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ops/tensor_check.h"
+#include "ops/tensor_map.h"
 
 #define ST_BLOCK_TOKENS 128
 #define ST_WS_ALIGN 256
@@ -121,6 +122,7 @@ st_status st_index_prefill_plan_make(const st_index_prefill_config *cfg, const s
   p->local_blocks = a->local_blocks;
   p->max_chunks = (int32_t)sp.grid[1];
   memcpy(plan->grid, sp.grid, sizeof plan->grid);
+  plan->k_cache = sp.k_cache;
   plan->block = sp.block;
   plan->smem_bytes = st_index_prefill_smem_bytes(cfg);
   const int64_t total_q = a->q.shape[0], H = a->q.shape[1];
@@ -143,6 +145,8 @@ st_status st_index_prefill_launch(const st_cu *cu, CUfunction main_fn, CUfunctio
   st_index_prefill_params params = plan->params;
   params.partial = workspace; /* the template reads the one its algorithm uses */
   params.keys = workspace;
+  st_status s = st_tensor_map_pages(cu, &plan->k_cache, "k_cache", &params.score.k_map, err);
+  if (s != ST_OK) return s;
   void *kargs[] = {&params};
   ST_CU_TRY(cu,
             cu->cuLaunchKernel(main_fn, plan->grid[0], plan->grid[1], plan->grid[2], plan->block, 1, 1,

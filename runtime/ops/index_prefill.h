@@ -48,7 +48,9 @@ st_status st_index_prefill_check_args(const st_index_prefill_args *a, st_err *er
 unsigned st_index_prefill_smem_bytes(const st_index_prefill_config *cfg);
 
 typedef struct st_index_prefill_plan {
-  st_index_prefill_params params; /* partial filled at launch from the workspace */
+  st_index_prefill_params params; /* partial filled at launch from the workspace, the
+                                     score loop's k_map from k_cache                 */
+  st_tensor k_cache;
   unsigned grid[3], merge_grid[3];
   unsigned block, merge_block;
   unsigned smem_bytes;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ops/tensor_check.h"
+#include "ops/tensor_map.h"
 
 #define ST_BLOCK_TOKENS 128
 #define ST_DEFAULT_SMEM_WITHOUT_OPT_IN (48 * 1024)
@@ -175,6 +176,7 @@ st_status st_index_score_plan_make(const st_index_score_config *cfg, const st_in
   p->max_blocks = (int32_t)max_blocks;
   p->chunk_blocks = (int32_t)chunk;
   p->balanced = cfg->balanced;
+  plan->k_cache = a->k_cache;
   plan->grid[0] = (unsigned)grid_x;
   plan->grid[1] = (unsigned)chunks;
   plan->grid[2] = 1;
@@ -192,6 +194,8 @@ st_status st_index_score_launch(const st_cu *cu, CUfunction main_fn, const st_in
               cu->cuFuncSetAttribute(main_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)plan->smem_bytes),
               err);
   st_index_score_params params = plan->params;
+  st_status s = st_tensor_map_pages(cu, &plan->k_cache, "k_cache", &params.k_map, err);
+  if (s != ST_OK) return s;
   void *kargs[] = {&params};
   ST_CU_TRY(cu,
             cu->cuLaunchKernel(main_fn, plan->grid[0], plan->grid[1], plan->grid[2], plan->block, 1, 1,

@@ -50,7 +50,8 @@ st_status st_index_score_check_fit(const st_index_score_config *cfg, const st_in
 unsigned st_index_score_smem_bytes(const st_index_score_config *cfg);
 
 typedef struct st_index_score_plan {
-  st_index_score_params params;
+  st_index_score_params params; /* k_map filled at launch from k_cache */
+  st_tensor k_cache;
   unsigned grid[3];
   unsigned block;
   unsigned smem_bytes;

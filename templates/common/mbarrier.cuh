@@ -42,4 +42,15 @@ __device__ __forceinline__ void st_bulk_copy_g2s(uint32_t dst, const void *src, 
                : "memory");
 }
 
+// Copies box (c0, c1, c2) of the tensor map at `map` (the address of a
+// __grid_constant__ kernel argument's field) to shared memory `dst` (1024-byte
+// aligned for the 128-byte swizzle) with the bulk tensor copy engine;
+// completion counts the box's bytes on barrier `bar`.
+__device__ __forceinline__ void st_tma_load_3d(uint32_t dst, const void *map, int c0, int c1, int c2, uint32_t bar) {
+  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+               "[%5];\n" ::"r"(dst),
+               "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+               : "memory");
+}
+
 #endif // ST_MBARRIER_CUH

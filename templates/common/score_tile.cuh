@@ -120,34 +120,19 @@ __device__ __forceinline__ int st_visible_blocks(const st_index_score_params &p,
   return pos >= 0 ? min(pos / BLOCK_TOKENS + 1, p.max_blocks) : 0;
 }
 
-// The 128 K rows of block j into a stage, by the 32 lanes of the copying
-// warp (one commit group per call site). Lane l copies 16-byte chunk
-// c = l % ROW_CHUNKS of rows l / ROW_CHUNKS + ROWS_PER_COPY * i: the chunk,
-// the row's swizzle (row % 8 takes 8 / ROWS_PER_COPY values) and the
-// source step are fixed per lane, so each copy costs an address add, not a
-// recomputed swizzle (a single warp feeds the tensor cores of the CTA).
-constexpr int ROWS_PER_COPY = 32 / ROW_CHUNKS;
-constexpr int SWIZZLE_PERIOD = 8 / ROWS_PER_COPY;
-static_assert(ROW_CHUNKS <= 32 && 32 % ROW_CHUNKS == 0 && ROWS_PER_COPY <= 8, "whole rows per warp-wide copy");
-
-__device__ __forceinline__ void st_load_k_block(const st_index_score_params &p, int req, int j, uint32_t stage) {
+// The 128 K rows of block j (one page) into a stage: one tensor-map copy
+// per 128-byte panel (p.k_map's boxes: 128 bytes of each of the page's 128
+// rows, written with the 128-byte swizzle wgmma reads), by one thread, the
+// stage's bytes announced on its `full` barrier. cp.async by the 32 lanes
+// of a warp cost the tensor cores a quarter of their rate
+// (docs/experiments/score_copy_probe.cu: 717-730 against 955-982 TFLOP/s).
+__device__ __forceinline__ void st_load_k_block(const st_index_score_params &p, int req, int j, uint32_t stage,
+                                                uint32_t full) {
   const int page = __ldg(p.block_table + (int64_t)req * p.bt_stride + j);
-  const int lane = threadIdx.x & 31, c = lane % ROW_CHUNKS, r0 = lane / ROW_CHUNKS;
-  const int64_t row_bytes = p.k_stride_token * ELEM_BYTES;
-  const char *src = (const char *)p.k_cache + (int64_t)page * p.k_stride_page * ELEM_BYTES + r0 * row_bytes + c * 16;
-  const int64_t step = ROWS_PER_COPY * row_bytes;
-  // Row r0 + ROWS_PER_COPY * i sits at (r0 + ROWS_PER_COPY * i) * 128, its
-  // chunk c at (c % 8) ^ (row % 8) = (c % 8) ^ r0 ^ (ROWS_PER_COPY * i % 8).
-  uint32_t dst[SWIZZLE_PERIOD];
+  st_mbar_arrive_expect_tx(full, STAGE_BYTES);
 #pragma unroll
-  for (int m = 0; m < SWIZZLE_PERIOD; m++)
-    dst[m] = stage + (uint32_t)((c >> 3) * BLOCK_TOKENS * 128 + r0 * 128 +
-                                ((((c & 7) ^ r0 ^ ((ROWS_PER_COPY * m) & 7))) << 4));
-#pragma unroll
-  for (int i = 0; i < BLOCK_TOKENS / ROWS_PER_COPY; i++) {
-    st_cp_async16(dst[i % SWIZZLE_PERIOD] + (uint32_t)(i * ROWS_PER_COPY * 128), src, 16);
-    src += step;
-  }
+  for (int c = 0; c < PANELS; c++)
+    st_tma_load_3d(stage + c * BLOCK_TOKENS * 128, &p.k_map, c * (128 / ELEM_BYTES), 0, page, full);
 }
 
 // Rows [row0, row0 + nrows) of the tile's q (row = token * H + head), by
@@ -350,12 +335,12 @@ __device__ __forceinline__ void st_warpgroup_sync(int wg) {
 
 // ---- the loop ------------------------------------------------------------
 //
-// Warps 0 .. 4*WARPGROUPS-1 compute; the last warp only copies K blocks
-// (cp.async), STAGES ahead: it waits for a stage's `empty` barrier (every
-// compute thread has finished its products on the block there), copies the
-// next block in, and once its copies of a block have landed, fences them
-// for the async proxy (wgmma reads shared memory through it) and arrives on
-// the stage's `full` barrier. With two warpgroups the products alternate
+// Warps 0 .. 4*WARPGROUPS-1 compute; one thread of the last warp only
+// copies K blocks, STAGES ahead: it waits for a stage's `empty` barrier
+// (every compute thread has finished its products on the block there) and
+// starts the next block's tensor-map copies, which complete the stage's
+// `full` barrier by their bytes (they write through the async proxy that
+// wgmma reads, so no proxy fence). With two warpgroups the products alternate
 // between them (named barriers), so one warpgroup's row maxima and stores
 // run while the other's products occupy the tensor cores.
 //
@@ -389,9 +374,10 @@ __device__ __forceinline__ bool st_score_blocks(const st_index_score_params &p, 
   const uint32_t s_k = s_q + Q_BYTES;
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; s++) {
-      st_mbar_init(st_smem_addr(&s_full[s]), 32);
+      st_mbar_init(st_smem_addr(&s_full[s]), 1);
       st_mbar_init(st_smem_addr(&s_empty[s]), COMPUTE_THREADS);
     }
+    st_mbar_init_fence();
   }
   st_load_q_rows(p, c.t, s_q, 0, ROWS, threadIdx.x, THREADS);
   st_cp_async_commit();
@@ -399,22 +385,14 @@ __device__ __forceinline__ bool st_score_blocks(const st_index_score_params &p, 
   st_fence_proxy_async();
   __syncthreads(); // q tile and barriers ready for every thread
 
-  if (threadIdx.x >= COMPUTE_THREADS) { // the copying warp, on its own walk
+  if (threadIdx.x >= COMPUTE_THREADS) { // the copying warp: one thread, on its own walk
+    if (threadIdx.x > COMPUTE_THREADS) return false;
     for (int i = 0; i < n; i++) {
       const int s = i % STAGES;
       if (i >= STAGES) st_mbar_wait(st_smem_addr(&s_empty[s]), (i / STAGES - 1) & 1);
-      st_load_k_block(p, c.t.req, c.j, s_k + s * STAGE_BYTES);
-      st_cp_async_commit();
-      if (i >= STAGES - 1) { // block i - (STAGES - 1) has landed
-        st_cp_async_wait<STAGES - 1>();
-        st_fence_proxy_async();
-        st_mbar_arrive(st_smem_addr(&s_full[(i - (STAGES - 1)) % STAGES]));
-      }
+      st_load_k_block(p, c.t.req, c.j, s_k + s * STAGE_BYTES, st_smem_addr(&s_full[s]));
       if (i + 1 < n) st_cursor_next(p, tokens, c);
     }
-    st_cp_async_wait<0>();
-    st_fence_proxy_async();
-    for (int i = max(n - (STAGES - 1), 0); i < n; i++) st_mbar_arrive(st_smem_addr(&s_full[i % STAGES]));
     return false;
   }
 

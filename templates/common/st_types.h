@@ -14,4 +14,18 @@ typedef unsigned long long uint64_t;
 #else
 #include <stdint.h>
 #endif
+
+/* A CUDA tensor map (the driver's CUtensorMap: 128 opaque bytes, 128-byte
+ * aligned), for argument blocks that NVRTC compiles without cuda.h. The
+ * host fills it with cuTensorMapEncodeTiled; a kernel takes the argument
+ * block as a __grid_constant__ parameter so that its address is the
+ * parameter's, as bulk tensor copies require. */
+#ifdef __cplusplus
+#define ST_ALIGNED(n) alignas(n)
+#else
+#define ST_ALIGNED(n) _Alignas(n)
+#endif
+typedef struct st_tensor_map {
+  ST_ALIGNED(128) uint64_t opaque[16];
+} st_tensor_map;
 #endif

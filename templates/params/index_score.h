@@ -27,6 +27,9 @@ typedef struct st_index_score_params {
                                   ceil(max_blocks / chunk_blocks)                   */
   int32_t balanced;            /* 1: gridDim.x CTAs split the batch's (tile, visible
                                   block) pairs evenly (common/score_tile.cuh)        */
+  st_tensor_map k_map;         /* k_cache as [pages][128][D], boxes of 128 bytes x
+                                  128 rows x 1 page, 128-byte swizzle: set at launch
+                                  (runtime/ops/tensor_map.c)                         */
 } st_index_score_params;
 
 #endif
