@@ -149,12 +149,16 @@ __device__ __forceinline__ void st_load_q_rows(const st_index_score_params &p, c
   }
 }
 
-__device__ __forceinline__ void st_score_mma(float (&d)[64], uint32_t a_rows, uint32_t b_stage) {
+// A k-step's descriptors are the first k-step's plus a constant: the
+// start address field holds bytes / 16, and shared addresses stay below
+// 256 KiB, so adding offset / 16 never carries out of the field. (Building
+// each descriptor from its address took ~15 instructions a k-step.)
+__device__ __forceinline__ void st_score_mma(float (&d)[64], uint64_t a_desc, uint64_t b_desc) {
 #pragma unroll
   for (int ks = 0; ks < KSTEPS; ks++) {
     const uint32_t koff = (uint32_t)((ks & 3) * 32); // within a panel
-    const uint64_t a = st_wgmma_desc(a_rows + (ks >> 2) * ROWS * 128 + koff);
-    const uint64_t b = st_wgmma_desc(b_stage + (ks >> 2) * BLOCK_TOKENS * 128 + koff);
+    const uint64_t a = a_desc + (((ks >> 2) * ROWS * 128 + koff) >> 4);
+    const uint64_t b = b_desc + (((ks >> 2) * BLOCK_TOKENS * 128 + koff) >> 4);
     if constexpr (IS_FP8) st_wgmma_m64n128k32_e4m3(d, a, b, ks > 0);
     else st_wgmma_m64n128k16_bf16(d, a, b, ks > 0);
   }
@@ -222,6 +226,12 @@ __device__ __forceinline__ void st_score_epilogue(const st_index_score_params &p
 struct st_score_cursor {
   st_score_tile t;
   int tile, ntiles, j, nb;
+};
+
+// What a unit of the compute loop in flight scores: block j of tile t.
+struct st_score_unit {
+  st_score_tile t;
+  int j;
 };
 
 // Tiles of request r under the balanced schedule: none where seq_len <
@@ -323,11 +333,8 @@ __device__ int64_t st_balanced_start(const st_index_score_params &p, int tokens,
   return hi - lo;
 }
 
-// ---- synchronization: the warpgroups' turn (stage barriers: mbarrier.cuh) ----
+// ---- synchronization (stage barriers: mbarrier.cuh) -------------------------
 
-// Named barriers 1 and 2 pass the tensor cores between the two warpgroups.
-__device__ __forceinline__ void st_turn_wait(int id) { asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory"); }
-__device__ __forceinline__ void st_turn_give(int id) { asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory"); }
 // Named barriers 3 and 4: one warpgroup's threads alone (its q rows reloaded).
 __device__ __forceinline__ void st_warpgroup_sync(int wg) {
   asm volatile("bar.sync %0, 128;\n" ::"r"(3 + wg) : "memory");
@@ -340,9 +347,10 @@ __device__ __forceinline__ void st_warpgroup_sync(int wg) {
 // (every compute thread has finished its products on the block there) and
 // starts the next block's tensor-map copies, which complete the stage's
 // `full` barrier by their bytes (they write through the async proxy that
-// wgmma reads, so no proxy fence). With two warpgroups the products alternate
-// between them (named barriers), so one warpgroup's row maxima and stores
-// run while the other's products occupy the tensor cores.
+// wgmma reads, so no proxy fence). Each warpgroup keeps two units of
+// products in flight (two accumulator sets), so its row maxima and stores
+// run while its next products occupy the tensor cores; the warpgroups need
+// no turns.
 //
 // st_score_blocks runs it for the CTA: its run of (tile, block) pairs
 // under the launcher's schedule. Every (row, visible block) max goes to
@@ -396,47 +404,77 @@ __device__ __forceinline__ bool st_score_blocks(const st_index_score_params &p, 
     return false;
   }
 
-  const int wg = threadIdx.x / 128, warp_in_wg = (threadIdx.x / 32) & 3;
-  float acc[MT][64];
+  // Units u = i * MT + m (block i, slice m) in a two-deep pipeline: unit
+  // u + 1's products are issued into the other accumulators before unit
+  // u's row maxima are taken, so the tensor cores keep working while this
+  // warpgroup reduces and stores. With MT = 2 the even units are slice 0
+  // and the odd ones slice 1, so every slice index below is a constant.
+  // wg through a shuffle from lane 0: ptxas then knows it is warp-uniform
+  // and keeps the descriptors built from it in uniform registers.
+  const int wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
+  const int row_base = wg * MT * 64 + ((threadIdx.x / 32) & 3) * 16;
+  constexpr int M_ODD = MT == 2 ? 1 : 0;
+  const int units = n * MT;
+  int q_start = c.t.start; // the tile whose q rows are in shared memory
+  float acc0[64], acc1[64];
+  st_score_unit u0, u1; // what acc0 and acc1 hold
+  uint64_t a_desc[MT];
 #pragma unroll
-  for (int m = 0; m < MT; m++)
-#pragma unroll
-    for (int i = 0; i < 64; i++) acc[m][i] = 0.f;
-  if (WARPGROUPS == 2 && wg == 1) st_turn_give(1); // warpgroup 0 goes first
-
-  for (int i = 0; i < n; i++) {
-    if (i > 0) {
-      const int prev_start = c.t.start;
-      st_cursor_next(p, tokens, c);
-      if (c.t.start != prev_start) { // a new tile (balanced schedule): this warpgroup's q rows
-        *tile = c.t;
-        st_load_q_rows(p, c.t, s_q, wg * MT * 64, MT * 64, threadIdx.x & 127, 128);
-        st_cp_async_commit();
-        st_cp_async_wait<0>();
-        st_fence_proxy_async();
-        st_warpgroup_sync(wg);
+  for (int m = 0; m < MT; m++) a_desc[m] = st_wgmma_desc(s_q + (wg * MT + m) * 64 * 128);
+  const uint64_t b_desc0 = st_wgmma_desc(s_k);
+  auto issue = [&](int u, float(&acc)[64], st_score_unit &unit, int m) {
+    const int i = u / MT;
+    if (m == 0) {
+      if (i > 0) {
+        st_cursor_next(p, tokens, c);
+        if (c.t.start != q_start) { // a new tile (balanced schedule): reload this warpgroup's q
+          st_wgmma_wait<0>();       // rows once no product in flight reads them
+          st_load_q_rows(p, c.t, s_q, wg * MT * 64, MT * 64, threadIdx.x & 127, 128);
+          st_cp_async_commit();
+          st_cp_async_wait<0>();
+          st_fence_proxy_async();
+          st_warpgroup_sync(wg);
+          q_start = c.t.start;
+        }
       }
+      st_mbar_wait(st_smem_addr(&s_full[i % STAGES]), (i / STAGES) & 1);
     }
-    const int s = i % STAGES;
-    st_mbar_wait(st_smem_addr(&s_full[s]), (i / STAGES) & 1);
-    if (WARPGROUPS == 2) st_turn_wait(1 + wg);
-    const uint32_t b_stage = s_k + s * STAGE_BYTES;
-#pragma unroll
-    for (int m = 0; m < MT; m++) st_wgmma_fence_regs(acc[m]);
+    unit.t = c.t;
+    unit.j = c.j;
+    st_wgmma_fence_regs(acc);
     st_wgmma_fence();
-#pragma unroll
-    for (int m = 0; m < MT; m++) st_score_mma(acc[m], s_q + (wg * MT + m) * 64 * 128, b_stage);
+    st_score_mma(acc, a_desc[m], b_desc0 + (uint64_t)((i % STAGES) * (STAGE_BYTES >> 4)));
     st_wgmma_commit();
-    if (WARPGROUPS == 2) st_turn_give(2 - wg);
-    st_wgmma_wait<0>();
-#pragma unroll
-    for (int m = 0; m < MT; m++) st_wgmma_fence_regs(acc[m]);
-    st_mbar_arrive(st_smem_addr(&s_empty[s]));
-#pragma unroll
-    for (int m = 0; m < MT; m++)
-      st_score_epilogue(p, c.t, acc[m], (wg * MT + m) * 64 + warp_in_wg * 16, m, c.j, out);
+  };
+  auto finish = [&](int u, const st_score_unit &unit, float(&acc)[64], int m) {
+    st_wgmma_fence_regs(acc);
+    if (m == MT - 1) st_mbar_arrive(st_smem_addr(&s_empty[u / MT % STAGES])); // the block's products are done
+    *tile = unit.t;
+    st_score_epilogue(p, unit.t, acc, row_base + m * 64, m, unit.j, out);
+  };
+  // No exit from the middle of the loop: ptxas then cannot tell which
+  // accumulators are in flight on the way out and waits for all of them
+  // in every iteration (C7517).
+  issue(0, acc0, u0, 0);
+  int u = 0;
+  for (; u + 2 < units; u += 2) {
+    issue(u + 1, acc1, u1, M_ODD);
+    st_wgmma_wait<1>();
+    finish(u, u0, acc0, 0);
+    issue(u + 2, acc0, u0, 0);
+    st_wgmma_wait<1>();
+    finish(u + 1, u1, acc1, M_ODD);
   }
-  if (WARPGROUPS == 2 && wg == 0) st_turn_wait(1); // the arrival warpgroup 1 made up front
+  if (u + 1 < units) { // the last two units
+    issue(u + 1, acc1, u1, M_ODD);
+    st_wgmma_wait<1>();
+    finish(u, u0, acc0, 0);
+    st_wgmma_wait<0>();
+    finish(u + 1, u1, acc1, M_ODD);
+  } else {
+    st_wgmma_wait<0>();
+    finish(u, u0, acc0, 0);
+  }
   return true;
 }
 
