@@ -70,16 +70,14 @@ __device__ __forceinline__ void st_prefill_lists(const st_index_prefill_params &
   for (int e = threadIdx.x; e < ROWS * LIST_STRIDE; e += THREADS) s_key[e] = 0u; // ordered by the loop's barriers
 
   st_score_tile t = {}; // set by st_score_blocks before any call of keep
-  // The lowest key of each row list this lane owns (st_score_row_out gives
-  // a lane the same rows every block): most blocks lose to it in a
-  // register compare. The lists are unsorted; a winner replaces the lowest
-  // entry, and one pass over the list finds the new lowest.
-  uint32_t low[2 * MT];
-#pragma unroll
-  for (int i = 0; i < 2 * MT; i++) low[i] = 0u;
-  auto keep = [&](int tok, int, int row, int j, float mx, int slot) {
+  // The lowest key of the row list this lane owns (st_score_own: a lane
+  // stores one row of the tile): most blocks lose to it in a register
+  // compare. The lists are unsorted; a winner replaces the lowest entry, and
+  // one pass over the list finds the new lowest.
+  uint32_t low = 0u;
+  auto keep = [&](int tok, int, int row, int j, float mx) {
     const uint32_t key = st_score_key(mx); // the positive scale changes no order
-    if (key <= low[slot]) return;          // ties keep the earlier block
+    if (key <= low) return;                // ties keep the earlier block
     const st_forced f = st_forced_of(pp, st_visible_blocks(p, t.pos0 + tok));
     if (j < f.lo || j >= f.hi) return;
     uint32_t *kk = s_key + row * LIST_STRIDE;
@@ -100,7 +98,7 @@ __device__ __forceinline__ void st_prefill_lists(const st_index_prefill_params &
     }
     kk[at] = key;
     s_id[row * LIST_STRIDE + at] = j;
-    low[slot] = min(key, second);
+    low = min(key, second);
   };
   if (!st_score_blocks(p, s_raw + LIST_BYTES, &t, keep)) return;
 
@@ -120,7 +118,7 @@ __device__ __forceinline__ void st_prefill_keys(const st_index_prefill_params &p
   extern __shared__ uint8_t s_raw[];
   const st_index_score_params &p = pp.score;
   st_score_tile t = {}; // set by st_score_blocks before any store
-  auto store = [&](int tok, int h, int, int j, float mx, int) {
+  auto store = [&](int tok, int h, int, int j, float mx) {
     pp.keys[((int64_t)h * p.total_q + t.start + tok) * p.max_blocks + j] = st_score_key(mx);
   };
   st_score_blocks(p, s_raw, &t, store);

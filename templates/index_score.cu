@@ -20,7 +20,7 @@ constexpr int STAGES = ${stages};
 extern "C" __global__ void __launch_bounds__(THREADS, 1) st_index_score_main(const __grid_constant__ st_index_score_params p) {
   extern __shared__ uint8_t s_raw[];
   st_score_tile t = {}; // set by st_score_blocks before any store
-  auto store = [&](int tok, int h, int, int j, float mx, int) {
+  auto store = [&](int tok, int h, int, int j, float mx) {
     p.score[(int64_t)h * p.score_stride_head + (int64_t)(t.start + tok) * p.score_stride_row + j] = mx * p.scale;
   };
   st_score_blocks(p, s_raw, &t, store);

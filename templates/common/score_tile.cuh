@@ -164,21 +164,25 @@ __device__ __forceinline__ void st_score_mma(float (&d)[64], uint64_t a_desc, ui
   }
 }
 
-// Row `row` of the tile (token row >> head_shift): its max over the four
-// lanes that hold its 128 columns, handed to out(tok, head, row, j, max,
-// slot) if block j is visible to the token. `slot` (0 .. 2 MT - 1) numbers
-// the rows a quad of lanes holds; lane slot % 4 of the quad takes the row,
-// so the quad's rows are handled by different lanes and a lane always gets
-// the same rows of the tile (state per slot may live in its registers).
-// All 32 lanes must call.
-template <class RowOut>
-__device__ __forceinline__ void st_score_row_out(const st_index_score_params &p, const st_score_tile &t, int row,
-                                                 int j, float mx, int slot, RowOut &out) {
-  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-  const int tok = row >> p.head_shift, h = row & (p.num_heads - 1);
-  if ((threadIdx.x & 3) != (slot & 3) || tok >= t.ntok || j >= st_visible_blocks(p, t.pos0 + tok)) return;
-  out(tok, h, row, j, mx, slot);
+// The row a lane stores. The four lanes of a quad hold the same rows' 128
+// columns between them (two rows a slice: lo and hi = lo + 8), so they take
+// the quad's 2 MT rows in turn: lane q stores slot q, row lo (q even) or hi
+// (q odd) of slice q / 2, and keeps that row for the whole tile.
+struct st_score_own {
+  int row, tok, h;
+  int nb; // blocks the row's token sees; 0: the lane has no row (MT = 1, q >= 2) or the tile no such token
+};
+
+// row_base: the first row of the warp's 16 in slice 0.
+__device__ __forceinline__ st_score_own st_score_own_row(const st_index_score_params &p, const st_score_tile &t,
+                                                         int row_base) {
+  const int q = threadIdx.x & 3;
+  st_score_own o;
+  o.row = row_base + (q >> 1) * 64 + (threadIdx.x & 31) / 4 + (q & 1) * 8;
+  o.tok = o.row >> p.head_shift;
+  o.h = o.row & (p.num_heads - 1);
+  o.nb = (q >> 1) < MT && o.tok < t.ntok ? st_visible_blocks(p, t.pos0 + o.tok) : 0;
+  return o;
 }
 
 // Last visible column of block j for the token of `row` (127: all of it).
@@ -187,22 +191,25 @@ __device__ __forceinline__ int st_last_col(const st_index_score_params &p, const
   return pos >= j * BLOCK_TOKENS + BLOCK_TOKENS - 1 ? BLOCK_TOKENS - 1 : pos - j * BLOCK_TOKENS;
 }
 
-// Slice m's 64 x 128 products of block j: rows row0 + lane / 4 and 8 more
-// (slots 2m and 2m + 1).
+// Slice m's 64 x 128 products of block j (rows row0 + lane / 4 and 8
+// more): each row's max over the columns its token sees, over the quad's
+// four lanes, handed by the row's own lane to out(tok, head, row, j, max)
+// if block j is visible to its token. All 32 lanes must call.
 template <class RowOut>
 __device__ __forceinline__ void st_score_epilogue(const st_index_score_params &p, const st_score_tile &t,
-                                                  const float (&d)[64], int row0, int m, int j, RowOut &out) {
+                                                  const float (&d)[64], int row0, int m, int j,
+                                                  const st_score_own &own, RowOut &out) {
   const int lane = threadIdx.x & 31;
-  const int r_lo = row0 + lane / 4, r_hi = r_lo + 8;
-  const int lim_lo = st_last_col(p, t, r_lo, j), lim_hi = st_last_col(p, t, r_hi, j);
   float lo = __int_as_float(0xff800000), hi = lo; // -inf
-  if (__all_sync(0xffffffffu, lim_lo == BLOCK_TOKENS - 1 && lim_hi == BLOCK_TOKENS - 1)) {
+  if (j * BLOCK_TOKENS + BLOCK_TOKENS - 1 <= t.pos0) { // every token of the tile sees the whole block
 #pragma unroll
     for (int n = 0; n < 16; n++) {
       lo = fmaxf(lo, fmaxf(d[4 * n], d[4 * n + 1]));
       hi = fmaxf(hi, fmaxf(d[4 * n + 2], d[4 * n + 3]));
     }
   } else {
+    const int r_lo = row0 + lane / 4;
+    const int lim_lo = st_last_col(p, t, r_lo, j), lim_hi = st_last_col(p, t, r_lo + 8, j);
 #pragma unroll
     for (int n = 0; n < 16; n++) {
 #pragma unroll
@@ -213,8 +220,12 @@ __device__ __forceinline__ void st_score_epilogue(const st_index_score_params &p
       }
     }
   }
-  st_score_row_out(p, t, r_lo, j, lo, 2 * m, out);
-  st_score_row_out(p, t, r_hi, j, hi, 2 * m + 1, out);
+  lo = fmaxf(lo, __shfl_xor_sync(0xffffffffu, lo, 1));
+  hi = fmaxf(hi, __shfl_xor_sync(0xffffffffu, hi, 1));
+  lo = fmaxf(lo, __shfl_xor_sync(0xffffffffu, lo, 2));
+  hi = fmaxf(hi, __shfl_xor_sync(0xffffffffu, hi, 2));
+  const int q = lane & 3;
+  if ((q >> 1) == m && j < own.nb) out(own.tok, own.h, own.row, j, (q & 1) ? hi : lo);
 }
 
 // ---- the walk over (tile, block) pairs ------------------------------------
@@ -354,7 +365,8 @@ __device__ __forceinline__ void st_warpgroup_sync(int wg) {
 //
 // st_score_blocks runs it for the CTA: its run of (tile, block) pairs
 // under the launcher's schedule. Every (row, visible block) max goes to
-// out(tok, head, row, j, max). Returns true on the compute threads of a CTA
+// out(tok, head, row, j, max), always from the same lane for a row of a
+// tile (st_score_own). Returns true on the compute threads of a CTA
 // that had blocks to score (after their last call of out), false on the
 // copying warp and on every thread of a CTA with nothing to do; *tile gets
 // the tile, updated before the first out() of each new tile.
@@ -443,14 +455,23 @@ __device__ __forceinline__ bool st_score_blocks(const st_index_score_params &p, 
     unit.j = c.j;
     st_wgmma_fence_regs(acc);
     st_wgmma_fence();
-    st_score_mma(acc, a_desc[m], b_desc0 + (uint64_t)((i % STAGES) * (STAGE_BYTES >> 4)));
+    // The stage's offset through a shuffle, so that ptxas keeps the B
+    // descriptors in uniform registers too.
+    const uint32_t stage_units = __shfl_sync(0xffffffffu, (uint32_t)(i % STAGES) * (STAGE_BYTES >> 4), 0);
+    st_score_mma(acc, a_desc[m], b_desc0 + stage_units);
     st_wgmma_commit();
   };
+  st_score_own own = st_score_own_row(p, c.t, row_base);
+  int own_start = c.t.start;
   auto finish = [&](int u, const st_score_unit &unit, float(&acc)[64], int m) {
     st_wgmma_fence_regs(acc);
     if (m == MT - 1) st_mbar_arrive(st_smem_addr(&s_empty[u / MT % STAGES])); // the block's products are done
+    if (unit.t.start != own_start) {
+      own = st_score_own_row(p, unit.t, row_base);
+      own_start = unit.t.start;
+    }
     *tile = unit.t;
-    st_score_epilogue(p, unit.t, acc, row_base + m * 64, m, unit.j, out);
+    st_score_epilogue(p, unit.t, acc, row_base + m * 64, m, unit.j, own, out);
   };
   // No exit from the middle of the loop: ptxas then cannot tell which
   // accumulators are in flight on the way out and waits for all of them
