@@ -444,12 +444,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_att
       // when they are all padding (the same answer for all its threads).
       // (__shfl_sync from lane 0 shows ptxas the branch is warp-uniform:
       // wgmma in a branch it thinks divergent is serialized.)
-      const int m0 = warp / 4 * 64;
+      const int m0 = __shfl_sync(0xffffffffu, warp / 4 * 64, 0);
       if (__shfl_sync(0xffffffffu, m0 < REAL_ROWS && m0 / GROUP < it.n, 0)) {
         st_softmax_state<HEAD_DIM> st;
-        st_softmax_init(st);
-        st_attend_block_wg<HEAD_DIM, ROWS>(q_tile, m0, k_tile, k_tile + st_kv::TILE_BYTES, lim[0], bias,
-                                           p.score_scale_log2, st);
+        st_attend_block_wg<HEAD_DIM, ROWS>(q_tile, m0, k_tile, k_tile + st_kv::TILE_BYTES, lim[0], p.score_scale_log2,
+                                           st);
         st_softmax_finish_l(st);
         st_write_partials(p, it, st, warp * 16, lim[0], q_stage);
       }

@@ -4,7 +4,7 @@
 //
 //   S = Q K^T  Q's 64 rows and K's 128 rows in shared memory as 64-dim
 //              panels (st_panel_offset), both K-major: 8 wgmma m64n128k16.
-//   softmax    common/attn_tile.cuh's st_tile_softmax, unchanged: per warp
+//   softmax    st_block_softmax (one whole block, fresh state): per warp
 //              the m64n128 accumulators are the m16n8 tiles of its 16 rows.
 //   O += P V   P from registers (S packed to bf16 is the A fragment), V's
 //              panels read transposed: 8 more wgmma.
@@ -18,39 +18,95 @@
 #include "common/attn_tile.cuh"
 #include "common/wgmma.cuh"
 
+// The softmax of one whole block from a fresh state, for the thread's two
+// rows (accumulator layout: s[nt][2 rr + cc] is column 8 nt + 2 (lane % 4)
+// + cc of row rr): m = the row's max of the visible columns (col < lim), P =
+// 2^(s scale_log2 - m scale_log2), l = the sum of the thread's P (quads
+// add theirs later: st_softmax_finish_l). o is not touched: the P V
+// product that follows overwrites it. scale_log2 > 0 (the launchers refuse
+// other scales), so the max of s is taken before scaling and the scale
+// folds into one FFMA a column; a warp whose rows all see the whole block
+// skips the masks. A row that sees nothing keeps m = -inf and P = 0.
+template <int BLOCK_TOKENS, int HEAD_DIM>
+__device__ __forceinline__ void st_block_softmax(const int (&lim)[2], float scale_log2, st_softmax_state<HEAD_DIM> &st,
+                                                 float (&s)[BLOCK_TOKENS / 8][4]) {
+  constexpr int NT = BLOCK_TOKENS / 8;
+  const int lane = threadIdx.x & 31;
+  if (!__all_sync(0xffffffffu, lim[0] == BLOCK_TOKENS && lim[1] == BLOCK_TOKENS)) {
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+      for (int e = 0; e < 4; e++)
+        if (nt * 8 + 2 * (lane & 3) + (e & 1) >= lim[e >> 1]) s[nt][e] = -ST_INF;
+  }
+#pragma unroll
+  for (int rr = 0; rr < 2; rr++) {
+    float mx = -ST_INF;
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) mx = fmaxf(mx, fmaxf(s[nt][rr * 2], s[nt][rr * 2 + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float m = mx * scale_log2, m_use = mx == -ST_INF ? 0.f : m; // nothing seen: keep 0s
+    float sum = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+      for (int cc = 0; cc < 2; cc++) {
+        float &v = s[nt][rr * 2 + cc];
+        v = exp2f(fmaf(v, scale_log2, -m_use));
+        sum += v;
+      }
+    st.m[rr] = m;
+    st.l[rr] = sum;
+  }
+}
+
 // Warpgroup (128 threads, warp w = its 16 rows m0 + 16w ..) over the block
 // in k_tile / v_tile (BLOCK_TOKENS rows each, panels); q_tile holds Q_ROWS
-// rows in panels, the warpgroup's from m0 (a multiple of 64). lim / bias /
-// scale_log2 / st as st_tile_softmax takes them, for the thread's two rows;
-// st enters initialized (this is one whole block: st.o scaled by 0 is 0).
+// rows in panels, the warpgroup's from m0 (a multiple of 64; pass it
+// warp-uniform, e.g. through a shuffle from lane 0, so that the
+// descriptors stay in uniform registers). lim / scale_log2 as
+// st_block_softmax takes them; st.m, st.l and st.o are written (one whole
+// block: no earlier state).
 template <int HEAD_DIM, int Q_ROWS>
 __device__ __forceinline__ void st_attend_block_wg(uint32_t q_tile, int m0, uint32_t k_tile, uint32_t v_tile,
-                                                   const int (&lim)[2], const float (&bias)[2], float scale_log2,
+                                                   const int (&lim)[2], float scale_log2,
                                                    st_softmax_state<HEAD_DIM> &st) {
   constexpr int BLOCK_TOKENS = 128, KSTEPS = HEAD_DIM / 16, PANEL_K = BLOCK_TOKENS * 128;
   static_assert(HEAD_DIM == 128, "one m64n128 product for O: head_dim 128");
   static_assert(Q_ROWS % 64 == 0, "whole warpgroups of rows");
   float s[BLOCK_TOKENS / 8][4];
   float(&d)[64] = reinterpret_cast<float(&)[64]>(s);
+  // A k-step's descriptors are the first one's plus a constant (the start
+  // address field counts 16 bytes and never carries: shared addresses stay
+  // below 256 KiB).
+  const uint64_t q_desc = st_wgmma_desc(q_tile + m0 * 128), k_desc = st_wgmma_desc(k_tile);
+  const uint64_t v_desc = st_wgmma_desc_mn(v_tile, PANEL_K);
   st_wgmma_fence();
 #pragma unroll
   for (int ks = 0; ks < KSTEPS; ks++) // 4 k-steps of 32 bytes within each panel
-    st_wgmma_m64n128k16_bf16(d, st_wgmma_desc(q_tile + (ks / 4) * Q_ROWS * 128 + m0 * 128 + (ks % 4) * 32),
-                             st_wgmma_desc(k_tile + (ks / 4) * PANEL_K + (ks % 4) * 32), ks > 0);
+    st_wgmma_m64n128k16_bf16(d, q_desc + (((ks / 4) * Q_ROWS * 128 + (ks % 4) * 32) >> 4),
+                             k_desc + (((ks / 4) * PANEL_K + (ks % 4) * 32) >> 4), ks > 0);
   st_wgmma_commit();
   st_wgmma_wait<0>();
   st_wgmma_fence_regs(d);
-  st_tile_softmax<HEAD_DIM, BLOCK_TOKENS>(0, lim, bias, scale_log2, st, s);
+  st_block_softmax<BLOCK_TOKENS, HEAD_DIM>(lim, scale_log2, st, s);
+  // P as bf16 A fragments, all packed before the first product: a register
+  // written between two products of one group makes ptxas fence each one.
+  uint32_t a[BLOCK_TOKENS / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < BLOCK_TOKENS / 16; kk++) { // tokens 16kk ..: n-tiles 2kk and 2kk + 1 of S
+    a[kk][0] = st_pack_bf16(s[2 * kk][0], s[2 * kk][1]);
+    a[kk][1] = st_pack_bf16(s[2 * kk][2], s[2 * kk][3]);
+    a[kk][2] = st_pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    a[kk][3] = st_pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+  }
   float(&o)[64] = reinterpret_cast<float(&)[64]>(st.o);
   st_wgmma_fence_regs(o);
   st_wgmma_fence();
 #pragma unroll
-  for (int kk = 0; kk < BLOCK_TOKENS / 16; kk++) { // tokens 16kk ..: n-tiles 2kk and 2kk + 1 of S
-    const uint32_t a[4] = {st_pack_bf16(s[2 * kk][0], s[2 * kk][1]), st_pack_bf16(s[2 * kk][2], s[2 * kk][3]),
-                           st_pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                           st_pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-    st_wgmma_m64n128k16_bf16_rs_tb(o, a, st_wgmma_desc_mn(v_tile + kk * 16 * 128, PANEL_K), 1);
-  }
+  for (int kk = 0; kk < BLOCK_TOKENS / 16; kk++)
+    st_wgmma_m64n128k16_bf16_rs_tb(o, a[kk], v_desc + ((kk * 16 * 128) >> 4), kk > 0);
   st_wgmma_commit();
   st_wgmma_wait<0>();
   st_wgmma_fence_regs(o);
