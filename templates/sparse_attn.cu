@@ -235,7 +235,7 @@ __device__ __forceinline__ void st_write_rows(const st_sparse_attn_params &p, in
   }
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS) st_sparse_attn_main(const st_sparse_attn_params p) {
+extern "C" __global__ void __launch_bounds__(THREADS) st_sparse_attn_main(const __grid_constant__ st_sparse_attn_params p) {
   extern __shared__ __align__(128) char s_dyn[];
   __shared__ int s_count;
   char *q_smem = s_dyn;

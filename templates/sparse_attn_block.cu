@@ -50,6 +50,7 @@ constexpr int WGMMA = ${wgmma};   // 1: warpgroups of 64 rows on wgmma (common/a
 #include "common/attn_wgmma.cuh"
 #include "common/kv_stage.cuh"
 #include "common/last_cta.cuh"
+#include "common/mbarrier.cuh"
 #include "common/varlen.cuh"
 
 constexpr int THREADS = 32 * WARPS;
@@ -58,6 +59,11 @@ constexpr int WARP_ROWS = 16 * MTILES;
 constexpr int ROW_UNIT = WGMMA ? 64 : WARP_ROWS; // rows are padded to whole warpgroups / warps
 constexpr int ROWS = (REAL_ROWS + ROW_UNIT - 1) / ROW_UNIT * ROW_UNIT;
 constexpr int MATH_WARPS = ROWS / WARP_ROWS;
+// bf16 on wgmma: one thread copies a block's K and V by tensor maps (four
+// 128-byte panels of 128 rows; cp.async by every thread cost index_score a
+// quarter of its tensor rate, docs/kernels/index_score.md v3.1), counted
+// on the stage's barrier.
+constexpr bool KV_TMA = WGMMA && !IS_FP8;
 constexpr int BLOCK_TOKENS = 128;
 constexpr int ROW_CHUNKS = HEAD_DIM / 8;
 constexpr int DT = HEAD_DIM / 8;
@@ -317,8 +323,20 @@ __device__ __forceinline__ uint32_t st_q_offset(int m, int c) {
 // token zeroed) and q rows (row m = token slot t * GROUP + head h, zeros
 // past the item's tokens) into stage b.
 __device__ __forceinline__ void st_issue_item(const st_sparse_attn_params &p, const st_item &it, char *q_smem,
-                                              char *region, int b) {
-  st_kv::issue(p, it.g, it.page, it.ntok_max, region, b);
+                                              char *region, int b, uint32_t kv_bar) {
+  if constexpr (KV_TMA) {
+    if (threadIdx.x == 0) {
+      const uint32_t k_tile = st_kv::k_tile(region, b), v_tile = k_tile + st_kv::TILE_BYTES;
+      st_mbar_arrive_expect_tx(kv_bar, 2 * st_kv::TILE_BYTES);
+#pragma unroll
+      for (int c = 0; c < HEAD_DIM / 64; c++) {
+        st_tma_load_4d(k_tile + c * st_kv::BLOCK_TOKENS * 128, &p.k_map, c * 64, 0, it.g, it.page, kv_bar);
+        st_tma_load_4d(v_tile + c * st_kv::BLOCK_TOKENS * 128, &p.v_map, c * 64, 0, it.g, it.page, kv_bar);
+      }
+    }
+  } else {
+    st_kv::issue(p, it.g, it.page, it.ntok_max, region, b);
+  }
   const uint32_t q_tile = st_smem_addr(q_smem + b * Q_BYTES);
   const int c = threadIdx.x % ROW_CHUNKS;
   for (int m = threadIdx.x / ROW_CHUNKS; m < ROWS; m += THREADS / ROW_CHUNKS) {
@@ -328,6 +346,21 @@ __device__ __forceinline__ void st_issue_item(const st_sparse_attn_params &p, co
     if (real) src += it.q_at[t] + (int64_t)h * p.q_stride_head + c * 8;
     st_cp_async16(q_tile + st_q_offset(m, c), src, real ? 16 : 0);
   }
+}
+
+// KV_TMA: after stage b's copies have landed, its V rows at and past the
+// item's most visible token become zeros, as st_kv::issue leaves them (a
+// masked key's weight is exactly 0, but 0 * NaN is not, and the copy brought
+// the page's rows as they are). Then a proxy fence: wgmma reads them.
+__device__ __forceinline__ void st_zero_v_tail(char *region, int b, int ntok) {
+  if (ntok >= st_kv::BLOCK_TOKENS) return;
+  const uint32_t v_tile = st_kv::k_tile(region, b) + st_kv::TILE_BYTES;
+  for (int e = threadIdx.x; e < (st_kv::BLOCK_TOKENS - ntok) * ROW_CHUNKS; e += THREADS) {
+    const int tok = ntok + e / ROW_CHUNKS, c = e % ROW_CHUNKS;
+    asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(v_tile + st_kv::tile_offset(tok, c)), "r"(0)
+                 : "memory");
+  }
+  st_fence_proxy_async();
 }
 
 // The partials of a warp's m-tile (rows m0 ..): (m, l) and O / l of each
@@ -374,9 +407,10 @@ __device__ __forceinline__ void st_write_partials(const st_sparse_attn_params &p
 // load while this one's are used. Records are read one item ahead of their
 // use (warp 0 holds the words in a register meanwhile), so no CTA waits on
 // a record's load.
-extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_attn_main(const st_sparse_attn_params p) {
+extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_attn_main(const __grid_constant__ st_sparse_attn_params p) {
   extern __shared__ __align__(128) char s_dyn[];
   __shared__ st_item s_it[STAGES];
+  __shared__ __align__(8) uint64_t s_kv_bar[STAGES]; // KV_TMA: stage b's K and V have landed
   // wgmma's 128-byte swizzle is of address bits: panels start on
   // 1024-byte boundaries (the static s_it comes before s_dyn).
   char *q_smem = WGMMA ? s_dyn + ((1024u - (st_smem_addr(s_dyn) & 1023u)) & 1023u) : s_dyn;
@@ -387,7 +421,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_att
     unsigned dyn;
     asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
     if (dyn < (unsigned)SMEM_BYTES) __trap(); // the launcher's layout disagrees with this kernel's
+    if (KV_TMA) {
+      for (int b = 0; b < STAGES; b++) st_mbar_init(st_smem_addr(&s_kv_bar[b]), 1);
+      st_mbar_init_fence();
+    }
   }
+  if (KV_TMA) __syncthreads(); // the barriers, before any copy signals them
   // word: warp 0's register copy of the record after the one in s_it.
   int word = warp == 0 ? st_load_record(p, blockIdx.x, items) : 0;
   if (STAGES == 2 && (int)blockIdx.x < items) {
@@ -396,7 +435,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_att
       word = st_load_record(p, blockIdx.x + gridDim.x, items);
     }
     __syncthreads();
-    st_issue_item(p, s_it[0], q_smem, region, 0);
+    st_issue_item(p, s_it[0], q_smem, region, 0, st_smem_addr(&s_kv_bar[0]));
     st_cp_async_commit();
   }
   for (int x = blockIdx.x, step = 0; x < items; x += gridDim.x, step++) {
@@ -407,7 +446,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_att
         word = st_load_record(p, next + gridDim.x, items);
       }
       __syncthreads();
-      if (next < items) st_issue_item(p, s_it[b ^ 1], q_smem, region, b ^ 1);
+      if (next < items) st_issue_item(p, s_it[b ^ 1], q_smem, region, b ^ 1, st_smem_addr(&s_kv_bar[b ^ 1]));
       st_cp_async_commit();
       st_cp_async_wait<1>();
     } else {
@@ -416,12 +455,16 @@ extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_att
         word = st_load_record(p, next, items);
       }
       __syncthreads();
-      st_issue_item(p, s_it[0], q_smem, region, 0);
+      st_issue_item(p, s_it[0], q_smem, region, 0, st_smem_addr(&s_kv_bar[0]));
       st_cp_async_commit();
       st_cp_async_wait<0>();
     }
     if (WGMMA) st_fence_proxy_async(); // this thread's copies, before wgmma reads them
-    __syncthreads();                    // item x's block and q rows are in, from every thread's copies
+    if (KV_TMA) { // stage b's K and V (its (step / STAGES)-th use); the V rows past the item's tokens zeroed
+      st_mbar_wait(st_smem_addr(&s_kv_bar[b]), (step / STAGES) & 1);
+      st_zero_v_tail(region, b, s_it[b].ntok_max);
+    }
+    __syncthreads(); // item x's block and q rows are in, from every thread's copies
     if (IS_FP8) {
       st_kv::widen(p, region, b);
       if (WGMMA) st_fence_proxy_async();

@@ -250,13 +250,16 @@ static void test_tensor_maps_refuse_what_the_copy_engine_cannot_address(void **s
   expect_map_refused(&t, "k_cache rows of 64 bytes are not whole 128-byte panels");
   t = a.k_cache;
   t.data = FAKE(0x200008);
-  expect_map_refused(&t, "must be multiples of 16 for tensor copies");
+  expect_map_refused(&t, "k_cache.data=0x200008 is not 16-byte aligned for tensor copies");
   t = a.k_cache;
   t.stride[0] = 128 * D + 4; /* a page stride of 8 bytes past whole rows */
-  expect_map_refused(&t, "page stride 32776 bytes must be multiples of 16");
+  expect_map_refused(&t, "k_cache.stride[0]=16388 elements (32776 bytes) must be a multiple of 16 bytes below 2^40");
   t = a.k_cache;
   t.stride[0] = (int64_t)1 << 40;
-  expect_map_refused(&t, "exceed tensor copies' 2^40");
+  expect_map_refused(&t, "k_cache.stride[0]=1099511627776 elements");
+  t = a.k_cache;
+  t.ndim = 2;
+  expect_map_refused(&t, "k_cache has 2 dimensions, not [pages, (heads,) 128, D]");
 }
 
 int main(void) {

@@ -9,6 +9,7 @@
 
 #include "ops/attn_args.h"
 #include "ops/tensor_check.h"
+#include "ops/tensor_map.h"
 
 #define ST_BLOCK_TOKENS 128
 /* Dynamic shared memory one CTA may opt in to on sm_90. */
@@ -269,6 +270,9 @@ static st_status plan_block(const st_sparse_attn_config *cfg, const st_sparse_at
     return st_fail(err, ST_ERR_INVALID_ARG, "a chunk of %lld tokens needs more than %lld CTAs", (long long)chunk,
                    ST_MAX_GRID_X);
   plan->persistent = sm_count * cfg->ctas;
+  plan->kv_maps = cfg->wgmma && cfg->dtype == ST_DTYPE_BF16;
+  plan->k_cache = a->k_cache;
+  plan->v_cache = a->v_cache;
   plan->grid[0] = (unsigned)(items < plan->persistent ? items : plan->persistent);
   plan->grid[1] = plan->grid[2] = 1;
   plan->block = (unsigned)st_sparse_attn_threads(cfg);
@@ -320,6 +324,9 @@ static st_status launch_block(const st_cu *cu, CUfunction main_fn, CUfunction me
   p.ws_part_o = ws + plan->off_part_o;
   const int64_t total_q = p.total_q, Hkv = p.num_kv_heads;
   st_status st = ST_OK;
+  if (plan->kv_maps && ((st = st_tensor_map_pages(cu, &plan->k_cache, "k_cache", &p.k_map, err)) != ST_OK ||
+                        (st = st_tensor_map_pages(cu, &plan->v_cache, "v_cache", &p.v_map, err)) != ST_OK))
+    return st;
   for (int64_t q0 = 0; q0 < total_q && st == ST_OK; q0 += plan->chunk_q) {
     const int64_t nq = total_q - q0 < plan->chunk_q ? total_q - q0 : plan->chunk_q;
     const unsigned steps = (unsigned)ceil_div(Hkv * nq * p.topk, ST_SPARSE_ATTN_STEP_THREADS);

@@ -12,31 +12,40 @@ st_status st_tensor_map_pages(const st_cu *cu, const st_tensor *cache, const cha
                               st_err *err) {
   if (cache->dtype != ST_DTYPE_BF16 && cache->dtype != ST_DTYPE_FP8_E4M3)
     return st_fail(err, ST_ERR_INVALID_ARG, "%s.dtype=%d is not bf16 or fp8_e4m3", name, (int)cache->dtype);
-  const int64_t elem = st_dtype_bytes(cache->dtype);
-  const int64_t row_bytes = cache->shape[2] * elem;
-  const int64_t token_bytes = cache->stride[1] * elem, page_bytes = cache->stride[0] * elem;
+  const int n = cache->ndim;
+  if (n != 3 && n != 4)
+    return st_fail(err, ST_ERR_INVALID_ARG, "%s has %d dimensions, not [pages, (heads,) 128, D]", name, n);
+  const int64_t elem = st_dtype_bytes(cache->dtype), row_bytes = cache->shape[n - 1] * elem;
   if (row_bytes % 128)
     return st_fail(err, ST_ERR_INVALID_ARG, "%s rows of %lld bytes are not whole 128-byte panels", name,
                    (long long)row_bytes);
-  if ((uintptr_t)cache->data % 16 || token_bytes % 16 || page_bytes % 16)
-    return st_fail(err, ST_ERR_INVALID_ARG,
-                   "%s.data=%p, row stride %lld and page stride %lld bytes must be multiples of 16 for tensor copies",
-                   name, cache->data, (long long)token_bytes, (long long)page_bytes);
-  if (token_bytes >= (1ll << 40) || page_bytes >= (1ll << 40))
-    return st_fail(err, ST_ERR_INVALID_ARG, "%s strides of %lld and %lld bytes exceed tensor copies' 2^40", name,
-                   (long long)token_bytes, (long long)page_bytes);
-  /* Dimensions innermost first: a row's elements, the page's rows, pages. */
-  const cuuint64_t dims[3] = {(cuuint64_t)cache->shape[2], (cuuint64_t)cache->shape[1], (cuuint64_t)cache->shape[0]};
-  const cuuint64_t strides[2] = {(cuuint64_t)token_bytes, (cuuint64_t)page_bytes};
-  const cuuint32_t box[3] = {(cuuint32_t)(128 / elem), (cuuint32_t)cache->shape[1], 1}, unit[3] = {1, 1, 1};
+  /* Dimensions innermost first: a row's elements, the page's rows, (heads,)
+   * pages; strides in bytes for all but the first. */
+  cuuint64_t dims[4], strides[3];
+  cuuint32_t box[4], unit[4];
+  for (int d = 0; d < n; d++) {
+    dims[d] = (cuuint64_t)cache->shape[n - 1 - d];
+    box[d] = d == 0 ? (cuuint32_t)(128 / elem) : d == 1 ? (cuuint32_t)cache->shape[n - 2] : 1u;
+    unit[d] = 1;
+    if (d == 0) continue;
+    const int64_t bytes = cache->stride[n - 1 - d] * elem;
+    if (bytes % 16 || bytes >= (1ll << 40))
+      return st_fail(err, ST_ERR_INVALID_ARG,
+                     "%s.stride[%d]=%lld elements (%lld bytes) must be a multiple of 16 bytes below 2^40 for tensor "
+                     "copies",
+                     name, n - 1 - d, (long long)cache->stride[n - 1 - d], (long long)bytes);
+    strides[d - 1] = (cuuint64_t)bytes;
+  }
+  if ((uintptr_t)cache->data % 16)
+    return st_fail(err, ST_ERR_INVALID_ARG, "%s.data=%p is not 16-byte aligned for tensor copies", name, cache->data);
   CUtensorMap m;
   ST_CU_TRY(cu,
             cu->cuTensorMapEncodeTiled(&m,
                                        cache->dtype == ST_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                                                      : CU_TENSOR_MAP_DATA_TYPE_UINT8,
-                                       3, cache->data, dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                       CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+                                       (cuuint32_t)n, cache->data, dims, strides, box, unit,
+                                       CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
             err);
   memcpy(map, &m, sizeof m);
   return ST_OK;

@@ -53,4 +53,13 @@ __device__ __forceinline__ void st_tma_load_3d(uint32_t dst, const void *map, in
                : "memory");
 }
 
+// The same for a 4-dimensional map (box (c0, c1, c2, c3)).
+__device__ __forceinline__ void st_tma_load_4d(uint32_t dst, const void *map, int c0, int c1, int c2, int c3,
+                                               uint32_t bar) {
+  asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, "
+               "%5}], [%6];\n" ::"r"(dst),
+               "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+               : "memory");
+}
+
 #endif // ST_MBARRIER_CUH
