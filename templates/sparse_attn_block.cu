@@ -64,6 +64,13 @@ constexpr int MATH_WARPS = ROWS / WARP_ROWS;
 // quarter of its tensor rate, docs/kernels/index_score.md v3.1), counted
 // on the stage's barrier.
 constexpr bool KV_TMA = WGMMA && !IS_FP8;
+// KV_TMA with one stage: the q rows are double-buffered instead (a q tile
+// more), and the next item's K and V are copied as soon as this item's
+// products no longer read them: the next item's q rows then load under
+// this item's math and its K and V under this item's partial writes, where
+// one stage left every item's copies exposed (ncu: the CTA's wait for its
+// copies was the largest stall).
+constexpr bool SPLIT = KV_TMA && STAGES == 1;
 constexpr int BLOCK_TOKENS = 128;
 constexpr int ROW_CHUNKS = HEAD_DIM / 8;
 constexpr int DT = HEAD_DIM / 8;
@@ -78,7 +85,8 @@ using st_kv = st_kv_stages<IS_FP8, HEAD_DIM, STAGES, THREADS, 0, WGMMA>;
 // the same.
 constexpr int Q_BYTES = ROWS * HEAD_DIM * 2;
 // WGMMA: 1024 bytes more, to start the panels on a swizzle atom.
-constexpr int SMEM_BYTES = STAGES * Q_BYTES + st_kv::BYTES + (WGMMA ? 1024 : 0);
+constexpr int Q_STAGES = SPLIT ? 2 : STAGES; // q tiles (and item records) in shared memory
+constexpr int SMEM_BYTES = Q_STAGES * Q_BYTES + st_kv::BYTES + (WGMMA ? 1024 : 0);
 constexpr int STEP_THREADS = 256; // st_sparse_attn_merge's CTA
 // A work item's record in the workspace: key, page, entries, 0, then TOKENS
 // entry words (-1 past its entries), padded to 16 bytes; the launcher
@@ -322,8 +330,8 @@ __device__ __forceinline__ uint32_t st_q_offset(int m, int c) {
 // After a sync: the copies of item `it`'s block (rows past its most visible
 // token zeroed) and q rows (row m = token slot t * GROUP + head h, zeros
 // past the item's tokens) into stage b.
-__device__ __forceinline__ void st_issue_item(const st_sparse_attn_params &p, const st_item &it, char *q_smem,
-                                              char *region, int b, uint32_t kv_bar) {
+__device__ __forceinline__ void st_issue_kv(const st_sparse_attn_params &p, const st_item &it, char *region, int b,
+                                            uint32_t kv_bar) {
   if constexpr (KV_TMA) {
     if (threadIdx.x == 0) {
       const uint32_t k_tile = st_kv::k_tile(region, b), v_tile = k_tile + st_kv::TILE_BYTES;
@@ -337,7 +345,10 @@ __device__ __forceinline__ void st_issue_item(const st_sparse_attn_params &p, co
   } else {
     st_kv::issue(p, it.g, it.page, it.ntok_max, region, b);
   }
-  const uint32_t q_tile = st_smem_addr(q_smem + b * Q_BYTES);
+}
+
+__device__ __forceinline__ void st_issue_q(const st_sparse_attn_params &p, const st_item &it, char *q_smem, int qb) {
+  const uint32_t q_tile = st_smem_addr(q_smem + qb * Q_BYTES);
   const int c = threadIdx.x % ROW_CHUNKS;
   for (int m = threadIdx.x / ROW_CHUNKS; m < ROWS; m += THREADS / ROW_CHUNKS) {
     const int t = m / GROUP, h = m % GROUP;
@@ -346,6 +357,12 @@ __device__ __forceinline__ void st_issue_item(const st_sparse_attn_params &p, co
     if (real) src += it.q_at[t] + (int64_t)h * p.q_stride_head + c * 8;
     st_cp_async16(q_tile + st_q_offset(m, c), src, real ? 16 : 0);
   }
+}
+
+__device__ __forceinline__ void st_issue_item(const st_sparse_attn_params &p, const st_item &it, char *q_smem,
+                                              char *region, int b, uint32_t kv_bar) {
+  st_issue_kv(p, it, region, b, kv_bar);
+  st_issue_q(p, it, q_smem, b);
 }
 
 // KV_TMA: after stage b's copies have landed, its V rows at and past the
@@ -409,12 +426,12 @@ __device__ __forceinline__ void st_write_partials(const st_sparse_attn_params &p
 // a record's load.
 extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_attn_main(const __grid_constant__ st_sparse_attn_params p) {
   extern __shared__ __align__(128) char s_dyn[];
-  __shared__ st_item s_it[STAGES];
+  __shared__ st_item s_it[Q_STAGES];
   __shared__ __align__(8) uint64_t s_kv_bar[STAGES]; // KV_TMA: stage b's K and V have landed
   // wgmma's 128-byte swizzle is of address bits: panels start on
   // 1024-byte boundaries (the static s_it comes before s_dyn).
   char *q_smem = WGMMA ? s_dyn + ((1024u - (st_smem_addr(s_dyn) & 1023u)) & 1023u) : s_dyn;
-  char *region = q_smem + STAGES * Q_BYTES;
+  char *region = q_smem + Q_STAGES * Q_BYTES;
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, items = (int)p.ws_header[4];
   const int keys_per_head = (int)p.ws_header[2] * p.max_blocks; // the chunk's requests x blocks
   if (threadIdx.x == 0) {
@@ -429,7 +446,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_att
   if (KV_TMA) __syncthreads(); // the barriers, before any copy signals them
   // word: warp 0's register copy of the record after the one in s_it.
   int word = warp == 0 ? st_load_record(p, blockIdx.x, items) : 0;
-  if (STAGES == 2 && (int)blockIdx.x < items) {
+  if ((STAGES == 2 || SPLIT) && (int)blockIdx.x < items) {
     if (warp == 0) {
       st_store_item(p, word, keys_per_head, s_it[0]);
       word = st_load_record(p, blockIdx.x + gridDim.x, items);
@@ -439,8 +456,18 @@ extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_att
     st_cp_async_commit();
   }
   for (int x = blockIdx.x, step = 0; x < items; x += gridDim.x, step++) {
-    const int b = STAGES == 2 ? step & 1 : 0, next = x + gridDim.x;
-    if (STAGES == 2) { // s_it[b ^ 1] and stage b ^ 1 were last read before the previous step's closing sync
+    // b: this item's K/V stage; qb: its q tile and record.
+    const int b = STAGES == 2 ? step & 1 : 0, qb = Q_STAGES == 2 ? step & 1 : 0, next = x + gridDim.x;
+    if (SPLIT) { // s_it[qb ^ 1] and q tile qb ^ 1 were last read before the previous step's closing sync
+      if (warp == 0 && next < items) {
+        st_store_item(p, word, keys_per_head, s_it[qb ^ 1]);
+        word = st_load_record(p, next + gridDim.x, items);
+      }
+      __syncthreads();
+      if (next < items) st_issue_q(p, s_it[qb ^ 1], q_smem, qb ^ 1); // its K and V follow this item's products
+      st_cp_async_commit();
+      st_cp_async_wait<1>();
+    } else if (STAGES == 2) { // s_it[b ^ 1] and stage b ^ 1 were last read before the previous step's closing sync
       if (warp == 0 && next < items) {
         st_store_item(p, word, keys_per_head, s_it[b ^ 1]);
         word = st_load_record(p, next + gridDim.x, items);
@@ -462,7 +489,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_att
     if (WGMMA) st_fence_proxy_async(); // this thread's copies, before wgmma reads them
     if (KV_TMA) { // stage b's K and V (its (step / STAGES)-th use); the V rows past the item's tokens zeroed
       st_mbar_wait(st_smem_addr(&s_kv_bar[b]), (step / STAGES) & 1);
-      st_zero_v_tail(region, b, s_it[b].ntok_max);
+      st_zero_v_tail(region, b, s_it[qb].ntok_max);
     }
     __syncthreads(); // item x's block and q rows are in, from every thread's copies
     if (IS_FP8) {
@@ -470,8 +497,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_att
       if (WGMMA) st_fence_proxy_async();
       __syncthreads();
     }
-    const st_item &it = s_it[b];
-    char *q_stage = q_smem + b * Q_BYTES;
+    const st_item &it = s_it[qb];
+    char *q_stage = q_smem + qb * Q_BYTES;
     const uint32_t k_tile = st_kv::k_tile(region, b), q_tile = st_smem_addr(q_stage);
     const float bias[2] = {0.f, 0.f};
     int lim[MTILES][2];
@@ -488,14 +515,19 @@ extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_att
       // (__shfl_sync from lane 0 shows ptxas the branch is warp-uniform:
       // wgmma in a branch it thinks divergent is serialized.)
       const int m0 = __shfl_sync(0xffffffffu, warp / 4 * 64, 0);
-      if (__shfl_sync(0xffffffffu, m0 < REAL_ROWS && m0 / GROUP < it.n, 0)) {
-        st_softmax_state<HEAD_DIM> st;
+      const bool rows = __shfl_sync(0xffffffffu, m0 < REAL_ROWS && m0 / GROUP < it.n, 0);
+      st_softmax_state<HEAD_DIM> st;
+      if (rows) {
         st_attend_block_wg<HEAD_DIM, ROWS>(q_tile, m0, k_tile, k_tile + st_kv::TILE_BYTES, lim[0], p.score_scale_log2,
                                            st);
         st_softmax_finish_l(st);
-        st_write_partials(p, it, st, warp * 16, lim[0], q_stage);
       }
-      __syncthreads(); // stage b is free
+      if (SPLIT) {
+        __syncthreads(); // no product reads this item's K and V any more
+        if (next < items) st_issue_kv(p, s_it[qb ^ 1], region, 0, st_smem_addr(&s_kv_bar[0]));
+      }
+      if (rows) st_write_partials(p, it, st, warp * 16, lim[0], q_stage);
+      __syncthreads(); // stage b and q tile qb are free
       continue;
     }
     bool any = false;

@@ -216,11 +216,17 @@ static void test_block_major_variants_plan_chunks_and_workspace(void **state) {
   c.mtiles = 2; /* two m-tiles a warp: 128 rows on 4 warps */
   assert_int_equal(st_sparse_attn_threads(&c), 128);
   assert_int_equal(st_sparse_attn_smem_bytes(&c), 8 * 16 * D * 2 + 2 * 128 * D * 2);
-  /* wgmma: a warpgroup (4 warps) per 64 rows; 1024 bytes to align the panels. */
+  /* wgmma: a warpgroup (4 warps) per 64 rows; 1024 bytes to align the panels;
+   * bf16 with one stage: two q tiles (the next item's q loads under this
+   * item's math). */
   c.mtiles = 1;
   c.wgmma = 1;
   assert_int_equal(st_sparse_attn_threads(&c), 256);
-  assert_int_equal(st_sparse_attn_smem_bytes(&c), 8 * 16 * D * 2 + 2 * 128 * D * 2 + 1024);
+  assert_int_equal(c.stages, 1);
+  assert_int_equal(st_sparse_attn_smem_bytes(&c), 2 * 8 * 16 * D * 2 + 2 * 128 * D * 2 + 1024);
+  c.stages = 2;
+  assert_int_equal(st_sparse_attn_smem_bytes(&c), 2 * (8 * 16 * D * 2 + 2 * 128 * D * 2) + 1024);
+  c.stages = 1;
   c.tokens = 4;
   assert_int_equal(st_sparse_attn_threads(&c), 128);
   st_params k = {0}, l = {0};

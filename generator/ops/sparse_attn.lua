@@ -91,8 +91,10 @@ local function shared_bytes(k)
   local tile = BLOCK_TOKENS * D * 2
   local fp8 = k.dtype == "fp8"
   local stage = fp8 and (2 * BLOCK_TOKENS * D + 2 * BLOCK_TOKENS * 4) or 2 * tile
-  if k.algo == "block" then -- per stage a q tile and a block (wgmma: + 1024 to align the panels)
-    return k.stages * (q + stage) + (fp8 and 2 * tile or 0) + (k.mma == "wgmma" and 1024 or 0)
+  if k.algo == "block" then -- per stage a q tile and a block (wgmma: + 1024 to align the panels;
+    -- bf16 wgmma with one stage: two q tiles, templates/sparse_attn_block.cu's SPLIT)
+    local q_tiles = (k.mma == "wgmma" and not fp8 and k.stages == 1) and 2 or k.stages
+    return q_tiles * q + k.stages * stage + (fp8 and 2 * tile or 0) + (k.mma == "wgmma" and 1024 or 0)
   end
   local kv = k.stages * stage + (fp8 and 2 * tile or 0)
   local entries = T * k.topk

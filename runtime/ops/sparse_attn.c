@@ -106,9 +106,12 @@ unsigned st_sparse_attn_smem_bytes(const st_sparse_attn_config *cfg) {
   const int64_t q = (int64_t)padded_rows(cfg) * D * 2;
   const int64_t tile = ST_BLOCK_TOKENS * D * 2;
   const int64_t stage = fp8 ? 2 * ST_BLOCK_TOKENS * D + 2 * ST_BLOCK_TOKENS * 4 : 2 * tile;
-  if (cfg->algo == ST_SPARSE_ATTN_BLOCK) /* per stage a q tile and a block (templates/sparse_attn_block.cu;
-                                           wgmma: 1024 bytes of slack to align the panels) */
-    return (unsigned)(cfg->stages * (q + stage) + (fp8 ? 2 * tile : 0) + (cfg->wgmma ? 1024 : 0));
+  if (cfg->algo == ST_SPARSE_ATTN_BLOCK) { /* per stage a q tile and a block (templates/sparse_attn_block.cu;
+                                             wgmma: 1024 bytes of slack to align the panels; bf16 wgmma
+                                             with one stage: two q tiles, the template's SPLIT) */
+    const int64_t q_tiles = cfg->wgmma && !fp8 && cfg->stages == 1 ? 2 : cfg->stages;
+    return (unsigned)(q_tiles * q + cfg->stages * stage + (fp8 ? 2 * tile : 0) + (cfg->wgmma ? 1024 : 0));
+  }
   const int64_t kv = cfg->stages * stage + (fp8 ? 2 * tile : 0);
   const int64_t entries = T * cfg->topk_cap, slots = 2 * entries;
   const int64_t lists = entries * 4 * 4 + slots * 4 * 3 + entries * T * 4 + T * 8;
