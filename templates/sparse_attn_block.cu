@@ -421,7 +421,8 @@ __device__ __forceinline__ void st_write_partials(const st_sparse_attn_params &p
 
 // Persistent: CTA c takes work items c, c + gridDim.x, ... of the chunk
 // (ws_header[4] in all). With STAGES 2 the next item's block and q rows
-// load while this one's are used. Records are read one item ahead of their
+// load while this one's are used; with SPLIT its q rows do, and its block
+// loads while this one's partials are written. Records are read one item ahead of their
 // use (warp 0 holds the words in a register meanwhile), so no CTA waits on
 // a record's load.
 extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_attn_main(const __grid_constant__ st_sparse_attn_params p) {

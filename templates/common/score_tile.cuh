@@ -24,9 +24,10 @@
 //   after a 57344 prefix: 4.4 waves of 63-block chunks).
 //
 // Per block: its 128 K rows (one KV page, through block_table) stream into
-// one of STAGES shared-memory stages by cp.async, swizzled for wgmma; each
-// warpgroup multiplies its MT 64-row slices of q by them
-// (m64n128k16 bf16 / m64n128k32 e4m3, K-major operands in shared memory)
+// one of STAGES shared-memory stages by tensor-map copies (p.k_map),
+// swizzled for wgmma; each warpgroup multiplies its MT 64-row slices of q
+// by them (m64n128k16 bf16 / m64n128k32 e4m3, K-major operands in shared
+// memory)
 // and reduces every row's 128 products to their max (masked past the
 // token's position in its own block). K is read once per CTA for all ROWS
 // rows: 2 * ROWS FLOP per K byte from L2.
