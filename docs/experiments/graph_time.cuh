@@ -40,3 +40,28 @@ template <class Launch> float graph_time_us(cudaStream_t st, Launch launch) {
   CK(cudaEventDestroy(e1));
   return t[2];
 }
+
+// launch() enqueues one long kernel on the default stream: one warm-up run,
+// then the best of 5 timed runs, in milliseconds (throughput probes, where
+// a launch's own cost is noise).
+template <class Launch> float best_of_5_ms(Launch launch) {
+  launch();
+  CK(cudaDeviceSynchronize());
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  float best = 1e30f;
+  for (int rep = 0; rep < 5; rep++) {
+    CK(cudaEventRecord(e0));
+    launch();
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    if (ms < best) best = ms;
+  }
+  CK(cudaGetLastError());
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  return best;
+}

@@ -30,15 +30,8 @@
 #include "common/mbarrier.cuh"
 #include "common/smem_tile.cuh"
 #include "common/wgmma.cuh"
+#include "graph_time.cuh" // CK, best_of_5_ms
 
-#define CK(x)                                                                                                          \
-  do {                                                                                                                 \
-    cudaError_t e_ = (x);                                                                                              \
-    if (e_ != cudaSuccess) {                                                                                           \
-      fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));                                       \
-      exit(1);                                                                                                         \
-    }                                                                                                                  \
-  } while (0)
 
 namespace {
 
@@ -217,21 +210,7 @@ void run(const char *name, const CUtensorMap &map, const uint8_t *pool, int sms,
   const size_t smem = Q_BYTES + (size_t)STAGES * PAGE_BYTES + 1024;
   auto k = loop<COPY, STAGES>;
   CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-  k<<<sms, THREADS, smem>>>(map, pool, blocks, sink);
-  CK(cudaDeviceSynchronize());
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  float best = 1e30f;
-  for (int rep = 0; rep < 5; rep++) {
-    CK(cudaEventRecord(e0));
-    k<<<sms, THREADS, smem>>>(map, pool, blocks, sink);
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    if (ms < best) best = ms;
-  }
+  const float best = best_of_5_ms([&] { k<<<sms, THREADS, smem>>>(map, pool, blocks, sink); });
   const double flop = 2.0 * 256 * 128 * 128 * (double)blocks * sms;
   printf("%-8s stages=%d: %7.1f TFLOP/s (%.3f ms; %.2f us a block an SM)\n", name, STAGES,
          flop / (best * 1e-3) / 1e12, best, best * 1e3 / blocks);

@@ -24,15 +24,8 @@
 #include <cstdlib>
 
 #include "common/wgmma.cuh"
+#include "graph_time.cuh" // CK, best_of_5_ms
 
-#define CK(x)                                                                                                          \
-  do {                                                                                                                 \
-    cudaError_t e_ = (x);                                                                                              \
-    if (e_ != cudaSuccess) {                                                                                           \
-      fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));                                       \
-      exit(1);                                                                                                         \
-    }                                                                                                                  \
-  } while (0)
 
 namespace {
 
@@ -151,21 +144,7 @@ template <int WGS, int N, bool RS, Mode MODE> void run(const char *name, int sms
   const size_t smem = (size_t)WGS * 64 * 256 + (size_t)N * 256 + 1024;
   auto k = rate<WGS, N, RS, MODE>;
   CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-  k<<<sms, WGS * 128, smem>>>(blocks, sink); // warm-up
-  CK(cudaDeviceSynchronize());
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  float best = 1e30f;
-  for (int rep = 0; rep < 5; rep++) {
-    CK(cudaEventRecord(e0));
-    k<<<sms, WGS * 128, smem>>>(blocks, sink);
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    if (ms < best) best = ms;
-  }
+  const float best = best_of_5_ms([&] { k<<<sms, WGS * 128, smem>>>(blocks, sink); });
   const double flop = 2.0 * 64 * N * 128 * (double)blocks * WGS * sms;
   printf("%-8s N=%d %s warpgroups=%d: %7.1f TFLOP/s (%.3f ms)\n", name, N, RS ? "RS" : "SS", WGS,
          flop / (best * 1e-3) / 1e12, best);
