@@ -1,6 +1,7 @@
-/* The tuner's varlen batches: "q_len:prefix;..." shape fields become
+/* The tuner's case inputs: "q_len:prefix;..." shape fields become
  * cu_seqlens_q and seq_lens, "q_len:prefix*count" repeats an item, and
- * malformed or oversized lists are refused with the field quoted. */
+ * malformed or oversized lists are refused with the field quoted; bound
+ * variants get zeroed memory at the alignment their tensor maps need. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,8 +60,22 @@ static void test_malformed_lists_are_refused(void **state) {
   expect_refused(NULL, "reqs is missing");
 }
 
+static void test_aligned_allocations_are_aligned_and_zeroed(void **state) {
+  (void)state;
+  const size_t sizes[] = {1, 128, 130, 384, 4000};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    unsigned char *p = st_case_zalloc_aligned(128, sizes[i]);
+    assert_non_null(p);
+    assert_int_equal((uintptr_t)p % 128, 0);
+    for (size_t k = 0; k < sizes[i]; k++)
+      if (p[k]) fail_msg("byte %zu of %zu is %d, not 0", k, sizes[i], p[k]);
+    free(p);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_aligned_allocations_are_aligned_and_zeroed),
       cmocka_unit_test(test_repeated_items_expand_in_order),
       cmocka_unit_test(test_malformed_lists_are_refused),
   };

@@ -44,6 +44,13 @@ st_status st_case_seq_lens(int32_t *seq, int R, int ctx, const char *lens, uint6
   return ST_OK;
 }
 
+void *st_case_zalloc_aligned(size_t align, size_t size) {
+  const size_t rounded = (size + align - 1) / align * align; /* aligned_alloc wants a multiple */
+  void *p = aligned_alloc(align, rounded ? rounded : align);
+  if (p) memset(p, 0, rounded ? rounded : align);
+  return p;
+}
+
 st_status st_case_upload(const st_cu *cu, CUdeviceptr *d, const void *h, size_t bytes, st_err *err) {
   ST_CU_TRY(cu, cu->cuMemAlloc(d, bytes), err);
   ST_CU_TRY(cu, cu->cuMemcpyHtoD(*d, h, bytes), err);

@@ -26,6 +26,12 @@ st_status st_case_seq_lens(int32_t *seq, int R, int ctx, const char *lens, uint6
 st_status st_case_requests(const char *reqs, int32_t **cu_seqlens_q, int32_t **seq_lens, int *R, int *total_q,
                            int *max_context, st_err *err);
 
+/* Zeroed host memory of `size` bytes aligned to `align` (a power of two),
+ * freed with free(); NULL when out of memory. For the harnesses' bound
+ * variants, which hold kernel argument blocks whose tensor maps ask for
+ * 128-byte alignment (calloc gives 16). */
+void *st_case_zalloc_aligned(size_t align, size_t size);
+
 /* cuMemAlloc + copy of `bytes` of host memory. */
 st_status st_case_upload(const st_cu *cu, CUdeviceptr *d, const void *h, size_t bytes, st_err *err);
 

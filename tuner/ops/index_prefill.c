@@ -109,7 +109,7 @@ static st_status alloc_workspace(ip_bound *b, size_t bytes, st_err *err) {
 static st_status bind(void *pc, const st_params *kernel, const st_params *launch, CUmodule mod, void **out,
                       st_err *err) {
   ip_case *c = pc;
-  ip_bound *b = calloc(1, sizeof *b);
+  ip_bound *b = st_case_zalloc_aligned(_Alignof(ip_bound), sizeof *b);
   if (!b) return st_fail(err, ST_ERR_NOMEM, "out of host memory");
   b->c = c;
   st_status s;
@@ -134,7 +134,7 @@ static st_status bind(void *pc, const st_params *kernel, const st_params *launch
 
 static st_status bind_runtime(void *pc, void *rt, void **out, st_err *err) {
   ip_case *c = pc;
-  ip_bound *b = calloc(1, sizeof *b);
+  ip_bound *b = st_case_zalloc_aligned(_Alignof(ip_bound), sizeof *b);
   if (!b) return st_fail(err, ST_ERR_NOMEM, "out of host memory");
   b->c = c;
   b->rt = rt;

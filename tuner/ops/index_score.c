@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "op_harness.h"
+#include "ops/case_inputs.h"
 #include "ops/index_inputs.h"
 #include "ops/index_score.h"
 #include "ops/tensor_check.h"
@@ -83,7 +84,7 @@ static void unbind(void *p) { free(p); }
 static st_status bind(void *pc, const st_params *kernel, const st_params *launch, CUmodule mod, void **out,
                       st_err *err) {
   is_case *c = pc;
-  is_bound *b = calloc(1, sizeof *b);
+  is_bound *b = st_case_zalloc_aligned(_Alignof(is_bound), sizeof *b);
   if (!b) return st_fail(err, ST_ERR_NOMEM, "out of host memory");
   b->c = c;
   st_status s;
@@ -103,7 +104,7 @@ static st_status bind(void *pc, const st_params *kernel, const st_params *launch
 
 static st_status bind_runtime(void *pc, void *rt, void **out, st_err *err) {
   is_case *c = pc;
-  is_bound *b = calloc(1, sizeof *b);
+  is_bound *b = st_case_zalloc_aligned(_Alignof(is_bound), sizeof *b);
   if (!b) return st_fail(err, ST_ERR_NOMEM, "out of host memory");
   b->c = c;
   b->rt = rt;

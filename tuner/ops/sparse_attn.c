@@ -212,7 +212,7 @@ static void unbind(void *p) {
 static st_status bind(void *pc, const st_params *kernel, const st_params *launch, CUmodule mod, void **out,
                       st_err *err) {
   sa_case *c = pc;
-  sa_bound *b = calloc(1, sizeof *b);
+  sa_bound *b = st_case_zalloc_aligned(_Alignof(sa_bound), sizeof *b);
   if (!b) return st_fail(err, ST_ERR_NOMEM, "out of host memory");
   b->c = c;
   st_status s;
@@ -241,7 +241,7 @@ fail:
 
 static st_status bind_runtime(void *pc, void *rt, void **out, st_err *err) {
   sa_case *c = pc;
-  sa_bound *b = calloc(1, sizeof *b);
+  sa_bound *b = st_case_zalloc_aligned(_Alignof(sa_bound), sizeof *b);
   if (!b) return st_fail(err, ST_ERR_NOMEM, "out of host memory");
   b->c = c;
   b->rt = rt;
