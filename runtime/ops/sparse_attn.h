@@ -87,10 +87,9 @@ typedef struct st_sparse_attn_plan {
   size_t workspace_bytes; /* tile: 0 */
   /* block-major only */
   int algo, chunk_q, max_keys, tokens, persistent; /* persistent: block CTAs a launch */
-  int kv_maps;                /* bf16 on wgmma: params' k_map / v_map encoded at launch */
-  st_tensor k_cache, v_cache; /* the views they map                                      */
-  size_t off_header, off_count, off_offset, off_item, off_key, off_rank, off_item_rec, off_part_ml,
-      off_part_o;
+  int kv_maps;                                     /* bf16 on wgmma: params' k_map / v_map encoded at launch */
+  st_tensor k_cache, v_cache;                      /* the views they map                                      */
+  size_t off_header, off_count, off_offset, off_item, off_key, off_rank, off_item_rec, off_part_ml, off_part_o;
 } st_sparse_attn_plan;
 
 /* sm_count: the device's SMs (block-major kernels are persistent: ctas

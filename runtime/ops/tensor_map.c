@@ -40,12 +40,10 @@ st_status st_tensor_map_pages(const st_cu *cu, const st_tensor *cache, const cha
     return st_fail(err, ST_ERR_INVALID_ARG, "%s.data=%p is not 16-byte aligned for tensor copies", name, cache->data);
   CUtensorMap m;
   ST_CU_TRY(cu,
-            cu->cuTensorMapEncodeTiled(&m,
-                                       cache->dtype == ST_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                                                     : CU_TENSOR_MAP_DATA_TYPE_UINT8,
-                                       (cuuint32_t)n, cache->data, dims, strides, box, unit,
-                                       CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+            cu->cuTensorMapEncodeTiled(
+                &m, cache->dtype == ST_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8,
+                (cuuint32_t)n, cache->data, dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
             err);
   memcpy(map, &m, sizeof m);
   return ST_OK;

@@ -3,10 +3,10 @@
 #ifndef ST_OPS_TENSOR_MAP_H
 #define ST_OPS_TENSOR_MAP_H
 
+#include "common/st_types.h" /* templates/: st_tensor_map */
 #include "cuda_driver.h"
 #include "error.h"
 #include "sparsetune.h"
-#include "common/st_types.h" /* templates/: st_tensor_map */
 
 /* A map of `cache`, a [pages, 128, D] or [pages, heads, 128, D] view
  * (strides in elements, innermost 1) of bf16 or fp8 e4m3, whose boxes are

@@ -20,9 +20,10 @@ st_status st_case_shape_int(const st_params *shape, const char *key, long long l
 st_status st_case_seq_lens(int32_t *seq, int R, int ctx, const char *lens, uint64_t *rng, st_err *err);
 
 /* A varlen batch "q_len:prefix;..." (seq_len = prefix + q_len; an item
- * "q_len:prefix*count" stands for count such requests; at most 4096): *cu_seqlens_q [R+1] and *seq_lens [R], allocated here
- * (the caller frees them, also on failure), *R, *total_q and *max_context
- * (the longest seq_len, at least 1). */
+ * "q_len:prefix*count" stands for count such requests; at most 4096):
+ * *cu_seqlens_q [R+1] and *seq_lens [R], allocated here (the caller frees
+ * them, also on failure), *R, *total_q and *max_context (the longest
+ * seq_len, at least 1). */
 st_status st_case_requests(const char *reqs, int32_t **cu_seqlens_q, int32_t **seq_lens, int *R, int *total_q,
                            int *max_context, st_err *err);
 
