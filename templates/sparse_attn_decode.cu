@@ -15,9 +15,10 @@
 // (cp.async, STAGES blocks in flight; bf16: K and V as separate groups, so
 // the scores start while V is on its way; fp8: rows land in a staging
 // buffer and are widened to bf16 with their scales, and the stage is
-// refilled before the math; with K_REGS only V is widened, and q.K reads
-// K's raw rows into its mma fragments, converting in registers, while V is
-// being widened), and warp (wm, wn) computes for q heads
+// refilled before the math; with K_REGS only V is widened (to f16 unless
+// scales are per token), and q.K reads K's raw rows into f16 mma fragments
+// (q made f16 once, with a power-of-two scale), converting in registers,
+// while V is being widened), and warp (wm, wn) computes for q heads
 // wm*16 .. wm*16+15 and tokens wn*WARP_TOKENS .. +WARP_TOKENS: S = q K^T on
 // tensor cores (bf16 m16n8k16, q and K from ldmatrix), an online softmax in
 // registers (base 2, scores pre-scaled by sm_scale*log2 e), then O += P V
@@ -43,7 +44,9 @@ constexpr int M_TILES = ${m_tiles};
 constexpr int WARPS_N = ${warps_n};
 constexpr int STAGES = ${stages};
 constexpr int ALGO_SPLIT = ${algo_split};
-constexpr int K_REGS = ${k_regs}; // fp8: K's raw rows straight into the mma fragments
+// fp8: 1 reads K's raw rows straight into the mma fragments; 2 also V's,
+// where scales are not per token (tensor mode runs as 1).
+constexpr int K_REGS = ${k_regs};
 
 #include "params/sparse_attn_decode.h"
 #include "common/attn_tile.cuh"
@@ -59,11 +62,13 @@ constexpr int WARP_TOKENS = BLOCK_TOKENS / WARPS_N;
 constexpr int DT = HEAD_DIM / 8;         // output tiles (8 dims)
 constexpr int ROW_CHUNKS = HEAD_DIM / 8; // 16-byte chunks of a bf16 row
 constexpr int NE = GROUP * HEAD_DIM / 4; // 4-dimension pieces of an item's output
-using st_kv = st_kv_stages<IS_FP8, HEAD_DIM, STAGES, THREADS, K_REGS>;
+using st_kv = st_kv_stages<IS_FP8, HEAD_DIM, STAGES, THREADS, (K_REGS > 0)>;
+static_assert(K_REGS >= 0 && K_REGS <= 2 && (!K_REGS || IS_FP8), "k_regs 1 and 2 read raw fp8 rows");
 
 // Shared memory (dynamic), in this order; runtime/ops/sparse_attn_decode.c
 // computes the same total (st_sparse_attn_decode_smem_bytes).
-//   q tile      [M_TILES*16][HEAD_DIM] bf16, swizzled, heads >= GROUP zero
+//   q tile      [M_TILES*16][HEAD_DIM] bf16 (fp8 K_REGS: f16 from the first
+//               block on), swizzled, heads >= GROUP zero
 //   KV region   bf16: STAGES x (K tile, V tile)
 //               fp8:  STAGES x (raw K+V rows, K+V scales), then one K and V tile
 //                     (K_REGS: the V tile only)
@@ -98,19 +103,24 @@ static_assert(MERGE_SMEM <= REGION_BYTES, "the merging CTA reuses its tile regio
 #define ST_CLUSTER 1
 #define ST_CLUSTER_DIMS
 #endif
-// Clusters of 8 take CTAs of up to 256 threads, whose push code took ptxas
-// past the 128 registers it allows 256 threads by default (32-40 bytes of
-// spills): those kernels ask for one CTA an SM, and so up to 255.
-#if ${cluster} == 8
-#define ST_LAUNCH_BOUNDS __launch_bounds__(THREADS, 1)
-#else
-#define ST_LAUNCH_BOUNDS __launch_bounds__(THREADS)
-#endif
 constexpr int CLUSTER = ST_CLUSTER;
 // The cluster merge's receive area: every piece of an item's O once (from
 // its splits), and each split's (m, l) of every q head.
 constexpr int RECV_BYTES = CLUSTER > 1 ? NE * 16 + CLUSTER * GROUP * 8 : 0;
 constexpr int SMEM_BYTES = Q_BYTES + REGION_BYTES + BLOCK_LIST_BYTES + RECV_BYTES;
+// The CTAs an SM may hold, for the registers ptxas may give a thread. By
+// default it caps them for 384-512 threads an SM (128 at 128 and 256
+// threads, 168 at 64), which some kernels' shared memory never allows
+// (fp8 kernels of 128 threads spilled 16-104 bytes): ask for the CTAs the
+// shared memory allows, never more than that default. Clusters of 8 take
+// CTAs of up to 256 threads and ask for one (their push code spilled 32-40
+// bytes at 128 registers).
+constexpr int st_min_ctas() {
+  const int by_smem = 228 * 1024 / (SMEM_BYTES + 1024), by_default = 384 / THREADS;
+  const int n = by_smem < by_default ? by_smem : by_default;
+  return CLUSTER == 8 || n < 1 ? 1 : n;
+}
+#define ST_LAUNCH_BOUNDS __launch_bounds__(THREADS, st_min_ctas())
 static_assert(CLUSTER == 1 || NE % CLUSTER == 0, "every split divides the pieces evenly");
 static_assert(CLUSTER == 1 || (CLUSTER == 8 && !ALGO_SPLIT && STAGES <= 2) ||
                   (CLUSTER == 16 && !ALGO_SPLIT && THREADS <= 128 && 2 * (SMEM_BYTES + 1024) <= 228 * 1024),
@@ -347,21 +357,31 @@ __device__ __forceinline__ void st_merge_received(const st_sparse_attn_decode_pa
   }
 }
 
-// ---- bf16 copies: K and V of a block as two commit groups ----------------
+// ---- bf16 and raw fp8 copies: K and V of a block as two commit groups ----
 // The layout is st_kv's (common/kv_stage.cuh); the copies are issued per
-// half so that the scores can start while V is still on its way. (fp8 keeps
+// half so that the scores can start while V is still on its way. This
+// serves bf16 and the fp8 kernels that read both K and V raw (k_regs 2,
+// no per-token scales): their rows land as the math reads them, K by
+// st_kv_k_chunk, V by st_kv_v_chunk. (The fp8 kernels that widen keep
 // st_kv's one group per block: with K and V widened apart, two more
 // barriers a block and the refill later, v2's first run measured fp8
 // B = 128 25% slower, also in variants without clusters.)
 
-// Issues the copies of half `which` (0: K, 1: V) of (page, kv head g)'s
-// block into stage `buf`; rows at or past `ntok` become zeros (a masked
-// key's value must be 0, not garbage: its weight is exactly 0, but 0 * NaN
-// is not). Those rows' addresses are inside the page; nothing is read.
-// (Compiled for fp8 kernels too, never called there.)
+// Where the 16 bytes of chunk c of row tok of half `which` (0: K, 1: V)
+// land, from the stage's start.
+__device__ __forceinline__ uint32_t st_half_offset(int which, int tok, int c) {
+  if (!IS_FP8) return (uint32_t)(which * st_kv::TILE_BYTES + st_swizzle_offset<ROW_CHUNKS>(tok, c));
+  const int chunk = which ? st_kv_v_chunk<HEAD_DIM>(tok, c) : st_kv_k_chunk<HEAD_DIM>(tok, c);
+  return (uint32_t)(which * BLOCK_TOKENS * HEAD_DIM + tok * HEAD_DIM + chunk * 16);
+}
+
+// Issues the copies of half `which` of (page, kv head g)'s block into stage
+// `buf`; rows at or past `ntok` become zeros (a masked key's value must be
+// 0, not garbage: its weight is exactly 0, but 0 * NaN is not). Those rows'
+// addresses are inside the page; nothing is read.
 __device__ __forceinline__ void st_issue_half(const st_sparse_attn_decode_params &p, int which, int g, int page,
                                               int ntok, char *region, int buf) {
-  char *stage = region + buf * st_kv::STAGE_BYTES;
+  const uint32_t stage = st_smem_addr(region + buf * st_kv::STAGE_BYTES);
   const int c = threadIdx.x % st_kv::SRC_CHUNKS, r0 = threadIdx.x / st_kv::SRC_CHUNKS;
   const int64_t s_page = which ? p.v_stride_page : p.k_stride_page;
   const int64_t s_head = which ? p.v_stride_head : p.k_stride_head;
@@ -369,15 +389,14 @@ __device__ __forceinline__ void st_issue_half(const st_sparse_attn_decode_params
   const char *src = (const char *)(which ? p.v_cache : p.k_cache) +
                     ((int64_t)page * s_page + (int64_t)g * s_head + r0 * s_tok) * st_kv::ELEM + c * 16;
   const int64_t step = s_tok * st_kv::ELEM * st_kv::ROWS_PER_PASS;
-  const uint32_t tile = st_smem_addr(stage) + (uint32_t)which * st_kv::TILE_BYTES;
 #pragma unroll 4
   for (int tok = r0; tok < BLOCK_TOKENS; tok += st_kv::ROWS_PER_PASS) {
-    st_cp_async16(tile + (uint32_t)st_swizzle_offset<ROW_CHUNKS>(tok, c), src, tok < ntok ? 16 : 0);
+    st_cp_async16(stage + st_half_offset(which, tok, c), src, tok < ntok ? 16 : 0);
     src += step;
   }
 }
 
-// bf16 block b (if it exists) into stage `buf`: two commit groups, K then V,
+// Block b (if it exists) into stage `buf`: two commit groups, K then V,
 // committed (empty) even past the last block so that every thread's group
 // count stays uniform.
 __device__ __forceinline__ void st_issue_block(const st_sparse_attn_decode_params &p, int g, const int32_t *pages,
@@ -393,25 +412,65 @@ __device__ __forceinline__ void st_issue_block(const st_sparse_attn_decode_param
 
 constexpr int NT = WARP_TOKENS / 8, DK = HEAD_DIM / 16;
 
+// K_REGS: q.K runs on f16 operands, since e4m3 widens to f16 in one
+// instruction (to bf16 it takes four). Warp wn = 0 of each m-tile turns
+// the tile's 16 q rows into f16 in place, times 2^e: e puts the largest
+// finite |q| of the rows in [2^14, 2^15), inside f16's range (bf16's is
+// wider), and every value down to 2^-28 of it keeps all of its bits (f16's
+// least normal is 2^-14). `unscale` gets 2^-e, which the score scale takes
+// back. A lane converts exactly the chunks st_block_qk_f16 has it read.
+__device__ __forceinline__ void st_q_to_f16(char *q_smem, int m0, float *unscale) {
+  constexpr int J = HEAD_DIM / 32;
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  uint32_t amax = 0; // largest finite |q| of the lane's values, as bf16 bits
+#pragma unroll
+  for (int rr = 0; rr < 2; rr++)
+#pragma unroll
+    for (int j = 0; j < J; j++) {
+      const uint4 v = *(const uint4 *)(q_smem + st_swizzle_offset<ROW_CHUNKS>(m0 + g + 8 * rr, 4 * j + t));
+      const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        const uint32_t a = w[i] & 0x7fff7fffu;
+        amax = __vmaxu2(amax, a & __vcmpltu2(a, 0x7f807f80u)); // inf and NaN count as 0
+      }
+    }
+  amax = __reduce_max_sync(0xffffffffu, max(amax & 0xffffu, amax >> 16));
+  const int e = min(max(14 - ((int)(amax >> 7) - 127), -120), 120);
+  const float up = __uint_as_float((uint32_t)(127 + e) << 23);
+#pragma unroll
+  for (int rr = 0; rr < 2; rr++)
+#pragma unroll
+    for (int j = 0; j < J; j++) {
+      uint4 *at = (uint4 *)(q_smem + st_swizzle_offset<ROW_CHUNKS>(m0 + g + 8 * rr, 4 * j + t));
+      const uint4 v = *at;
+      const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+      uint32_t h[4];
+#pragma unroll
+      for (int i = 0; i < 4; i++)
+        h[i] = st_pack_f16(__uint_as_float(w[i] << 16) * up, __uint_as_float(w[i] & 0xffff0000u) * up);
+      *at = make_uint4(h[0], h[1], h[2], h[3]);
+    }
+  if (lane == 0) *unscale = __uint_as_float((uint32_t)(127 - e) << 23);
+}
+
 // S = q K^T for rows m0 .. m0+15 and tokens tok0 .. tok0+WARP_TOKENS-1 (as
-// common/attn_tile.cuh's st_tile_qk) from the stage's raw fp8 K rows
-// (K_REGS), converted in registers. The dot product may take its 16 k
-// values per mma in any order as long as q and K agree: lane (g = lane/4, t = lane%4) of k-step 2j + h
-// holds k = 32j + 8t + 4h + {0, 1} in the fragments' slots 2t, 2t+1 and
-// + {2, 3} in slots 2t+8, 2t+9. So one 8-byte load gives a lane its K for
-// two k-steps (k = 32j + 8t .. + 7 of its token row), and one 8-byte load
-// per row its q (4 bf16 of chunk 4j + t). Tensor mode: each K value times
-// its token's scale before the rounding to bf16, as the widening does.
+// common/attn_tile.cuh's st_tile_qk) from the f16 q tile (st_q_to_f16) and
+// the stage's raw fp8 K rows (K_REGS), converted in registers. The dot
+// product may take its 16 k values per mma in any order as long as q and
+// K agree: lane (g = lane/4, t = lane%4) of k-step 2j + h holds k = 32j +
+// 8t + 4h + {0, 1} in the fragments' slots 2t, 2t+1 and + {2, 3} in slots
+// 2t+8, 2t+9. So one 8-byte load gives a lane its K for two k-steps (k =
+// 32j + 8t .. + 7 of its token row), and one 16-byte load per row its q
+// (8 f16 of chunk 4j + t). Tensor mode: each score times its token's K
+// scale afterwards, in fp32 (the lane's columns are tokens 2t and 2t + 1
+// of each 8-token tile).
 template <bool TENSOR>
-__device__ __forceinline__ void st_block_qk_fp8(uint32_t q_tile, int m0, uint32_t raw_k, const float *k_scales,
+__device__ __forceinline__ void st_block_qk_f16(uint32_t q_tile, int m0, uint32_t raw_k, const float *k_scales,
                                                 int tok0, float (&s)[NT][4]) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  float ks_tok[NT];
 #pragma unroll
-  for (int nt = 0; nt < NT; nt++) {
-    s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
-    ks_tok[nt] = TENSOR ? k_scales[tok0 + nt * 8 + g] : 1.f;
-  }
+  for (int nt = 0; nt < NT; nt++) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
 #pragma unroll
   for (int j = 0; j < DK / 2; j++) {
     uint32_t qa[2][4]; // [h][a0..a3]
@@ -428,20 +487,20 @@ __device__ __forceinline__ void st_block_qk_fp8(uint32_t q_tile, int m0, uint32_
       const int tok = tok0 + nt * 8 + g;
       const uint2 r = st_lds_v2(raw_k + (uint32_t)(tok * HEAD_DIM + st_kv_k_chunk<HEAD_DIM>(tok, 2 * j + (t >> 1)) * 16 +
                                                    (t & 1) * 8));
-      uint32_t b[4];
-      if (TENSOR) {
-        b[0] = st_e4m3x2_to_bf16x2(r.x & 0xffffu, ks_tok[nt]);
-        b[1] = st_e4m3x2_to_bf16x2(r.x >> 16, ks_tok[nt]);
-        b[2] = st_e4m3x2_to_bf16x2(r.y & 0xffffu, ks_tok[nt]);
-        b[3] = st_e4m3x2_to_bf16x2(r.y >> 16, ks_tok[nt]);
-      } else {
-        b[0] = st_e4m3x2_to_bf16x2(r.x & 0xffffu);
-        b[1] = st_e4m3x2_to_bf16x2(r.x >> 16);
-        b[2] = st_e4m3x2_to_bf16x2(r.y & 0xffffu);
-        b[3] = st_e4m3x2_to_bf16x2(r.y >> 16);
-      }
-      st_mma_bf16_16816(s[nt], qa[0][0], qa[0][1], qa[0][2], qa[0][3], b[0], b[1]);
-      st_mma_bf16_16816(s[nt], qa[1][0], qa[1][1], qa[1][2], qa[1][3], b[2], b[3]);
+      st_mma_f16_16816(s[nt], qa[0][0], qa[0][1], qa[0][2], qa[0][3], st_e4m3x2_to_f16x2(r.x & 0xffffu),
+                       st_e4m3x2_to_f16x2(r.x >> 16));
+      st_mma_f16_16816(s[nt], qa[1][0], qa[1][1], qa[1][2], qa[1][3], st_e4m3x2_to_f16x2(r.y & 0xffffu),
+                       st_e4m3x2_to_f16x2(r.y >> 16));
+    }
+  }
+  if (TENSOR) {
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+      const float2 ks = *(const float2 *)(k_scales + tok0 + nt * 8 + 2 * t);
+      s[nt][0] *= ks.x;
+      s[nt][1] *= ks.y;
+      s[nt][2] *= ks.x;
+      s[nt][3] *= ks.y;
     }
   }
 }
@@ -462,11 +521,56 @@ __device__ __forceinline__ void st_block_scores(uint32_t q_tile, int m0, uint32_
   st_block_softmax(tok0, lim, scale_log2, st, s);
 }
 
-// O += P V (common/attn_tile.cuh).
+// O += P V (common/attn_tile.cuh); F16: the V tile is f16.
+template <bool F16 = false>
 __device__ __forceinline__ void st_block_values(uint32_t v_tile, int tok0, const float (&s)[NT][4],
                                                 st_softmax_state<HEAD_DIM> &st) {
-  st_tile_values<HEAD_DIM, WARP_TOKENS>(v_tile, tok0, s, st);
+  st_tile_values<HEAD_DIM, WARP_TOKENS, F16>(v_tile, tok0, s, st);
 }
+
+// O += P V from the stage's raw fp8 V rows (k_regs 2): no widened tile, no
+// barrier for one. Lane (g, t) of a 16-token k-step needs, for each n-tile,
+// V at tokens 2t, 2t + 1 (b0) and 2t + 8, 2t + 9 (b1) of one dimension:
+// two rows per register. The n-tiles' dimensions are permuted so that four
+// consecutive bytes of a row serve four n-tiles: column n of n-tile
+// 4 jb + i holds dimension 32 jb + 4 n + i (st_raw_v_dim). So per four
+// n-tiles a lane loads 4 bytes of each of its four rows and pairs them up
+// with byte permutes, then one conversion per pair (e4m3 -> f16, exact).
+// P is rounded to f16 (<= 1). The accumulators come out permuted alike.
+__device__ __forceinline__ void st_block_values_raw(uint32_t raw_v, int tok0, const float (&s)[NT][4],
+                                                    st_softmax_state<HEAD_DIM> &st) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int kk = 0; kk < NT / 2; kk++) {
+    uint32_t a[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) a[i] = st_pack_f16(s[2 * kk + i / 2][(i & 1) * 2], s[2 * kk + i / 2][(i & 1) * 2 + 1]);
+    const int r0 = tok0 + kk * 16 + 2 * t; // rows r0, r0 + 1, r0 + 8, r0 + 9
+#pragma unroll
+    for (int jb = 0; jb < HEAD_DIM / 32; jb++) {
+      uint32_t w[4];
+#pragma unroll
+      for (int q = 0; q < 4; q++) {
+        const int row = r0 + (q & 1) + (q >> 1) * 8;
+        w[q] = st_lds_u32(raw_v + (uint32_t)(row * HEAD_DIM + st_kv_v_chunk<HEAD_DIM>(row, 2 * jb + (g >> 1)) * 16 +
+                                             (g & 1) * 4));
+      }
+      // bytes i of rows (r0, r0 + 1): pairs for n-tiles 4jb + 0, 1 (x01) and 2, 3 (x23); the same of r0 + 8, 9
+      const uint32_t lo01 = __byte_perm(w[0], w[1], 0x5140), lo23 = __byte_perm(w[0], w[1], 0x7362);
+      const uint32_t hi01 = __byte_perm(w[2], w[3], 0x5140), hi23 = __byte_perm(w[2], w[3], 0x7362);
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        const uint32_t lo = i < 2 ? lo01 : lo23, hi = i < 2 ? hi01 : hi23;
+        const uint32_t b0 = st_e4m3x2_to_f16x2(i & 1 ? lo >> 16 : lo & 0xffffu);
+        const uint32_t b1 = st_e4m3x2_to_f16x2(i & 1 ? hi >> 16 : hi & 0xffffu);
+        st_mma_f16_16816(st.o[4 * jb + i], a[0], a[1], a[2], a[3], b0, b1);
+      }
+    }
+  }
+}
+
+// The dimension column n of n-tile dt holds after st_block_values_raw.
+__device__ __forceinline__ int st_raw_v_dim(int dt, int n) { return (dt >> 2) * 32 + 4 * n + (dt & 3); }
 
 // ---- the kernels ---------------------------------------------------------
 
@@ -475,6 +579,7 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
   extern __shared__ __align__(128) char s_dyn[];
   __shared__ int s_nblk, s_last;
   __shared__ uint64_t s_recv_bar; // cluster merge: the bytes pushed to this CTA
+  __shared__ float s_q_unscale[M_TILES]; // K_REGS: 2^-e of each m-tile's f16 q (st_q_to_f16)
   char *q_smem = s_dyn;
   char *region = s_dyn + Q_BYTES;
   int32_t *s_page = (int32_t *)(region + REGION_BYTES);
@@ -562,7 +667,10 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
   st_softmax_state<HEAD_DIM> st;
   st_softmax_init(st);
 
-  if (IS_FP8) {
+  // fp8 k_regs 2 without per-token scales reads K and V raw (the bf16 loop's
+  // shape); with them it runs as k_regs 1.
+  const bool raw_v = K_REGS == 2 && p.scale_mode != 2;
+  if (IS_FP8 && !raw_v) {
     // One commit group per block (st_kv): the raw K and V rows are widened
     // together, and the stage is refilled before the math.
 #pragma unroll
@@ -570,27 +678,36 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
       if (s < nblk) st_kv::issue(p, it.g, s_page[s], s_ntok[s], region, s);
       st_cp_async_commit();
     }
+    // K_REGS: q in f16 (ordered before its readers by block 0's barrier);
+    // V too unless in tensor mode, where the V tile stays bf16.
+    const bool tensor = p.scale_mode == 2;
+    if (K_REGS && wn == 0) st_q_to_f16(q_smem, wm * 16, &s_q_unscale[wm]);
     for (int i = 0; i < nblk; i++) {
       const int buf = i % STAGES, lim = s_ntok[i];
       st_cp_async_wait<STAGES - 1>();
       __syncthreads(); // block i is in shared memory, for every thread's copies
-      st_kv::widen(p, region, buf); // K_REGS: V only
+      st_kv::widen<K_REGS != 0>(p, region, buf); // K_REGS: V only
       float s[NT][4];
       if (K_REGS) { // q.K from the raw rows while the others widen V
-        if (p.scale_mode == 2)
-          st_block_qk_fp8<true>(q_tile, wm * 16, st_kv::raw_k(region, buf), st_kv::k_scales(region, buf),
+        if (tensor)
+          st_block_qk_f16<true>(q_tile, wm * 16, st_kv::raw_k(region, buf), st_kv::k_scales(region, buf),
                                 wn * WARP_TOKENS, s);
         else
-          st_block_qk_fp8<false>(q_tile, wm * 16, st_kv::raw_k(region, buf), nullptr, wn * WARP_TOKENS, s);
+          st_block_qk_f16<false>(q_tile, wm * 16, st_kv::raw_k(region, buf), nullptr, wn * WARP_TOKENS, s);
       }
       __syncthreads(); // the tiles are widened (K_REGS: and every warp read its raw K)
       if (i + STAGES < nblk) st_kv::issue(p, it.g, s_page[i + STAGES], s_ntok[i + STAGES], region, buf);
       st_cp_async_commit();
-      if (K_REGS)
-        st_block_softmax(wn * WARP_TOKENS, lim, scale_log2, st, s);
-      else
+      if (K_REGS) {
+        st_block_softmax(wn * WARP_TOKENS, lim, scale_log2 * s_q_unscale[wm], st, s);
+        if (tensor)
+          st_block_values(st_kv::v_tile(region, buf), wn * WARP_TOKENS, s, st);
+        else
+          st_block_values<true>(st_kv::v_tile(region, buf), wn * WARP_TOKENS, s, st);
+      } else {
         st_block_scores(q_tile, wm * 16, st_kv::k_tile(region, buf), wn * WARP_TOKENS, lim, scale_log2, st, s);
-      st_block_values(st_kv::v_tile(region, buf), wn * WARP_TOKENS, s, st);
+        st_block_values(st_kv::v_tile(region, buf), wn * WARP_TOKENS, s, st);
+      }
       __syncthreads(); // every warp is done with the widened tiles
     }
   } else {
@@ -600,16 +717,24 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
     // 2*STAGES - 1 are pending, V once 2*STAGES - 2.
 #pragma unroll
     for (int s = 0; s < STAGES; s++) st_issue_block(p, it.g, s_page, s_ntok, s, nblk, region, s);
+    if (IS_FP8 && wn == 0) st_q_to_f16(q_smem, wm * 16, &s_q_unscale[wm]); // raw_v: q.K in f16 too
     for (int i = 0; i < nblk; i++) {
       const int buf = i % STAGES, lim = s_ntok[i];
-      const uint32_t k_tile = st_kv::k_tile(region, buf), v_tile = st_kv::v_tile(region, buf);
       float s[NT][4];
       st_cp_async_wait<2 * STAGES - 1>();
       __syncthreads(); // K of block i is in shared memory, for every thread's copies
-      st_block_scores(q_tile, wm * 16, k_tile, wn * WARP_TOKENS, lim, scale_log2, st, s);
+      if (IS_FP8) {
+        st_block_qk_f16<false>(q_tile, wm * 16, st_kv::raw_k(region, buf), nullptr, wn * WARP_TOKENS, s);
+        st_block_softmax(wn * WARP_TOKENS, lim, scale_log2 * s_q_unscale[wm], st, s);
+      } else {
+        st_block_scores(q_tile, wm * 16, st_kv::k_tile(region, buf), wn * WARP_TOKENS, lim, scale_log2, st, s);
+      }
       st_cp_async_wait<2 * STAGES - 2>();
       __syncthreads(); // V of block i
-      st_block_values(v_tile, wn * WARP_TOKENS, s, st);
+      if (IS_FP8)
+        st_block_values_raw(st_kv::raw_k(region, buf) + BLOCK_TOKENS * HEAD_DIM, wn * WARP_TOKENS, s, st);
+      else
+        st_block_values(st_kv::v_tile(region, buf), wn * WARP_TOKENS, s, st);
       __syncthreads(); // every warp is done with the stage
       st_issue_block(p, it.g, s_page, s_ntok, i + STAGES, nblk, region, buf);
     }
@@ -622,10 +747,19 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
 #pragma unroll
   for (int rr = 0; rr < 2; rr++) {
     const int hrow = (lane >> 2) + rr * 8;
+    float *o_row = c_o + (warp * 16 + hrow) * HEAD_DIM;
+    if (IS_FP8 && raw_v) { // dimensions permuted (st_raw_v_dim): n-tiles 2i' and 2i'+1 hold adjacent ones
 #pragma unroll
-    for (int dt = 0; dt < DT; dt++)
-      *(float2 *)(c_o + (warp * 16 + hrow) * HEAD_DIM + dt * 8 + 2 * (lane & 3)) =
-          make_float2(st.o[dt][rr * 2], st.o[dt][rr * 2 + 1]);
+      for (int dt = 0; dt < DT; dt += 2)
+#pragma unroll
+        for (int cc = 0; cc < 2; cc++)
+          *(float2 *)(o_row + st_raw_v_dim(dt, 2 * (lane & 3) + cc)) =
+              make_float2(st.o[dt][rr * 2 + cc], st.o[dt + 1][rr * 2 + cc]);
+    } else {
+#pragma unroll
+      for (int dt = 0; dt < DT; dt++)
+        *(float2 *)(o_row + dt * 8 + 2 * (lane & 3)) = make_float2(st.o[dt][rr * 2], st.o[dt][rr * 2 + 1]);
+    }
     if ((lane & 3) == 0) {
       c_ml[(warp * 16 + hrow) * 2] = st.m[rr];
       c_ml[(warp * 16 + hrow) * 2 + 1] = st.l[rr];

@@ -3,9 +3,10 @@
  * 127, 128, 129, 4133 and 131072, padding rows, qlen 1 to 4, selections
  * with -1 entries and blocks past the query's own, both paged KV layouts,
  * bf16 and fp8 caches with all three scale modes, GQA groups 1, 4, 8, 16 and
- * 32, head_dim 64, 128 and 256, topk 4 to 64, with and without lse. Each
- * variant runs twice per shape (the second run checks that the workspace was
- * left ready for a replay). Skips where there is no driver or GPU. */
+ * 32, head_dim 64, 128 and 256, topk 4 to 64, with and without lse, and q
+ * beyond f16's range with fp8 caches. Each variant runs twice per shape
+ * (the second run checks that the workspace was left ready for a replay).
+ * Skips where there is no driver or GPU. */
 #include <stdio.h>
 #include <string.h>
 
@@ -16,6 +17,7 @@ typedef struct edge {
   const char *dtype, *scale, *layout, *sel;
   int D, Hq, Hkv, qlen, topk, lse, ctx;
   const char *lens;
+  int q_log2; /* 0: q in [-1, 1); else [-2^q_log2, 2^q_log2) */
 } edge;
 
 static const edge edges[] = {
@@ -27,6 +29,9 @@ static const edge edges[] = {
     {"fp8", "tensor", "interleaved", "random", 256, 64, 2, 1, 64, 1, 20000, "20000;129;0;1;17000"},
     {"fp8", "none", "pages2", "holes", 64, 16, 2, 4, 16, 0, 40000, "1;8000;40000"},
     {"bf16", "none", "interleaved", "random", 128, 16, 4, 1, 5, 0, 4133, "4133;128;129"},
+    /* q past f16's largest value (65504): the fp8 kernels' f16 q is scaled */
+    {"fp8", "none", "pages2", "random", 128, 32, 2, 1, 16, 1, 9000, "9000;129;1;0", 17},
+    {"fp8", "tensor", "interleaved", "holes", 64, 16, 2, 2, 16, 1, 4133, "4133;300", 17},
 };
 
 static void make_shape(const edge *e, st_shape *s) {
@@ -48,8 +53,9 @@ static void make_shape(const edge *e, st_shape *s) {
   st_params_set_int(&s->params, "lse", e->lse, &err);
   st_params_set_int(&s->params, "B", B, &err);
   st_params_set_int(&s->params, "ctx", e->ctx, &err);
-  snprintf(s->key, sizeof s->key, "edge:%s,%s,%s,%s,D=%d,Hq=%d,Hkv=%d,qlen=%d,topk=%d,lens=%s", e->dtype, e->scale,
-           e->layout, e->sel, e->D, e->Hq, e->Hkv, e->qlen, e->topk, e->lens);
+  if (e->q_log2) st_params_set_int(&s->params, "q_log2", e->q_log2, &err);
+  snprintf(s->key, sizeof s->key, "edge:%s,%s,%s,%s,D=%d,Hq=%d,Hkv=%d,qlen=%d,topk=%d,lens=%s,q_log2=%d", e->dtype,
+           e->scale, e->layout, e->sel, e->D, e->Hq, e->Hkv, e->qlen, e->topk, e->lens, e->q_log2);
 }
 
 static uint64_t g_seed;

@@ -318,20 +318,22 @@ static void test_bad_variant_parameters_are_refused(void **state) {
   st_params_set_int(&l, "splits", 65, &err);
   assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
   assert_non_null(strstr(err.msg, "splits"));
-  /* k_regs: absent (variants recorded before it) is 0; 0..1; fp8 only. */
+  /* k_regs: absent (variants recorded before it) is 0; 0..2; fp8 only. */
   st_params_set_int(&l, "splits", 0, &err);
   assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_OK);
   assert_int_equal(c.k_regs, 0);
-  st_params_set_int(&k, "k_regs", 1, &err);
-  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_OK);
-  assert_int_equal(c.k_regs, 1);
-  st_params_set_int(&k, "k_regs", 2, &err);
+  for (int kr = 1; kr <= 2; kr++) {
+    st_params_set_int(&k, "k_regs", kr, &err);
+    assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_OK);
+    assert_int_equal(c.k_regs, kr);
+  }
+  st_params_set_int(&k, "k_regs", 3, &err);
   assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
   assert_non_null(strstr(err.msg, "k_regs"));
-  st_params_set_int(&k, "k_regs", 1, &err);
+  st_params_set_int(&k, "k_regs", 2, &err);
   st_params_set(&k, "dtype", "bf16", &err);
   assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
-  assert_non_null(strstr(err.msg, "k_regs=1 needs dtype fp8"));
+  assert_non_null(strstr(err.msg, "k_regs=2 needs dtype fp8"));
 }
 
 /* The kernel's layout (templates/sparse_attn_decode.cu): q tile, then the
@@ -343,10 +345,10 @@ static void test_shared_memory_follows_the_kernel_layout(void **state) {
   c = config("fp8", 16, 4, 2, "single", 0);
   assert_int_equal(st_sparse_attn_decode_smem_bytes(&c),
                    16 * D * 2 + 2 * (2 * 128 * D + 2 * 128 * 4) + 2 * 128 * D * 2 + 64 * 8);
-  /* k_regs: the V tile only is widened. */
-  c.k_regs = 1;
-  assert_int_equal(st_sparse_attn_decode_smem_bytes(&c),
-                   16 * D * 2 + 2 * (2 * 128 * D + 2 * 128 * 4) + 128 * D * 2 + 64 * 8);
+  /* k_regs 1 and 2: the V tile only is widened (2: in tensor mode). */
+  for (c.k_regs = 1; c.k_regs <= 2; c.k_regs++)
+    assert_int_equal(st_sparse_attn_decode_smem_bytes(&c),
+                     16 * D * 2 + 2 * (2 * 128 * D + 2 * 128 * 4) + 128 * D * 2 + 64 * 8);
   /* 16 warps of one stage: the combine area is the larger. */
   c = config("bf16", 32, 8, 1, "single", 0);
   assert_int_equal(st_sparse_attn_decode_smem_bytes(&c), 32 * D * 2 + 16 * 16 * (D + 2) * 4 + 64 * 8);

@@ -37,9 +37,11 @@ M.kernel_domains = {
   -- v2.8): the tuner picks.
   cluster = { 1, 8, 16 },
   -- fp8 only: 1 reads K's raw rows straight into the mma fragments
-  -- (converted in registers), so only V is widened to bf16 in shared
-  -- memory: one bf16 tile instead of two, half the widening.
-  k_regs = { 0, 1 },
+  -- (converted in registers), so only V is widened in shared memory: one
+  -- wide tile instead of two, half the widening. 2 reads V's raw rows too
+  -- (no widening, no barrier for it; K and V copied as two groups, as for
+  -- bf16) where scales are not per token, and runs as 1 where they are.
+  k_regs = { 0, 1, 2 },
 }
 
 -- Launch choices timed: auto and powers of two (bounded per shape below).
@@ -82,6 +84,9 @@ end
 -- Facts about a shape that are not part of it (left out of its keys): the
 -- peer's time from ../shared/anchors.md, for `sparsetune bench`.
 SHAPE_FIELD_SET.peer_us = true
+-- Optional: q drawn from [-2^q_log2, 2^q_log2) instead of [-1, 1) (the GPU
+-- test's q beyond f16's range, which the fp8 kernels' f16 q must survive).
+SHAPE_FIELD_SET.q_log2 = true
 
 -- mma m tiles of 16 q heads a CTA covers.
 local function m_tiles(k)
@@ -95,12 +100,12 @@ end
 -- then for cluster kernels the push merge's receive area (the item's O
 -- once, fp32, and every split's (m, l) of each q head). A stage holds a
 -- bf16 K and V tile, or for fp8 the raw K and V rows and their scales,
--- widened into one bf16 K and V tile (k_regs: the V tile only).
+-- widened into one bf16 K and V tile (k_regs 1 and 2: the V tile only).
 local function shared_bytes(k)
   local tile = BLOCK_TOKENS * k.head_dim * DTYPE_BYTES.bf16
   local fp8 = k.dtype == "fp8"
   local stage = fp8 and (2 * BLOCK_TOKENS * k.head_dim + 2 * BLOCK_TOKENS * 4) or 2 * tile
-  local wide_tiles = fp8 and ((k.k_regs or 0) == 1 and 1 or 2) or 0
+  local wide_tiles = fp8 and ((k.k_regs or 0) >= 1 and 1 or 2) or 0
   local kv = k.stages * stage + wide_tiles * tile
   local combine = k.warps_n * m_tiles(k) * M_TILE_ROWS * (k.head_dim + 2) * 4
   local q = m_tiles(k) * M_TILE_ROWS * k.head_dim * DTYPE_BYTES.bf16
@@ -118,8 +123,8 @@ local CLUSTER_MAX_THREADS, SM_SHARED, CTA_RESERVE = 128, 228 * 1024, 1024
 -- The constraints of the kernel space: ok, or false and why.
 function M.constraint(k)
   -- absent in variants recorded before k_regs existed
-  if (k.k_regs or 0) == 1 and k.dtype ~= "fp8" then
-    return false, "k_regs=1 reads raw fp8 K rows: it needs dtype fp8"
+  if (k.k_regs or 0) >= 1 and k.dtype ~= "fp8" then
+    return false, string.format("k_regs=%d reads raw fp8 rows: it needs dtype fp8", k.k_regs)
   end
   local smem = shared_bytes(k)
   if k.cluster == 8 and (k.algo ~= "single" or k.stages > 2) then
@@ -187,6 +192,12 @@ function M.check_shape(s)
     { "qlen", 1, 4 }, { "topk", 1, 64 }, { "lse", 0, 1 }, { "ctx", 1 } })
   if why then
     return false, why
+  end
+  if s.q_log2 ~= nil then
+    why = space.int_fields_outside(s, { { "q_log2", -40, 40 } })
+    if why then
+      return false, why
+    end
   end
   if DTYPE_BYTES[s.dtype] == nil then
     return false, string.format("shape field dtype=%s is not bf16 or fp8", tostring(s.dtype))
@@ -304,10 +315,12 @@ function M.render_values(k)
 end
 
 -- "sparse_attn_decode.bf16.d128.g16.w4.s2.single/s8" ("/auto" for splits 0),
--- "...single.c16/s8" with a cluster of 16 (c8: of 8), "...s2.kr.single/s8" with k_regs.
+-- "...single.c16/s8" with a cluster of 16 (c8: of 8), "...s2.kr.single/s8" with k_regs 1
+-- ("kvr." with 2).
+local K_REGS_TAG = { [0] = "", [1] = "kr.", [2] = "kvr." }
 function M.variant_name(k, l)
   return string.format("%s.%s.d%d.g%d.w%d.s%d.%s%s%s/%s", M.name, k.dtype, k.head_dim, k.group, k.warps_n, k.stages,
-    (k.k_regs or 0) == 1 and "kr." or "", k.algo, k.cluster > 1 and (".c" .. k.cluster) or "",
+    K_REGS_TAG[k.k_regs or 0], k.algo, k.cluster > 1 and (".c" .. k.cluster) or "",
     l.splits == 0 and "auto" or ("s" .. l.splits))
 end
 

@@ -53,11 +53,12 @@ st_status st_sparse_attn_decode_config_from_params(const st_params *kernel, cons
   GET(launch, "splits", 0, ST_SPARSE_ATTN_DECODE_MAX_TOPK, splits)
   /* Variants recorded before k_regs existed have none: 0. */
   if (st_params_get(kernel, "k_regs")) {
-    GET(kernel, "k_regs", 0, 1, k_regs)
+    GET(kernel, "k_regs", 0, 2, k_regs)
   }
 #undef GET
   if (cfg->k_regs && cfg->dtype != ST_DTYPE_FP8_E4M3)
-    return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter k_regs=1 needs dtype fp8 (it reads raw fp8 K rows)");
+    return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter k_regs=%d needs dtype fp8 (it reads raw fp8 rows)",
+                   cfg->k_regs);
   if (cfg->head_dim % 64)
     return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter head_dim=%d is not a multiple of 64", cfg->head_dim);
   if (cfg->warps_n != 2 && cfg->warps_n != 4 && cfg->warps_n != 8)

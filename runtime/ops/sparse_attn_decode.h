@@ -40,7 +40,8 @@ typedef struct st_sparse_attn_decode_config {
   st_sparse_attn_decode_algo algo;
   int cluster; /* CTAs per thread-block cluster: 1 or 16              */
   int k_regs;  /* fp8: 1 = K read raw into the mma fragments, only V
-                  widened in shared memory                            */
+                  widened in shared memory; 2 = V read raw too where
+                  scales are not per token                            */
   int splits;  /* launch: CTAs per work item; 0 = auto                 */
 } st_sparse_attn_decode_config;
 

@@ -102,24 +102,33 @@ __device__ __forceinline__ void st_tile_softmax(int tok0, const int (&lim)[2], c
 }
 
 // O += P V: P (accumulator layout of two 8-token tiles) is the A fragment of
-// one 16-token k-step.
-template <int HEAD_DIM, int TOKENS>
+// one 16-token k-step. F16: the V tile holds f16 values (fp8 widened
+// without a scale), and P is rounded to f16 to match (P <= 1).
+template <int HEAD_DIM, int TOKENS, bool F16 = false>
 __device__ __forceinline__ void st_tile_values(uint32_t v_tile, int tok0, const float (&s)[TOKENS / 8][4],
                                                st_softmax_state<HEAD_DIM> &st) {
   constexpr int ROW_CHUNKS = HEAD_DIM / 8, DT = HEAD_DIM / 8, KT = TOKENS / 16;
   const int lane = threadIdx.x & 31;
 #pragma unroll
   for (int kk = 0; kk < KT; kk++) {
-    const uint32_t a0 = st_pack_bf16(s[2 * kk][0], s[2 * kk][1]), a1 = st_pack_bf16(s[2 * kk][2], s[2 * kk][3]);
-    const uint32_t a2 = st_pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-    const uint32_t a3 = st_pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+    uint32_t a[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const float lo = s[2 * kk + i / 2][(i & 1) * 2], hi = s[2 * kk + i / 2][(i & 1) * 2 + 1];
+      a[i] = F16 ? st_pack_f16(lo, hi) : st_pack_bf16(lo, hi);
+    }
 #pragma unroll
     for (int d2 = 0; d2 < DT / 2; d2++) {
       uint32_t b[4];
       st_ldmatrix_x4_trans(b, st_swizzled<ROW_CHUNKS>(v_tile, tok0 + kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
                                                       d2 * 2 + (lane >> 4)));
-      st_mma_bf16_16816(st.o[2 * d2], a0, a1, a2, a3, b[0], b[1]);
-      st_mma_bf16_16816(st.o[2 * d2 + 1], a0, a1, a2, a3, b[2], b[3]);
+      if (F16) {
+        st_mma_f16_16816(st.o[2 * d2], a[0], a[1], a[2], a[3], b[0], b[1]);
+        st_mma_f16_16816(st.o[2 * d2 + 1], a[0], a[1], a[2], a[3], b[2], b[3]);
+      } else {
+        st_mma_bf16_16816(st.o[2 * d2], a[0], a[1], a[2], a[3], b[0], b[1]);
+        st_mma_bf16_16816(st.o[2 * d2 + 1], a[0], a[1], a[2], a[3], b[2], b[3]);
+      }
     }
   }
 }

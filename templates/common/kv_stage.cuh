@@ -13,8 +13,9 @@
 //   bf16: STAGES x (K tile, V tile)
 //   fp8:  STAGES x (raw K rows, raw V rows, K scales, V scales), then one
 //         bf16 K tile and V tile the math reads; with K_REGS only the V
-//         tile: the math reads K's raw rows straight into its mma fragments
-//         (st_kv_k_chunk says where a row's 16-byte chunk lies)
+//         tile (which may be f16: widen's V_F16): the math reads K's raw
+//         rows straight into its mma fragments (st_kv_k_chunk says where a
+//         row's 16-byte chunk lies)
 // A bf16 tile's rows are swizzled (common/smem_tile.cuh); with PANELS they
 // are the 64-dim panels wgmma reads instead (st_panel_offset: the same for
 // HEAD_DIM 64).
@@ -30,6 +31,15 @@ template <int HEAD_DIM> __device__ __forceinline__ int st_kv_k_chunk(int tok, in
   constexpr int CHUNKS = HEAD_DIM / 16, ROWS_PER_LINE = 128 / HEAD_DIM > 1 ? 128 / HEAD_DIM : 1;
   constexpr int MASK = (CHUNKS < 8 ? CHUNKS : 8) - 1;
   return c ^ ((tok / ROWS_PER_LINE) & MASK);
+}
+
+// fp8 V rows read raw by the values loop (sparse_attn_decode's k_regs 2):
+// chunk c of row tok sits at chunk c ^ (tok & 6), so that the rows 2t and
+// 2t + 1 (t = 0..3) a fragment load takes 32 bytes from fall in distinct
+// banks (two-way at HEAD_DIM 64, whose rows are 64 bytes).
+template <int HEAD_DIM> __device__ __forceinline__ int st_kv_v_chunk(int tok, int c) {
+  constexpr int CHUNKS = HEAD_DIM / 16;
+  return c ^ ((tok & 6) & (CHUNKS - 1));
 }
 
 template <int IS_FP8, int HEAD_DIM, int STAGES, int THREADS, int K_REGS = 0, int PANELS = 0> struct st_kv_stages {
@@ -105,9 +115,11 @@ template <int IS_FP8, int HEAD_DIM, int STAGES, int THREADS, int K_REGS = 0, int
 
   // fp8: widens stage `buf`'s raw rows (K_REGS: V's only) into the bf16
   // tiles, times their per-token scales in tensor mode (scalar scales are
-  // the caller's to fold into the score scale and the output). No-op for
-  // bf16.
-  template <class P> static __device__ __forceinline__ void widen(const P &p, char *region, int buf) {
+  // the caller's to fold into the score scale and the output). V_F16: the
+  // V tile is f16 instead unless in tensor mode (one conversion a pair, no
+  // multiply; a scaled value could leave f16's range). No-op for bf16.
+  template <bool V_F16 = false, class P>
+  static __device__ __forceinline__ void widen(const P &p, char *region, int buf) {
     if (!IS_FP8) return;
     const char *stage = region + buf * STAGE_BYTES;
     const float *scales = (const float *)(stage + RAW_BYTES);
@@ -128,6 +140,12 @@ template <int IS_FP8, int HEAD_DIM, int STAGES, int THREADS, int K_REGS = 0, int
           for (int i = 0; i < 4; i++) {
             b[2 * i] = st_e4m3x2_to_bf16x2(w[i] & 0xffffu, s);
             b[2 * i + 1] = st_e4m3x2_to_bf16x2(w[i] >> 16, s);
+          }
+        } else if (V_F16 && which == 1) { // e4m3 is exact in f16
+#pragma unroll
+          for (int i = 0; i < 4; i++) {
+            b[2 * i] = st_e4m3x2_to_f16x2(w[i] & 0xffffu);
+            b[2 * i + 1] = st_e4m3x2_to_f16x2(w[i] >> 16);
           }
         } else { // no multiply: e4m3 is exact in bf16
 #pragma unroll

@@ -62,11 +62,17 @@ __device__ __forceinline__ void st_ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t 
                : "r"(addr));
 }
 
-// Plain 16- and 8-byte shared-memory loads by address (volatile, like the
+// Plain 16-, 8- and 4-byte shared-memory loads by address (volatile, like the
 // ldmatrix loads: they must stay between the barriers around them).
 __device__ __forceinline__ uint4 st_lds_v4(uint32_t addr) {
   uint4 v;
   asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
+  return v;
+}
+
+__device__ __forceinline__ uint32_t st_lds_u32(uint32_t addr) {
+  uint32_t v;
+  asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(addr));
   return v;
 }
 
@@ -91,6 +97,22 @@ __device__ __forceinline__ void st_e4m3x2_to_f32x2(uint32_t two, float &lo, floa
   asm("{\n .reg .f16 l, h;\n mov.b32 {l, h}, %2;\n cvt.f32.f16 %0, l;\n cvt.f32.f16 %1, h;\n}\n"
       : "=f"(lo), "=f"(hi)
       : "r"(h2));
+}
+
+// Two floats as f16x2, `lo` in the low half (round to nearest even).
+__device__ __forceinline__ uint32_t st_pack_f16(float lo, float hi) {
+  uint32_t d;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
+}
+
+// Two e4m3 values (low byte first) as f16x2: one instruction, exact (e4m3's
+// range and 3 mantissa bits fit f16's). The fp8 math uses f16 operands
+// wherever no scale has to be applied first, for this.
+__device__ __forceinline__ uint32_t st_e4m3x2_to_f16x2(uint32_t two) {
+  uint32_t h2;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(h2) : "h"((unsigned short)two));
+  return h2;
 }
 
 // Two e4m3 values as bf16x2, exactly (3 mantissa bits fit bf16's 7).

@@ -1,7 +1,8 @@
 /* tuner/ops/sparse_attn_decode.c - builds sparse_attn_decode cases and
  * checks variants on them. Inputs follow ../shared/anchors.md: a KV pool of
  * max(4096, min(B*ctx/128, 32768)) pages in the shape's layout, block tables
- * uniformly random over the pool, q uniform in [-1, 1) bf16, sm_scale
+ * uniformly random over the pool, q uniform in [-1, 1) bf16 (optional shape
+ * field q_log2: [-2^q_log2, 2^q_log2)), sm_scale
  * 1/sqrt(D); the K/V side and the selections (random, holes, local) as
  * ops/attn_inputs.h builds them for every attention op. */
 #include <math.h>
@@ -26,7 +27,7 @@ typedef struct sad_case {
   st_device_info dev;
   st_attn_kv_case kv;
   st_ref_sparse_attn_decode ref; /* host inputs; points at the h_* arrays */
-  int B, qlen, Hq, topk, ctx, want_lse;
+  int B, qlen, Hq, topk, ctx, want_lse, q_log2;
   uint16_t *h_q;
   int32_t *h_idx, *h_bt, *h_seq;
   double *ref_o, *ref_lse;
@@ -65,7 +66,8 @@ static st_status read_shape(sad_case *c, const st_params *shape, const char **se
       (st = st_case_shape_int(shape, "ctx", 1, 1 << 24, &c->ctx, err)) ||
       (st = st_case_shape_int(shape, "qlen", 1, 4, &c->qlen, err)) ||
       (st = st_case_shape_int(shape, "topk", 1, 64, &c->topk, err)) ||
-      (st = st_case_shape_int(shape, "lse", 0, 1, &c->want_lse, err)))
+      (st = st_case_shape_int(shape, "lse", 0, 1, &c->want_lse, err)) ||
+      (st_params_get(shape, "q_log2") && (st = st_case_shape_int(shape, "q_log2", -40, 40, &c->q_log2, err))))
     return st;
   if (c->Hq % c->kv.Hkv)
     return st_fail(err, ST_ERR_INVALID_ARG, "shape Hq=%d is not a multiple of Hkv=%d", c->Hq, c->kv.Hkv);
@@ -86,7 +88,8 @@ static st_status fill_host(sad_case *c, const char *lens, const char *sel, int m
   c->got_lse = malloc(rows * (size_t)c->Hq * 4);
   if (!c->h_q || !c->h_idx || !c->h_bt || !c->h_seq || !c->ref_o || !c->ref_lse || !c->got_o || !c->got_lse)
     return st_fail(err, ST_ERR_NOMEM, "out of host memory for a case of %zu query rows", rows);
-  st_fill_uniform(c->h_q, ST_DTYPE_BF16, rows * (size_t)c->Hq * D, -1.0f, 1.0f, seed ^ 0x71, threads);
+  const float q_amp = ldexpf(1.0f, c->q_log2);
+  st_fill_uniform(c->h_q, ST_DTYPE_BF16, rows * (size_t)c->Hq * D, -q_amp, q_amp, seed ^ 0x71, threads);
   uint64_t rng = seed ^ 0x62;
   for (size_t i = 0; i < (size_t)c->B * (size_t)max_blocks; i++)
     c->h_bt[i] = (int32_t)st_rand_below(&rng, (uint64_t)c->kv.pages);
