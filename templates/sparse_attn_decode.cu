@@ -552,8 +552,9 @@ __device__ __forceinline__ void st_block_values_raw(uint32_t raw_v, int tok0, co
 #pragma unroll
       for (int q = 0; q < 4; q++) {
         const int row = r0 + (q & 1) + (q >> 1) * 8;
-        w[q] = st_lds_u32(raw_v + (uint32_t)(row * HEAD_DIM + st_kv_v_chunk<HEAD_DIM>(row, 2 * jb + (g >> 1)) * 16 +
-                                             (g & 1) * 4));
+        // dimension 32 jb + 4 g: chunk 2 jb + g / 4, byte 4 (g % 4) of it
+        w[q] = st_lds_u32(raw_v + (uint32_t)(row * HEAD_DIM + st_kv_v_chunk<HEAD_DIM>(row, 2 * jb + (g >> 2)) * 16 +
+                                             (g & 3) * 4));
       }
       // bytes i of rows (r0, r0 + 1): pairs for n-tiles 4jb + 0, 1 (x01) and 2, 3 (x23); the same of r0 + 8, 9
       const uint32_t lo01 = __byte_perm(w[0], w[1], 0x5140), lo23 = __byte_perm(w[0], w[1], 0x7362);
