@@ -71,7 +71,8 @@ static_assert(K_REGS >= 0 && K_REGS <= 2 && (!K_REGS || IS_FP8), "k_regs 1 and 2
 //               block on), swizzled, heads >= GROUP zero
 //   KV region   bf16: STAGES x (K tile, V tile)
 //               fp8:  STAGES x (raw K+V rows, K+V scales), then one K and V tile
-//                     (K_REGS: the V tile only)
+//                     (K_REGS: the V tile only; none where k_regs 2 reads V
+//                     raw: those launches get the smaller SMEM_BYTES_RAW)
 //               after the last block: per warp (O [16][HEAD_DIM], m[16], l[16]) fp32
 //   block list  [MAX_TOPK] pages, [MAX_TOPK] visible tokens
 //   receive     (cluster kernels) what the item's CTAs push to this one:
@@ -81,12 +82,14 @@ constexpr int Q_BYTES = M_TILES * 16 * HEAD_DIM * 2;
 constexpr int KV_BYTES = st_kv::BYTES;
 constexpr int COMBINE_BYTES = WARPS * 16 * (HEAD_DIM + 2) * 4;
 constexpr int REGION_BYTES = KV_BYTES > COMBINE_BYTES ? KV_BYTES : COMBINE_BYTES;
+constexpr int KV_BYTES_RAW = K_REGS == 2 ? STAGES * st_kv::STAGE_BYTES : KV_BYTES;
+constexpr int REGION_BYTES_RAW = KV_BYTES_RAW > COMBINE_BYTES ? KV_BYTES_RAW : COMBINE_BYTES;
 constexpr int BLOCK_LIST_BYTES = MAX_TOPK * 8;
 constexpr float LN2 = 0.69314718055994530942f;
 // The merge's weights: (m or weight, l) per split and q head.
 constexpr int MAX_SPLITS = MAX_TOPK;
 constexpr int MERGE_SMEM = 2 * MAX_SPLITS * GROUP * 4;
-static_assert(MERGE_SMEM <= REGION_BYTES, "the merging CTA reuses its tile region");
+static_assert(MERGE_SMEM <= REGION_BYTES_RAW, "the merging CTA reuses its tile region");
 
 // CTAs per thread-block cluster: 1; 16 (a non-portable size; the launcher
 // allows it) for single kernels of at most 128 threads of which two fit an
@@ -108,15 +111,17 @@ constexpr int CLUSTER = ST_CLUSTER;
 // its splits), and each split's (m, l) of every q head.
 constexpr int RECV_BYTES = CLUSTER > 1 ? NE * 16 + CLUSTER * GROUP * 8 : 0;
 constexpr int SMEM_BYTES = Q_BYTES + REGION_BYTES + BLOCK_LIST_BYTES + RECV_BYTES;
+constexpr int SMEM_BYTES_RAW = Q_BYTES + REGION_BYTES_RAW + BLOCK_LIST_BYTES + RECV_BYTES;
 // The CTAs an SM may hold, for the registers ptxas may give a thread. By
 // default it caps them for 384-512 threads an SM (128 at 128 and 256
 // threads, 168 at 64), which some kernels' shared memory never allows
 // (fp8 kernels of 128 threads spilled 16-104 bytes): ask for the CTAs the
-// shared memory allows, never more than that default. Clusters of 8 take
+// shared memory allows (k_regs 2: without per-token scales), never more
+// than that default. Clusters of 8 take
 // CTAs of up to 256 threads and ask for one (their push code spilled 32-40
 // bytes at 128 registers).
 constexpr int st_min_ctas() {
-  const int by_smem = 228 * 1024 / (SMEM_BYTES + 1024), by_default = 384 / THREADS;
+  const int by_smem = 228 * 1024 / ((K_REGS == 2 ? SMEM_BYTES_RAW : SMEM_BYTES) + 1024), by_default = 384 / THREADS;
   const int n = by_smem < by_default ? by_smem : by_default;
   return CLUSTER == 8 || n < 1 ? 1 : n;
 }
@@ -581,9 +586,12 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
   __shared__ int s_nblk, s_last;
   __shared__ uint64_t s_recv_bar; // cluster merge: the bytes pushed to this CTA
   __shared__ float s_q_unscale[M_TILES]; // K_REGS: 2^-e of each m-tile's f16 q (st_q_to_f16)
+  // fp8 k_regs 2 without per-token scales reads K and V raw (the bf16 loop's
+  // shape), with no wide tile; with them it runs as k_regs 1.
+  const bool raw_v = K_REGS == 2 && p.scale_mode != 2;
   char *q_smem = s_dyn;
   char *region = s_dyn + Q_BYTES;
-  int32_t *s_page = (int32_t *)(region + REGION_BYTES);
+  int32_t *s_page = (int32_t *)(region + (raw_v ? REGION_BYTES_RAW : REGION_BYTES));
   int32_t *s_ntok = s_page + MAX_TOPK;
   char *recv_o = (char *)(s_ntok + MAX_TOPK);
   char *recv_ml = recv_o + NE * 16;
@@ -591,7 +599,7 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
   if (threadIdx.x == 0) {
     unsigned dyn;
     asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
-    if (dyn < (unsigned)SMEM_BYTES) __trap(); // the launcher's layout disagrees with this kernel's
+    if (dyn < (unsigned)(raw_v ? SMEM_BYTES_RAW : SMEM_BYTES)) __trap(); // the launcher's layout disagrees
   }
   // Splits that divide the cluster keep an item's CTAs in one cluster.
   const bool cluster_merge = CLUSTER > 1 && p.splits > 1 && CLUSTER % p.splits == 0;
@@ -668,9 +676,6 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
   st_softmax_state<HEAD_DIM> st;
   st_softmax_init(st);
 
-  // fp8 k_regs 2 without per-token scales reads K and V raw (the bf16 loop's
-  // shape); with them it runs as k_regs 1.
-  const bool raw_v = K_REGS == 2 && p.scale_mode != 2;
   if (IS_FP8 && !raw_v) {
     // One commit group per block (st_kv): the raw K and V rows are widened
     // together, and the stage is refilled before the math.

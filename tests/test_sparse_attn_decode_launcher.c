@@ -349,6 +349,16 @@ static void test_shared_memory_follows_the_kernel_layout(void **state) {
   for (c.k_regs = 1; c.k_regs <= 2; c.k_regs++)
     assert_int_equal(st_sparse_attn_decode_smem_bytes(&c),
                      16 * D * 2 + 2 * (2 * 128 * D + 2 * 128 * 4) + 128 * D * 2 + 64 * 8);
+  /* A launch needs that, except k_regs 2 without per-token scales (K and V
+   * read raw): no wide tile. */
+  const unsigned no_tile = 16 * D * 2 + 2 * (2 * 128 * D + 2 * 128 * 4) + 64 * 8;
+  c.k_regs = 2;
+  assert_int_equal(st_sparse_attn_decode_launch_smem_bytes(&c, ST_KV_SCALE_NONE), no_tile);
+  assert_int_equal(st_sparse_attn_decode_launch_smem_bytes(&c, ST_KV_SCALE_SCALAR), no_tile);
+  assert_int_equal(st_sparse_attn_decode_launch_smem_bytes(&c, ST_KV_SCALE_TENSOR),
+                   st_sparse_attn_decode_smem_bytes(&c));
+  c.k_regs = 1;
+  assert_int_equal(st_sparse_attn_decode_launch_smem_bytes(&c, ST_KV_SCALE_NONE), st_sparse_attn_decode_smem_bytes(&c));
   /* 16 warps of one stage: the combine area is the larger. */
   c = config("bf16", 32, 8, 1, "single", 0);
   assert_int_equal(st_sparse_attn_decode_smem_bytes(&c), 32 * D * 2 + 16 * 16 * (D + 2) * 4 + 64 * 8);
@@ -375,6 +385,20 @@ static void test_plans_size_grid_and_workspace(void **state) {
   assert_true(p.part_o_offset >= items * 4);
   assert_true(p.part_ml_offset >= p.part_o_offset + items * 4 * 16 * D * 4);
   assert_true(p.workspace_bytes >= p.part_ml_offset + items * 4 * 16 * 2 * 4);
+  assert_int_equal(p.smem_bytes, st_sparse_attn_decode_smem_bytes(&c));
+  /* fp8 k_regs 2 launches with the shared memory its scale mode needs. */
+  st_sparse_attn_decode_config kvr = config("fp8", 16, 4, 2, "single", 4);
+  kvr.k_regs = 2;
+  st_sparse_attn_decode_args fa = valid_fp8_tensor_args();
+  assert_int_equal(st_sparse_attn_decode_plan_make(&kvr, &fa, 132, &p, &err), ST_OK);
+  assert_int_equal(p.smem_bytes, st_sparse_attn_decode_launch_smem_bytes(&kvr, ST_KV_SCALE_TENSOR));
+  layout_pages2(&fa, ST_DTYPE_FP8_E4M3, 0x100000000ull);
+  fa.scale_mode = ST_KV_SCALE_NONE;
+  memset(&fa.k_scales, 0, sizeof fa.k_scales);
+  memset(&fa.v_scales, 0, sizeof fa.v_scales);
+  assert_int_equal(st_sparse_attn_decode_plan_make(&kvr, &fa, 132, &p, &err), ST_OK);
+  assert_int_equal(p.smem_bytes, st_sparse_attn_decode_launch_smem_bytes(&kvr, ST_KV_SCALE_NONE));
+  assert_true(p.smem_bytes < st_sparse_attn_decode_smem_bytes(&kvr));
   /* One split writes o directly: no workspace; 16 rows fill one cluster
    * (16: one stage, 69 KiB and 128 threads, two CTAs an SM; the workspace
    * stays reserved for splits that do not divide it). */

@@ -72,13 +72,13 @@ static size_t align_up(size_t x) { return (x + ST_WS_ALIGN - 1) / ST_WS_ALIGN * 
 
 static int m_tiles(int group) { return (int)ceil_div(group, 16); }
 
-unsigned st_sparse_attn_decode_smem_bytes(const st_sparse_attn_decode_config *cfg) {
+/* The layout with `wide_tiles` bf16 tiles after the stages. */
+static unsigned smem_bytes(const st_sparse_attn_decode_config *cfg, int64_t wide_tiles) {
   const int64_t D = cfg->head_dim, fp8 = cfg->dtype == ST_DTYPE_FP8_E4M3;
   const int64_t warps = (int64_t)cfg->warps_n * m_tiles(cfg->group);
   const int64_t q_bytes = m_tiles(cfg->group) * 16 * D * 2;
   const int64_t tile = ST_BLOCK_TOKENS * D * 2;
   const int64_t stage = fp8 ? 2 * ST_BLOCK_TOKENS * D + 2 * ST_BLOCK_TOKENS * 4 : 2 * tile;
-  const int64_t wide_tiles = fp8 ? (cfg->k_regs ? 1 : 2) : 0; /* bf16 tiles widened into */
   const int64_t kv = cfg->stages * stage + wide_tiles * tile;
   const int64_t combine = warps * 16 * (D + 2) * 4;
   const int64_t block_list = ST_SPARSE_ATTN_DECODE_MAX_TOPK * 8;
@@ -86,6 +86,16 @@ unsigned st_sparse_attn_decode_smem_bytes(const st_sparse_attn_decode_config *cf
    * every split's (m, l) of each q head). */
   const int64_t recv = cfg->cluster > 1 ? (int64_t)cfg->group * D * 4 + (int64_t)cfg->cluster * cfg->group * 8 : 0;
   return (unsigned)(q_bytes + (kv > combine ? kv : combine) + block_list + recv);
+}
+
+unsigned st_sparse_attn_decode_smem_bytes(const st_sparse_attn_decode_config *cfg) {
+  const int fp8 = cfg->dtype == ST_DTYPE_FP8_E4M3;
+  return smem_bytes(cfg, fp8 ? (cfg->k_regs ? 1 : 2) : 0); /* bf16 tiles widened into */
+}
+
+unsigned st_sparse_attn_decode_launch_smem_bytes(const st_sparse_attn_decode_config *cfg, st_kv_scale_mode scale_mode) {
+  if (cfg->k_regs == 2 && scale_mode != ST_KV_SCALE_TENSOR) return smem_bytes(cfg, 0); /* K and V read raw */
+  return st_sparse_attn_decode_smem_bytes(cfg);
 }
 
 st_status st_sparse_attn_decode_check_cluster(const st_sparse_attn_decode_config *cfg, st_err *err) {
@@ -244,7 +254,7 @@ st_status st_sparse_attn_decode_plan_make(const st_sparse_attn_decode_config *cf
   plan->grid[1] = (unsigned)Hkv;
   plan->grid[2] = 1;
   plan->block = (unsigned)(32 * cfg->warps_n * m_tiles(cfg->group));
-  plan->smem_bytes = smem;
+  plan->smem_bytes = st_sparse_attn_decode_launch_smem_bytes(cfg, a->scale_mode);
   if (cfg->algo == ST_SPARSE_ATTN_DECODE_SPLIT && splits > 1) {
     plan->merge_grid[0] = (unsigned)rows;
     plan->merge_grid[1] = (unsigned)Hkv;

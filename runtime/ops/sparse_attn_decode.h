@@ -60,8 +60,13 @@ st_status st_sparse_attn_decode_check_fit(const st_sparse_attn_decode_config *cf
                                           st_err *err);
 
 /* Dynamic shared memory of the main kernel (templates/sparse_attn_decode.cu
- * lays it out; the kernel traps if given less). */
+ * lays it out; the kernel traps if given less): the most any launch needs. */
 unsigned st_sparse_attn_decode_smem_bytes(const st_sparse_attn_decode_config *cfg);
+
+/* What a launch with this KV scale mode needs: less than the most where
+ * k_regs 2 reads K and V raw (no per-token scales), which needs no wide
+ * tile. Plans launch with this. */
+unsigned st_sparse_attn_decode_launch_smem_bytes(const st_sparse_attn_decode_config *cfg, st_kv_scale_mode scale_mode);
 
 /* ST_OK if the config's cluster is one the kernel can have (the template's
  * static_assert and the generator's constraint): 1, or 16 for single
