@@ -113,15 +113,16 @@ constexpr int RECV_BYTES = CLUSTER > 1 ? NE * 16 + CLUSTER * GROUP * 8 : 0;
 constexpr int SMEM_BYTES = Q_BYTES + REGION_BYTES + BLOCK_LIST_BYTES + RECV_BYTES;
 constexpr int SMEM_BYTES_RAW = Q_BYTES + REGION_BYTES_RAW + BLOCK_LIST_BYTES + RECV_BYTES;
 // The CTAs an SM may hold, for the registers ptxas may give a thread. By
-// default it caps them for 384-512 threads an SM (128 at 128 and 256
-// threads, 168 at 64), which some kernels' shared memory never allows
-// (fp8 kernels of 128 threads spilled 16-104 bytes): ask for the CTAs the
-// shared memory allows (k_regs 2: without per-token scales), never more
-// than that default. Clusters of 8 take
-// CTAs of up to 256 threads and ask for one (their push code spilled 32-40
-// bytes at 128 registers).
+// default it capped some kernels for more CTAs than their shared memory
+// allows (128 registers at 128 and 256 threads: 16-104 bytes of spills in
+// 9 of 160 anchors sources): ask for the CTAs the shared memory allows
+// (k_regs 2: without per-token scales), at most 3 of 128 threads (170
+// registers, what bf16 B = 128 runs at), 4 of 64 and 1 of 256. Clusters of
+// 8 take CTAs of up to 256 threads and ask for one (their push code
+// spilled 32-40 bytes at 128 registers).
 constexpr int st_min_ctas() {
-  const int by_smem = 228 * 1024 / ((K_REGS == 2 ? SMEM_BYTES_RAW : SMEM_BYTES) + 1024), by_default = 384 / THREADS;
+  const int by_smem = 228 * 1024 / ((K_REGS == 2 ? SMEM_BYTES_RAW : SMEM_BYTES) + 1024);
+  const int by_default = THREADS <= 64 ? 4 : 384 / THREADS;
   const int n = by_smem < by_default ? by_smem : by_default;
   return CLUSTER == 8 || n < 1 ? 1 : n;
 }
@@ -418,45 +419,48 @@ __device__ __forceinline__ void st_issue_block(const st_sparse_attn_decode_param
 constexpr int NT = WARP_TOKENS / 8, DK = HEAD_DIM / 16;
 
 // K_REGS: q.K runs on f16 operands, since e4m3 widens to f16 in one
-// instruction (to bf16 it takes four). Warp wn = 0 of each m-tile turns
-// the tile's 16 q rows into f16 in place, times 2^e: e puts the largest
-// finite |q| of the rows in [2^14, 2^15), inside f16's range (bf16's is
-// wider), and every value down to 2^-28 of it keeps all of its bits (f16's
-// least normal is 2^-14). `unscale` gets 2^-e, which the score scale takes
-// back. A lane converts exactly the chunks st_block_qk_f16 has it read.
-__device__ __forceinline__ void st_q_to_f16(char *q_smem, int m0, float *unscale) {
-  constexpr int J = HEAD_DIM / 32;
-  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  uint32_t amax = 0; // largest finite |q| of the lane's values, as bf16 bits
+// instruction (to bf16 it takes four). The CTA turns the q tile into f16 in
+// place, each row times 2^e: e puts the row's largest finite |q| in
+// [2^14, 2^15), inside f16's range (bf16's is wider), and every value down
+// to 2^-28 of it keeps all of its bits (f16's least normal is 2^-14).
+// unscale[row] gets 2^-e, which the row's scores take back. Every thread
+// takes a share: Q_LANES consecutive lanes a row, Q_CHUNKS 16-byte chunks
+// each (one warp doing it all kept the CTA at block 0's barrier ~500
+// instructions long, the B = 1 CTA's whole copy time).
+constexpr int Q_LANES = 2 * WARPS_N < ROW_CHUNKS ? 2 * WARPS_N : ROW_CHUNKS; // THREADS / rows, at most a row's chunks
+constexpr int Q_CHUNKS = ROW_CHUNKS / Q_LANES;
+static_assert(M_TILES * 16 * Q_LANES <= THREADS && Q_LANES <= 32 && 32 % Q_LANES == 0, "whole rows per warp");
+
+__device__ __forceinline__ void st_q_to_f16(char *q_smem, float *unscale) {
+  const int row = threadIdx.x / Q_LANES, c0 = threadIdx.x % Q_LANES;
+  if (row >= M_TILES * 16) return; // whole warps (rows * Q_LANES is a multiple of 32)
+  uint4 v[Q_CHUNKS];
+  uint32_t amax = 0; // largest finite |q| of the thread's values, as bf16 bits
 #pragma unroll
-  for (int rr = 0; rr < 2; rr++)
+  for (int i = 0; i < Q_CHUNKS; i++) {
+    v[i] = *(const uint4 *)(q_smem + st_swizzle_offset<ROW_CHUNKS>(row, c0 + i * Q_LANES));
+    const uint32_t w[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
 #pragma unroll
-    for (int j = 0; j < J; j++) {
-      const uint4 v = *(const uint4 *)(q_smem + st_swizzle_offset<ROW_CHUNKS>(m0 + g + 8 * rr, 4 * j + t));
-      const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-      for (int i = 0; i < 4; i++) {
-        const uint32_t a = w[i] & 0x7fff7fffu;
-        amax = __vmaxu2(amax, a & __vcmpltu2(a, 0x7f807f80u)); // inf and NaN count as 0
-      }
+    for (int k = 0; k < 4; k++) {
+      const uint32_t a = w[k] & 0x7fff7fffu;
+      amax = __vmaxu2(amax, a & __vcmpltu2(a, 0x7f807f80u)); // inf and NaN count as 0
     }
-  amax = __reduce_max_sync(0xffffffffu, max(amax & 0xffffu, amax >> 16));
+  }
+  amax = max(amax & 0xffffu, amax >> 16);
+#pragma unroll
+  for (int o = 1; o < Q_LANES; o *= 2) amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, o));
   const int e = min(max(14 - ((int)(amax >> 7) - 127), -120), 120);
   const float up = __uint_as_float((uint32_t)(127 + e) << 23);
 #pragma unroll
-  for (int rr = 0; rr < 2; rr++)
+  for (int i = 0; i < Q_CHUNKS; i++) {
+    const uint32_t w[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
+    uint32_t h[4];
 #pragma unroll
-    for (int j = 0; j < J; j++) {
-      uint4 *at = (uint4 *)(q_smem + st_swizzle_offset<ROW_CHUNKS>(m0 + g + 8 * rr, 4 * j + t));
-      const uint4 v = *at;
-      const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-      uint32_t h[4];
-#pragma unroll
-      for (int i = 0; i < 4; i++)
-        h[i] = st_pack_f16(__uint_as_float(w[i] << 16) * up, __uint_as_float(w[i] & 0xffff0000u) * up);
-      *at = make_uint4(h[0], h[1], h[2], h[3]);
-    }
-  if (lane == 0) *unscale = __uint_as_float((uint32_t)(127 - e) << 23);
+    for (int k = 0; k < 4; k++)
+      h[k] = st_pack_f16(__uint_as_float(w[k] << 16) * up, __uint_as_float(w[k] & 0xffff0000u) * up);
+    *(uint4 *)(q_smem + st_swizzle_offset<ROW_CHUNKS>(row, c0 + i * Q_LANES)) = make_uint4(h[0], h[1], h[2], h[3]);
+  }
+  if (c0 == 0) unscale[row] = __uint_as_float((uint32_t)(127 - e) << 23);
 }
 
 // S = q K^T for rows m0 .. m0+15 and tokens tok0 .. tok0+WARP_TOKENS-1 (as
@@ -467,17 +471,21 @@ __device__ __forceinline__ void st_q_to_f16(char *q_smem, int m0, float *unscale
 // 8t + 4h + {0, 1} in the fragments' slots 2t, 2t+1 and + {2, 3} in slots
 // 2t+8, 2t+9. So one 8-byte load gives a lane its K for two k-steps (k =
 // 32j + 8t .. + 7 of its token row), and one 16-byte load per row its q
-// (8 f16 of chunk 4j + t). Tensor mode: each score times its token's K
-// scale afterwards, in fp32 (the lane's columns are tokens 2t and 2t + 1
-// of each 8-token tile).
+// (8 f16 of chunk 4j + t). Then each score times its row's unscale
+// (st_q_to_f16) and, in tensor mode, its token's K scale, in fp32 (the
+// lane's columns are tokens 2t and 2t + 1 of each 8-token tile).
+// Addresses: tok0 is a multiple of 16, so a lane's K rows tok0 + 8 nt + g
+// all take the swizzle of row g, and its loads differ by constants.
 template <bool TENSOR>
-__device__ __forceinline__ void st_block_qk_f16(uint32_t q_tile, int m0, uint32_t raw_k, const float *k_scales,
-                                                int tok0, float (&s)[NT][4]) {
+__device__ __forceinline__ void st_block_qk_f16(uint32_t q_tile, int m0, const float *unscale, uint32_t raw_k,
+                                                const float *k_scales, int tok0, float (&s)[NT][4]) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const uint32_t k_lane = raw_k + (uint32_t)((tok0 + g) * HEAD_DIM + (t & 1) * 8);
 #pragma unroll
   for (int nt = 0; nt < NT; nt++) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
 #pragma unroll
   for (int j = 0; j < DK / 2; j++) {
+    const uint32_t k_at = k_lane + (uint32_t)st_kv_k_chunk<HEAD_DIM>(g, 2 * j + (t >> 1)) * 16;
     uint32_t qa[2][4]; // [h][a0..a3]
 #pragma unroll
     for (int rr = 0; rr < 2; rr++) { // rows g and g + 8: k = 32j + 8t + 0 .. 7
@@ -489,24 +497,22 @@ __device__ __forceinline__ void st_block_qk_f16(uint32_t q_tile, int m0, uint32_
     }
 #pragma unroll
     for (int nt = 0; nt < NT; nt++) {
-      const int tok = tok0 + nt * 8 + g;
-      const uint2 r = st_lds_v2(raw_k + (uint32_t)(tok * HEAD_DIM + st_kv_k_chunk<HEAD_DIM>(tok, 2 * j + (t >> 1)) * 16 +
-                                                   (t & 1) * 8));
-      st_mma_f16_16816(s[nt], qa[0][0], qa[0][1], qa[0][2], qa[0][3], st_e4m3x2_to_f16x2(r.x & 0xffffu),
-                       st_e4m3x2_to_f16x2(r.x >> 16));
-      st_mma_f16_16816(s[nt], qa[1][0], qa[1][1], qa[1][2], qa[1][3], st_e4m3x2_to_f16x2(r.y & 0xffffu),
-                       st_e4m3x2_to_f16x2(r.y >> 16));
+      const uint2 r = st_lds_v2(k_at + nt * 8 * HEAD_DIM);
+      uint32_t b[4];
+      st_e4m3x4_to_f16x2x2(r.x, b[0], b[1]);
+      st_e4m3x4_to_f16x2x2(r.y, b[2], b[3]);
+      st_mma_f16_16816(s[nt], qa[0][0], qa[0][1], qa[0][2], qa[0][3], b[0], b[1]);
+      st_mma_f16_16816(s[nt], qa[1][0], qa[1][1], qa[1][2], qa[1][3], b[2], b[3]);
     }
   }
-  if (TENSOR) {
+  const float u0 = unscale[m0 + g], u1 = unscale[m0 + g + 8];
 #pragma unroll
-    for (int nt = 0; nt < NT; nt++) {
-      const float2 ks = *(const float2 *)(k_scales + tok0 + nt * 8 + 2 * t);
-      s[nt][0] *= ks.x;
-      s[nt][1] *= ks.y;
-      s[nt][2] *= ks.x;
-      s[nt][3] *= ks.y;
-    }
+  for (int nt = 0; nt < NT; nt++) {
+    const float2 ks = TENSOR ? *(const float2 *)(k_scales + tok0 + nt * 8 + 2 * t) : make_float2(1.f, 1.f);
+    s[nt][0] *= u0 * ks.x;
+    s[nt][1] *= u0 * ks.y;
+    s[nt][2] *= u1 * ks.x;
+    s[nt][3] *= u1 * ks.y;
   }
 }
 
@@ -542,35 +548,34 @@ __device__ __forceinline__ void st_block_values(uint32_t v_tile, int tok0, const
 // n-tiles a lane loads 4 bytes of each of its four rows and pairs them up
 // with byte permutes, then one conversion per pair (e4m3 -> f16, exact).
 // P is rounded to f16 (<= 1). The accumulators come out permuted alike.
+// Addresses: tok0 is a multiple of 16, so every row a lane reads takes the
+// swizzle of row 2t, and its loads differ by constants.
 __device__ __forceinline__ void st_block_values_raw(uint32_t raw_v, int tok0, const float (&s)[NT][4],
                                                     st_softmax_state<HEAD_DIM> &st) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const uint32_t v_lane = raw_v + (uint32_t)((tok0 + 2 * t) * HEAD_DIM + (g & 3) * 4);
 #pragma unroll
   for (int kk = 0; kk < NT / 2; kk++) {
     uint32_t a[4];
 #pragma unroll
     for (int i = 0; i < 4; i++) a[i] = st_pack_f16(s[2 * kk + i / 2][(i & 1) * 2], s[2 * kk + i / 2][(i & 1) * 2 + 1]);
-    const int r0 = tok0 + kk * 16 + 2 * t; // rows r0, r0 + 1, r0 + 8, r0 + 9
 #pragma unroll
     for (int jb = 0; jb < HEAD_DIM / 32; jb++) {
-      uint32_t w[4];
+      // dimension 32 jb + 4 g: chunk 2 jb + g / 4, byte 4 (g % 4) of it
+      const uint32_t v_at = v_lane + (uint32_t)st_kv_v_chunk<HEAD_DIM>(2 * t, 2 * jb + (g >> 2)) * 16;
+      uint32_t w[4]; // rows 2t, 2t + 1, 2t + 8, 2t + 9 of the k-step
 #pragma unroll
-      for (int q = 0; q < 4; q++) {
-        const int row = r0 + (q & 1) + (q >> 1) * 8;
-        // dimension 32 jb + 4 g: chunk 2 jb + g / 4, byte 4 (g % 4) of it
-        w[q] = st_lds_u32(raw_v + (uint32_t)(row * HEAD_DIM + st_kv_v_chunk<HEAD_DIM>(row, 2 * jb + (g >> 2)) * 16 +
-                                             (g & 3) * 4));
-      }
+      for (int q = 0; q < 4; q++) w[q] = st_lds_u32(v_at + (kk * 16 + (q & 1) + (q >> 1) * 8) * HEAD_DIM);
       // bytes i of rows (r0, r0 + 1): pairs for n-tiles 4jb + 0, 1 (x01) and 2, 3 (x23); the same of r0 + 8, 9
       const uint32_t lo01 = __byte_perm(w[0], w[1], 0x5140), lo23 = __byte_perm(w[0], w[1], 0x7362);
       const uint32_t hi01 = __byte_perm(w[2], w[3], 0x5140), hi23 = __byte_perm(w[2], w[3], 0x7362);
+      uint32_t b0[4], b1[4]; // [i]: n-tile 4 jb + i
+      st_e4m3x4_to_f16x2x2(lo01, b0[0], b0[1]);
+      st_e4m3x4_to_f16x2x2(lo23, b0[2], b0[3]);
+      st_e4m3x4_to_f16x2x2(hi01, b1[0], b1[1]);
+      st_e4m3x4_to_f16x2x2(hi23, b1[2], b1[3]);
 #pragma unroll
-      for (int i = 0; i < 4; i++) {
-        const uint32_t lo = i < 2 ? lo01 : lo23, hi = i < 2 ? hi01 : hi23;
-        const uint32_t b0 = st_e4m3x2_to_f16x2(i & 1 ? lo >> 16 : lo & 0xffffu);
-        const uint32_t b1 = st_e4m3x2_to_f16x2(i & 1 ? hi >> 16 : hi & 0xffffu);
-        st_mma_f16_16816(st.o[4 * jb + i], a[0], a[1], a[2], a[3], b0, b1);
-      }
+      for (int i = 0; i < 4; i++) st_mma_f16_16816(st.o[4 * jb + i], a[0], a[1], a[2], a[3], b0[i], b1[i]);
     }
   }
 }
@@ -585,7 +590,7 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
   extern __shared__ __align__(128) char s_dyn[];
   __shared__ int s_nblk, s_last;
   __shared__ uint64_t s_recv_bar; // cluster merge: the bytes pushed to this CTA
-  __shared__ float s_q_unscale[M_TILES]; // K_REGS: 2^-e of each m-tile's f16 q (st_q_to_f16)
+  __shared__ float s_q_unscale[M_TILES * 16]; // K_REGS: 2^-e of each f16 q row (st_q_to_f16)
   // fp8 k_regs 2 without per-token scales reads K and V raw (the bf16 loop's
   // shape), with no wide tile; with them it runs as k_regs 1.
   const bool raw_v = K_REGS == 2 && p.scale_mode != 2;
@@ -685,9 +690,11 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
       st_cp_async_commit();
     }
     // K_REGS: q in f16 (ordered before its readers by block 0's barrier);
-    // V too unless in tensor mode, where the V tile stays bf16.
-    const bool tensor = p.scale_mode == 2;
-    if (K_REGS && wn == 0) st_q_to_f16(q_smem, wm * 16, &s_q_unscale[wm]);
+    // V too unless in tensor mode, where the V tile stays bf16. (k_regs 2
+    // comes here in tensor mode only: the other branches are not compiled,
+    // which keeps the code a B = 1 CTA fetches once, from L2, smaller.)
+    const bool tensor = K_REGS == 2 || p.scale_mode == 2;
+    if (K_REGS) st_q_to_f16(q_smem, s_q_unscale);
     for (int i = 0; i < nblk; i++) {
       const int buf = i % STAGES, lim = s_ntok[i];
       st_cp_async_wait<STAGES - 1>();
@@ -696,16 +703,16 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
       float s[NT][4];
       if (K_REGS) { // q.K from the raw rows while the others widen V
         if (tensor)
-          st_block_qk_f16<true>(q_tile, wm * 16, st_kv::raw_k(region, buf), st_kv::k_scales(region, buf),
+          st_block_qk_f16<true>(q_tile, wm * 16, s_q_unscale, st_kv::raw_k(region, buf), st_kv::k_scales(region, buf),
                                 wn * WARP_TOKENS, s);
         else
-          st_block_qk_f16<false>(q_tile, wm * 16, st_kv::raw_k(region, buf), nullptr, wn * WARP_TOKENS, s);
+          st_block_qk_f16<false>(q_tile, wm * 16, s_q_unscale, st_kv::raw_k(region, buf), nullptr, wn * WARP_TOKENS, s);
       }
       __syncthreads(); // the tiles are widened (K_REGS: and every warp read its raw K)
       if (i + STAGES < nblk) st_kv::issue(p, it.g, s_page[i + STAGES], s_ntok[i + STAGES], region, buf);
       st_cp_async_commit();
       if (K_REGS) {
-        st_block_softmax(wn * WARP_TOKENS, lim, scale_log2 * s_q_unscale[wm], st, s);
+        st_block_softmax(wn * WARP_TOKENS, lim, scale_log2, st, s);
         if (tensor)
           st_block_values(st_kv::v_tile(region, buf), wn * WARP_TOKENS, s, st);
         else
@@ -723,15 +730,15 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
     // 2*STAGES - 1 are pending, V once 2*STAGES - 2.
 #pragma unroll
     for (int s = 0; s < STAGES; s++) st_issue_block(p, it.g, s_page, s_ntok, s, nblk, region, s);
-    if (IS_FP8 && wn == 0) st_q_to_f16(q_smem, wm * 16, &s_q_unscale[wm]); // raw_v: q.K in f16 too
+    if (IS_FP8) st_q_to_f16(q_smem, s_q_unscale); // raw_v: q.K in f16 too
     for (int i = 0; i < nblk; i++) {
       const int buf = i % STAGES, lim = s_ntok[i];
       float s[NT][4];
       st_cp_async_wait<2 * STAGES - 1>();
       __syncthreads(); // K of block i is in shared memory, for every thread's copies
       if (IS_FP8) {
-        st_block_qk_f16<false>(q_tile, wm * 16, st_kv::raw_k(region, buf), nullptr, wn * WARP_TOKENS, s);
-        st_block_softmax(wn * WARP_TOKENS, lim, scale_log2 * s_q_unscale[wm], st, s);
+        st_block_qk_f16<false>(q_tile, wm * 16, s_q_unscale, st_kv::raw_k(region, buf), nullptr, wn * WARP_TOKENS, s);
+        st_block_softmax(wn * WARP_TOKENS, lim, scale_log2, st, s);
       } else {
         st_block_scores(q_tile, wm * 16, st_kv::k_tile(region, buf), wn * WARP_TOKENS, lim, scale_log2, st, s);
       }

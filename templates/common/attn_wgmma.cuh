@@ -53,7 +53,7 @@ __device__ __forceinline__ void st_block_softmax(const int (&lim)[2], float scal
 #pragma unroll
       for (int cc = 0; cc < 2; cc++) {
         float &v = s[nt][rr * 2 + cc];
-        v = exp2f(fmaf(v, scale_log2, -m_use));
+        v = st_exp2(fmaf(v, scale_log2, -m_use));
         sum += v;
       }
     st.m[rr] = m;

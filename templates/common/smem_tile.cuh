@@ -115,6 +115,15 @@ __device__ __forceinline__ uint32_t st_e4m3x2_to_f16x2(uint32_t two) {
   return h2;
 }
 
+// Four e4m3 values (low byte first) as two f16x2: bytes 0, 1 in `lo`, 2, 3
+// in `hi`. The halves are handed to the conversions as 16-bit registers,
+// which lets ptxas read the upper one in place instead of shifting it down.
+__device__ __forceinline__ void st_e4m3x4_to_f16x2x2(uint32_t four, uint32_t &lo, uint32_t &hi) {
+  asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.rn.f16x2.e4m3x2 %0, l;\n cvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
+      : "=r"(lo), "=r"(hi)
+      : "r"(four));
+}
+
 // Two e4m3 values as bf16x2, exactly (3 mantissa bits fit bf16's 7).
 __device__ __forceinline__ uint32_t st_e4m3x2_to_bf16x2(uint32_t two) {
   float lo, hi;
