@@ -3,6 +3,7 @@
  * As the decode entry points: validate, build the dispatch key (total_q is
  * its batch field), resolve it through the handle's memo, plan in host
  * arithmetic and launch outside the handle's lock. */
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -65,7 +66,17 @@ static st_status launch(st_handle *h, const st_dispatch_choice *choice, const st
   st_status st = st_api_push_ctx(h, err);
   if (st != ST_OK) return st;
   const st_module *m = choice->loaded;
-  st = st_sparse_attn_launch(h->cu, m->main_fn, m->merge_fn, plan, workspace, workspace_bytes, (CUstream)stream, err);
+  if (!plan->overlap) {
+    st = st_sparse_attn_launch(h->cu, m->main_fn, m->merge_fn, plan, workspace, workspace_bytes, (CUstream)stream,
+                               NULL, err);
+  } else { /* the handle's side stream, one launch at a time (handle.h) */
+    pthread_mutex_lock(&h->side_lock);
+    if (!h->side.stream) st = st_side_stream_create(h->cu, &h->side, err);
+    if (st == ST_OK)
+      st = st_sparse_attn_launch(h->cu, m->main_fn, m->merge_fn, plan, workspace, workspace_bytes, (CUstream)stream,
+                                 &h->side, err);
+    pthread_mutex_unlock(&h->side_lock);
+  }
   st_api_pop_ctx(h);
   return st;
 }

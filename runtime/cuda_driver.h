@@ -27,6 +27,7 @@
   X(cuFuncGetAttribute) X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD)           \
   X(cuMemcpyDtoH) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync)               \
   X(cuMemsetD8Async) X(cuMemsetD16Async) X(cuMemsetD32Async) X(cuMemGetInfo) X(cuStreamCreate) X(cuStreamDestroy)  \
+  X(cuStreamCreateWithPriority) X(cuCtxGetStreamPriorityRange) X(cuStreamWaitEvent)          \
   X(cuStreamSynchronize) X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuStreamIsCapturing) \
   X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphDestroy) X(cuGraphExecDestroy)               \
   X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)                \

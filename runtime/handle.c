@@ -145,6 +145,7 @@ st_status st_handle_alloc(st_handle **out, st_err *err) {
   st_handle *h = calloc(1, sizeof *h);
   if (!h) return st_fail(err, ST_ERR_NOMEM, "out of host memory allocating a handle (%zu bytes)", sizeof *h);
   int rc = pthread_mutex_init(&h->lock, NULL);
+  if (rc == 0 && (rc = pthread_mutex_init(&h->side_lock, NULL)) != 0) pthread_mutex_destroy(&h->lock);
   if (rc != 0) {
     free(h);
     return st_fail(err, ST_ERR_NOMEM, "pthread_mutex_init failed (error %d)", rc);
@@ -163,6 +164,11 @@ st_status st_handle_alloc(st_handle **out, st_err *err) {
 void st_handle_free(st_handle *h) {
   if (!h) return;
   st_module_cache_free(&h->modules);                             /* before the context goes */
+  if (h->side.stream && h->cu->cuCtxPushCurrent(h->ctx) == CUDA_SUCCESS) {
+    CUcontext popped = NULL;
+    st_side_stream_destroy(h->cu, &h->side);
+    (void)h->cu->cuCtxPopCurrent(&popped);
+  }
   if (h->ctx) (void)h->cu->cuDevicePrimaryCtxRelease(h->device); /* cannot fail for a retained context */
   if (h->db) st_db_close(h->db);
   for (int op = 0; op < ST_OP_COUNT; op++) {
@@ -170,6 +176,7 @@ void st_handle_free(st_handle *h) {
     free(h->ops[op].defaults);
   }
   free(h->db_path);
+  pthread_mutex_destroy(&h->side_lock);
   pthread_mutex_destroy(&h->lock);
   free(h);
 }

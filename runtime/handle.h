@@ -17,6 +17,7 @@
 #include "cuda_driver.h"
 #include "dispatch.h"
 #include "module_cache.h"
+#include "ops/side_stream.h"
 #include "st_db.h"
 
 /* What dispatch knows about one op on a handle: the variants loaded at
@@ -44,6 +45,12 @@ struct st_handle {
   st_op_tables ops[ST_OP_COUNT]; /* indexed by st_op_id */
 
   st_module_cache modules;
+
+  /* The side stream of launches that fork (sparse_attn with overlap),
+   * created at the first such launch; `side_lock` is held while one of
+   * them enqueues, so its events serve one launch at a time. */
+  pthread_mutex_t side_lock;
+  st_side_stream side;
 
   /* How dispatch checks a fit and loads a variant: the launcher (fit check
    * and plan on this device) and the module cache, or a test's stand-ins.

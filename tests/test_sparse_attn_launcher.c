@@ -176,8 +176,9 @@ static void test_plan_and_shared_memory_follow_the_kernel(void **state) {
   assert_float_equal(p.params.score_scale_log2, 0.088 * 1.4426950408889634, 1e-6);
 }
 
-static st_status block_config(const char *part, int ctas, int tokens, int stages, int chunk, st_sparse_attn_config *c,
-                              st_err *err) {
+/* chunk, overlap < 0: the launch parameter is absent. */
+static st_status block_config_ov(const char *part, int ctas, int tokens, int stages, int chunk, int overlap,
+                                 st_sparse_attn_config *c, st_err *err) {
   st_params k = {0}, l = {0};
   st_params_set(&k, "algo", "block", err);
   st_params_set(&k, "dtype", "bf16", err);
@@ -190,7 +191,13 @@ static st_status block_config(const char *part, int ctas, int tokens, int stages
   st_params_set_int(&k, "ctas", ctas, err);
   st_params_set_int(&k, "mtiles", 1, err);
   if (chunk >= 0) st_params_set_int(&l, "chunk", chunk, err);
+  if (overlap >= 0) st_params_set_int(&l, "overlap", overlap, err);
   return st_sparse_attn_config_from_params(&k, &l, c, err);
+}
+
+static st_status block_config(const char *part, int ctas, int tokens, int stages, int chunk, st_sparse_attn_config *c,
+                              st_err *err) {
+  return block_config_ov(part, ctas, tokens, stages, chunk, -1, c, err);
 }
 
 /* Block-major variants (templates/sparse_attn_block.cu): parameters, fit
@@ -280,12 +287,55 @@ static void test_block_major_variants_plan_chunks_and_workspace(void **state) {
   assert_true(p.off_part_o + (size_t)HKV * 1024 * TOPK * 16 * D * 4 <= p.workspace_bytes);
 
   /* The launcher refuses before touching the driver (cu is not needed). */
-  assert_int_equal(st_sparse_attn_launch(NULL, (CUfunction)FAKE(8), NULL, &p, FAKE(0x1000), p.workspace_bytes, NULL, &err),
+  assert_int_equal(st_sparse_attn_launch(NULL, (CUfunction)FAKE(8), NULL, &p, FAKE(0x1000), p.workspace_bytes, NULL, NULL, &err),
                    ST_ERR_INVALID_ARG);
   assert_non_null(strstr(err.msg, "needs its merge kernel"));
   assert_int_equal(
-      st_sparse_attn_launch(NULL, (CUfunction)FAKE(8), (CUfunction)FAKE(16), &p, FAKE(0x1000), 4096, NULL, &err),
+      st_sparse_attn_launch(NULL, (CUfunction)FAKE(8), (CUfunction)FAKE(16), &p, FAKE(0x1000), 4096, NULL, NULL, &err),
       ST_ERR_WORKSPACE);
+  assert_non_null(strstr(err.msg, "smaller than the"));
+}
+
+/* overlap: the same chunks in two workspace halves (offsets within a
+ * half), and a side stream required at launch. */
+static void test_overlapped_chunks_take_two_workspace_halves(void **state) {
+  (void)state;
+  st_err err = {{0}};
+  st_sparse_attn_config c;
+  assert_int_equal(block_config_ov("bf16", 2, 4, 1, 0, 2, &c, &err), ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "overlap"));
+  assert_int_equal(block_config_ov("bf16", 2, 4, 1, 0, -1, &c, &err), ST_OK);
+  assert_int_equal(c.overlap, 0); /* absent: recorded before the parameter */
+  const st_sparse_attn_args a = valid_args();
+  st_sparse_attn_plan one, two;
+  assert_int_equal(st_sparse_attn_plan_make(&c, &a, 132, &one, &err), ST_OK);
+  assert_int_equal(one.overlap, 0);
+  assert_int_equal(one.half_bytes, one.workspace_bytes);
+  assert_int_equal(block_config_ov("bf16", 2, 4, 1, 0, 1, &c, &err), ST_OK);
+  assert_int_equal(c.overlap, 1);
+  assert_int_equal(st_sparse_attn_plan_make(&c, &a, 132, &two, &err), ST_OK);
+  assert_int_equal(two.overlap, 1);
+  assert_int_equal(two.chunk_q, one.chunk_q); /* the budget holds per half */
+  assert_int_equal(two.half_bytes, one.workspace_bytes);
+  assert_int_equal(two.workspace_bytes, 2 * one.workspace_bytes);
+  assert_int_equal(two.off_part_o, one.off_part_o);
+  assert_true(two.half_bytes % 256 == 0); /* the second half starts aligned */
+  assert_int_equal(st_sparse_attn_launch(NULL, (CUfunction)FAKE(8), (CUfunction)FAKE(16), &two, FAKE(0x1000),
+                                         two.workspace_bytes, NULL, NULL, &err),
+                   ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "needs a side stream"));
+  const st_side_stream none = {0};
+  assert_int_equal(st_sparse_attn_launch(NULL, (CUfunction)FAKE(8), (CUfunction)FAKE(16), &two, FAKE(0x1000),
+                                         two.workspace_bytes, NULL, &none, &err),
+                   ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "needs a side stream"));
+  assert_int_equal(st_sparse_attn_launch(NULL, (CUfunction)FAKE(8), (CUfunction)FAKE(16), &two, FAKE(0x1000),
+                                         one.workspace_bytes, NULL, &none, &err),
+                   ST_ERR_INVALID_ARG); /* the side stream is checked first; then the size: */
+  st_side_stream fake = {.stream = (CUstream)FAKE(32)};
+  assert_int_equal(st_sparse_attn_launch(NULL, (CUfunction)FAKE(8), (CUfunction)FAKE(16), &two, FAKE(0x1000),
+                                         one.workspace_bytes, NULL, &fake, &err),
+                   ST_ERR_WORKSPACE);
   assert_non_null(strstr(err.msg, "smaller than the"));
 }
 
@@ -307,6 +357,7 @@ int main(void) {
       cmocka_unit_test(test_variant_parameters_and_fit),
       cmocka_unit_test(test_plan_and_shared_memory_follow_the_kernel),
       cmocka_unit_test(test_block_major_variants_plan_chunks_and_workspace),
+      cmocka_unit_test(test_overlapped_chunks_take_two_workspace_halves),
       cmocka_unit_test(test_dispatch_key_counts_query_tokens_as_the_batch),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -248,8 +248,14 @@ end
 -- allows). Small passes keep their partials in L2 between the blocks and
 -- the merge; large ones make fewer launches. Tile variants have no launch
 -- parameter (their names and identities are those of before).
+--
+-- `overlap` 1: each chunk's merge runs on the caller's stream beside the
+-- next chunk's lists and blocks on a side stream (runtime/ops/sparse_attn.c),
+-- in two workspace halves of the same budget each.
 M.chunk_choices = { 0, 256, 1024 }
+M.overlap_choices = { 0, 1 }
 local CHUNK_MAX = 1 << 20
+local CHUNK_BUDGET = 256 << 20 -- ST_SPARSE_ATTN_BLOCK_WS
 
 function M.launch_space(k)
   if k.algo ~= "block" then
@@ -257,13 +263,16 @@ function M.launch_space(k)
   end
   local out = {}
   for _, c in ipairs(M.chunk_choices) do
-    out[#out + 1] = { chunk = c }
+    for _, o in ipairs(M.overlap_choices) do
+      -- overlap 0 stays absent: the launches (names, identities) of before
+      out[#out + 1] = { chunk = c, overlap = o == 1 and 1 or nil }
+    end
   end
   return out
 end
 
 function M.check_launch(l)
-  local unknown = space.unknown_key(l, { chunk = true })
+  local unknown = space.unknown_key(l, { chunk = true, overlap = true })
   if unknown then
     return false, string.format("'%s' is not a launch parameter of %s", unknown, M.name)
   end
@@ -271,13 +280,31 @@ function M.check_launch(l)
   if c ~= nil and (math.type(c) ~= "integer" or c < 0 or c > CHUNK_MAX or c % 64 ~= 0) then
     return false, string.format("launch parameter chunk=%s is not a multiple of 64 in 0..%d", tostring(c), CHUNK_MAX)
   end
+  if l.overlap ~= nil and l.overlap ~= 0 and l.overlap ~= 1 then
+    return false, string.format("launch parameter overlap=%s is not 0 or 1", tostring(l.overlap))
+  end
   return true
 end
 
--- A chunk as large as the batch is the same launch as chunk 0.
+-- Workspace bytes a query token takes in a chunk (its partials and list
+-- entries; runtime/ops/sparse_attn.c adds the per-key arrays).
+local function chunk_bytes_per_token(k, s)
+  local part = k.part == "f32" and 4 or 2
+  return s.Hkv * s.topk * (k.group * (k.head_dim * part + 8) + 8 + 4)
+end
+
+-- A chunk as large as the batch is the same launch as chunk 0; overlap
+-- needs two chunks or more.
 function M.worth(k, l, s, _is_default)
-  if k.algo == "block" and (l.chunk or 0) > 0 and l.chunk >= s.B then
-    return false, string.format("chunk %d holds the whole batch of %d tokens (chunk 0 does the same)", l.chunk, s.B)
+  if k.algo ~= "block" then
+    return true
+  end
+  local chunk = l.chunk or 0
+  if chunk > 0 and chunk >= s.B then
+    return false, string.format("chunk %d holds the whole batch of %d tokens (chunk 0 does the same)", chunk, s.B)
+  end
+  if (l.overlap or 0) == 1 and chunk == 0 and s.B * chunk_bytes_per_token(k, s) <= CHUNK_BUDGET then
+    return false, string.format("the batch of %d tokens is one chunk: nothing to overlap", s.B)
   end
   return true
 end
@@ -308,7 +335,7 @@ function M.variant_name(k, l)
   if k.algo == "block" then
     return string.format("%s.%s.d%d.g%d.block.t%d.s%d.%s.p%s.c%d/%s", M.name, k.dtype, k.head_dim, k.group,
       k.tokens, k.stages, k.mma == "wgmma" and "wg" or ("m" .. k.mtiles), k.part, k.ctas,
-      (l.chunk or 0) == 0 and "auto" or ("q" .. l.chunk))
+      ((l.chunk or 0) == 0 and "auto" or ("q" .. l.chunk)) .. ((l.overlap or 0) == 1 and ".ov" or ""))
   end
   return string.format("%s.%s.d%d.g%d.t%d.k%d.s%d%s", M.name, k.dtype, k.head_dim, k.group, k.tokens, k.topk, k.stages,
     k.mtiles == 2 and ".m2" or "")

@@ -84,6 +84,10 @@ st_status st_sparse_attn_config_from_params(const st_params *kernel, const st_pa
         return st_fail(err, ST_ERR_INVALID_ARG, "launch parameter chunk=%lld is not a multiple of 64", v);
       cfg->chunk_q = (int)v;
     }
+    if (launch && st_params_get(launch, "overlap")) { /* absent: recorded before overlapped chunks */
+      if ((s = st_params_get_int(launch, "overlap", 0, 1, &v, err)) != ST_OK) return s;
+      cfg->overlap = (int)v;
+    }
   }
   return ST_OK;
 }
@@ -266,7 +270,9 @@ static st_status plan_block(const st_sparse_attn_config *cfg, const st_sparse_at
   plan->algo = ST_SPARSE_ATTN_BLOCK;
   plan->chunk_q = (int)chunk;
   plan->max_keys = (int)max_keys;
-  plan->workspace_bytes = block_workspace(cfg, Hkv, topk, max_keys, chunk, plan);
+  plan->overlap = cfg->overlap;
+  plan->half_bytes = block_workspace(cfg, Hkv, topk, max_keys, chunk, plan);
+  plan->workspace_bytes = plan->half_bytes * (cfg->overlap ? 2 : 1);
   plan->tokens = cfg->tokens;
   const int64_t items = block_items(Hkv, chunk, topk, cfg->tokens, max_keys);
   if (items > ST_MAX_GRID_X)
@@ -311,50 +317,77 @@ static st_status launch_one(const st_cu *cu, CUfunction fn, unsigned gx, unsigne
   return ST_OK;
 }
 
+/* Points the params' workspace pieces into the half that starts at `ws`. */
+static void set_workspace(const st_sparse_attn_plan *plan, char *ws, st_sparse_attn_params *p) {
+  p->ws_header = (uint32_t *)(ws + plan->off_header);
+  p->ws_count = (int32_t *)(ws + plan->off_count);
+  p->ws_offset = (int32_t *)(ws + plan->off_offset);
+  p->ws_item = (int32_t *)(ws + plan->off_item);
+  p->ws_key = (int32_t *)(ws + plan->off_key);
+  p->ws_rank = (int32_t *)(ws + plan->off_rank);
+  p->ws_item_rec = (int32_t *)(ws + plan->off_item_rec);
+  p->ws_part_ml = (float *)(ws + plan->off_part_ml);
+  p->ws_part_o = ws + plan->off_part_o;
+}
+
 /* Block-major: per chunk, count, scatter, blocks and merge (the template's
- * file comment). */
+ * file comment). With overlap, chunk c's count, scatter and blocks run on
+ * the side stream in workspace half c % 2, after the merge of chunk c - 2
+ * (the half's previous user) has finished, and its merge on `stream` after
+ * its blocks: that merge (HBM-bound reads of the partials) then runs beside
+ * chunk c + 1's blocks (L2-bound), whose CTAs the side stream's priority
+ * places first. `stream` waits for every chunk's blocks, so the side
+ * stream's work is joined back by the last merge. */
 static st_status launch_block(const st_cu *cu, CUfunction main_fn, CUfunction merge_fn,
-                              const st_sparse_attn_plan *plan, char *ws, CUstream stream, st_err *err) {
+                              const st_sparse_attn_plan *plan, char *ws, CUstream stream,
+                              const st_side_stream *side, st_err *err) {
   st_sparse_attn_params p = plan->params;
-  p.ws_header = (uint32_t *)(ws + plan->off_header);
-  p.ws_count = (int32_t *)(ws + plan->off_count);
-  p.ws_offset = (int32_t *)(ws + plan->off_offset);
-  p.ws_item = (int32_t *)(ws + plan->off_item);
-  p.ws_key = (int32_t *)(ws + plan->off_key);
-  p.ws_rank = (int32_t *)(ws + plan->off_rank);
-  p.ws_item_rec = (int32_t *)(ws + plan->off_item_rec);
-  p.ws_part_ml = (float *)(ws + plan->off_part_ml);
-  p.ws_part_o = ws + plan->off_part_o;
   const int64_t total_q = p.total_q, Hkv = p.num_kv_heads;
   st_status st = ST_OK;
   if (plan->kv_maps && ((st = st_tensor_map_pages(cu, &plan->k_cache, "k_cache", &p.k_map, err)) != ST_OK ||
                         (st = st_tensor_map_pages(cu, &plan->v_cache, "v_cache", &p.v_map, err)) != ST_OK))
     return st;
-  for (int64_t q0 = 0; q0 < total_q && st == ST_OK; q0 += plan->chunk_q) {
+  const CUstream lists = plan->overlap ? side->stream : stream; /* count, scatter and blocks */
+  if (plan->overlap) {
+    ST_CU_TRY(cu, cu->cuEventRecord(side->fork, stream), err);
+    ST_CU_TRY(cu, cu->cuStreamWaitEvent(side->stream, side->fork, 0), err);
+  }
+  int64_t c = 0;
+  for (int64_t q0 = 0; q0 < total_q && st == ST_OK; q0 += plan->chunk_q, c++) {
     const int64_t nq = total_q - q0 < plan->chunk_q ? total_q - q0 : plan->chunk_q;
     const unsigned steps = (unsigned)ceil_div(Hkv * nq * p.topk, ST_SPARSE_ATTN_STEP_THREADS);
+    const int half = plan->overlap ? (int)(c & 1) : 0;
+    set_workspace(plan, ws + (size_t)half * plan->half_bytes, &p);
+    if (plan->overlap && c >= 2) ST_CU_TRY(cu, cu->cuStreamWaitEvent(side->stream, side->freed[half], 0), err);
     p.q0 = (int32_t)q0;
     p.nq = (int32_t)nq;
     p.step = 0;
-    if ((st = launch_one(cu, merge_fn, steps, 1, ST_SPARSE_ATTN_STEP_THREADS, 0, &p, stream, err)) != ST_OK) break;
+    if ((st = launch_one(cu, merge_fn, steps, 1, ST_SPARSE_ATTN_STEP_THREADS, 0, &p, lists, err)) != ST_OK) break;
     p.step = 1;
-    if ((st = launch_one(cu, merge_fn, steps, 1, ST_SPARSE_ATTN_STEP_THREADS, 0, &p, stream, err)) != ST_OK) break;
+    if ((st = launch_one(cu, merge_fn, steps, 1, ST_SPARSE_ATTN_STEP_THREADS, 0, &p, lists, err)) != ST_OK) break;
     const int64_t items = block_items(Hkv, nq, p.topk, plan->tokens, plan->max_keys);
     const unsigned ctas = (unsigned)(items < plan->persistent ? items : plan->persistent);
-    st = launch_one(cu, main_fn, ctas, 1, plan->block, plan->smem_bytes, &p, stream, err);
+    st = launch_one(cu, main_fn, ctas, 1, plan->block, plan->smem_bytes, &p, lists, err);
     if (st != ST_OK) break;
+    if (plan->overlap) {
+      ST_CU_TRY(cu, cu->cuEventRecord(side->done, side->stream), err);
+      ST_CU_TRY(cu, cu->cuStreamWaitEvent(stream, side->done, 0), err);
+    }
     p.step = 2;
     st = launch_one(cu, merge_fn, (unsigned)nq, (unsigned)Hkv, ST_SPARSE_ATTN_STEP_THREADS, 0, &p, stream, err);
+    if (st == ST_OK && plan->overlap) ST_CU_TRY(cu, cu->cuEventRecord(side->freed[half], stream), err);
   }
   return st;
 }
 
 st_status st_sparse_attn_launch(const st_cu *cu, CUfunction main_fn, CUfunction merge_fn,
                                 const st_sparse_attn_plan *plan, void *workspace, size_t workspace_bytes,
-                                CUstream stream, st_err *err) {
+                                CUstream stream, const st_side_stream *side, st_err *err) {
   if (!main_fn) return st_fail(err, ST_ERR_INVALID_ARG, "sparse_attn kernel is NULL");
   if (plan->algo == ST_SPARSE_ATTN_BLOCK && !merge_fn)
     return st_fail(err, ST_ERR_INVALID_ARG, "block-major sparse_attn needs its merge kernel");
+  if (plan->algo == ST_SPARSE_ATTN_BLOCK && plan->overlap && (!side || !side->stream))
+    return st_fail(err, ST_ERR_INVALID_ARG, "block-major sparse_attn with overlap needs a side stream");
   if (plan->workspace_bytes > 0 && (!workspace || workspace_bytes < plan->workspace_bytes))
     return st_fail(err, ST_ERR_WORKSPACE, "workspace of %zu bytes at %p is smaller than the %zu bytes needed",
                    workspace ? workspace_bytes : 0, workspace, plan->workspace_bytes);
@@ -363,7 +396,8 @@ st_status st_sparse_attn_launch(const st_cu *cu, CUfunction main_fn, CUfunction 
     ST_CU_TRY(cu,
               cu->cuFuncSetAttribute(main_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)plan->smem_bytes),
               err);
-  if (plan->algo == ST_SPARSE_ATTN_BLOCK) return launch_block(cu, main_fn, merge_fn, plan, workspace, stream, err);
+  if (plan->algo == ST_SPARSE_ATTN_BLOCK)
+    return launch_block(cu, main_fn, merge_fn, plan, workspace, stream, side, err);
   st_sparse_attn_params params = plan->params;
   return launch_one(cu, main_fn, plan->grid[0], plan->grid[1], plan->block, plan->smem_bytes, &params, stream, err);
 }

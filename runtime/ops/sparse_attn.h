@@ -12,6 +12,7 @@
 #include "cuda_driver.h"
 #include "error.h"
 #include "params.h"
+#include "ops/side_stream.h"
 #include "params/sparse_attn.h" /* templates/: the kernel argument block */
 #include "sparsetune.h"
 
@@ -31,7 +32,7 @@ typedef enum st_sparse_attn_algo {
 } st_sparse_attn_algo;
 
 /* A variant: compile-time parameters, and for block-major ones the launch
- * parameter chunk. */
+ * parameters chunk and overlap. */
 typedef struct st_sparse_attn_config {
   st_sparse_attn_algo algo;
   st_dtype dtype; /* KV cache: ST_DTYPE_BF16 or ST_DTYPE_FP8_E4M3            */
@@ -48,6 +49,9 @@ typedef struct st_sparse_attn_config {
                      head_dim 128, mtiles 1); 0 = mma.sync per warp        */
   int chunk_q;    /* block, launch parameter `chunk`: query tokens per pass
                      (a multiple of 64; 0: as many as the workspace budget allows) */
+  int overlap;    /* block, launch parameter `overlap`: 1 = each chunk's merge runs
+                     on the caller's stream beside the next chunk's count, scatter
+                     and blocks on a side stream (two workspace halves) */
 } st_sparse_attn_config;
 
 /* Reads a config from the variant's parameters (names as in
@@ -73,9 +77,10 @@ unsigned st_sparse_attn_smem_bytes(const st_sparse_attn_config *cfg);
 
 /* Block-major: the batch runs in chunks of `chunk_q` query tokens (the
  * workspace holds one chunk's lists and partials, ST_SPARSE_ATTN_BLOCK_WS
- * bytes at most where a chunk of 64 tokens fits), each through four launches:
- * count and scatter (count_grid CTAs of 256 threads), the blocks (at most
- * items_bound CTAs) and the merge (a CTA per token and kv head). */
+ * bytes at most where a chunk of 64 tokens fits; overlap: two such halves,
+ * chunk c in half c % 2), each through four launches: count and scatter
+ * (count_grid CTAs of 256 threads), the blocks (at most items_bound CTAs)
+ * and the merge (a CTA per token and kv head). */
 #define ST_SPARSE_ATTN_BLOCK_WS (256u << 20)
 #define ST_SPARSE_ATTN_STEP_THREADS 256
 
@@ -88,6 +93,8 @@ typedef struct st_sparse_attn_plan {
   /* block-major only */
   int algo, chunk_q, max_keys, tokens, persistent; /* persistent: block CTAs a launch */
   int kv_maps;                                     /* bf16 on wgmma: params' k_map / v_map encoded at launch */
+  int overlap;                                     /* merges on the caller's stream, the rest on a side stream */
+  size_t half_bytes;                               /* overlap: bytes of one workspace half (offsets: in a half) */
   st_tensor k_cache, v_cache;                      /* the views they map                                      */
   size_t off_header, off_count, off_offset, off_item, off_key, off_rank, off_item_rec, off_part_ml, off_part_o;
 } st_sparse_attn_plan;
@@ -99,10 +106,13 @@ st_status st_sparse_attn_plan_make(const st_sparse_attn_config *cfg, const st_sp
 
 /* Launches the planned kernels on `stream`; `merge_fn` may be NULL for tile
  * variants, and `workspace` must hold plan->workspace_bytes, cleared once
- * (block-major variants leave it cleared). */
+ * (block-major variants leave it cleared). `side` is needed only when
+ * plan->overlap (else NULL is fine); its owner lets one launch enqueue on it
+ * at a time. Work on the side stream is joined back into `stream` before
+ * this returns, so `stream` alone orders what comes after. */
 st_status st_sparse_attn_launch(const st_cu *cu, CUfunction main_fn, CUfunction merge_fn,
                                 const st_sparse_attn_plan *plan, void *workspace, size_t workspace_bytes,
-                                CUstream stream, st_err *err);
+                                CUstream stream, const st_side_stream *side, st_err *err);
 
 /* The dispatch key: "sparse_attn:B=4096,D=128,Hkv=2,Hq=32,dtype=bf16,topk=16",
  * B being total_q (the query tokens of the call: winners of the nearest

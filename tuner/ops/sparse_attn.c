@@ -35,6 +35,7 @@ typedef struct sa_case {
   float *got_lse;
   CUdeviceptr d_q, d_idx, d_bt, d_cu, d_seq, d_o, d_lse;
   st_sparse_attn_args args;
+  st_side_stream side; /* for variants with overlap; made at the first such bind */
 } sa_case;
 
 typedef struct sa_bound {
@@ -53,6 +54,7 @@ static void case_destroy(void *p) {
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     if (bufs[i]) c->cu->cuMemFree(bufs[i]);
   st_attn_kv_free(c->cu, &c->kv);
+  st_side_stream_destroy(c->cu, &c->side);
   void *host[] = {c->h_q, c->h_idx, c->h_bt, c->h_cu, c->h_seq, c->ref_o, c->ref_lse, c->got_o, c->got_lse};
   for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
   free(c);
@@ -220,6 +222,7 @@ static st_status bind(void *pc, const st_params *kernel, const st_params *launch
       (s = st_sparse_attn_check_fit(&b->cfg, &c->args, err)) ||
       (s = st_sparse_attn_plan_make(&b->cfg, &c->args, c->dev.sm_count, &b->plan, err)))
     goto fail;
+  if (b->plan.overlap && !c->side.stream && (s = st_side_stream_create(c->cu, &c->side, err)) != ST_OK) goto fail;
   CUresult rc = c->cu->cuModuleGetFunction(&b->main_fn, mod, ST_SPARSE_ATTN_MAIN_KERNEL);
   if (rc == CUDA_SUCCESS && b->cfg.algo == ST_SPARSE_ATTN_BLOCK)
     rc = c->cu->cuModuleGetFunction(&b->merge_fn, mod, ST_SPARSE_ATTN_MERGE_KERNEL);
@@ -273,7 +276,7 @@ static st_status launch(void *pb, CUstream stream, st_err *err) {
     return s == ST_OK ? ST_OK : st_fail(err, s, "runtime: %s", st_last_error(b->rt));
   }
   return st_sparse_attn_launch(b->c->cu, b->main_fn, b->merge_fn, &b->plan, (void *)(uintptr_t)b->ws,
-                               b->plan.workspace_bytes, stream, err);
+                               b->plan.workspace_bytes, stream, &b->c->side, err);
 }
 
 static st_status verify(void *pb, CUstream stream, int *ok, double *max_err, char *msg, size_t cap, st_err *err) {
