@@ -26,7 +26,8 @@
 //     common/attn_wgmma.cuh, with q, K and V in 64-dim panels), and per
 //     (entry, q head) the partial state (m, l) and O / l.
 //   st_sparse_attn_merge, step 2 (merge): per (token, kv head) the topk
-//     partials into o and lse.
+//     partials into o and lse (a CTA per pair, or one CTA an SM walking
+//     them when the merge runs beside the next chunk's blocks).
 // A block listed twice by a token is two entries, two partials of equal
 // weight: the same as the contract's "counts twice".
 //
@@ -198,17 +199,19 @@ __device__ void st_scatter_entries(const st_sparse_attn_params &p) {
 
 // ---- step 2: merge -------------------------------------------------------------
 
-// Grid (nq, Hkv): token q0 + blockIdx.x, kv head blockIdx.y. First every
-// (entry, q head)'s weight l_k 2^(m_k - m) / L into shared memory (all
-// loads at once: v1 walked the entries one dependent load chain at a
-// time), then a thread per 8 dimensions of a q head sums the weighted
-// partial outputs.
+// A 1-d grid over the chunk's (token, kv head) pairs x = g * nq + il
+// (token q0 + il, kv head g): a CTA a pair, or fewer CTAs each taking every
+// gridDim.x-th pair (overlapped chunks: one CTA an SM, so that the next
+// chunk's blocks CTAs still fit beside it; runtime/ops/sparse_attn.c).
+// Per pair, first every (entry, q head)'s weight l_k 2^(m_k - m) / L into
+// shared memory (all loads at once: v1 walked the entries one dependent
+// load chain at a time), then a thread per 8 dimensions of a q head sums
+// the weighted partial outputs.
 constexpr int MERGE_TOPK = 64; // the op's largest topk
 
-__device__ void st_merge_partials(const st_sparse_attn_params &p) {
-  __shared__ float s_w[MERGE_TOPK][GROUP];
-  __shared__ float2 s_ml[MERGE_TOPK][GROUP];
-  const int il = blockIdx.x, g = blockIdx.y, i = p.q0 + il, topk = p.topk;
+__device__ void st_merge_pair(const st_sparse_attn_params &p, int il, int g, float (&s_w)[MERGE_TOPK][GROUP],
+                              float2 (&s_ml)[MERGE_TOPK][GROUP]) {
+  const int i = p.q0 + il, topk = p.topk;
   const int64_t e0 = ((int64_t)g * p.nq + il) * topk;
   for (int x = threadIdx.x; x < topk * GROUP; x += STEP_THREADS) {
     const int k = x / GROUP, h = x % GROUP;
@@ -237,7 +240,7 @@ __device__ void st_merge_partials(const st_sparse_attn_params &p) {
   for (int piece = threadIdx.x; piece < GROUP * (HEAD_DIM / 8); piece += STEP_THREADS) {
     const int h = piece / (HEAD_DIM / 8), d = (piece - h * (HEAD_DIM / 8)) * 8;
     float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-#pragma unroll 4
+#pragma unroll 8
     for (int k = 0; k < topk; k++) {
       const float w = s_w[k][h];
       if (w == 0.f) continue; // not valid: its partial was never written
@@ -264,6 +267,16 @@ __device__ void st_merge_partials(const st_sparse_attn_params &p) {
 #pragma unroll
     for (int c = 0; c < 4; c++) two[c] = st_pack_bf16(acc[2 * c] * p.v_scale, acc[2 * c + 1] * p.v_scale);
     *(uint4 *)out = make_uint4(two[0], two[1], two[2], two[3]);
+  }
+}
+
+__device__ void st_merge_partials(const st_sparse_attn_params &p) {
+  __shared__ float s_w[MERGE_TOPK][GROUP];
+  __shared__ float2 s_ml[MERGE_TOPK][GROUP];
+  const int pairs = p.nq * p.num_kv_heads;
+  for (int x = blockIdx.x; x < pairs; x += gridDim.x) {
+    st_merge_pair(p, x % p.nq, x / p.nq, s_w, s_ml);
+    __syncthreads(); // s_w and s_ml are read until here
   }
 }
 
