@@ -26,8 +26,7 @@
 //     common/attn_wgmma.cuh, with q, K and V in 64-dim panels), and per
 //     (entry, q head) the partial state (m, l) and O / l.
 //   st_sparse_attn_merge, step 2 (merge): per (token, kv head) the topk
-//     partials into o and lse (a CTA per pair, or one CTA an SM walking
-//     them when the merge runs beside the next chunk's blocks).
+//     partials into o and lse.
 // A block listed twice by a token is two entries, two partials of equal
 // weight: the same as the contract's "counts twice".
 //
@@ -200,9 +199,8 @@ __device__ void st_scatter_entries(const st_sparse_attn_params &p) {
 // ---- step 2: merge -------------------------------------------------------------
 
 // A 1-d grid over the chunk's (token, kv head) pairs x = g * nq + il
-// (token q0 + il, kv head g): a CTA a pair, or fewer CTAs each taking every
-// gridDim.x-th pair (overlapped chunks: one CTA an SM, so that the next
-// chunk's blocks CTAs still fit beside it; runtime/ops/sparse_attn.c).
+// (token q0 + il, kv head g): a CTA a pair as launched; a smaller grid
+// takes every gridDim.x-th pair.
 // Per pair, first every (entry, q head)'s weight l_k 2^(m_k - m) / L into
 // shared memory (all loads at once: v1 walked the entries one dependent
 // load chain at a time), then a thread per 8 dimensions of a q head sums
