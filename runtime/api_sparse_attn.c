@@ -67,8 +67,8 @@ static st_status launch(st_handle *h, const st_dispatch_choice *choice, const st
   if (st != ST_OK) return st;
   const st_module *m = choice->loaded;
   if (!plan->overlap) {
-    st = st_sparse_attn_launch(h->cu, m->main_fn, m->merge_fn, plan, workspace, workspace_bytes, (CUstream)stream,
-                               NULL, err);
+    st = st_sparse_attn_launch(h->cu, m->main_fn, m->merge_fn, plan, workspace, workspace_bytes, (CUstream)stream, NULL,
+                               err);
   } else { /* the handle's side stream, one launch at a time (handle.h) */
     pthread_mutex_lock(&h->side_lock);
     if (!h->side.stream) st = st_side_stream_create(h->cu, &h->side, err);

@@ -163,7 +163,7 @@ st_status st_handle_alloc(st_handle **out, st_err *err) {
 
 void st_handle_free(st_handle *h) {
   if (!h) return;
-  st_module_cache_free(&h->modules);                             /* before the context goes */
+  st_module_cache_free(&h->modules); /* before the context goes */
   if (h->side.stream && h->cu->cuCtxPushCurrent(h->ctx) == CUDA_SUCCESS) {
     CUcontext popped = NULL;
     st_side_stream_destroy(h->cu, &h->side);

@@ -161,7 +161,8 @@ static void test_plan_and_shared_memory_follow_the_kernel(void **state) {
   assert_int_equal(st_sparse_attn_threads(&c), 128); /* 16 rows: one math warp, four for the copies */
   c = config("bf16", 2, 4, 64, 1);
   assert_int_equal(st_sparse_attn_threads(&c), 128); /* 8 rows padded to one m-tile */
-  assert_int_equal(st_sparse_attn_smem_bytes(&c), 16 * D * 2 + 2 * 128 * D * 2 + 256 * 16 + 512 * 12 + 256 * 4 * 4 + 4 * 8);
+  assert_int_equal(st_sparse_attn_smem_bytes(&c),
+                   16 * D * 2 + 2 * 128 * D * 2 + 256 * 16 + 512 * 12 + 256 * 4 * 4 + 4 * 8);
   st_sparse_attn_args a = valid_args();
   st_sparse_attn_plan p;
   c = config("bf16", 16, 8, 16, 2);
@@ -287,8 +288,9 @@ static void test_block_major_variants_plan_chunks_and_workspace(void **state) {
   assert_true(p.off_part_o + (size_t)HKV * 1024 * TOPK * 16 * D * 4 <= p.workspace_bytes);
 
   /* The launcher refuses before touching the driver (cu is not needed). */
-  assert_int_equal(st_sparse_attn_launch(NULL, (CUfunction)FAKE(8), NULL, &p, FAKE(0x1000), p.workspace_bytes, NULL, NULL, &err),
-                   ST_ERR_INVALID_ARG);
+  assert_int_equal(
+      st_sparse_attn_launch(NULL, (CUfunction)FAKE(8), NULL, &p, FAKE(0x1000), p.workspace_bytes, NULL, NULL, &err),
+      ST_ERR_INVALID_ARG);
   assert_non_null(strstr(err.msg, "needs its merge kernel"));
   assert_int_equal(
       st_sparse_attn_launch(NULL, (CUfunction)FAKE(8), (CUfunction)FAKE(16), &p, FAKE(0x1000), 4096, NULL, NULL, &err),

@@ -80,8 +80,7 @@ st_status st_sparse_attn_config_from_params(const st_params *kernel, const st_pa
     cfg->ctas = (int)v;
     if (launch && st_params_get(launch, "chunk")) {
       if ((s = st_params_get_int(launch, "chunk", 0, ST_SPARSE_ATTN_MAX_CHUNK, &v, err)) != ST_OK) return s;
-      if (v % 64)
-        return st_fail(err, ST_ERR_INVALID_ARG, "launch parameter chunk=%lld is not a multiple of 64", v);
+      if (v % 64) return st_fail(err, ST_ERR_INVALID_ARG, "launch parameter chunk=%lld is not a multiple of 64", v);
       cfg->chunk_q = (int)v;
     }
     if (launch && st_params_get(launch, "overlap")) { /* absent: recorded before overlapped chunks */
@@ -245,16 +244,17 @@ static st_status plan_block(const st_sparse_attn_config *cfg, const st_sparse_at
   /* Keys are int32 in the kernels, a kv head's entries of a chunk 23 bits
    * (the lists pack the visible tokens beside them). */
   if (max_keys >= INT32_MAX)
-    return st_fail(err, ST_ERR_UNSUPPORTED, "block-major sparse_attn: %lld keys (kv heads x requests x blocks) exceed "
-                   "int32", (long long)max_keys);
+    return st_fail(err, ST_ERR_UNSUPPORTED,
+                   "block-major sparse_attn: %lld keys (kv heads x requests x blocks) exceed int32",
+                   (long long)max_keys);
   const int64_t max_chunk = ((1 << 23) - 1) / topk / 64 * 64;
   /* The most tokens a chunk may hold within the workspace budget, in steps
    * of 64; at least 64, at most the batch. */
   int64_t chunk = cfg->chunk_q > 0 && cfg->chunk_q < total_q ? cfg->chunk_q : total_q;
   if (chunk > max_chunk) chunk = max_chunk;
   if (cfg->chunk_q == 0 && block_workspace(cfg, Hkv, topk, max_keys, chunk, plan) > ST_SPARSE_ATTN_BLOCK_WS) {
-    const size_t per_token = block_workspace(cfg, Hkv, topk, max_keys, 65, plan) -
-                             block_workspace(cfg, Hkv, topk, max_keys, 1, plan);
+    const size_t per_token =
+        block_workspace(cfg, Hkv, topk, max_keys, 65, plan) - block_workspace(cfg, Hkv, topk, max_keys, 1, plan);
     chunk = (int64_t)(ST_SPARSE_ATTN_BLOCK_WS / (per_token / 64 + 1)) / 64 * 64;
     if (chunk < 64) chunk = 64;
     if (chunk > total_q) chunk = total_q;
@@ -338,9 +338,8 @@ static void set_workspace(const st_sparse_attn_plan *plan, char *ws, st_sparse_a
  * chunk c + 1's blocks (L2-bound), whose CTAs the side stream's priority
  * places first. `stream` waits for every chunk's blocks, so the side
  * stream's work is joined back by the last merge. */
-static st_status launch_block(const st_cu *cu, CUfunction main_fn, CUfunction merge_fn,
-                              const st_sparse_attn_plan *plan, char *ws, CUstream stream,
-                              const st_side_stream *side, st_err *err) {
+static st_status launch_block(const st_cu *cu, CUfunction main_fn, CUfunction merge_fn, const st_sparse_attn_plan *plan,
+                              char *ws, CUstream stream, const st_side_stream *side, st_err *err) {
   st_sparse_attn_params p = plan->params;
   const int64_t total_q = p.total_q, Hkv = p.num_kv_heads;
   st_status st = ST_OK;

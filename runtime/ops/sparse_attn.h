@@ -11,8 +11,8 @@
 
 #include "cuda_driver.h"
 #include "error.h"
-#include "params.h"
 #include "ops/side_stream.h"
+#include "params.h"
 #include "params/sparse_attn.h" /* templates/: the kernel argument block */
 #include "sparsetune.h"
 
