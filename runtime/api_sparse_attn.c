@@ -53,11 +53,25 @@ st_status st_sparse_attn_workspace_size(st_handle *handle, const st_sparse_attn_
   return ST_OK;
 }
 
+/* The handle's side stream, made if it is not yet; the caller holds
+ * side_lock with the handle's context current. */
+static st_status side_stream(st_handle *h, st_err *err) {
+  return h->side.stream ? ST_OK : st_side_stream_create(h->cu, &h->side, err);
+}
+
 st_status st_sparse_attn_prepare(st_handle *handle, const st_sparse_attn_args *args) {
   st_err err = {{0}};
   if (!handle) return st_api_fail(NULL, st_fail(&err, ST_ERR_INVALID_ARG, "handle is NULL"), &err);
   st_sparse_attn_plan plan;
   st_status st = resolve_shape(handle, args, &plan, &err);
+  /* Overlapped chunks: the side stream now, not at the first launch (which
+   * may be inside a graph capture). */
+  if (st == ST_OK && plan.overlap && (st = st_api_push_ctx(handle, &err)) == ST_OK) {
+    pthread_mutex_lock(&handle->side_lock);
+    st = side_stream(handle, &err);
+    pthread_mutex_unlock(&handle->side_lock);
+    st_api_pop_ctx(handle);
+  }
   return st == ST_OK ? ST_OK : st_api_fail(handle, st, &err);
 }
 
@@ -71,7 +85,7 @@ static st_status launch(st_handle *h, const st_dispatch_choice *choice, const st
                                err);
   } else { /* the handle's side stream, one launch at a time (handle.h) */
     pthread_mutex_lock(&h->side_lock);
-    if (!h->side.stream) st = st_side_stream_create(h->cu, &h->side, err);
+    st = side_stream(h, err);
     if (st == ST_OK)
       st = st_sparse_attn_launch(h->cu, m->main_fn, m->merge_fn, plan, workspace, workspace_bytes, (CUstream)stream,
                                  &h->side, err);

@@ -228,17 +228,24 @@ typedef struct st_sparse_attn_args {
  * `args` are not read, except whether lse.data is NULL): 0 for the
  * token-tile kernels; the block-major kernels keep one chunk of query
  * tokens' selection lists and partial results there, at most about 256 MiB
- * (the batch runs in as many chunks as that takes). The workspace must be
- * cleared once (st_workspace_clear); the kernels leave it cleared. */
+ * (the batch runs in as many chunks as that takes), or twice that for
+ * variants that overlap one chunk's merge with the next chunk. The
+ * workspace must be cleared once (st_workspace_clear); the kernels leave
+ * it cleared. */
 st_status st_sparse_attn_workspace_size(st_handle *handle, const st_sparse_attn_args *args, size_t *bytes);
 
-/* Loads the module that st_sparse_attn would launch for these arguments. */
+/* Loads the module that st_sparse_attn would launch for these arguments,
+ * and for variants that overlap chunks creates the handle's side stream.
+ * Call it before capturing st_sparse_attn in a CUDA graph. */
 st_status st_sparse_attn_prepare(st_handle *handle, const st_sparse_attn_args *args);
 
 /* Launches sparse_attn on `stream` (a CUstream; NULL = legacy default).
  * Asynchronous; no host synchronization, no allocation; the grids depend on
  * total_q, Hkv, topk and the block table's shape only, never on the
- * device-side lengths. */
+ * device-side lengths. Variants that overlap chunks also run work on the
+ * handle's side stream (greatest priority), forked from and joined back
+ * into `stream` by events, so `stream` alone orders what follows; calls
+ * with such variants enqueue one at a time per handle. */
 st_status st_sparse_attn(st_handle *handle, const st_sparse_attn_args *args, void *workspace,
                          size_t workspace_bytes, void *stream);
 
