@@ -47,8 +47,9 @@ struct st_handle {
   st_module_cache modules;
 
   /* The side stream of launches that fork (sparse_attn with overlap),
-   * created at the first such launch; `side_lock` is held while one of
-   * them enqueues, so its events serve one launch at a time. */
+   * created by st_sparse_attn_prepare or the first such launch; `side_lock`
+   * is held while one of them enqueues, so its events serve one launch at a
+   * time. */
   pthread_mutex_t side_lock;
   st_side_stream side;
 
