@@ -203,18 +203,13 @@ __device__ void st_scatter_entries(const st_sparse_attn_params &p) {
 // STEP_THREADS / 32 warps per STEP_THREADS / 32 pairs as the launcher
 // usually sizes the grid, or one CTA an SM walking all pairs when the
 // merge runs beside the next chunk's blocks (runtime/ops/sparse_attn.c:
-// a grid of thousands of CTAs would take every SM before them). No CTA
-// barrier; each warp's weights in its own topk x GROUP floats of dynamic
-// shared memory (the launcher sizes it), so that it fits beside two
-// blocks CTAs.
+// a grid of thousands of CTAs would take every SM before them). No shared
+// memory and no CTA barrier, so that it fits beside two blocks CTAs.
 //   1. Lane h < GROUP: the head's m = max m_k and L = sum l_k 2^(m_k - m)
-//      over its valid entries (online, one pass with the loads in flight),
-//      then each entry's weight l_k 2^(m_k - m) / L into shared memory.
+//      over its valid entries (online, one pass over topk loads in flight).
 //   2. Each lane takes 16-byte pieces (8 dimensions of a q head) and sums
-//      the entries' O / l_k by their weights. The weights come from shared
-//      memory, so the O loads of an unrolled step do not wait on each other
-//      (v2.11's first warp merge loaded (m, l) in the loop: each O load
-//      waited a round trip for its weight, and the merge was 5x slower).
+//      the entries' O / l_k, each weighted by l_k 2^(m_k - m) / L (the
+//      head's m and 1 / L by a shuffle from lane h).
 constexpr int MERGE_WARPS = STEP_THREADS / 32;
 constexpr int MERGE_PIECES = GROUP * (HEAD_DIM / 8); // 16-byte pieces of a pair's output
 
@@ -241,11 +236,11 @@ __device__ __forceinline__ void st_partial_o8(const st_sparse_attn_params &p, in
   }
 }
 
-__device__ void st_merge_pair_warp(const st_sparse_attn_params &p, int il, int g, float *s_w) {
+__device__ void st_merge_pair_warp(const st_sparse_attn_params &p, int il, int g) {
   const int lane = threadIdx.x & 31, i = p.q0 + il, topk = p.topk;
   const int64_t e0 = ((int64_t)g * p.nq + il) * topk;
+  float m = -ST_INF, L = 0.f;
   if (lane < GROUP) {
-    float m = -ST_INF, L = 0.f;
 #pragma unroll 8
     for (int k = 0; k < topk; k++) {
       const float2 ml = st_partial_ml(p, e0 + k, lane);
@@ -255,24 +250,22 @@ __device__ void st_merge_pair_warp(const st_sparse_attn_params &p, int il, int g
         m = m_new;
       }
     }
-    const float inv_L = L > 0.f ? 1.f / L : 0.f;
-#pragma unroll 8
-    for (int k = 0; k < topk; k++) { // the same loads again, from L1
-      const float2 ml = st_partial_ml(p, e0 + k, lane);
-      s_w[k * GROUP + lane] = ml.y > 0.f ? ml.y * exp2f(ml.x - m) * inv_L : 0.f;
-    }
     if (p.lse)
       p.lse[(int64_t)i * p.lse_stride_row + (int64_t)(g * GROUP + lane) * p.lse_stride_head] =
           L > 0.f ? (m + __log2f(L)) * LN2 : -ST_INF;
   }
-  __syncwarp();
-  for (int piece = lane; piece < MERGE_PIECES; piece += 32) {
-    const int h = piece / (HEAD_DIM / 8), d = (piece - h * (HEAD_DIM / 8)) * 8;
+  const float inv_L = L > 0.f ? 1.f / L : 0.f;
+  for (int base = 0; base < MERGE_PIECES; base += 32) { // warp-uniform trips: the shuffles need every lane
+    const int piece = base + lane, h = piece < MERGE_PIECES ? piece / (HEAD_DIM / 8) : 0;
+    const float m_h = __shfl_sync(0xffffffffu, m, h), inv_h = __shfl_sync(0xffffffffu, inv_L, h);
+    if (piece >= MERGE_PIECES) continue;
+    const int d = (piece - h * (HEAD_DIM / 8)) * 8;
     float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
 #pragma unroll 8
     for (int k = 0; k < topk; k++) {
-      const float w = s_w[k * GROUP + h];
-      if (w == 0.f) continue; // not valid, or no visible key: its O was never written
+      const float2 ml = st_partial_ml(p, e0 + k, h);
+      if (!(ml.y > 0.f)) continue; // not valid, or no visible key: its O was never written
+      const float w = ml.y * exp2f(ml.x - m_h) * inv_h;
       float v[8];
       st_partial_o8(p, e0 + k, h, d, v);
 #pragma unroll
@@ -284,15 +277,12 @@ __device__ void st_merge_pair_warp(const st_sparse_attn_params &p, int il, int g
     for (int c = 0; c < 4; c++) two[c] = st_pack_bf16(acc[2 * c] * p.v_scale, acc[2 * c + 1] * p.v_scale);
     *(uint4 *)out = make_uint4(two[0], two[1], two[2], two[3]);
   }
-  __syncwarp(); // s_w is read until here
 }
 
 __device__ void st_merge_partials(const st_sparse_attn_params &p) {
-  extern __shared__ float s_merge_w[]; // MERGE_WARPS x topk x GROUP weights
-  float *s_w = s_merge_w + (threadIdx.x >> 5) * p.topk * GROUP;
   const int pairs = p.nq * p.num_kv_heads;
   for (int x = blockIdx.x * MERGE_WARPS + (int)(threadIdx.x >> 5); x < pairs; x += gridDim.x * MERGE_WARPS)
-    st_merge_pair_warp(p, x % p.nq, x / p.nq, s_w);
+    st_merge_pair_warp(p, x % p.nq, x / p.nq);
 }
 
 extern "C" __global__ void __launch_bounds__(STEP_THREADS, 4) st_sparse_attn_merge(const st_sparse_attn_params p) {

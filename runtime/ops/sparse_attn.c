@@ -280,8 +280,6 @@ static st_status plan_block(const st_sparse_attn_config *cfg, const st_sparse_at
                    ST_MAX_GRID_X);
   plan->persistent = sm_count * cfg->ctas;
   plan->sm_count = sm_count;
-  /* The merge: each warp's topk x group weights (templates/sparse_attn_block.cu). */
-  plan->merge_smem = (unsigned)(ST_SPARSE_ATTN_STEP_THREADS / 32 * topk * cfg->group * 4);
   plan->kv_maps = cfg->wgmma && cfg->dtype == ST_DTYPE_BF16;
   plan->k_cache = a->k_cache;
   plan->v_cache = a->v_cache;
@@ -382,8 +380,8 @@ static st_status launch_block(const st_cu *cu, CUfunction main_fn, CUfunction me
     p.step = 2;
     const int64_t merge_ctas = ceil_div(nq * Hkv, ST_SPARSE_ATTN_STEP_THREADS / 32);
     const int beside = plan->overlap && q0 + nq < total_q && plan->sm_count < merge_ctas;
-    st = launch_one(cu, merge_fn, (unsigned)(beside ? plan->sm_count : merge_ctas), 1, ST_SPARSE_ATTN_STEP_THREADS,
-                    plan->merge_smem, &p, stream, err);
+    st = launch_one(cu, merge_fn, (unsigned)(beside ? plan->sm_count : merge_ctas), 1, ST_SPARSE_ATTN_STEP_THREADS, 0,
+                    &p, stream, err);
     if (st == ST_OK && plan->overlap) ST_CU_TRY(cu, cu->cuEventRecord(side->freed[half], stream), err);
   }
   return st;
@@ -404,10 +402,6 @@ st_status st_sparse_attn_launch(const st_cu *cu, CUfunction main_fn, CUfunction 
   if (plan->smem_bytes > ST_DEFAULT_SMEM_WITHOUT_OPT_IN - 1024)
     ST_CU_TRY(cu,
               cu->cuFuncSetAttribute(main_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)plan->smem_bytes),
-              err);
-  if (plan->algo == ST_SPARSE_ATTN_BLOCK && plan->merge_smem > ST_DEFAULT_SMEM_WITHOUT_OPT_IN - 4096)
-    ST_CU_TRY(cu,
-              cu->cuFuncSetAttribute(merge_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)plan->merge_smem),
               err);
   if (plan->algo == ST_SPARSE_ATTN_BLOCK)
     return launch_block(cu, main_fn, merge_fn, plan, workspace, stream, side, err);

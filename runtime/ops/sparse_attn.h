@@ -94,7 +94,6 @@ typedef struct st_sparse_attn_plan {
   /* block-major only */
   int algo, chunk_q, max_keys, tokens, persistent; /* persistent: block CTAs a launch */
   int sm_count;                                    /* overlap: the merge's CTAs beside the next chunk     */
-  unsigned merge_smem;                             /* the merge's dynamic shared memory                   */
   int kv_maps;                                     /* bf16 on wgmma: params' k_map / v_map encoded at launch */
   int overlap;                                     /* merges on the caller's stream, the rest on a side stream */
   size_t half_bytes;                               /* overlap: bytes of one workspace half (offsets: in a half) */
