@@ -198,76 +198,65 @@ __device__ void st_scatter_entries(const st_sparse_attn_params &p) {
 
 // ---- step 2: merge -------------------------------------------------------------
 
-// A warp per (token, kv head) pair x = g * nq + il (token q0 + il, kv
-// head g), warps taking pairs x = warp, warp + all warps, ... : a CTA of
-// STEP_THREADS / 32 warps per STEP_THREADS / 32 pairs as the launcher
-// usually sizes the grid, or one CTA an SM walking all pairs when the
-// merge runs beside the next chunk's blocks (runtime/ops/sparse_attn.c:
-// a grid of thousands of CTAs would take every SM before them). No shared
-// memory and no CTA barrier, so that it fits beside two blocks CTAs.
-//   1. Lane h < GROUP: the head's m = max m_k and L = sum l_k 2^(m_k - m)
-//      over its valid entries (online, one pass over topk loads in flight).
-//   2. Each lane takes 16-byte pieces (8 dimensions of a q head) and sums
-//      the entries' O / l_k, each weighted by l_k 2^(m_k - m) / L (the
-//      head's m and 1 / L by a shuffle from lane h).
-constexpr int MERGE_WARPS = STEP_THREADS / 32;
-constexpr int MERGE_PIECES = GROUP * (HEAD_DIM / 8); // 16-byte pieces of a pair's output
+// A 1-d grid over the chunk's (token, kv head) pairs x = g * nq + il
+// (token q0 + il, kv head g): a CTA a pair as launched; a smaller grid
+// takes every gridDim.x-th pair.
+// Per pair, first every (entry, q head)'s weight l_k 2^(m_k - m) / L into
+// shared memory (all loads at once: v1 walked the entries one dependent
+// load chain at a time), then a thread per 8 dimensions of a q head sums
+// the weighted partial outputs.
+constexpr int MERGE_TOPK = 64; // the op's largest topk
 
-__device__ __forceinline__ float2 st_partial_ml(const st_sparse_attn_params &p, int64_t e, int h) {
-  return p.ws_key[e] >= 0 ? __ldcg((const float2 *)(p.ws_part_ml + (e * GROUP + h) * 2)) : make_float2(-ST_INF, 0.f);
-}
-
-// Eight partial output values of entry e, head h, dimensions d .. d + 7
-// (read once: streamed past L1 and first out of L2).
-__device__ __forceinline__ void st_partial_o8(const st_sparse_attn_params &p, int64_t e, int h, int d, float (&v)[8]) {
-  const int64_t at = (e * GROUP + h) * HEAD_DIM + d;
-  if (PART_F32) {
-    const float4 x = __ldcs((const float4 *)((const float *)p.ws_part_o + at)),
-                 y = __ldcs((const float4 *)((const float *)p.ws_part_o + at + 4));
-    v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w, v[4] = y.x, v[5] = y.y, v[6] = y.z, v[7] = y.w;
-  } else {
-    const uint4 x = __ldcs((const uint4 *)((const uint16_t *)p.ws_part_o + at));
-    const uint32_t w4[4] = {x.x, x.y, x.z, x.w};
-#pragma unroll
-    for (int c = 0; c < 4; c++) {
-      v[2 * c] = __uint_as_float(w4[c] << 16);
-      v[2 * c + 1] = __uint_as_float(w4[c] & 0xffff0000u);
-    }
-  }
-}
-
-__device__ void st_merge_pair_warp(const st_sparse_attn_params &p, int il, int g) {
-  const int lane = threadIdx.x & 31, i = p.q0 + il, topk = p.topk;
+__device__ void st_merge_pair(const st_sparse_attn_params &p, int il, int g, float (&s_w)[MERGE_TOPK][GROUP],
+                              float2 (&s_ml)[MERGE_TOPK][GROUP]) {
+  const int i = p.q0 + il, topk = p.topk;
   const int64_t e0 = ((int64_t)g * p.nq + il) * topk;
-  float m = -ST_INF, L = 0.f;
-  if (lane < GROUP) {
-#pragma unroll 8
-    for (int k = 0; k < topk; k++) {
-      const float2 ml = st_partial_ml(p, e0 + k, lane);
-      if (ml.y > 0.f) {
-        const float m_new = fmaxf(m, ml.x);
-        L = L * exp2f(m - m_new) + ml.y * exp2f(ml.x - m_new);
-        m = m_new;
-      }
-    }
-    if (p.lse)
-      p.lse[(int64_t)i * p.lse_stride_row + (int64_t)(g * GROUP + lane) * p.lse_stride_head] =
-          L > 0.f ? (m + __log2f(L)) * LN2 : -ST_INF;
+  for (int x = threadIdx.x; x < topk * GROUP; x += STEP_THREADS) {
+    const int k = x / GROUP, h = x % GROUP;
+    float2 ml = make_float2(-ST_INF, 0.f);
+    if (p.ws_key[e0 + k] >= 0) ml = *(const float2 *)(p.ws_part_ml + ((e0 + k) * GROUP + h) * 2);
+    s_ml[k][h] = ml;
   }
-  const float inv_L = L > 0.f ? 1.f / L : 0.f;
-  for (int base = 0; base < MERGE_PIECES; base += 32) { // warp-uniform trips: the shuffles need every lane
-    const int piece = base + lane, h = piece < MERGE_PIECES ? piece / (HEAD_DIM / 8) : 0;
-    const float m_h = __shfl_sync(0xffffffffu, m, h), inv_h = __shfl_sync(0xffffffffu, inv_L, h);
-    if (piece >= MERGE_PIECES) continue;
-    const int d = (piece - h * (HEAD_DIM / 8)) * 8;
+  __syncthreads();
+  for (int h = threadIdx.x; h < GROUP; h += STEP_THREADS) {
+    float m = -ST_INF;
+    for (int k = 0; k < topk; k++)
+      if (s_ml[k][h].y > 0.f) m = fmaxf(m, s_ml[k][h].x);
+    float l = 0.f;
+    for (int k = 0; k < topk; k++) {
+      const float w = s_ml[k][h].y > 0.f ? s_ml[k][h].y * exp2f(s_ml[k][h].x - m) : 0.f;
+      s_w[k][h] = w;
+      l += w;
+    }
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    for (int k = 0; k < topk; k++) s_w[k][h] *= inv;
+    if (p.lse)
+      p.lse[(int64_t)i * p.lse_stride_row + (int64_t)(g * GROUP + h) * p.lse_stride_head] =
+          l > 0.f ? (m + __log2f(l)) * LN2 : -ST_INF;
+  }
+  __syncthreads();
+  for (int piece = threadIdx.x; piece < GROUP * (HEAD_DIM / 8); piece += STEP_THREADS) {
+    const int h = piece / (HEAD_DIM / 8), d = (piece - h * (HEAD_DIM / 8)) * 8;
     float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
 #pragma unroll 8
     for (int k = 0; k < topk; k++) {
-      const float2 ml = st_partial_ml(p, e0 + k, h);
-      if (!(ml.y > 0.f)) continue; // not valid, or no visible key: its O was never written
-      const float w = ml.y * exp2f(ml.x - m_h) * inv_h;
+      const float w = s_w[k][h];
+      if (w == 0.f) continue; // not valid: its partial was never written
+      const int64_t at = ((e0 + k) * GROUP + h) * HEAD_DIM + d;
       float v[8];
-      st_partial_o8(p, e0 + k, h, d, v);
+      if (PART_F32) {
+        const float4 x = *(const float4 *)((const float *)p.ws_part_o + at),
+                     y = *(const float4 *)((const float *)p.ws_part_o + at + 4);
+        v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w, v[4] = y.x, v[5] = y.y, v[6] = y.z, v[7] = y.w;
+      } else {
+        const uint4 x = *(const uint4 *)((const uint16_t *)p.ws_part_o + at);
+        const uint32_t w4[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+          v[2 * c] = __uint_as_float(w4[c] << 16);
+          v[2 * c + 1] = __uint_as_float(w4[c] & 0xffff0000u);
+        }
+      }
 #pragma unroll
       for (int c = 0; c < 8; c++) acc[c] += v[c] * w;
     }
@@ -280,12 +269,16 @@ __device__ void st_merge_pair_warp(const st_sparse_attn_params &p, int il, int g
 }
 
 __device__ void st_merge_partials(const st_sparse_attn_params &p) {
+  __shared__ float s_w[MERGE_TOPK][GROUP];
+  __shared__ float2 s_ml[MERGE_TOPK][GROUP];
   const int pairs = p.nq * p.num_kv_heads;
-  for (int x = blockIdx.x * MERGE_WARPS + (int)(threadIdx.x >> 5); x < pairs; x += gridDim.x * MERGE_WARPS)
-    st_merge_pair_warp(p, x % p.nq, x / p.nq);
+  for (int x = blockIdx.x; x < pairs; x += gridDim.x) {
+    st_merge_pair(p, x % p.nq, x / p.nq, s_w, s_ml);
+    __syncthreads(); // s_w and s_ml are read until here
+  }
 }
 
-extern "C" __global__ void __launch_bounds__(STEP_THREADS, 4) st_sparse_attn_merge(const st_sparse_attn_params p) {
+extern "C" __global__ void __launch_bounds__(STEP_THREADS) st_sparse_attn_merge(const st_sparse_attn_params p) {
   if (p.step == 0)
     st_count_entries(p);
   else if (p.step == 1)

@@ -279,7 +279,6 @@ static st_status plan_block(const st_sparse_attn_config *cfg, const st_sparse_at
     return st_fail(err, ST_ERR_INVALID_ARG, "a chunk of %lld tokens needs more than %lld CTAs", (long long)chunk,
                    ST_MAX_GRID_X);
   plan->persistent = sm_count * cfg->ctas;
-  plan->sm_count = sm_count;
   plan->kv_maps = cfg->wgmma && cfg->dtype == ST_DTYPE_BF16;
   plan->k_cache = a->k_cache;
   plan->v_cache = a->v_cache;
@@ -373,15 +372,12 @@ static st_status launch_block(const st_cu *cu, CUfunction main_fn, CUfunction me
       ST_CU_TRY(cu, cu->cuEventRecord(side->done, side->stream), err);
       ST_CU_TRY(cu, cu->cuStreamWaitEvent(stream, side->done, 0), err);
     }
-    /* The merge: a warp per (token, kv head) pair. Overlapped and not the
-     * last chunk: one CTA an SM walking the pairs, which leaves room
-     * beside it for the next chunk's blocks CTAs (a grid of thousands of
-     * CTAs would take every SM first, whatever the priorities). */
+    /* The merge: a CTA per (token, kv head). One CTA an SM walking the
+     * pairs (so that the next chunk's blocks CTAs fit beside it) was
+     * tried for overlapped chunks and lost 40% on the H200
+     * (docs/kernels/sparse_attn.md, v2.10). */
     p.step = 2;
-    const int64_t merge_ctas = ceil_div(nq * Hkv, ST_SPARSE_ATTN_STEP_THREADS / 32);
-    const int beside = plan->overlap && q0 + nq < total_q && plan->sm_count < merge_ctas;
-    st = launch_one(cu, merge_fn, (unsigned)(beside ? plan->sm_count : merge_ctas), 1, ST_SPARSE_ATTN_STEP_THREADS, 0,
-                    &p, stream, err);
+    st = launch_one(cu, merge_fn, (unsigned)(nq * Hkv), 1, ST_SPARSE_ATTN_STEP_THREADS, 0, &p, stream, err);
     if (st == ST_OK && plan->overlap) ST_CU_TRY(cu, cu->cuEventRecord(side->freed[half], stream), err);
   }
   return st;

@@ -80,8 +80,7 @@ unsigned st_sparse_attn_smem_bytes(const st_sparse_attn_config *cfg);
  * bytes at most where a chunk of 64 tokens fits; overlap: two such halves,
  * chunk c in half c % 2), each through four launches: count and scatter
  * (count_grid CTAs of 256 threads), the blocks (at most items_bound CTAs)
- * and the merge (a warp per token and kv head; overlapped, one CTA an SM
- * walking them). */
+ * and the merge (a CTA per token and kv head). */
 #define ST_SPARSE_ATTN_BLOCK_WS (256u << 20)
 #define ST_SPARSE_ATTN_STEP_THREADS 256
 
@@ -93,7 +92,6 @@ typedef struct st_sparse_attn_plan {
   size_t workspace_bytes; /* tile: 0 */
   /* block-major only */
   int algo, chunk_q, max_keys, tokens, persistent; /* persistent: block CTAs a launch */
-  int sm_count;                                    /* overlap: the merge's CTAs beside the next chunk     */
   int kv_maps;                                     /* bf16 on wgmma: params' k_map / v_map encoded at launch */
   int overlap;                                     /* merges on the caller's stream, the rest on a side stream */
   size_t half_bytes;                               /* overlap: bytes of one workspace half (offsets: in a half) */
