@@ -251,8 +251,9 @@ end
 --
 -- `overlap` 1: each chunk's merge runs on the caller's stream beside the
 -- next chunk's lists and blocks on a side stream (runtime/ops/sparse_attn.c),
--- in two workspace halves of the same budget each; timed with chunk 0 only
--- (the chunk every measured winner has used).
+-- in two workspace halves of the same budget each; timed with chunk 0 (the
+-- chunk every measured winner has used) and 256 (so that batches smaller
+-- than one automatic chunk, the GPU tests' among them, run overlapped).
 M.chunk_choices = { 0, 256, 1024 }
 local CHUNK_MAX = 1 << 20
 local CHUNK_BUDGET = 256 << 20 -- ST_SPARSE_ATTN_BLOCK_WS
@@ -266,6 +267,7 @@ function M.launch_space(k)
     out[#out + 1] = { chunk = c } -- overlap 0 stays absent: the launches (names, identities) of before
   end
   out[#out + 1] = { chunk = 0, overlap = 1 }
+  out[#out + 1] = { chunk = 256, overlap = 1 } -- also what the edge tests' batches (< 256 MiB) run in chunks
   return out
 end
 
