@@ -198,18 +198,17 @@ __device__ void st_scatter_entries(const st_sparse_attn_params &p) {
 
 // ---- step 2: merge -------------------------------------------------------------
 
-// A 1-d grid over the chunk's (token, kv head) pairs x = g * nq + il
-// (token q0 + il, kv head g): a CTA a pair as launched; a smaller grid
-// takes every gridDim.x-th pair.
-// Per pair, first every (entry, q head)'s weight l_k 2^(m_k - m) / L into
-// shared memory (all loads at once: v1 walked the entries one dependent
-// load chain at a time), then a thread per 8 dimensions of a q head sums
-// the weighted partial outputs.
+// Grid (nq, Hkv): token q0 + blockIdx.x, kv head blockIdx.y. First every
+// (entry, q head)'s weight l_k 2^(m_k - m) / L into shared memory (all
+// loads at once: v1 walked the entries one dependent load chain at a
+// time), then a thread per 8 dimensions of a q head sums the weighted
+// partial outputs.
 constexpr int MERGE_TOPK = 64; // the op's largest topk
 
-__device__ void st_merge_pair(const st_sparse_attn_params &p, int il, int g, float (&s_w)[MERGE_TOPK][GROUP],
-                              float2 (&s_ml)[MERGE_TOPK][GROUP]) {
-  const int i = p.q0 + il, topk = p.topk;
+__device__ void st_merge_partials(const st_sparse_attn_params &p) {
+  __shared__ float s_w[MERGE_TOPK][GROUP];
+  __shared__ float2 s_ml[MERGE_TOPK][GROUP];
+  const int il = blockIdx.x, g = blockIdx.y, i = p.q0 + il, topk = p.topk;
   const int64_t e0 = ((int64_t)g * p.nq + il) * topk;
   for (int x = threadIdx.x; x < topk * GROUP; x += STEP_THREADS) {
     const int k = x / GROUP, h = x % GROUP;
@@ -265,16 +264,6 @@ __device__ void st_merge_pair(const st_sparse_attn_params &p, int il, int g, flo
 #pragma unroll
     for (int c = 0; c < 4; c++) two[c] = st_pack_bf16(acc[2 * c] * p.v_scale, acc[2 * c + 1] * p.v_scale);
     *(uint4 *)out = make_uint4(two[0], two[1], two[2], two[3]);
-  }
-}
-
-__device__ void st_merge_partials(const st_sparse_attn_params &p) {
-  __shared__ float s_w[MERGE_TOPK][GROUP];
-  __shared__ float2 s_ml[MERGE_TOPK][GROUP];
-  const int pairs = p.nq * p.num_kv_heads;
-  for (int x = blockIdx.x; x < pairs; x += gridDim.x) {
-    st_merge_pair(p, x % p.nq, x / p.nq, s_w, s_ml);
-    __syncthreads(); // s_w and s_ml are read until here
   }
 }
 

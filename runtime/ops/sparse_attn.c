@@ -372,12 +372,12 @@ static st_status launch_block(const st_cu *cu, CUfunction main_fn, CUfunction me
       ST_CU_TRY(cu, cu->cuEventRecord(side->done, side->stream), err);
       ST_CU_TRY(cu, cu->cuStreamWaitEvent(stream, side->done, 0), err);
     }
-    /* The merge: a CTA per (token, kv head). One CTA an SM walking the
-     * pairs (so that the next chunk's blocks CTAs fit beside it) was
-     * tried for overlapped chunks and lost 40% on the H200
-     * (docs/kernels/sparse_attn.md, v2.10). */
+    /* The merge: a CTA per (token, kv head). Fewer merge CTAs walking the
+     * pairs, so that the next chunk's blocks CTAs fit beside them, were
+     * tried for overlapped chunks and lost 40% (docs/kernels/sparse_attn.md,
+     * v2.10 and v2.11). */
     p.step = 2;
-    st = launch_one(cu, merge_fn, (unsigned)(nq * Hkv), 1, ST_SPARSE_ATTN_STEP_THREADS, 0, &p, stream, err);
+    st = launch_one(cu, merge_fn, (unsigned)nq, (unsigned)Hkv, ST_SPARSE_ATTN_STEP_THREADS, 0, &p, stream, err);
     if (st == ST_OK && plan->overlap) ST_CU_TRY(cu, cu->cuEventRecord(side->freed[half], stream), err);
   }
   return st;
