@@ -45,8 +45,8 @@ static st_status replay(graph_state *g, CUstream s, int n, float *ms, st_err *er
   return ST_OK;
 }
 
-static st_status run(graph_state *g, CUstream s, st_launch_fn fn, void *ctx, const st_timing_opts *o, st_timing *t,
-                     st_err *err) {
+/* fn's launches on `s`, captured into g->graph and instantiated as g->exec. */
+static st_status capture(graph_state *g, CUstream s, st_launch_fn fn, void *ctx, st_err *err) {
   const st_cu *cu = g->cu;
   ST_CU_TRY(cu, cu->cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), err);
   st_status st = fn(ctx, s, err);
@@ -56,6 +56,14 @@ static st_status run(graph_state *g, CUstream s, st_launch_fn fn, void *ctx, con
   if (st != ST_OK) return st;
   if (rc != CUDA_SUCCESS) return st_cu_fail(cu, rc, "cuStreamEndCapture", err);
   ST_CU_TRY(cu, cu->cuGraphInstantiateWithFlags(&g->exec, g->graph, 0), err);
+  return ST_OK;
+}
+
+static st_status run(graph_state *g, CUstream s, st_launch_fn fn, void *ctx, const st_timing_opts *o, st_timing *t,
+                     st_err *err) {
+  const st_cu *cu = g->cu;
+  st_status st = capture(g, s, fn, ctx, err);
+  if (st != ST_OK) return st;
   for (int i = 0; i < 2; i++) ST_CU_TRY(cu, cu->cuEventCreate(&g->ev[i], CU_EVENT_DEFAULT), err);
   float ms = 0;
   if (o->warmup > 0 && (st = replay(g, s, o->warmup, &ms, err)) != ST_OK) return st;
@@ -94,6 +102,21 @@ st_status st_time_graph(const st_cu *cu, CUstream stream, st_launch_fn fn, void 
   memset(t, 0, sizeof *t);
   graph_state g = {.cu = cu};
   st_status s = run(&g, stream, fn, ctx, o, t, err);
+  release(&g);
+  return s;
+}
+
+static st_status replay_once(graph_state *g, CUstream stream, st_launch_fn fn, void *ctx, st_err *err) {
+  st_status s = capture(g, stream, fn, ctx, err);
+  if (s != ST_OK) return s;
+  ST_CU_TRY(g->cu, g->cu->cuGraphLaunch(g->exec, stream), err);
+  ST_CU_TRY(g->cu, g->cu->cuStreamSynchronize(stream), err);
+  return ST_OK;
+}
+
+st_status st_replay_once(const st_cu *cu, CUstream stream, st_launch_fn fn, void *ctx, st_err *err) {
+  graph_state g = {.cu = cu};
+  st_status s = replay_once(&g, stream, fn, ctx, err);
   release(&g);
   return s;
 }

@@ -16,26 +16,30 @@
 typedef st_status (*st_launch_fn)(void *ctx, CUstream stream, st_err *err);
 
 typedef struct st_timing_opts {
-  int warmup;          /* replays before timing                               */
-  double warmup_ms;    /* > 0: keep replaying (in batches of `warmup`) until
-                          this much GPU time has passed: an idle GPU clocks
-                          down and needs ~0.1 s of load to clock back up     */
-  int reps;            /* timed repetitions, 1..ST_TIMING_MAX_REPS             */
-  int iters;           /* replays per repetition; 0 = enough for target_rep_ms */
-  double target_rep_ms;/* with iters 0: aim for this long a repetition          */
-  int max_iters;       /* with iters 0: at most this many replays              */
-  double prune_us;     /* > 0: after a short probe slower than this, stop      */
+  int warmup;           /* replays before timing                               */
+  double warmup_ms;     /* > 0: keep replaying (in batches of `warmup`) until
+                           this much GPU time has passed: an idle GPU clocks
+                           down and needs ~0.1 s of load to clock back up     */
+  int reps;             /* timed repetitions, 1..ST_TIMING_MAX_REPS             */
+  int iters;            /* replays per repetition; 0 = enough for target_rep_ms */
+  double target_rep_ms; /* with iters 0: aim for this long a repetition          */
+  int max_iters;        /* with iters 0: at most this many replays              */
+  double prune_us;      /* > 0: after a short probe slower than this, stop      */
 } st_timing_opts;
 
 typedef struct st_timing {
   double median_us, min_us, max_us, spread;
   int reps, iters;
-  int pruned;          /* 1: only the probe ran (reps 1), it was too slow     */
+  int pruned; /* 1: only the probe ran (reps 1), it was too slow     */
   double samples_us[ST_TIMING_MAX_REPS];
 } st_timing;
 
 st_status st_time_graph(const st_cu *cu, CUstream stream, st_launch_fn fn, void *ctx, const st_timing_opts *o,
                         st_timing *t, st_err *err);
+
+/* fn's launches captured into a CUDA graph as st_time_graph captures them,
+ * replayed once and waited for (verification of what the timing runs). */
+st_status st_replay_once(const st_cu *cu, CUstream stream, st_launch_fn fn, void *ctx, st_err *err);
 
 /* Writes the samples as a JSON array ("[1.25,1.27]") into buf. */
 void st_timing_samples_json(const st_timing *t, char *buf, size_t cap);

@@ -18,6 +18,7 @@
 #include "ops/tensor_check.h"
 #include "random_fill.h"
 #include "reference/sparse_attn.h"
+#include "timing.h"
 
 #define BLOCK_TOKENS 128
 /* The relative L2 error design.md allows for attention outputs. */
@@ -280,28 +281,6 @@ static st_status launch(void *pb, CUstream stream, st_err *err) {
                                b->plan.workspace_bytes, stream, &b->c->side, err);
 }
 
-/* One launch captured into a CUDA graph and replayed once: the fork onto
- * the side stream and the join back (overlapped chunks) must hold in a
- * graph, as the timing and engines run it. */
-static st_status launch_as_graph(sa_bound *b, CUstream stream, st_err *err) {
-  const st_cu *cu = b->c->cu;
-  ST_CU_TRY(cu, cu->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), err);
-  st_status st = launch(b, stream, err);
-  CUgraph graph = NULL;
-  CUresult rc = cu->cuStreamEndCapture(stream, &graph);
-  CUgraphExec exec = NULL;
-  if (st == ST_OK && rc != CUDA_SUCCESS) st = st_cu_fail(cu, rc, "cuStreamEndCapture", err);
-  if (st == ST_OK && (rc = cu->cuGraphInstantiateWithFlags(&exec, graph, 0)) != CUDA_SUCCESS)
-    st = st_cu_fail(cu, rc, "cuGraphInstantiateWithFlags", err);
-  if (st == ST_OK && (rc = cu->cuGraphLaunch(exec, stream)) != CUDA_SUCCESS)
-    st = st_cu_fail(cu, rc, "cuGraphLaunch", err);
-  if (st == ST_OK && (rc = cu->cuStreamSynchronize(stream)) != CUDA_SUCCESS)
-    st = st_cu_fail(cu, rc, "cuStreamSynchronize", err);
-  if (exec) cu->cuGraphExecDestroy(exec);
-  if (graph) cu->cuGraphDestroy(graph);
-  return st;
-}
-
 static st_status verify(void *pb, CUstream stream, int *ok, double *max_err, char *msg, size_t cap, st_err *err) {
   sa_bound *b = pb;
   sa_case *c = b->c;
@@ -313,7 +292,10 @@ static st_status verify(void *pb, CUstream stream, int *ok, double *max_err, cha
     /* Poison: NaN in o and lse, so an unwritten element fails the check. */
     ST_CU_TRY(cu, cu->cuMemsetD16Async(c->d_o, (unsigned short)(0x7fc0u + (unsigned)run), n_o, stream), err);
     if (c->d_lse) ST_CU_TRY(cu, cu->cuMemsetD32Async(c->d_lse, 0x7fc00000u + (unsigned)run, n_lse, stream), err);
-    st_status s = run ? launch_as_graph(b, stream, err) : launch(b, stream, err);
+    /* The second launch as a CUDA graph replay: the overlapped chunks' fork
+     * onto the side stream and join back must hold in a graph, as the
+     * timing and engines run it. */
+    st_status s = run ? st_replay_once(cu, stream, launch, b, err) : launch(b, stream, err);
     if (s != ST_OK) return s;
     ST_CU_TRY(cu, cu->cuStreamSynchronize(stream), err);
     ST_CU_TRY(cu, cu->cuMemcpyDtoH(c->got_o, c->d_o, n_o * 2), err);
