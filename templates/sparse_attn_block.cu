@@ -41,7 +41,7 @@ constexpr int WARPS = ${warps};
 constexpr int CTAS_PER_SM = ${ctas};
 constexpr int PART_F32 = ${part_f32};
 constexpr int STAGES = ${stages};
-constexpr int MTILES = ${mtiles}; // 16-row m-tiles a warp takes (2: common/attn_tile_x2.cuh)
+constexpr int MTILES = ${mtiles}; // 16-row m-tiles a warp takes (2: common/attn_tile_x2.cuh; WGMMA: PASSES)
 constexpr int WGMMA = ${wgmma};   // 1: warpgroups of 64 rows on wgmma (common/attn_wgmma.cuh)
 
 #include "params/sparse_attn.h"
@@ -56,7 +56,7 @@ constexpr int WGMMA = ${wgmma};   // 1: warpgroups of 64 rows on wgmma (common/a
 constexpr int THREADS = 32 * WARPS;
 constexpr int REAL_ROWS = TOKENS * GROUP;
 constexpr int WARP_ROWS = 16 * MTILES;
-constexpr int ROW_UNIT = WGMMA ? 64 : WARP_ROWS; // rows are padded to whole warpgroups / warps
+constexpr int ROW_UNIT = WGMMA ? 64 * MTILES : WARP_ROWS; // rows are padded to whole warpgroups' / warps' m-tiles
 constexpr int ROWS = (REAL_ROWS + ROW_UNIT - 1) / ROW_UNIT * ROW_UNIT;
 constexpr int MATH_WARPS = ROWS / WARP_ROWS;
 // bf16 on wgmma: one thread copies a block's K and V by tensor maps (four
@@ -71,6 +71,15 @@ constexpr bool KV_TMA = WGMMA && !IS_FP8;
 // one stage left every item's copies exposed (ncu: the CTA's wait for its
 // copies was the largest stall).
 constexpr bool SPLIT = KV_TMA && STAGES == 1;
+// WGMMA with MTILES 2 (SPLIT only): a warpgroup takes two 64-row m-tiles
+// of an item in turn, so one K/V block serves 8 tokens of 16 heads with the
+// registers of 4 (one warpgroup, two CTAs an SM): half the K/V bytes a
+// token of MTILES 1, the L2 traffic that bounds that kernel
+// (docs/kernels/sparse_attn.md, v2.12). The q tile's two halves (a pass's
+// rows each) are its double buffer: the next item's first half loads under
+// this item's second pass, its second half under the next item's first.
+constexpr bool PASSES2 = WGMMA && MTILES == 2;
+constexpr int HALF_ROWS = ROWS / 2; // PASSES2: q half h holds rows h * HALF_ROWS ..
 constexpr int BLOCK_TOKENS = 128;
 constexpr int ROW_CHUNKS = HEAD_DIM / 8;
 constexpr int DT = HEAD_DIM / 8;
@@ -85,7 +94,8 @@ using st_kv = st_kv_stages<IS_FP8, HEAD_DIM, STAGES, THREADS, 0, WGMMA>;
 // the same.
 constexpr int Q_BYTES = ROWS * HEAD_DIM * 2;
 // WGMMA: 1024 bytes more, to start the panels on a swizzle atom.
-constexpr int Q_STAGES = SPLIT ? 2 : STAGES; // q tiles (and item records) in shared memory
+constexpr int Q_STAGES = PASSES2 ? 1 : SPLIT ? 2 : STAGES; // q tiles in shared memory
+constexpr int ITEM_STAGES = SPLIT ? 2 : STAGES;             // item records in shared memory
 constexpr int SMEM_BYTES = Q_STAGES * Q_BYTES + st_kv::BYTES + (WGMMA ? 1024 : 0);
 constexpr int STEP_THREADS = 256; // st_sparse_attn_merge's CTA
 // A work item's record in the workspace: key, page, entries, 0, then TOKENS
@@ -99,8 +109,9 @@ static_assert(MATH_WARPS <= WARPS, "a warp per m-tile");
 static_assert(HEAD_DIM % 64 == 0, "whole groups of 8 swizzled chunks per row");
 static_assert(TOKENS <= 16 && STAGES >= 1 && STAGES <= 2, "an item's entries on lanes of warp 0; one or two stages");
 static_assert(MTILES == 1 || (MTILES == 2 && HEAD_DIM <= 128), "two m-tiles hold 2 x HEAD_DIM / 2 output registers");
-static_assert(!WGMMA || (MTILES == 1 && HEAD_DIM == 128 && THREADS == 2 * ROWS),
-              "wgmma: a warpgroup per 64 rows, head_dim 128");
+static_assert(!WGMMA || (HEAD_DIM == 128 && THREADS * MTILES == 2 * ROWS),
+              "wgmma: a warpgroup per 64 rows of each pass, head_dim 128");
+static_assert(!WGMMA || MTILES == 1 || SPLIT, "wgmma passes: bf16, one stage");
 
 // ---- step 0: count, and the last CTA's scan ---------------------------------
 
@@ -347,16 +358,22 @@ __device__ __forceinline__ void st_issue_kv(const st_sparse_attn_params &p, cons
   }
 }
 
-__device__ __forceinline__ void st_issue_q(const st_sparse_attn_params &p, const st_item &it, char *q_smem, int qb) {
-  const uint32_t q_tile = st_smem_addr(q_smem + qb * Q_BYTES);
+// Rows m0 .. m1 - 1 of the q tile at q_stage.
+__device__ __forceinline__ void st_issue_q_rows(const st_sparse_attn_params &p, const st_item &it, char *q_stage,
+                                                int m0, int m1) {
+  const uint32_t q_tile = st_smem_addr(q_stage);
   const int c = threadIdx.x % ROW_CHUNKS;
-  for (int m = threadIdx.x / ROW_CHUNKS; m < ROWS; m += THREADS / ROW_CHUNKS) {
+  for (int m = m0 + threadIdx.x / ROW_CHUNKS; m < m1; m += THREADS / ROW_CHUNKS) {
     const int t = m / GROUP, h = m % GROUP;
     const bool real = m < REAL_ROWS && t < it.n;
     const uint16_t *src = (const uint16_t *)p.q;
     if (real) src += it.q_at[t] + (int64_t)h * p.q_stride_head + c * 8;
     st_cp_async16(q_tile + st_q_offset(m, c), src, real ? 16 : 0);
   }
+}
+
+__device__ __forceinline__ void st_issue_q(const st_sparse_attn_params &p, const st_item &it, char *q_smem, int qb) {
+  st_issue_q_rows(p, it, q_smem + qb * Q_BYTES, 0, ROWS);
 }
 
 __device__ __forceinline__ void st_issue_item(const st_sparse_attn_params &p, const st_item &it, char *q_smem,
@@ -419,6 +436,75 @@ __device__ __forceinline__ void st_write_partials(const st_sparse_attn_params &p
   }
 }
 
+// PASSES2: the CTA's items (c, c + gridDim.x, ...; `word` holds item c's
+// record), each in two passes of HALF_ROWS q rows over the one K/V stage.
+// Copies, in the order they are committed: item i's first q half during
+// item i - 1's second pass, its K and V after item i - 1's products, its
+// second q half after item i - 1's partial writes. So a cp.async wait for
+// all groups but the newest finds each half in, and each barrier frees
+// what the next copy overwrites.
+__device__ __forceinline__ void st_walk_items_in_passes(const st_sparse_attn_params &p, st_item (&s_it)[2],
+                                                        char *q_stage, char *region, uint32_t kv_bar, int word,
+                                                        int items, int keys_per_head) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  const uint32_t q_tile = st_smem_addr(q_stage), k_tile = st_kv::k_tile(region, 0);
+  if ((int)blockIdx.x >= items) return;
+  if (warp == 0) {
+    st_store_item(p, word, keys_per_head, s_it[0]);
+    word = st_load_record(p, blockIdx.x + gridDim.x, items);
+  }
+  __syncthreads();
+  st_issue_kv(p, s_it[0], region, 0, kv_bar);
+  st_issue_q_rows(p, s_it[0], q_stage, 0, HALF_ROWS);
+  st_cp_async_commit();
+  st_issue_q_rows(p, s_it[0], q_stage, HALF_ROWS, ROWS);
+  st_cp_async_commit();
+  for (int x = blockIdx.x, step = 0; x < items; x += gridDim.x, step++) {
+    const int cur = step & 1, next = x + gridDim.x;
+    const st_item &it = s_it[cur];
+    if (warp == 0 && next < items) { // s_it[cur ^ 1] was last read before the previous step's last sync
+      st_store_item(p, word, keys_per_head, s_it[cur ^ 1]);
+      word = st_load_record(p, next + gridDim.x, items);
+    }
+    st_cp_async_wait<1>(); // the first q half (the second may be in flight)
+    st_fence_proxy_async();
+    st_mbar_wait(kv_bar, step & 1);
+    st_zero_v_tail(region, 0, it.ntok_max);
+    __syncthreads(); // K, V and the first half from every thread's copies; the next record stored
+#pragma unroll 1
+    for (int pass = 0; pass < 2; pass++) {
+      // Warpgroup warp / 4 takes rows m0 ..; warp-uniform through lane 0,
+      // as in the kernel's one-pass path.
+      const int m0 = __shfl_sync(0xffffffffu, pass * HALF_ROWS + warp / 4 * 64, 0);
+      const bool rows = __shfl_sync(0xffffffffu, m0 < REAL_ROWS && m0 / GROUP < it.n, 0);
+      int lim[2];
+#pragma unroll
+      for (int rr = 0; rr < 2; rr++) {
+        const int m = pass * HALF_ROWS + warp * 16 + (lane >> 2) + rr * 8, t = m / GROUP;
+        lim[rr] = m < REAL_ROWS && t < it.n ? it.ntok[t] : 0; // padding rows see nothing
+      }
+      st_softmax_state<HEAD_DIM> st;
+      if (rows) {
+        st_attend_block_wg<HEAD_DIM, ROWS>(q_tile, m0, k_tile, k_tile + st_kv::TILE_BYTES, lim, p.score_scale_log2,
+                                           st);
+        st_softmax_finish_l(st);
+      }
+      if (pass == 1) {
+        __syncthreads(); // no product reads this item's K and V any more
+        if (next < items) st_issue_kv(p, s_it[cur ^ 1], region, 0, kv_bar);
+      }
+      if (rows) st_write_partials(p, it, st, pass * HALF_ROWS + warp * 16, lim, q_stage);
+      if (pass == 0) {
+        st_cp_async_wait<0>(); // the second q half
+        st_fence_proxy_async();
+      }
+      __syncthreads(); // this pass's q half is free (its partials read back); pass 0: the second half is in
+      if (next < items) st_issue_q_rows(p, s_it[cur ^ 1], q_stage, pass * HALF_ROWS, (pass + 1) * HALF_ROWS);
+      st_cp_async_commit();
+    }
+  }
+}
+
 // Persistent: CTA c takes work items c, c + gridDim.x, ... of the chunk
 // (ws_header[4] in all). With STAGES 2 the next item's block and q rows
 // load while this one's are used; with SPLIT its q rows do, and its block
@@ -427,7 +513,7 @@ __device__ __forceinline__ void st_write_partials(const st_sparse_attn_params &p
 // a record's load.
 extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_attn_main(const __grid_constant__ st_sparse_attn_params p) {
   extern __shared__ __align__(128) char s_dyn[];
-  __shared__ st_item s_it[Q_STAGES];
+  __shared__ st_item s_it[ITEM_STAGES];
   __shared__ __align__(8) uint64_t s_kv_bar[STAGES]; // KV_TMA: stage b's K and V have landed
   // wgmma's 128-byte swizzle is of address bits: panels start on
   // 1024-byte boundaries (the static s_it comes before s_dyn).
@@ -447,6 +533,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_att
   if (KV_TMA) __syncthreads(); // the barriers, before any copy signals them
   // word: warp 0's register copy of the record after the one in s_it.
   int word = warp == 0 ? st_load_record(p, blockIdx.x, items) : 0;
+  if constexpr (PASSES2) {
+    st_walk_items_in_passes(p, s_it, q_smem, region, st_smem_addr(&s_kv_bar[0]), word, items, keys_per_head);
+    return;
+  }
   if ((STAGES == 2 || SPLIT) && (int)blockIdx.x < items) {
     if (warp == 0) {
       st_store_item(p, word, keys_per_head, s_it[0]);

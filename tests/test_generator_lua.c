@@ -617,12 +617,16 @@ static void test_sparse_attn_names_and_templates_of_the_two_families(void **stat
          "local op = require('ops.sparse_attn')\n" SA_TILE SA_BLOCK
          "local m2 = {}; for key, v in pairs(k) do m2[key] = v end; m2.mtiles = 2\n"
          "local wg = {}; for key, v in pairs(b) do wg[key] = v end; wg.mtiles = 1; wg.ctas = 1; wg.mma = 'wgmma'\n"
+         "local wg2 = {}; for key, v in pairs(wg) do wg2[key] = v end; wg2.mtiles = 2; wg2.ctas = 2\n"
          "return table.concat({op.variant_name(k, {}), op.variant_name(m2, {}), op.variant_name(b, {chunk = 0}),\n"
-         "  op.variant_name(b, {chunk = 256}), op.variant_name(wg, {chunk = 0}), op.template_of(k), op.template_of(b),\n"
-         "  op.render_values(wg).wgmma .. op.render_values(b).wgmma, op.render_values(wg).warps}, ' ')",
+         "  op.variant_name(b, {chunk = 256}), op.variant_name(wg, {chunk = 0}), op.variant_name(wg2, {chunk = 0}),\n"
+         "  op.template_of(k), op.template_of(b),\n"
+         "  op.render_values(wg).wgmma .. op.render_values(b).wgmma, op.render_values(wg).warps,\n"
+         "  op.render_values(wg2).warps}, ' ')",
          "sparse_attn.bf16.d128.g16.t4.k16.s1 sparse_attn.bf16.d128.g16.t4.k16.s1.m2 "
          "sparse_attn.bf16.d128.g16.block.t8.s1.m2.pbf16.c2/auto sparse_attn.bf16.d128.g16.block.t8.s1.m2.pbf16.c2/q256 "
-         "sparse_attn.bf16.d128.g16.block.t8.s1.wg.pbf16.c1/auto sparse_attn.cu sparse_attn_block.cu 10 8");
+         "sparse_attn.bf16.d128.g16.block.t8.s1.wg.pbf16.c1/auto sparse_attn.bf16.d128.g16.block.t8.s1.wg2.pbf16.c2/auto "
+         "sparse_attn.cu sparse_attn_block.cu 10 8 4");
 }
 
 /* Each family's fixed values, and the block family's limits: 4 tokens at
@@ -648,8 +652,9 @@ static void test_sparse_attn_constraints_of_the_two_families(void **state) {
          "local op = require('ops.sparse_attn')\n" SA_TILE
          "k.mtiles = 2; k.tokens = 1; local ok, why = op.constraint(k); return why",
          "tokens*group = 16 q rows fill less than one warp's two m-tiles");
-  /* wgmma: block-major only, head_dim 128 with one m-tile, whole
-   * warpgroups of 64 rows, at most 256 threads an SM. */
+  /* wgmma: block-major only, head_dim 128, whole warpgroups of 64 rows a
+   * pass, at most 256 threads an SM; two passes (mtiles 2) for bf16 with
+   * one stage, 128 threads for 128 rows. */
   expect(*state,
          "local op = require('ops.sparse_attn')\n" SA_TILE SA_BLOCK
          "b.mma = 'wgmma'; b.mtiles = 1; b.ctas = 1\n"
@@ -657,13 +662,19 @@ static void test_sparse_attn_constraints_of_the_two_families(void **state) {
          "  local c = {}; for kk, vv in pairs(base) do c[kk] = vv end; c[key] = v\n"
          "  local ok, reason = op.constraint(c); return ok and 'ok' or reason\n"
          "end\n"
+         "local b2 = {}; for kk, vv in pairs(b) do b2[kk] = vv end; b2.mtiles = 2\n"
          "return table.concat({why(b, 'stages', 2), why(k, 'mma', 'wgmma'), why(b, 'head_dim', 64),\n"
-         "  why(b, 'mtiles', 2), why(b, 'group', 2), why(b, 'ctas', 2)}, ' | ')",
+         "  why(b, 'mtiles', 2), why(b, 'group', 2), why(b, 'ctas', 2), why(b2, 'ctas', 2), why(b2, 'stages', 2),\n"
+         "  why(b2, 'dtype', 'fp8'), why(b2, 'tokens', 4)}, ' | ')",
          "ok | wgmma is a block-major kernel (tile variants: mma sync) | "
-         "wgmma variants: head_dim 128 (one m64n128 product for O), mtiles 1 | "
-         "wgmma variants: head_dim 128 (one m64n128 product for O), mtiles 1 | "
-         "tokens*group = 16 q rows are not whole warpgroups of 64 | "
-         "2 CTAs of 256 wgmma threads: a thread holds S and O (128 floats), at most 256 threads an SM");
+         "wgmma variants: head_dim 128 (one m64n128 product for O) | "
+         "ok | "
+         "tokens*group = 16 q rows are not whole warpgroups of 64 in 1 passes | "
+         "2 CTAs of 256 wgmma threads: a thread holds S and O (128 floats), at most 256 threads an SM | "
+         "ok | "
+         "wgmma passes (mtiles 2): bf16, one stage (their q halves are the double buffer) | "
+         "wgmma passes (mtiles 2): bf16, one stage (their q halves are the double buffer) | "
+         "tokens*group = 64 q rows are not whole warpgroups of 64 in 2 passes");
 }
 
 /* Block variants fit any topk (their lists are in the workspace) and take

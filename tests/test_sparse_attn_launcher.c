@@ -237,6 +237,13 @@ static void test_block_major_variants_plan_chunks_and_workspace(void **state) {
   c.stages = 1;
   c.tokens = 4;
   assert_int_equal(st_sparse_attn_threads(&c), 128);
+  /* Two passes (mtiles 2): one warpgroup takes 128 rows in two turns, in
+   * one q tile whose halves are the double buffer. */
+  c.tokens = 8;
+  c.mtiles = 2;
+  assert_int_equal(st_sparse_attn_threads(&c), 128);
+  assert_int_equal(st_sparse_attn_smem_bytes(&c), 8 * 16 * D * 2 + 2 * 128 * D * 2 + 1024);
+  c.mtiles = 1;
   st_params k = {0}, l = {0};
   st_params_set(&k, "algo", "block", &err);
   st_params_set(&k, "dtype", "bf16", &err);
@@ -253,6 +260,18 @@ static void test_block_major_variants_plan_chunks_and_workspace(void **state) {
   st_params_set_int(&k, "head_dim", 128, &err);
   assert_int_equal(st_sparse_attn_config_from_params(&k, &l, &c, &err), ST_OK);
   assert_int_equal(c.wgmma, 1);
+  st_params_set_int(&k, "mtiles", 2, &err);
+  assert_int_equal(st_sparse_attn_config_from_params(&k, &l, &c, &err), ST_OK);
+  assert_int_equal(c.mtiles, 2);
+  st_params_set_int(&k, "stages", 2, &err);
+  assert_int_equal(st_sparse_attn_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "mma=wgmma and mtiles=2 need bf16 and one stage"));
+  st_params_set_int(&k, "stages", 1, &err);
+  st_params_set_int(&k, "tokens", 4, &err);
+  assert_int_equal(st_sparse_attn_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "tokens*group a multiple of 64 x mtiles, not 128 and 64 (mtiles 2)"));
+  st_params_set_int(&k, "tokens", 8, &err);
+  st_params_set_int(&k, "mtiles", 1, &err);
   st_params_set(&k, "mma", "tensor", &err);
   assert_int_equal(st_sparse_attn_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
   assert_non_null(strstr(err.msg, "mma='tensor' is not sync or wgmma"));

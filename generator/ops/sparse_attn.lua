@@ -11,7 +11,8 @@
 --          afterwards, registers budgeted for `ctas` CTAs an SM, `stages`
 --          2: the next item loads while this one computes, `mtiles` 2:
 --          32 q rows a warp, `mma` wgmma: a warpgroup's 64 q rows a block
---          on Hopper wgmma (common/attn_wgmma.cuh)
+--          on Hopper wgmma (common/attn_wgmma.cuh; `mtiles` 2: two such
+--          m-tiles in turn, each block read once for both)
 --          (templates/sparse_attn_block.cu; needs a workspace).
 -- Parameters one family does not use hold one value (tile: part bf16,
 -- ctas 1, mma sync; block: topk 16), so no kernel appears twice. `mtiles` 2 (both
@@ -42,7 +43,7 @@ M.kernel_domains = {
   stages = { 1, 2 },              -- KV blocks in flight per CTA
   part = { "bf16", "f32" },       -- block: partial outputs' type
   ctas = { 1, 2 },                -- block: CTAs per SM the registers are budgeted for
-  mtiles = { 1, 2 },              -- block: 16-row m-tiles a warp takes (2: each K/V fragment feeds two)
+  mtiles = { 1, 2 },              -- 16-row m-tiles a warp takes (2: each K/V fragment feeds two; wgmma: 64-row passes)
   mma = { "sync", "wgmma" },      -- block: mma.sync per warp, or wgmma per warpgroup of 64 rows (sm_90a)
 }
 
@@ -79,9 +80,10 @@ local function warp_rows(k)
   return 16 * k.mtiles
 end
 
--- Rows are padded to whole warps' m-tiles (wgmma: whole warpgroups of 64).
+-- Rows are padded to whole warps' m-tiles (wgmma: whole warpgroups of 64
+-- rows a pass).
 local function padded_rows(k)
-  local unit = k.mma == "wgmma" and 64 or warp_rows(k)
+  local unit = k.mma == "wgmma" and 64 * k.mtiles or warp_rows(k)
   return (k.tokens * k.group + unit - 1) // unit * unit
 end
 
@@ -92,8 +94,12 @@ local function shared_bytes(k)
   local fp8 = k.dtype == "fp8"
   local stage = fp8 and (2 * BLOCK_TOKENS * D + 2 * BLOCK_TOKENS * 4) or 2 * tile
   if k.algo == "block" then -- per stage a q tile and a block (wgmma: + 1024 to align the panels;
-    -- bf16 wgmma with one stage: two q tiles, templates/sparse_attn_block.cu's SPLIT)
-    local q_tiles = (k.mma == "wgmma" and not fp8 and k.stages == 1) and 2 or k.stages
+    -- bf16 wgmma with one stage: two q tiles, templates/sparse_attn_block.cu's SPLIT, or one in two
+    -- halves with two passes, its PASSES2)
+    local q_tiles = k.stages
+    if k.mma == "wgmma" and not fp8 and k.stages == 1 then
+      q_tiles = k.mtiles == 2 and 1 or 2
+    end
     return q_tiles * q + k.stages * stage + (fp8 and 2 * tile or 0) + (k.mma == "wgmma" and 1024 or 0)
   end
   local kv = k.stages * stage + (fp8 and 2 * tile or 0)
@@ -111,15 +117,20 @@ function M.constraint(k)
     if k.algo ~= "block" then
       return false, "wgmma is a block-major kernel (tile variants: mma sync)"
     end
-    if k.head_dim ~= 128 or k.mtiles ~= 1 then
-      return false, "wgmma variants: head_dim 128 (one m64n128 product for O), mtiles 1"
+    if k.head_dim ~= 128 then
+      return false, "wgmma variants: head_dim 128 (one m64n128 product for O)"
     end
-    if (k.tokens * k.group) % 64 ~= 0 then
-      return false, string.format("tokens*group = %d q rows are not whole warpgroups of 64", k.tokens * k.group)
+    if k.mtiles == 2 and (k.dtype ~= "bf16" or k.stages ~= 1) then
+      return false, "wgmma passes (mtiles 2): bf16, one stage (their q halves are the double buffer)"
     end
-    if k.ctas * k.tokens * k.group * 2 > 256 then -- 2 threads a row
+    if (k.tokens * k.group) % (64 * k.mtiles) ~= 0 then
+      return false, string.format("tokens*group = %d q rows are not whole warpgroups of 64 in %d passes",
+        k.tokens * k.group, k.mtiles)
+    end
+    local threads = k.tokens * k.group * 2 // k.mtiles -- 2 threads a row of a pass
+    if k.ctas * threads > 256 then
       return false, string.format("%d CTAs of %d wgmma threads: a thread holds S and O (128 floats), at most 256 "
-        .. "threads an SM", k.ctas, k.tokens * k.group * 2)
+        .. "threads an SM", k.ctas, threads)
     end
   end
   if k.mtiles == 2 and k.tokens * k.group < 32 then
@@ -330,11 +341,11 @@ end
 
 -- "sparse_attn.bf16.d128.g16.t8.k16.s2" (tile, one m-tile a warp: the
 -- names of before the block family; ".m2" after two), "sparse_attn.bf16.d128.g16.block.t8.s2.m2.pbf16.c1/q256"
--- (".wg" in place of ".m1": mma wgmma).
+-- (".wg" in place of ".m1": mma wgmma; ".wg2" of ".m2").
 function M.variant_name(k, l)
   if k.algo == "block" then
     return string.format("%s.%s.d%d.g%d.block.t%d.s%d.%s.p%s.c%d/%s", M.name, k.dtype, k.head_dim, k.group,
-      k.tokens, k.stages, k.mma == "wgmma" and "wg" or ("m" .. k.mtiles), k.part, k.ctas,
+      k.tokens, k.stages, k.mma == "wgmma" and (k.mtiles == 2 and "wg2" or "wg") or ("m" .. k.mtiles), k.part, k.ctas,
       ((l.chunk or 0) == 0 and "auto" or ("q" .. l.chunk)) .. ((l.overlap or 0) == 1 and ".ov" or ""))
   end
   return string.format("%s.%s.d%d.g%d.t%d.k%d.s%d%s", M.name, k.dtype, k.head_dim, k.group, k.tokens, k.topk, k.stages,

@@ -71,11 +71,13 @@ st_status st_sparse_attn_config_from_params(const st_params *kernel, const st_pa
     if (mma && strcmp(mma, "sync") && strcmp(mma, "wgmma"))
       return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter mma='%s' is not sync or wgmma", mma);
     cfg->wgmma = mma && strcmp(mma, "wgmma") == 0;
-    if (cfg->wgmma && (cfg->head_dim != 128 || cfg->mtiles != 1 || (cfg->tokens * cfg->group) % 64))
+    if (cfg->wgmma && (cfg->head_dim != 128 || (cfg->tokens * cfg->group) % (64 * cfg->mtiles)))
       return st_fail(err, ST_ERR_INVALID_ARG,
-                     "variant parameter mma=wgmma needs head_dim 128, mtiles 1 and tokens*group a multiple of 64, "
-                     "not %d, %d and %d",
-                     cfg->head_dim, cfg->mtiles, cfg->tokens * cfg->group);
+                     "variant parameter mma=wgmma needs head_dim 128 and tokens*group a multiple of 64 x mtiles, "
+                     "not %d and %d (mtiles %d)",
+                     cfg->head_dim, cfg->tokens * cfg->group, cfg->mtiles);
+    if (cfg->wgmma && cfg->mtiles == 2 && (cfg->dtype != ST_DTYPE_BF16 || cfg->stages != 1))
+      return st_fail(err, ST_ERR_INVALID_ARG, "variant parameters mma=wgmma and mtiles=2 need bf16 and one stage");
     if ((s = st_params_get_int(kernel, "ctas", 1, 2, &v, err)) != ST_OK) return s;
     cfg->ctas = (int)v;
     if (launch && st_params_get(launch, "chunk")) {
@@ -92,10 +94,11 @@ st_status st_sparse_attn_config_from_params(const st_params *kernel, const st_pa
 }
 
 /* q rows a warp takes (mtiles 16-row m-tiles), and the tile's rows padded
- * to whole warps' worth (wgmma: whole warpgroups of 64 rows, 16 a warp). */
+ * to whole warps' worth (wgmma: whole warpgroups of 64 rows a pass, 16 a
+ * warp). */
 static int warp_rows(const st_sparse_attn_config *cfg) { return 16 * (cfg->mtiles > 1 ? cfg->mtiles : 1); }
 static int padded_rows(const st_sparse_attn_config *cfg) {
-  const int unit = cfg->wgmma ? 64 : warp_rows(cfg);
+  const int unit = cfg->wgmma ? 64 * cfg->mtiles : warp_rows(cfg);
   return (cfg->tokens * cfg->group + unit - 1) / unit * unit;
 }
 
@@ -111,8 +114,9 @@ unsigned st_sparse_attn_smem_bytes(const st_sparse_attn_config *cfg) {
   const int64_t stage = fp8 ? 2 * ST_BLOCK_TOKENS * D + 2 * ST_BLOCK_TOKENS * 4 : 2 * tile;
   if (cfg->algo == ST_SPARSE_ATTN_BLOCK) { /* per stage a q tile and a block (templates/sparse_attn_block.cu;
                                              wgmma: 1024 bytes of slack to align the panels; bf16 wgmma
-                                             with one stage: two q tiles, the template's SPLIT) */
-    const int64_t q_tiles = cfg->wgmma && !fp8 && cfg->stages == 1 ? 2 : cfg->stages;
+                                             with one stage: two q tiles, the template's SPLIT, or with
+                                             two passes one, its PASSES2) */
+    const int64_t q_tiles = cfg->wgmma && !fp8 && cfg->stages == 1 ? (cfg->mtiles == 2 ? 1 : 2) : cfg->stages;
     return (unsigned)(q_tiles * q + cfg->stages * stage + (fp8 ? 2 * tile : 0) + (cfg->wgmma ? 1024 : 0));
   }
   const int64_t kv = cfg->stages * stage + (fp8 ? 2 * tile : 0);
