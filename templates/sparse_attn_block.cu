@@ -442,8 +442,10 @@ __device__ __forceinline__ void st_write_partials(const st_sparse_attn_params &p
 // item i - 1's second pass, its K and V after item i - 1's products, its
 // second q half after item i - 1's partial writes. So a cp.async wait for
 // all groups but the newest finds each half in, and each barrier frees
-// what the next copy overwrites.
-__device__ __forceinline__ void st_walk_items_in_passes(const st_sparse_attn_params &p, st_item (&s_it)[2],
+// what the next copy overwrites. s_it holds two records. (A template, so
+// that kernels without passes, of other head dims, do not instantiate it.)
+template <int D>
+__device__ __forceinline__ void st_walk_items_in_passes(const st_sparse_attn_params &p, st_item *s_it,
                                                         char *q_stage, char *region, uint32_t kv_bar, int word,
                                                         int items, int keys_per_head) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
@@ -485,8 +487,7 @@ __device__ __forceinline__ void st_walk_items_in_passes(const st_sparse_attn_par
       }
       st_softmax_state<HEAD_DIM> st;
       if (rows) {
-        st_attend_block_wg<HEAD_DIM, ROWS>(q_tile, m0, k_tile, k_tile + st_kv::TILE_BYTES, lim, p.score_scale_log2,
-                                           st);
+        st_attend_block_wg<D, ROWS>(q_tile, m0, k_tile, k_tile + st_kv::TILE_BYTES, lim, p.score_scale_log2, st);
         st_softmax_finish_l(st);
       }
       if (pass == 1) {
@@ -534,7 +535,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_att
   // word: warp 0's register copy of the record after the one in s_it.
   int word = warp == 0 ? st_load_record(p, blockIdx.x, items) : 0;
   if constexpr (PASSES2) {
-    st_walk_items_in_passes(p, s_it, q_smem, region, st_smem_addr(&s_kv_bar[0]), word, items, keys_per_head);
+    st_walk_items_in_passes<HEAD_DIM>(p, s_it, q_smem, region, st_smem_addr(&s_kv_bar[0]), word, items, keys_per_head);
     return;
   }
   if ((STAGES == 2 || SPLIT) && (int)blockIdx.x < items) {
