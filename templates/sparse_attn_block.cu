@@ -296,7 +296,7 @@ extern "C" __global__ void __launch_bounds__(STEP_THREADS) st_sparse_attn_merge(
 // included), so the copies and the writes need no division.
 struct st_item {
   int g, page, n, ntok_max;
-  int ntok[TOKENS];
+  int ntok[TOKENS], token[TOKENS]; // token: its row of q
   int64_t q_at[TOKENS], state[TOKENS];
 };
 
@@ -322,6 +322,7 @@ __device__ __forceinline__ void st_store_item(const st_sparse_attn_params &p, in
   if (slot) {
     const int entry = entry_ok ? word >> 8 : 0;
     it.ntok[t] = ntok;
+    it.token[t] = p.q0 + entry / p.topk;
     it.q_at[t] = (int64_t)(p.q0 + entry / p.topk) * p.q_stride_row + (int64_t)g * GROUP * p.q_stride_head;
     it.state[t] = ((int64_t)g * p.nq * p.topk + entry) * GROUP;
   }
@@ -358,22 +359,16 @@ __device__ __forceinline__ void st_issue_kv(const st_sparse_attn_params &p, cons
   }
 }
 
-// Rows m0 .. m1 - 1 of the q tile at q_stage.
-__device__ __forceinline__ void st_issue_q_rows(const st_sparse_attn_params &p, const st_item &it, char *q_stage,
-                                                int m0, int m1) {
-  const uint32_t q_tile = st_smem_addr(q_stage);
+__device__ __forceinline__ void st_issue_q(const st_sparse_attn_params &p, const st_item &it, char *q_smem, int qb) {
+  const uint32_t q_tile = st_smem_addr(q_smem + qb * Q_BYTES);
   const int c = threadIdx.x % ROW_CHUNKS;
-  for (int m = m0 + threadIdx.x / ROW_CHUNKS; m < m1; m += THREADS / ROW_CHUNKS) {
+  for (int m = threadIdx.x / ROW_CHUNKS; m < ROWS; m += THREADS / ROW_CHUNKS) {
     const int t = m / GROUP, h = m % GROUP;
     const bool real = m < REAL_ROWS && t < it.n;
     const uint16_t *src = (const uint16_t *)p.q;
     if (real) src += it.q_at[t] + (int64_t)h * p.q_stride_head + c * 8;
     st_cp_async16(q_tile + st_q_offset(m, c), src, real ? 16 : 0);
   }
-}
-
-__device__ __forceinline__ void st_issue_q(const st_sparse_attn_params &p, const st_item &it, char *q_smem, int qb) {
-  st_issue_q_rows(p, it, q_smem + qb * Q_BYTES, 0, ROWS);
 }
 
 __device__ __forceinline__ void st_issue_item(const st_sparse_attn_params &p, const st_item &it, char *q_smem,
@@ -401,10 +396,11 @@ __device__ __forceinline__ void st_zero_v_tail(char *region, int b, int ntok) {
 // row that saw a key. bf16: O / l goes through the warp's own rows of the
 // q tile at q_tile (free once its products are done), so that the global
 // writes are whole 16-byte chunks of rows, not 4-byte pieces (v2.3 spent
-// a quarter of its issue stalls on those).
+// a quarter of its issue stalls on those). staged_only: the rows stay in
+// the q tile (st_store_partials copies them out).
 __device__ __forceinline__ void st_write_partials(const st_sparse_attn_params &p, const st_item &it,
                                                   const st_softmax_state<HEAD_DIM> &st, int m0, const int (&lim)[2],
-                                                  char *q_tile) {
+                                                  char *q_tile, bool staged_only = false) {
   const int lane = threadIdx.x & 31;
   if (!PART_F32) __syncwarp(); // every lane's ldmatrix reads of these rows are done
 #pragma unroll
@@ -424,7 +420,7 @@ __device__ __forceinline__ void st_write_partials(const st_sparse_attn_params &p
         *(uint32_t *)(q_tile + st_q_offset(m, dt) + 4 * (lane & 3)) = st_pack_bf16(a, c);
     }
   }
-  if (PART_F32) return;
+  if (PART_F32 || staged_only) return;
   __syncwarp();
   // 16 rows x ROW_CHUNKS chunks, a lane per chunk: rows of one token's
   // heads are consecutive states, so a warp writes whole rows.
@@ -436,18 +432,55 @@ __device__ __forceinline__ void st_write_partials(const st_sparse_attn_params &p
   }
 }
 
+// PASSES2: q half `half` of item `it` (its tokens' rows, GROUP heads each,
+// one 128-byte panel a copy) into the q tile at q_tile by tensor maps, on
+// barrier `bar` (thread 0). Slots past the item's tokens are not copied:
+// their rows see no key (lim 0), so whatever the tile held there is masked
+// to -inf before the softmax and never written out.
+__device__ __forceinline__ void st_issue_q_half(const st_sparse_attn_params &p, const st_item &it, uint32_t q_tile,
+                                                int half, uint32_t bar) {
+  constexpr int HALF_TOKENS = HALF_ROWS / GROUP;
+  const int t0 = half * HALF_TOKENS, n = min(max(it.n - t0, 0), HALF_TOKENS);
+  st_mbar_arrive_expect_tx(bar, (uint32_t)(n * GROUP * HEAD_DIM * 2));
+  for (int t = t0; t < t0 + n; t++)
+#pragma unroll
+    for (int c = 0; c < HEAD_DIM / 64; c++)
+      st_tma_load_3d(q_tile + c * ROWS * 128 + t * GROUP * 128, &p.q_map, c * 64, it.g * GROUP, it.token[t], bar);
+}
+
+// PASSES2, bf16 partials: the warp's 16 rows from m0 (their O / l in the q
+// tile at q_tile, from st_stage_partials) to the workspace by tensor maps,
+// a box of min(GROUP, 16) rows of one token per panel (lane 0). Returns
+// when the copies have read the tile.
+__device__ __forceinline__ void st_store_partials(const st_sparse_attn_params &p, const st_item &it, uint32_t q_tile,
+                                                  int m0) {
+  constexpr int BOX = GROUP < 16 ? GROUP : 16;
+  st_fence_proxy_async(); // this lane's O / l writes, before the copy engine reads them
+  __syncwarp();
+  if ((threadIdx.x & 31) != 0) return;
+#pragma unroll
+  for (int r = 0; r < 16; r += BOX) {
+    const int m = m0 + r, t = m / GROUP;
+    if (m >= REAL_ROWS || t >= it.n) continue; // padding rows: nothing to write
+#pragma unroll
+    for (int c = 0; c < HEAD_DIM / 64; c++)
+      st_tma_store_2d(&p.part_map, c * 64, (int)(it.state[t] + m % GROUP), q_tile + c * ROWS * 128 + m * 128);
+  }
+  st_bulk_commit();
+  st_bulk_wait_read();
+}
+
 // PASSES2: the CTA's items (c, c + gridDim.x, ...; `word` holds item c's
-// record), each in two passes of HALF_ROWS q rows over the one K/V stage.
-// Copies, in the order they are committed: item i's first q half during
-// item i - 1's second pass, its K and V after item i - 1's products, its
-// second q half after item i - 1's partial writes. So a cp.async wait for
-// all groups but the newest finds each half in, and each barrier frees
-// what the next copy overwrites. s_it holds two records. (A template, so
-// that kernels without passes, of other head dims, do not instantiate it.)
+// record), each in two passes of HALF_ROWS q rows over the one K/V stage,
+// every copy by tensor maps on its barrier: q half h of the next item
+// once this item's pass h has written its partials (through that half),
+// K and V once this item's products are done. s_it holds two records;
+// q half h's barrier is at q_bar0 + 8 h. (A template, so that kernels without
+// passes, of other head dims, do not instantiate it.)
 template <int D>
 __device__ __forceinline__ void st_walk_items_in_passes(const st_sparse_attn_params &p, st_item *s_it,
-                                                        char *q_stage, char *region, uint32_t kv_bar, int word,
-                                                        int items, int keys_per_head) {
+                                                        char *q_stage, char *region, uint32_t kv_bar, uint32_t q_bar0,
+                                                        int word, int items, int keys_per_head) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   const uint32_t q_tile = st_smem_addr(q_stage), k_tile = st_kv::k_tile(region, 0);
   if ((int)blockIdx.x >= items) return;
@@ -456,11 +489,11 @@ __device__ __forceinline__ void st_walk_items_in_passes(const st_sparse_attn_par
     word = st_load_record(p, blockIdx.x + gridDim.x, items);
   }
   __syncthreads();
-  st_issue_kv(p, s_it[0], region, 0, kv_bar);
-  st_issue_q_rows(p, s_it[0], q_stage, 0, HALF_ROWS);
-  st_cp_async_commit();
-  st_issue_q_rows(p, s_it[0], q_stage, HALF_ROWS, ROWS);
-  st_cp_async_commit();
+  if (threadIdx.x == 0) {
+    st_issue_kv(p, s_it[0], region, 0, kv_bar);
+    st_issue_q_half(p, s_it[0], q_tile, 0, q_bar0);
+    st_issue_q_half(p, s_it[0], q_tile, 1, q_bar0 + 8);
+  }
   for (int x = blockIdx.x, step = 0; x < items; x += gridDim.x, step++) {
     const int cur = step & 1, next = x + gridDim.x;
     const st_item &it = s_it[cur];
@@ -468,11 +501,10 @@ __device__ __forceinline__ void st_walk_items_in_passes(const st_sparse_attn_par
       st_store_item(p, word, keys_per_head, s_it[cur ^ 1]);
       word = st_load_record(p, next + gridDim.x, items);
     }
-    st_cp_async_wait<1>(); // the first q half (the second may be in flight)
-    st_fence_proxy_async();
     st_mbar_wait(kv_bar, step & 1);
     st_zero_v_tail(region, 0, it.ntok_max);
-    __syncthreads(); // K, V and the first half from every thread's copies; the next record stored
+    st_mbar_wait(q_bar0, step & 1);
+    __syncthreads(); // K, V (its tail zeroed) and the first q half; the next record stored
 #pragma unroll 1
     for (int pass = 0; pass < 2; pass++) {
       // Warpgroup warp / 4 takes rows m0 ..; warp-uniform through lane 0,
@@ -492,18 +524,18 @@ __device__ __forceinline__ void st_walk_items_in_passes(const st_sparse_attn_par
       }
       if (pass == 1) {
         __syncthreads(); // no product reads this item's K and V any more
-        if (next < items) st_issue_kv(p, s_it[cur ^ 1], region, 0, kv_bar);
+        if (threadIdx.x == 0 && next < items) st_issue_kv(p, s_it[cur ^ 1], region, 0, kv_bar);
       }
-      if (rows) st_write_partials(p, it, st, pass * HALF_ROWS + warp * 16, lim, q_stage);
-      if (pass == 0) {
-        st_cp_async_wait<0>(); // the second q half
-        st_fence_proxy_async();
+      if (rows) {
+        st_write_partials(p, it, st, pass * HALF_ROWS + warp * 16, lim, q_stage, !PART_F32);
+        if (!PART_F32) st_store_partials(p, it, q_tile, pass * HALF_ROWS + warp * 16);
       }
-      __syncthreads(); // this pass's q half is free (its partials read back); pass 0: the second half is in
-      if (next < items) st_issue_q_rows(p, s_it[cur ^ 1], q_stage, pass * HALF_ROWS, (pass + 1) * HALF_ROWS);
-      st_cp_async_commit();
+      if (pass == 0) st_mbar_wait(q_bar0 + 8, step & 1);
+      __syncthreads(); // this pass's q half is free (its partials read out); pass 0: the second half is in
+      if (threadIdx.x == 0 && next < items) st_issue_q_half(p, s_it[cur ^ 1], q_tile, pass, q_bar0 + 8 * pass);
     }
   }
+  if (!PART_F32 && lane == 0) st_bulk_wait(); // the partials' copies, done before the CTA leaves
 }
 
 // Persistent: CTA c takes work items c, c + gridDim.x, ... of the chunk
@@ -516,6 +548,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_att
   extern __shared__ __align__(128) char s_dyn[];
   __shared__ st_item s_it[ITEM_STAGES];
   __shared__ __align__(8) uint64_t s_kv_bar[STAGES]; // KV_TMA: stage b's K and V have landed
+  __shared__ __align__(8) uint64_t s_q_bar[2];       // PASSES2: q half h has landed
   // wgmma's 128-byte swizzle is of address bits: panels start on
   // 1024-byte boundaries (the static s_it comes before s_dyn).
   char *q_smem = WGMMA ? s_dyn + ((1024u - (st_smem_addr(s_dyn) & 1023u)) & 1023u) : s_dyn;
@@ -528,6 +561,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_att
     if (dyn < (unsigned)SMEM_BYTES) __trap(); // the launcher's layout disagrees with this kernel's
     if (KV_TMA) {
       for (int b = 0; b < STAGES; b++) st_mbar_init(st_smem_addr(&s_kv_bar[b]), 1);
+      if (PASSES2)
+        for (int h = 0; h < 2; h++) st_mbar_init(st_smem_addr(&s_q_bar[h]), 1);
       st_mbar_init_fence();
     }
   }
@@ -535,7 +570,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_att
   // word: warp 0's register copy of the record after the one in s_it.
   int word = warp == 0 ? st_load_record(p, blockIdx.x, items) : 0;
   if constexpr (PASSES2) {
-    st_walk_items_in_passes<HEAD_DIM>(p, s_it, q_smem, region, st_smem_addr(&s_kv_bar[0]), word, items, keys_per_head);
+    st_walk_items_in_passes<HEAD_DIM>(p, s_it, q_smem, region, st_smem_addr(&s_kv_bar[0]), st_smem_addr(&s_q_bar[0]),
+                                      word, items, keys_per_head);
     return;
   }
   if ((STAGES == 2 || SPLIT) && (int)blockIdx.x < items) {

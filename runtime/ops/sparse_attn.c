@@ -286,6 +286,12 @@ static st_status plan_block(const st_sparse_attn_config *cfg, const st_sparse_at
   plan->kv_maps = cfg->wgmma && cfg->dtype == ST_DTYPE_BF16;
   plan->k_cache = a->k_cache;
   plan->v_cache = a->v_cache;
+  plan->q_maps = cfg->wgmma && cfg->mtiles == 2;
+  plan->part_maps = plan->q_maps && !cfg->part_f32;
+  plan->q = a->q;
+  plan->part_rows = Hkv * chunk * topk * cfg->group;
+  plan->group = cfg->group;
+  plan->head_dim = cfg->head_dim;
   plan->grid[0] = (unsigned)(items < plan->persistent ? items : plan->persistent);
   plan->grid[1] = plan->grid[2] = 1;
   plan->block = (unsigned)st_sparse_attn_threads(cfg);
@@ -321,6 +327,25 @@ static st_status launch_one(const st_cu *cu, CUfunction fn, unsigned gx, unsigne
   return ST_OK;
 }
 
+/* Two-pass kernels: q as [total_q, Hq, D], boxes of a 128-byte panel of a
+ * token's group of heads, which land in the q tile's swizzled panels. */
+static st_status map_q(const st_cu *cu, const st_sparse_attn_plan *plan, st_tensor_map *map, st_err *err) {
+  const st_tensor *q = &plan->q;
+  const int64_t dims[3] = {q->shape[2], q->shape[1], q->shape[0]};
+  const int64_t strides[2] = {q->stride[1] * 2, q->stride[0] * 2};
+  const uint32_t box[3] = {64, (uint32_t)plan->group, 1};
+  return st_tensor_map_swizzled(cu, "q", q->data, ST_DTYPE_BF16, 3, dims, strides, box, map, err);
+}
+
+/* ... and a workspace half's bf16 partial outputs as [entries x group, D]
+ * rows, boxes of a panel of a warp's rows (at most 16, one token's). */
+static st_status map_partials(const st_cu *cu, const st_sparse_attn_plan *plan, void *part_o, st_tensor_map *map,
+                              st_err *err) {
+  const int64_t dims[2] = {plan->head_dim, plan->part_rows}, strides[1] = {plan->head_dim * 2};
+  const uint32_t box[2] = {64, (uint32_t)(plan->group < 16 ? plan->group : 16)};
+  return st_tensor_map_swizzled(cu, "partial outputs", part_o, ST_DTYPE_BF16, 2, dims, strides, box, map, err);
+}
+
 /* Points the params' workspace pieces into the half that starts at `ws`. */
 static void set_workspace(const st_sparse_attn_plan *plan, char *ws, st_sparse_attn_params *p) {
   p->ws_header = (uint32_t *)(ws + plan->off_header);
@@ -350,6 +375,11 @@ static st_status launch_block(const st_cu *cu, CUfunction main_fn, CUfunction me
   if (plan->kv_maps && ((st = st_tensor_map_pages(cu, &plan->k_cache, "k_cache", &p.k_map, err)) != ST_OK ||
                         (st = st_tensor_map_pages(cu, &plan->v_cache, "v_cache", &p.v_map, err)) != ST_OK))
     return st;
+  st_tensor_map part_map[2];
+  if (plan->q_maps && (st = map_q(cu, plan, &p.q_map, err)) != ST_OK) return st;
+  for (int h = 0; plan->part_maps && h < 1 + plan->overlap; h++)
+    if ((st = map_partials(cu, plan, ws + (size_t)h * plan->half_bytes + plan->off_part_o, &part_map[h], err)) != ST_OK)
+      return st;
   const CUstream lists = plan->overlap ? side->stream : stream; /* count, scatter and blocks */
   if (plan->overlap) {
     ST_CU_TRY(cu, cu->cuEventRecord(side->fork, stream), err);
@@ -361,6 +391,7 @@ static st_status launch_block(const st_cu *cu, CUfunction main_fn, CUfunction me
     const unsigned steps = (unsigned)ceil_div(Hkv * nq * p.topk, ST_SPARSE_ATTN_STEP_THREADS);
     const int half = plan->overlap ? (int)(c & 1) : 0;
     set_workspace(plan, ws + (size_t)half * plan->half_bytes, &p);
+    if (plan->part_maps) p.part_map = part_map[half];
     if (plan->overlap && c >= 2) ST_CU_TRY(cu, cu->cuStreamWaitEvent(side->stream, side->freed[half], 0), err);
     p.q0 = (int32_t)q0;
     p.nq = (int32_t)nq;

@@ -96,6 +96,11 @@ typedef struct st_sparse_attn_plan {
   int overlap;                                     /* merges on the caller's stream, the rest on a side stream */
   size_t half_bytes;                               /* overlap: bytes of one workspace half (offsets: in a half) */
   st_tensor k_cache, v_cache;                      /* the views they map                                      */
+  int q_maps;          /* two-pass bf16 wgmma (mtiles 2): params' q_map encoded at launch             */
+  int part_maps;       /* ... with bf16 partials: params' part_map, per workspace half                */
+  st_tensor q;         /* the view q_map maps                                                           */
+  int64_t part_rows;   /* rows of a half's ws_part_o: entries x group                                   */
+  int group, head_dim; /* q heads per kv head; D                                                        */
   size_t off_header, off_count, off_offset, off_item, off_key, off_rank, off_item_rec, off_part_ml, off_part_o;
 } st_sparse_attn_plan;
 

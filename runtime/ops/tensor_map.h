@@ -1,5 +1,6 @@
-/* ops/tensor_map.h - tensor maps of paged caches, for the kernels that copy
- * whole 128-row pages with the bulk tensor copy engine (TMA). */
+/* ops/tensor_map.h - tensor maps for the kernels that copy 128-byte panels
+ * (whole 128-row pages of paged caches, rows of q or of partial outputs)
+ * with the bulk tensor copy engine (TMA). */
 #ifndef ST_OPS_TENSOR_MAP_H
 #define ST_OPS_TENSOR_MAP_H
 
@@ -18,5 +19,15 @@
  * 128-byte panels) with a message naming the value. */
 st_status st_tensor_map_pages(const st_cu *cu, const st_tensor *cache, const char *name, st_tensor_map *map,
                               st_err *err);
+
+/* A map of `n` (2..5) dimensions of bf16 or fp8 e4m3 at `data`, with the
+ * 128-byte swizzle: dims[d] elements along dimension d (innermost first,
+ * contiguous), stride_bytes[d - 1] bytes between its steps for d >= 1, and
+ * boxes of box[d] elements (box[0] x the element size: at most 128 bytes).
+ * Refuses with a message naming `name` what the copy engine cannot
+ * address: an unaligned base or stride, a box past the 128-byte swizzle. */
+st_status st_tensor_map_swizzled(const st_cu *cu, const char *name, void *data, st_dtype dtype, int n,
+                                 const int64_t *dims, const int64_t *stride_bytes, const uint32_t *box,
+                                 st_tensor_map *map, st_err *err);
 
 #endif

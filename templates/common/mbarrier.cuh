@@ -62,4 +62,26 @@ __device__ __forceinline__ void st_tma_load_4d(uint32_t dst, const void *map, in
                : "memory");
 }
 
+// Copies box (c0, c1) of shared memory `src` (1024-byte aligned for the
+// 128-byte swizzle) to the tensor map's global memory, in this thread's bulk
+// group. The writes to `src` must be fenced for the async proxy first
+// (st_fence_proxy_async, by each writing thread, then a barrier).
+__device__ __forceinline__ void st_tma_store_2d(const void *map, int c0, int c1, uint32_t src) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(map), "r"(c0),
+               "r"(c1), "r"(src)
+               : "memory");
+}
+
+// Closes this thread's bulk group of stores.
+__device__ __forceinline__ void st_bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+
+// Waits until this thread's bulk stores have read their shared memory (it
+// may be written again).
+__device__ __forceinline__ void st_bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+}
+
+// Waits until this thread's bulk stores are done.
+__device__ __forceinline__ void st_bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+
 #endif // ST_MBARRIER_CUH

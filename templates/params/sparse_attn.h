@@ -67,6 +67,11 @@ typedef struct st_sparse_attn_params {
    * (runtime/ops/tensor_map.c: 128-byte x 128-row boxes of one head of one
    * page), set at launch; zeros elsewhere. */
   st_tensor_map k_map, v_map;
+  /* Two-pass bf16 wgmma kernels (mtiles 2): q as [total_q, Hq, D] in boxes
+   * of one 128-byte panel of a token's GROUP heads, and (bf16 partials) the
+   * workspace half's ws_part_o as [entries * GROUP, D] rows in boxes of one
+   * panel of min(GROUP, 16) rows; set at launch, zeros elsewhere. */
+  st_tensor_map q_map, part_map;
 } st_sparse_attn_params;
 
 #endif
