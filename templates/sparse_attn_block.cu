@@ -470,34 +470,19 @@ __device__ __forceinline__ void st_store_partials(const st_sparse_attn_params &p
   st_bulk_wait_read();
 }
 
-// PASSES2: item `it`'s K (which 0) or V (which 1) tile into the stage by
-// tensor maps, on barrier `bar` (thread 0).
-__device__ __forceinline__ void st_issue_kv_tile(const st_sparse_attn_params &p, const st_item &it, char *region,
-                                                 int which, uint32_t bar) {
-  const uint32_t tile = st_kv::k_tile(region, 0) + which * st_kv::TILE_BYTES;
-  st_mbar_arrive_expect_tx(bar, st_kv::TILE_BYTES);
-#pragma unroll
-  for (int c = 0; c < HEAD_DIM / 64; c++)
-    st_tma_load_4d(tile + c * st_kv::BLOCK_TOKENS * 128, which ? &p.v_map : &p.k_map, c * 64, 0, it.g, it.page, bar);
-}
-
 // PASSES2: the CTA's items (c, c + gridDim.x, ...; `word` holds item c's
 // record), each in two passes of HALF_ROWS q rows over the one K/V stage,
-// every copy by tensor maps on its own barrier (bar0 + 8 x: q half 0, q
-// half 1, K, V), as soon as what it overwrites is free: the next item's
-// K once this item's second scores are done, its V once the second P V
-// product is, its q half h once this item's pass h has written its
-// partials (through that half). So the next item's K lands under this
-// item's softmax, P V and partial writes, and its V under those and the
-// next scores. s_it holds two records. (A template, so that kernels
-// without passes, of other head dims, do not instantiate it.)
+// every copy by tensor maps on its barrier: q half h of the next item
+// once this item's pass h has written its partials (through that half),
+// K and V once this item's products are done. s_it holds two records;
+// q half h's barrier is at q_bar0 + 8 h. (A template, so that kernels without
+// passes, of other head dims, do not instantiate it.)
 template <int D>
 __device__ __forceinline__ void st_walk_items_in_passes(const st_sparse_attn_params &p, st_item *s_it,
-                                                        char *q_stage, char *region, uint32_t bar0, int word,
-                                                        int items, int keys_per_head) {
+                                                        char *q_stage, char *region, uint32_t kv_bar, uint32_t q_bar0,
+                                                        int word, int items, int keys_per_head) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   const uint32_t q_tile = st_smem_addr(q_stage), k_tile = st_kv::k_tile(region, 0);
-  const uint32_t q_bar0 = bar0, k_bar = bar0 + 16, v_bar = bar0 + 24;
   if ((int)blockIdx.x >= items) return;
   if (warp == 0) {
     st_store_item(p, word, keys_per_head, s_it[0]);
@@ -505,21 +490,21 @@ __device__ __forceinline__ void st_walk_items_in_passes(const st_sparse_attn_par
   }
   __syncthreads();
   if (threadIdx.x == 0) {
-    st_issue_kv_tile(p, s_it[0], region, 0, k_bar);
+    st_issue_kv(p, s_it[0], region, 0, kv_bar);
     st_issue_q_half(p, s_it[0], q_tile, 0, q_bar0);
-    st_issue_kv_tile(p, s_it[0], region, 1, v_bar);
     st_issue_q_half(p, s_it[0], q_tile, 1, q_bar0 + 8);
   }
   for (int x = blockIdx.x, step = 0; x < items; x += gridDim.x, step++) {
-    const int cur = step & 1, next = x + gridDim.x, phase = step & 1;
+    const int cur = step & 1, next = x + gridDim.x;
     const st_item &it = s_it[cur];
     if (warp == 0 && next < items) { // s_it[cur ^ 1] was last read before the previous step's last sync
       st_store_item(p, word, keys_per_head, s_it[cur ^ 1]);
       word = st_load_record(p, next + gridDim.x, items);
     }
-    st_mbar_wait(k_bar, phase);
-    st_mbar_wait(q_bar0, phase);
-    __syncthreads(); // K and the first q half; the next record stored
+    st_mbar_wait(kv_bar, step & 1);
+    st_zero_v_tail(region, 0, it.ntok_max);
+    st_mbar_wait(q_bar0, step & 1);
+    __syncthreads(); // K, V (its tail zeroed) and the first q half; the next record stored
 #pragma unroll 1
     for (int pass = 0; pass < 2; pass++) {
       // Warpgroup warp / 4 takes rows m0 ..; warp-uniform through lane 0,
@@ -532,31 +517,20 @@ __device__ __forceinline__ void st_walk_items_in_passes(const st_sparse_attn_par
         const int m = pass * HALF_ROWS + warp * 16 + (lane >> 2) + rr * 8, t = m / GROUP;
         lim[rr] = m < REAL_ROWS && t < it.n ? it.ntok[t] : 0; // padding rows see nothing
       }
-      float s[16][4];
       st_softmax_state<HEAD_DIM> st;
-      if (rows) st_block_scores_wg<D, ROWS>(q_tile, m0, k_tile, s);
-      if (pass == 0) { // V, its rows past the item's tokens zeroed
-        st_mbar_wait(v_bar, phase);
-        st_zero_v_tail(region, 0, it.ntok_max);
-      }
-      // pass 0: the zeroed rows (and a barrier after the wait: ptxas
-      // serializes wgmma after a spin loop without one); pass 1: no product
-      // reads K any more (the next K is issued after it).
-      __syncthreads();
-      if (pass == 1 && threadIdx.x == 0 && next < items) st_issue_kv_tile(p, s_it[cur ^ 1], region, 0, k_bar);
       if (rows) {
-        st_block_softmax_pv_wg<D>(k_tile + st_kv::TILE_BYTES, lim, p.score_scale_log2, s, st);
+        st_attend_block_wg<D, ROWS>(q_tile, m0, k_tile, k_tile + st_kv::TILE_BYTES, lim, p.score_scale_log2, st);
         st_softmax_finish_l(st);
       }
       if (pass == 1) {
-        __syncthreads(); // no product reads this item's V any more
-        if (threadIdx.x == 0 && next < items) st_issue_kv_tile(p, s_it[cur ^ 1], region, 1, v_bar);
+        __syncthreads(); // no product reads this item's K and V any more
+        if (threadIdx.x == 0 && next < items) st_issue_kv(p, s_it[cur ^ 1], region, 0, kv_bar);
       }
       if (rows) {
         st_write_partials(p, it, st, pass * HALF_ROWS + warp * 16, lim, q_stage, !PART_F32);
         if (!PART_F32) st_store_partials(p, it, q_tile, pass * HALF_ROWS + warp * 16);
       }
-      if (pass == 0) st_mbar_wait(q_bar0 + 8, phase);
+      if (pass == 0) st_mbar_wait(q_bar0 + 8, step & 1);
       __syncthreads(); // this pass's q half is free (its partials read out); pass 0: the second half is in
       if (threadIdx.x == 0 && next < items) st_issue_q_half(p, s_it[cur ^ 1], q_tile, pass, q_bar0 + 8 * pass);
     }
@@ -574,7 +548,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_att
   extern __shared__ __align__(128) char s_dyn[];
   __shared__ st_item s_it[ITEM_STAGES];
   __shared__ __align__(8) uint64_t s_kv_bar[STAGES]; // KV_TMA: stage b's K and V have landed
-  __shared__ __align__(8) uint64_t s_pass_bar[4];    // PASSES2: q half 0, q half 1, K, V have landed
+  __shared__ __align__(8) uint64_t s_q_bar[2];       // PASSES2: q half h has landed
   // wgmma's 128-byte swizzle is of address bits: panels start on
   // 1024-byte boundaries (the static s_it comes before s_dyn).
   char *q_smem = WGMMA ? s_dyn + ((1024u - (st_smem_addr(s_dyn) & 1023u)) & 1023u) : s_dyn;
@@ -588,7 +562,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_att
     if (KV_TMA) {
       for (int b = 0; b < STAGES; b++) st_mbar_init(st_smem_addr(&s_kv_bar[b]), 1);
       if (PASSES2)
-        for (int h = 0; h < 4; h++) st_mbar_init(st_smem_addr(&s_pass_bar[h]), 1);
+        for (int h = 0; h < 2; h++) st_mbar_init(st_smem_addr(&s_q_bar[h]), 1);
       st_mbar_init_fence();
     }
   }
@@ -596,8 +570,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_att
   // word: warp 0's register copy of the record after the one in s_it.
   int word = warp == 0 ? st_load_record(p, blockIdx.x, items) : 0;
   if constexpr (PASSES2) {
-    st_walk_items_in_passes<HEAD_DIM>(p, s_it, q_smem, region, st_smem_addr(&s_pass_bar[0]), word, items,
-                                      keys_per_head);
+    st_walk_items_in_passes<HEAD_DIM>(p, s_it, q_smem, region, st_smem_addr(&s_kv_bar[0]), st_smem_addr(&s_q_bar[0]),
+                                      word, items, keys_per_head);
     return;
   }
   if ((STAGES == 2 || SPLIT) && (int)blockIdx.x < items) {

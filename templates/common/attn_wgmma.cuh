@@ -61,22 +61,27 @@ __device__ __forceinline__ void st_block_softmax(const int (&lim)[2], float scal
   }
 }
 
-// S = Q K^T for a warpgroup (128 threads, warp w = its 16 rows m0 + 16w ..)
-// against the block in k_tile (BLOCK_TOKENS rows, panels); q_tile holds
-// Q_ROWS rows in panels, the warpgroup's from m0 (a multiple of 64; pass it
-// warp-uniform, e.g. through a shuffle from lane 0, so that the descriptors
-// stay in uniform registers). Returns with the products done: K may be
-// overwritten once every warp of the warpgroup has returned.
+// Warpgroup (128 threads, warp w = its 16 rows m0 + 16w ..) over the block
+// in k_tile / v_tile (BLOCK_TOKENS rows each, panels); q_tile holds Q_ROWS
+// rows in panels, the warpgroup's from m0 (a multiple of 64; pass it
+// warp-uniform, e.g. through a shuffle from lane 0, so that the
+// descriptors stay in uniform registers). lim / scale_log2 as
+// st_block_softmax takes them; st.m, st.l and st.o are written (one whole
+// block: no earlier state).
 template <int HEAD_DIM, int Q_ROWS>
-__device__ __forceinline__ void st_block_scores_wg(uint32_t q_tile, int m0, uint32_t k_tile, float (&s)[16][4]) {
+__device__ __forceinline__ void st_attend_block_wg(uint32_t q_tile, int m0, uint32_t k_tile, uint32_t v_tile,
+                                                   const int (&lim)[2], float scale_log2,
+                                                   st_softmax_state<HEAD_DIM> &st) {
   constexpr int BLOCK_TOKENS = 128, KSTEPS = HEAD_DIM / 16, PANEL_K = BLOCK_TOKENS * 128;
   static_assert(HEAD_DIM == 128, "one m64n128 product for O: head_dim 128");
   static_assert(Q_ROWS % 64 == 0, "whole warpgroups of rows");
+  float s[BLOCK_TOKENS / 8][4];
   float(&d)[64] = reinterpret_cast<float(&)[64]>(s);
   // A k-step's descriptors are the first one's plus a constant (the start
   // address field counts 16 bytes and never carries: shared addresses stay
   // below 256 KiB).
   const uint64_t q_desc = st_wgmma_desc(q_tile + m0 * 128), k_desc = st_wgmma_desc(k_tile);
+  const uint64_t v_desc = st_wgmma_desc_mn(v_tile, PANEL_K);
   st_wgmma_fence();
 #pragma unroll
   for (int ks = 0; ks < KSTEPS; ks++) // 4 k-steps of 32 bytes within each panel
@@ -85,17 +90,6 @@ __device__ __forceinline__ void st_block_scores_wg(uint32_t q_tile, int m0, uint
   st_wgmma_commit();
   st_wgmma_wait<0>();
   st_wgmma_fence_regs(d);
-}
-
-// The softmax of the scores s (st_block_scores_wg's) and O = P V against
-// the block's V in v_tile (panels, read transposed); lim / scale_log2 as
-// st_block_softmax takes them; st.m, st.l and st.o are written (one whole
-// block: no earlier state).
-template <int HEAD_DIM>
-__device__ __forceinline__ void st_block_softmax_pv_wg(uint32_t v_tile, const int (&lim)[2], float scale_log2,
-                                                       float (&s)[16][4], st_softmax_state<HEAD_DIM> &st) {
-  constexpr int BLOCK_TOKENS = 128, PANEL_K = BLOCK_TOKENS * 128;
-  const uint64_t v_desc = st_wgmma_desc_mn(v_tile, PANEL_K);
   st_block_softmax<BLOCK_TOKENS, HEAD_DIM>(lim, scale_log2, st, s);
   // P as bf16 A fragments, all packed before the first product: a register
   // written between two products of one group makes ptxas fence each one.
@@ -116,16 +110,6 @@ __device__ __forceinline__ void st_block_softmax_pv_wg(uint32_t v_tile, const in
   st_wgmma_commit();
   st_wgmma_wait<0>();
   st_wgmma_fence_regs(o);
-}
-
-// Both: the warpgroup's 64 rows against the block in k_tile / v_tile.
-template <int HEAD_DIM, int Q_ROWS>
-__device__ __forceinline__ void st_attend_block_wg(uint32_t q_tile, int m0, uint32_t k_tile, uint32_t v_tile,
-                                                   const int (&lim)[2], float scale_log2,
-                                                   st_softmax_state<HEAD_DIM> &st) {
-  float s[16][4];
-  st_block_scores_wg<HEAD_DIM, Q_ROWS>(q_tile, m0, k_tile, s);
-  st_block_softmax_pv_wg<HEAD_DIM>(v_tile, lim, scale_log2, s, st);
 }
 
 #endif // ST_ATTN_WGMMA_CUH
