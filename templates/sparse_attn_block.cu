@@ -396,11 +396,10 @@ __device__ __forceinline__ void st_zero_v_tail(char *region, int b, int ntok) {
 // row that saw a key. bf16: O / l goes through the warp's own rows of the
 // q tile at q_tile (free once its products are done), so that the global
 // writes are whole 16-byte chunks of rows, not 4-byte pieces (v2.3 spent
-// a quarter of its issue stalls on those). staged_only: the rows stay in
-// the q tile (st_store_partials copies them out).
+// a quarter of its issue stalls on those).
 __device__ __forceinline__ void st_write_partials(const st_sparse_attn_params &p, const st_item &it,
                                                   const st_softmax_state<HEAD_DIM> &st, int m0, const int (&lim)[2],
-                                                  char *q_tile, bool staged_only = false) {
+                                                  char *q_tile) {
   const int lane = threadIdx.x & 31;
   if (!PART_F32) __syncwarp(); // every lane's ldmatrix reads of these rows are done
 #pragma unroll
@@ -420,7 +419,7 @@ __device__ __forceinline__ void st_write_partials(const st_sparse_attn_params &p
         *(uint32_t *)(q_tile + st_q_offset(m, dt) + 4 * (lane & 3)) = st_pack_bf16(a, c);
     }
   }
-  if (PART_F32 || staged_only) return;
+  if (PART_F32) return;
   __syncwarp();
   // 16 rows x ROW_CHUNKS chunks, a lane per chunk: rows of one token's
   // heads are consecutive states, so a warp writes whole rows.
@@ -448,35 +447,63 @@ __device__ __forceinline__ void st_issue_q_half(const st_sparse_attn_params &p, 
       st_tma_load_3d(q_tile + c * ROWS * 128 + t * GROUP * 128, &p.q_map, c * 64, it.g * GROUP, it.token[t], bar);
 }
 
-// PASSES2, bf16 partials: the warp's 16 rows from m0 (their O / l in the q
-// tile at q_tile, from st_stage_partials) to the workspace by tensor maps,
-// a box of min(GROUP, 16) rows of one token per panel (lane 0). Returns
-// when the copies have read the tile.
-__device__ __forceinline__ void st_store_partials(const st_sparse_attn_params &p, const st_item &it, uint32_t q_tile,
-                                                  int m0) {
+// PASSES2, bf16 partials: the warp's 16 rows from m0 (st_write_partials'
+// rows: (m, l) written, O / l as bf16) into the q tile at q_tile by
+// stmatrix (4 n-tiles' fragments a store), then to the workspace by
+// tensor maps: a box of min(GROUP, 16) rows of one token per panel, from
+// lane 0, in its bulk group. The tile's rows may be written again once
+// lane 0 has waited for the group's reads (st_bulk_wait_read).
+__device__ __forceinline__ void st_store_partials(const st_sparse_attn_params &p, const st_item &it,
+                                                  const st_softmax_state<HEAD_DIM> &st, int m0, const int (&lim)[2],
+                                                  uint32_t q_tile) {
   constexpr int BOX = GROUP < 16 ? GROUP : 16;
-  st_fence_proxy_async(); // this lane's O / l writes, before the copy engine reads them
-  __syncwarp();
-  if ((threadIdx.x & 31) != 0) return;
+  const int lane = threadIdx.x & 31;
 #pragma unroll
-  for (int r = 0; r < 16; r += BOX) {
-    const int m = m0 + r, t = m / GROUP;
+  for (int rr = 0; rr < 2; rr++) {
+    if (lim[rr] == 0) continue;
+    const int m = m0 + (lane >> 2) + rr * 8, t = m / GROUP, h = m % GROUP;
+    if ((lane & 3) == 0) *(float2 *)(p.ws_part_ml + (it.state[t] + h) * 2) = make_float2(st.m[rr], st.l[rr]);
+  }
+  const float inv[2] = {st.l[0] > 0.f ? __frcp_rn(st.l[0]) : 0.f, st.l[1] > 0.f ? __frcp_rn(st.l[1]) : 0.f};
+  // Lane i addresses row i % 8 of matrix i / 8: rows m0 + 8 (j % 2) ..,
+  // chunk dt + j / 2 (8 dimensions a chunk).
+  const int row = m0 + (lane & 7) + ((lane >> 3) & 1) * 8, half_chunk = lane >> 4;
+#pragma unroll
+  for (int dt = 0; dt < DT; dt += 2) {
+    const uint32_t r[4] = {st_pack_bf16(st.o[dt][0] * inv[0], st.o[dt][1] * inv[0]),
+                           st_pack_bf16(st.o[dt][2] * inv[1], st.o[dt][3] * inv[1]),
+                           st_pack_bf16(st.o[dt + 1][0] * inv[0], st.o[dt + 1][1] * inv[0]),
+                           st_pack_bf16(st.o[dt + 1][2] * inv[1], st.o[dt + 1][3] * inv[1])};
+    st_stmatrix_x4(q_tile + st_q_offset(row, dt + half_chunk), r);
+  }
+  st_fence_proxy_async(); // this lane's stores, before the copy engine reads them
+  __syncwarp();
+  if (lane != 0) return;
+#pragma unroll
+  for (int r0 = 0; r0 < 16; r0 += BOX) {
+    const int m = m0 + r0, t = m / GROUP;
     if (m >= REAL_ROWS || t >= it.n) continue; // padding rows: nothing to write
 #pragma unroll
     for (int c = 0; c < HEAD_DIM / 64; c++)
       st_tma_store_2d(&p.part_map, c * 64, (int)(it.state[t] + m % GROUP), q_tile + c * ROWS * 128 + m * 128);
   }
   st_bulk_commit();
-  st_bulk_wait_read();
 }
 
 // PASSES2: the CTA's items (c, c + gridDim.x, ...; `word` holds item c's
-// record), each in two passes of HALF_ROWS q rows over the one K/V stage,
-// every copy by tensor maps on its barrier: q half h of the next item
-// once this item's pass h has written its partials (through that half),
-// K and V once this item's products are done. s_it holds two records;
-// q half h's barrier is at q_bar0 + 8 h. (A template, so that kernels without
-// passes, of other head dims, do not instantiate it.)
+// record), each in two passes of HALF_ROWS q rows over the one K/V stage;
+// every copy by tensor maps on its barrier, issued by thread 0 once what it
+// overwrites is free, and no thread waits for a partial store's reads
+// until a barrier needs them:
+//   top (barrier A): K, V and q half 0 in; the previous item's half-1
+//     partials read out, so this item's q half 1 is issued;
+//   pass 0: products, its partials out through half 0;
+//   barrier B: q half 1 in;
+//   pass 1: products; barrier C: K and V free, half 0's partials read out,
+//     so the next item's K, V and q half 0 are issued; its partials out.
+// s_it holds two records; q half h's barrier is at q_bar0 + 8 h. (A
+// template, so that kernels without passes, of other head dims, do not
+// instantiate it.)
 template <int D>
 __device__ __forceinline__ void st_walk_items_in_passes(const st_sparse_attn_params &p, st_item *s_it,
                                                         char *q_stage, char *region, uint32_t kv_bar, uint32_t q_bar0,
@@ -492,19 +519,20 @@ __device__ __forceinline__ void st_walk_items_in_passes(const st_sparse_attn_par
   if (threadIdx.x == 0) {
     st_issue_kv(p, s_it[0], region, 0, kv_bar);
     st_issue_q_half(p, s_it[0], q_tile, 0, q_bar0);
-    st_issue_q_half(p, s_it[0], q_tile, 1, q_bar0 + 8);
   }
   for (int x = blockIdx.x, step = 0; x < items; x += gridDim.x, step++) {
-    const int cur = step & 1, next = x + gridDim.x;
+    const int cur = step & 1, next = x + gridDim.x, phase = step & 1;
     const st_item &it = s_it[cur];
-    if (warp == 0 && next < items) { // s_it[cur ^ 1] was last read before the previous step's last sync
+    if (warp == 0 && next < items) { // s_it[cur ^ 1] was last read before the previous step's barrier C
       st_store_item(p, word, keys_per_head, s_it[cur ^ 1]);
       word = st_load_record(p, next + gridDim.x, items);
     }
-    st_mbar_wait(kv_bar, step & 1);
+    if (!PART_F32 && lane == 0) st_bulk_wait_read(); // the previous item's half-1 partials
+    st_mbar_wait(kv_bar, phase);
     st_zero_v_tail(region, 0, it.ntok_max);
-    st_mbar_wait(q_bar0, step & 1);
-    __syncthreads(); // K, V (its tail zeroed) and the first q half; the next record stored
+    st_mbar_wait(q_bar0, phase);
+    __syncthreads(); // A
+    if (threadIdx.x == 0) st_issue_q_half(p, it, q_tile, 1, q_bar0 + 8);
 #pragma unroll 1
     for (int pass = 0; pass < 2; pass++) {
       // Warpgroup warp / 4 takes rows m0 ..; warp-uniform through lane 0,
@@ -523,16 +551,23 @@ __device__ __forceinline__ void st_walk_items_in_passes(const st_sparse_attn_par
         st_softmax_finish_l(st);
       }
       if (pass == 1) {
-        __syncthreads(); // no product reads this item's K and V any more
-        if (threadIdx.x == 0 && next < items) st_issue_kv(p, s_it[cur ^ 1], region, 0, kv_bar);
+        if (!PART_F32 && lane == 0) st_bulk_wait_read(); // half 0's partials
+        __syncthreads(); // C
+        if (threadIdx.x == 0 && next < items) {
+          st_issue_kv(p, s_it[cur ^ 1], region, 0, kv_bar);
+          st_issue_q_half(p, s_it[cur ^ 1], q_tile, 0, q_bar0);
+        }
       }
       if (rows) {
-        st_write_partials(p, it, st, pass * HALF_ROWS + warp * 16, lim, q_stage, !PART_F32);
-        if (!PART_F32) st_store_partials(p, it, q_tile, pass * HALF_ROWS + warp * 16);
+        if (PART_F32)
+          st_write_partials(p, it, st, pass * HALF_ROWS + warp * 16, lim, q_stage);
+        else
+          st_store_partials(p, it, st, pass * HALF_ROWS + warp * 16, lim, q_tile);
       }
-      if (pass == 0) st_mbar_wait(q_bar0 + 8, step & 1);
-      __syncthreads(); // this pass's q half is free (its partials read out); pass 0: the second half is in
-      if (threadIdx.x == 0 && next < items) st_issue_q_half(p, s_it[cur ^ 1], q_tile, pass, q_bar0 + 8 * pass);
+      if (pass == 0) {
+        st_mbar_wait(q_bar0 + 8, phase);
+        __syncthreads(); // B (and after the wait: ptxas serializes wgmma after a spin loop without one)
+      }
     }
   }
   if (!PART_F32 && lane == 0) st_bulk_wait(); // the partials' copies, done before the CTA leaves
