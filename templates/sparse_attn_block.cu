@@ -209,68 +209,57 @@ __device__ void st_scatter_entries(const st_sparse_attn_params &p) {
 
 // ---- step 2: merge -------------------------------------------------------------
 
-// Where a merge reads: a chunk's entries' keys (-1: not valid), partial
-// (m, l) and O / l, and its tokens q0 .. q0 + nq - 1.
-struct st_merge_src {
-  const int32_t *key;
-  const float *ml;
-  const void *o;
-  int q0, nq;
-};
-
+// Grid (nq, Hkv): token q0 + blockIdx.x, kv head blockIdx.y. First every
+// (entry, q head)'s weight l_k 2^(m_k - m) / L into shared memory (all
+// loads at once: v1 walked the entries one dependent load chain at a
+// time), then a thread per 8 dimensions of a q head sums the weighted
+// partial outputs.
 constexpr int MERGE_TOPK = 64; // the op's largest topk
 
-// The merge of one (token q0 + il, kv head g) by the CTA's NT threads,
-// with s_ml (topk x GROUP float2 of shared memory) for scratch. First every
-// (entry, q head)'s weight l_k 2^(m_k - m) / L into s_ml[k][h].x (all loads
-// at once: v1 walked the entries one dependent load chain at a time), then
-// a thread per 8 dimensions of a q head sums the weighted partial outputs.
-// Starts and ends with the scratch free (a __syncthreads after the last
-// use).
-template <int NT>
-__device__ __forceinline__ void st_merge_pair(const st_sparse_attn_params &p, const st_merge_src &src, int il, int g,
-                                              float2 (*s_ml)[GROUP]) {
-  const int i = src.q0 + il, topk = p.topk;
-  const int64_t e0 = ((int64_t)g * src.nq + il) * topk;
-  for (int x = threadIdx.x; x < topk * GROUP; x += NT) {
+__device__ void st_merge_partials(const st_sparse_attn_params &p) {
+  __shared__ float s_w[MERGE_TOPK][GROUP];
+  __shared__ float2 s_ml[MERGE_TOPK][GROUP];
+  const int il = blockIdx.x, g = blockIdx.y, i = p.q0 + il, topk = p.topk;
+  const int64_t e0 = ((int64_t)g * p.nq + il) * topk;
+  for (int x = threadIdx.x; x < topk * GROUP; x += STEP_THREADS) {
     const int k = x / GROUP, h = x % GROUP;
     float2 ml = make_float2(-ST_INF, 0.f);
-    if (src.key[e0 + k] >= 0) ml = *(const float2 *)(src.ml + ((e0 + k) * GROUP + h) * 2);
+    if (p.ws_key[e0 + k] >= 0) ml = *(const float2 *)(p.ws_part_ml + ((e0 + k) * GROUP + h) * 2);
     s_ml[k][h] = ml;
   }
   __syncthreads();
-  for (int h = threadIdx.x; h < GROUP; h += NT) {
+  for (int h = threadIdx.x; h < GROUP; h += STEP_THREADS) {
     float m = -ST_INF;
     for (int k = 0; k < topk; k++)
       if (s_ml[k][h].y > 0.f) m = fmaxf(m, s_ml[k][h].x);
     float l = 0.f;
     for (int k = 0; k < topk; k++) {
-      const float2 ml = s_ml[k][h];
-      const float w = ml.y > 0.f ? ml.y * exp2f(ml.x - m) : 0.f;
-      s_ml[k][h].x = w;
+      const float w = s_ml[k][h].y > 0.f ? s_ml[k][h].y * exp2f(s_ml[k][h].x - m) : 0.f;
+      s_w[k][h] = w;
       l += w;
     }
     const float inv = l > 0.f ? 1.f / l : 0.f;
-    for (int k = 0; k < topk; k++) s_ml[k][h].x *= inv;
+    for (int k = 0; k < topk; k++) s_w[k][h] *= inv;
     if (p.lse)
       p.lse[(int64_t)i * p.lse_stride_row + (int64_t)(g * GROUP + h) * p.lse_stride_head] =
           l > 0.f ? (m + __log2f(l)) * LN2 : -ST_INF;
   }
   __syncthreads();
-  for (int piece = threadIdx.x; piece < GROUP * (HEAD_DIM / 8); piece += NT) {
+  for (int piece = threadIdx.x; piece < GROUP * (HEAD_DIM / 8); piece += STEP_THREADS) {
     const int h = piece / (HEAD_DIM / 8), d = (piece - h * (HEAD_DIM / 8)) * 8;
     float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
 #pragma unroll 8
     for (int k = 0; k < topk; k++) {
-      const float w = s_ml[k][h].x;
+      const float w = s_w[k][h];
       if (w == 0.f) continue; // not valid: its partial was never written
       const int64_t at = ((e0 + k) * GROUP + h) * HEAD_DIM + d;
       float v[8];
       if (PART_F32) {
-        const float4 x = *(const float4 *)((const float *)src.o + at), y = *(const float4 *)((const float *)src.o + at + 4);
+        const float4 x = *(const float4 *)((const float *)p.ws_part_o + at),
+                     y = *(const float4 *)((const float *)p.ws_part_o + at + 4);
         v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w, v[4] = y.x, v[5] = y.y, v[6] = y.z, v[7] = y.w;
       } else {
-        const uint4 x = *(const uint4 *)((const uint16_t *)src.o + at);
+        const uint4 x = *(const uint4 *)((const uint16_t *)p.ws_part_o + at);
         const uint32_t w4[4] = {x.x, x.y, x.z, x.w};
 #pragma unroll
         for (int c = 0; c < 4; c++) {
@@ -287,14 +276,6 @@ __device__ __forceinline__ void st_merge_pair(const st_sparse_attn_params &p, co
     for (int c = 0; c < 4; c++) two[c] = st_pack_bf16(acc[2 * c] * p.v_scale, acc[2 * c + 1] * p.v_scale);
     *(uint4 *)out = make_uint4(two[0], two[1], two[2], two[3]);
   }
-  __syncthreads();
-}
-
-// Grid (nq, Hkv): token q0 + blockIdx.x, kv head blockIdx.y, of this chunk.
-__device__ void st_merge_partials(const st_sparse_attn_params &p) {
-  __shared__ float2 s_ml[MERGE_TOPK][GROUP];
-  const st_merge_src src = {p.ws_key, p.ws_part_ml, p.ws_part_o, p.q0, p.nq};
-  st_merge_pair<STEP_THREADS>(p, src, blockIdx.x, blockIdx.y, s_ml);
 }
 
 extern "C" __global__ void __launch_bounds__(STEP_THREADS) st_sparse_attn_merge(const st_sparse_attn_params p) {
@@ -509,16 +490,6 @@ __device__ __forceinline__ void st_store_partials(const st_sparse_attn_params &p
   st_bulk_commit();
 }
 
-// PASSES2, launch parameter overlap 2: merge item y of the previous chunk,
-// the pair (token m_q0 + y % m_nq, kv head y / m_nq), with the q tile's
-// second half (rows HALF_ROWS .. of its first panel: the launcher keeps
-// topk x GROUP weights within them) for scratch. The caller has made the
-// half free; the merge leaves it free (a barrier after its last use).
-__device__ __forceinline__ void st_merge_item(const st_sparse_attn_params &p, int y, char *q_stage) {
-  const st_merge_src src = {p.m_key, p.m_part_ml, p.m_part_o, p.m_q0, p.m_nq};
-  st_merge_pair<THREADS>(p, src, y % p.m_nq, y / p.m_nq, (float2(*)[GROUP])(q_stage + HALF_ROWS * 128));
-}
-
 // PASSES2: the CTA's items (c, c + gridDim.x, ...; `word` holds item c's
 // record), each in two passes of HALF_ROWS q rows over the one K/V stage;
 // every copy by tensor maps on its barrier, issued by thread 0 once what it
@@ -530,11 +501,6 @@ __device__ __forceinline__ void st_merge_item(const st_sparse_attn_params &p, in
 //   barrier B: q half 1 in;
 //   pass 1: products; barrier C: K and V free, half 0's partials read out,
 //     so the next item's K, V and q half 0 are issued; its partials out.
-// With merge items (overlap 2), the CTA's merges (c, c + gridDim.x, ...)
-// come between its block items, spread evenly: after its k-th of n block
-// items it has done ceil(k / n) of its merges' share. There the next
-// item's K, V and q half 0 are in flight, and the other CTA of the SM
-// computes while this one streams partials from HBM.
 // s_it holds two records; q half h's barrier is at q_bar0 + 8 h. (A
 // template, so that kernels without passes, of other head dims, do not
 // instantiate it.)
@@ -544,29 +510,15 @@ __device__ __forceinline__ void st_walk_items_in_passes(const st_sparse_attn_par
                                                         int word, int items, int keys_per_head) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   const uint32_t q_tile = st_smem_addr(q_stage), k_tile = st_kv::k_tile(region, 0);
-  const int c = blockIdx.x, ctas = gridDim.x, merges = p.m_nq * p.num_kv_heads;
-  const int my_items = c < items ? (items - 1 - c) / ctas + 1 : 0, my_merges = c < merges ? (merges - 1 - c) / ctas + 1 : 0;
-  int merged = 0;
-  // Merges due after `done` block items; the second q half is free once
-  // every warp's partial stores have read it.
-  auto merge_due = [&](int done) {
-    if (merged >= my_merges || (int64_t)merged * my_items >= (int64_t)done * my_merges) return;
-    if (!PART_F32 && lane == 0) st_bulk_wait_read();
-    __syncthreads();
-    do st_merge_item(p, c + ctas * merged++, q_stage);
-    while (merged < my_merges && (int64_t)merged * my_items < (int64_t)done * my_merges);
-    st_fence_proxy_async(); // the scratch's writes, before the copy engine lands q rows there
-  };
-  if (my_items > 0) {
-    if (warp == 0) {
-      st_store_item(p, word, keys_per_head, s_it[0]);
-      word = st_load_record(p, blockIdx.x + gridDim.x, items);
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      st_issue_kv(p, s_it[0], region, 0, kv_bar);
-      st_issue_q_half(p, s_it[0], q_tile, 0, q_bar0);
-    }
+  if ((int)blockIdx.x >= items) return;
+  if (warp == 0) {
+    st_store_item(p, word, keys_per_head, s_it[0]);
+    word = st_load_record(p, blockIdx.x + gridDim.x, items);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    st_issue_kv(p, s_it[0], region, 0, kv_bar);
+    st_issue_q_half(p, s_it[0], q_tile, 0, q_bar0);
   }
   for (int x = blockIdx.x, step = 0; x < items; x += gridDim.x, step++) {
     const int cur = step & 1, next = x + gridDim.x, phase = step & 1;
@@ -617,9 +569,7 @@ __device__ __forceinline__ void st_walk_items_in_passes(const st_sparse_attn_par
         __syncthreads(); // B (and after the wait: ptxas serializes wgmma after a spin loop without one)
       }
     }
-    merge_due(step + 1);
   }
-  merge_due(my_items > 0 ? my_items : 1); // all that are left
   if (!PART_F32 && lane == 0) st_bulk_wait(); // the partials' copies, done before the CTA leaves
 }
 
@@ -644,7 +594,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_att
     unsigned dyn;
     asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
     if (dyn < (unsigned)SMEM_BYTES) __trap(); // the launcher's layout disagrees with this kernel's
-    if (PASSES2 && p.m_nq > 0 && p.topk * GROUP * 8 > HALF_ROWS * 128) __trap(); // merge weights past the scratch
     if (KV_TMA) {
       for (int b = 0; b < STAGES; b++) st_mbar_init(st_smem_addr(&s_kv_bar[b]), 1);
       if (PASSES2)

@@ -196,25 +196,6 @@ static st_status block_config_ov(const char *part, int ctas, int tokens, int sta
   return st_sparse_attn_config_from_params(&k, &l, c, err);
 }
 
-/* A two-pass wgmma kernel (mtiles 2, bf16, one stage) of `group` q heads
- * per kv head; overlap < 0: the launch parameter is absent. */
-static st_status passes_config(int group, int tokens, int overlap, st_sparse_attn_config *c, st_err *err) {
-  st_params k = {0}, l = {0};
-  st_params_set(&k, "algo", "block", err);
-  st_params_set(&k, "dtype", "bf16", err);
-  st_params_set_int(&k, "head_dim", 128, err);
-  st_params_set_int(&k, "group", group, err);
-  st_params_set_int(&k, "tokens", tokens, err);
-  st_params_set_int(&k, "topk", 16, err);
-  st_params_set_int(&k, "stages", 1, err);
-  st_params_set(&k, "part", "bf16", err);
-  st_params_set_int(&k, "ctas", 2, err);
-  st_params_set_int(&k, "mtiles", 2, err);
-  st_params_set(&k, "mma", "wgmma", err);
-  if (overlap >= 0) st_params_set_int(&l, "overlap", overlap, err);
-  return st_sparse_attn_config_from_params(&k, &l, c, err);
-}
-
 static st_status block_config(const char *part, int ctas, int tokens, int stages, int chunk, st_sparse_attn_config *c,
                               st_err *err) {
   return block_config_ov(part, ctas, tokens, stages, chunk, -1, c, err);
@@ -336,47 +317,13 @@ static void test_block_major_variants_plan_chunks_and_workspace(void **state) {
   assert_non_null(strstr(err.msg, "smaller than the"));
 }
 
-/* overlap 2: merges inside the next chunk's blocks kernel, for two-pass
- * wgmma kernels only: two workspace halves, one stream (no side stream
- * needed), the merge's weights within the kernel's 8 KiB of scratch. */
-static void test_merge_items_take_two_halves_and_no_side_stream(void **state) {
-  (void)state;
-  st_err err = {{0}};
-  st_sparse_attn_config c;
-  assert_int_equal(block_config_ov("bf16", 2, 4, 1, 0, 2, &c, &err), ST_ERR_INVALID_ARG);
-  assert_non_null(strstr(err.msg, "overlap=2 (merges inside the blocks kernel) needs a two-pass wgmma kernel"));
-  assert_int_equal(passes_config(16, 8, 3, &c, &err), ST_ERR_INVALID_ARG);
-  assert_non_null(strstr(err.msg, "overlap"));
-  assert_int_equal(passes_config(16, 8, -1, &c, &err), ST_OK);
-  st_sparse_attn_args a = valid_args();
-  st_sparse_attn_plan one, two;
-  assert_int_equal(st_sparse_attn_plan_make(&c, &a, 132, &one, &err), ST_OK);
-  assert_int_equal(one.merge_in, 0);
-  assert_int_equal(one.q_maps, 1);
-  assert_int_equal(one.part_maps, 1);
-  assert_int_equal(passes_config(16, 8, 2, &c, &err), ST_OK);
-  assert_int_equal(c.overlap, 2);
-  assert_int_equal(st_sparse_attn_plan_make(&c, &a, 132, &two, &err), ST_OK);
-  assert_int_equal(two.merge_in, 1);
-  assert_int_equal(two.overlap, 0); /* no side stream */
-  assert_int_equal(two.half_bytes, one.workspace_bytes);
-  assert_int_equal(two.workspace_bytes, 2 * one.workspace_bytes);
-  /* group 32 and topk 64: 2048 weights. */
-  st_tensor_contiguous(&a.q, FAKE(0x10000), ST_DTYPE_BF16, 3, (int64_t[]){TOTAL_Q, 64, D});
-  st_tensor_contiguous(&a.o, FAKE(0x60000), ST_DTYPE_BF16, 3, (int64_t[]){TOTAL_Q, 64, D});
-  st_tensor_contiguous(&a.topk_idx, FAKE(0x50000), ST_DTYPE_INT32, 3, (int64_t[]){HKV, TOTAL_Q, 64});
-  assert_int_equal(passes_config(32, 4, 2, &c, &err), ST_OK);
-  assert_int_equal(st_sparse_attn_plan_make(&c, &a, 132, &two, &err), ST_ERR_INVALID_ARG);
-  assert_non_null(strstr(err.msg, "overlap=2 merges topk x group = 2048 weights in 8 KiB, more than 1024"));
-}
-
 /* overlap: the same chunks in two workspace halves (offsets within a
  * half), and a side stream required at launch. */
 static void test_overlapped_chunks_take_two_workspace_halves(void **state) {
   (void)state;
   st_err err = {{0}};
   st_sparse_attn_config c;
-  assert_int_equal(block_config_ov("bf16", 2, 4, 1, 0, 3, &c, &err), ST_ERR_INVALID_ARG);
+  assert_int_equal(block_config_ov("bf16", 2, 4, 1, 0, 2, &c, &err), ST_ERR_INVALID_ARG);
   assert_non_null(strstr(err.msg, "overlap"));
   assert_int_equal(block_config_ov("bf16", 2, 4, 1, 0, -1, &c, &err), ST_OK);
   assert_int_equal(c.overlap, 0); /* absent: recorded before the parameter */
@@ -432,7 +379,6 @@ int main(void) {
       cmocka_unit_test(test_plan_and_shared_memory_follow_the_kernel),
       cmocka_unit_test(test_block_major_variants_plan_chunks_and_workspace),
       cmocka_unit_test(test_overlapped_chunks_take_two_workspace_halves),
-      cmocka_unit_test(test_merge_items_take_two_halves_and_no_side_stream),
       cmocka_unit_test(test_dispatch_key_counts_query_tokens_as_the_batch),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

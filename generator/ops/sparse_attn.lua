@@ -265,9 +265,6 @@ end
 -- in two workspace halves of the same budget each; timed with chunk 0 (the
 -- chunk every measured winner has used) and 256 (so that batches smaller
 -- than one automatic chunk, the GPU tests' among them, run overlapped).
--- `overlap` 2 (two-pass wgmma kernels, names ".mi"): each chunk's merge runs
--- as work items inside the next chunk's blocks kernel, one stream, the
--- last chunk's merge apart; timed at the same chunks.
 M.chunk_choices = { 0, 256, 1024 }
 local CHUNK_MAX = 1 << 20
 local CHUNK_BUDGET = 256 << 20 -- ST_SPARSE_ATTN_BLOCK_WS
@@ -282,10 +279,6 @@ function M.launch_space(k)
   end
   out[#out + 1] = { chunk = 0, overlap = 1 }
   out[#out + 1] = { chunk = 256, overlap = 1 } -- also what the edge tests' batches (< 256 MiB) run in chunks
-  if k.mma == "wgmma" and k.mtiles == 2 then
-    out[#out + 1] = { chunk = 0, overlap = 2 }
-    out[#out + 1] = { chunk = 256, overlap = 2 }
-  end
   return out
 end
 
@@ -298,8 +291,8 @@ function M.check_launch(l)
   if c ~= nil and (math.type(c) ~= "integer" or c < 0 or c > CHUNK_MAX or c % 64 ~= 0) then
     return false, string.format("launch parameter chunk=%s is not a multiple of 64 in 0..%d", tostring(c), CHUNK_MAX)
   end
-  if l.overlap ~= nil and l.overlap ~= 0 and l.overlap ~= 1 and l.overlap ~= 2 then
-    return false, string.format("launch parameter overlap=%s is not 0, 1 or 2", tostring(l.overlap))
+  if l.overlap ~= nil and l.overlap ~= 0 and l.overlap ~= 1 then
+    return false, string.format("launch parameter overlap=%s is not 0 or 1", tostring(l.overlap))
   end
   return true
 end
@@ -321,11 +314,8 @@ function M.worth(k, l, s, _is_default)
   if chunk > 0 and chunk >= s.B then
     return false, string.format("chunk %d holds the whole batch of %d tokens (chunk 0 does the same)", chunk, s.B)
   end
-  if (l.overlap or 0) >= 1 and chunk == 0 and s.B * chunk_bytes_per_token(k, s) <= CHUNK_BUDGET then
+  if (l.overlap or 0) == 1 and chunk == 0 and s.B * chunk_bytes_per_token(k, s) <= CHUNK_BUDGET then
     return false, string.format("the batch of %d tokens is one chunk: nothing to overlap", s.B)
-  end
-  if (l.overlap or 0) == 2 and s.topk * k.group > 1024 then -- the blocks kernel's 8 KiB of merge scratch
-    return false, string.format("overlap 2 merges topk x group = %d weights, more than 1024", s.topk * k.group)
   end
   return true
 end
@@ -349,8 +339,6 @@ function M.render_values(k)
   }
 end
 
-local OVERLAP_TAGS = { [1] = ".ov", [2] = ".mi" }
-
 -- "sparse_attn.bf16.d128.g16.t8.k16.s2" (tile, one m-tile a warp: the
 -- names of before the block family; ".m2" after two), "sparse_attn.bf16.d128.g16.block.t8.s2.m2.pbf16.c1/q256"
 -- (".wg" in place of ".m1": mma wgmma; ".wg2" of ".m2").
@@ -358,7 +346,7 @@ function M.variant_name(k, l)
   if k.algo == "block" then
     return string.format("%s.%s.d%d.g%d.block.t%d.s%d.%s.p%s.c%d/%s", M.name, k.dtype, k.head_dim, k.group,
       k.tokens, k.stages, k.mma == "wgmma" and (k.mtiles == 2 and "wg2" or "wg") or ("m" .. k.mtiles), k.part, k.ctas,
-      ((l.chunk or 0) == 0 and "auto" or ("q" .. l.chunk)) .. (OVERLAP_TAGS[l.overlap or 0] or ""))
+      ((l.chunk or 0) == 0 and "auto" or ("q" .. l.chunk)) .. ((l.overlap or 0) == 1 and ".ov" or ""))
   end
   return string.format("%s.%s.d%d.g%d.t%d.k%d.s%d%s", M.name, k.dtype, k.head_dim, k.group, k.tokens, k.topk, k.stages,
     k.mtiles == 2 and ".m2" or "")

@@ -86,12 +86,8 @@ st_status st_sparse_attn_config_from_params(const st_params *kernel, const st_pa
       cfg->chunk_q = (int)v;
     }
     if (launch && st_params_get(launch, "overlap")) { /* absent: recorded before overlapped chunks */
-      if ((s = st_params_get_int(launch, "overlap", 0, 2, &v, err)) != ST_OK) return s;
+      if ((s = st_params_get_int(launch, "overlap", 0, 1, &v, err)) != ST_OK) return s;
       cfg->overlap = (int)v;
-      if (cfg->overlap == 2 && !(cfg->wgmma && cfg->mtiles == 2))
-        return st_fail(err, ST_ERR_INVALID_ARG,
-                       "launch parameter overlap=2 (merges inside the blocks kernel) needs a two-pass wgmma kernel "
-                       "(mma wgmma, mtiles 2)");
     }
   }
   return ST_OK;
@@ -278,14 +274,7 @@ static st_status plan_block(const st_sparse_attn_config *cfg, const st_sparse_at
   plan->algo = ST_SPARSE_ATTN_BLOCK;
   plan->chunk_q = (int)chunk;
   plan->max_keys = (int)max_keys;
-  plan->overlap = cfg->overlap == 1;
-  plan->merge_in = cfg->overlap == 2;
-  /* The merge's weights use the scratch the blocks kernel leaves them: 8 KiB
-   * of its q tile (templates/sparse_attn_block.cu, st_merge_item). */
-  if (plan->merge_in && topk * cfg->group * 8 > 64 * 128)
-    return st_fail(err, ST_ERR_INVALID_ARG,
-                   "launch parameter overlap=2 merges topk x group = %lld weights in 8 KiB, more than 1024",
-                   (long long)(topk * cfg->group));
+  plan->overlap = cfg->overlap;
   plan->half_bytes = block_workspace(cfg, Hkv, topk, max_keys, chunk, plan);
   plan->workspace_bytes = plan->half_bytes * (cfg->overlap ? 2 : 1);
   plan->tokens = cfg->tokens;
@@ -377,11 +366,7 @@ static void set_workspace(const st_sparse_attn_plan *plan, char *ws, st_sparse_a
  * its blocks: that merge (HBM-bound reads of the partials) then runs beside
  * chunk c + 1's blocks (L2-bound), whose CTAs the side stream's priority
  * places first. `stream` waits for every chunk's blocks, so the side
- * stream's work is joined back by the last merge. With merge_in (overlap
- * 2), everything runs on `stream`: chunk c in half c % 2, its blocks kernel
- * also merging chunk c - 1 from the other half (the count of chunk c + 1,
- * which reuses that half, comes after it), and the last chunk's merge
- * launched apart. */
+ * stream's work is joined back by the last merge. */
 static st_status launch_block(const st_cu *cu, CUfunction main_fn, CUfunction merge_fn, const st_sparse_attn_plan *plan,
                               char *ws, CUstream stream, const st_side_stream *side, st_err *err) {
   st_sparse_attn_params p = plan->params;
@@ -392,8 +377,7 @@ static st_status launch_block(const st_cu *cu, CUfunction main_fn, CUfunction me
     return st;
   st_tensor_map part_map[2];
   if (plan->q_maps && (st = map_q(cu, plan, &p.q_map, err)) != ST_OK) return st;
-  const int halves = plan->overlap || plan->merge_in ? 2 : 1;
-  for (int h = 0; plan->part_maps && h < halves; h++)
+  for (int h = 0; plan->part_maps && h < 1 + plan->overlap; h++)
     if ((st = map_partials(cu, plan, ws + (size_t)h * plan->half_bytes + plan->off_part_o, &part_map[h], err)) != ST_OK)
       return st;
   const CUstream lists = plan->overlap ? side->stream : stream; /* count, scatter and blocks */
@@ -405,14 +389,7 @@ static st_status launch_block(const st_cu *cu, CUfunction main_fn, CUfunction me
   for (int64_t q0 = 0; q0 < total_q && st == ST_OK; q0 += plan->chunk_q, c++) {
     const int64_t nq = total_q - q0 < plan->chunk_q ? total_q - q0 : plan->chunk_q;
     const unsigned steps = (unsigned)ceil_div(Hkv * nq * p.topk, ST_SPARSE_ATTN_STEP_THREADS);
-    const int half = halves > 1 ? (int)(c & 1) : 0;
-    if (plan->merge_in && c > 0) { /* the previous chunk, in the other half, merged by this chunk's blocks */
-      p.m_q0 = p.q0;
-      p.m_nq = p.nq;
-      p.m_key = p.ws_key;
-      p.m_part_ml = p.ws_part_ml;
-      p.m_part_o = p.ws_part_o;
-    }
+    const int half = plan->overlap ? (int)(c & 1) : 0;
     set_workspace(plan, ws + (size_t)half * plan->half_bytes, &p);
     if (plan->part_maps) p.part_map = part_map[half];
     if (plan->overlap && c >= 2) ST_CU_TRY(cu, cu->cuStreamWaitEvent(side->stream, side->freed[half], 0), err);
@@ -423,11 +400,9 @@ static st_status launch_block(const st_cu *cu, CUfunction main_fn, CUfunction me
     p.step = 1;
     if ((st = launch_one(cu, merge_fn, steps, 1, ST_SPARSE_ATTN_STEP_THREADS, 0, &p, lists, err)) != ST_OK) break;
     const int64_t items = block_items(Hkv, nq, p.topk, plan->tokens, plan->max_keys);
-    const int64_t work = items > Hkv * p.m_nq ? items : Hkv * p.m_nq;
-    const unsigned ctas = (unsigned)(work < plan->persistent ? work : plan->persistent);
+    const unsigned ctas = (unsigned)(items < plan->persistent ? items : plan->persistent);
     st = launch_one(cu, main_fn, ctas, 1, plan->block, plan->smem_bytes, &p, lists, err);
     if (st != ST_OK) break;
-    if (plan->merge_in && q0 + nq < total_q) continue; /* merged by the next chunk's blocks kernel */
     if (plan->overlap) {
       ST_CU_TRY(cu, cu->cuEventRecord(side->done, side->stream), err);
       ST_CU_TRY(cu, cu->cuStreamWaitEvent(stream, side->done, 0), err);

@@ -94,8 +94,6 @@ typedef struct st_sparse_attn_plan {
   int algo, chunk_q, max_keys, tokens, persistent; /* persistent: block CTAs a launch */
   int kv_maps;                                     /* bf16 on wgmma: params' k_map / v_map encoded at launch */
   int overlap;                                     /* merges on the caller's stream, the rest on a side stream */
-  int merge_in;                                    /* launch parameter overlap 2: chunk c's merge inside chunk
-                                                      c + 1's blocks kernel, the last one launched apart */
   size_t half_bytes;                               /* overlap: bytes of one workspace half (offsets: in a half) */
   st_tensor k_cache, v_cache;                      /* the views they map                                      */
   int q_maps;          /* two-pass bf16 wgmma (mtiles 2): params' q_map encoded at launch             */

@@ -63,14 +63,6 @@ typedef struct st_sparse_attn_params {
   void *ws_part_o;        /* [max_entries][GROUP][D] O / l, bf16 or fp32         */
   int32_t q0, nq;         /* this chunk's query tokens                          */
   int32_t step;           /* st_sparse_attn_merge: 0 count, 1 scatter, 2 merge  */
-  /* Launch parameter overlap 2 (two-pass wgmma kernels): the blocks kernel
-   * also merges the previous chunk, whose tokens m_q0 .. m_q0 + m_nq - 1
-   * (m_nq 0: none) left their entries' keys and partials in the other
-   * workspace half. */
-  int32_t m_q0, m_nq;
-  const int32_t *m_key;
-  const float *m_part_ml;
-  const void *m_part_o;
   /* Block-major bf16 kernels on wgmma: k_cache and v_cache as tensor maps
    * (runtime/ops/tensor_map.c: 128-byte x 128-row boxes of one head of one
    * page), set at launch; zeros elsewhere. */
