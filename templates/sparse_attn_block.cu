@@ -73,11 +73,11 @@ constexpr bool KV_TMA = WGMMA && !IS_FP8;
 constexpr bool SPLIT = KV_TMA && STAGES == 1;
 // WGMMA with MTILES 2 (SPLIT only): a warpgroup takes two 64-row m-tiles
 // of an item in turn, so one K/V block serves 8 tokens of 16 heads with the
-// registers of 4 (one warpgroup, two CTAs an SM): half the K/V bytes a
-// token of MTILES 1, the L2 traffic that bounds that kernel
-// (docs/kernels/sparse_attn.md, v2.12). The q tile's two halves (a pass's
-// rows each) are its double buffer: the next item's first half loads under
-// this item's second pass, its second half under the next item's first.
+// registers of 4 (one warpgroup, two CTAs an SM): half the K/V bytes and
+// half the barriers a token of MTILES 1 (docs/kernels/sparse_attn.md,
+// v2.12-v2.14). The q tile's two halves (a pass's rows each) are its
+// double buffer: the next item's first half loads once this item's
+// products are done, its second half under the next item's first pass.
 constexpr bool PASSES2 = WGMMA && MTILES == 2;
 constexpr int HALF_ROWS = ROWS / 2; // PASSES2: q half h holds rows h * HALF_ROWS ..
 constexpr int BLOCK_TOKENS = 128;
@@ -95,7 +95,7 @@ using st_kv = st_kv_stages<IS_FP8, HEAD_DIM, STAGES, THREADS, 0, WGMMA>;
 constexpr int Q_BYTES = ROWS * HEAD_DIM * 2;
 // WGMMA: 1024 bytes more, to start the panels on a swizzle atom.
 constexpr int Q_STAGES = PASSES2 ? 1 : SPLIT ? 2 : STAGES; // q tiles in shared memory
-constexpr int ITEM_STAGES = SPLIT ? 2 : STAGES;             // item records in shared memory
+constexpr int ITEM_STAGES = SPLIT ? 2 : STAGES;            // item records in shared memory
 constexpr int SMEM_BYTES = Q_STAGES * Q_BYTES + st_kv::BYTES + (WGMMA ? 1024 : 0);
 constexpr int STEP_THREADS = 256; // st_sparse_attn_merge's CTA
 // A work item's record in the workspace: key, page, entries, 0, then TOKENS
@@ -505,9 +505,9 @@ __device__ __forceinline__ void st_store_partials(const st_sparse_attn_params &p
 // template, so that kernels without passes, of other head dims, do not
 // instantiate it.)
 template <int D>
-__device__ __forceinline__ void st_walk_items_in_passes(const st_sparse_attn_params &p, st_item *s_it,
-                                                        char *q_stage, char *region, uint32_t kv_bar, uint32_t q_bar0,
-                                                        int word, int items, int keys_per_head) {
+__device__ __forceinline__ void st_walk_items_in_passes(const st_sparse_attn_params &p, st_item *s_it, char *q_stage,
+                                                        char *region, uint32_t kv_bar, uint32_t q_bar0, int word,
+                                                        int items, int keys_per_head) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   const uint32_t q_tile = st_smem_addr(q_stage), k_tile = st_kv::k_tile(region, 0);
   if ((int)blockIdx.x >= items) return;
@@ -552,7 +552,7 @@ __device__ __forceinline__ void st_walk_items_in_passes(const st_sparse_attn_par
       }
       if (pass == 1) {
         if (!PART_F32 && lane == 0) st_bulk_wait_read(); // half 0's partials
-        __syncthreads(); // C
+        __syncthreads();                                 // C
         if (threadIdx.x == 0 && next < items) {
           st_issue_kv(p, s_it[cur ^ 1], region, 0, kv_bar);
           st_issue_q_half(p, s_it[cur ^ 1], q_tile, 0, q_bar0);

@@ -24,8 +24,8 @@ st_status st_tensor_map_swizzled(const st_cu *cu, const char *name, void *data, 
   cuuint32_t b32[5], unit[5];
   for (int d = 0; d < n; d++) {
     if (dims[d] < 1 || dims[d] > (1ll << 32) || box[d] < 1 || box[d] > 256)
-      return st_fail(err, ST_ERR_INVALID_ARG, "%s: dimension %d of %lld elements, boxes of %u, is out of range",
-                     name, d, (long long)dims[d], box[d]);
+      return st_fail(err, ST_ERR_INVALID_ARG, "%s: dimension %d of %lld elements, boxes of %u, is out of range", name,
+                     d, (long long)dims[d], box[d]);
     d64[d] = (cuuint64_t)dims[d];
     b32[d] = box[d];
     unit[d] = 1;

@@ -77,9 +77,7 @@ __device__ __forceinline__ void st_bulk_commit() { asm volatile("cp.async.bulk.c
 
 // Waits until this thread's bulk stores have read their shared memory (it
 // may be written again).
-__device__ __forceinline__ void st_bulk_wait_read() {
-  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
-}
+__device__ __forceinline__ void st_bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
 
 // Waits until this thread's bulk stores are done.
 __device__ __forceinline__ void st_bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
