@@ -496,7 +496,8 @@ __device__ __forceinline__ void st_store_partials(const st_sparse_attn_params &p
 // overwrites is free, and no thread waits for a partial store's reads
 // until a barrier needs them:
 //   top (barrier A): K, V and q half 0 in; the previous item's half-1
-//     partials read out, so this item's q half 1 is issued;
+//     partials read out, so this item's q half 1 is issued, and its
+//     record is free for the next item's;
 //   pass 0: products, its partials out through half 0;
 //   barrier B: q half 1 in;
 //   pass 1: products; barrier C: K and V free, half 0's partials read out,
@@ -523,16 +524,16 @@ __device__ __forceinline__ void st_walk_items_in_passes(const st_sparse_attn_par
   for (int x = blockIdx.x, step = 0; x < items; x += gridDim.x, step++) {
     const int cur = step & 1, next = x + gridDim.x, phase = step & 1;
     const st_item &it = s_it[cur];
-    if (warp == 0 && next < items) { // s_it[cur ^ 1] was last read before the previous step's barrier C
-      st_store_item(p, word, keys_per_head, s_it[cur ^ 1]);
-      word = st_load_record(p, next + gridDim.x, items);
-    }
     if (!PART_F32 && lane == 0) st_bulk_wait_read(); // the previous item's half-1 partials
     st_mbar_wait(kv_bar, phase);
     st_zero_v_tail(region, 0, it.ntok_max);
     st_mbar_wait(q_bar0, phase);
     __syncthreads(); // A
     if (threadIdx.x == 0) st_issue_q_half(p, it, q_tile, 1, q_bar0 + 8);
+    if (warp == 0 && next < items) { // s_it[cur ^ 1]'s last reader, the previous item's partials, is before A
+      st_store_item(p, word, keys_per_head, s_it[cur ^ 1]);
+      word = st_load_record(p, next + gridDim.x, items);
+    }
 #pragma unroll 1
     for (int pass = 0; pass < 2; pass++) {
       // Warpgroup warp / 4 takes rows m0 ..; warp-uniform through lane 0,
