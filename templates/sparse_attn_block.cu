@@ -53,7 +53,7 @@ constexpr int WGMMA = ${wgmma};   // 1: warpgroups of 64 rows on wgmma (common/a
 #include "common/mbarrier.cuh"
 #include "common/varlen.cuh"
 
-constexpr int THREADS = 32 * WARPS;
+constexpr int THREADS = 32 * WARPS; // the math warps (PASSES2: and a producer warp, BLOCK_THREADS)
 constexpr int REAL_ROWS = TOKENS * GROUP;
 constexpr int WARP_ROWS = 16 * MTILES;
 constexpr int ROW_UNIT = WGMMA ? 64 * MTILES : WARP_ROWS; // rows are padded to whole warpgroups' / warps' m-tiles
@@ -80,6 +80,7 @@ constexpr bool SPLIT = KV_TMA && STAGES == 1;
 // products are done, its second half under the next item's first pass.
 constexpr bool PASSES2 = WGMMA && MTILES == 2;
 constexpr int HALF_ROWS = ROWS / 2; // PASSES2: q half h holds rows h * HALF_ROWS ..
+constexpr int BLOCK_THREADS = THREADS + (PASSES2 ? 32 : 0);
 constexpr int BLOCK_TOKENS = 128;
 constexpr int ROW_CHUNKS = HEAD_DIM / 8;
 constexpr int DT = HEAD_DIM / 8;
@@ -111,7 +112,7 @@ static_assert(TOKENS <= 16 && STAGES >= 1 && STAGES <= 2, "an item's entries on 
 static_assert(MTILES == 1 || (MTILES == 2 && HEAD_DIM <= 128), "two m-tiles hold 2 x HEAD_DIM / 2 output registers");
 static_assert(!WGMMA || (HEAD_DIM == 128 && THREADS * MTILES == 2 * ROWS),
               "wgmma: a warpgroup per 64 rows of each pass, head_dim 128");
-static_assert(!WGMMA || MTILES == 1 || SPLIT, "wgmma passes: bf16, one stage");
+static_assert(!WGMMA || MTILES == 1 || (SPLIT && THREADS == 128), "wgmma passes: bf16, one stage, one warpgroup");
 
 // ---- step 0: count, and the last CTA's scan ---------------------------------
 
@@ -342,18 +343,23 @@ __device__ __forceinline__ uint32_t st_q_offset(int m, int c) {
 // After a sync: the copies of item `it`'s block (rows past its most visible
 // token zeroed) and q rows (row m = token slot t * GROUP + head h, zeros
 // past the item's tokens) into stage b.
+// KV_TMA: the copies of item `it`'s K and V into stage b on barrier
+// kv_bar, by the calling thread.
+__device__ __forceinline__ void st_issue_kv_maps(const st_sparse_attn_params &p, const st_item &it, char *region, int b,
+                                                 uint32_t kv_bar) {
+  const uint32_t k_tile = st_kv::k_tile(region, b), v_tile = k_tile + st_kv::TILE_BYTES;
+  st_mbar_arrive_expect_tx(kv_bar, 2 * st_kv::TILE_BYTES);
+#pragma unroll
+  for (int c = 0; c < HEAD_DIM / 64; c++) {
+    st_tma_load_4d(k_tile + c * st_kv::BLOCK_TOKENS * 128, &p.k_map, c * 64, 0, it.g, it.page, kv_bar);
+    st_tma_load_4d(v_tile + c * st_kv::BLOCK_TOKENS * 128, &p.v_map, c * 64, 0, it.g, it.page, kv_bar);
+  }
+}
+
 __device__ __forceinline__ void st_issue_kv(const st_sparse_attn_params &p, const st_item &it, char *region, int b,
                                             uint32_t kv_bar) {
   if constexpr (KV_TMA) {
-    if (threadIdx.x == 0) {
-      const uint32_t k_tile = st_kv::k_tile(region, b), v_tile = k_tile + st_kv::TILE_BYTES;
-      st_mbar_arrive_expect_tx(kv_bar, 2 * st_kv::TILE_BYTES);
-#pragma unroll
-      for (int c = 0; c < HEAD_DIM / 64; c++) {
-        st_tma_load_4d(k_tile + c * st_kv::BLOCK_TOKENS * 128, &p.k_map, c * 64, 0, it.g, it.page, kv_bar);
-        st_tma_load_4d(v_tile + c * st_kv::BLOCK_TOKENS * 128, &p.v_map, c * 64, 0, it.g, it.page, kv_bar);
-      }
-    }
+    if (threadIdx.x == 0) st_issue_kv_maps(p, it, region, b, kv_bar);
   } else {
     st_kv::issue(p, it.g, it.page, it.ntok_max, region, b);
   }
@@ -490,55 +496,66 @@ __device__ __forceinline__ void st_store_partials(const st_sparse_attn_params &p
   st_bulk_commit();
 }
 
-// PASSES2: the CTA's items (c, c + gridDim.x, ...; `word` holds item c's
-// record), each in two passes of HALF_ROWS q rows over the one K/V stage;
-// every copy by tensor maps on its barrier, issued by thread 0 once what it
-// overwrites is free, and no thread waits for a partial store's reads
-// until a barrier needs them:
-//   top (barrier A): K, V and q half 0 in; the previous item's half-1
-//     partials read out, so this item's q half 1 is issued, and its
-//     record is free for the next item's;
-//   pass 0: products, its partials out through half 0;
-//   barrier B: q half 1 in;
-//   pass 1: products; barrier C: K and V free, half 0's partials read out,
-//     so the next item's K, V and q half 0 are issued; its partials out.
-// s_it holds two records; q half h's barrier is at q_bar0 + 8 h. (A
-// template, so that kernels without passes, of other head dims, do not
-// instantiate it.)
+// PASSES2: the CTA is four consumer warps (one warpgroup: the products,
+// softmax and partials) and a producer warp (records and every copy), which
+// hand buffers over on mbarriers alone: no CTA-wide barrier in the loop.
+// The producer fills a buffer as soon as the consumers have arrived on its
+// `empty` barrier (one arrival a consumer warp): the next item's q half 0
+// once this item's first-pass partials have been read out of it, its K and
+// V once the second pass's products are done, its q half 1 once the second
+// pass's partials have been read out. Records go through two slots.
+// Barriers (s_bar + 8 x index):
+enum : int { BAR_REC_FULL = 0, BAR_REC_EMPTY = 2, BAR_KV_FULL = 4, BAR_KV_EMPTY = 5, BAR_Q_FULL = 6, BAR_Q_EMPTY = 8,
+             PASS_BARS = 10 };
+
+// The consumer warps alone (named barrier 1): after mbarrier waits, so that
+// ptxas does not take the warps for divergent and serialize the wgmma, and
+// after the V rows past an item's tokens are zeroed.
+__device__ __forceinline__ void st_consumer_sync() { asm volatile("bar.sync 1, 128;\n" ::: "memory"); }
+
+// PASSES2, the producer warp: the CTA's items c, c + gridDim.x, ...
+__device__ __forceinline__ void st_produce_items(const st_sparse_attn_params &p, st_item *s_it, uint32_t q_tile,
+                                                 char *region, uint32_t bar0, int items, int keys_per_head) {
+  const int lane = threadIdx.x & 31;
+  int word = st_load_record(p, blockIdx.x, items);
+  for (int x = blockIdx.x, step = 0; x < items; x += gridDim.x, step++) {
+    const int slot = step & 1;
+    if (step >= 2) st_mbar_wait(bar0 + 8 * (BAR_REC_EMPTY + slot), ((step >> 1) - 1) & 1);
+    st_store_item(p, word, keys_per_head, s_it[slot]);
+    word = st_load_record(p, x + gridDim.x, items);
+    __syncwarp();
+    if (lane == 0) st_mbar_arrive(bar0 + 8 * (BAR_REC_FULL + slot));
+    const st_item &it = s_it[slot];
+    if (step >= 1) st_mbar_wait(bar0 + 8 * BAR_Q_EMPTY, (step - 1) & 1);
+    if (lane == 0) st_issue_q_half(p, it, q_tile, 0, bar0 + 8 * BAR_Q_FULL);
+    if (step >= 1) st_mbar_wait(bar0 + 8 * BAR_KV_EMPTY, (step - 1) & 1);
+    if (lane == 0) st_issue_kv_maps(p, it, region, 0, bar0 + 8 * BAR_KV_FULL);
+    if (step >= 1) st_mbar_wait(bar0 + 8 * (BAR_Q_EMPTY + 1), (step - 1) & 1);
+    if (lane == 0) st_issue_q_half(p, it, q_tile, 1, bar0 + 8 * (BAR_Q_FULL + 1));
+  }
+}
+
+// PASSES2, the consumer warps: each item in two passes of HALF_ROWS q rows
+// over its K/V block. (A template, so that kernels without passes, of
+// other head dims, do not instantiate it.)
 template <int D>
-__device__ __forceinline__ void st_walk_items_in_passes(const st_sparse_attn_params &p, st_item *s_it, char *q_stage,
-                                                        char *region, uint32_t kv_bar, uint32_t q_bar0, int word,
-                                                        int items, int keys_per_head) {
+__device__ __forceinline__ void st_consume_items(const st_sparse_attn_params &p, const st_item *s_it, char *q_stage,
+                                                 char *region, uint32_t bar0, int items) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   const uint32_t q_tile = st_smem_addr(q_stage), k_tile = st_kv::k_tile(region, 0);
-  if ((int)blockIdx.x >= items) return;
-  if (warp == 0) {
-    st_store_item(p, word, keys_per_head, s_it[0]);
-    word = st_load_record(p, blockIdx.x + gridDim.x, items);
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    st_issue_kv(p, s_it[0], region, 0, kv_bar);
-    st_issue_q_half(p, s_it[0], q_tile, 0, q_bar0);
-  }
   for (int x = blockIdx.x, step = 0; x < items; x += gridDim.x, step++) {
-    const int cur = step & 1, next = x + gridDim.x, phase = step & 1;
-    const st_item &it = s_it[cur];
-    if (!PART_F32 && lane == 0) st_bulk_wait_read(); // the previous item's half-1 partials
-    st_mbar_wait(kv_bar, phase);
+    const int slot = step & 1, phase = step & 1;
+    st_mbar_wait(bar0 + 8 * (BAR_REC_FULL + slot), (step >> 1) & 1);
+    const st_item &it = s_it[slot];
+    st_mbar_wait(bar0 + 8 * BAR_KV_FULL, phase);
     st_zero_v_tail(region, 0, it.ntok_max);
-    st_mbar_wait(q_bar0, phase);
-    __syncthreads(); // A
-    if (threadIdx.x == 0) st_issue_q_half(p, it, q_tile, 1, q_bar0 + 8);
-    if (warp == 0 && next < items) { // s_it[cur ^ 1]'s last reader, the previous item's partials, is before A
-      st_store_item(p, word, keys_per_head, s_it[cur ^ 1]);
-      word = st_load_record(p, next + gridDim.x, items);
-    }
 #pragma unroll 1
     for (int pass = 0; pass < 2; pass++) {
-      // Warpgroup warp / 4 takes rows m0 ..; warp-uniform through lane 0,
-      // as in the kernel's one-pass path.
-      const int m0 = __shfl_sync(0xffffffffu, pass * HALF_ROWS + warp / 4 * 64, 0);
+      st_mbar_wait(bar0 + 8 * (BAR_Q_FULL + pass), phase);
+      st_consumer_sync(); // pass 0: the zeroed V rows too
+      // Warpgroup rows m0 ..; warp-uniform through lane 0, as in the
+      // kernel's one-pass path.
+      const int m0 = __shfl_sync(0xffffffffu, pass * HALF_ROWS, 0);
       const bool rows = __shfl_sync(0xffffffffu, m0 < REAL_ROWS && m0 / GROUP < it.n, 0);
       int lim[2];
 #pragma unroll
@@ -551,25 +568,20 @@ __device__ __forceinline__ void st_walk_items_in_passes(const st_sparse_attn_par
         st_attend_block_wg<D, ROWS>(q_tile, m0, k_tile, k_tile + st_kv::TILE_BYTES, lim, p.score_scale_log2, st);
         st_softmax_finish_l(st);
       }
-      if (pass == 1) {
-        if (!PART_F32 && lane == 0) st_bulk_wait_read(); // half 0's partials
-        __syncthreads();                                 // C
-        if (threadIdx.x == 0 && next < items) {
-          st_issue_kv(p, s_it[cur ^ 1], region, 0, kv_bar);
-          st_issue_q_half(p, s_it[cur ^ 1], q_tile, 0, q_bar0);
-        }
-      }
+      if (pass == 1 && lane == 0) st_mbar_arrive(bar0 + 8 * BAR_KV_EMPTY); // this warp's products are done
       if (rows) {
         if (PART_F32)
           st_write_partials(p, it, st, pass * HALF_ROWS + warp * 16, lim, q_stage);
         else
           st_store_partials(p, it, st, pass * HALF_ROWS + warp * 16, lim, q_tile);
       }
-      if (pass == 0) {
-        st_mbar_wait(q_bar0 + 8, phase);
-        __syncthreads(); // B (and after the wait: ptxas serializes wgmma after a spin loop without one)
+      if (lane == 0) {
+        if (!PART_F32 && rows) st_bulk_wait_read();
+        st_mbar_arrive(bar0 + 8 * (BAR_Q_EMPTY + pass)); // this warp's rows of the half are free
       }
     }
+    __syncwarp();
+    if (lane == 0) st_mbar_arrive(bar0 + 8 * (BAR_REC_EMPTY + slot)); // this warp is done with the record
   }
   if (!PART_F32 && lane == 0) st_bulk_wait(); // the partials' copies, done before the CTA leaves
 }
@@ -580,11 +592,12 @@ __device__ __forceinline__ void st_walk_items_in_passes(const st_sparse_attn_par
 // loads while this one's partials are written. Records are read one item ahead of their
 // use (warp 0 holds the words in a register meanwhile), so no CTA waits on
 // a record's load.
-extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_attn_main(const __grid_constant__ st_sparse_attn_params p) {
+extern "C" __global__ void __launch_bounds__(BLOCK_THREADS, CTAS_PER_SM)
+    st_sparse_attn_main(const __grid_constant__ st_sparse_attn_params p) {
   extern __shared__ __align__(128) char s_dyn[];
   __shared__ st_item s_it[ITEM_STAGES];
   __shared__ __align__(8) uint64_t s_kv_bar[STAGES]; // KV_TMA: stage b's K and V have landed
-  __shared__ __align__(8) uint64_t s_q_bar[2];       // PASSES2: q half h has landed
+  __shared__ __align__(8) uint64_t s_pass_bar[PASSES2 ? PASS_BARS : 1]; // PASSES2: st_consume_items' barriers
   // wgmma's 128-byte swizzle is of address bits: panels start on
   // 1024-byte boundaries (the static s_it comes before s_dyn).
   char *q_smem = WGMMA ? s_dyn + ((1024u - (st_smem_addr(s_dyn) & 1023u)) & 1023u) : s_dyn;
@@ -598,18 +611,25 @@ extern "C" __global__ void __launch_bounds__(THREADS, CTAS_PER_SM) st_sparse_att
     if (KV_TMA) {
       for (int b = 0; b < STAGES; b++) st_mbar_init(st_smem_addr(&s_kv_bar[b]), 1);
       if (PASSES2)
-        for (int h = 0; h < 2; h++) st_mbar_init(st_smem_addr(&s_q_bar[h]), 1);
+        for (int b = 0; b < PASS_BARS; b++) // `empty` barriers count the consumer warps, the rest one arrival
+          st_mbar_init(st_smem_addr(&s_pass_bar[b]), b == BAR_KV_EMPTY || (b >= BAR_REC_EMPTY && b < BAR_KV_FULL) ||
+                                                             b >= BAR_Q_EMPTY
+                                                         ? WARPS
+                                                         : 1);
       st_mbar_init_fence();
     }
   }
   if (KV_TMA) __syncthreads(); // the barriers, before any copy signals them
-  // word: warp 0's register copy of the record after the one in s_it.
-  int word = warp == 0 ? st_load_record(p, blockIdx.x, items) : 0;
   if constexpr (PASSES2) {
-    st_walk_items_in_passes<HEAD_DIM>(p, s_it, q_smem, region, st_smem_addr(&s_kv_bar[0]), st_smem_addr(&s_q_bar[0]),
-                                      word, items, keys_per_head);
+    const uint32_t bar0 = st_smem_addr(&s_pass_bar[0]);
+    if (warp == WARPS)
+      st_produce_items(p, s_it, st_smem_addr(q_smem), region, bar0, items, keys_per_head);
+    else
+      st_consume_items<HEAD_DIM>(p, s_it, q_smem, region, bar0, items);
     return;
   }
+  // word: warp 0's register copy of the record after the one in s_it.
+  int word = warp == 0 ? st_load_record(p, blockIdx.x, items) : 0;
   if ((STAGES == 2 || SPLIT) && (int)blockIdx.x < items) {
     if (warp == 0) {
       st_store_item(p, word, keys_per_head, s_it[0]);

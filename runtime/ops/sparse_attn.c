@@ -102,9 +102,10 @@ static int padded_rows(const st_sparse_attn_config *cfg) {
   return (cfg->tokens * cfg->group + unit - 1) / unit * unit;
 }
 
+/* Two-pass wgmma kernels have a producer warp beside the math warps. */
 int st_sparse_attn_threads(const st_sparse_attn_config *cfg) {
   const int warps = padded_rows(cfg) / warp_rows(cfg);
-  return 32 * (warps < 4 ? 4 : warps);
+  return 32 * (warps < 4 ? 4 : warps) + (cfg->wgmma && cfg->mtiles == 2 ? 32 : 0);
 }
 
 unsigned st_sparse_attn_smem_bytes(const st_sparse_attn_config *cfg) {
