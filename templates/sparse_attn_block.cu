@@ -503,30 +503,10 @@ __device__ __forceinline__ void st_store_partials(const st_sparse_attn_params &p
 // `empty` barrier (one arrival a consumer warp): the next item's q half 0
 // once this item's first-pass partials have been read out of it, its K and
 // V once the second pass's products are done, its q half 1 once the second
-// pass's partials have been read out. Records go through two slots of
-// shared memory, handed over on named barriers (which racecheck follows;
-// it reports the same handoff on mbarriers as races): the producer writes
-// slot s and arrives on barrier REC_FULL + s, where the consumers sync
-// before reading; they arrive on REC_EMPTY + s when done, where the
-// producer syncs before writing the slot again (only when it will: the
-// item two steps on exists). Copies signal mbarriers (s_bar + 8 x index):
-enum : int { BAR_KV_FULL = 0, BAR_KV_EMPTY = 1, BAR_Q_FULL = 2, BAR_Q_EMPTY = 4, PASS_BARS = 6 };
-enum : int { NAMED_REC_FULL = 2, NAMED_REC_EMPTY = 4 }; // named barriers 2-5, of all BLOCK_THREADS
-
-// Named barrier id0 + slot (immediate ids: with an id in a register ptxas
-// reserves all 16 barriers of the CTA).
-template <int ID0> __device__ __forceinline__ void st_named_sync(int slot) {
-  if (slot)
-    asm volatile("bar.sync %0, %1;\n" ::"n"(ID0 + 1), "n"(BLOCK_THREADS) : "memory");
-  else
-    asm volatile("bar.sync %0, %1;\n" ::"n"(ID0), "n"(BLOCK_THREADS) : "memory");
-}
-template <int ID0> __device__ __forceinline__ void st_named_arrive(int slot) {
-  if (slot)
-    asm volatile("bar.arrive %0, %1;\n" ::"n"(ID0 + 1), "n"(BLOCK_THREADS) : "memory");
-  else
-    asm volatile("bar.arrive %0, %1;\n" ::"n"(ID0), "n"(BLOCK_THREADS) : "memory");
-}
+// pass's partials have been read out. Records go through two slots.
+// Barriers (s_bar + 8 x index):
+enum : int { BAR_REC_FULL = 0, BAR_REC_EMPTY = 2, BAR_KV_FULL = 4, BAR_KV_EMPTY = 5, BAR_Q_FULL = 6, BAR_Q_EMPTY = 8,
+             PASS_BARS = 10 };
 
 // The consumer warps alone (named barrier 1): after mbarrier waits, so that
 // ptxas does not take the warps for divergent and serialize the wgmma, and
@@ -540,10 +520,11 @@ __device__ __forceinline__ void st_produce_items(const st_sparse_attn_params &p,
   int word = st_load_record(p, blockIdx.x, items);
   for (int x = blockIdx.x, step = 0; x < items; x += gridDim.x, step++) {
     const int slot = step & 1;
-    if (step >= 2) st_named_sync<NAMED_REC_EMPTY>(slot);
+    if (step >= 2) st_mbar_wait(bar0 + 8 * (BAR_REC_EMPTY + slot), ((step >> 1) - 1) & 1);
     st_store_item(p, word, keys_per_head, s_it[slot]);
     word = st_load_record(p, x + gridDim.x, items);
-    st_named_arrive<NAMED_REC_FULL>(slot);
+    __syncwarp();
+    if (lane == 0) st_mbar_arrive(bar0 + 8 * (BAR_REC_FULL + slot));
     const st_item &it = s_it[slot];
     if (step >= 1) st_mbar_wait(bar0 + 8 * BAR_Q_EMPTY, (step - 1) & 1);
     if (lane == 0) st_issue_q_half(p, it, q_tile, 0, bar0 + 8 * BAR_Q_FULL);
@@ -564,7 +545,7 @@ __device__ __forceinline__ void st_consume_items(const st_sparse_attn_params &p,
   const uint32_t q_tile = st_smem_addr(q_stage), k_tile = st_kv::k_tile(region, 0);
   for (int x = blockIdx.x, step = 0; x < items; x += gridDim.x, step++) {
     const int slot = step & 1, phase = step & 1;
-    st_named_sync<NAMED_REC_FULL>(slot);
+    st_mbar_wait(bar0 + 8 * (BAR_REC_FULL + slot), (step >> 1) & 1);
     const st_item &it = s_it[slot];
     st_mbar_wait(bar0 + 8 * BAR_KV_FULL, phase);
     st_zero_v_tail(region, 0, it.ntok_max);
@@ -599,7 +580,8 @@ __device__ __forceinline__ void st_consume_items(const st_sparse_attn_params &p,
         st_mbar_arrive(bar0 + 8 * (BAR_Q_EMPTY + pass)); // this warp's rows of the half are free
       }
     }
-    if (x + 2 * (int)gridDim.x < items) st_named_arrive<NAMED_REC_EMPTY>(slot); // done with the record
+    __syncwarp();
+    if (lane == 0) st_mbar_arrive(bar0 + 8 * (BAR_REC_EMPTY + slot)); // this warp is done with the record
   }
   if (!PART_F32 && lane == 0) st_bulk_wait(); // the partials' copies, done before the CTA leaves
 }
@@ -614,7 +596,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK_THREADS, CTAS_PER_SM)
     st_sparse_attn_main(const __grid_constant__ st_sparse_attn_params p) {
   extern __shared__ __align__(128) char s_dyn[];
   __shared__ st_item s_it[ITEM_STAGES];
-  __shared__ __align__(8) uint64_t s_kv_bar[STAGES];                    // KV_TMA: stage b's K and V have landed
+  __shared__ __align__(8) uint64_t s_kv_bar[STAGES]; // KV_TMA: stage b's K and V have landed
   __shared__ __align__(8) uint64_t s_pass_bar[PASSES2 ? PASS_BARS : 1]; // PASSES2: st_consume_items' barriers
   // wgmma's 128-byte swizzle is of address bits: panels start on
   // 1024-byte boundaries (the static s_it comes before s_dyn).
@@ -630,7 +612,10 @@ extern "C" __global__ void __launch_bounds__(BLOCK_THREADS, CTAS_PER_SM)
       for (int b = 0; b < STAGES; b++) st_mbar_init(st_smem_addr(&s_kv_bar[b]), 1);
       if (PASSES2)
         for (int b = 0; b < PASS_BARS; b++) // `empty` barriers count the consumer warps, the rest one arrival
-          st_mbar_init(st_smem_addr(&s_pass_bar[b]), b == BAR_KV_EMPTY || b >= BAR_Q_EMPTY ? WARPS : 1);
+          st_mbar_init(st_smem_addr(&s_pass_bar[b]), b == BAR_KV_EMPTY || (b >= BAR_REC_EMPTY && b < BAR_KV_FULL) ||
+                                                             b >= BAR_Q_EMPTY
+                                                         ? WARPS
+                                                         : 1);
       st_mbar_init_fence();
     }
   }
