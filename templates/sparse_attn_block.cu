@@ -75,9 +75,9 @@ constexpr bool SPLIT = KV_TMA && STAGES == 1;
 // of an item in turn, so one K/V block serves 8 tokens of 16 heads with the
 // registers of 4 (one warpgroup, two CTAs an SM): half the K/V bytes and
 // half the barriers a token of MTILES 1 (docs/kernels/sparse_attn.md,
-// v2.12-v2.14). The q tile's two halves (a pass's rows each) are its
-// double buffer: the next item's first half loads once this item's
-// products are done, its second half under the next item's first pass.
+// v2.12-v2.15). The q tile's two halves (a pass's rows each) are its
+// double buffer: a producer warp copies the next item's first half once
+// this item's first-pass partials have left it (st_produce_items).
 constexpr bool PASSES2 = WGMMA && MTILES == 2;
 constexpr int HALF_ROWS = ROWS / 2; // PASSES2: q half h holds rows h * HALF_ROWS ..
 constexpr int BLOCK_THREADS = THREADS + (PASSES2 ? 32 : 0);
@@ -503,10 +503,22 @@ __device__ __forceinline__ void st_store_partials(const st_sparse_attn_params &p
 // `empty` barrier (one arrival a consumer warp): the next item's q half 0
 // once this item's first-pass partials have been read out of it, its K and
 // V once the second pass's products are done, its q half 1 once the second
-// pass's partials have been read out. Records go through two slots.
-// Barriers (s_bar + 8 x index):
-enum : int { BAR_REC_FULL = 0, BAR_REC_EMPTY = 2, BAR_KV_FULL = 4, BAR_KV_EMPTY = 5, BAR_Q_FULL = 6, BAR_Q_EMPTY = 8,
-             PASS_BARS = 10 };
+// pass's partials have been read out. Records go through two slots of
+// shared memory: the producer's lanes write one, __syncwarp, and lane 0
+// arrives on its `full` barrier (a release); the consumers wait on it (an
+// acquire) and, done, arrive on its `empty` barrier likewise. (racecheck
+// does not follow this handoff: it reports the slot's writes and reads as
+// hazards; docs/kernels/sparse_attn.md, v2.15.) Barriers, at bar0 + 8 x
+// index (s_pass_bar):
+enum : int {
+  BAR_REC_FULL = 0,
+  BAR_REC_EMPTY = 2,
+  BAR_KV_FULL = 4,
+  BAR_KV_EMPTY = 5,
+  BAR_Q_FULL = 6,
+  BAR_Q_EMPTY = 8,
+  PASS_BARS = 10
+};
 
 // The consumer warps alone (named barrier 1): after mbarrier waits, so that
 // ptxas does not take the warps for divergent and serialize the wgmma, and
@@ -596,7 +608,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK_THREADS, CTAS_PER_SM)
     st_sparse_attn_main(const __grid_constant__ st_sparse_attn_params p) {
   extern __shared__ __align__(128) char s_dyn[];
   __shared__ st_item s_it[ITEM_STAGES];
-  __shared__ __align__(8) uint64_t s_kv_bar[STAGES]; // KV_TMA: stage b's K and V have landed
+  __shared__ __align__(8) uint64_t s_kv_bar[STAGES];                    // KV_TMA: stage b's K and V have landed
   __shared__ __align__(8) uint64_t s_pass_bar[PASSES2 ? PASS_BARS : 1]; // PASSES2: st_consume_items' barriers
   // wgmma's 128-byte swizzle is of address bits: panels start on
   // 1024-byte boundaries (the static s_it comes before s_dyn).
@@ -612,10 +624,8 @@ extern "C" __global__ void __launch_bounds__(BLOCK_THREADS, CTAS_PER_SM)
       for (int b = 0; b < STAGES; b++) st_mbar_init(st_smem_addr(&s_kv_bar[b]), 1);
       if (PASSES2)
         for (int b = 0; b < PASS_BARS; b++) // `empty` barriers count the consumer warps, the rest one arrival
-          st_mbar_init(st_smem_addr(&s_pass_bar[b]), b == BAR_KV_EMPTY || (b >= BAR_REC_EMPTY && b < BAR_KV_FULL) ||
-                                                             b >= BAR_Q_EMPTY
-                                                         ? WARPS
-                                                         : 1);
+          st_mbar_init(st_smem_addr(&s_pass_bar[b]),
+                       b == BAR_KV_EMPTY || (b >= BAR_REC_EMPTY && b < BAR_KV_FULL) || b >= BAR_Q_EMPTY ? WARPS : 1);
       st_mbar_init_fence();
     }
   }
