@@ -23,8 +23,9 @@
 //     tokens' q rows (GROUP heads each), scores, softmax and P.V over the
 //     block's visible keys for each row (common/attn_tile.cuh, MTILES 2:
 //     attn_tile_x2.cuh; WGMMA: a warpgroup's 64 rows on Hopper wgmma,
-//     common/attn_wgmma.cuh, with q, K and V in 64-dim panels), and per
-//     (entry, q head) the partial state (m, l) and O / l.
+//     common/attn_wgmma.cuh, with q, K and V in 64-dim panels; WGMMA with
+//     MTILES 2: two 64-row passes a warpgroup, a producer warp copying),
+//     and per (entry, q head) the partial state (m, l) and O / l.
 //   st_sparse_attn_merge, step 2 (merge): per (token, kv head) the topk
 //     partials into o and lse.
 // A block listed twice by a token is two entries, two partials of equal
@@ -75,7 +76,7 @@ constexpr bool SPLIT = KV_TMA && STAGES == 1;
 // of an item in turn, so one K/V block serves 8 tokens of 16 heads with the
 // registers of 4 (one warpgroup, two CTAs an SM): half the K/V bytes and
 // half the barriers a token of MTILES 1 (docs/kernels/sparse_attn.md,
-// v2.12-v2.15). The q tile's two halves (a pass's rows each) are its
+// v2.12-v2.16). The q tile's two halves (a pass's rows each) are its
 // double buffer: a producer warp copies the next item's first half once
 // this item's first-pass partials have left it (st_produce_items).
 constexpr bool PASSES2 = WGMMA && MTILES == 2;
@@ -508,7 +509,7 @@ __device__ __forceinline__ void st_store_partials(const st_sparse_attn_params &p
 // arrives on its `full` barrier (a release); the consumers wait on it (an
 // acquire) and, done, arrive on its `empty` barrier likewise. (racecheck
 // does not follow this handoff: it reports the slot's writes and reads as
-// hazards; docs/kernels/sparse_attn.md, v2.15.) Barriers, at bar0 + 8 x
+// hazards; docs/kernels/sparse_attn.md, v2.16.) Barriers, at bar0 + 8 x
 // index (s_pass_bar):
 enum : int {
   BAR_REC_FULL = 0,
