@@ -192,12 +192,17 @@ __device__ void st_count_entries(const st_sparse_attn_params &p) {
 // tokens - 1), into its slot of its work item's record; the first entry of
 // each item also writes the record's head (key, page, entries) and -1 into
 // the slots past its entries. So a block CTA reads an item in one load of
-// REC_INTS words, one a lane, with no second load that depends on it.
+// REC_INTS words, one a lane, with no second load that depends on it. An
+// entry that is not valid sets its (m, l) pairs for the merge instead.
 __device__ void st_scatter_entries(const st_sparse_attn_params &p) {
   const int per_head = p.nq * p.topk, e = blockIdx.x * STEP_THREADS + threadIdx.x;
   if (e >= p.num_kv_heads * per_head) return;
   const int key = p.ws_key[e];
-  if (key < 0) return;
+  if (key < 0) { // in no item: weight 0 in the merge
+    float2 *pair = (float2 *)p.ws_part_ml + (int64_t)e * GROUP;
+    for (int h = 0; h < GROUP; h++) pair[h] = make_float2(-ST_INF, 0.f);
+    return;
+  }
   const int packed = p.ws_rank[e], rank = packed >> 8;
   int32_t *rec = p.ws_item_rec + (int64_t)(p.ws_item[key] + rank / TOKENS) * REC_INTS;
   rec[REC_HEAD + rank % TOKENS] = (e % per_head) << 8 | (packed & 0xff);
@@ -211,66 +216,78 @@ __device__ void st_scatter_entries(const st_sparse_attn_params &p) {
 
 // ---- step 2: merge -------------------------------------------------------------
 
-// Grid (nq, Hkv): token q0 + blockIdx.x, kv head blockIdx.y. First every
-// (entry, q head)'s weight l_k 2^(m_k - m) / L into shared memory (all
-// loads at once: v1 walked the entries one dependent load chain at a
-// time), then a thread per 8 dimensions of a q head sums the weighted
-// partial outputs.
-constexpr int MERGE_TOPK = 64; // the op's largest topk
+// Grid (nq, Hkv): token q0 + blockIdx.x, kv head blockIdx.y; a thread per
+// 8 dimensions of a q head. Each thread reads its head's topk (m, l) pairs
+// itself (the 16 threads of a head read the same words, so one L1 line
+// serves them), weighs the entries l_k 2^(m_k - m) / L, and sums the
+// weighted partial outputs of the valid ones, MERGE_BATCH loads in flight.
+// Two dependent rounds of loads and no CTA barrier: v2.16 read the keys,
+// then the pairs into shared memory, then the partials, with two barriers
+// between (93 us a chunk of 1664 tokens, 2.4 TB/s). The scatter step gave
+// the entries that are not valid (m, l) = (-inf, 0), weight 0.
+constexpr int MERGE_BATCH = 8;
 
 __device__ void st_merge_partials(const st_sparse_attn_params &p) {
-  __shared__ float s_w[MERGE_TOPK][GROUP];
-  __shared__ float2 s_ml[MERGE_TOPK][GROUP];
   const int il = blockIdx.x, g = blockIdx.y, i = p.q0 + il, topk = p.topk;
   const int64_t e0 = ((int64_t)g * p.nq + il) * topk;
-  for (int x = threadIdx.x; x < topk * GROUP; x += STEP_THREADS) {
-    const int k = x / GROUP, h = x % GROUP;
-    float2 ml = make_float2(-ST_INF, 0.f);
-    if (p.ws_key[e0 + k] >= 0) ml = *(const float2 *)(p.ws_part_ml + ((e0 + k) * GROUP + h) * 2);
-    s_ml[k][h] = ml;
-  }
-  __syncthreads();
-  for (int h = threadIdx.x; h < GROUP; h += STEP_THREADS) {
-    float m = -ST_INF;
-    for (int k = 0; k < topk; k++)
-      if (s_ml[k][h].y > 0.f) m = fmaxf(m, s_ml[k][h].x);
-    float l = 0.f;
-    for (int k = 0; k < topk; k++) {
-      const float w = s_ml[k][h].y > 0.f ? s_ml[k][h].y * exp2f(s_ml[k][h].x - m) : 0.f;
-      s_w[k][h] = w;
-      l += w;
-    }
-    const float inv = l > 0.f ? 1.f / l : 0.f;
-    for (int k = 0; k < topk; k++) s_w[k][h] *= inv;
-    if (p.lse)
-      p.lse[(int64_t)i * p.lse_stride_row + (int64_t)(g * GROUP + h) * p.lse_stride_head] =
-          l > 0.f ? (m + __log2f(l)) * LN2 : -ST_INF;
-  }
-  __syncthreads();
+  const float2 *pair = (const float2 *)p.ws_part_ml;
   for (int piece = threadIdx.x; piece < GROUP * (HEAD_DIM / 8); piece += STEP_THREADS) {
     const int h = piece / (HEAD_DIM / 8), d = (piece - h * (HEAD_DIM / 8)) * 8;
-    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-#pragma unroll 8
+    float m = -ST_INF;
     for (int k = 0; k < topk; k++) {
-      const float w = s_w[k][h];
-      if (w == 0.f) continue; // not valid: its partial was never written
-      const int64_t at = ((e0 + k) * GROUP + h) * HEAD_DIM + d;
-      float v[8];
-      if (PART_F32) {
-        const float4 x = *(const float4 *)((const float *)p.ws_part_o + at),
-                     y = *(const float4 *)((const float *)p.ws_part_o + at + 4);
-        v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w, v[4] = y.x, v[5] = y.y, v[6] = y.z, v[7] = y.w;
-      } else {
-        const uint4 x = *(const uint4 *)((const uint16_t *)p.ws_part_o + at);
-        const uint32_t w4[4] = {x.x, x.y, x.z, x.w};
+      const float2 ml = pair[(e0 + k) * GROUP + h];
+      if (ml.y > 0.f) m = fmaxf(m, ml.x);
+    }
+    float l = 0.f; // in the order of v2.16's sums (L1 hits from here on)
+    for (int k = 0; k < topk; k++) {
+      const float2 ml = pair[(e0 + k) * GROUP + h];
+      l += ml.y > 0.f ? ml.y * exp2f(ml.x - m) : 0.f;
+    }
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    if (p.lse && d == 0)
+      p.lse[(int64_t)i * p.lse_stride_row + (int64_t)(g * GROUP + h) * p.lse_stride_head] =
+          l > 0.f ? (m + __log2f(l)) * LN2 : -ST_INF;
+    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    for (int k0 = 0; k0 < topk; k0 += MERGE_BATCH) {
+      float w[MERGE_BATCH];
+      uint4 raw[PART_F32 ? 2 * MERGE_BATCH : MERGE_BATCH];
 #pragma unroll
-        for (int c = 0; c < 4; c++) {
-          v[2 * c] = __uint_as_float(w4[c] << 16);
-          v[2 * c + 1] = __uint_as_float(w4[c] & 0xffff0000u);
+      for (int j = 0; j < MERGE_BATCH; j++) {
+        const float2 ml = k0 + j < topk ? pair[(e0 + k0 + j) * GROUP + h] : make_float2(-ST_INF, 0.f);
+        w[j] = ml.y > 0.f ? ml.y * exp2f(ml.x - m) * inv : 0.f;
+      }
+#pragma unroll
+      for (int j = 0; j < MERGE_BATCH; j++) {
+        const int64_t at = ((e0 + k0 + j) * GROUP + h) * HEAD_DIM + d;
+        raw[PART_F32 ? 2 * j : j] = raw[PART_F32 ? 2 * j + 1 : j] = make_uint4(0u, 0u, 0u, 0u);
+        if (w[j] == 0.f) continue; // not valid (or past topk): its partial was never written
+        if (PART_F32) {
+          raw[2 * j] = *(const uint4 *)((const float *)p.ws_part_o + at);
+          raw[2 * j + 1] = *(const uint4 *)((const float *)p.ws_part_o + at + 4);
+        } else {
+          raw[j] = *(const uint4 *)((const uint16_t *)p.ws_part_o + at);
         }
       }
 #pragma unroll
-      for (int c = 0; c < 8; c++) acc[c] += v[c] * w;
+      for (int j = 0; j < MERGE_BATCH; j++) {
+        if (w[j] == 0.f) continue;
+        float v[8];
+        if (PART_F32) {
+          const uint4 x = raw[2 * j], y = raw[2 * j + 1];
+          const uint32_t w8[8] = {x.x, x.y, x.z, x.w, y.x, y.y, y.z, y.w};
+#pragma unroll
+          for (int c = 0; c < 8; c++) v[c] = __uint_as_float(w8[c]);
+        } else {
+          const uint32_t w4[4] = {raw[j].x, raw[j].y, raw[j].z, raw[j].w};
+#pragma unroll
+          for (int c = 0; c < 4; c++) {
+            v[2 * c] = __uint_as_float(w4[c] << 16);
+            v[2 * c + 1] = __uint_as_float(w4[c] & 0xffff0000u);
+          }
+        }
+#pragma unroll
+        for (int c = 0; c < 8; c++) acc[c] += v[c] * w[j];
+      }
     }
     uint16_t *out = (uint16_t *)p.o + (int64_t)i * p.o_stride_row + (int64_t)(g * GROUP + h) * p.o_stride_head + d;
     uint32_t two[4];
