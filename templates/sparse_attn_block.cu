@@ -573,6 +573,21 @@ __device__ __forceinline__ void st_consume_items(const st_sparse_attn_params &p,
                                                  char *region, uint32_t bar0, int items) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   const uint32_t q_tile = st_smem_addr(q_stage), k_tile = st_kv::k_tile(region, 0);
+  // The q half whose partials' copies this warp has not yet waited for
+  // (-1: none). It waits once the next pass's score products are issued,
+  // so the copies read the tile under those products (v2.18; waiting right
+  // after the copies took 8% of the math warps' samples), and then gives
+  // the half back.
+  int unread = -1;
+  const auto give_back_half = [&]() {
+    if (unread < 0) return;
+    if (lane == 0) {
+      st_bulk_wait_read();
+      st_mbar_arrive(bar0 + 8 * (BAR_Q_EMPTY + unread)); // this warp's rows of the half are free
+    }
+    __syncwarp();
+    unread = -1;
+  };
   for (int x = blockIdx.x, step = 0; x < items; x += gridDim.x, step++) {
     const int slot = step & 1, phase = step & 1;
     st_mbar_wait(bar0 + 8 * (BAR_REC_FULL + slot), (step >> 1) & 1);
@@ -595,24 +610,25 @@ __device__ __forceinline__ void st_consume_items(const st_sparse_attn_params &p,
       }
       st_softmax_state<HEAD_DIM> st;
       if (rows) {
-        st_attend_block_wg<D, ROWS>(q_tile, m0, k_tile, k_tile + st_kv::TILE_BYTES, lim, p.score_scale_log2, st);
+        st_attend_block_wg<D, ROWS>(q_tile, m0, k_tile, k_tile + st_kv::TILE_BYTES, lim, p.score_scale_log2, st,
+                                    give_back_half);
         st_softmax_finish_l(st);
       }
+      give_back_half(); // (no products this pass)
       if (pass == 1 && lane == 0) st_mbar_arrive(bar0 + 8 * BAR_KV_EMPTY); // this warp's products are done
-      if (rows) {
-        if (PART_F32)
-          st_write_partials(p, it, st, pass * HALF_ROWS + warp * 16, lim, q_stage);
-        else
-          st_store_partials(p, it, st, pass * HALF_ROWS + warp * 16, lim, q_tile);
-      }
-      if (lane == 0) {
-        if (!PART_F32 && rows) st_bulk_wait_read();
-        st_mbar_arrive(bar0 + 8 * (BAR_Q_EMPTY + pass)); // this warp's rows of the half are free
+      if (rows && !PART_F32) {
+        st_store_partials(p, it, st, pass * HALF_ROWS + warp * 16, lim, q_tile);
+        unread = pass;
+      } else {
+        if (rows) st_write_partials(p, it, st, pass * HALF_ROWS + warp * 16, lim, q_stage);
+        __syncwarp();
+        if (lane == 0) st_mbar_arrive(bar0 + 8 * (BAR_Q_EMPTY + pass)); // this warp's rows of the half are free
       }
     }
     __syncwarp();
     if (lane == 0) st_mbar_arrive(bar0 + 8 * (BAR_REC_EMPTY + slot)); // this warp is done with the record
   }
+  give_back_half();
   if (!PART_F32 && lane == 0) st_bulk_wait(); // the partials' copies, done before the CTA leaves
 }
 

@@ -67,11 +67,16 @@ __device__ __forceinline__ void st_block_softmax(const int (&lim)[2], float scal
 // warp-uniform, e.g. through a shuffle from lane 0, so that the
 // descriptors stay in uniform registers). lim / scale_log2 as
 // st_block_softmax takes them; st.m, st.l and st.o are written (one whole
-// block: no earlier state).
-template <int HEAD_DIM, int Q_ROWS>
+// block: no earlier state). `while_scores` runs while the score products
+// are in flight (the caller's work that need not wait for them).
+struct st_nothing_meanwhile {
+  __device__ void operator()() const {}
+};
+template <int HEAD_DIM, int Q_ROWS, typename Meanwhile = st_nothing_meanwhile>
 __device__ __forceinline__ void st_attend_block_wg(uint32_t q_tile, int m0, uint32_t k_tile, uint32_t v_tile,
                                                    const int (&lim)[2], float scale_log2,
-                                                   st_softmax_state<HEAD_DIM> &st) {
+                                                   st_softmax_state<HEAD_DIM> &st,
+                                                   const Meanwhile &while_scores = Meanwhile()) {
   constexpr int BLOCK_TOKENS = 128, KSTEPS = HEAD_DIM / 16, PANEL_K = BLOCK_TOKENS * 128;
   static_assert(HEAD_DIM == 128, "one m64n128 product for O: head_dim 128");
   static_assert(Q_ROWS % 64 == 0, "whole warpgroups of rows");
@@ -88,6 +93,7 @@ __device__ __forceinline__ void st_attend_block_wg(uint32_t q_tile, int m0, uint
     st_wgmma_m64n128k16_bf16(d, q_desc + (((ks / 4) * Q_ROWS * 128 + (ks % 4) * 32) >> 4),
                              k_desc + (((ks / 4) * PANEL_K + (ks % 4) * 32) >> 4), ks > 0);
   st_wgmma_commit();
+  while_scores();
   st_wgmma_wait<0>();
   st_wgmma_fence_regs(d);
   st_block_softmax<BLOCK_TOKENS, HEAD_DIM>(lim, scale_log2, st, s);
