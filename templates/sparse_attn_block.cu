@@ -78,7 +78,8 @@ constexpr bool SPLIT = KV_TMA && STAGES == 1;
 // half the barriers a token of MTILES 1 (docs/kernels/sparse_attn.md,
 // v2.12-v2.16). The q tile's two halves (a pass's rows each) are its
 // double buffer: a producer warp copies the next item's first half once
-// this item's first-pass partials have left it (st_produce_items).
+// this item's first-pass partials have been read out of it
+// (st_produce_items).
 constexpr bool PASSES2 = WGMMA && MTILES == 2;
 constexpr int HALF_ROWS = ROWS / 2; // PASSES2: q half h holds rows h * HALF_ROWS ..
 constexpr int BLOCK_THREADS = THREADS + (PASSES2 ? 32 : 0);
@@ -519,15 +520,19 @@ __device__ __forceinline__ void st_store_partials(const st_sparse_attn_params &p
 // hand buffers over on mbarriers alone: no CTA-wide barrier in the loop.
 // The producer fills a buffer as soon as the consumers have arrived on its
 // `empty` barrier (one arrival a consumer warp): the next item's q half 0
-// once this item's first-pass partials have been read out of it, its K and
-// V once the second pass's products are done, its q half 1 once the second
-// pass's partials have been read out. Records go through two slots of
-// shared memory: the producer's lanes write one, __syncwarp, and lane 0
-// arrives on its `full` barrier (a release); the consumers wait on it (an
-// acquire) and, done, arrive on its `empty` barrier likewise. (racecheck
-// does not follow this handoff: it reports the slot's writes and reads as
-// hazards; docs/kernels/sparse_attn.md, v2.16.) Barriers, at bar0 + 8 x
-// index (s_pass_bar):
+// once this item's first-pass partials have been read out of it (which a
+// warp waits for after issuing its second-pass scores, v2.18), its K and V
+// once the second pass's products are done, its q half 1 once the second
+// pass's partials have been read out (waited for after the next item's
+// first scores). Records go through two slots of shared memory: the
+// producer's lanes write one, __syncwarp, and lane 0 arrives on its `full`
+// barrier (a release); the consumers wait on it (an acquire) and, done,
+// arrive on its `empty` barrier likewise. (racecheck reports the slot's
+// writes and reads as hazards, with named barriers too, even blocking ones
+// on both sides, so the report is taken for the tool's: it seems not to
+// order accesses across barriers that only some warps take;
+// docs/kernels/sparse_attn.md, thirteenth session.)
+// Barriers, at bar0 + 8 x index (s_pass_bar):
 enum : int {
   BAR_REC_FULL = 0,
   BAR_REC_EMPTY = 2,
