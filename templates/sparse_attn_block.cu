@@ -217,9 +217,8 @@ __device__ void st_scatter_entries(const st_sparse_attn_params &p) {
 
 // ---- step 2: merge -------------------------------------------------------------
 
-// Grid (nq, Hkv, pieces / blockDim.x): token q0 + blockIdx.x, kv head
-// blockIdx.y; a thread per piece, 8 dimensions of a q head (the launcher
-// gives 128 threads a CTA, v2.19). Each thread reads its head's topk (m, l) pairs
+// Grid (nq, Hkv): token q0 + blockIdx.x, kv head blockIdx.y; a thread per
+// 8 dimensions of a q head. Each thread reads its head's topk (m, l) pairs
 // itself (the 16 threads of a head read the same words, so one L1 line
 // serves them), weighs the entries l_k 2^(m_k - m) / L, and sums the
 // weighted partial outputs of the valid ones, MERGE_BATCH loads in flight.
@@ -233,8 +232,7 @@ __device__ void st_merge_partials(const st_sparse_attn_params &p) {
   const int il = blockIdx.x, g = blockIdx.y, i = p.q0 + il, topk = p.topk;
   const int64_t e0 = ((int64_t)g * p.nq + il) * topk;
   const float2 *pair = (const float2 *)p.ws_part_ml;
-  for (int piece = blockIdx.z * blockDim.x + threadIdx.x; piece < GROUP * (HEAD_DIM / 8);
-       piece += gridDim.z * blockDim.x) {
+  for (int piece = threadIdx.x; piece < GROUP * (HEAD_DIM / 8); piece += STEP_THREADS) {
     const int h = piece / (HEAD_DIM / 8), d = (piece - h * (HEAD_DIM / 8)) * 8;
     float m = -ST_INF;
     for (int k = 0; k < topk; k++) {

@@ -328,21 +328,6 @@ static st_status launch_one(const st_cu *cu, CUfunction fn, unsigned gx, unsigne
   return ST_OK;
 }
 
-/* The merge of the chunk `p` describes: a CTA per (token, kv head, 128
- * pieces of 8 dimensions of a q head). */
-static st_status launch_merge(const st_cu *cu, CUfunction merge_fn, const st_sparse_attn_plan *plan,
-                              st_sparse_attn_params *p, CUstream stream, st_err *err) {
-  const unsigned pieces = (unsigned)(plan->group * (plan->head_dim / 8));
-  void *kargs[] = {p};
-  p->step = 2;
-  ST_CU_TRY(cu,
-            cu->cuLaunchKernel(merge_fn, (unsigned)p->nq, (unsigned)p->num_kv_heads,
-                               (unsigned)ceil_div(pieces, ST_SPARSE_ATTN_MERGE_THREADS), ST_SPARSE_ATTN_MERGE_THREADS,
-                               1, 1, 0, stream, kargs, NULL),
-            err);
-  return ST_OK;
-}
-
 /* Two-pass kernels: q as [total_q, Hq, D], boxes of a 128-byte panel of a
  * token's group of heads, which land in the q tile's swizzled panels. */
 static st_status map_q(const st_cu *cu, const st_sparse_attn_plan *plan, st_tensor_map *map, st_err *err) {
@@ -375,31 +360,14 @@ static void set_workspace(const st_sparse_attn_plan *plan, char *ws, st_sparse_a
   p->ws_part_o = ws + plan->off_part_o;
 }
 
-/* Overlap: the merge of the chunk `p` describes (in workspace half `half`)
- * on `stream` once what the side stream has so far is done, then the event
- * that frees the half. */
-static st_status merge_after(const st_cu *cu, CUfunction merge_fn, const st_sparse_attn_plan *plan,
-                             st_sparse_attn_params *p, int half, CUstream stream, const st_side_stream *side,
-                             st_err *err) {
-  ST_CU_TRY(cu, cu->cuEventRecord(side->done, side->stream), err);
-  ST_CU_TRY(cu, cu->cuStreamWaitEvent(stream, side->done, 0), err);
-  st_status st = launch_merge(cu, merge_fn, plan, p, stream, err);
-  if (st == ST_OK) ST_CU_TRY(cu, cu->cuEventRecord(side->freed[half], stream), err);
-  return st;
-}
-
 /* Block-major: per chunk, count, scatter, blocks and merge (the template's
  * file comment). With overlap, chunk c's count, scatter and blocks run on
  * the side stream in workspace half c % 2, after the merge of chunk c - 2
- * (the half's previous user) has finished, and its merge on `stream` once
- * chunk c + 1's count and scatter are done (so after its own blocks): the
- * merge (HBM-bound reads of the partials) is then launched together with
- * chunk c + 1's blocks (neither HBM- nor tensor-bound), whose CTAs the side
- * stream's priority places first, two an SM, and its small CTAs run in the
- * room they leave (v2.19; launched before the next blocks, the merge's
- * CTAs filled the SMs and the two ran one after the other). `stream` waits
- * for the last chunk's blocks, so the side stream's work is joined back by
- * the last merge. */
+ * (the half's previous user) has finished, and its merge on `stream` after
+ * its blocks: that merge (HBM-bound reads of the partials) then runs beside
+ * chunk c + 1's blocks (L2-bound), whose CTAs the side stream's priority
+ * places first. `stream` waits for every chunk's blocks, so the side
+ * stream's work is joined back by the last merge. */
 static st_status launch_block(const st_cu *cu, CUfunction main_fn, CUfunction merge_fn, const st_sparse_attn_plan *plan,
                               char *ws, CUstream stream, const st_side_stream *side, st_err *err) {
   st_sparse_attn_params p = plan->params;
@@ -418,8 +386,6 @@ static st_status launch_block(const st_cu *cu, CUfunction main_fn, CUfunction me
     ST_CU_TRY(cu, cu->cuEventRecord(side->fork, stream), err);
     ST_CU_TRY(cu, cu->cuStreamWaitEvent(side->stream, side->fork, 0), err);
   }
-  st_sparse_attn_params prev = p; /* overlap: the chunk whose merge is not yet launched */
-  int prev_half = 0;
   int64_t c = 0;
   for (int64_t q0 = 0; q0 < total_q && st == ST_OK; q0 += plan->chunk_q, c++) {
     const int64_t nq = total_q - q0 < plan->chunk_q ? total_q - q0 : plan->chunk_q;
@@ -434,23 +400,22 @@ static st_status launch_block(const st_cu *cu, CUfunction main_fn, CUfunction me
     if ((st = launch_one(cu, merge_fn, steps, 1, ST_SPARSE_ATTN_STEP_THREADS, 0, &p, lists, err)) != ST_OK) break;
     p.step = 1;
     if ((st = launch_one(cu, merge_fn, steps, 1, ST_SPARSE_ATTN_STEP_THREADS, 0, &p, lists, err)) != ST_OK) break;
-    if (plan->overlap && c >= 1 && (st = merge_after(cu, merge_fn, plan, &prev, prev_half, stream, side, err)) != ST_OK)
-      break;
     const int64_t items = block_items(Hkv, nq, p.topk, plan->tokens, plan->max_keys);
     const unsigned ctas = (unsigned)(items < plan->persistent ? items : plan->persistent);
     st = launch_one(cu, main_fn, ctas, 1, plan->block, plan->smem_bytes, &p, lists, err);
     if (st != ST_OK) break;
-    /* The merge: a CTA per (token, kv head, 128 pieces). Fewer merge CTAs
-     * walking the pairs were tried for overlapped chunks and lost 40%
-     * (docs/kernels/sparse_attn.md, v2.10 and v2.11). */
-    if (!plan->overlap) {
-      st = launch_merge(cu, merge_fn, plan, &p, stream, err);
-    } else { /* launched after the next chunk's count and scatter */
-      prev = p;
-      prev_half = half;
+    if (plan->overlap) {
+      ST_CU_TRY(cu, cu->cuEventRecord(side->done, side->stream), err);
+      ST_CU_TRY(cu, cu->cuStreamWaitEvent(stream, side->done, 0), err);
     }
+    /* The merge: a CTA per (token, kv head). Fewer merge CTAs walking the
+     * pairs, so that the next chunk's blocks CTAs fit beside them, were
+     * tried for overlapped chunks and lost 40% (docs/kernels/sparse_attn.md,
+     * v2.10 and v2.11). */
+    p.step = 2;
+    st = launch_one(cu, merge_fn, (unsigned)nq, (unsigned)Hkv, ST_SPARSE_ATTN_STEP_THREADS, 0, &p, stream, err);
+    if (st == ST_OK && plan->overlap) ST_CU_TRY(cu, cu->cuEventRecord(side->freed[half], stream), err);
   }
-  if (st == ST_OK && plan->overlap && c >= 1) st = merge_after(cu, merge_fn, plan, &prev, prev_half, stream, side, err);
   return st;
 }
 

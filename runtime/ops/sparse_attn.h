@@ -80,11 +80,9 @@ unsigned st_sparse_attn_smem_bytes(const st_sparse_attn_config *cfg);
  * bytes at most where a chunk of 64 tokens fits; overlap: two such halves,
  * chunk c in half c % 2), each through four launches: count and scatter
  * (count_grid CTAs of 256 threads), the blocks (at most items_bound CTAs)
- * and the merge (CTAs of 128 threads, for a token and kv head: one fits
- * beside two CTAs of the next chunk's blocks). */
+ * and the merge (a CTA per token and kv head). */
 #define ST_SPARSE_ATTN_BLOCK_WS (256u << 20)
 #define ST_SPARSE_ATTN_STEP_THREADS 256
-#define ST_SPARSE_ATTN_MERGE_THREADS 128
 
 typedef struct st_sparse_attn_plan {
   st_sparse_attn_params params;
