@@ -48,15 +48,6 @@ template <int N> __device__ __forceinline__ void st_cp_async_wait() {
 }
 
 // Four 8x8 b16 matrices; lane l gives the row address of matrix l / 8.
-// Stores four 8x8 b16 matrices from their mma fragments (r[j]: matrix j's
-// two values of row lane / 4, columns 2 (lane % 4) ..), lane i giving the
-// address of row i % 8 of matrix i / 8: the inverse of st_ldmatrix_x4.
-__device__ __forceinline__ void st_stmatrix_x4(uint32_t addr, const uint32_t (&r)[4]) {
-  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(addr), "r"(r[0]), "r"(r[1]),
-               "r"(r[2]), "r"(r[3])
-               : "memory");
-}
-
 __device__ __forceinline__ void st_ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
@@ -69,6 +60,15 @@ __device__ __forceinline__ void st_ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t 
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
+}
+
+// Stores four 8x8 b16 matrices from their mma fragments (r[j]: matrix j's
+// two values of row lane / 4, columns 2 (lane % 4) ..), lane i giving the
+// address of row i % 8 of matrix i / 8: the inverse of st_ldmatrix_x4.
+__device__ __forceinline__ void st_stmatrix_x4(uint32_t addr, const uint32_t (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(addr), "r"(r[0]), "r"(r[1]),
+               "r"(r[2]), "r"(r[3])
+               : "memory");
 }
 
 // Plain 16-, 8- and 4-byte shared-memory loads by address (volatile, like the
