@@ -225,7 +225,11 @@ __device__ void st_scatter_entries(const st_sparse_attn_params &p) {
 // Two dependent rounds of loads and no CTA barrier: v2.16 read the keys,
 // then the pairs into shared memory, then the partials, with two barriers
 // between (93 us a chunk of 1664 tokens, 2.4 TB/s). The scatter step gave
-// the entries that are not valid (m, l) = (-inf, 0), weight 0.
+// the entries that are not valid (m, l) = (-inf, 0), weight 0. The
+// partials are loaded evict-first (and were stored so, st_store_partials):
+// read once, they would otherwise push out of L2 the K/V blocks and q rows
+// that the next chunk's blocks kernel, running beside the merge, reuses
+// (v2.20).
 constexpr int MERGE_BATCH = 8;
 
 __device__ void st_merge_partials(const st_sparse_attn_params &p) {
@@ -263,10 +267,10 @@ __device__ void st_merge_partials(const st_sparse_attn_params &p) {
         raw[PART_F32 ? 2 * j : j] = raw[PART_F32 ? 2 * j + 1 : j] = make_uint4(0u, 0u, 0u, 0u);
         if (w[j] == 0.f) continue; // not valid (or past topk): its partial was never written
         if (PART_F32) {
-          raw[2 * j] = *(const uint4 *)((const float *)p.ws_part_o + at);
-          raw[2 * j + 1] = *(const uint4 *)((const float *)p.ws_part_o + at + 4);
+          raw[2 * j] = __ldcs((const uint4 *)((const float *)p.ws_part_o + at));
+          raw[2 * j + 1] = __ldcs((const uint4 *)((const float *)p.ws_part_o + at + 4));
         } else {
-          raw[j] = *(const uint4 *)((const uint16_t *)p.ws_part_o + at);
+          raw[j] = __ldcs((const uint4 *)((const uint16_t *)p.ws_part_o + at));
         }
       }
 #pragma unroll
@@ -504,13 +508,14 @@ __device__ __forceinline__ void st_store_partials(const st_sparse_attn_params &p
   st_fence_proxy_async(); // this lane's stores, before the copy engine reads them
   __syncwarp();
   if (lane != 0) return;
+  const uint64_t stream = st_l2_evict_first(); // read once, by the merge
 #pragma unroll
   for (int r0 = 0; r0 < 16; r0 += BOX) {
     const int m = m0 + r0, t = m / GROUP;
     if (m >= REAL_ROWS || t >= it.n) continue; // padding rows: nothing to write
 #pragma unroll
     for (int c = 0; c < HEAD_DIM / 64; c++)
-      st_tma_store_2d(&p.part_map, c * 64, (int)(it.state[t] + m % GROUP), q_tile + c * ROWS * 128 + m * 128);
+      st_tma_store_2d(&p.part_map, c * 64, (int)(it.state[t] + m % GROUP), q_tile + c * ROWS * 128 + m * 128, stream);
   }
   st_bulk_commit();
 }

@@ -699,7 +699,7 @@ static void test_sparse_attn_fit_and_launch_rules(void **state) {
          "  tostring(w2), tostring(op.check_launch({chunk = 256})), c1why, c2why, c3why,\n"
          "  tostring(op.check_launch({chunk = 256, overlap = 1})), tostring(o1), o2why,\n"
          "  op.variant_name(b, {chunk = 256, overlap = 1}), op.variant_name(b, {chunk = 0})}, ' | ')",
-         "true | false | topk 40 is not in the bucket of capacity 16 | 5/1/nil | false | "
+         "true | false | topk 40 is not in the bucket of capacity 16 | 7/1/nil | false | "
          "chunk 1024 holds the whole batch of 1000 tokens (chunk 0 does the same) | true | true | "
          "launch parameter chunk=100 is not a multiple of 64 in 0..1048576 | "
          "'splits' is not a launch parameter of sparse_attn | launch parameter overlap=2 is not 0 or 1 | true | "

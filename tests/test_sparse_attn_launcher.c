@@ -305,6 +305,11 @@ static void test_block_major_variants_plan_chunks_and_workspace(void **state) {
   assert_int_equal(p.chunk_q, 1024);
   assert_int_equal(p.grid[0], 264);
   assert_true(p.off_part_o + (size_t)HKV * 1024 * TOPK * 16 * D * 4 <= p.workspace_bytes);
+  /* A chunk given at launch is the most a pass holds: 5000 tokens in two
+   * equal passes of 2560, not 3072 + 1928. */
+  assert_int_equal(block_config("bf16", 2, 8, 1, 3072, &c, &err), ST_OK);
+  assert_int_equal(st_sparse_attn_plan_make(&c, &a, 132, &p, &err), ST_OK);
+  assert_int_equal(p.chunk_q, 2560);
 
   /* The launcher refuses before touching the driver (cu is not needed). */
   assert_int_equal(

@@ -228,8 +228,10 @@ typedef struct st_sparse_attn_args {
  * `args` are not read, except whether lse.data is NULL): 0 for the
  * token-tile kernels; the block-major kernels keep one chunk of query
  * tokens' selection lists and partial results there, at most about 256 MiB
- * (the batch runs in as many chunks as that takes), or twice that for
- * variants that overlap one chunk's merge with the next chunk. The
+ * (the batch runs in as many chunks as that takes) unless the winner was
+ * tuned with a larger chunk (launch parameter `chunk`: 3072 tokens of 2 kv
+ * heads x 16 q heads, topk 16, take ~400 MiB), and twice that for variants
+ * that overlap one chunk's merge with the next chunk. The
  * workspace must be cleared once (st_workspace_clear); the kernels leave
  * it cleared. */
 st_status st_sparse_attn_workspace_size(st_handle *handle, const st_sparse_attn_args *args, size_t *bytes);

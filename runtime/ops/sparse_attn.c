@@ -264,10 +264,13 @@ static st_status plan_block(const st_sparse_attn_config *cfg, const st_sparse_at
     if (chunk < 64) chunk = 64;
     if (chunk > total_q) chunk = total_q;
     if (chunk > max_chunk) chunk = max_chunk;
-    /* As many chunks, of equal size (in steps of 64): no small last chunk,
-     * whose four launches would cost nearly a full one's fixed time with
-     * few items to spread over the SMs (8192 tokens: 5 x 1664, not 4 x
-     * 1984 + 256). */
+  }
+  /* As many chunks, of equal size (in steps of 64): no small last chunk,
+   * whose four launches would cost nearly a full one's fixed time with few
+   * items to spread over the SMs (8192 tokens: 5 x 1664, not 4 x 1984 +
+   * 256). A chunk given at launch is the most tokens a chunk holds (3072:
+   * 8192 tokens in 3 x 2752). */
+  if (chunk < total_q) {
     const int64_t passes = (total_q + chunk - 1) / chunk;
     const int64_t even = ((total_q + passes - 1) / passes + 63) / 64 * 64;
     if (even < chunk) chunk = even;

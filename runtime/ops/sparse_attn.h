@@ -47,8 +47,9 @@ typedef struct st_sparse_attn_config {
   int mtiles;     /* block: 16-row m-tiles a warp takes: 1, 2 (tile: 1)      */
   int wgmma;      /* block: 1 = warpgroups of 64 q rows on wgmma (sm_90a;
                      head_dim 128, mtiles 1); 0 = mma.sync per warp        */
-  int chunk_q;    /* block, launch parameter `chunk`: query tokens per pass
-                     (a multiple of 64; 0: as many as the workspace budget allows) */
+  int chunk_q;    /* block, launch parameter `chunk`: the most query tokens a pass
+                     (a multiple of 64; 0: as many as the workspace budget allows);
+                     the batch runs in passes of equal size */
   int overlap;    /* block, launch parameter `overlap`: 1 = each chunk's merge runs
                      on the caller's stream beside the next chunk's count, scatter
                      and blocks on a side stream (two workspace halves) */

@@ -62,14 +62,25 @@ __device__ __forceinline__ void st_tma_load_4d(uint32_t dst, const void *map, in
                : "memory");
 }
 
+// An L2 cache policy under which the lines an access brings in are the
+// first to be evicted: for data that streams through once (sparse_attn's
+// partials), so that it does not push out the lines other CTAs reuse.
+__device__ __forceinline__ uint64_t st_l2_evict_first() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+  return policy;
+}
+
 // Copies box (c0, c1) of shared memory `src` (1024-byte aligned for the
 // 128-byte swizzle) to the tensor map's global memory, in this thread's bulk
-// group. The writes to `src` must be fenced for the async proxy first
-// (st_fence_proxy_async, by each writing thread, then a barrier).
-__device__ __forceinline__ void st_tma_store_2d(const void *map, int c0, int c1, uint32_t src) {
-  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(map), "r"(c0),
-               "r"(c1), "r"(src)
-               : "memory");
+// group, under L2 cache policy `policy` (st_l2_evict_first). The writes to
+// `src` must be fenced for the async proxy first (st_fence_proxy_async, by
+// each writing thread, then a barrier).
+__device__ __forceinline__ void st_tma_store_2d(const void *map, int c0, int c1, uint32_t src, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group.L2::cache_hint [%0, {%1, %2}], [%3], %4;\n" ::"l"(map),
+      "r"(c0), "r"(c1), "r"(src), "l"(policy)
+      : "memory");
 }
 
 // Closes this thread's bulk group of stores.
