@@ -73,7 +73,8 @@ void st_test_every_variant(const char *op, const st_shape *shapes, int nshapes, 
     for (int i = s % stride; i < nv; i += stride) {
       if (match && !strstr(v[i].row.name, match)) continue;
       int applies = 0;
-      assert_int_equal(st_gen_applies(gen, &v[i].row, &shapes[s], &applies, &err), ST_OK);
+      if (st_gen_applies(gen, &v[i].row, &shapes[s], &applies, &err) != ST_OK)
+        fail_msg("%s on shape %s: %s", v[i].row.name, shapes[s].key, err.msg);
       if (!applies) continue;
       if (!mods[i]) {
         for (int j = 0; j < i && !mods[i]; j++)

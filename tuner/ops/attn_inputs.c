@@ -1,6 +1,7 @@
 /* ops/attn_inputs.c - the K/V side of attention cases (attn_inputs.h). */
 #include "ops/attn_inputs.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,14 +17,18 @@ static st_status one_of(const char *v, const char *field, const char *const *all
       *index = i;
       return ST_OK;
     }
-  return st_fail(err, ST_ERR_INVALID_ARG, "shape %s='%s' is not %s%s%s%s%s", field, v ? v : "(missing)", allowed[0],
-                 n > 2 ? ", " : " or ", allowed[1], n > 2 ? " or " : "", n > 2 ? allowed[2] : "");
+  char list[128] = "";
+  for (int i = 0; i < n; i++) {
+    const size_t used = strlen(list);
+    snprintf(list + used, sizeof list - used, "%s%s", i == 0 ? "" : i == n - 1 ? " or " : ", ", allowed[i]);
+  }
+  return st_fail(err, ST_ERR_INVALID_ARG, "shape %s='%s' is not %s", field, v ? v : "(missing)", list);
 }
 
 st_status st_attn_kv_read_shape(const st_params *shape, st_attn_kv_case *kv, const char **sel, st_err *err) {
   memset(kv, 0, sizeof *kv);
   static const char *const dtypes[] = {"bf16", "fp8"}, *const scales[] = {"none", "scalar", "tensor"},
-                           *const layouts[] = {"pages2", "interleaved"}, *const sels[] = {"random", "holes", "local"};
+                           *const layouts[] = {"pages2", "interleaved"}, *const sels[] = {"random", "holes", "local", "repeats"};
   int dt = 0, sc = 0, lay = 0, se = 0;
   st_status st;
   if ((st = st_case_shape_int(shape, "D", 16, 512, &kv->D, err)) ||
@@ -31,7 +36,7 @@ st_status st_attn_kv_read_shape(const st_params *shape, st_attn_kv_case *kv, con
       (st = one_of(st_params_get(shape, "dtype"), "dtype", dtypes, 2, &dt, err)) ||
       (st = one_of(st_params_get(shape, "scale"), "scale", scales, 3, &sc, err)) ||
       (st = one_of(st_params_get(shape, "layout"), "layout", layouts, 2, &lay, err)) ||
-      (st = one_of(st_params_get(shape, "sel"), "sel", sels, 3, &se, err)))
+      (st = one_of(st_params_get(shape, "sel"), "sel", sels, 4, &se, err)))
     return st;
   kv->dtype = dt == 0 ? ST_DTYPE_BF16 : ST_DTYPE_FP8_E4M3;
   kv->scale = (st_kv_scale_mode)sc;
@@ -142,6 +147,9 @@ void st_attn_make_selection(int32_t *row, int topk, int pos, int max_blocks, con
     }
   }
   for (int i = n; i < topk; i++) row[i] = -1;
+  if (strcmp(sel, "repeats") == 0) /* an entry in 8 a copy of another: a block listed twice counts twice */
+    for (int i = 0; i < topk; i++)
+      if (st_rand_below(rng, 8) == 0) row[i] = row[st_rand_below(rng, (uint64_t)topk)];
   if (strcmp(sel, "holes") == 0)
     for (int i = 0; i < topk; i++) {
       const uint64_t u = st_rand_below(rng, 8);

@@ -28,7 +28,7 @@ typedef struct st_attn_kv_case {
 } st_attn_kv_case;
 
 /* Reads the shape fields dtype, scale, layout, D and Hkv (and checks sel,
- * returned in *sel: random, holes or local). */
+ * returned in *sel: random, holes, local or repeats). */
 st_status st_attn_kv_read_shape(const st_params *shape, st_attn_kv_case *kv, const char **sel, st_err *err);
 
 /* Allocates and fills the pool of `pages` pages (K, V uniform: bf16 in
@@ -81,7 +81,9 @@ void st_attn_kv_tensors(const st_attn_kv_case *kv, st_tensor *k, st_tensor *v, s
  *           visible blocks (all visible blocks when fewer than topk), -1 after;
  *   holes   the same with about a quarter of the entries -1 or past the
  *           query's own block (both must be skipped);
- *   local   the last topk visible blocks. */
+ *   local   the last topk visible blocks;
+ *   repeats random, with about an eighth of the entries a copy of another
+ *           entry of the row (a block listed twice counts twice). */
 void st_attn_make_selection(int32_t *row, int topk, int pos, int max_blocks, const char *sel, uint64_t *rng);
 
 /* Whole 128-token blocks a selection row makes a query at `pos` read. */
