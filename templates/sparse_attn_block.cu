@@ -10,10 +10,7 @@
 // which a merge combines (docs/kernels/sparse_attn.md).
 //
 // The launcher runs the batch in chunks of query tokens [q0, q0 + nq), four
-// launches each (SPAN: five, step 3 first):
-//   st_sparse_attn_merge, step 3 (spans, SPAN only): groups of TOKENS
-//     neighbouring tokens find the blocks they all selected and become span
-//     items (below); those entries stay out of the keys' lists.
+// launches each:
 //   st_sparse_attn_merge, step 0 (count): every valid entry (token, kv head
 //     g, k) of the chunk finds its key (g, request, block) and takes a place
 //     in the key's list (atomic count); the last CTA to finish scans the
@@ -47,7 +44,6 @@ constexpr int PART_F32 = ${part_f32};
 constexpr int STAGES = ${stages};
 constexpr int MTILES = ${mtiles}; // 16-row m-tiles a warp takes (2: common/attn_tile_x2.cuh; WGMMA: PASSES)
 constexpr int WGMMA = ${wgmma};   // 1: warpgroups of 64 rows on wgmma (common/attn_wgmma.cuh)
-constexpr int SPAN = ${span};     // 1: span items beside the block items (two-pass wgmma kernels; "span items" below)
 
 #include "params/sparse_attn.h"
 #include "common/attn_tile.cuh"
@@ -119,85 +115,6 @@ static_assert(MTILES == 1 || (MTILES == 2 && HEAD_DIM <= 128), "two m-tiles hold
 static_assert(!WGMMA || (HEAD_DIM == 128 && THREADS * MTILES == 2 * ROWS),
               "wgmma: a warpgroup per 64 rows of each pass, head_dim 128");
 static_assert(!WGMMA || MTILES == 1 || (SPLIT && THREADS == 128), "wgmma passes: bf16, one stage, one warpgroup");
-static_assert(!SPAN || (PASSES2 && !PART_F32), "span items: two-pass wgmma kernels with bf16 partials");
-
-// ---- step 3: span items (SPAN) ------------------------------------------------
-
-// A span item is TOKENS consecutive query tokens of one request (a group
-// aligned within the chunk) and one kv head, over the blocks (at most
-// SPAN_MAX) that each of them selected exactly once. Each pass of the
-// blocks kernel walks those blocks with an online softmax and leaves one
-// partial per (token, q head) for all of them, in the entry of the span's
-// first block; the span's other entries are in no item ((m, l) = (-inf,
-// 0), weight 0 in the merge). So the merge reads one partial where it read
-// one a block: tokens of a query block share its init and local blocks,
-// and in a request's first topk blocks every token selects every visible
-// block (4096:0, topk 16: ~40% fewer partials). A span's K/V blocks are
-// copied once a pass (the last block of pass 0 serves pass 1 first), for
-// 64 rows a copy where a block item has 128.
-// Record (SPAN_INTS words): kv head, first token (within the chunk), blocks,
-// 0; per token its entry ((token - q0) * topk + k of the span's first
-// block) and its position; per block its index j and its page.
-constexpr int SPAN_MAX = ST_SPARSE_ATTN_SPAN_MAX;
-constexpr int SPAN_INTS = ST_SPARSE_ATTN_SPAN_INTS(TOKENS);
-constexpr int SP_ENT = 4, SP_POS = SP_ENT + TOKENS, SP_BLK = SP_POS + TOKENS, SP_PAGE = SP_BLK + SPAN_MAX;
-static_assert(!SPAN || SPAN_INTS <= 64, "a span record in two words a lane");
-
-// A warp per (kv head, group of TOKENS tokens of the chunk): the group's
-// shared blocks, in the order of its first token's entries (later tokens
-// of the request see every block the first one sees); with two or more,
-// the span record, and every entry of the group marked in ws_key: -2 in the
-// span, 0 not (step 0 reads the mark, then writes the entry's key).
-__device__ void st_find_spans(const st_sparse_attn_params &p) {
-  const int lane = threadIdx.x & 31, groups = (p.nq + TOKENS - 1) / TOKENS, topk = p.topk;
-  const int gi = blockIdx.x * (STEP_THREADS / 32) + threadIdx.x / 32;
-  if (gi >= p.num_kv_heads * groups) return;
-  const int g = gi / groups, il0 = (gi - g * groups) * TOKENS, nt = min(TOKENS, p.nq - il0), i0 = p.q0 + il0;
-  const int r = st_request_of(p.cu_seqlens_q, p.num_requests, i0);
-  const int pos0 = st_position_in(p.cu_seqlens_q, p.seq_lens, r, i0);
-  const int32_t *idx = p.topk_idx + (int64_t)g * p.idx_stride_head + (int64_t)i0 * p.idx_stride_row;
-  int32_t *mark = p.ws_key + ((int64_t)g * p.nq + il0) * topk;
-  int nb = 0, my_blk = -1; // lane b < nb: the span's block b
-  if (nt == TOKENS && st_request_of(p.cu_seqlens_q, p.num_requests, i0 + TOKENS - 1) == r) {
-    for (int k0 = 0; k0 < topk && nb < SPAN_MAX; k0 += 32) {
-      const int j = k0 + lane < topk ? idx[k0 + lane] : -1;
-      bool shared = j >= 0 && j <= pos0 / BLOCK_TOKENS && j < p.max_blocks; // valid for the first token
-      for (int t = 0; t < TOKENS && __any_sync(0xffffffffu, shared); t++) {
-        int seen = 0;
-        for (int k = 0; k < topk; k++) seen += idx[(int64_t)t * p.idx_stride_row + k] == j;
-        shared = shared && seen == 1;
-      }
-      for (unsigned mask = __ballot_sync(0xffffffffu, shared); mask && nb < SPAN_MAX; mask &= mask - 1, nb++) {
-        const int b = __shfl_sync(0xffffffffu, j, __ffs(mask) - 1);
-        if (lane == nb) my_blk = b;
-      }
-    }
-  }
-  if (nb < 2) { // no span: every entry goes to count
-    for (int e = lane; e < nt * topk; e += 32) mark[e] = 0;
-    return;
-  }
-  int slot = 0;
-  if (lane == 0) slot = (int)atomicAdd(&p.ws_header[5], 1u);
-  slot = __shfl_sync(0xffffffffu, slot, 0);
-  int32_t *rec = p.ws_span_rec + (int64_t)slot * SPAN_INTS;
-  const int blk0 = __shfl_sync(0xffffffffu, my_blk, 0);
-  for (int t = 0; t < TOKENS; t++)
-    for (int k0 = 0; k0 < topk; k0 += 32) {
-      const int k = k0 + lane, j = k < topk ? idx[(int64_t)t * p.idx_stride_row + k] : -1;
-      bool in = false;
-      for (int b = 0; b < nb; b++) in |= j == __shfl_sync(0xffffffffu, my_blk, b);
-      if (k < topk) mark[t * topk + k] = in ? -2 : 0;
-      const unsigned first = __ballot_sync(0xffffffffu, k < topk && j == blk0); // once in the row
-      if (first && lane == 0) rec[SP_ENT + t] = (il0 + t) * topk + k0 + __ffs(first) - 1;
-    }
-  if (lane < TOKENS) rec[SP_POS + lane] = pos0 + lane;
-  if (lane < SPAN_MAX) {
-    rec[SP_BLK + lane] = lane < nb ? my_blk : -1;
-    rec[SP_PAGE + lane] = lane < nb ? p.block_table[(int64_t)r * p.bt_stride + my_blk] : 0;
-  }
-  if (lane == 0) *(int4 *)rec = make_int4(g, il0, nb, 0);
-}
 
 // ---- step 0: count, and the last CTA's scan ---------------------------------
 
@@ -239,12 +156,7 @@ __device__ void st_scan_keys(const st_sparse_attn_params &p, int r0, int nr) {
     p.ws_header[1] = (uint32_t)r0;
     p.ws_header[2] = (uint32_t)nr;
     p.ws_header[3] = (uint32_t)nkeys;
-    const uint32_t spans = SPAN ? __ldcg(&p.ws_header[5]) : 0u; // step 3's, done before this launch
-    p.ws_header[4] = (uint32_t)s_sum[1][STEP_THREADS - 1] + spans;
-    if (SPAN) {
-      p.ws_header[5] = 0u; // ready for the next launch
-      p.ws_header[6] = spans;
-    }
+    p.ws_header[4] = (uint32_t)s_sum[1][STEP_THREADS - 1];
   }
 }
 
@@ -259,8 +171,7 @@ __device__ void st_count_entries(const st_sparse_attn_params &p) {
     const int pos = st_position_in(p.cu_seqlens_q, p.seq_lens, r, i);
     const int32_t j = p.topk_idx[(int64_t)g * p.idx_stride_head + (int64_t)i * p.idx_stride_row + k];
     int key = -1, rank = 0;
-    const bool in_span = SPAN && p.ws_key[e] == -2; // step 3's mark: the entry is in a span item
-    if (!in_span && j >= 0 && j <= pos / BLOCK_TOKENS && j < p.max_blocks) { // as sparse_attn.cu's entries
+    if (j >= 0 && j <= pos / BLOCK_TOKENS && j < p.max_blocks) { // as sparse_attn.cu's entries
       key = (g * nr + r - r0) * p.max_blocks + j;
       const int ntok = min(BLOCK_TOKENS, pos - j * BLOCK_TOKENS + 1);
       rank = atomicAdd(&p.ws_count[key], 1) << 8 | (ntok - 1); // the launcher keeps entries < 2^23
@@ -396,10 +307,8 @@ extern "C" __global__ void __launch_bounds__(STEP_THREADS) st_sparse_attn_merge(
     st_count_entries(p);
   else if (p.step == 1)
     st_scatter_entries(p);
-  else if (p.step == 2)
+  else
     st_merge_partials(p);
-  else if (SPAN)
-    st_find_spans(p);
 }
 
 // ---- the blocks ------------------------------------------------------------------
@@ -409,13 +318,10 @@ extern "C" __global__ void __launch_bounds__(STEP_THREADS) st_sparse_attn_merge(
 // it sees), and per token where its q rows start (elements from p.q, kv
 // head included) and its first partial state (entry * GROUP, kv head
 // included), so the copies and the writes need no division.
-// A span item (nb > 0) has TOKENS tokens, each entry that of the span's
-// first block, and per token its position and per block its index and page.
 struct st_item {
-  int g, page, n, ntok_max, nb;
+  int g, page, n, ntok_max;
   int ntok[TOKENS], token[TOKENS]; // token: its row of q
   int64_t q_at[TOKENS], state[TOKENS];
-  int pos[SPAN ? TOKENS : 1], blk[SPAN ? SPAN_MAX : 1], pg[SPAN ? SPAN_MAX : 1];
 };
 
 // Warp 0: lane i loads word i of item x's record (in flight until used).
@@ -449,48 +355,6 @@ __device__ __forceinline__ void st_store_item(const st_sparse_attn_params &p, in
     it.page = page;
     it.n = n;
     it.ntok_max = most;
-    it.nb = 0;
-  }
-}
-
-// SPAN, warp 0: span record x (words lane and 32 + lane), or -1s past the
-// chunk's items.
-__device__ __forceinline__ int2 st_load_span(const st_sparse_attn_params &p, int x, int items) {
-  const int lane = threadIdx.x & 31;
-  const int32_t *rec = p.ws_span_rec + (int64_t)x * SPAN_INTS;
-  if (x >= items) return make_int2(-1, -1);
-  return make_int2(__ldcg(rec + lane), 32 + lane < SPAN_INTS ? __ldcg(rec + 32 + lane) : 0);
-}
-
-// SPAN, warp 0: a span record's words (lane i: words i and 32 + i) into
-// `it`, as st_store_item leaves a block item.
-__device__ __forceinline__ void st_store_span(const st_sparse_attn_params &p, int2 words, st_item &it) {
-  const int lane = threadIdx.x & 31;
-  const int g = __shfl_sync(0xffffffffu, words.x, 0), il0 = __shfl_sync(0xffffffffu, words.x, 1);
-  const int nb = __shfl_sync(0xffffffffu, words.x, 2);
-#pragma unroll
-  for (int half = 0; half < 2; half++) {
-    const int at = half * 32 + lane, word = half ? words.y : words.x;
-    if (at >= SP_ENT && at < SP_POS) {
-      const int t = at - SP_ENT, i = p.q0 + il0 + t;
-      it.ntok[t] = BLOCK_TOKENS;
-      it.token[t] = i;
-      it.q_at[t] = (int64_t)i * p.q_stride_row + (int64_t)g * GROUP * p.q_stride_head;
-      it.state[t] = ((int64_t)g * p.nq * p.topk + word) * GROUP;
-    } else if (at >= SP_POS && at < SP_BLK) {
-      it.pos[at - SP_POS] = word;
-    } else if (at >= SP_BLK && at < SP_PAGE) {
-      it.blk[at - SP_BLK] = word;
-    } else if (at >= SP_PAGE && at < SPAN_INTS) {
-      it.pg[at - SP_PAGE] = word;
-    }
-  }
-  if (lane == 0) {
-    it.g = g;
-    it.page = -1;
-    it.n = TOKENS;
-    it.ntok_max = BLOCK_TOKENS;
-    it.nb = nb;
   }
 }
 
@@ -504,22 +368,21 @@ __device__ __forceinline__ uint32_t st_q_offset(int m, int c) {
 // past the item's tokens) into stage b.
 // KV_TMA: the copies of item `it`'s K and V into stage b on barrier
 // kv_bar, by the calling thread.
-// (`page`: the item's, or a span's block's.)
-__device__ __forceinline__ void st_issue_kv_maps(const st_sparse_attn_params &p, int g, int page, char *region, int b,
+__device__ __forceinline__ void st_issue_kv_maps(const st_sparse_attn_params &p, const st_item &it, char *region, int b,
                                                  uint32_t kv_bar) {
   const uint32_t k_tile = st_kv::k_tile(region, b), v_tile = k_tile + st_kv::TILE_BYTES;
   st_mbar_arrive_expect_tx(kv_bar, 2 * st_kv::TILE_BYTES);
 #pragma unroll
   for (int c = 0; c < HEAD_DIM / 64; c++) {
-    st_tma_load_4d(k_tile + c * st_kv::BLOCK_TOKENS * 128, &p.k_map, c * 64, 0, g, page, kv_bar);
-    st_tma_load_4d(v_tile + c * st_kv::BLOCK_TOKENS * 128, &p.v_map, c * 64, 0, g, page, kv_bar);
+    st_tma_load_4d(k_tile + c * st_kv::BLOCK_TOKENS * 128, &p.k_map, c * 64, 0, it.g, it.page, kv_bar);
+    st_tma_load_4d(v_tile + c * st_kv::BLOCK_TOKENS * 128, &p.v_map, c * 64, 0, it.g, it.page, kv_bar);
   }
 }
 
 __device__ __forceinline__ void st_issue_kv(const st_sparse_attn_params &p, const st_item &it, char *region, int b,
                                             uint32_t kv_bar) {
   if constexpr (KV_TMA) {
-    if (threadIdx.x == 0) st_issue_kv_maps(p, it.g, it.page, region, b, kv_bar);
+    if (threadIdx.x == 0) st_issue_kv_maps(p, it, region, b, kv_bar);
   } else {
     st_kv::issue(p, it.g, it.page, it.ntok_max, region, b);
   }
@@ -693,67 +556,22 @@ __device__ __forceinline__ void st_consumer_sync() { asm volatile("bar.sync 1, 1
 // PASSES2, the producer warp: the CTA's items c, c + gridDim.x, ...
 __device__ __forceinline__ void st_produce_items(const st_sparse_attn_params &p, st_item *s_it, uint32_t q_tile,
                                                  char *region, uint32_t bar0, int items, int keys_per_head) {
-  const int lane = threadIdx.x & 31, spans = SPAN ? (int)p.ws_header[6] : 0; // items 0 .. spans - 1: span items
-  const auto load = [&](int x) {
-    return SPAN && x < spans ? st_load_span(p, x, items) : make_int2(st_load_record(p, x - spans, items - spans), 0);
-  };
-  int2 words = load(blockIdx.x);
-  int kv_n = 0; // K/V copies issued so far (a span item takes 2 nb - 1)
+  const int lane = threadIdx.x & 31;
+  int word = st_load_record(p, blockIdx.x, items);
   for (int x = blockIdx.x, step = 0; x < items; x += gridDim.x, step++) {
     const int slot = step & 1;
     if (step >= 2) st_mbar_wait(bar0 + 8 * (BAR_REC_EMPTY + slot), ((step >> 1) - 1) & 1);
-    if (SPAN && x < spans)
-      st_store_span(p, words, s_it[slot]);
-    else
-      st_store_item(p, words.x, keys_per_head, s_it[slot]);
-    words = load(x + gridDim.x);
+    st_store_item(p, word, keys_per_head, s_it[slot]);
+    word = st_load_record(p, x + gridDim.x, items);
     __syncwarp();
     if (lane == 0) st_mbar_arrive(bar0 + 8 * (BAR_REC_FULL + slot));
     const st_item &it = s_it[slot];
     if (step >= 1) st_mbar_wait(bar0 + 8 * BAR_Q_EMPTY, (step - 1) & 1);
     if (lane == 0) st_issue_q_half(p, it, q_tile, 0, bar0 + 8 * BAR_Q_FULL);
-    // A span's blocks 0 .. nb - 1 for pass 0, then nb - 2 .. 0 for pass 1
-    // (block nb - 1 stays for pass 1's first).
-    const int nb = SPAN ? it.nb : 0, copies = nb > 0 ? 2 * nb - 1 : 1;
-    for (int c = 0; c < copies; c++, kv_n++) {
-      if (kv_n >= 1) st_mbar_wait(bar0 + 8 * BAR_KV_EMPTY, (kv_n - 1) & 1);
-      if (lane == 0) st_issue_kv_maps(p, it.g, nb > 0 ? it.pg[c < nb ? c : 2 * nb - 2 - c] : it.page, region, 0,
-                                      bar0 + 8 * BAR_KV_FULL);
-      if (c > 0) continue;
-      if (step >= 1) st_mbar_wait(bar0 + 8 * (BAR_Q_EMPTY + 1), (step - 1) & 1);
-      if (lane == 0) st_issue_q_half(p, it, q_tile, 1, bar0 + 8 * (BAR_Q_FULL + 1));
-    }
-  }
-}
-
-// SPAN, the consumer warps: pass `pass` of span item `it` (HALF_ROWS q
-// rows, already in) over the span's blocks with an online softmax into
-// `st`: pass 0 in order, pass 1 back from the last, which is still in the
-// stage. kv_n counts the K/V copies waited for; `meanwhile` runs under the
-// first scores. The caller writes the partials (one call site with block
-// items': a second copy of st_store_partials made ptxas spill 1-3 KiB).
-template <int D, typename Meanwhile>
-__device__ __forceinline__ void st_span_pass(const st_sparse_attn_params &p, const st_item &it, int pass, int m0,
-                                             const int (&row_pos)[2], uint32_t q_tile, uint32_t k_tile, char *region,
-                                             uint32_t bar0, int &kv_n, st_softmax_state<HEAD_DIM> &st,
-                                             const Meanwhile &meanwhile) {
-  const int lane = threadIdx.x & 31, nb = it.nb;
-  const int last_pos = it.pos[TOKENS - 1]; // the group's latest token sees the most of a block
-  st_softmax_init(st);
-#pragma unroll 1
-  for (int u = 0; u < nb; u++) {
-    const int b = pass == 0 ? u : nb - 1 - u, j0 = it.blk[b] * BLOCK_TOKENS;
-    if (pass == 0 || u > 0) {
-      st_mbar_wait(bar0 + 8 * BAR_KV_FULL, kv_n++ & 1);
-      st_zero_v_tail(region, 0, min(BLOCK_TOKENS, last_pos - j0 + 1));
-    }
-    st_consumer_sync(); // the zeroed V rows, from every warp
-    int lim[2];
-#pragma unroll
-    for (int rr = 0; rr < 2; rr++) lim[rr] = min(BLOCK_TOKENS, max(row_pos[rr] - j0 + 1, 0));
-    st_attend_block_wg_more<D, ROWS>(q_tile, m0, k_tile, k_tile + st_kv::TILE_BYTES, lim, p.score_scale_log2, st,
-                                     meanwhile);
-    if ((pass == 1 || u < nb - 1) && lane == 0) st_mbar_arrive(bar0 + 8 * BAR_KV_EMPTY); // its products are done
+    if (step >= 1) st_mbar_wait(bar0 + 8 * BAR_KV_EMPTY, (step - 1) & 1);
+    if (lane == 0) st_issue_kv_maps(p, it, region, 0, bar0 + 8 * BAR_KV_FULL);
+    if (step >= 1) st_mbar_wait(bar0 + 8 * (BAR_Q_EMPTY + 1), (step - 1) & 1);
+    if (lane == 0) st_issue_q_half(p, it, q_tile, 1, bar0 + 8 * (BAR_Q_FULL + 1));
   }
 }
 
@@ -780,42 +598,34 @@ __device__ __forceinline__ void st_consume_items(const st_sparse_attn_params &p,
     __syncwarp();
     unread = -1;
   };
-  int kv_n = 0; // K/V copies waited for so far
   for (int x = blockIdx.x, step = 0; x < items; x += gridDim.x, step++) {
     const int slot = step & 1, phase = step & 1;
     st_mbar_wait(bar0 + 8 * (BAR_REC_FULL + slot), (step >> 1) & 1);
     const st_item &it = s_it[slot];
-    const bool span = SPAN && it.nb > 0; // a span item: its blocks are waited for pass by pass
-    if (!span) {
-      st_mbar_wait(bar0 + 8 * BAR_KV_FULL, kv_n++ & 1);
-      st_zero_v_tail(region, 0, it.ntok_max);
-    }
+    st_mbar_wait(bar0 + 8 * BAR_KV_FULL, phase);
+    st_zero_v_tail(region, 0, it.ntok_max);
 #pragma unroll 1
     for (int pass = 0; pass < 2; pass++) {
       st_mbar_wait(bar0 + 8 * (BAR_Q_FULL + pass), phase);
-      if (!span) st_consumer_sync(); // pass 0: the zeroed V rows too
+      st_consumer_sync(); // pass 0: the zeroed V rows too
       // Warpgroup rows m0 ..; warp-uniform through lane 0, as in the
       // kernel's one-pass path.
       const int m0 = __shfl_sync(0xffffffffu, pass * HALF_ROWS, 0);
       const bool rows = __shfl_sync(0xffffffffu, m0 < REAL_ROWS && m0 / GROUP < it.n, 0);
-      int lim[2], row_pos[2]; // row_pos (spans): the row's token's position, -1 for padding rows
+      int lim[2];
 #pragma unroll
       for (int rr = 0; rr < 2; rr++) {
         const int m = pass * HALF_ROWS + warp * 16 + (lane >> 2) + rr * 8, t = m / GROUP;
         lim[rr] = m < REAL_ROWS && t < it.n ? it.ntok[t] : 0; // padding rows see nothing
-        row_pos[rr] = SPAN && lim[rr] > 0 ? it.pos[t] : -1;
       }
       st_softmax_state<HEAD_DIM> st;
-      if (span) {
-        st_span_pass<D>(p, it, pass, m0, row_pos, q_tile, k_tile, region, bar0, kv_n, st, give_back_half);
-        st_softmax_finish_l(st);
-      } else if (rows) {
+      if (rows) {
         st_attend_block_wg<D, ROWS>(q_tile, m0, k_tile, k_tile + st_kv::TILE_BYTES, lim, p.score_scale_log2, st,
                                     give_back_half);
         st_softmax_finish_l(st);
       }
       give_back_half(); // (no products this pass)
-      if (!span && pass == 1 && lane == 0) st_mbar_arrive(bar0 + 8 * BAR_KV_EMPTY); // this warp's products are done
+      if (pass == 1 && lane == 0) st_mbar_arrive(bar0 + 8 * BAR_KV_EMPTY); // this warp's products are done
       if (rows && !PART_F32) {
         st_store_partials(p, it, st, pass * HALF_ROWS + warp * 16, lim, q_tile);
         unread = pass;

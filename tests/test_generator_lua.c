@@ -677,31 +677,6 @@ static void test_sparse_attn_constraints_of_the_two_families(void **state) {
          "tokens*group = 64 q rows are not whole warpgroups of 64 in 2 passes");
 }
 
-/* span 1 (span items): a kernel parameter of the two-pass wgmma kernels
- * with bf16 partials alone, which the space holds beside their span-less
- * twins; ".sp" in the name; check_kernel (the C side's path) takes it and
- * refuses it elsewhere. */
-static void test_sparse_attn_span_kernels(void **state) {
-  expect(*state,
-         "local op = require('ops.sparse_attn')\n" SA_BLOCK
-         "b.mma = 'wgmma'\n"
-         "local sp = {}; for kk, vv in pairs(b) do sp[kk] = vv end; sp.span = 1\n"
-         "local f32 = {}; for kk, vv in pairs(sp) do f32[kk] = vv end; f32.part = 'f32'\n"
-         "local ok1 = op.check_kernel(sp)\n"
-         "local ok2, why2 = op.check_kernel(f32)\n"
-         "local two = {}; for kk, vv in pairs(sp) do two[kk] = vv end; two.span = 2\n"
-         "local ok3, why3 = op.check_kernel(two)\n"
-         "local spans = 0\n"
-         "for _, k in ipairs(op.kernel_space()) do\n"
-         "  if k.span == 1 then spans = spans + 1; assert(k.mma == 'wgmma' and k.mtiles == 2 and k.part == 'bf16') end\n"
-         "end\n"
-         "return table.concat({tostring(ok1), tostring(ok2), why2, tostring(ok3), why3, tostring(spans > 0),\n"
-         "  op.variant_name(sp, {chunk = 3072, overlap = 1}), op.render_values(sp).span, op.render_values(b).span}, ' | ')",
-         "true | false | span items (span 1): two-pass wgmma kernels (mma wgmma, mtiles 2) with bf16 partials | false | "
-         "span items (span 1): two-pass wgmma kernels (mma wgmma, mtiles 2) with bf16 partials | true | "
-         "sparse_attn.bf16.d128.g16.block.t8.s1.wg2.pbf16.c2.sp/q3072.ov | 1 | 0");
-}
-
 /* Block variants fit any topk (their lists are in the workspace) and take
  * a chunk launch parameter; a chunk that holds the whole batch is not
  * timed again (chunk 0 does the same). Tile variants have no launch
@@ -843,7 +818,6 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_sparse_attn_names_and_templates_of_the_two_families, setup, teardown),
       cmocka_unit_test_setup_teardown(test_sparse_attn_constraints_of_the_two_families, setup, teardown),
       cmocka_unit_test_setup_teardown(test_sparse_attn_fit_and_launch_rules, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_sparse_attn_span_kernels, setup, teardown),
       cmocka_unit_test_setup_teardown(test_sparse_attn_decode_render_values_are_the_template_names, setup, teardown),
       cmocka_unit_test_setup_teardown(test_every_suite_row_passes_its_ops_check_shape, setup, teardown),
       cmocka_unit_test_setup_teardown(test_suites_hold_the_sparse_attn_decode_anchor_rows, setup, teardown),

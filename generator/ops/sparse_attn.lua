@@ -109,20 +109,8 @@ local function shared_bytes(k)
   return q + kv + lists
 end
 
--- Span items (`span` 1, templates/sparse_attn_block.cu): groups of
--- neighbouring tokens take the blocks they all selected in one item, one
--- partial for all of them. Two-pass wgmma kernels with bf16 partials only;
--- the others have no `span` parameter (their names and identities are
--- those of before).
-local function takes_span(k)
-  return k.algo == "block" and k.mma == "wgmma" and k.mtiles == 2 and k.part == "bf16"
-end
-
 -- The constraints of the kernel space: ok, or false and why.
 function M.constraint(k)
-  if k.span ~= nil and k.span ~= 0 and (k.span ~= 1 or not takes_span(k)) then
-    return false, "span items (span 1): two-pass wgmma kernels (mma wgmma, mtiles 2) with bf16 partials"
-  end
   if k.algo == "tile" and (k.part ~= "bf16" or k.ctas ~= 1) then
     return false, "tile variants have no partials and budget one CTA an SM (part bf16, ctas 1)"
   end
@@ -174,19 +162,7 @@ function M.constraint(k)
 end
 
 function M.kernel_space()
-  local out = space.filter(space.product(M.kernel_domains), M.constraint)
-  local n = #out
-  for i = 1, n do
-    if takes_span(out[i]) then
-      local k = {}
-      for name, v in pairs(out[i]) do
-        k[name] = v
-      end
-      k.span = 1
-      out[#out + 1] = k
-    end
-  end
-  return out
+  return (space.filter(space.product(M.kernel_domains), M.constraint))
 end
 
 -- The fallbacks: one per dtype x head_dim x group x topk capacity, valid for
@@ -366,18 +342,16 @@ function M.render_values(k)
     mtiles = k.mtiles,
     wgmma = k.mma == "wgmma" and 1 or 0,
     part_f32 = k.part == "f32" and 1 or 0,
-    span = k.span or 0,
   }
 end
 
 -- "sparse_attn.bf16.d128.g16.t8.k16.s2" (tile, one m-tile a warp: the
 -- names of before the block family; ".m2" after two), "sparse_attn.bf16.d128.g16.block.t8.s2.m2.pbf16.c1/q256"
--- (".wg" in place of ".m1": mma wgmma; ".wg2" of ".m2"; ".sp" after the CTAs: span items).
+-- (".wg" in place of ".m1": mma wgmma; ".wg2" of ".m2").
 function M.variant_name(k, l)
   if k.algo == "block" then
-    return string.format("%s.%s.d%d.g%d.block.t%d.s%d.%s.p%s.c%d%s/%s", M.name, k.dtype, k.head_dim, k.group,
+    return string.format("%s.%s.d%d.g%d.block.t%d.s%d.%s.p%s.c%d/%s", M.name, k.dtype, k.head_dim, k.group,
       k.tokens, k.stages, k.mma == "wgmma" and (k.mtiles == 2 and "wg2" or "wg") or ("m" .. k.mtiles), k.part, k.ctas,
-      (k.span or 0) == 1 and ".sp" or "",
       ((l.chunk or 0) == 0 and "auto" or ("q" .. l.chunk)) .. ((l.overlap or 0) == 1 and ".ov" or ""))
   end
   return string.format("%s.%s.d%d.g%d.t%d.k%d.s%d%s", M.name, k.dtype, k.head_dim, k.group, k.tokens, k.topk, k.stages,
@@ -387,24 +361,6 @@ end
 local launch_space, check_launch = M.launch_space, M.check_launch
 space.define_checks(M)
 M.launch_space, M.check_launch = launch_space, check_launch -- the op's own: a launch parameter for one family
--- `span` is a kernel parameter of the span kernels alone (absent: 0).
-local check_kernel = M.check_kernel
-function M.check_kernel(k)
-  if k.span == nil then
-    return check_kernel(k)
-  end
-  local rest = {}
-  for name, v in pairs(k) do
-    if name ~= "span" then
-      rest[name] = v
-    end
-  end
-  local ok, why = check_kernel(rest)
-  if not ok then
-    return false, why
-  end
-  return M.constraint(k)
-end
 space.define_keys(M, SHAPE_FIELDS, DISPATCH_FIELDS)
 
 return M

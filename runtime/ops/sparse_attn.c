@@ -89,13 +89,6 @@ st_status st_sparse_attn_config_from_params(const st_params *kernel, const st_pa
       if ((s = st_params_get_int(launch, "overlap", 0, 1, &v, err)) != ST_OK) return s;
       cfg->overlap = (int)v;
     }
-    if (st_params_get(kernel, "span")) { /* absent: a kernel without span items */
-      if ((s = st_params_get_int(kernel, "span", 0, 1, &v, err)) != ST_OK) return s;
-      cfg->span = (int)v;
-      if (cfg->span && !(cfg->wgmma && cfg->mtiles == 2 && !cfg->part_f32))
-        return st_fail(err, ST_ERR_INVALID_ARG,
-                       "variant parameter span=1 needs mma=wgmma, mtiles=2 and bf16 partials");
-    }
   }
   return ST_OK;
 }
@@ -228,11 +221,6 @@ static int64_t block_items(int64_t Hkv, int64_t nq, int64_t topk, int64_t tokens
   return entries / tokens + (entries < max_keys ? entries : max_keys);
 }
 
-/* Span items of a chunk of nq tokens, at most (span variants): one per kv
- * head and group of `tokens` tokens. Their entries leave the block items,
- * so block_items stays a bound of the rest. */
-static int64_t span_items(int64_t Hkv, int64_t nq, int64_t tokens) { return Hkv * ((nq + tokens - 1) / tokens); }
-
 /* Workspace of block-major chunks of chunk_q tokens; sets the offsets. */
 static size_t block_workspace(const st_sparse_attn_config *cfg, int64_t Hkv, int64_t topk, int64_t max_keys,
                               int64_t chunk_q, st_sparse_attn_plan *plan) {
@@ -248,9 +236,6 @@ static size_t block_workspace(const st_sparse_attn_config *cfg, int64_t Hkv, int
   /* Item records: a 4-word head and a word per entry, 16-byte aligned
    * (templates/sparse_attn_block.cu, REC_INTS). */
   plan->off_item_rec = take(&off, items * (size_t)((4 + cfg->tokens + 3) / 4 * 4) * 4);
-  plan->off_span_rec = take(&off, cfg->span ? (size_t)span_items(Hkv, chunk_q, cfg->tokens) *
-                                                  ST_SPARSE_ATTN_SPAN_INTS(cfg->tokens) * 4
-                                            : 0);
   plan->off_part_ml = take(&off, states * 2 * 4);
   plan->off_part_o = take(&off, states * (size_t)cfg->head_dim * (cfg->part_f32 ? 4 : 2));
   return off;
@@ -294,12 +279,10 @@ static st_status plan_block(const st_sparse_attn_config *cfg, const st_sparse_at
   plan->chunk_q = (int)chunk;
   plan->max_keys = (int)max_keys;
   plan->overlap = cfg->overlap;
-  plan->span = cfg->span;
   plan->half_bytes = block_workspace(cfg, Hkv, topk, max_keys, chunk, plan);
   plan->workspace_bytes = plan->half_bytes * (cfg->overlap ? 2 : 1);
   plan->tokens = cfg->tokens;
-  const int64_t items =
-      block_items(Hkv, chunk, topk, cfg->tokens, max_keys) + (cfg->span ? span_items(Hkv, chunk, cfg->tokens) : 0);
+  const int64_t items = block_items(Hkv, chunk, topk, cfg->tokens, max_keys);
   if (items > ST_MAX_GRID_X)
     return st_fail(err, ST_ERR_INVALID_ARG, "a chunk of %lld tokens needs more than %lld CTAs", (long long)chunk,
                    ST_MAX_GRID_X);
@@ -376,7 +359,6 @@ static void set_workspace(const st_sparse_attn_plan *plan, char *ws, st_sparse_a
   p->ws_key = (int32_t *)(ws + plan->off_key);
   p->ws_rank = (int32_t *)(ws + plan->off_rank);
   p->ws_item_rec = (int32_t *)(ws + plan->off_item_rec);
-  p->ws_span_rec = plan->span ? (int32_t *)(ws + plan->off_span_rec) : NULL;
   p->ws_part_ml = (float *)(ws + plan->off_part_ml);
   p->ws_part_o = ws + plan->off_part_o;
 }
@@ -417,19 +399,11 @@ static st_status launch_block(const st_cu *cu, CUfunction main_fn, CUfunction me
     if (plan->overlap && c >= 2) ST_CU_TRY(cu, cu->cuStreamWaitEvent(side->stream, side->freed[half], 0), err);
     p.q0 = (int32_t)q0;
     p.nq = (int32_t)nq;
-    if (plan->span) { /* a warp per kv head and group of tokens */
-      const unsigned warps = (unsigned)span_items(Hkv, nq, plan->tokens);
-      p.step = 3;
-      st = launch_one(cu, merge_fn, (unsigned)ceil_div(warps, ST_SPARSE_ATTN_STEP_THREADS / 32), 1,
-                      ST_SPARSE_ATTN_STEP_THREADS, 0, &p, lists, err);
-      if (st != ST_OK) break;
-    }
     p.step = 0;
     if ((st = launch_one(cu, merge_fn, steps, 1, ST_SPARSE_ATTN_STEP_THREADS, 0, &p, lists, err)) != ST_OK) break;
     p.step = 1;
     if ((st = launch_one(cu, merge_fn, steps, 1, ST_SPARSE_ATTN_STEP_THREADS, 0, &p, lists, err)) != ST_OK) break;
-    const int64_t items = block_items(Hkv, nq, p.topk, plan->tokens, plan->max_keys) +
-                          (plan->span ? span_items(Hkv, nq, plan->tokens) : 0);
+    const int64_t items = block_items(Hkv, nq, p.topk, plan->tokens, plan->max_keys);
     const unsigned ctas = (unsigned)(items < plan->persistent ? items : plan->persistent);
     st = launch_one(cu, main_fn, ctas, 1, plan->block, plan->smem_bytes, &p, lists, err);
     if (st != ST_OK) break;

@@ -53,9 +53,6 @@ typedef struct st_sparse_attn_config {
   int overlap;    /* block, launch parameter `overlap`: 1 = each chunk's merge runs
                      on the caller's stream beside the next chunk's count, scatter
                      and blocks on a side stream (two workspace halves) */
-  int span;       /* block, two-pass wgmma with bf16 partials: 1 = span items
-                     (neighbouring tokens over the blocks they all selected; a
-                     fifth launch a chunk finds them) */
 } st_sparse_attn_config;
 
 /* Reads a config from the variant's parameters (names as in
@@ -84,8 +81,7 @@ unsigned st_sparse_attn_smem_bytes(const st_sparse_attn_config *cfg);
  * bytes at most where a chunk of 64 tokens fits; overlap: two such halves,
  * chunk c in half c % 2), each through four launches: count and scatter
  * (count_grid CTAs of 256 threads), the blocks (at most items_bound CTAs)
- * and the merge (a CTA per token and kv head); span variants first find
- * the chunk's span items (a warp per kv head and group of `tokens` tokens). */
+ * and the merge (a CTA per token and kv head). */
 #define ST_SPARSE_ATTN_BLOCK_WS (256u << 20)
 #define ST_SPARSE_ATTN_STEP_THREADS 256
 
@@ -99,7 +95,6 @@ typedef struct st_sparse_attn_plan {
   int algo, chunk_q, max_keys, tokens, persistent; /* persistent: block CTAs a launch */
   int kv_maps;                                     /* bf16 on wgmma: params' k_map / v_map encoded at launch */
   int overlap;                                     /* merges on the caller's stream, the rest on a side stream */
-  int span;                                        /* span items: step 3 before count                         */
   size_t half_bytes;                               /* overlap: bytes of one workspace half (offsets: in a half) */
   st_tensor k_cache, v_cache;                      /* the views they map                                      */
   int q_maps;          /* two-pass bf16 wgmma (mtiles 2): params' q_map encoded at launch             */
@@ -107,8 +102,7 @@ typedef struct st_sparse_attn_plan {
   st_tensor q;         /* the view q_map maps                                                           */
   int64_t part_rows;   /* rows of a half's ws_part_o: entries x group                                   */
   int group, head_dim; /* q heads per kv head; D                                                        */
-  size_t off_header, off_count, off_offset, off_item, off_key, off_rank, off_item_rec, off_span_rec, off_part_ml,
-      off_part_o;
+  size_t off_header, off_count, off_offset, off_item, off_key, off_rank, off_item_rec, off_part_ml, off_part_o;
 } st_sparse_attn_plan;
 
 /* sm_count: the device's SMs (block-major kernels are persistent: ctas

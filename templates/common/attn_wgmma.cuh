@@ -61,52 +61,6 @@ __device__ __forceinline__ void st_block_softmax(const int (&lim)[2], float scal
   }
 }
 
-// The softmax of a block (or part of one) after earlier ones of the same
-// rows (span items): the running max st.m grows to this one's where larger,
-// and st.l and O (st.o) are rescaled by 2^(old m - new m) (0 while the
-// rows have seen nothing: m = -inf, l = 0 and O = 0 then); P as
-// st_block_softmax leaves it, against the new max. The caller's P V
-// product then adds to O.
-template <int BLOCK_TOKENS, int HEAD_DIM>
-__device__ __forceinline__ void st_block_softmax_more(const int (&lim)[2], float scale_log2,
-                                                      st_softmax_state<HEAD_DIM> &st, float (&s)[BLOCK_TOKENS / 8][4]) {
-  constexpr int NT = BLOCK_TOKENS / 8;
-  const int lane = threadIdx.x & 31;
-  if (!__all_sync(0xffffffffu, lim[0] == BLOCK_TOKENS && lim[1] == BLOCK_TOKENS)) {
-#pragma unroll
-    for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-      for (int e = 0; e < 4; e++)
-        if (nt * 8 + 2 * (lane & 3) + (e & 1) >= lim[e >> 1]) s[nt][e] = -ST_INF;
-  }
-#pragma unroll
-  for (int rr = 0; rr < 2; rr++) {
-    float mx = -ST_INF;
-#pragma unroll
-    for (int nt = 0; nt < NT; nt++) mx = fmaxf(mx, fmaxf(s[nt][rr * 2], s[nt][rr * 2 + 1]));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    const float m = fmaxf(st.m[rr], mx * scale_log2), m_use = m == -ST_INF ? 0.f : m;
-    const float alpha = st_exp2(st.m[rr] - m_use); // 0 from m = -inf
-    float sum = 0.f;
-#pragma unroll
-    for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-      for (int cc = 0; cc < 2; cc++) {
-        float &v = s[nt][rr * 2 + cc];
-        v = st_exp2(fmaf(v, scale_log2, -m_use));
-        sum += v;
-      }
-    st.m[rr] = m;
-    st.l[rr] = st.l[rr] * alpha + sum;
-#pragma unroll
-    for (int dt = 0; dt < HEAD_DIM / 8; dt++) {
-      st.o[dt][rr * 2] *= alpha;
-      st.o[dt][rr * 2 + 1] *= alpha;
-    }
-  }
-}
-
 // Warpgroup (128 threads, warp w = its 16 rows m0 + 16w ..) over the block
 // in k_tile / v_tile (BLOCK_TOKENS rows each, panels); q_tile holds Q_ROWS
 // rows in panels, the warpgroup's from m0 (a multiple of 64; pass it
@@ -162,55 +116,6 @@ __device__ __forceinline__ void st_attend_block_wg(uint32_t q_tile, int m0, uint
   st_wgmma_commit();
   st_wgmma_wait<0>();
   st_wgmma_fence_regs(o);
-}
-
-// Span items: the warpgroup's 64 rows against one more block, added to
-// their state of earlier blocks (st_softmax_init before the first), in two
-// halves of 64 keys. A half's S is 32 registers, so that S and the running
-// O fit the 168 registers a thread has with two CTAs an SM (a whole
-// block's S beside O spilled 3 KiB a thread). Arguments as
-// st_attend_block_wg's; `while_scores` runs under the first half's scores.
-template <int HEAD_DIM, int Q_ROWS, typename Meanwhile>
-__device__ __forceinline__ void st_attend_block_wg_more(uint32_t q_tile, int m0, uint32_t k_tile, uint32_t v_tile,
-                                                        const int (&lim)[2], float scale_log2,
-                                                        st_softmax_state<HEAD_DIM> &st, const Meanwhile &while_scores) {
-  constexpr int BLOCK_TOKENS = 128, HALF = 64, KSTEPS = HEAD_DIM / 16, PANEL_K = BLOCK_TOKENS * 128;
-  static_assert(HEAD_DIM == 128, "one m64n128 product for O: head_dim 128");
-  const uint64_t q_desc = st_wgmma_desc(q_tile + m0 * 128), k_desc = st_wgmma_desc(k_tile);
-  const uint64_t v_desc = st_wgmma_desc_mn(v_tile, PANEL_K);
-  float(&o)[64] = reinterpret_cast<float(&)[64]>(st.o);
-#pragma unroll 1 // (unrolled, ptxas spilled more)
-  for (int h = 0; h < 2; h++) {
-    float s[HALF / 8][4];
-    float(&d)[32] = reinterpret_cast<float(&)[32]>(s);
-    st_wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < KSTEPS; ks++) // K's rows h * 64 .. start h * 8 KiB into each panel
-      st_wgmma_m64n64k16_bf16(d, q_desc + (((ks / 4) * Q_ROWS * 128 + (ks % 4) * 32) >> 4),
-                              k_desc + ((h * HALF * 128 + (ks / 4) * PANEL_K + (ks % 4) * 32) >> 4), ks > 0);
-    st_wgmma_commit();
-    if (h == 0) while_scores();
-    st_wgmma_wait<0>();
-    st_wgmma_fence_regs(d);
-    const int lim_h[2] = {min(max(lim[0] - h * HALF, 0), HALF), min(max(lim[1] - h * HALF, 0), HALF)};
-    st_block_softmax_more<HALF, HEAD_DIM>(lim_h, scale_log2, st, s);
-    uint32_t a[HALF / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < HALF / 16; kk++) {
-      a[kk][0] = st_pack_bf16(s[2 * kk][0], s[2 * kk][1]);
-      a[kk][1] = st_pack_bf16(s[2 * kk][2], s[2 * kk][3]);
-      a[kk][2] = st_pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      a[kk][3] = st_pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-    }
-    st_wgmma_fence_regs(o);
-    st_wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < HALF / 16; kk++)
-      st_wgmma_m64n128k16_bf16_rs_tb(o, a[kk], v_desc + (((h * HALF / 16 + kk) * 16 * 128) >> 4), 1);
-    st_wgmma_commit();
-    st_wgmma_wait<0>();
-    st_wgmma_fence_regs(o);
-  }
 }
 
 #endif // ST_ATTN_WGMMA_CUH

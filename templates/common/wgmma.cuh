@@ -50,9 +50,9 @@ __device__ __forceinline__ void st_fence_proxy_async() {
 
 // Keeps the compiler from moving accumulator reads or writes across an
 // asynchronous product still in flight.
-template <int N> __device__ __forceinline__ void st_wgmma_fence_regs(float (&d)[N]) {
+__device__ __forceinline__ void st_wgmma_fence_regs(float (&d)[64]) {
 #pragma unroll
-  for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
+  for (int i = 0; i < 64; i++) asm volatile("" : "+f"(d[i])::"memory");
 }
 
 #define ST_WG_ACC8(i)                                                                                                  \
@@ -61,10 +61,6 @@ template <int N> __device__ __forceinline__ void st_wgmma_fence_regs(float (&d)[
 #define ST_WG_ACC64                                                                                                    \
   ST_WG_ACC8(0), ST_WG_ACC8(8), ST_WG_ACC8(16), ST_WG_ACC8(24), ST_WG_ACC8(32), ST_WG_ACC8(40), ST_WG_ACC8(48),        \
       ST_WG_ACC8(56)
-#define ST_WG_ACC32 ST_WG_ACC8(0), ST_WG_ACC8(8), ST_WG_ACC8(16), ST_WG_ACC8(24)
-#define ST_WG_REGS32                                                                                                   \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, "  \
-  "%24, %25, %26, %27, %28, %29, %30, %31}"
 #define ST_WG_REGS64                                                                                                   \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, "  \
   "%24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, "   \
@@ -76,15 +72,6 @@ __device__ __forceinline__ void st_wgmma_m64n128k16_bf16(float (&d)[64], uint64_
   asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"
                " wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " ST_WG_REGS64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
                : ST_WG_ACC64
-               : "l"(a), "l"(b), "r"(accumulate));
-}
-
-// The same for B[16 x 64]: m64n64 accumulators are d[4n + ..] as above,
-// n = 0..7 (32 registers).
-__device__ __forceinline__ void st_wgmma_m64n64k16_bf16(float (&d)[32], uint64_t a, uint64_t b, int accumulate) {
-  asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n"
-               " wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " ST_WG_REGS32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
-               : ST_WG_ACC32
                : "l"(a), "l"(b), "r"(accumulate));
 }
 
@@ -110,9 +97,7 @@ __device__ __forceinline__ void st_wgmma_m64n128k16_bf16_rs_tb(float (&d)[64], c
 }
 
 #undef ST_WG_ACC8
-#undef ST_WG_ACC32
 #undef ST_WG_ACC64
-#undef ST_WG_REGS32
 #undef ST_WG_REGS64
 
 #endif // ST_WGMMA_CUH

@@ -15,13 +15,6 @@
 
 #include "common/st_types.h"
 
-/* Span items (block-major kernels with span 1): at most this many blocks
- * each, and their records' words for `tokens` tokens an item: kv head,
- * first token, blocks, 0, then per token its entry and position, per
- * block its index and page. */
-#define ST_SPARSE_ATTN_SPAN_MAX 16
-#define ST_SPARSE_ATTN_SPAN_INTS(tokens) (4 + 2 * (tokens) + 2 * ST_SPARSE_ATTN_SPAN_MAX)
-
 typedef struct st_sparse_attn_params {
   const void *q;               /* [total_q, Hq, D] bf16                            */
   const void *k_cache;         /* [pages, Hkv, 128, D] view, bf16 or fp8 e4m3      */
@@ -57,8 +50,7 @@ typedef struct st_sparse_attn_params {
    * partial results live in the caller's workspace. Entry e of a chunk is
    * (g * nq + token - q0) * topk + k; a key is (kv head, request, block)
    * numbered within the chunk's requests (see the template). */
-  uint32_t *ws_header;    /* [8]: CTAs counted in, first request, requests, keys, items
-                             (span items included), spans found (counting), span items */
+  uint32_t *ws_header;    /* [8]: CTAs counted in, first request, requests, keys, items */
   int32_t *ws_count;      /* [max_keys] entries per key, zero between launches   */
   int32_t *ws_offset;     /* [max_keys + 1] entries of the keys before each key  */
   int32_t *ws_item;       /* [max_keys + 1] first work item of each key          */
@@ -67,13 +59,10 @@ typedef struct st_sparse_attn_params {
   int32_t *ws_item_rec;   /* [max_items][(4 + tokens) rounded up to 4] each work item: key, page,
                              entries, 0, then per entry (token - q0) * topk + k) << 8 | visible
                              tokens - 1 (-1 past its entries) */
-  int32_t *ws_span_rec;   /* span kernels: [max_spans][ST_SPARSE_ATTN_SPAN_INTS(tokens)]
-                             each span item (the template's "span items")   */
   float *ws_part_ml;      /* [max_entries][GROUP] (m log2 units, l) per q head   */
   void *ws_part_o;        /* [max_entries][GROUP][D] O / l, bf16 or fp32         */
   int32_t q0, nq;         /* this chunk's query tokens                          */
-  int32_t step;           /* st_sparse_attn_merge: 0 count, 1 scatter, 2 merge,
-                             3 spans (span kernels: before count)             */
+  int32_t step;           /* st_sparse_attn_merge: 0 count, 1 scatter, 2 merge  */
   /* Block-major bf16 kernels on wgmma: k_cache and v_cache as tensor maps
    * (runtime/ops/tensor_map.c: 128-byte x 128-row boxes of one head of one
    * page), set at launch; zeros elsewhere. */
