@@ -2,6 +2,7 @@
 st_add_test(NAME test_compile LABEL cpu SOURCES test_compile.c LIBS st_tuner_core)
 st_add_test(NAME test_decode_step LABEL cpu SOURCES test_decode_step.c LIBS st_tuner_core)
 st_add_test(NAME test_case_requests LABEL cpu SOURCES test_case_requests.c LIBS st_tuner_core)
+st_add_test(NAME test_attn_selection LABEL cpu SOURCES test_attn_selection.c LIBS st_tuner_core)
 add_test(NAME test_cli_refuses_bad_input
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/test_cli_refuses_bad_input.sh $<TARGET_FILE:sparsetune_cli>)
 set_tests_properties(test_cli_refuses_bad_input PROPERTIES LABELS cpu ENVIRONMENT "ST_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
