@@ -28,7 +28,8 @@ static st_status one_of(const char *v, const char *field, const char *const *all
 st_status st_attn_kv_read_shape(const st_params *shape, st_attn_kv_case *kv, const char **sel, st_err *err) {
   memset(kv, 0, sizeof *kv);
   static const char *const dtypes[] = {"bf16", "fp8"}, *const scales[] = {"none", "scalar", "tensor"},
-                           *const layouts[] = {"pages2", "interleaved"}, *const sels[] = {"random", "holes", "local", "repeats"};
+                           *const layouts[] = {"pages2", "interleaved"},
+                           *const sels[] = {"random", "holes", "local", "repeats"};
   int dt = 0, sc = 0, lay = 0, se = 0;
   st_status st;
   if ((st = st_case_shape_int(shape, "D", 16, 512, &kv->D, err)) ||
