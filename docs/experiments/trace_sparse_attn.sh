@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# trace_sparse_attn.sh - on the device: a kernel timeline of one sparse_attn
+# variant's tune (verification launches and graph replays), and how much of
+# each blocks kernel (st_sparse_attn_main) ran beside a merge-kernel launch
+# of another stream (docs/kernels/sparse_attn.md, "Next, counted").
+#   docs/experiments/trace_sparse_attn.sh MATCH [SPARSETUNE_HOME]
+# MATCH picks the variant (`tune --match`), e.g. t8.s1.wg2.pbf16.c2/q3072.ov;
+# an alternative home (a copy of generator/ and templates/ whose anchors
+# suite keeps one sparse_attn row) limits it to that row. Writes
+# $OUT/trace.csv (kernel_trace.c's columns) and prints the summary.
+set -eu
+match=$1
+[ $# -ge 2 ] && export SPARSETUNE_HOME=$2
+out=${OUT:-out}
+mkdir -p "$out"
+cupti=$(dirname "$(find /usr/local/cuda/ -name 'libcupti.so*' 2>/dev/null | head -1)")
+[ -n "$cupti" ] && [ "$cupti" != . ] || { echo "no libcupti under /usr/local/cuda" >&2; exit 1; }
+gcc -O2 -shared -fPIC -o "$out/kt.so" docs/experiments/kernel_trace.c -I/usr/local/cuda/include -L"$cupti" -lcupti
+db=$(mktemp -u /tmp/trace_XXXX.db)
+KT_OUT="$out/trace.csv" KT_MATCH=st_sparse_attn LD_PRELOAD="$out/kt.so" LD_LIBRARY_PATH="$cupti" \
+  build/tuner/sparsetune tune --suite anchors --op sparse_attn --match "$match" --db "$db" > "$out/trace_tune.log" 2>&1
+rm -f "$db"*
+python3 - "$out/trace.csv" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+for r in rows:
+    r["s"], r["e"] = int(r["start_ns"]), int(r["end_ns"])
+mains = [r for r in rows if r["name"].startswith("st_sparse_attn_main")]
+merges = [r for r in rows if r["name"].startswith("st_sparse_attn_merge")]
+def beside(m):  # ns of m's interval that some merge-kernel launch of another stream shares
+    spans = sorted((max(m["s"], x["s"]), min(m["e"], x["e"])) for x in merges
+                   if x["stream"] != m["stream"] and x["s"] < m["e"] and x["e"] > m["s"])
+    total, cur_s, cur_e = 0, None, None
+    for s, e in spans:
+        if cur_e is None or s > cur_e:
+            total += (cur_e - cur_s) if cur_e is not None else 0
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    return total + ((cur_e - cur_s) if cur_e is not None else 0)
+print(f"{len(rows)} kernels, {len(mains)} blocks kernels, {len(merges)} merge-kernel launches")
+print("last 12 blocks kernels: start us, duration us, us beside a merge launch of another stream")
+for m in mains[-12:]:
+    print(f"  {m['s'] / 1e3:12.1f} {(m['e'] - m['s']) / 1e3:8.1f} {beside(m) / 1e3:8.1f}  stream {m['stream']} graph {m['graph']}")
+PY
