@@ -30,7 +30,7 @@ typedef struct st_timing_opts {
 typedef struct st_timing {
   double median_us, min_us, max_us, spread;
   int reps, iters;
-  int pruned; /* 1: only the probe ran (reps 1), it was too slow     */
+  int pruned; /* 1: only the probe ran (reps 1), it was too slow */
   double samples_us[ST_TIMING_MAX_REPS];
 } st_timing;
 
