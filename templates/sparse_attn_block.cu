@@ -160,24 +160,51 @@ __device__ void st_scan_keys(const st_sparse_attn_params &p, int r0, int nr) {
   }
 }
 
+// Entries of one (kv head, request) count their keys in shared memory
+// first, and a CTA adds each key's total to the global count once, where
+// one global atomic an entry had serialized (block 0, chosen by every
+// token of a request, took 2048 atomics a kv head in a chunk of 2048
+// tokens: the count step was 9-15 us, the H100 kernel timeline of the
+// fifteenth session). HIST_BLOCKS bounds the shared counts: entries of
+// other (kv head, request) pairs than the CTA's first entry's, or of blocks
+// past it, count globally as before.
+constexpr int HIST_BLOCKS = 2048;
+
 __device__ void st_count_entries(const st_sparse_attn_params &p) {
   __shared__ bool s_last;
+  __shared__ int s_hist[HIST_BLOCKS];
   const int r0 = st_request_of(p.cu_seqlens_q, p.num_requests, p.q0);
   const int nr = st_request_of(p.cu_seqlens_q, p.num_requests, p.q0 + p.nq - 1) - r0 + 1;
   const int per_head = p.nq * p.topk, e = blockIdx.x * STEP_THREADS + threadIdx.x;
+  const int e_first = blockIdx.x * STEP_THREADS, g_first = e_first / per_head;
+  const int r_first = st_request_of(p.cu_seqlens_q, p.num_requests, p.q0 + (e_first - g_first * per_head) / p.topk);
+  const int hist = min(HIST_BLOCKS, p.max_blocks), key_first = (g_first * nr + r_first - r0) * p.max_blocks;
+  for (int j = threadIdx.x; j < hist; j += STEP_THREADS) s_hist[j] = 0;
+  __syncthreads();
+  int key = -1, rank = 0, ntok = 0;
+  bool local = false;
   if (e < p.num_kv_heads * per_head) {
     const int g = e / per_head, il = (e - g * per_head) / p.topk, k = e - g * per_head - il * p.topk, i = p.q0 + il;
     const int r = st_request_of(p.cu_seqlens_q, p.num_requests, i);
     const int pos = st_position_in(p.cu_seqlens_q, p.seq_lens, r, i);
     const int32_t j = p.topk_idx[(int64_t)g * p.idx_stride_head + (int64_t)i * p.idx_stride_row + k];
-    int key = -1, rank = 0;
     if (j >= 0 && j <= pos / BLOCK_TOKENS && j < p.max_blocks) { // as sparse_attn.cu's entries
       key = (g * nr + r - r0) * p.max_blocks + j;
-      const int ntok = min(BLOCK_TOKENS, pos - j * BLOCK_TOKENS + 1);
-      rank = atomicAdd(&p.ws_count[key], 1) << 8 | (ntok - 1); // the launcher keeps entries < 2^23
+      ntok = min(BLOCK_TOKENS, pos - j * BLOCK_TOKENS + 1);
+      local = g == g_first && r == r_first && j < hist;
+      rank = local ? atomicAdd(&s_hist[j], 1) : atomicAdd(&p.ws_count[key], 1);
     }
+  }
+  __syncthreads();
+  for (int j = threadIdx.x; j < hist; j += STEP_THREADS) { // each key's total once; its base in its place
+    const int n = s_hist[j];
+    if (n) s_hist[j] = atomicAdd(&p.ws_count[key_first + j], n);
+  }
+  __syncthreads();
+  if (e < p.num_kv_heads * per_head) {
+    if (local) rank += s_hist[key - key_first];
     p.ws_key[e] = key;
-    p.ws_rank[e] = rank;
+    p.ws_rank[e] = key < 0 ? 0 : rank << 8 | (ntok - 1); // the launcher keeps entries < 2^23
   }
   __syncthreads();
   if (threadIdx.x == 0) s_last = st_last_to_arrive(&p.ws_header[0], gridDim.x);
@@ -195,15 +222,20 @@ __device__ void st_count_entries(const st_sparse_attn_params &p) {
 // the slots past its entries. So a block CTA reads an item in one load of
 // REC_INTS words, one a lane, with no second load that depends on it. An
 // entry that is not valid sets its (m, l) pairs for the merge instead.
+// The (m, l) pairs of a warp's entries that are not valid are written by
+// the whole warp, one entry's 2 x GROUP floats at a time: a thread writing
+// its own entry's 16 pairs stored 8 bytes a line per instruction (the
+// scatter took 15 us for a chunk of 2048 tokens of 4096:0, half of whose
+// entries are not valid; H100 kernel timeline, fifteenth session).
 __device__ void st_scatter_entries(const st_sparse_attn_params &p) {
-  const int per_head = p.nq * p.topk, e = blockIdx.x * STEP_THREADS + threadIdx.x;
-  if (e >= p.num_kv_heads * per_head) return;
-  const int key = p.ws_key[e];
-  if (key < 0) { // in no item: weight 0 in the merge
-    float2 *pair = (float2 *)p.ws_part_ml + (int64_t)e * GROUP;
-    for (int h = 0; h < GROUP; h++) pair[h] = make_float2(-ST_INF, 0.f);
-    return;
+  const int per_head = p.nq * p.topk, e = blockIdx.x * STEP_THREADS + threadIdx.x, lane = threadIdx.x & 31;
+  const bool in = e < p.num_kv_heads * per_head;
+  const int key = in ? p.ws_key[e] : 0;
+  for (unsigned idle = __ballot_sync(0xffffffffu, in && key < 0); idle; idle &= idle - 1) {
+    float *pairs = (float *)p.ws_part_ml + (int64_t)(e - lane + __ffs(idle) - 1) * 2 * GROUP; // weight 0 in the merge
+    for (int w = lane; w < 2 * GROUP; w += 32) pairs[w] = w & 1 ? 0.f : -ST_INF;
   }
+  if (!in || key < 0) return;
   const int packed = p.ws_rank[e], rank = packed >> 8;
   int32_t *rec = p.ws_item_rec + (int64_t)(p.ws_item[key] + rank / TOKENS) * REC_INTS;
   rec[REC_HEAD + rank % TOKENS] = (e % per_head) << 8 | (packed & 0xff);

@@ -16,12 +16,20 @@
  * Run:
  *   KT_OUT=trace.csv LD_PRELOAD=$PWD/kt.so LD_LIBRARY_PATH=<libcupti's dir> \
  *       build/tuner/sparsetune tune --suite anchors --op sparse_attn --match ...
- * KT_MATCH=TEXT keeps only kernels whose name contains TEXT. */
+ * KT_MATCH=TEXT keeps only kernels whose name contains TEXT.
+ * The tuner times kernels in forked workers that end with _exit, and keeps
+ * its own process CUDA-free: with KT_FORK=1 the recording starts in each
+ * forked child instead (a fresh CUDA process there), and _exit is wrapped
+ * so that the child writes its records, to KT_OUT.PID. */
+#define _GNU_SOURCE
 #include <cupti.h>
+#include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum { KT_BUFFER_BYTES = 8 << 20, KT_ALIGN = 8 };
 
@@ -37,6 +45,7 @@ typedef struct kt_row {
 static kt_row *g_rows;
 static size_t g_n, g_cap;
 static const char *g_match;
+static int g_recording, g_child;
 
 static void kt_check(CUptiResult r, const char *what) {
   if (r == CUPTI_SUCCESS) return;
@@ -93,9 +102,15 @@ static int kt_by_start(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-__attribute__((destructor)) static void kt_write(void) {
+static void kt_write(void) {
+  if (!g_recording) return;
+  g_recording = 0;
   kt_check(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "flushing the activity buffers");
-  const char *path = getenv("KT_OUT") ? getenv("KT_OUT") : "kernel_trace.csv";
+  char path[4096];
+  const char *base = getenv("KT_OUT") ? getenv("KT_OUT") : "kernel_trace.csv";
+  if (g_child) snprintf(path, sizeof path, "%s.%ld", base, (long)getpid());
+  else snprintf(path, sizeof path, "%s", base);
+  if (g_child && !g_n) return; /* a child that ran no kernel (the compiler, a probe) */
   FILE *f = fopen(path, "w");
   if (!f) {
     fprintf(stderr, "kernel_trace: cannot write %s\n", path);
@@ -115,10 +130,33 @@ __attribute__((destructor)) static void kt_write(void) {
   free(g_rows);
 }
 
-__attribute__((constructor)) static void kt_start(void) {
-  g_match = getenv("KT_MATCH");
+__attribute__((destructor)) static void kt_at_exit(void) { kt_write(); }
+
+static void kt_record(void) {
+  g_recording = 1;
   kt_check(cuptiActivityRegisterCallbacks(kt_buffer_requested, kt_buffer_completed), "registering the buffers");
   /* Concurrent kernels: the records keep kernels of different streams
    * apart instead of serializing them. */
   kt_check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "enabling kernel records");
+}
+
+static void kt_in_child(void) {
+  g_child = 1;
+  g_n = 0;
+  kt_record();
+}
+
+/* The forked workers leave through _exit, which runs no destructor. */
+void _exit(int status) {
+  kt_write();
+  void (*real)(int) = (void (*)(int))dlsym(RTLD_NEXT, "_exit");
+  real(status);
+  __builtin_unreachable();
+}
+
+__attribute__((constructor)) static void kt_start(void) {
+  g_match = getenv("KT_MATCH");
+  const char *fork_mode = getenv("KT_FORK");
+  if (fork_mode && fork_mode[0] == '1') pthread_atfork(NULL, NULL, kt_in_child);
+  else kt_record();
 }

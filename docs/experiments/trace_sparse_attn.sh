@@ -7,7 +7,8 @@
 # MATCH picks the variant (`tune --match`), e.g. t8.s1.wg2.pbf16.c2/q3072.ov;
 # an alternative home (a copy of generator/ and templates/ whose anchors
 # suite keeps one sparse_attn row) limits it to that row. Writes
-# $OUT/trace.csv (kernel_trace.c's columns) and prints the summary.
+# $OUT/trace.csv* (kernel_trace.c's columns) and prints their summaries.
+# ST_BIN names another sparsetune binary (an experiment branch's build).
 set -eu
 match=$1
 [ $# -ge 2 ] && export SPARSETUNE_HOME=$2
@@ -17,10 +18,17 @@ cupti=$(dirname "$(find /usr/local/cuda/ -name 'libcupti.so*' 2>/dev/null | head
 [ -n "$cupti" ] && [ "$cupti" != . ] || { echo "no libcupti under /usr/local/cuda" >&2; exit 1; }
 gcc -O2 -shared -fPIC -o "$out/kt.so" docs/experiments/kernel_trace.c -I/usr/local/cuda/include -L"$cupti" -lcupti
 db=$(mktemp -u /tmp/trace_XXXX.db)
+# The tune times in forked workers (KT_FORK: each writes trace.csv.PID);
+# the bench replays the winner through the dispatch library in its own
+# process (trace.csv).
+KT_OUT="$out/trace.csv" KT_FORK=1 KT_MATCH=st_sparse_attn LD_PRELOAD="$out/kt.so" LD_LIBRARY_PATH="$cupti" \
+  "${ST_BIN:-build/tuner/sparsetune}" tune --suite anchors --op sparse_attn --match "$match" --db "$db" > "$out/trace_tune.log" 2>&1
 KT_OUT="$out/trace.csv" KT_MATCH=st_sparse_attn LD_PRELOAD="$out/kt.so" LD_LIBRARY_PATH="$cupti" \
-  build/tuner/sparsetune tune --suite anchors --op sparse_attn --match "$match" --db "$db" > "$out/trace_tune.log" 2>&1
+  "${ST_BIN:-build/tuner/sparsetune}" bench --suite anchors --op sparse_attn --db "$db" > "$out/trace_bench.log" 2>&1
 rm -f "$db"*
-python3 - "$out/trace.csv" <<'PY'
+for f in "$out"/trace.csv*; do
+echo "== $f"
+python3 - "$f" <<'PY'
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 for r in rows:
@@ -42,4 +50,8 @@ print(f"{len(rows)} kernels, {len(mains)} blocks kernels, {len(merges)} merge-ke
 print("last 12 blocks kernels: start us, duration us, us beside a merge launch of another stream")
 for m in mains[-12:]:
     print(f"  {m['s'] / 1e3:12.1f} {(m['e'] - m['s']) / 1e3:8.1f} {beside(m) / 1e3:8.1f}  stream {m['stream']} graph {m['graph']}")
+print("last 12 kernels of any kind: start us, end us, stream, grid, name")
+for r in rows[-12:]:
+    print(f"  {r['s'] / 1e3:12.1f} {r['e'] / 1e3:12.1f}  stream {r['stream']:>4} grid {r['grid_x']:>6}  {r['name'][:40]}")
 PY
+done
