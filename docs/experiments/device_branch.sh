@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# device_branch.sh - on the device: an experiment branch prepared by
+# prepare_branch.sh, against this checkout's build, on sparse_attn:
+#   1. the branch's test_sparse_attn_gpu (every variant on the edge shapes);
+#   2. the branch's `tune --match MATCH` and this build's `tune --match
+#      MAIN_MATCH` (default MATCH) on the anchors rows (fresh databases;
+#      each variant verified, then timed), and their measurements (`show
+#      run`);
+#   3. a kernel timeline of the branch's TRACE_MATCH variant on the row
+#      prepare_branch.sh kept (trace_sparse_attn.sh).
+#   [MAIN_MATCH=TEXT] docs/experiments/device_branch.sh NAME MATCH TRACE_MATCH
+# e.g. MAIN_MATCH=t8.s1.wg2.pbf16.c2/q device_branch.sh x2 .x2/q .x2/q3072.ov
+# Writes $OUT/NAME/. Roughly 4-6 minutes; keep to one branch a call.
+set -u
+name=$1 match=$2 trace=$3 main_match=${MAIN_MATCH:-$2}
+alt=$PWD/build/alt/$name out=${OUT:-out}/$name
+mkdir -p "$out"
+SPARSETUNE_HOME=$alt/home timeout 300 "$alt/test_sparse_attn_gpu" > "$out/test.log" 2>&1
+echo "test rc=$?: $(grep -h 'verified' "$out/test.log")"
+for side in branch main; do
+  db=$(mktemp -u /tmp/branch_XXXX.db)
+  if [ $side = branch ]; then
+    SPARSETUNE_HOME=$alt/home timeout 240 "$alt/sparsetune" tune --suite anchors --op sparse_attn --match "$match" \
+      --db "$db" > "$out/tune_$side.log" 2>&1
+  else
+    timeout 240 build/tuner/sparsetune tune --suite anchors --op sparse_attn --match "$main_match" --db "$db" \
+      > "$out/tune_$side.log" 2>&1
+  fi
+  echo "tune $side rc=$?"
+  build/tuner/sparsetune show run 1 --db "$db" > "$out/run_$side.txt" 2>&1
+  grep -E "sparse_attn" "$out/run_$side.txt" | head -40
+  rm -f "$db"*
+done
+ST_BIN=$alt/sparsetune OUT=$out/trace timeout 200 bash docs/experiments/trace_sparse_attn.sh "$trace" "$alt/home1" \
+  > "$out/trace_summary.txt" 2>&1
+echo "trace of $trace rc=$?"
+tail -14 "$out/trace_summary.txt"
+gzip -f "$out"/trace/trace.csv* 2>/dev/null; rm -f "$out/trace/kt.so"
