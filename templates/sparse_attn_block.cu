@@ -54,6 +54,9 @@ constexpr int WGMMA = ${wgmma};   // 1: warpgroups of 64 rows on wgmma (common/a
 #include "common/mbarrier.cuh"
 #include "common/varlen.cuh"
 
+// Dynamic shared memory, of every kernel and step here (laid out by each).
+extern __shared__ __align__(128) char s_dyn[];
+
 constexpr int THREADS = 32 * WARPS; // the math warps (PASSES2: and a producer warp, BLOCK_THREADS)
 constexpr int REAL_ROWS = TOKENS * GROUP;
 constexpr int WARP_ROWS = 16 * MTILES;
@@ -120,8 +123,7 @@ static_assert(!WGMMA || MTILES == 1 || (SPLIT && THREADS == 128), "wgmma passes:
 
 // The last CTA: offsets and work items of keys 0 .. nkeys - 1 (exclusive
 // sums, one more slot each for the totals), counts back to zero.
-__device__ void st_scan_keys(const st_sparse_attn_params &p, int r0, int nr) {
-  __shared__ int s_sum[2][STEP_THREADS];
+__device__ void st_scan_keys(const st_sparse_attn_params &p, int r0, int nr, int (*s_sum)[STEP_THREADS]) {
   const int nkeys = p.num_kv_heads * nr * p.max_blocks;
   const int per = (nkeys + STEP_THREADS - 1) / STEP_THREADS, k0 = min(nkeys, (int)threadIdx.x * per),
             k1 = min(nkeys, k0 + per);
@@ -157,6 +159,7 @@ __device__ void st_scan_keys(const st_sparse_attn_params &p, int r0, int nr) {
     p.ws_header[2] = (uint32_t)nr;
     p.ws_header[3] = (uint32_t)nkeys;
     p.ws_header[4] = (uint32_t)s_sum[1][STEP_THREADS - 1];
+    p.ws_header[5] = 0u; // the bulk merge's next (token, kv head) pair (st_merge_bulk)
   }
 }
 
@@ -168,11 +171,15 @@ __device__ void st_scan_keys(const st_sparse_attn_params &p, int r0, int nr) {
 // fifteenth session). HIST_BLOCKS bounds the shared counts: entries of
 // other (kv head, request) pairs than the CTA's first entry's, or of blocks
 // past it, count globally as before.
+// The counts and the scan's sums are in dynamic shared memory
+// (STEP_SMEM_BYTES, given at the count's launch), so that the merge
+// launches of the same kernel do not reserve them.
 constexpr int HIST_BLOCKS = 2048;
+constexpr int STEP_SMEM_BYTES = (HIST_BLOCKS + 2 * STEP_THREADS) * 4; // runtime/ops/sparse_attn.h: ST_SPARSE_ATTN_COUNT_SMEM
 
 __device__ void st_count_entries(const st_sparse_attn_params &p) {
   __shared__ bool s_last;
-  __shared__ int s_hist[HIST_BLOCKS];
+  int *s_hist = (int *)s_dyn;
   const int r0 = st_request_of(p.cu_seqlens_q, p.num_requests, p.q0);
   const int nr = st_request_of(p.cu_seqlens_q, p.num_requests, p.q0 + p.nq - 1) - r0 + 1;
   const int per_head = p.nq * p.topk, e = blockIdx.x * STEP_THREADS + threadIdx.x;
@@ -210,7 +217,7 @@ __device__ void st_count_entries(const st_sparse_attn_params &p) {
   if (threadIdx.x == 0) s_last = st_last_to_arrive(&p.ws_header[0], gridDim.x);
   __syncthreads();
   if (!s_last) return;
-  st_scan_keys(p, r0, nr);
+  st_scan_keys(p, r0, nr, (int(*)[STEP_THREADS])(s_dyn + HIST_BLOCKS * 4));
   if (threadIdx.x == 0) p.ws_header[0] = 0u; // ready for the next launch
 }
 
@@ -334,13 +341,178 @@ __device__ void st_merge_partials(const st_sparse_attn_params &p) {
   }
 }
 
-extern "C" __global__ void __launch_bounds__(STEP_THREADS) st_sparse_attn_merge(const st_sparse_attn_params p) {
+// ---- step 3: the merge by bulk copies ---------------------------------------
+
+// The same sums as step 2, for merges that run beside the next chunk's
+// blocks kernel. There a merge CTA gets only the room two blocks CTAs leave
+// an SM (registers for two warps, ~29 KiB of shared memory), and step 2's
+// loads in registers keep ~8 KiB a CTA in flight: 0.6 TB/s over the
+// machine, a merge beside the blocks took 3x its time alone (H100 kernel
+// timeline, sixteenth session). Here the bulk copy engine keeps
+// p.merge_slots slices of partials in flight a CTA in shared memory, at no
+// register cost. A work unit is a (token, kv head) pair's heads in
+// BULK_PARTS parts (so that a lane sums at most 4 x 8 dimensions): its
+// slice of an entry's partials is HEAD_DIM x GROUP / BULK_PARTS values (2
+// KiB for M3). A CTA is two warps: warp 1 takes work units from a counter
+// (ws_header[5], zeroed by the count step; CTAs placed late find none
+// left), copies the pair's (m, l) words, then the slices of its valid
+// entries into a ring of slots; warp 0 weighs them as step 2 does, in the
+// same order, and writes o and lse. Launched with BULK_THREADS threads and
+// the shared memory st_bulk_smem counts (runtime/ops/sparse_attn.c the same).
+constexpr int BULK_THREADS = 64;
+constexpr int BULK_PIECES = GROUP * HEAD_DIM / 8; // 8 dimensions of a q head each
+constexpr int BULK_PARTS = (BULK_PIECES + 127) / 128;
+constexpr int BULK_HEADS = GROUP / BULK_PARTS; // q heads a work unit
+constexpr int BULK_PER_LANE = (BULK_HEADS * HEAD_DIM / 8 + 31) / 32;
+constexpr bool BULK_OK = GROUP % BULK_PARTS == 0; // the launcher refuses the others
+constexpr int BULK_SLICE = BULK_HEADS * HEAD_DIM * (PART_F32 ? 4 : 2);
+// A pair's (m, l) words, with room to start the copy 16 bytes aligned below.
+__device__ __forceinline__ int st_bulk_pair_bytes(int topk) { return (topk * GROUP * 8 + 16 + 15) / 16 * 16; }
+
+__device__ void st_merge_bulk(const st_sparse_attn_params &p) {
+  if constexpr (BULK_OK) {
+    const int slots = p.merge_slots, topk = p.topk, warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+    const int pair_bytes = st_bulk_pair_bytes(topk), nunits = p.num_kv_heads * p.nq * BULK_PARTS;
+    char *ring = s_dyn, *pairs = s_dyn + slots * BULK_SLICE;
+    int *s_unit = (int *)(pairs + 2 * pair_bytes), *s_off = s_unit + 2;
+    uint64_t *bars = (uint64_t *)(s_unit + 4); // full[slots], empty[slots], pair full[2], pair empty[2]
+    float2 *s_minv = (float2 *)(bars + 2 * slots + 4); // [BULK_HEADS] the unit's heads' m and 1 / l
+    const uint32_t full0 = st_smem_addr(bars), empty0 = full0 + 8 * slots, pfull0 = empty0 + 8 * slots,
+                   pempty0 = pfull0 + 16;
+    if (threadIdx.x == 0) {
+      for (int s = 0; s < 2 * slots + 4; s++) st_mbar_init(full0 + 8 * s, 1);
+      st_mbar_init_fence();
+    }
+    __syncthreads();
+    if (warp == 1) { // the copies
+      const uint64_t policy = st_l2_evict_first();
+      for (int j = 0, u = 0;; j++) {
+        const int ps = j & 1;
+        if (j >= 2) st_mbar_wait(pempty0 + 8 * ps, ((j >> 1) - 1) & 1);
+        int unit = lane == 0 ? (int)atomicAdd(&p.ws_header[5], 1u) : 0;
+        unit = __shfl_sync(0xffffffffu, unit, 0);
+        if (unit >= nunits) {
+          if (lane == 0) {
+            s_unit[ps] = -1;
+            st_mbar_arrive(pfull0 + 8 * ps);
+          }
+          return;
+        }
+        const int pair = unit / BULK_PARTS, part = unit - pair * BULK_PARTS;
+        if (lane == 0) {
+          const char *src = (const char *)p.ws_part_ml + (int64_t)pair * topk * GROUP * 8;
+          const char *at = (const char *)((unsigned long long)src & ~15ull);
+          s_unit[ps] = unit;
+          s_off[ps] = (int)(src - at);
+          const uint32_t bytes = (uint32_t)((src - at) + topk * GROUP * 8 + 15) / 16 * 16;
+          st_mbar_arrive_expect_tx(pfull0 + 8 * ps, bytes);
+          st_bulk_copy_g2s(st_smem_addr(pairs + ps * pair_bytes), at, bytes, pfull0 + 8 * ps);
+        }
+        st_mbar_wait(pfull0 + 8 * ps, (j >> 1) & 1);
+        const float2 *ml = (const float2 *)(pairs + ps * pair_bytes + s_off[ps]);
+        const char *part_o = (const char *)p.ws_part_o + ((int64_t)pair * topk * BULK_PARTS + part) * BULK_SLICE;
+        for (int k0 = 0; k0 < topk; k0 += 32) {
+          for (unsigned valid = __ballot_sync(0xffffffffu, k0 + lane < topk && ml[(k0 + lane) * GROUP].y > 0.f); valid;
+               valid &= valid - 1, u++) {
+            const int k = k0 + __ffs(valid) - 1, s = u % slots;
+            if (u >= slots) st_mbar_wait(empty0 + 8 * s, (u / slots - 1) & 1);
+            if (lane == 0) {
+              st_mbar_arrive_expect_tx(full0 + 8 * s, BULK_SLICE);
+              st_bulk_copy_g2s_hint(st_smem_addr(ring + s * BULK_SLICE), part_o + (int64_t)k * BULK_PARTS * BULK_SLICE,
+                                    BULK_SLICE, full0 + 8 * s, policy);
+            }
+          }
+        }
+      }
+    }
+    // warp 0: the sums
+    for (int j = 0, u = 0;; j++) {
+      const int ps = j & 1;
+      st_mbar_wait(pfull0 + 8 * ps, (j >> 1) & 1);
+      const int unit = s_unit[ps];
+      if (unit < 0) return;
+      const int pair = unit / BULK_PARTS, h0 = (unit - pair * BULK_PARTS) * BULK_HEADS;
+      const float2 *ml = (const float2 *)(pairs + ps * pair_bytes + s_off[ps]) + h0;
+      const int g = pair / p.nq, il = pair - g * p.nq, i = p.q0 + il;
+      float m = -ST_INF, l = 0.f; // lane h: q head h0 + h's, in the order of step 2
+      if (lane < BULK_HEADS) {
+        for (int k = 0; k < topk; k++) {
+          const float2 x = ml[k * GROUP + lane];
+          if (x.y > 0.f) m = fmaxf(m, x.x);
+        }
+        for (int k = 0; k < topk; k++) {
+          const float2 x = ml[k * GROUP + lane];
+          l += x.y > 0.f ? x.y * exp2f(x.x - m) : 0.f;
+        }
+        if (p.lse)
+          p.lse[(int64_t)i * p.lse_stride_row + (int64_t)(g * GROUP + h0 + lane) * p.lse_stride_head] =
+              l > 0.f ? (m + __log2f(l)) * LN2 : -ST_INF;
+      }
+      if (lane < BULK_HEADS) s_minv[lane] = make_float2(m, l > 0.f ? 1.f / l : 0.f);
+      __syncwarp();
+      float acc[BULK_PER_LANE][8];
+#pragma unroll
+      for (int c = 0; c < BULK_PER_LANE; c++)
+#pragma unroll
+        for (int d = 0; d < 8; d++) acc[c][d] = 0.f;
+      for (int k0 = 0; k0 < topk; k0 += 32) {
+        for (unsigned valid = __ballot_sync(0xffffffffu, k0 + lane < topk && ml[(k0 + lane) * GROUP - h0].y > 0.f);
+             valid; valid &= valid - 1, u++) {
+          const int k = k0 + __ffs(valid) - 1, s = u % slots;
+          st_mbar_wait(full0 + 8 * s, (u / slots) & 1);
+          const char *slice = ring + s * BULK_SLICE;
+#pragma unroll
+          for (int c = 0; c < BULK_PER_LANE; c++) {
+            const int piece = lane + 32 * c;
+            if (piece >= BULK_HEADS * HEAD_DIM / 8) break;
+            const float2 x = ml[k * GROUP + piece / (HEAD_DIM / 8)], mi = s_minv[piece / (HEAD_DIM / 8)];
+            const float w = x.y > 0.f ? x.y * exp2f(x.x - mi.x) * mi.y : 0.f;
+            float v[8];
+            if (PART_F32) {
+              const float4 a = ((const float4 *)slice)[2 * piece], b = ((const float4 *)slice)[2 * piece + 1];
+              v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+            } else {
+              const uint4 r = ((const uint4 *)slice)[piece];
+              const uint32_t w4[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+              for (int e = 0; e < 4; e++) {
+                v[2 * e] = __uint_as_float(w4[e] << 16);
+                v[2 * e + 1] = __uint_as_float(w4[e] & 0xffff0000u);
+              }
+            }
+#pragma unroll
+            for (int d = 0; d < 8; d++) acc[c][d] += v[d] * w;
+          }
+          __syncwarp();
+          if (lane == 0) st_mbar_arrive(empty0 + 8 * s);
+        }
+      }
+      __syncwarp(); // and s_minv is read before the next unit writes it
+      if (lane == 0) st_mbar_arrive(pempty0 + 8 * ps);
+#pragma unroll
+      for (int c = 0; c < BULK_PER_LANE; c++) {
+        const int piece = lane + 32 * c;
+        if (piece >= BULK_HEADS * HEAD_DIM / 8) break;
+        const int h = h0 + piece / (HEAD_DIM / 8), d = (piece % (HEAD_DIM / 8)) * 8;
+        uint16_t *out = (uint16_t *)p.o + (int64_t)i * p.o_stride_row + (int64_t)(g * GROUP + h) * p.o_stride_head + d;
+        uint32_t two[4];
+#pragma unroll
+        for (int e = 0; e < 4; e++) two[e] = st_pack_bf16(acc[c][2 * e] * p.v_scale, acc[c][2 * e + 1] * p.v_scale);
+        *(uint4 *)out = make_uint4(two[0], two[1], two[2], two[3]);
+      }
+    }
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(STEP_THREADS, 4) st_sparse_attn_merge(const st_sparse_attn_params p) {
   if (p.step == 0)
     st_count_entries(p);
   else if (p.step == 1)
     st_scatter_entries(p);
-  else
+  else if (p.step == 2)
     st_merge_partials(p);
+  else
+    st_merge_bulk(p);
 }
 
 // ---- the blocks ------------------------------------------------------------------
@@ -682,7 +854,6 @@ __device__ __forceinline__ void st_consume_items(const st_sparse_attn_params &p,
 // a record's load.
 extern "C" __global__ void __launch_bounds__(BLOCK_THREADS, CTAS_PER_SM)
     st_sparse_attn_main(const __grid_constant__ st_sparse_attn_params p) {
-  extern __shared__ __align__(128) char s_dyn[];
   __shared__ st_item s_it[ITEM_STAGES];
   __shared__ __align__(8) uint64_t s_kv_bar[STAGES];                    // KV_TMA: stage b's K and V have landed
   __shared__ __align__(8) uint64_t s_pass_bar[PASSES2 ? PASS_BARS : 1]; // PASSES2: st_consume_items' barriers

@@ -365,6 +365,59 @@ static void test_overlapped_chunks_take_two_workspace_halves(void **state) {
   assert_non_null(strstr(err.msg, "smaller than the"));
 }
 
+/* A block config with overlap and launch parameter bulk (absent if NULL). */
+static st_status bulk_config(const char *part, const char *bulk, st_sparse_attn_config *c, st_err *err) {
+  st_params k = {0}, l = {0};
+  st_params_set(&k, "algo", "block", err);
+  st_params_set(&k, "dtype", "bf16", err);
+  st_params_set_int(&k, "head_dim", D, err);
+  st_params_set_int(&k, "group", 16, err);
+  st_params_set_int(&k, "tokens", 4, err);
+  st_params_set_int(&k, "topk", 16, err);
+  st_params_set_int(&k, "stages", 1, err);
+  st_params_set(&k, "part", part, err);
+  st_params_set_int(&k, "ctas", 2, err);
+  st_params_set_int(&k, "mtiles", 1, err);
+  st_params_set_int(&l, "chunk", 2048, err);
+  st_params_set_int(&l, "overlap", 1, err);
+  if (bulk) st_params_set(&l, "bulk", bulk, err);
+  return st_sparse_attn_config_from_params(&k, &l, c, err);
+}
+
+/* bulk: the merge by bulk copies (templates/sparse_attn_block.cu, step 3).
+ * Its shared memory is the ring of slices (an entry's partials of 8 of the
+ * 16 q heads: 2 KiB in bf16), two copies of a pair's (m, l) words with 16
+ * bytes of alignment room, and fixed parts; slots that would pass 48 KiB are
+ * dropped (fp32 partials: 4 KiB slices). */
+static void test_bulk_merge_launch_parameter_and_plan(void **state) {
+  (void)state;
+  st_err err = {{0}};
+  st_sparse_attn_config c;
+  const char *bad[] = {"-1", "17", "eight"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    assert_int_equal(bulk_config("bf16", bad[i], &c, &err), ST_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "bulk"));
+  }
+  const st_sparse_attn_args a = valid_args();
+  st_sparse_attn_plan p;
+  assert_int_equal(bulk_config("bf16", NULL, &c, &err), ST_OK);
+  assert_int_equal(c.merge_slots, 0); /* absent: recorded before the bulk merge */
+  assert_int_equal(st_sparse_attn_plan_make(&c, &a, 132, &p, &err), ST_OK);
+  assert_int_equal(p.merge_slots, 0);
+  assert_int_equal(p.merge_smem, 0);
+  const unsigned pair_bytes = (TOPK * 16 * 8 + 16 + 15) / 16 * 16, fixed = 2 * pair_bytes + 16 + 4 * 8 + 32 * 8;
+  assert_int_equal(bulk_config("bf16", "8", &c, &err), ST_OK);
+  assert_int_equal(c.merge_slots, 8);
+  assert_int_equal(st_sparse_attn_plan_make(&c, &a, 132, &p, &err), ST_OK);
+  assert_int_equal(p.merge_slots, 8);
+  assert_int_equal(p.merge_smem, fixed + 8 * (8 * D * 2 + 16));
+  assert_int_equal(p.merge_grid_cap, 132 * ST_SPARSE_ATTN_BULK_CTAS_PER_SM);
+  assert_int_equal(bulk_config("f32", "16", &c, &err), ST_OK);
+  assert_int_equal(st_sparse_attn_plan_make(&c, &a, 132, &p, &err), ST_OK);
+  assert_int_equal(p.merge_slots, (48 * 1024 - fixed) / (8 * D * 4 + 16)); /* 10 of the 16 fit */
+  assert_true(p.merge_smem <= 48 * 1024);
+}
+
 static void test_dispatch_key_counts_query_tokens_as_the_batch(void **state) {
   (void)state;
   st_sparse_attn_args a = valid_args();
@@ -384,6 +437,7 @@ int main(void) {
       cmocka_unit_test(test_plan_and_shared_memory_follow_the_kernel),
       cmocka_unit_test(test_block_major_variants_plan_chunks_and_workspace),
       cmocka_unit_test(test_overlapped_chunks_take_two_workspace_halves),
+      cmocka_unit_test(test_bulk_merge_launch_parameter_and_plan),
       cmocka_unit_test(test_dispatch_key_counts_query_tokens_as_the_batch),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -15,7 +15,7 @@ set -u
 name=$1 match=$2 trace=$3 main_match=${MAIN_MATCH:-$2}
 alt=$PWD/build/alt/$name out=${OUT:-out}/$name
 mkdir -p "$out"
-SPARSETUNE_HOME=$alt/home timeout 300 "$alt/test_sparse_attn_gpu" > "$out/test.log" 2>&1
+LD_LIBRARY_PATH=$PWD/build/lib SPARSETUNE_HOME=$alt/home timeout 300 "$alt/test_sparse_attn_gpu" > "$out/test.log" 2>&1
 echo "test rc=$?: $(grep -h 'verified' "$out/test.log")"
 for side in branch main; do
   db=$(mktemp -u /tmp/branch_XXXX.db)

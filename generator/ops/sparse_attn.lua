@@ -271,6 +271,16 @@ end
 -- 1224 in 4, 1207 in 3; docs/kernels/sparse_attn.md, v2.20).
 M.chunk_choices = { 0, 256, 1024 }
 M.overlap_chunks = { 0, 256, 2048, 3072 }
+-- `bulk`: the merge by bulk copies (step 3 of templates/sparse_attn_block.cu)
+-- with that many slices of partials in flight a CTA (absent or 0: step 2),
+-- with overlap; its persistent two-warp CTAs fit beside the next chunk's
+-- blocks kernel. Timed with the large overlapped chunks, and with 256 so
+-- that the GPU tests' edge shapes verify it. 8 and 12 slots timed the same;
+-- chunks of 1024 and 1536 lost on every anchors row (H100,
+-- docs/kernels/sparse_attn.md, v2.26).
+M.bulk_slots = { 8 }
+M.bulk_chunks = { 256, 2048, 3072 }
+M.BULK_MAX_SLOTS = 16 -- ST_SPARSE_ATTN_BULK_MAX_SLOTS
 local CHUNK_MAX = 1 << 20
 local CHUNK_BUDGET = 256 << 20 -- ST_SPARSE_ATTN_BLOCK_WS
 
@@ -285,11 +295,16 @@ function M.launch_space(k)
   for _, c in ipairs(M.overlap_chunks) do
     out[#out + 1] = { chunk = c, overlap = 1 }
   end
+  for _, c in ipairs(M.bulk_chunks) do
+    for _, b in ipairs(M.bulk_slots) do
+      out[#out + 1] = { chunk = c, overlap = 1, bulk = b }
+    end
+  end
   return out
 end
 
 function M.check_launch(l)
-  local unknown = space.unknown_key(l, { chunk = true, overlap = true })
+  local unknown = space.unknown_key(l, { chunk = true, overlap = true, bulk = true })
   if unknown then
     return false, string.format("'%s' is not a launch parameter of %s", unknown, M.name)
   end
@@ -299,6 +314,10 @@ function M.check_launch(l)
   end
   if l.overlap ~= nil and l.overlap ~= 0 and l.overlap ~= 1 then
     return false, string.format("launch parameter overlap=%s is not 0 or 1", tostring(l.overlap))
+  end
+  local b = l.bulk
+  if b ~= nil and (math.type(b) ~= "integer" or b < 0 or b > M.BULK_MAX_SLOTS) then
+    return false, string.format("launch parameter bulk=%s is not an integer in 0..%d", tostring(b), M.BULK_MAX_SLOTS)
   end
   return true
 end
@@ -352,7 +371,8 @@ function M.variant_name(k, l)
   if k.algo == "block" then
     return string.format("%s.%s.d%d.g%d.block.t%d.s%d.%s.p%s.c%d/%s", M.name, k.dtype, k.head_dim, k.group,
       k.tokens, k.stages, k.mma == "wgmma" and (k.mtiles == 2 and "wg2" or "wg") or ("m" .. k.mtiles), k.part, k.ctas,
-      ((l.chunk or 0) == 0 and "auto" or ("q" .. l.chunk)) .. ((l.overlap or 0) == 1 and ".ov" or ""))
+      ((l.chunk or 0) == 0 and "auto" or ("q" .. l.chunk)) .. ((l.overlap or 0) == 1 and ".ov" or "")
+        .. ((l.bulk or 0) > 0 and (".b" .. l.bulk) or ""))
   end
   return string.format("%s.%s.d%d.g%d.t%d.k%d.s%d%s", M.name, k.dtype, k.head_dim, k.group, k.tokens, k.topk, k.stages,
     k.mtiles == 2 and ".m2" or "")

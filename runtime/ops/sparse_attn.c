@@ -89,6 +89,10 @@ st_status st_sparse_attn_config_from_params(const st_params *kernel, const st_pa
       if ((s = st_params_get_int(launch, "overlap", 0, 1, &v, err)) != ST_OK) return s;
       cfg->overlap = (int)v;
     }
+    if (launch && st_params_get(launch, "bulk")) { /* absent: recorded before the bulk merge */
+      if ((s = st_params_get_int(launch, "bulk", 0, ST_SPARSE_ATTN_BULK_MAX_SLOTS, &v, err)) != ST_OK) return s;
+      cfg->merge_slots = (int)v;
+    }
   }
   return ST_OK;
 }
@@ -279,6 +283,26 @@ static st_status plan_block(const st_sparse_attn_config *cfg, const st_sparse_at
   plan->chunk_q = (int)chunk;
   plan->max_keys = (int)max_keys;
   plan->overlap = cfg->overlap;
+  if (cfg->merge_slots > 0) { /* templates/sparse_attn_block.cu, step 3: the same sizes */
+    const int pieces = cfg->group * cfg->head_dim / 8, parts = (pieces + 127) / 128;
+    if (cfg->group % parts)
+      return st_fail(err, ST_ERR_NO_VARIANT, "the bulk merge needs group (%d) a multiple of %d", cfg->group, parts);
+    const unsigned slice = (unsigned)(cfg->group / parts * cfg->head_dim * (cfg->part_f32 ? 4 : 2));
+    const unsigned pair_bytes = (unsigned)((topk * cfg->group * 8 + 16 + 15) / 16 * 16);
+    /* The ring, the pair words (two), the units' indices, the pairs'
+     * barriers and the heads' (m, 1 / l); each slot a slice and its two
+     * barriers. As many slots as asked that fit in the shared memory a
+     * kernel gets without opting in, at least 2. */
+    const unsigned fixed = 2 * pair_bytes + 16 + 4 * 8 + 32 * 8;
+    int slots = cfg->merge_slots;
+    while (slots > 2 && fixed + (unsigned)slots * (slice + 16) > ST_DEFAULT_SMEM_WITHOUT_OPT_IN) slots--;
+    plan->merge_slots = slots;
+    plan->merge_smem = fixed + (unsigned)slots * (slice + 16);
+    if (plan->merge_smem > ST_DEFAULT_SMEM_WITHOUT_OPT_IN)
+      return st_fail(err, ST_ERR_NO_VARIANT, "the bulk merge needs %u bytes of shared memory (limit %d)",
+                     plan->merge_smem, ST_DEFAULT_SMEM_WITHOUT_OPT_IN);
+    plan->merge_grid_cap = (unsigned)sm_count * ST_SPARSE_ATTN_BULK_CTAS_PER_SM;
+  }
   plan->half_bytes = block_workspace(cfg, Hkv, topk, max_keys, chunk, plan);
   plan->workspace_bytes = plan->half_bytes * (cfg->overlap ? 2 : 1);
   plan->tokens = cfg->tokens;
@@ -329,6 +353,37 @@ static st_status launch_one(const st_cu *cu, CUfunction fn, unsigned gx, unsigne
   void *kargs[] = {params};
   ST_CU_TRY(cu, cu->cuLaunchKernel(fn, gx, gy, 1, block, 1, 1, smem, stream, kargs, NULL), err);
   return ST_OK;
+}
+
+/* The merge of the chunk `p` describes: a CTA per (token, kv head); with
+ * bulk slots, persistent 64-thread CTAs that take (token, kv head, part)
+ * work units from a counter. */
+static st_status launch_merge(const st_cu *cu, CUfunction merge_fn, const st_sparse_attn_plan *plan,
+                              st_sparse_attn_params *p, CUstream stream, st_err *err) {
+  if (plan->merge_slots == 0) {
+    p->step = 2;
+    return launch_one(cu, merge_fn, (unsigned)p->nq, (unsigned)p->num_kv_heads, ST_SPARSE_ATTN_STEP_THREADS, 0, p,
+                      stream, err);
+  }
+  const int64_t pieces = (int64_t)plan->group * plan->head_dim / 8;
+  const int64_t units = (int64_t)p->nq * p->num_kv_heads * ((pieces + 127) / 128);
+  p->step = 3;
+  p->merge_slots = plan->merge_slots;
+  return launch_one(cu, merge_fn, (unsigned)(units < plan->merge_grid_cap ? units : plan->merge_grid_cap), 1,
+                    ST_SPARSE_ATTN_BULK_THREADS, plan->merge_smem, p, stream, err);
+}
+
+/* Overlap: the merge of the chunk `p` describes (in workspace half `half`)
+ * on `stream` once what the side stream holds so far is done, then the
+ * event that frees the half. */
+static st_status merge_after(const st_cu *cu, CUfunction merge_fn, const st_sparse_attn_plan *plan,
+                             st_sparse_attn_params *p, int half, CUstream stream, const st_side_stream *side,
+                             st_err *err) {
+  ST_CU_TRY(cu, cu->cuEventRecord(side->done, side->stream), err);
+  ST_CU_TRY(cu, cu->cuStreamWaitEvent(stream, side->done, 0), err);
+  st_status st = launch_merge(cu, merge_fn, plan, p, stream, err);
+  if (st == ST_OK) ST_CU_TRY(cu, cu->cuEventRecord(side->freed[half], stream), err);
+  return st;
 }
 
 /* Two-pass kernels: q as [total_q, Hq, D], boxes of a 128-byte panel of a
@@ -389,6 +444,8 @@ static st_status launch_block(const st_cu *cu, CUfunction main_fn, CUfunction me
     ST_CU_TRY(cu, cu->cuEventRecord(side->fork, stream), err);
     ST_CU_TRY(cu, cu->cuStreamWaitEvent(side->stream, side->fork, 0), err);
   }
+  st_sparse_attn_params prev = p; /* bulk with overlap: the chunk whose merge waits for the next chunk's lists */
+  int prev_half = -1;
   int64_t c = 0;
   for (int64_t q0 = 0; q0 < total_q && st == ST_OK; q0 += plan->chunk_q, c++) {
     const int64_t nq = total_q - q0 < plan->chunk_q ? total_q - q0 : plan->chunk_q;
@@ -400,25 +457,39 @@ static st_status launch_block(const st_cu *cu, CUfunction main_fn, CUfunction me
     p.q0 = (int32_t)q0;
     p.nq = (int32_t)nq;
     p.step = 0;
-    if ((st = launch_one(cu, merge_fn, steps, 1, ST_SPARSE_ATTN_STEP_THREADS, 0, &p, lists, err)) != ST_OK) break;
+    if ((st = launch_one(cu, merge_fn, steps, 1, ST_SPARSE_ATTN_STEP_THREADS, ST_SPARSE_ATTN_COUNT_SMEM, &p, lists,
+                         err)) != ST_OK)
+      break;
     p.step = 1;
     if ((st = launch_one(cu, merge_fn, steps, 1, ST_SPARSE_ATTN_STEP_THREADS, 0, &p, lists, err)) != ST_OK) break;
+    if (prev_half >= 0) { /* the bulk merge of the chunk before, now that this chunk's lists are queued */
+      st = merge_after(cu, merge_fn, plan, &prev, prev_half, stream, side, err);
+      prev_half = -1;
+      if (st != ST_OK) break;
+    }
     const int64_t items = block_items(Hkv, nq, p.topk, plan->tokens, plan->max_keys);
     const unsigned ctas = (unsigned)(items < plan->persistent ? items : plan->persistent);
     st = launch_one(cu, main_fn, ctas, 1, plan->block, plan->smem_bytes, &p, lists, err);
     if (st != ST_OK) break;
-    if (plan->overlap) {
-      ST_CU_TRY(cu, cu->cuEventRecord(side->done, side->stream), err);
-      ST_CU_TRY(cu, cu->cuStreamWaitEvent(stream, side->done, 0), err);
-    }
     /* The merge: a CTA per (token, kv head). Fewer merge CTAs walking the
      * pairs, so that the next chunk's blocks CTAs fit beside them, were
      * tried for overlapped chunks and lost 40% (docs/kernels/sparse_attn.md,
-     * v2.10 and v2.11). */
-    p.step = 2;
-    st = launch_one(cu, merge_fn, (unsigned)nq, (unsigned)Hkv, ST_SPARSE_ATTN_STEP_THREADS, 0, &p, stream, err);
-    if (st == ST_OK && plan->overlap) ST_CU_TRY(cu, cu->cuEventRecord(side->freed[half], stream), err);
+     * v2.10 and v2.11); so were 64-thread merges launched after the next
+     * chunk's lists (v2.24: they ran beside the blocks, at a third of
+     * their speed). The bulk merge (v2.26) is launched so, after the next
+     * chunk's count and scatter: the next blocks kernel is then queued
+     * first, on the side stream of higher priority, and takes its two
+     * CTAs an SM before the merge's persistent CTAs fill the room left. */
+    if (plan->overlap && plan->merge_slots > 0) {
+      prev = p;
+      prev_half = half;
+    } else if (plan->overlap) {
+      st = merge_after(cu, merge_fn, plan, &p, half, stream, side, err);
+    } else {
+      st = launch_merge(cu, merge_fn, plan, &p, stream, err);
+    }
   }
+  if (st == ST_OK && prev_half >= 0) st = merge_after(cu, merge_fn, plan, &prev, prev_half, stream, side, err);
   return st;
 }
 
@@ -437,6 +508,14 @@ st_status st_sparse_attn_launch(const st_cu *cu, CUfunction main_fn, CUfunction 
   if (plan->smem_bytes > ST_DEFAULT_SMEM_WITHOUT_OPT_IN - 1024)
     ST_CU_TRY(cu,
               cu->cuFuncSetAttribute(main_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)plan->smem_bytes),
+              err);
+  /* An SM runs two kernels' CTAs side by side only under one split of its
+   * L1 and shared memory. The blocks kernel needs the most shared memory;
+   * the bulk merge, meant to run beside it, asks for the same split. */
+  if (plan->algo == ST_SPARSE_ATTN_BLOCK && plan->overlap && plan->merge_slots > 0)
+    ST_CU_TRY(cu,
+              cu->cuFuncSetAttribute(merge_fn, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                                     CU_SHAREDMEM_CARVEOUT_MAX_SHARED),
               err);
   if (plan->algo == ST_SPARSE_ATTN_BLOCK)
     return launch_block(cu, main_fn, merge_fn, plan, workspace, stream, side, err);

@@ -53,6 +53,11 @@ typedef struct st_sparse_attn_config {
   int overlap;    /* block, launch parameter `overlap`: 1 = each chunk's merge runs
                      on the caller's stream beside the next chunk's count, scatter
                      and blocks on a side stream (two workspace halves) */
+  int merge_slots; /* block, launch parameter `bulk`: > 0 = the merge by bulk copies,
+                      that many slices of partials in flight a merge CTA (at most
+                      ST_SPARSE_ATTN_BULK_MAX_SLOTS; fewer where they would not fit
+                      48 KiB of shared memory); absent or 0: a merge CTA a (token,
+                      kv head) */
 } st_sparse_attn_config;
 
 /* Reads a config from the variant's parameters (names as in
@@ -81,9 +86,18 @@ unsigned st_sparse_attn_smem_bytes(const st_sparse_attn_config *cfg);
  * bytes at most where a chunk of 64 tokens fits; overlap: two such halves,
  * chunk c in half c % 2), each through four launches: count and scatter
  * (count_grid CTAs of 256 threads), the blocks (at most items_bound CTAs)
- * and the merge (a CTA per token and kv head). */
+ * and the merge (a CTA per token and kv head; with `bulk`, persistent CTAs
+ * that take (token, kv head) work from a counter). */
 #define ST_SPARSE_ATTN_BLOCK_WS (256u << 20)
 #define ST_SPARSE_ATTN_STEP_THREADS 256
+/* The count step's dynamic shared memory (its counts and the scan's sums;
+ * templates/sparse_attn_block.cu, STEP_SMEM_BYTES). */
+#define ST_SPARSE_ATTN_COUNT_SMEM ((2048 + 2 * ST_SPARSE_ATTN_STEP_THREADS) * 4)
+/* The merge by bulk copies: persistent 64-thread CTAs, at most this many an
+ * SM, each with up to ST_SPARSE_ATTN_BULK_MAX_SLOTS slices in flight. */
+#define ST_SPARSE_ATTN_BULK_THREADS 64
+#define ST_SPARSE_ATTN_BULK_CTAS_PER_SM 8
+#define ST_SPARSE_ATTN_BULK_MAX_SLOTS 16
 
 typedef struct st_sparse_attn_plan {
   st_sparse_attn_params params;
@@ -95,6 +109,8 @@ typedef struct st_sparse_attn_plan {
   int algo, chunk_q, max_keys, tokens, persistent; /* persistent: block CTAs a launch */
   int kv_maps;                                     /* bf16 on wgmma: params' k_map / v_map encoded at launch */
   int overlap;                                     /* merges on the caller's stream, the rest on a side stream */
+  int merge_slots;                                 /* > 0: the merge by bulk copies (step 3), its slots    */
+  unsigned merge_smem, merge_grid_cap;             /* ... its dynamic shared memory and most CTAs a launch  */
   size_t half_bytes;                               /* overlap: bytes of one workspace half (offsets: in a half) */
   st_tensor k_cache, v_cache;                      /* the views they map                                      */
   int q_maps;          /* two-pass bf16 wgmma (mtiles 2): params' q_map encoded at launch             */

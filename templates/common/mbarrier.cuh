@@ -42,6 +42,16 @@ __device__ __forceinline__ void st_bulk_copy_g2s(uint32_t dst, const void *src, 
                : "memory");
 }
 
+// st_bulk_copy_g2s under L2 cache policy `policy` (st_l2_evict_first).
+__device__ __forceinline__ void st_bulk_copy_g2s_hint(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar,
+                                                      uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(
+          dst),
+      "l"(src), "r"(bytes), "r"(bar), "l"(policy)
+      : "memory");
+}
+
 // Copies box (c0, c1, c2) of the tensor map at `map` (the address of a
 // __grid_constant__ kernel argument's field) to shared memory `dst` (1024-byte
 // aligned for the 128-byte swizzle) with the bulk tensor copy engine;

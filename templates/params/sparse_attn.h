@@ -62,7 +62,8 @@ typedef struct st_sparse_attn_params {
   float *ws_part_ml;      /* [max_entries][GROUP] (m log2 units, l) per q head   */
   void *ws_part_o;        /* [max_entries][GROUP][D] O / l, bf16 or fp32         */
   int32_t q0, nq;         /* this chunk's query tokens                          */
-  int32_t step;           /* st_sparse_attn_merge: 0 count, 1 scatter, 2 merge  */
+  int32_t step;           /* st_sparse_attn_merge: 0 count, 1 scatter, 2 merge, 3 bulk merge */
+  int32_t merge_slots;    /* step 3: partial copies in flight a merge CTA      */
   /* Block-major bf16 kernels on wgmma: k_cache and v_cache as tensor maps
    * (runtime/ops/tensor_map.c: 128-byte x 128-row boxes of one head of one
    * page), set at launch; zeros elsewhere. */
