@@ -693,6 +693,7 @@ static void test_sparse_attn_fit_and_launch_rules(void **state) {
          "local c2, c2why = op.check_launch({splits = 2})\n"
          "local c3, c3why = op.check_launch({chunk = 0, overlap = 2})\n"
          "local c5, c5why = op.check_launch({chunk = 2048, overlap = 1, bulk = 17})\n"
+         "local c6, c6why = op.check_launch({chunk = 3072, overlap = 1, bulk = 8, first = 100})\n"
          "local o1 = op.worth(b, {chunk = 0, overlap = 1}, s, false)\n"
          "local small = {B = 100, D = 128, Hkv = 2, Hq = 32, dtype = 'bf16', topk = 40}\n"
          "local o2, o2why = op.worth(b, {chunk = 0, overlap = 1}, small, false)\n"
@@ -700,15 +701,18 @@ static void test_sparse_attn_fit_and_launch_rules(void **state) {
          "  tostring(w2), tostring(op.check_launch({chunk = 256})), c1why, c2why, c3why,\n"
          "  tostring(op.check_launch({chunk = 256, overlap = 1})), tostring(o1), o2why,\n"
          "  op.variant_name(b, {chunk = 256, overlap = 1}), op.variant_name(b, {chunk = 0}), c5why,\n"
-         "  op.variant_name(b, {chunk = 2048, overlap = 1, bulk = 8})}, ' | ')",
-         "true | false | topk 40 is not in the bucket of capacity 16 | 10/1/nil | false | "
+         "  op.variant_name(b, {chunk = 2048, overlap = 1, bulk = 8}), c6why,\n"
+         "  op.variant_name(b, {chunk = 3072, overlap = 1, bulk = 8, first = 1024})}, ' | ')",
+         "true | false | topk 40 is not in the bucket of capacity 16 | 12/1/nil | false | "
          "chunk 1024 holds the whole batch of 1000 tokens (chunk 0 does the same) | true | true | "
          "launch parameter chunk=100 is not a multiple of 64 in 0..1048576 | "
          "'splits' is not a launch parameter of sparse_attn | launch parameter overlap=2 is not 0 or 1 | true | "
          "true | the batch of 100 tokens is one chunk: nothing to overlap | "
          "sparse_attn.bf16.d128.g16.block.t8.s1.m2.pbf16.c2/q256.ov | sparse_attn.bf16.d128.g16.block.t8.s1.m2.pbf16.c2/auto | "
          "launch parameter bulk=17 is not an integer in 0..16 | "
-         "sparse_attn.bf16.d128.g16.block.t8.s1.m2.pbf16.c2/q2048.ov.b8");
+         "sparse_attn.bf16.d128.g16.block.t8.s1.m2.pbf16.c2/q2048.ov.b8 | "
+         "launch parameter first=100 is not a multiple of 64 in 0..1048576 | "
+         "sparse_attn.bf16.d128.g16.block.t8.s1.m2.pbf16.c2/q3072.ov.b8.f1024");
 }
 
 #undef SA_TILE

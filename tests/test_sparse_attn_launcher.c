@@ -365,8 +365,10 @@ static void test_overlapped_chunks_take_two_workspace_halves(void **state) {
   assert_non_null(strstr(err.msg, "smaller than the"));
 }
 
-/* A block config with overlap and launch parameter bulk (absent if NULL). */
-static st_status bulk_config(const char *part, const char *bulk, st_sparse_attn_config *c, st_err *err) {
+/* A block config with chunk 2048, overlap and launch parameters bulk and
+ * first (each absent if NULL). */
+static st_status bulk_first_config(const char *part, const char *bulk, const char *first, st_sparse_attn_config *c,
+                                   st_err *err) {
   st_params k = {0}, l = {0};
   st_params_set(&k, "algo", "block", err);
   st_params_set(&k, "dtype", "bf16", err);
@@ -381,7 +383,12 @@ static st_status bulk_config(const char *part, const char *bulk, st_sparse_attn_
   st_params_set_int(&l, "chunk", 2048, err);
   st_params_set_int(&l, "overlap", 1, err);
   if (bulk) st_params_set(&l, "bulk", bulk, err);
+  if (first) st_params_set(&l, "first", first, err);
   return st_sparse_attn_config_from_params(&k, &l, c, err);
+}
+
+static st_status bulk_config(const char *part, const char *bulk, st_sparse_attn_config *c, st_err *err) {
+  return bulk_first_config(part, bulk, NULL, c, err);
 }
 
 /* bulk: the merge by bulk copies (templates/sparse_attn_block.cu, step 3).
@@ -418,6 +425,40 @@ static void test_bulk_merge_launch_parameter_and_plan(void **state) {
   assert_true(p.merge_smem <= 48 * 1024);
 }
 
+/* first: the first chunk's tokens, the rest (5000 - first) in equal chunks
+ * of at most `chunk`; the workspace holds the larger. */
+static void test_first_chunk_launch_parameter_and_plan(void **state) {
+  (void)state;
+  st_err err = {{0}};
+  st_sparse_attn_config c;
+  const char *bad[] = {"-64", "100", "many"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    assert_int_equal(bulk_first_config("bf16", "8", bad[i], &c, &err), ST_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "first"));
+  }
+  const st_sparse_attn_args a = valid_args();
+  st_sparse_attn_plan p, even;
+  assert_int_equal(bulk_first_config("bf16", "8", NULL, &c, &err), ST_OK);
+  assert_int_equal(c.first_q, 0); /* absent: recorded before the parameter */
+  assert_int_equal(st_sparse_attn_plan_make(&c, &a, 132, &even, &err), ST_OK);
+  assert_int_equal(even.first_q, 0);
+  assert_int_equal(even.chunk_q, 1728); /* 5000 in 3 chunks of at most 2048, rounded to 64 */
+  assert_int_equal(bulk_first_config("bf16", "8", "1024", &c, &err), ST_OK);
+  assert_int_equal(c.first_q, 1024);
+  assert_int_equal(st_sparse_attn_plan_make(&c, &a, 132, &p, &err), ST_OK);
+  assert_int_equal(p.first_q, 1024);
+  assert_int_equal(p.chunk_q, 2048); /* 3976 in 2 chunks of at most 2048 (1988 rounds up to 2048) */
+  assert_int_equal(bulk_first_config("bf16", "8", "4608", &c, &err), ST_OK);
+  assert_int_equal(st_sparse_attn_plan_make(&c, &a, 132, &p, &err), ST_OK);
+  assert_int_equal(p.first_q, 4608);
+  assert_int_equal(p.chunk_q, 4608); /* the rest, 392 tokens, in one chunk; the first is the larger */
+  assert_true(p.workspace_bytes > even.workspace_bytes);
+  assert_int_equal(bulk_first_config("bf16", "8", "5056", &c, &err), ST_OK);
+  assert_int_equal(st_sparse_attn_plan_make(&c, &a, 132, &p, &err), ST_OK);
+  assert_int_equal(p.first_q, 0); /* the whole batch: as without */
+  assert_int_equal(p.chunk_q, even.chunk_q);
+}
+
 static void test_dispatch_key_counts_query_tokens_as_the_batch(void **state) {
   (void)state;
   st_sparse_attn_args a = valid_args();
@@ -438,6 +479,7 @@ int main(void) {
       cmocka_unit_test(test_block_major_variants_plan_chunks_and_workspace),
       cmocka_unit_test(test_overlapped_chunks_take_two_workspace_halves),
       cmocka_unit_test(test_bulk_merge_launch_parameter_and_plan),
+      cmocka_unit_test(test_first_chunk_launch_parameter_and_plan),
       cmocka_unit_test(test_dispatch_key_counts_query_tokens_as_the_batch),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -89,6 +89,11 @@ st_status st_sparse_attn_config_from_params(const st_params *kernel, const st_pa
       if ((s = st_params_get_int(launch, "overlap", 0, 1, &v, err)) != ST_OK) return s;
       cfg->overlap = (int)v;
     }
+    if (launch && st_params_get(launch, "first")) { /* absent: recorded before the parameter */
+      if ((s = st_params_get_int(launch, "first", 0, ST_SPARSE_ATTN_MAX_CHUNK, &v, err)) != ST_OK) return s;
+      if (v % 64) return st_fail(err, ST_ERR_INVALID_ARG, "launch parameter first=%lld is not a multiple of 64", v);
+      cfg->first_q = (int)v;
+    }
     if (launch && st_params_get(launch, "bulk")) { /* absent: recorded before the bulk merge */
       if ((s = st_params_get_int(launch, "bulk", 0, ST_SPARSE_ATTN_BULK_MAX_SLOTS, &v, err)) != ST_OK) return s;
       cfg->merge_slots = (int)v;
@@ -274,11 +279,17 @@ static st_status plan_block(const st_sparse_attn_config *cfg, const st_sparse_at
    * items to spread over the SMs (8192 tokens: 5 x 1664, not 4 x 1984 +
    * 256). A chunk given at launch is the most tokens a chunk holds (3072:
    * 8192 tokens in 3 x 2752). */
-  if (chunk < total_q) {
-    const int64_t passes = (total_q + chunk - 1) / chunk;
-    const int64_t even = ((total_q + passes - 1) / passes + 63) / 64 * 64;
+  /* first: the first chunk's tokens, the rest in equal chunks as above; the
+   * workspace holds the larger of the two. */
+  const int64_t first = cfg->first_q > 0 && cfg->first_q < total_q ? (cfg->first_q < max_chunk ? cfg->first_q : max_chunk) : 0;
+  const int64_t rest = total_q - first;
+  if (chunk < rest) {
+    const int64_t passes = (rest + chunk - 1) / chunk;
+    const int64_t even = ((rest + passes - 1) / passes + 63) / 64 * 64;
     if (even < chunk) chunk = even;
   }
+  if (first > chunk) chunk = first;
+  plan->first_q = (int)first;
   plan->algo = ST_SPARSE_ATTN_BLOCK;
   plan->chunk_q = (int)chunk;
   plan->max_keys = (int)max_keys;
@@ -447,8 +458,9 @@ static st_status launch_block(const st_cu *cu, CUfunction main_fn, CUfunction me
   st_sparse_attn_params prev = p; /* bulk with overlap: the chunk whose merge waits for the next chunk's lists */
   int prev_half = -1;
   int64_t c = 0;
-  for (int64_t q0 = 0; q0 < total_q && st == ST_OK; q0 += plan->chunk_q, c++) {
-    const int64_t nq = total_q - q0 < plan->chunk_q ? total_q - q0 : plan->chunk_q;
+  for (int64_t q0 = 0, nq = 0; q0 < total_q && st == ST_OK; q0 += nq, c++) {
+    const int64_t want = c == 0 && plan->first_q > 0 ? plan->first_q : plan->chunk_q;
+    nq = total_q - q0 < want ? total_q - q0 : want;
     const unsigned steps = (unsigned)ceil_div(Hkv * nq * p.topk, ST_SPARSE_ATTN_STEP_THREADS);
     const int half = plan->overlap ? (int)(c & 1) : 0;
     set_workspace(plan, ws + (size_t)half * plan->half_bytes, &p);

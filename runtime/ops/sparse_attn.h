@@ -58,6 +58,10 @@ typedef struct st_sparse_attn_config {
                       ST_SPARSE_ATTN_BULK_MAX_SLOTS; fewer where they would not fit
                       48 KiB of shared memory); absent or 0: a merge CTA a (token,
                       kv head) */
+  int first_q;     /* block, launch parameter `first`: the first chunk's query tokens (a
+                      multiple of 64), the rest in chunks of chunk_q; 0 or absent: all
+                      alike. A small first chunk shortens the blocks kernel that runs
+                      beside no merge */
 } st_sparse_attn_config;
 
 /* Reads a config from the variant's parameters (names as in
@@ -110,6 +114,7 @@ typedef struct st_sparse_attn_plan {
   int kv_maps;                                     /* bf16 on wgmma: params' k_map / v_map encoded at launch */
   int overlap;                                     /* merges on the caller's stream, the rest on a side stream */
   int merge_slots;                                 /* > 0: the merge by bulk copies (step 3), its slots    */
+  int first_q;                                     /* tokens of the first chunk, 0: chunk_q                 */
   unsigned merge_smem, merge_grid_cap;             /* ... its dynamic shared memory and most CTAs a launch  */
   size_t half_bytes;                               /* overlap: bytes of one workspace half (offsets: in a half) */
   st_tensor k_cache, v_cache;                      /* the views they map                                      */
