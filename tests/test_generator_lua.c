@@ -689,6 +689,8 @@ static void test_sparse_attn_fit_and_launch_rules(void **state) {
          "local n = #op.launch_space(b) .. '/' .. #op.launch_space(k) .. '/' .. tostring(next(op.launch_space(k)[1]))\n"
          "local w1, w1why = op.worth(b, {chunk = 1024}, s, false)\n"
          "local w2 = op.worth(b, {chunk = 256}, s, false)\n"
+         "local big = {B = 4096, D = 128, Hkv = 2, Hq = 32, dtype = 'bf16', topk = 16}\n"
+         "local w3, w3why = op.worth(b, {chunk = 256, overlap = 1, bulk = 8}, big, false)\n"
          "local c1, c1why = op.check_launch({chunk = 100})\n"
          "local c2, c2why = op.check_launch({splits = 2})\n"
          "local c3, c3why = op.check_launch({chunk = 0, overlap = 2})\n"
@@ -702,7 +704,7 @@ static void test_sparse_attn_fit_and_launch_rules(void **state) {
          "  tostring(op.check_launch({chunk = 256, overlap = 1})), tostring(o1), o2why,\n"
          "  op.variant_name(b, {chunk = 256, overlap = 1}), op.variant_name(b, {chunk = 0}), c5why,\n"
          "  op.variant_name(b, {chunk = 2048, overlap = 1, bulk = 8}), c6why,\n"
-         "  op.variant_name(b, {chunk = 3072, overlap = 1, bulk = 8, first = 1024})}, ' | ')",
+         "  op.variant_name(b, {chunk = 3072, overlap = 1, bulk = 8, first = 1024}), tostring(w3), w3why}, ' | ')",
          "true | false | topk 40 is not in the bucket of capacity 16 | 12/1/nil | false | "
          "chunk 1024 holds the whole batch of 1000 tokens (chunk 0 does the same) | true | true | "
          "launch parameter chunk=100 is not a multiple of 64 in 0..1048576 | "
@@ -712,7 +714,8 @@ static void test_sparse_attn_fit_and_launch_rules(void **state) {
          "launch parameter bulk=17 is not an integer in 0..16 | "
          "sparse_attn.bf16.d128.g16.block.t8.s1.m2.pbf16.c2/q2048.ov.b8 | "
          "launch parameter first=100 is not a multiple of 64 in 0..1048576 | "
-         "sparse_attn.bf16.d128.g16.block.t8.s1.m2.pbf16.c2/q3072.ov.b8.f1024");
+         "sparse_attn.bf16.d128.g16.block.t8.s1.m2.pbf16.c2/q3072.ov.b8.f1024 | false | "
+         "chunk 256 of a batch of 4096 tokens: 16 chunks' fixed costs");
 }
 
 #undef SA_TILE

@@ -289,6 +289,7 @@ M.BULK_MAX_SLOTS = 16 -- ST_SPARSE_ATTN_BULK_MAX_SLOTS
 -- first} pairs; 256 / 128 so that the GPU tests' edge shapes verify it.
 M.first_chunks = { { 3072, 1024 }, { 256, 128 } }
 local CHUNK_MAX = 1 << 20
+local SMALL_CHUNK = 256
 local CHUNK_BUDGET = 256 << 20 -- ST_SPARSE_ATTN_BLOCK_WS
 
 function M.launch_space(k)
@@ -352,6 +353,15 @@ function M.worth(k, l, s, _is_default)
   local chunk = l.chunk or 0
   if chunk > 0 and chunk >= s.B then
     return false, string.format("chunk %d holds the whole batch of %d tokens (chunk 0 does the same)", chunk, s.B)
+  end
+  -- Chunks of 256 tokens are in the space for small batches (the GPU
+  -- tests' edge shapes run every overlapped path through them); past 2048
+  -- tokens their many chunks' fixed costs lost by 30-50% on every anchors
+  -- row (H100, sixteenth session), and they were the slowest launches the
+  -- tune timed.
+  if chunk > 0 and chunk <= SMALL_CHUNK and s.B > 8 * SMALL_CHUNK then
+    return false, string.format("chunk %d of a batch of %d tokens: %d chunks' fixed costs", chunk, s.B,
+      (s.B + chunk - 1) // chunk)
   end
   if (l.overlap or 0) == 1 and chunk == 0 and s.B * chunk_bytes_per_token(k, s) <= CHUNK_BUDGET then
     return false, string.format("the batch of %d tokens is one chunk: nothing to overlap", s.B)
