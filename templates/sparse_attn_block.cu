@@ -57,6 +57,14 @@ constexpr int WGMMA = ${wgmma};   // 1: warpgroups of 64 rows on wgmma (common/a
 // Dynamic shared memory, of every kernel and step here (laid out by each).
 extern __shared__ __align__(128) char s_dyn[];
 
+// Traps when the launch gave less dynamic shared memory than `bytes` (the
+// launcher's layout disagrees with this kernel's).
+__device__ __forceinline__ void st_need_dynamic_smem(unsigned bytes) {
+  unsigned dyn;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
+  if (dyn < bytes) __trap();
+}
+
 constexpr int THREADS = 32 * WARPS; // the math warps (PASSES2: and a producer warp, BLOCK_THREADS)
 constexpr int REAL_ROWS = TOKENS * GROUP;
 constexpr int WARP_ROWS = 16 * MTILES;
@@ -175,10 +183,12 @@ __device__ void st_scan_keys(const st_sparse_attn_params &p, int r0, int nr, int
 // (STEP_SMEM_BYTES, given at the count's launch), so that the merge
 // launches of the same kernel do not reserve them.
 constexpr int HIST_BLOCKS = 2048;
-constexpr int STEP_SMEM_BYTES = (HIST_BLOCKS + 2 * STEP_THREADS) * 4; // runtime/ops/sparse_attn.h: ST_SPARSE_ATTN_COUNT_SMEM
+// runtime/ops/sparse_attn.h: ST_SPARSE_ATTN_COUNT_SMEM, the same.
+constexpr int STEP_SMEM_BYTES = (HIST_BLOCKS + 2 * STEP_THREADS) * 4;
 
 __device__ void st_count_entries(const st_sparse_attn_params &p) {
   __shared__ bool s_last;
+  if (threadIdx.x == 0) st_need_dynamic_smem(STEP_SMEM_BYTES);
   int *s_hist = (int *)s_dyn;
   const int r0 = st_request_of(p.cu_seqlens_q, p.num_requests, p.q0);
   const int nr = st_request_of(p.cu_seqlens_q, p.num_requests, p.q0 + p.nq - 1) - r0 + 1;
@@ -380,6 +390,7 @@ __device__ void st_merge_bulk(const st_sparse_attn_params &p) {
     const uint32_t full0 = st_smem_addr(bars), empty0 = full0 + 8 * slots, pfull0 = empty0 + 8 * slots,
                    pempty0 = pfull0 + 16;
     if (threadIdx.x == 0) {
+      st_need_dynamic_smem(st_smem_addr(s_minv + BULK_HEADS) - st_smem_addr(s_dyn));
       for (int s = 0; s < 2 * slots + 4; s++) st_mbar_init(full0 + 8 * s, 1);
       st_mbar_init_fence();
     }
@@ -864,9 +875,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK_THREADS, CTAS_PER_SM)
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, items = (int)p.ws_header[4];
   const int keys_per_head = (int)p.ws_header[2] * p.max_blocks; // the chunk's requests x blocks
   if (threadIdx.x == 0) {
-    unsigned dyn;
-    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
-    if (dyn < (unsigned)SMEM_BYTES) __trap(); // the launcher's layout disagrees with this kernel's
+    st_need_dynamic_smem(SMEM_BYTES);
     if (KV_TMA) {
       for (int b = 0; b < STAGES; b++) st_mbar_init(st_smem_addr(&s_kv_bar[b]), 1);
       if (PASSES2)

@@ -281,7 +281,8 @@ static st_status plan_block(const st_sparse_attn_config *cfg, const st_sparse_at
    * 8192 tokens in 3 x 2752). */
   /* first: the first chunk's tokens, the rest in equal chunks as above; the
    * workspace holds the larger of the two. */
-  const int64_t first = cfg->first_q > 0 && cfg->first_q < total_q ? (cfg->first_q < max_chunk ? cfg->first_q : max_chunk) : 0;
+  int64_t first = cfg->first_q > 0 && cfg->first_q < total_q ? cfg->first_q : 0;
+  if (first > max_chunk) first = max_chunk;
   const int64_t rest = total_q - first;
   if (chunk < rest) {
     const int64_t passes = (rest + chunk - 1) / chunk;
