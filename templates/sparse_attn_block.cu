@@ -358,7 +358,7 @@ __device__ void st_merge_partials(const st_sparse_attn_params &p) {
 // an SM (registers for two warps, ~29 KiB of shared memory), and step 2's
 // loads in registers keep ~8 KiB a CTA in flight: 0.6 TB/s over the
 // machine, a merge beside the blocks took 3x its time alone (H100 kernel
-// timeline, sixteenth session). Here the bulk copy engine keeps
+// timeline; docs/kernels/sparse_attn.md, v2.24 and v2.26). Here the bulk copy engine keeps
 // p.merge_slots slices of partials in flight a CTA in shared memory, at no
 // register cost. A work unit is a (token, kv head) pair's heads in
 // BULK_PARTS parts (so that a lane sums at most 4 x 8 dimensions): its
@@ -368,7 +368,8 @@ __device__ void st_merge_partials(const st_sparse_attn_params &p) {
 // left), copies the pair's (m, l) words, then the slices of its valid
 // entries into a ring of slots; warp 0 weighs them as step 2 does, in the
 // same order, and writes o and lse. Launched with BULK_THREADS threads and
-// the shared memory st_bulk_smem counts (runtime/ops/sparse_attn.c the same).
+// the dynamic shared memory of this layout (runtime/ops/sparse_attn.c,
+// plan_block, counts the same; too little traps).
 constexpr int BULK_THREADS = 64;
 constexpr int BULK_PIECES = GROUP * HEAD_DIM / 8; // 8 dimensions of a q head each
 constexpr int BULK_PARTS = (BULK_PIECES + 127) / 128;
