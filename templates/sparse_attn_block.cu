@@ -281,6 +281,23 @@ __device__ void st_scatter_entries(const st_sparse_attn_params &p) {
 // (v2.20).
 constexpr int MERGE_BATCH = 8;
 
+// A piece of a partial output, 8 dimensions, as floats: bf16 in `lo`, or
+// (PART_F32) fp32 in `lo` and `hi`. Both merges read pieces so.
+__device__ __forceinline__ void st_partial_piece(uint4 lo, uint4 hi, float (&v)[8]) {
+  if (PART_F32) {
+    const uint32_t w8[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+    for (int c = 0; c < 8; c++) v[c] = __uint_as_float(w8[c]);
+  } else {
+    const uint32_t w4[4] = {lo.x, lo.y, lo.z, lo.w};
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+      v[2 * c] = __uint_as_float(w4[c] << 16);
+      v[2 * c + 1] = __uint_as_float(w4[c] & 0xffff0000u);
+    }
+  }
+}
+
 __device__ void st_merge_partials(const st_sparse_attn_params &p) {
   const int il = blockIdx.x, g = blockIdx.y, i = p.q0 + il, topk = p.topk;
   const int64_t e0 = ((int64_t)g * p.nq + il) * topk;
@@ -326,19 +343,7 @@ __device__ void st_merge_partials(const st_sparse_attn_params &p) {
       for (int j = 0; j < MERGE_BATCH; j++) {
         if (w[j] == 0.f) continue;
         float v[8];
-        if (PART_F32) {
-          const uint4 x = raw[2 * j], y = raw[2 * j + 1];
-          const uint32_t w8[8] = {x.x, x.y, x.z, x.w, y.x, y.y, y.z, y.w};
-#pragma unroll
-          for (int c = 0; c < 8; c++) v[c] = __uint_as_float(w8[c]);
-        } else {
-          const uint32_t w4[4] = {raw[j].x, raw[j].y, raw[j].z, raw[j].w};
-#pragma unroll
-          for (int c = 0; c < 4; c++) {
-            v[2 * c] = __uint_as_float(w4[c] << 16);
-            v[2 * c + 1] = __uint_as_float(w4[c] & 0xffff0000u);
-          }
-        }
+        st_partial_piece(raw[PART_F32 ? 2 * j : j], raw[PART_F32 ? 2 * j + 1 : j], v);
 #pragma unroll
         for (int c = 0; c < 8; c++) acc[c] += v[c] * w[j];
       }
@@ -358,19 +363,18 @@ __device__ void st_merge_partials(const st_sparse_attn_params &p) {
 // an SM (registers for two warps, ~29 KiB of shared memory), and step 2's
 // loads in registers keep ~8 KiB a CTA in flight: 0.6 TB/s over the
 // machine, a merge beside the blocks took 3x its time alone (H100 kernel
-// timeline; docs/kernels/sparse_attn.md, v2.24 and v2.26). Here the bulk copy engine keeps
-// p.merge_slots slices of partials in flight a CTA in shared memory, at no
-// register cost. A work unit is a (token, kv head) pair's heads in
+// timeline; docs/kernels/sparse_attn.md, v2.24 and v2.26). Here the bulk
+// copy engine keeps p.merge_slots slices of partials in flight a CTA in
+// shared memory, at no register cost. A work unit is a (token, kv head) pair's heads in
 // BULK_PARTS parts (so that a lane sums at most 4 x 8 dimensions): its
 // slice of an entry's partials is HEAD_DIM x GROUP / BULK_PARTS values (2
 // KiB for M3). A CTA is two warps: warp 1 takes work units from a counter
 // (ws_header[5], zeroed by the count step; CTAs placed late find none
 // left), copies the pair's (m, l) words, then the slices of its valid
 // entries into a ring of slots; warp 0 weighs them as step 2 does, in the
-// same order, and writes o and lse. Launched with BULK_THREADS threads and
-// the dynamic shared memory of this layout (runtime/ops/sparse_attn.c,
-// plan_block, counts the same; too little traps).
-constexpr int BULK_THREADS = 64;
+// same order, and writes o and lse. Launched with two warps
+// (ST_SPARSE_ATTN_BULK_THREADS) and the dynamic shared memory of this layout
+// (runtime/ops/sparse_attn.c, plan_block, counts the same; too little traps).
 constexpr int BULK_PIECES = GROUP * HEAD_DIM / 8; // 8 dimensions of a q head each
 constexpr int BULK_PARTS = (BULK_PIECES + 127) / 128;
 constexpr int BULK_HEADS = GROUP / BULK_PARTS; // q heads a work unit
@@ -479,19 +483,9 @@ __device__ void st_merge_bulk(const st_sparse_attn_params &p) {
             if (piece >= BULK_HEADS * HEAD_DIM / 8) break;
             const float2 x = ml[k * GROUP + piece / (HEAD_DIM / 8)], mi = s_minv[piece / (HEAD_DIM / 8)];
             const float w = x.y > 0.f ? x.y * exp2f(x.x - mi.x) * mi.y : 0.f;
+            const uint4 *at = (const uint4 *)slice + (PART_F32 ? 2 * piece : piece);
             float v[8];
-            if (PART_F32) {
-              const float4 a = ((const float4 *)slice)[2 * piece], b = ((const float4 *)slice)[2 * piece + 1];
-              v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-            } else {
-              const uint4 r = ((const uint4 *)slice)[piece];
-              const uint32_t w4[4] = {r.x, r.y, r.z, r.w};
-#pragma unroll
-              for (int e = 0; e < 4; e++) {
-                v[2 * e] = __uint_as_float(w4[e] << 16);
-                v[2 * e + 1] = __uint_as_float(w4[e] & 0xffff0000u);
-              }
-            }
+            st_partial_piece(at[0], PART_F32 ? at[1] : at[0], v);
 #pragma unroll
             for (int d = 0; d < 8; d++) acc[c][d] += v[d] * w;
           }
