@@ -4,8 +4,9 @@
 # from an experiment branch prepared by prepare_branch.sh (its home1 keeps
 # one anchors row, 4096:0 by default; the 4th launch is chunk 1 of a
 # two-chunk launch). Written in the sixteenth session to find why `.x2`'s
-# blocks kernel is 26% slower than the two-CTA kernel; not yet run (that
-# session's device time ran out).
+# blocks kernel is 26% slower than the two-CTA kernel; run in the
+# seventeenth (docs/kernels/sparse_attn.md: 11.7% alone, ~17% more
+# instructions).
 #   docs/experiments/ncu_blocks_kernel.sh NAME MATCH...
 # e.g. ncu_blocks_kernel.sh x2 .x2/q3072.ov t8.s1.wg2.pbf16.c2/q3072.ov
 # Writes $OUT/ncu_*.txt and prints their key lines.
