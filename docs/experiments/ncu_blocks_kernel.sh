@@ -9,7 +9,8 @@
 # instructions).
 #   docs/experiments/ncu_blocks_kernel.sh NAME MATCH...
 # e.g. ncu_blocks_kernel.sh x2 .x2/q3072.ov t8.s1.wg2.pbf16.c2/q3072.ov
-# Writes $OUT/ncu_*.txt and prints their key lines.
+# Writes $OUT/ncu_*.txt (with the instruction counts and the source
+# counters' most-stalled SASS lines) and prints their key lines.
 set -u
 name=$1
 shift
@@ -21,11 +22,11 @@ for m in "$@"; do
   file=$out/ncu_$(echo "$m" | tr -c 'a-zA-Z0-9\n' '_').txt
   SPARSETUNE_HOME=$alt/home1 timeout 150 "$ncu" --target-processes all -k regex:st_sparse_attn_main \
     --launch-skip 3 --launch-count 1 --section SpeedOfLight --section WarpStateStats --section Occupancy \
-    --section LaunchStats --section MemoryWorkloadAnalysis \
+    --section LaunchStats --section MemoryWorkloadAnalysis --section InstructionStats --section SourceCounters \
     --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
     "$alt/sparsetune" tune --suite anchors --op sparse_attn --match "$m" --db "$(mktemp -u /tmp/ncu_XXXX.db)" \
     > "$file" 2>&1
   echo "$m rc=$?"
-  grep -E "Duration|Throughput|Registers Per|Achieved Occupancy|Warp Cycles Per Issued|Executed Ipc|stalled" "$file" |
-    head -60
+  grep -E "Duration|Throughput|Registers Per|Achieved Occupancy|Warp Cycles Per Issued|Executed Ipc|Executed Instructions|stalled" \
+    "$file" | head -60
 done
