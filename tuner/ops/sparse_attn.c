@@ -260,6 +260,12 @@ static st_status bind_runtime(void *pc, void *rt, void **out, st_err *err) {
       return st_cu_fail(c->cu, rc, "cuMemAlloc", err);
     }
     s = st_workspace_clear(rt, (void *)(uintptr_t)b->ws, bytes, NULL);
+    /* The clear runs on the legacy stream, which the launches' non-blocking
+     * stream does not wait for (bind waits likewise). */
+    if (s == ST_OK && (rc = c->cu->cuStreamSynchronize(NULL)) != CUDA_SUCCESS) {
+      unbind(b);
+      return st_cu_fail(c->cu, rc, "cuStreamSynchronize", err);
+    }
   }
   if (s != ST_OK) {
     st_fail(err, s, "runtime: %s", st_last_error(rt));

@@ -194,6 +194,9 @@ static st_status alloc_workspace(sad_bound *b, st_err *err) {
   if (!b->plan.workspace_bytes) return ST_OK;
   ST_CU_TRY(cu, cu->cuMemAlloc(&b->ws, b->plan.workspace_bytes), err);
   ST_CU_TRY(cu, cu->cuMemsetD8Async(b->ws, 0, b->plan.workspace_bytes, NULL), err);
+  /* The clear runs on the legacy stream; the launches on the worker's
+   * non-blocking stream, which does not wait for it: wait here. */
+  ST_CU_TRY(cu, cu->cuStreamSynchronize(NULL), err);
   return ST_OK;
 }
 
@@ -241,9 +244,10 @@ static st_status bind_runtime(void *pc, void *rt, void **out, st_err *err) {
   if (bytes) {
     CUresult rc = c->cu->cuMemAlloc(&b->ws, bytes);
     if (rc == CUDA_SUCCESS) s = st_workspace_clear(rt, (void *)(uintptr_t)b->ws, bytes, NULL);
+    if (rc == CUDA_SUCCESS && s == ST_OK) rc = c->cu->cuStreamSynchronize(NULL); /* as in bind */
     if (rc != CUDA_SUCCESS || s != ST_OK) {
       if (rc != CUDA_SUCCESS)
-        s = st_cu_fail(c->cu, rc, "cuMemAlloc", err);
+        s = st_cu_fail(c->cu, rc, "allocating and clearing the workspace", err);
       else
         st_fail(err, s, "runtime: %s", st_last_error(rt));
       unbind(b);
