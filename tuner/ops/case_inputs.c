@@ -54,6 +54,10 @@ void *st_case_zalloc_aligned(size_t align, size_t size) {
 st_status st_case_upload(const st_cu *cu, CUdeviceptr *d, const void *h, size_t bytes, st_err *err) {
   ST_CU_TRY(cu, cu->cuMemAlloc(d, bytes), err);
   ST_CU_TRY(cu, cu->cuMemcpyHtoD(*d, h, bytes), err);
+  /* From pageable memory the copy may return before its DMA is done, on
+   * the legacy stream, which the worker's non-blocking stream does not
+   * wait for: the inputs are complete before any launch reads them. */
+  ST_CU_TRY(cu, cu->cuStreamSynchronize(NULL), err);
   return ST_OK;
 }
 

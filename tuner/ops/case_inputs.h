@@ -33,7 +33,7 @@ st_status st_case_requests(const char *reqs, int32_t **cu_seqlens_q, int32_t **s
  * 128-byte alignment (calloc gives 16). */
 void *st_case_zalloc_aligned(size_t align, size_t size);
 
-/* cuMemAlloc + copy of `bytes` of host memory. */
+/* cuMemAlloc + copy of `bytes` of host memory, complete when it returns. */
 st_status st_case_upload(const st_cu *cu, CUdeviceptr *d, const void *h, size_t bytes, st_err *err);
 
 #endif
