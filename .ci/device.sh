@@ -6,6 +6,10 @@
 #   .ci/device.sh tune [SUITE]    sparsetune tune into $OUT/sparsetune.db
 #   .ci/device.sh bench           sparsetune bench --suite anchors on that db
 #   .ci/device.sh sanitize        compute-sanitizer over the GPU tests
+#   .ci/device.sh repeat [N]      the two decode GPU tests N times (default 2):
+#                                 one run of test_sparse_attn_decode_gpu once
+#                                 found 186 wrong pairs and the next none
+#                                 (docs/kernels/sparse_attn_decode.md)
 # Several steps may be given in order: `.ci/device.sh test tune bench`.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +28,8 @@ while [ $# -gt 0 ]; do
     ;;
   tune)
     suite=m3-decode
-    if [ $# -gt 0 ] && [ "${1#-}" = "$1" ] && [ "$1" != test ] && [ "$1" != bench ] && [ "$1" != sanitize ]; then
+    if [ $# -gt 0 ] && [ "${1#-}" = "$1" ] && [ "$1" != test ] && [ "$1" != bench ] && [ "$1" != sanitize ] &&
+      [ "$1" != repeat ]; then
       suite=$1
       shift
     fi
@@ -48,6 +53,19 @@ while [ $# -gt 0 ]; do
       ST_TEST_STRIDE=12 compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/$t" \
         >"$out/sanitize_memcheck_$t.log" 2>&1 || status=1
       grep -E "verified|ERROR SUMMARY|WRONG" "$out/sanitize_memcheck_$t.log" | head
+    done
+    ;;
+  repeat)
+    n=2
+    if [ $# -gt 0 ] && [ "$1" -eq "$1" ] 2>/dev/null; then
+      n=$1
+      shift
+    fi
+    for i in $(seq 1 "$n"); do
+      for t in test_index_decode_gpu test_sparse_attn_decode_gpu; do
+        "$build/tests/$t" >"$out/repeat_${i}_$t.log" 2>&1 || status=1
+        echo "run $i $t: $(grep -h "verified" "$out/repeat_${i}_$t.log")"
+      done
     done
     ;;
   *)
