@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "random_fill.h"
+#include "sparsetune.h"
 
 st_status st_case_shape_int(const st_params *shape, const char *key, long long lo, long long hi, int *out,
                             st_err *err) {
@@ -57,6 +58,24 @@ st_status st_case_upload(const st_cu *cu, CUdeviceptr *d, const void *h, size_t 
   /* From pageable memory the copy may return before its DMA is done, on
    * the legacy stream, which the worker's non-blocking stream does not
    * wait for: the inputs are complete before any launch reads them. */
+  ST_CU_TRY(cu, cu->cuStreamSynchronize(NULL), err);
+  return ST_OK;
+}
+
+st_status st_case_workspace(const st_cu *cu, void *rt, CUdeviceptr *d, size_t bytes, st_err *err) {
+  if (!bytes) return ST_OK;
+  ST_CU_TRY(cu, cu->cuMemAlloc(d, bytes), err);
+  if (rt) {
+    const st_status s = st_workspace_clear(rt, (void *)(uintptr_t)*d, bytes, NULL);
+    if (s != ST_OK) return st_fail(err, s, "runtime: %s", st_last_error(rt));
+  } else {
+    ST_CU_TRY(cu, cu->cuMemsetD8Async(*d, 0, bytes, NULL), err);
+  }
+  /* The clear runs on the legacy stream; the launches on the worker's
+   * non-blocking stream, which does not wait for it. A fresh allocation
+   * often holds the previous variant's workspace, whose data a launch that
+   * overtook the clear read as counters (docs/kernels/sparse_attn_decode.md,
+   * seventeenth session). */
   ST_CU_TRY(cu, cu->cuStreamSynchronize(NULL), err);
   return ST_OK;
 }

@@ -179,17 +179,11 @@ static st_status bind(void *pc, const st_params *kernel, const st_params *launch
   CUresult rc = cu->cuModuleGetFunction(&b->main_fn, mod, ST_INDEX_DECODE_MAIN_KERNEL);
   if (rc == CUDA_SUCCESS && b->plan.merge_block)
     rc = cu->cuModuleGetFunction(&b->merge_fn, mod, ST_INDEX_DECODE_MERGE_KERNEL);
-  if (rc == CUDA_SUCCESS && b->plan.workspace_bytes) {
-    rc = cu->cuMemAlloc(&b->ws, b->plan.workspace_bytes);
-    if (rc == CUDA_SUCCESS) rc = cu->cuMemsetD8Async(b->ws, 0, b->plan.workspace_bytes, NULL);
-    /* The clear runs on the legacy stream; the launches on the worker's
-     * non-blocking stream, which does not wait for it: wait here. */
-    if (rc == CUDA_SUCCESS) rc = cu->cuStreamSynchronize(NULL);
-  }
   if (rc != CUDA_SUCCESS) {
     s = st_cu_fail(cu, rc, "binding index_decode variant", err);
     goto fail;
   }
+  if ((s = st_case_workspace(cu, NULL, &b->ws, b->plan.workspace_bytes, err)) != ST_OK) goto fail;
   *out = b;
   return ST_OK;
 fail:
@@ -212,18 +206,9 @@ static st_status bind_runtime(void *pc, void *rt, void **out, st_err *err) {
     return s;
   }
   b->plan.workspace_bytes = bytes;
-  if (bytes) {
-    CUresult rc = c->cu->cuMemAlloc(&b->ws, bytes);
-    if (rc == CUDA_SUCCESS) s = st_workspace_clear(rt, (void *)(uintptr_t)b->ws, bytes, NULL);
-    if (rc == CUDA_SUCCESS && s == ST_OK) rc = c->cu->cuStreamSynchronize(NULL); /* as in bind */
-    if (rc != CUDA_SUCCESS || s != ST_OK) {
-      if (rc != CUDA_SUCCESS)
-        s = st_cu_fail(c->cu, rc, "allocating and clearing the workspace", err);
-      else
-        st_fail(err, s, "runtime: %s", st_last_error(rt));
-      unbind(b);
-      return s;
-    }
+  if ((s = st_case_workspace(c->cu, rt, &b->ws, bytes, err)) != ST_OK) {
+    unbind(b);
+    return s;
   }
   *out = b;
   return ST_OK;

@@ -228,15 +228,11 @@ static st_status bind(void *pc, const st_params *kernel, const st_params *launch
   CUresult rc = c->cu->cuModuleGetFunction(&b->main_fn, mod, ST_SPARSE_ATTN_MAIN_KERNEL);
   if (rc == CUDA_SUCCESS && b->cfg.algo == ST_SPARSE_ATTN_BLOCK)
     rc = c->cu->cuModuleGetFunction(&b->merge_fn, mod, ST_SPARSE_ATTN_MERGE_KERNEL);
-  if (rc == CUDA_SUCCESS && b->plan.workspace_bytes) {
-    rc = c->cu->cuMemAlloc(&b->ws, b->plan.workspace_bytes);
-    if (rc == CUDA_SUCCESS) rc = c->cu->cuMemsetD8Async(b->ws, 0, b->plan.workspace_bytes, NULL);
-    if (rc == CUDA_SUCCESS) rc = c->cu->cuStreamSynchronize(NULL);
-  }
   if (rc != CUDA_SUCCESS) {
     s = st_cu_fail(c->cu, rc, "binding sparse_attn variant", err);
     goto fail;
   }
+  if ((s = st_case_workspace(c->cu, NULL, &b->ws, b->plan.workspace_bytes, err)) != ST_OK) goto fail;
   *out = b;
   return ST_OK;
 fail:
@@ -253,22 +249,12 @@ static st_status bind_runtime(void *pc, void *rt, void **out, st_err *err) {
   size_t bytes = 0;
   st_status s = st_sparse_attn_workspace_size(rt, &c->args, &bytes);
   if (s == ST_OK) s = st_sparse_attn_prepare(rt, &c->args);
-  if (s == ST_OK && bytes) {
-    CUresult rc = c->cu->cuMemAlloc(&b->ws, bytes);
-    if (rc != CUDA_SUCCESS) {
-      unbind(b);
-      return st_cu_fail(c->cu, rc, "cuMemAlloc", err);
-    }
-    s = st_workspace_clear(rt, (void *)(uintptr_t)b->ws, bytes, NULL);
-    /* The clear runs on the legacy stream, which the launches' non-blocking
-     * stream does not wait for (bind waits likewise). */
-    if (s == ST_OK && (rc = c->cu->cuStreamSynchronize(NULL)) != CUDA_SUCCESS) {
-      unbind(b);
-      return st_cu_fail(c->cu, rc, "cuStreamSynchronize", err);
-    }
-  }
   if (s != ST_OK) {
     st_fail(err, s, "runtime: %s", st_last_error(rt));
+    unbind(b);
+    return s;
+  }
+  if ((s = st_case_workspace(c->cu, rt, &b->ws, bytes, err)) != ST_OK) {
     unbind(b);
     return s;
   }

@@ -189,17 +189,6 @@ static void unbind(void *p) {
   free(b);
 }
 
-static st_status alloc_workspace(sad_bound *b, st_err *err) {
-  const st_cu *cu = b->c->cu;
-  if (!b->plan.workspace_bytes) return ST_OK;
-  ST_CU_TRY(cu, cu->cuMemAlloc(&b->ws, b->plan.workspace_bytes), err);
-  ST_CU_TRY(cu, cu->cuMemsetD8Async(b->ws, 0, b->plan.workspace_bytes, NULL), err);
-  /* The clear runs on the legacy stream; the launches on the worker's
-   * non-blocking stream, which does not wait for it: wait here. */
-  ST_CU_TRY(cu, cu->cuStreamSynchronize(NULL), err);
-  return ST_OK;
-}
-
 static st_status bind(void *pc, const st_params *kernel, const st_params *launch, CUmodule mod, void **out,
                       st_err *err) {
   sad_case *c = pc;
@@ -218,7 +207,7 @@ static st_status bind(void *pc, const st_params *kernel, const st_params *launch
     s = st_cu_fail(c->cu, rc, "binding sparse_attn_decode variant", err);
     goto fail;
   }
-  if ((s = alloc_workspace(b, err)) != ST_OK) goto fail;
+  if ((s = st_case_workspace(c->cu, NULL, &b->ws, b->plan.workspace_bytes, err)) != ST_OK) goto fail;
   *out = b;
   return ST_OK;
 fail:
@@ -241,18 +230,9 @@ static st_status bind_runtime(void *pc, void *rt, void **out, st_err *err) {
     return s;
   }
   b->plan.workspace_bytes = bytes;
-  if (bytes) {
-    CUresult rc = c->cu->cuMemAlloc(&b->ws, bytes);
-    if (rc == CUDA_SUCCESS) s = st_workspace_clear(rt, (void *)(uintptr_t)b->ws, bytes, NULL);
-    if (rc == CUDA_SUCCESS && s == ST_OK) rc = c->cu->cuStreamSynchronize(NULL); /* as in bind */
-    if (rc != CUDA_SUCCESS || s != ST_OK) {
-      if (rc != CUDA_SUCCESS)
-        s = st_cu_fail(c->cu, rc, "allocating and clearing the workspace", err);
-      else
-        st_fail(err, s, "runtime: %s", st_last_error(rt));
-      unbind(b);
-      return s;
-    }
+  if ((s = st_case_workspace(c->cu, rt, &b->ws, bytes, err)) != ST_OK) {
+    unbind(b);
+    return s;
   }
   *out = b;
   return ST_OK;
