@@ -60,7 +60,7 @@ constexpr int REG_BUDGET = 65536 / THREADS < 255 ? 65536 / THREADS : 255;
 constexpr int STEP_TOKENS = st_attend_step_tokens<HEAD_DIM>(MTILES, REG_BUDGET);
 constexpr int ENTRIES = TOKENS * TOPK_CAP; // (token, entry) pairs, and the most union blocks
 constexpr int HASH_SLOTS = 2 * ENTRIES;    // power of two: TOKENS and TOPK_CAP are
-using st_kv = st_kv_stages<IS_FP8, HEAD_DIM, STAGES, THREADS>;
+using st_kv = st_kv_stages<IS_FP8, HEAD_DIM, STAGES, THREADS, 0, 0, 1>; // the stage is refilled before the math
 // Shared memory (dynamic), in this order; runtime/ops/sparse_attn.c computes
 // the same total (st_sparse_attn_smem_bytes); all pieces 16-byte multiples.
 //   q tile      [ROWS][HEAD_DIM] bf16, swizzled
@@ -292,15 +292,20 @@ extern "C" __global__ void __launch_bounds__(THREADS) st_sparse_attn_main(const 
       }
       if (__any_sync(0xffffffffu, any)) {
         const uint32_t k_tile = st_kv::k_tile(region, buf);
-        for (int tok0 = 0; tok0 < BLOCK_TOKENS; tok0 += STEP_TOKENS) {
-          if (MTILES == 1)
-            st_attend_tile<HEAD_DIM, STEP_TOKENS>(q_tile, warp * WARP_ROWS, k_tile, k_tile + st_kv::TILE_BYTES, tok0,
-                                                  lim[0], bias[0], scale_log2, st[0]);
-          else
-            st_attend_tile_x2<HEAD_DIM, STEP_TOKENS>(q_tile, warp * WARP_ROWS, k_tile, k_tile + st_kv::TILE_BYTES,
-                                                     tok0, lim[0], lim[MTILES - 1], bias[0], bias[MTILES - 1],
-                                                     scale_log2, st[0], st[MTILES - 1]);
-        }
+        const float *k_scale = st_kv::wide_k_scales(p, region, buf);
+        st_with_k_scale(k_scale, [&](auto flag) {
+          constexpr bool KS = decltype(flag)::value;
+          for (int tok0 = 0; tok0 < BLOCK_TOKENS; tok0 += STEP_TOKENS) {
+            if (MTILES == 1)
+              st_attend_tile<HEAD_DIM, STEP_TOKENS, KS>(q_tile, warp * WARP_ROWS, k_tile, k_tile + st_kv::TILE_BYTES,
+                                                        tok0, lim[0], bias[0], scale_log2, k_scale, st[0]);
+            else
+              st_attend_tile_x2<HEAD_DIM, STEP_TOKENS, KS>(q_tile, warp * WARP_ROWS, k_tile,
+                                                           k_tile + st_kv::TILE_BYTES, tok0, lim[0], lim[MTILES - 1],
+                                                           bias[0], bias[MTILES - 1], scale_log2, k_scale, st[0],
+                                                           st[MTILES - 1]);
+          }
+        });
       }
     }
     __syncthreads(); // every warp is done with the tiles

@@ -830,8 +830,8 @@ __device__ __forceinline__ void st_consume_items(const st_sparse_attn_params &p,
       }
       st_softmax_state<HEAD_DIM> st;
       if (rows) {
-        st_attend_block_wg<D, ROWS>(q_tile, m0, k_tile, k_tile + st_kv::TILE_BYTES, lim, p.score_scale_log2, st,
-                                    give_back_half);
+        st_attend_block_wg<D, ROWS>(q_tile, m0, k_tile, k_tile + st_kv::TILE_BYTES, lim, p.score_scale_log2,
+                                    nullptr, st, give_back_half); // bf16 (TMA): no K scales
         st_softmax_finish_l(st);
       }
       give_back_half(); // (no products this pass)
@@ -945,6 +945,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK_THREADS, CTAS_PER_SM)
     const st_item &it = s_it[qb];
     char *q_stage = q_smem + qb * Q_BYTES;
     const uint32_t k_tile = st_kv::k_tile(region, b), q_tile = st_smem_addr(q_stage);
+    const float *k_scale = st_kv::wide_k_scales(p, region, b);
     const float bias[2] = {0.f, 0.f};
     int lim[MTILES][2];
 #pragma unroll
@@ -963,8 +964,10 @@ extern "C" __global__ void __launch_bounds__(BLOCK_THREADS, CTAS_PER_SM)
       const bool rows = __shfl_sync(0xffffffffu, m0 < REAL_ROWS && m0 / GROUP < it.n, 0);
       st_softmax_state<HEAD_DIM> st;
       if (rows) {
-        st_attend_block_wg<HEAD_DIM, ROWS>(q_tile, m0, k_tile, k_tile + st_kv::TILE_BYTES, lim[0], p.score_scale_log2,
-                                           st);
+        st_with_k_scale(k_scale, [&](auto flag) {
+          st_attend_block_wg<HEAD_DIM, ROWS, decltype(flag)::value>(q_tile, m0, k_tile, k_tile + st_kv::TILE_BYTES,
+                                                                    lim[0], p.score_scale_log2, k_scale, st);
+        });
         st_softmax_finish_l(st);
       }
       if (SPLIT) {
@@ -982,15 +985,18 @@ extern "C" __global__ void __launch_bounds__(BLOCK_THREADS, CTAS_PER_SM)
       st_softmax_state<HEAD_DIM> st[MTILES];
 #pragma unroll
       for (int mt = 0; mt < MTILES; mt++) st_softmax_init(st[mt]);
-      for (int tok0 = 0; tok0 < BLOCK_TOKENS; tok0 += STEP_TOKENS) {
-        if (MTILES == 1)
-          st_attend_tile<HEAD_DIM, STEP_TOKENS>(q_tile, warp * WARP_ROWS, k_tile, k_tile + st_kv::TILE_BYTES, tok0,
-                                                lim[0], bias, p.score_scale_log2, st[0]);
-        else
-          st_attend_tile_x2<HEAD_DIM, STEP_TOKENS>(q_tile, warp * WARP_ROWS, k_tile, k_tile + st_kv::TILE_BYTES, tok0,
-                                                   lim[0], lim[MTILES - 1], bias, bias, p.score_scale_log2, st[0],
-                                                   st[MTILES - 1]);
-      }
+      st_with_k_scale(k_scale, [&](auto flag) {
+        constexpr bool KS = decltype(flag)::value;
+        for (int tok0 = 0; tok0 < BLOCK_TOKENS; tok0 += STEP_TOKENS) {
+          if (MTILES == 1)
+            st_attend_tile<HEAD_DIM, STEP_TOKENS, KS>(q_tile, warp * WARP_ROWS, k_tile, k_tile + st_kv::TILE_BYTES,
+                                                      tok0, lim[0], bias, p.score_scale_log2, k_scale, st[0]);
+          else
+            st_attend_tile_x2<HEAD_DIM, STEP_TOKENS, KS>(q_tile, warp * WARP_ROWS, k_tile, k_tile + st_kv::TILE_BYTES,
+                                                         tok0, lim[0], lim[MTILES - 1], bias, bias, p.score_scale_log2,
+                                                         k_scale, st[0], st[MTILES - 1]);
+        }
+      });
 #pragma unroll
       for (int mt = 0; mt < MTILES; mt++) {
         st_softmax_finish_l(st[mt]);

@@ -14,7 +14,8 @@
 // the CTA copies the 128 K and 128 V rows of kv head g into shared memory
 // (cp.async, STAGES blocks in flight; bf16: K and V as separate groups, so
 // the scores start while V is on its way; fp8: rows land in a staging
-// buffer and are widened to bf16 with their scales, and the stage is
+// buffer and are widened to bf16 (V times its per-token scales; K's
+// scale multiplies the scores, in fp32), and the stage is
 // refilled before the math; with K_REGS only V is widened (to f16 unless
 // scales are per token), and q.K reads K's raw rows into f16 mma fragments
 // (q made f16 once, with a power-of-two scale), converting in registers,
@@ -62,7 +63,7 @@ constexpr int WARP_TOKENS = BLOCK_TOKENS / WARPS_N;
 constexpr int DT = HEAD_DIM / 8;         // output tiles (8 dims)
 constexpr int ROW_CHUNKS = HEAD_DIM / 8; // 16-byte chunks of a bf16 row
 constexpr int NE = GROUP * HEAD_DIM / 4; // 4-dimension pieces of an item's output
-using st_kv = st_kv_stages<IS_FP8, HEAD_DIM, STAGES, THREADS, (K_REGS > 0)>;
+using st_kv = st_kv_stages<IS_FP8, HEAD_DIM, STAGES, THREADS, (K_REGS > 0), 0, 1>; // refilled before the math
 static_assert(K_REGS >= 0 && K_REGS <= 2 && (!K_REGS || IS_FP8), "k_regs 1 and 2 read raw fp8 rows");
 
 // Shared memory (dynamic), in this order; runtime/ops/sparse_attn_decode.c
@@ -525,10 +526,14 @@ __device__ __forceinline__ void st_block_softmax(int tok0, int lim, float scale_
   st_tile_softmax<HEAD_DIM, WARP_TOKENS, false>(tok0, lims, unused, scale_log2, st, s);
 }
 
-// Scores from the bf16 K tile, then the softmax update.
-__device__ __forceinline__ void st_block_scores(uint32_t q_tile, int m0, uint32_t k_tile, int tok0, int lim,
-                                                float scale_log2, st_softmax_state<HEAD_DIM> &st, float (&s)[NT][4]) {
+// Scores from the bf16 K tile (K_SCALE: times their K scales,
+// st_scale_scores), then the softmax update.
+template <bool K_SCALE = false>
+__device__ __forceinline__ void st_block_scores(uint32_t q_tile, int m0, uint32_t k_tile, const float *k_scale,
+                                                int tok0, int lim, float scale_log2, st_softmax_state<HEAD_DIM> &st,
+                                                float (&s)[NT][4]) {
   st_tile_qk<HEAD_DIM, WARP_TOKENS>(q_tile, m0, k_tile, tok0, s);
+  if (K_SCALE) st_scale_scores(k_scale, tok0, s);
   st_block_softmax(tok0, lim, scale_log2, st, s);
 }
 
@@ -718,7 +723,11 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
         else
           st_block_values<true>(st_kv::v_tile(region, buf), wn * WARP_TOKENS, s, st);
       } else {
-        st_block_scores(q_tile, wm * 16, st_kv::k_tile(region, buf), wn * WARP_TOKENS, lim, scale_log2, st, s);
+        const float *k_scale = st_kv::wide_k_scales(p, region, buf);
+        st_with_k_scale(k_scale, [&](auto flag) {
+          st_block_scores<decltype(flag)::value>(q_tile, wm * 16, st_kv::k_tile(region, buf), k_scale,
+                                                 wn * WARP_TOKENS, lim, scale_log2, st, s);
+        });
         st_block_values(st_kv::v_tile(region, buf), wn * WARP_TOKENS, s, st);
       }
       __syncthreads(); // every warp is done with the widened tiles
@@ -740,7 +749,8 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
         st_block_qk_f16<false>(q_tile, wm * 16, s_q_unscale, st_kv::raw_k(region, buf), nullptr, wn * WARP_TOKENS, s);
         st_block_softmax(wn * WARP_TOKENS, lim, scale_log2, st, s);
       } else {
-        st_block_scores(q_tile, wm * 16, st_kv::k_tile(region, buf), wn * WARP_TOKENS, lim, scale_log2, st, s);
+        st_block_scores(q_tile, wm * 16, st_kv::k_tile(region, buf), nullptr, wn * WARP_TOKENS, lim, scale_log2, st,
+                        s);
       }
       st_cp_async_wait<2 * STAGES - 2>();
       __syncthreads(); // V of block i

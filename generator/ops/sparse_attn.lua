@@ -94,6 +94,7 @@ local function shared_bytes(k)
   local tile = BLOCK_TOKENS * D * 2
   local fp8 = k.dtype == "fp8"
   local stage = fp8 and (2 * BLOCK_TOKENS * D + 2 * BLOCK_TOKENS * 4) or 2 * tile
+  local wide = fp8 and 2 * tile or 0 -- fp8: the widened K and V tiles
   if k.algo == "block" then -- per stage a q tile and a block (wgmma: + 1024 to align the panels;
     -- bf16 wgmma with one stage: two q tiles, templates/sparse_attn_block.cu's SPLIT, or one in two
     -- halves with two passes, its PASSES2)
@@ -101,9 +102,9 @@ local function shared_bytes(k)
     if k.mma == "wgmma" and not fp8 and k.stages == 1 then
       q_tiles = k.mtiles == 2 and 1 or 2
     end
-    return q_tiles * q + k.stages * stage + (fp8 and 2 * tile or 0) + (k.mma == "wgmma" and 1024 or 0)
+    return q_tiles * q + k.stages * stage + wide + (k.mma == "wgmma" and 1024 or 0)
   end
-  local kv = k.stages * stage + (fp8 and 2 * tile or 0)
+  local kv = k.stages * stage + wide + (fp8 and BLOCK_TOKENS * 4 or 0) -- and K's scales, kept
   local entries = T * k.topk
   local lists = entries * 4 * 4 + 2 * entries * 4 * 3 + entries * T * 4 + T * 8
   return q + kv + lists

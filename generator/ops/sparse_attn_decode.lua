@@ -100,13 +100,14 @@ end
 -- then for cluster kernels the push merge's receive area (the item's O
 -- once, fp32, and every split's (m, l) of each q head). A stage holds a
 -- bf16 K and V tile, or for fp8 the raw K and V rows and their scales,
--- widened into one bf16 K and V tile (k_regs 1 and 2: the V tile only).
+-- widened into one bf16 K and V tile and the K tile's scales (k_regs 1
+-- and 2: the V tile only).
 local function shared_bytes(k)
   local tile = BLOCK_TOKENS * k.head_dim * DTYPE_BYTES.bf16
   local fp8 = k.dtype == "fp8"
   local stage = fp8 and (2 * BLOCK_TOKENS * k.head_dim + 2 * BLOCK_TOKENS * 4) or 2 * tile
   local wide_tiles = fp8 and ((k.k_regs or 0) >= 1 and 1 or 2) or 0
-  local kv = k.stages * stage + wide_tiles * tile
+  local kv = k.stages * stage + wide_tiles * tile + (wide_tiles == 2 and BLOCK_TOKENS * 4 or 0)
   local combine = k.warps_n * m_tiles(k) * M_TILE_ROWS * (k.head_dim + 2) * 4
   local q = m_tiles(k) * M_TILE_ROWS * k.head_dim * DTYPE_BYTES.bf16
   local recv = k.cluster > 1 and (k.group * k.head_dim * 4 + k.cluster * k.group * 8) or 0

@@ -122,14 +122,15 @@ unsigned st_sparse_attn_smem_bytes(const st_sparse_attn_config *cfg) {
   const int64_t q = (int64_t)padded_rows(cfg) * D * 2;
   const int64_t tile = ST_BLOCK_TOKENS * D * 2;
   const int64_t stage = fp8 ? 2 * ST_BLOCK_TOKENS * D + 2 * ST_BLOCK_TOKENS * 4 : 2 * tile;
+  const int64_t wide = fp8 ? 2 * tile : 0; /* fp8: the widened K and V tiles */
   if (cfg->algo == ST_SPARSE_ATTN_BLOCK) { /* per stage a q tile and a block (templates/sparse_attn_block.cu;
                                              wgmma: 1024 bytes of slack to align the panels; bf16 wgmma
                                              with one stage: two q tiles, the template's SPLIT, or with
                                              two passes one, its PASSES2) */
     const int64_t q_tiles = cfg->wgmma && !fp8 && cfg->stages == 1 ? (cfg->mtiles == 2 ? 1 : 2) : cfg->stages;
-    return (unsigned)(q_tiles * q + cfg->stages * stage + (fp8 ? 2 * tile : 0) + (cfg->wgmma ? 1024 : 0));
+    return (unsigned)(q_tiles * q + cfg->stages * stage + wide + (cfg->wgmma ? 1024 : 0));
   }
-  const int64_t kv = cfg->stages * stage + (fp8 ? 2 * tile : 0);
+  const int64_t kv = cfg->stages * stage + wide + (fp8 ? ST_BLOCK_TOKENS * 4 : 0); /* and K's scales, kept */
   const int64_t entries = T * cfg->topk_cap, slots = 2 * entries;
   const int64_t lists = entries * 4 * 4 + slots * 4 * 3 + entries * T * 4 + T * 8;
   return (unsigned)(q + kv + lists);

@@ -72,14 +72,15 @@ static size_t align_up(size_t x) { return (x + ST_WS_ALIGN - 1) / ST_WS_ALIGN * 
 
 static int m_tiles(int group) { return (int)ceil_div(group, 16); }
 
-/* The layout with `wide_tiles` bf16 tiles after the stages. */
+/* The layout with `wide_tiles` bf16 tiles after the stages (2: K and V, and
+ * the K tile's per-token scales after them). */
 static unsigned smem_bytes(const st_sparse_attn_decode_config *cfg, int64_t wide_tiles) {
   const int64_t D = cfg->head_dim, fp8 = cfg->dtype == ST_DTYPE_FP8_E4M3;
   const int64_t warps = (int64_t)cfg->warps_n * m_tiles(cfg->group);
   const int64_t q_bytes = m_tiles(cfg->group) * 16 * D * 2;
   const int64_t tile = ST_BLOCK_TOKENS * D * 2;
   const int64_t stage = fp8 ? 2 * ST_BLOCK_TOKENS * D + 2 * ST_BLOCK_TOKENS * 4 : 2 * tile;
-  const int64_t kv = cfg->stages * stage + wide_tiles * tile;
+  const int64_t kv = cfg->stages * stage + wide_tiles * tile + (wide_tiles == 2 ? ST_BLOCK_TOKENS * 4 : 0);
   const int64_t combine = warps * 16 * (D + 2) * 4;
   const int64_t block_list = ST_SPARSE_ATTN_DECODE_MAX_TOPK * 8;
   /* Cluster kernels: the push merge's receive area (every piece of O once,

@@ -65,6 +65,39 @@ __device__ __forceinline__ void st_tile_qk(uint32_t q_tile, int m0, uint32_t k_t
   }
 }
 
+// Tensor-mode fp8 (common/kv_stage.cuh's wide_k_scales): the scores of
+// tokens tok0 .. (accumulator layout: s[nt][2 rr + cc] is column
+// 8 nt + 2 (lane % 4) + cc) times their tokens' K scales, in fp32.
+//
+// The block functions take it as a template flag, K_SCALE, and the kernels
+// pick the instance by the scale mode (st_with_k_scale): a runtime branch
+// in the fp8 prefill kernels at 255 registers spilled 24-88 bytes more in
+// every mode (ptxas, sm_90a).
+template <int NT>
+__device__ __forceinline__ void st_scale_scores(const float *k_scale, int tok0, float (&s)[NT][4]) {
+  const int t = threadIdx.x & 3;
+#pragma unroll
+  for (int nt = 0; nt < NT; nt++) {
+    const float2 ks = *(const float2 *)(k_scale + tok0 + nt * 8 + 2 * t);
+    s[nt][0] *= ks.x;
+    s[nt][1] *= ks.y;
+    s[nt][2] *= ks.x;
+    s[nt][3] *= ks.y;
+  }
+}
+
+template <bool B> struct st_flag {
+  static constexpr bool value = B;
+};
+// Calls f(st_flag<true>()) where k_scale is not nullptr, else
+// f(st_flag<false>()): f passes decltype(flag)::value on as K_SCALE.
+template <class F> __device__ __forceinline__ void st_with_k_scale(const float *k_scale, F &&f) {
+  if (k_scale)
+    f(st_flag<true>());
+  else
+    f(st_flag<false>());
+}
+
 // The online-softmax update of `st` with the scores s of tokens tok0 ..:
 // row rr sees the tokens < lim[rr] (0: none), with bias[rr] added to its
 // scores (log2 of how many times its selection lists the block: 0 once, 1
@@ -144,18 +177,20 @@ __device__ __forceinline__ void st_tile_values(uint32_t v_tile, int tok0, const 
   }
 }
 
-// One block: scores, softmax update, values. The values loop is
+// One block: scores (K_SCALE: times k_scale's per-token K scales,
+// st_scale_scores), softmax update, values. The values loop is
 // st_tile_values written out: called as a function here, ptxas allocates
 // the fp8 prefill kernels 254 registers instead of 202 (same instructions;
 // not measured on a GPU), so prefill keeps the code it was tuned with.
-template <int HEAD_DIM, int TOKENS>
+template <int HEAD_DIM, int TOKENS, bool K_SCALE = false>
 __device__ __forceinline__ void st_attend_tile(uint32_t q_tile, int m0, uint32_t k_tile, uint32_t v_tile, int tok0,
                                                const int (&lim)[2], const float (&bias)[2], float scale_log2,
-                                               st_softmax_state<HEAD_DIM> &st) {
+                                               const float *k_scale, st_softmax_state<HEAD_DIM> &st) {
   constexpr int ROW_CHUNKS = HEAD_DIM / 8, DT = HEAD_DIM / 8, KT = TOKENS / 16;
   const int lane = threadIdx.x & 31;
   float s[TOKENS / 8][4];
   st_tile_qk<HEAD_DIM, TOKENS>(q_tile, m0, k_tile, tok0, s);
+  if (K_SCALE) st_scale_scores(k_scale, tok0, s);
   st_tile_softmax<HEAD_DIM, TOKENS>(tok0, lim, bias, scale_log2, st, s);
 #pragma unroll
   for (int kk = 0; kk < KT; kk++) {

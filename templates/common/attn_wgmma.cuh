@@ -66,15 +66,16 @@ __device__ __forceinline__ void st_block_softmax(const int (&lim)[2], float scal
 // rows in panels, the warpgroup's from m0 (a multiple of 64; pass it
 // warp-uniform, e.g. through a shuffle from lane 0, so that the
 // descriptors stay in uniform registers). lim / scale_log2 as
-// st_block_softmax takes them; st.m, st.l and st.o are written (one whole
+// st_block_softmax takes them, K_SCALE and k_scale as common/attn_tile.cuh's
+// st_attend_tile does; st.m, st.l and st.o are written (one whole
 // block: no earlier state). `while_scores` runs while the score products
 // are in flight (the caller's work that need not wait for them).
 struct st_nothing_meanwhile {
   __device__ void operator()() const {}
 };
-template <int HEAD_DIM, int Q_ROWS, typename Meanwhile = st_nothing_meanwhile>
+template <int HEAD_DIM, int Q_ROWS, bool K_SCALE = false, typename Meanwhile = st_nothing_meanwhile>
 __device__ __forceinline__ void st_attend_block_wg(uint32_t q_tile, int m0, uint32_t k_tile, uint32_t v_tile,
-                                                   const int (&lim)[2], float scale_log2,
+                                                   const int (&lim)[2], float scale_log2, const float *k_scale,
                                                    st_softmax_state<HEAD_DIM> &st,
                                                    const Meanwhile &while_scores = Meanwhile()) {
   constexpr int BLOCK_TOKENS = 128, KSTEPS = HEAD_DIM / 16, PANEL_K = BLOCK_TOKENS * 128;
@@ -96,6 +97,7 @@ __device__ __forceinline__ void st_attend_block_wg(uint32_t q_tile, int m0, uint
   while_scores();
   st_wgmma_wait<0>();
   st_wgmma_fence_regs(d);
+  if (K_SCALE) st_scale_scores(k_scale, 0, s);
   st_block_softmax<BLOCK_TOKENS, HEAD_DIM>(lim, scale_log2, st, s);
   // P as bf16 A fragments, all packed before the first product: a register
   // written between two products of one group makes ptxas fence each one.

@@ -12,10 +12,13 @@
 // Region layout (bytes from its start; 16-byte aligned pieces):
 //   bf16: STAGES x (K tile, V tile)
 //   fp8:  STAGES x (raw K rows, raw V rows, K scales, V scales), then one
-//         bf16 K tile and V tile the math reads; with K_REGS only the V
-//         tile (which may be f16: widen's V_F16): the math reads K's raw
+//         bf16 K tile and V tile the math reads, and with K_SCALE_ROW
+//         the K tile's 128 per-token scales (tensor mode: widen copies
+//         them there, for kernels that refill the stage before the math;
+//         the others read them in the stage); with K_REGS only the
+//         V tile (which may be f16: widen's V_F16): the math reads K's raw
 //         rows straight into its mma fragments (st_kv_k_chunk says where a
-//         row's 16-byte chunk lies)
+//         row's 16-byte chunk lies) and their scales from the stage
 // A bf16 tile's rows are swizzled (common/smem_tile.cuh); with PANELS they
 // are the 64-dim panels wgmma reads instead (st_panel_offset: the same for
 // HEAD_DIM 64).
@@ -42,7 +45,8 @@ template <int HEAD_DIM> __device__ __forceinline__ int st_kv_v_chunk(int tok, in
   return c ^ ((tok & 6) & (CHUNKS - 1));
 }
 
-template <int IS_FP8, int HEAD_DIM, int STAGES, int THREADS, int K_REGS = 0, int PANELS = 0> struct st_kv_stages {
+template <int IS_FP8, int HEAD_DIM, int STAGES, int THREADS, int K_REGS = 0, int PANELS = 0, int K_SCALE_ROW = 0>
+struct st_kv_stages {
   static constexpr int BLOCK_TOKENS = 128;
   static constexpr int ELEM = IS_FP8 ? 1 : 2;                    // cache bytes per value
   static constexpr int ROW_CHUNKS = HEAD_DIM / 8;                // 16-byte chunks of a bf16 row
@@ -52,7 +56,8 @@ template <int IS_FP8, int HEAD_DIM, int STAGES, int THREADS, int K_REGS = 0, int
   static constexpr int SCALE_BYTES = 2 * BLOCK_TOKENS * 4;       // per-token K and V scales
   static constexpr int STAGE_BYTES = IS_FP8 ? RAW_BYTES + SCALE_BYTES : 2 * TILE_BYTES;
   static constexpr int WIDE_TILES = IS_FP8 ? (K_REGS ? 1 : 2) : 0; // bf16 tiles widened into
-  static constexpr int BYTES = STAGES * STAGE_BYTES + WIDE_TILES * TILE_BYTES;
+  static constexpr int K_SCALE_BYTES = IS_FP8 && !K_REGS && K_SCALE_ROW ? BLOCK_TOKENS * 4 : 0; // the K tile's scales
+  static constexpr int BYTES = STAGES * STAGE_BYTES + WIDE_TILES * TILE_BYTES + K_SCALE_BYTES;
   static_assert(!K_REGS || IS_FP8, "K_REGS reads raw fp8 rows");
   static_assert(!(K_REGS && PANELS), "K_REGS feeds mma.sync, PANELS wgmma");
 
@@ -114,10 +119,16 @@ template <int IS_FP8, int HEAD_DIM, int STAGES, int THREADS, int K_REGS = 0, int
   }
 
   // fp8: widens stage `buf`'s raw rows (K_REGS: V's only) into the bf16
-  // tiles, times their per-token scales in tensor mode (scalar scales are
-  // the caller's to fold into the score scale and the output). V_F16: the
-  // V tile is f16 instead unless in tensor mode (one conversion a pair, no
-  // multiply; a scaled value could leave f16's range). No-op for bf16.
+  // tiles. In tensor mode V's rows are times their per-token scales; K's
+  // are not (e4m3 is exact in bf16): a scaled K rounded to bf16 moves a
+  // score by up to 2^-9 of sum |q k s|, which with large q or a long head
+  // flips near-equal keys, so the math multiplies each score by its
+  // token's scale in fp32 instead (wide_k_scales; K_SCALE_ROW: copied
+  // here). Scalar
+  // scales are the caller's to fold into the score scale and the output.
+  // V_F16: the V tile is f16 instead unless in tensor mode (one conversion
+  // a pair, no multiply; a scaled value could leave f16's range). No-op for
+  // bf16.
   template <bool V_F16 = false, class P>
   static __device__ __forceinline__ void widen(const P &p, char *region, int buf) {
     if (!IS_FP8) return;
@@ -134,8 +145,8 @@ template <int IS_FP8, int HEAD_DIM, int STAGES, int THREADS, int K_REGS = 0, int
         const uint4 raw = *(const uint4 *)(raw_rows + tok * HEAD_DIM + c * 16);
         const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
         uint32_t b[8];
-        if (tensor) {
-          const float s = scales[which * BLOCK_TOKENS + tok];
+        if (tensor && which == 1) {
+          const float s = scales[BLOCK_TOKENS + tok];
 #pragma unroll
           for (int i = 0; i < 4; i++) {
             b[2 * i] = st_e4m3x2_to_bf16x2(w[i] & 0xffffu, s);
@@ -159,6 +170,20 @@ template <int IS_FP8, int HEAD_DIM, int STAGES, int THREADS, int K_REGS = 0, int
         *(uint4 *)(tile + tile_offset(tok, 2 * c + 1)) = make_uint4(b[4], b[5], b[6], b[7]);
       }
     }
+    if (K_SCALE_BYTES && tensor) {
+      float *row = (float *)(tiles + WIDE_TILES * TILE_BYTES);
+      for (int tok = threadIdx.x; tok < BLOCK_TOKENS; tok += THREADS) row[tok] = scales[tok];
+    }
+  }
+
+  // The per-token scales of the K tile widened from stage `buf`, which the
+  // math multiplies its scores by (tensor mode): in the stage, or with
+  // K_SCALE_ROW where widen copied them. nullptr in the other modes and
+  // where K is not widened (bf16, K_REGS).
+  template <class P> static __device__ __forceinline__ const float *wide_k_scales(const P &p, char *region, int buf) {
+    if (!IS_FP8 || K_REGS || p.scale_mode != 2) return nullptr;
+    if (K_SCALE_ROW) return (const float *)(region + STAGES * STAGE_BYTES + WIDE_TILES * TILE_BYTES);
+    return k_scales(region, buf);
   }
 
   // The K tile the math reads after block `buf` arrived (and, for fp8, was
