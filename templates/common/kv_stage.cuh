@@ -124,11 +124,10 @@ struct st_kv_stages {
   // score by up to 2^-9 of sum |q k s|, which with large q or a long head
   // flips near-equal keys, so the math multiplies each score by its
   // token's scale in fp32 instead (wide_k_scales; K_SCALE_ROW: copied
-  // here). Scalar
-  // scales are the caller's to fold into the score scale and the output.
-  // V_F16: the V tile is f16 instead unless in tensor mode (one conversion
-  // a pair, no multiply; a scaled value could leave f16's range). No-op for
-  // bf16.
+  // here). Scalar scales are the caller's to fold into the score scale
+  // and the output. V_F16: the V tile is f16 instead unless in tensor
+  // mode (one conversion a pair, no multiply; a scaled value could leave
+  // f16's range). No-op for bf16.
   template <bool V_F16 = false, class P>
   static __device__ __forceinline__ void widen(const P &p, char *region, int buf) {
     if (!IS_FP8) return;
