@@ -88,25 +88,6 @@ __device__ __forceinline__ void st_tile_values_x2(uint32_t v_tile, int tok0, con
   }
 }
 
-// st_scale_scores for both tiles, each scale read once.
-template <int NT>
-__device__ __forceinline__ void st_scale_scores_x2(const float *k_scale, int tok0, float (&s0)[NT][4],
-                                                   float (&s1)[NT][4]) {
-  const int t = threadIdx.x & 3;
-#pragma unroll
-  for (int nt = 0; nt < NT; nt++) {
-    const float2 ks = *(const float2 *)(k_scale + tok0 + nt * 8 + 2 * t);
-    s0[nt][0] *= ks.x;
-    s0[nt][1] *= ks.y;
-    s0[nt][2] *= ks.x;
-    s0[nt][3] *= ks.y;
-    s1[nt][0] *= ks.x;
-    s1[nt][1] *= ks.y;
-    s1[nt][2] *= ks.x;
-    s1[nt][3] *= ks.y;
-  }
-}
-
 // One step of TOKENS tokens of a block for both tiles (lim / bias per tile
 // and row as st_tile_softmax takes them, K_SCALE and k_scale as
 // st_attend_tile does).
@@ -117,7 +98,10 @@ __device__ __forceinline__ void st_attend_tile_x2(uint32_t q_tile, int m0, uint3
                                                   st_softmax_state<HEAD_DIM> &st0, st_softmax_state<HEAD_DIM> &st1) {
   float s0[TOKENS / 8][4], s1[TOKENS / 8][4];
   st_tile_qk_x2<HEAD_DIM, TOKENS>(q_tile, m0, k_tile, tok0, s0, s1);
-  if (K_SCALE) st_scale_scores_x2(k_scale, tok0, s0, s1);
+  if (K_SCALE) {
+    st_scale_scores(k_scale, tok0, s0);
+    st_scale_scores(k_scale, tok0, s1);
+  }
   st_tile_softmax<HEAD_DIM, TOKENS>(tok0, lim0, bias0, scale_log2, st0, s0);
   st_tile_softmax<HEAD_DIM, TOKENS>(tok0, lim1, bias1, scale_log2, st1, s1);
   st_tile_values_x2<HEAD_DIM, TOKENS>(v_tile, tok0, s0, s1, st0, st1);
