@@ -156,6 +156,15 @@ static double bf16_value(uint16_t v) {
   return f;
 }
 
+/* The fp8 scale of token slot t of (page, kv head g) in one cache, by the
+ * scale mode: 1, the scalar, or the per-token array. */
+static double fp8_scale(const st_ref_sparse_attn *in, float scalar, const float *scales, const int64_t *sstride,
+                        int64_t page, int g, int t) {
+  if (in->scale_mode == ST_KV_SCALE_SCALAR) return scalar;
+  if (in->scale_mode == ST_KV_SCALE_TENSOR) return scales[page * sstride[0] + g * sstride[1] + t * sstride[2]];
+  return 1.0;
+}
+
 /* Dequantizes token rows from..to-1 of (page, kv head g) of one cache into
  * dst, element (i, d) at dst[i * si + d * sd]. */
 static void convert_rows(const work *w, const void *cache, const int64_t *stride, float scalar, const float *scales,
@@ -171,9 +180,7 @@ static void convert_rows(const work *w, const void *cache, const int64_t *stride
       for (int d = 0; d < D; d++) row[d * sd] = bf16_value(((const uint16_t *)cache)[at + d]);
       continue;
     }
-    double scale = 1.0;
-    if (in->scale_mode == ST_KV_SCALE_SCALAR) scale = scalar;
-    if (in->scale_mode == ST_KV_SCALE_TENSOR) scale = scales[page * sstride[0] + g * sstride[1] + i * sstride[2]];
+    const double scale = fp8_scale(in, scalar, scales, sstride, page, g, i);
     for (int d = 0; d < D; d++) row[d * sd] = w->fp8[((const uint8_t *)cache)[at + d]] * scale;
   }
 }
@@ -474,10 +481,7 @@ static double cache_value(const st_ref_sparse_attn *in, const void *cache, const
                           const float *scales, const int64_t *sstride, int64_t page, int g, int t, int d) {
   const int64_t at = page * stride[0] + g * stride[1] + t * stride[2] + d;
   if (in->kv_dtype == ST_DTYPE_BF16) return bf16_value(((const uint16_t *)cache)[at]);
-  double scale = 1.0;
-  if (in->scale_mode == ST_KV_SCALE_SCALAR) scale = scalar;
-  if (in->scale_mode == ST_KV_SCALE_TENSOR) scale = scales[page * sstride[0] + g * sstride[1] + t * sstride[2]];
-  return st_fp8_e4m3_to_float(((const uint8_t *)cache)[at]) * scale;
+  return st_fp8_e4m3_to_float(((const uint8_t *)cache)[at]) * fp8_scale(in, scalar, scales, sstride, page, g, t);
 }
 
 /* How far the kernels' fp32 arithmetic may move one head's results: the
