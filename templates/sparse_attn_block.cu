@@ -71,11 +71,18 @@ constexpr int WARP_ROWS = 16 * MTILES;
 constexpr int ROW_UNIT = WGMMA ? 64 * MTILES : WARP_ROWS; // rows are padded to whole warpgroups' / warps' m-tiles
 constexpr int ROWS = (REAL_ROWS + ROW_UNIT - 1) / ROW_UNIT * ROW_UNIT;
 constexpr int MATH_WARPS = ROWS / WARP_ROWS;
-// bf16 on wgmma: one thread copies a block's K and V by tensor maps (four
-// 128-byte panels of 128 rows; cp.async by every thread cost index_score a
-// quarter of its tensor rate, docs/kernels/index_score.md v3.1), counted
-// on the stage's barrier.
-constexpr bool KV_TMA = WGMMA && !IS_FP8;
+// fp8 on wgmma with MTILES 2: the raw K and V rows come by tensor maps
+// too, into the upper half of the bf16 K/V tiles (raw K where the V tile
+// starts, raw V after it), with the block's per-token scales (tensor mode)
+// after the tiles; the consumer warps widen them in place
+// (st_widen_in_place). So the kernel keeps bf16's ~97 KiB and two CTAs an
+// SM, where a raw stage beside the tiles would leave room for one.
+constexpr bool RAW_IN_PLACE = IS_FP8 && WGMMA && MTILES == 2;
+// bf16 on wgmma (and RAW_IN_PLACE): one thread copies a block's K and V by
+// tensor maps (four 128-byte panels of 128 rows; cp.async by every thread
+// cost index_score a quarter of its tensor rate,
+// docs/kernels/index_score.md v3.1), counted on the stage's barrier.
+constexpr bool KV_TMA = WGMMA && (!IS_FP8 || RAW_IN_PLACE);
 // KV_TMA with one stage: the q rows are double-buffered instead (a q tile
 // more), and the next item's K and V are copied as soon as this item's
 // products no longer read them: the next item's q rows then load under
@@ -110,7 +117,10 @@ constexpr int Q_BYTES = ROWS * HEAD_DIM * 2;
 // WGMMA: 1024 bytes more, to start the panels on a swizzle atom.
 constexpr int Q_STAGES = PASSES2 ? 1 : SPLIT ? 2 : STAGES; // q tiles in shared memory
 constexpr int ITEM_STAGES = SPLIT ? 2 : STAGES;            // item records in shared memory
-constexpr int SMEM_BYTES = Q_STAGES * Q_BYTES + st_kv::BYTES + (WGMMA ? 1024 : 0);
+// RAW_IN_PLACE: the two bf16 tiles (the raw rows land in their upper
+// half) and the block's K and V scales.
+constexpr int KV_BYTES = RAW_IN_PLACE ? 2 * st_kv::TILE_BYTES + st_kv::SCALE_BYTES : st_kv::BYTES;
+constexpr int SMEM_BYTES = Q_STAGES * Q_BYTES + KV_BYTES + (WGMMA ? 1024 : 0);
 constexpr int STEP_THREADS = 256; // st_sparse_attn_merge's CTA
 // A work item's record in the workspace: key, page, entries, 0, then TOKENS
 // entry words (-1 past its entries), padded to 16 bytes; the launcher
@@ -125,7 +135,7 @@ static_assert(TOKENS <= 16 && STAGES >= 1 && STAGES <= 2, "an item's entries on 
 static_assert(MTILES == 1 || (MTILES == 2 && HEAD_DIM <= 128), "two m-tiles hold 2 x HEAD_DIM / 2 output registers");
 static_assert(!WGMMA || (HEAD_DIM == 128 && THREADS * MTILES == 2 * ROWS),
               "wgmma: a warpgroup per 64 rows of each pass, head_dim 128");
-static_assert(!WGMMA || MTILES == 1 || (SPLIT && THREADS == 128), "wgmma passes: bf16, one stage, one warpgroup");
+static_assert(!WGMMA || MTILES == 1 || (SPLIT && THREADS == 128), "wgmma passes: one stage, one warpgroup");
 
 // ---- step 0: count, and the last CTA's scan ---------------------------------
 
@@ -578,8 +588,17 @@ __device__ __forceinline__ uint32_t st_q_offset(int m, int c) {
 // past the item's tokens) into stage b.
 // KV_TMA: the copies of item `it`'s K and V into stage b on barrier
 // kv_bar, by the calling thread.
+// RAW_IN_PLACE: raw K (one 128-byte panel: HEAD_DIM is 128) into the
+// region's upper half, raw V after it, in stage 0.
 __device__ __forceinline__ void st_issue_kv_maps(const st_sparse_attn_params &p, const st_item &it, char *region, int b,
                                                  uint32_t kv_bar) {
+  if constexpr (RAW_IN_PLACE) {
+    const uint32_t raw_k = st_smem_addr(region) + st_kv::TILE_BYTES, raw_v = raw_k + BLOCK_TOKENS * HEAD_DIM;
+    st_mbar_arrive_expect_tx(kv_bar, st_kv::RAW_BYTES);
+    st_tma_load_4d(raw_k, &p.k_map, 0, 0, it.g, it.page, kv_bar);
+    st_tma_load_4d(raw_v, &p.v_map, 0, 0, it.g, it.page, kv_bar);
+    return;
+  }
   const uint32_t k_tile = st_kv::k_tile(region, b), v_tile = k_tile + st_kv::TILE_BYTES;
   st_mbar_arrive_expect_tx(kv_bar, 2 * st_kv::TILE_BYTES);
 #pragma unroll
@@ -763,6 +782,89 @@ enum : int {
 // after the V rows past an item's tokens are zeroed.
 __device__ __forceinline__ void st_consumer_sync() { asm volatile("bar.sync 1, 128;\n" ::: "memory"); }
 
+// RAW_IN_PLACE, tensor mode, the producer warp: the block's 128 K and 128
+// V scales (rows past the item's most visible token: zeros) by cp.async,
+// whose completion the stage's barrier tracks (cp.async.mbarrier.arrive
+// without .noinc adds nothing to its count, so its phase waits for them
+// too). Every lane, before lane 0's st_issue_kv_maps arrives.
+__device__ __forceinline__ void st_issue_kv_scales(const st_sparse_attn_params &p, const st_item &it, char *region,
+                                                   uint32_t kv_bar) {
+  const uint32_t scales = st_smem_addr(region) + 2 * st_kv::TILE_BYTES;
+  for (int e = threadIdx.x & 31; e < 2 * BLOCK_TOKENS; e += 32) {
+    const int which = e / BLOCK_TOKENS, tok = e % BLOCK_TOKENS;
+    const int64_t slot = tok < it.ntok_max ? tok : 0;
+    const float *src = which ? p.v_scales + (int64_t)it.page * p.vs_stride_page + (int64_t)it.g * p.vs_stride_head +
+                                   slot * p.vs_stride_token
+                             : p.k_scales + (int64_t)it.page * p.ks_stride_page + (int64_t)it.g * p.ks_stride_head +
+                                   slot * p.ks_stride_token;
+    st_cp_async4(scales + 4 * e, src, tok < it.ntok_max ? 4 : 0);
+  }
+  asm volatile("cp.async.mbarrier.arrive.shared::cta.b64 [%0];\n" ::"r"(kv_bar) : "memory");
+}
+
+// RAW_IN_PLACE, the consumer warps, once the block has landed: raw K into
+// the bf16 K tile, then raw V into the bf16 V tile, times its per-token
+// scales in tensor mode (K's multiply the scores instead:
+// common/kv_stage.cuh's widen says why), rows at and past the item's most
+// visible token as zeros (as st_zero_v_tail leaves them). Raw rows are 128
+// bytes with the copy's 128-byte swizzle, the layout of one bf16 panel
+// (st_panel_offset). The 8 lanes of a quarter warp widen one row, chunk c
+// each, rows r0, r0 + 16, ... a lane; a bf16 V row's panel 0 lies where
+// raw K's row of the same number was, its panel 1 where raw V's was, so a
+// row is only overwritten by the lanes that read it: a __syncwarp orders
+// the reads and writes, no CTA barrier. Lanes with c >= 4 store their
+// second chunk first, so that a quarter warp's stores fall in eight
+// distinct bank groups.
+__device__ __forceinline__ void st_widen_in_place(const st_sparse_attn_params &p, char *region, int ntok) {
+  constexpr int CH = HEAD_DIM / 16, RPP = 128 / CH, N = BLOCK_TOKENS / RPP, BATCH = 4; // rows a pass, passes
+  static_assert(CH == 8 && N % BATCH == 0, "rows of 128 bytes, one raw panel");
+  const int c = threadIdx.x % CH, r0 = threadIdx.x / CH, first = c >= CH / 2;
+  const uint32_t k_tile = st_smem_addr(region), v_tile = k_tile + st_kv::TILE_BYTES;
+  const char *raw_k = region + st_kv::TILE_BYTES, *raw_v = raw_k + BLOCK_TOKENS * HEAD_DIM;
+  const float *v_scale = (const float *)(region + 2 * st_kv::TILE_BYTES) + BLOCK_TOKENS;
+  const bool tensor = p.scale_mode == 2;
+  // 16 values of a row (one raw chunk) into bf16 chunks 2c and 2c + 1 of its
+  // row in `tile`; `zero`: zeros instead.
+  const auto widen_chunk = [&](uint32_t tile, int tok, uint4 raw, bool scaled, float scale, bool zero) {
+    const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+    uint32_t b[8];
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+      b[2 * j] = zero ? 0u : scaled ? st_e4m3x2_to_bf16x2(w[j] & 0xffffu, scale) : st_e4m3x2_to_bf16x2(w[j] & 0xffffu);
+      b[2 * j + 1] = zero ? 0u : scaled ? st_e4m3x2_to_bf16x2(w[j] >> 16, scale) : st_e4m3x2_to_bf16x2(w[j] >> 16);
+    }
+    uint32_t x[4], y[4]; // the chunk stored first, then the other (selects: b stays in registers)
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+      x[j] = first ? b[4 + j] : b[j];
+      y[j] = first ? b[j] : b[4 + j];
+    }
+    const uint32_t at0 = tile + st_kv::tile_offset(tok, 2 * c + first), at1 = tile + st_kv::tile_offset(tok, 2 * c + 1 - first);
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(at0), "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(x[3])
+                 : "memory");
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(at1), "r"(y[0]), "r"(y[1]), "r"(y[2]), "r"(y[3])
+                 : "memory");
+  };
+#pragma unroll 2
+  for (int i = 0; i < N; i++) {
+    const int tok = r0 + i * RPP;
+    widen_chunk(k_tile, tok, *(const uint4 *)(raw_k + st_panel_offset(BLOCK_TOKENS, tok, c)), false, 1.f, false);
+  }
+#pragma unroll 1
+  for (int i0 = 0; i0 < N; i0 += BATCH) {
+    uint4 raw[BATCH];
+#pragma unroll
+    for (int i = 0; i < BATCH; i++) raw[i] = *(const uint4 *)(raw_v + st_panel_offset(BLOCK_TOKENS, r0 + (i0 + i) * RPP, c));
+    __syncwarp(); // this warp's rows, raw K's (i0 = 0) and raw V's, are read before they are overwritten
+#pragma unroll
+    for (int i = 0; i < BATCH; i++) {
+      const int tok = r0 + (i0 + i) * RPP;
+      widen_chunk(v_tile, tok, raw[i], tensor, tensor ? v_scale[tok] : 1.f, tok >= ntok);
+    }
+  }
+  st_fence_proxy_async(); // wgmma reads the tiles
+}
+
 // PASSES2, the producer warp: the CTA's items c, c + gridDim.x, ...
 __device__ __forceinline__ void st_produce_items(const st_sparse_attn_params &p, st_item *s_it, uint32_t q_tile,
                                                  char *region, uint32_t bar0, int items, int keys_per_head) {
@@ -779,6 +881,10 @@ __device__ __forceinline__ void st_produce_items(const st_sparse_attn_params &p,
     if (step >= 1) st_mbar_wait(bar0 + 8 * BAR_Q_EMPTY, (step - 1) & 1);
     if (lane == 0) st_issue_q_half(p, it, q_tile, 0, bar0 + 8 * BAR_Q_FULL);
     if (step >= 1) st_mbar_wait(bar0 + 8 * BAR_KV_EMPTY, (step - 1) & 1);
+    if (RAW_IN_PLACE && p.scale_mode == 2) {
+      st_issue_kv_scales(p, it, region, bar0 + 8 * BAR_KV_FULL);
+      __syncwarp(); // every lane's tracking arrival before lane 0's
+    }
     if (lane == 0) st_issue_kv_maps(p, it, region, 0, bar0 + 8 * BAR_KV_FULL);
     if (step >= 1) st_mbar_wait(bar0 + 8 * (BAR_Q_EMPTY + 1), (step - 1) & 1);
     if (lane == 0) st_issue_q_half(p, it, q_tile, 1, bar0 + 8 * (BAR_Q_FULL + 1));
@@ -792,7 +898,9 @@ template <int D>
 __device__ __forceinline__ void st_consume_items(const st_sparse_attn_params &p, const st_item *s_it, char *q_stage,
                                                  char *region, uint32_t bar0, int items) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
-  const uint32_t q_tile = st_smem_addr(q_stage), k_tile = st_kv::k_tile(region, 0);
+  const uint32_t q_tile = st_smem_addr(q_stage), k_tile = RAW_IN_PLACE ? st_smem_addr(region) : st_kv::k_tile(region, 0);
+  // RAW_IN_PLACE, tensor mode: the scores take the block's K scales.
+  const float *k_scale = RAW_IN_PLACE && p.scale_mode == 2 ? (const float *)(region + 2 * st_kv::TILE_BYTES) : nullptr;
   // The q half whose partials' copies this warp has not yet waited for
   // (-1: none). It waits once the next pass's score products are issued,
   // so the copies read the tile under those products (v2.18; waiting right
@@ -813,11 +921,14 @@ __device__ __forceinline__ void st_consume_items(const st_sparse_attn_params &p,
     st_mbar_wait(bar0 + 8 * (BAR_REC_FULL + slot), (step >> 1) & 1);
     const st_item &it = s_it[slot];
     st_mbar_wait(bar0 + 8 * BAR_KV_FULL, phase);
-    st_zero_v_tail(region, 0, it.ntok_max);
+    if constexpr (RAW_IN_PLACE)
+      st_widen_in_place(p, region, it.ntok_max);
+    else
+      st_zero_v_tail(region, 0, it.ntok_max);
 #pragma unroll 1
     for (int pass = 0; pass < 2; pass++) {
       st_mbar_wait(bar0 + 8 * (BAR_Q_FULL + pass), phase);
-      st_consumer_sync(); // pass 0: the zeroed V rows too
+      st_consumer_sync(); // pass 0: the zeroed (RAW_IN_PLACE: widened) K and V rows too
       // Warpgroup rows m0 ..; warp-uniform through lane 0, as in the
       // kernel's one-pass path.
       const int m0 = __shfl_sync(0xffffffffu, pass * HALF_ROWS, 0);
@@ -830,8 +941,10 @@ __device__ __forceinline__ void st_consume_items(const st_sparse_attn_params &p,
       }
       st_softmax_state<HEAD_DIM> st;
       if (rows) {
-        st_attend_block_wg<D, ROWS>(q_tile, m0, k_tile, k_tile + st_kv::TILE_BYTES, lim, p.score_scale_log2,
-                                    nullptr, st, give_back_half); // bf16 (TMA): no K scales
+        st_with_k_scale(k_scale, [&](auto flag) {
+          st_attend_block_wg<D, ROWS, decltype(flag)::value>(q_tile, m0, k_tile, k_tile + st_kv::TILE_BYTES, lim,
+                                                             p.score_scale_log2, k_scale, st, give_back_half);
+        });
         st_softmax_finish_l(st);
       }
       give_back_half(); // (no products this pass)

@@ -28,11 +28,15 @@ static const edge edges[] = {
     {"fp8", "none", "pages2", "holes", 64, 8, 2, 16, 0, "257:8000;31:31"},
     {"bf16", "none", "interleaved", "random", 128, 16, 4, 5, 0, "2000:0"},
     {"bf16", "none", "pages2", "holes", 128, 32, 1, 16, 1, "300:500;2:0"},
-    /* 16 q heads a kv head in bf16 (the two-pass wgmma kernels' shapes):
+    /* 16 q heads a kv head (the two-pass wgmma kernels' shapes):
      * entries listed twice, entries -1 or past the token's own block, and
      * requests whose tokens select every visible block. */
     {"bf16", "none", "interleaved", "repeats", 128, 32, 2, 16, 1, "700:0;131:900;9:0"},
     {"bf16", "none", "pages2", "holes", 128, 32, 2, 16, 0, "260:0;64:300"},
+    /* The same in fp8, whose two-pass kernels widen the raw rows in place:
+     * no scales, and per-token scales on the interleaved layout. */
+    {"fp8", "none", "interleaved", "repeats", 128, 32, 2, 16, 1, "700:0;131:900;9:0"},
+    {"fp8", "tensor", "interleaved", "holes", 128, 32, 2, 16, 1, "260:0;64:300"},
 };
 
 static void make_shape(const edge *e, st_shape *s) {

@@ -98,9 +98,12 @@ local function shared_bytes(k)
   if k.algo == "block" then -- per stage a q tile and a block (wgmma: + 1024 to align the panels;
     -- bf16 wgmma with one stage: two q tiles, templates/sparse_attn_block.cu's SPLIT, or one in two
     -- halves with two passes, its PASSES2)
+    if k.mma == "wgmma" and k.mtiles == 2 then -- one q tile; fp8 rows widened in place, and the block's scales
+      return q + 2 * tile + (fp8 and 2 * BLOCK_TOKENS * 4 or 0) + 1024
+    end
     local q_tiles = k.stages
     if k.mma == "wgmma" and not fp8 and k.stages == 1 then
-      q_tiles = k.mtiles == 2 and 1 or 2
+      q_tiles = 2
     end
     return q_tiles * q + k.stages * stage + wide + (k.mma == "wgmma" and 1024 or 0)
   end
@@ -122,8 +125,8 @@ function M.constraint(k)
     if k.head_dim ~= 128 then
       return false, "wgmma variants: head_dim 128 (one m64n128 product for O)"
     end
-    if k.mtiles == 2 and (k.dtype ~= "bf16" or k.stages ~= 1) then
-      return false, "wgmma passes (mtiles 2): bf16, one stage (their q halves are the double buffer)"
+    if k.mtiles == 2 and k.stages ~= 1 then
+      return false, "wgmma passes (mtiles 2): one stage (their q halves are the double buffer)"
     end
     if (k.tokens * k.group) % (64 * k.mtiles) ~= 0 then
       return false, string.format("tokens*group = %d q rows are not whole warpgroups of 64 in %d passes",

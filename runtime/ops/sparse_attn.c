@@ -76,8 +76,8 @@ st_status st_sparse_attn_config_from_params(const st_params *kernel, const st_pa
                      "variant parameter mma=wgmma needs head_dim 128 and tokens*group a multiple of 64 x mtiles, "
                      "not %d and %d (mtiles %d)",
                      cfg->head_dim, cfg->tokens * cfg->group, cfg->mtiles);
-    if (cfg->wgmma && cfg->mtiles == 2 && (cfg->dtype != ST_DTYPE_BF16 || cfg->stages != 1))
-      return st_fail(err, ST_ERR_INVALID_ARG, "variant parameters mma=wgmma and mtiles=2 need bf16 and one stage");
+    if (cfg->wgmma && cfg->mtiles == 2 && cfg->stages != 1)
+      return st_fail(err, ST_ERR_INVALID_ARG, "variant parameters mma=wgmma and mtiles=2 need one stage");
     if ((s = st_params_get_int(kernel, "ctas", 1, 2, &v, err)) != ST_OK) return s;
     cfg->ctas = (int)v;
     if (launch && st_params_get(launch, "chunk")) {
@@ -127,7 +127,10 @@ unsigned st_sparse_attn_smem_bytes(const st_sparse_attn_config *cfg) {
                                              wgmma: 1024 bytes of slack to align the panels; bf16 wgmma
                                              with one stage: two q tiles, the template's SPLIT, or with
                                              two passes one, its PASSES2) */
-    const int64_t q_tiles = cfg->wgmma && !fp8 && cfg->stages == 1 ? (cfg->mtiles == 2 ? 1 : 2) : cfg->stages;
+    if (cfg->wgmma && cfg->mtiles == 2) /* PASSES2: one q tile; fp8 rows widened in place (RAW_IN_PLACE), and the
+                                           block's K and V scales */
+      return (unsigned)(q + 2 * tile + (fp8 ? 2 * ST_BLOCK_TOKENS * 4 : 0) + 1024);
+    const int64_t q_tiles = cfg->wgmma && !fp8 && cfg->stages == 1 ? 2 : cfg->stages;
     return (unsigned)(q_tiles * q + cfg->stages * stage + wide + (cfg->wgmma ? 1024 : 0));
   }
   const int64_t kv = cfg->stages * stage + wide + (fp8 ? ST_BLOCK_TOKENS * 4 : 0); /* and K's scales, kept */
@@ -324,7 +327,7 @@ static st_status plan_block(const st_sparse_attn_config *cfg, const st_sparse_at
     return st_fail(err, ST_ERR_INVALID_ARG, "a chunk of %lld tokens needs more than %lld CTAs", (long long)chunk,
                    ST_MAX_GRID_X);
   plan->persistent = sm_count * cfg->ctas;
-  plan->kv_maps = cfg->wgmma && cfg->dtype == ST_DTYPE_BF16;
+  plan->kv_maps = cfg->wgmma && (cfg->dtype == ST_DTYPE_BF16 || cfg->mtiles == 2); /* fp8: RAW_IN_PLACE */
   plan->k_cache = a->k_cache;
   plan->v_cache = a->v_cache;
   plan->q_maps = cfg->wgmma && cfg->mtiles == 2;
