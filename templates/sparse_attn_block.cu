@@ -817,7 +817,7 @@ __device__ __forceinline__ void st_issue_kv_scales(const st_sparse_attn_params &
 // distinct bank groups.
 __device__ __forceinline__ void st_widen_in_place(const st_sparse_attn_params &p, char *region, int ntok) {
   constexpr int CH = HEAD_DIM / 16, RPP = 128 / CH, N = BLOCK_TOKENS / RPP, BATCH = 4; // rows a pass, passes
-  static_assert(CH == 8 && N % BATCH == 0, "rows of 128 bytes, one raw panel");
+  static_assert(!RAW_IN_PLACE || (CH == 8 && N % BATCH == 0), "rows of 128 bytes, one raw panel");
   const int c = threadIdx.x % CH, r0 = threadIdx.x / CH, first = c >= CH / 2;
   const uint32_t k_tile = st_smem_addr(region), v_tile = k_tile + st_kv::TILE_BYTES;
   const char *raw_k = region + st_kv::TILE_BYTES, *raw_v = raw_k + BLOCK_TOKENS * HEAD_DIM;

@@ -29,6 +29,12 @@ int64_t st_rand_int(uint64_t *state, int64_t lo, int64_t hi);
  * "SKIPPED: <reason>" and returns ST_TEST_SKIP for main() to return. */
 int st_test_require_gpu(void);
 
+/* ST_TEST_COMPILE_ONLY=ARCH (e.g. sm_90a): the variant tests
+ * (variant_matrix.h) compile every variant of their edge shapes for ARCH
+ * with NVRTC and stop there, asserting that none failed; no driver or GPU
+ * is needed. NULL when unset. */
+const char *st_test_compile_only(void);
+
 /* A fresh temporary file path under $TMPDIR (file not created); the caller
  * unlinks it. */
 void st_test_temp_path(char *buf, size_t cap, const char *suffix);
