@@ -803,8 +803,9 @@ __device__ __forceinline__ void st_issue_kv_scales(const st_sparse_attn_params &
 }
 
 // RAW_IN_PLACE, the consumer warps, once the block has landed: raw rows
-// into bf16 tiles, K's by st_widen_k before the first pass, V's by
-// st_widen_v while the first pass's score products run. V is times its
+// into bf16 tiles, K's by st_widen_k, then V's by st_widen_v (v2.31:
+// widening V under the first pass's score products instead, then a
+// warpgroup barrier, was 1-4% slower). V is times its
 // per-token scales in tensor mode (K's multiply the scores instead:
 // common/kv_stage.cuh's widen says why), its rows at and past the item's
 // most visible token zeros (as st_zero_v_tail leaves them). Raw rows are
@@ -939,10 +940,12 @@ __device__ __forceinline__ void st_consume_items(const st_sparse_attn_params &p,
     st_mbar_wait(bar0 + 8 * (BAR_REC_FULL + slot), (step >> 1) & 1);
     const st_item &it = s_it[slot];
     st_mbar_wait(bar0 + 8 * BAR_KV_FULL, phase);
-    if constexpr (RAW_IN_PLACE)
-      st_widen_k(region); // V: under the first pass's score products
-    else
+    if constexpr (RAW_IN_PLACE) {
+      st_widen_k(region);
+      st_widen_v(p, region, it.ntok_max);
+    } else {
       st_zero_v_tail(region, 0, it.ntok_max);
+    }
 #pragma unroll 1
     for (int pass = 0; pass < 2; pass++) {
       st_mbar_wait(bar0 + 8 * (BAR_Q_FULL + pass), phase);
@@ -959,20 +962,9 @@ __device__ __forceinline__ void st_consume_items(const st_sparse_attn_params &p,
       }
       st_softmax_state<HEAD_DIM> st;
       if (rows) {
-        // While the score products run: the half given back, and in the
-        // first pass (RAW_IN_PLACE) V widened, by every consumer warp
-        // before any reads it (an item whose first pass has no rows has
-        // none in its second: no product reads its V).
-        const auto meanwhile = [&]() {
-          give_back_half();
-          if (RAW_IN_PLACE && pass == 0) {
-            st_widen_v(p, region, it.ntok_max);
-            st_consumer_sync();
-          }
-        };
         st_with_k_scale(k_scale, [&](auto flag) {
           st_attend_block_wg<D, ROWS, decltype(flag)::value>(q_tile, m0, k_tile, k_tile + st_kv::TILE_BYTES, lim,
-                                                             p.score_scale_log2, k_scale, st, meanwhile);
+                                                             p.score_scale_log2, k_scale, st, give_back_half);
         });
         st_softmax_finish_l(st);
       }
