@@ -75,7 +75,7 @@ constexpr int MATH_WARPS = ROWS / WARP_ROWS;
 // too, into the upper half of the bf16 K/V tiles (raw K where the V tile
 // starts, raw V after it), with the block's per-token scales (tensor mode)
 // after the tiles; the consumer warps widen them in place
-// (st_widen_k, st_widen_v). So the kernel keeps bf16's ~97 KiB and two CTAs an
+// (st_widen_in_place). So the kernel keeps bf16's ~97 KiB and two CTAs an
 // SM, where a raw stage beside the tiles would leave room for one.
 constexpr bool RAW_IN_PLACE = IS_FP8 && WGMMA && MTILES == 2;
 // bf16 on wgmma (and RAW_IN_PLACE): one thread copies a block's K and V by
@@ -802,41 +802,33 @@ __device__ __forceinline__ void st_issue_kv_scales(const st_sparse_attn_params &
   asm volatile("cp.async.mbarrier.arrive.shared::cta.b64 [%0];\n" ::"r"(kv_bar) : "memory");
 }
 
-// RAW_IN_PLACE, the consumer warps, once the block has landed: raw rows
-// into bf16 tiles, K's by st_widen_k, then V's by st_widen_v (v2.31:
-// widening V under the first pass's score products instead, then a
-// warpgroup barrier, was 1-4% slower). V is times its
-// per-token scales in tensor mode (K's multiply the scores instead:
-// common/kv_stage.cuh's widen says why), its rows at and past the item's
-// most visible token zeros (as st_zero_v_tail leaves them). Raw rows are
-// 128 bytes with the copy's 128-byte swizzle, the layout of one bf16 panel
+// RAW_IN_PLACE, the consumer warps, once the block has landed (v2.31; V
+// widened under the first pass's score products instead, then a
+// warpgroup barrier, was 1-4% slower, and every raw row loaded before
+// the first conversion spilled): raw K into the bf16 K tile, then raw V
+// into the bf16 V tile, times its per-token
+// scales in tensor mode (K's multiply the scores instead:
+// common/kv_stage.cuh's widen says why), rows at and past the item's most
+// visible token as zeros (as st_zero_v_tail leaves them). Raw rows are 128
+// bytes with the copy's 128-byte swizzle, the layout of one bf16 panel
 // (st_panel_offset). The 8 lanes of a quarter warp widen one row, chunk c
-// each, rows r0, r0 + 16, ... a lane. A bf16 V row's panel 0 lies where raw
-// K's row of the same number was, its panel 1 where raw V's was, so a row
-// is only overwritten by the lanes that read it: a __syncwarp orders the
-// reads and writes, no CTA barrier. All of a lane's rows are loaded before
-// the first is converted (the loads' latencies overlap). Lanes with c >= 4
-// store their second chunk first, so that a quarter warp's stores fall in
-// eight distinct bank groups.
-struct st_widen_rows {
-  static constexpr int CH = HEAD_DIM / 16, RPP = 128 / CH, N = BLOCK_TOKENS / RPP; // rows a pass, passes
-  static_assert(!RAW_IN_PLACE || CH == 8, "rows of 128 bytes, one raw panel");
-  int c, r0, first;
-  uint32_t k_tile, v_tile;
-  const char *raw_k, *raw_v;
-  __device__ explicit st_widen_rows(char *region)
-      : c(threadIdx.x % CH), r0(threadIdx.x / CH), first(threadIdx.x % CH >= CH / 2), k_tile(st_smem_addr(region)),
-        v_tile(st_smem_addr(region) + st_kv::TILE_BYTES), raw_k(region + st_kv::TILE_BYTES),
-        raw_v(region + st_kv::TILE_BYTES + BLOCK_TOKENS * HEAD_DIM) {}
-
-  __device__ void load(const char *raw, uint4 (&x)[N]) const {
-#pragma unroll
-    for (int i = 0; i < N; i++) x[i] = *(const uint4 *)(raw + st_panel_offset(BLOCK_TOKENS, r0 + i * RPP, c));
-  }
-
-  // A row's 16 values (one raw chunk) into bf16 chunks 2c and 2c + 1 of
-  // the row in `tile`, times `scale` if `scaled`; zeros if `zero`.
-  __device__ void store(uint32_t tile, int tok, uint4 raw, bool scaled, float scale, bool zero) const {
+// each, rows r0, r0 + 16, ... a lane; a bf16 V row's panel 0 lies where
+// raw K's row of the same number was, its panel 1 where raw V's was, so a
+// row is only overwritten by the lanes that read it: a __syncwarp orders
+// the reads and writes, no CTA barrier. Lanes with c >= 4 store their
+// second chunk first, so that a quarter warp's stores fall in eight
+// distinct bank groups.
+__device__ __forceinline__ void st_widen_in_place(const st_sparse_attn_params &p, char *region, int ntok) {
+  constexpr int CH = HEAD_DIM / 16, RPP = 128 / CH, N = BLOCK_TOKENS / RPP, BATCH = 4; // rows a pass, passes
+  static_assert(!RAW_IN_PLACE || (CH == 8 && N % BATCH == 0), "rows of 128 bytes, one raw panel");
+  const int c = threadIdx.x % CH, r0 = threadIdx.x / CH, first = c >= CH / 2;
+  const uint32_t k_tile = st_smem_addr(region), v_tile = k_tile + st_kv::TILE_BYTES;
+  const char *raw_k = region + st_kv::TILE_BYTES, *raw_v = raw_k + BLOCK_TOKENS * HEAD_DIM;
+  const float *v_scale = (const float *)(region + 2 * st_kv::TILE_BYTES) + BLOCK_TOKENS;
+  const bool tensor = p.scale_mode == 2;
+  // 16 values of a row (one raw chunk) into bf16 chunks 2c and 2c + 1 of its
+  // row in `tile`; `zero`: zeros instead.
+  const auto widen_chunk = [&](uint32_t tile, int tok, uint4 raw, bool scaled, float scale, bool zero) {
     const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
     uint32_t b[8];
 #pragma unroll
@@ -850,38 +842,30 @@ struct st_widen_rows {
       x[j] = first ? b[4 + j] : b[j];
       y[j] = first ? b[j] : b[4 + j];
     }
-    const uint32_t at0 = tile + st_kv::tile_offset(tok, 2 * c + first),
-                   at1 = tile + st_kv::tile_offset(tok, 2 * c + 1 - first);
+    const uint32_t at0 = tile + st_kv::tile_offset(tok, 2 * c + first), at1 = tile + st_kv::tile_offset(tok, 2 * c + 1 - first);
     asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(at0), "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(x[3])
                  : "memory");
     asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(at1), "r"(y[0]), "r"(y[1]), "r"(y[2]), "r"(y[3])
                  : "memory");
+  };
+#pragma unroll 2
+  for (int i = 0; i < N; i++) {
+    const int tok = r0 + i * RPP;
+    widen_chunk(k_tile, tok, *(const uint4 *)(raw_k + st_panel_offset(BLOCK_TOKENS, tok, c)), false, 1.f, false);
   }
-};
-
-__device__ __forceinline__ void st_widen_k(char *region) {
-  const st_widen_rows w(region);
-  uint4 raw[st_widen_rows::N];
-  w.load(w.raw_k, raw);
+#pragma unroll 1
+  for (int i0 = 0; i0 < N; i0 += BATCH) {
+    uint4 raw[BATCH];
 #pragma unroll
-  for (int i = 0; i < st_widen_rows::N; i++) w.store(w.k_tile, w.r0 + i * st_widen_rows::RPP, raw[i], false, 1.f, false);
-  st_fence_proxy_async(); // wgmma reads the tile
-}
-
-// After st_widen_k, by the same threads.
-__device__ __forceinline__ void st_widen_v(const st_sparse_attn_params &p, char *region, int ntok) {
-  const st_widen_rows w(region);
-  const float *v_scale = (const float *)(region + 2 * st_kv::TILE_BYTES) + BLOCK_TOKENS;
-  const bool tensor = p.scale_mode == 2;
-  uint4 raw[st_widen_rows::N];
-  w.load(w.raw_v, raw);
-  __syncwarp(); // this warp's raw K and V rows are read before they are overwritten
+    for (int i = 0; i < BATCH; i++) raw[i] = *(const uint4 *)(raw_v + st_panel_offset(BLOCK_TOKENS, r0 + (i0 + i) * RPP, c));
+    __syncwarp(); // this warp's rows, raw K's (i0 = 0) and raw V's, are read before they are overwritten
 #pragma unroll
-  for (int i = 0; i < st_widen_rows::N; i++) {
-    const int tok = w.r0 + i * st_widen_rows::RPP;
-    w.store(w.v_tile, tok, raw[i], tensor, tensor ? v_scale[tok] : 1.f, tok >= ntok);
+    for (int i = 0; i < BATCH; i++) {
+      const int tok = r0 + (i0 + i) * RPP;
+      widen_chunk(v_tile, tok, raw[i], tensor, tensor ? v_scale[tok] : 1.f, tok >= ntok);
+    }
   }
-  st_fence_proxy_async(); // wgmma reads the tile
+  st_fence_proxy_async(); // wgmma reads the tiles
 }
 
 // PASSES2, the producer warp: the CTA's items c, c + gridDim.x, ...
@@ -940,16 +924,14 @@ __device__ __forceinline__ void st_consume_items(const st_sparse_attn_params &p,
     st_mbar_wait(bar0 + 8 * (BAR_REC_FULL + slot), (step >> 1) & 1);
     const st_item &it = s_it[slot];
     st_mbar_wait(bar0 + 8 * BAR_KV_FULL, phase);
-    if constexpr (RAW_IN_PLACE) {
-      st_widen_k(region);
-      st_widen_v(p, region, it.ntok_max);
-    } else {
+    if constexpr (RAW_IN_PLACE)
+      st_widen_in_place(p, region, it.ntok_max);
+    else
       st_zero_v_tail(region, 0, it.ntok_max);
-    }
 #pragma unroll 1
     for (int pass = 0; pass < 2; pass++) {
       st_mbar_wait(bar0 + 8 * (BAR_Q_FULL + pass), phase);
-      st_consumer_sync(); // pass 0: the zeroed V rows too (RAW_IN_PLACE: the widened K rows)
+      st_consumer_sync(); // pass 0: the zeroed (RAW_IN_PLACE: widened) K and V rows too
       // Warpgroup rows m0 ..; warp-uniform through lane 0, as in the
       // kernel's one-pass path.
       const int m0 = __shfl_sync(0xffffffffu, pass * HALF_ROWS, 0);
