@@ -806,18 +806,20 @@ __device__ __forceinline__ void st_issue_kv_scales(const st_sparse_attn_params &
 // widened under the first pass's score products instead, then a
 // warpgroup barrier, was 1-4% slower, and every raw row loaded before
 // the first conversion spilled): raw K into the bf16 K tile, then raw V
-// into the bf16 V tile, times its per-token
-// scales in tensor mode (K's multiply the scores instead:
-// common/kv_stage.cuh's widen says why), rows at and past the item's most
-// visible token as zeros (as st_zero_v_tail leaves them). Raw rows are 128
-// bytes with the copy's 128-byte swizzle, the layout of one bf16 panel
-// (st_panel_offset). The 8 lanes of a quarter warp widen one row, chunk c
-// each, rows r0, r0 + 16, ... a lane; a bf16 V row's panel 0 lies where
-// raw K's row of the same number was, its panel 1 where raw V's was, so a
-// row is only overwritten by the lanes that read it: a __syncwarp orders
-// the reads and writes, no CTA barrier. Lanes with c >= 4 store their
-// second chunk first, so that a quarter warp's stores fall in eight
-// distinct bank groups.
+// into the V tile. TENSOR (tensor mode): V as bf16 times its per-token
+// scales (K's multiply the scores instead: common/kv_stage.cuh's widen
+// says why; a scaled value could leave f16's range); else V as f16, one
+// conversion a pair (e4m3 is exact in f16; bf16 takes four). Rows at and
+// past the item's most visible token become zeros (as st_zero_v_tail
+// leaves them). Raw rows are 128 bytes with the copy's 128-byte swizzle,
+// the layout of one bf16 panel (st_panel_offset). The 8 lanes of a quarter
+// warp widen one row, chunk c each, rows r0, r0 + 16, ... a lane; a V
+// row's panel 0 lies where raw K's row of the same number was, its panel 1
+// where raw V's was, so a row is only overwritten by the lanes that read
+// it: a __syncwarp orders the reads and writes, no CTA barrier. Lanes with
+// c >= 4 store their second chunk first, so that a quarter warp's stores
+// fall in eight distinct bank groups.
+template <bool TENSOR>
 __device__ __forceinline__ void st_widen_in_place(const st_sparse_attn_params &p, char *region, int ntok) {
   constexpr int CH = HEAD_DIM / 16, RPP = 128 / CH, N = BLOCK_TOKENS / RPP, BATCH = 4; // rows a pass, passes
   static_assert(!RAW_IN_PLACE || (CH == 8 && N % BATCH == 0), "rows of 128 bytes, one raw panel");
@@ -825,24 +827,17 @@ __device__ __forceinline__ void st_widen_in_place(const st_sparse_attn_params &p
   const uint32_t k_tile = st_smem_addr(region), v_tile = k_tile + st_kv::TILE_BYTES;
   const char *raw_k = region + st_kv::TILE_BYTES, *raw_v = raw_k + BLOCK_TOKENS * HEAD_DIM;
   const float *v_scale = (const float *)(region + 2 * st_kv::TILE_BYTES) + BLOCK_TOKENS;
-  const bool tensor = p.scale_mode == 2;
-  // 16 values of a row (one raw chunk) into bf16 chunks 2c and 2c + 1 of its
-  // row in `tile`; `zero`: zeros instead.
-  const auto widen_chunk = [&](uint32_t tile, int tok, uint4 raw, bool scaled, float scale, bool zero) {
-    const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
-    uint32_t b[8];
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-      b[2 * j] = zero ? 0u : scaled ? st_e4m3x2_to_bf16x2(w[j] & 0xffffu, scale) : st_e4m3x2_to_bf16x2(w[j] & 0xffffu);
-      b[2 * j + 1] = zero ? 0u : scaled ? st_e4m3x2_to_bf16x2(w[j] >> 16, scale) : st_e4m3x2_to_bf16x2(w[j] >> 16);
-    }
+  // b: a row's 16 values (one raw chunk) as its chunks 2c and 2c + 1, into
+  // the row of `tile`.
+  const auto store = [&](uint32_t tile, int tok, const uint32_t (&b)[8]) {
     uint32_t x[4], y[4]; // the chunk stored first, then the other (selects: b stays in registers)
 #pragma unroll
     for (int j = 0; j < 4; j++) {
       x[j] = first ? b[4 + j] : b[j];
       y[j] = first ? b[j] : b[4 + j];
     }
-    const uint32_t at0 = tile + st_kv::tile_offset(tok, 2 * c + first), at1 = tile + st_kv::tile_offset(tok, 2 * c + 1 - first);
+    const uint32_t at0 = tile + st_kv::tile_offset(tok, 2 * c + first),
+                   at1 = tile + st_kv::tile_offset(tok, 2 * c + 1 - first);
     asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(at0), "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(x[3])
                  : "memory");
     asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(at1), "r"(y[0]), "r"(y[1]), "r"(y[2]), "r"(y[3])
@@ -851,7 +846,15 @@ __device__ __forceinline__ void st_widen_in_place(const st_sparse_attn_params &p
 #pragma unroll 2
   for (int i = 0; i < N; i++) {
     const int tok = r0 + i * RPP;
-    widen_chunk(k_tile, tok, *(const uint4 *)(raw_k + st_panel_offset(BLOCK_TOKENS, tok, c)), false, 1.f, false);
+    const uint4 raw = *(const uint4 *)(raw_k + st_panel_offset(BLOCK_TOKENS, tok, c));
+    const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+    uint32_t b[8];
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+      b[2 * j] = st_e4m3x2_to_bf16x2(w[j] & 0xffffu);
+      b[2 * j + 1] = st_e4m3x2_to_bf16x2(w[j] >> 16);
+    }
+    store(k_tile, tok, b);
   }
 #pragma unroll 1
   for (int i0 = 0; i0 < N; i0 += BATCH) {
@@ -862,7 +865,23 @@ __device__ __forceinline__ void st_widen_in_place(const st_sparse_attn_params &p
 #pragma unroll
     for (int i = 0; i < BATCH; i++) {
       const int tok = r0 + (i0 + i) * RPP;
-      widen_chunk(v_tile, tok, raw[i], tensor, tensor ? v_scale[tok] : 1.f, tok >= ntok);
+      const uint32_t w[4] = {raw[i].x, raw[i].y, raw[i].z, raw[i].w};
+      uint32_t b[8];
+      if (TENSOR) {
+        const float scale = v_scale[tok];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+          b[2 * j] = st_e4m3x2_to_bf16x2(w[j] & 0xffffu, scale);
+          b[2 * j + 1] = st_e4m3x2_to_bf16x2(w[j] >> 16, scale);
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < 4; j++) st_e4m3x4_to_f16x2x2(w[j], b[2 * j], b[2 * j + 1]);
+      }
+      if (tok >= ntok)
+#pragma unroll
+        for (int j = 0; j < 8; j++) b[j] = 0u;
+      store(v_tile, tok, b);
     }
   }
   st_fence_proxy_async(); // wgmma reads the tiles
@@ -925,7 +944,10 @@ __device__ __forceinline__ void st_consume_items(const st_sparse_attn_params &p,
     const st_item &it = s_it[slot];
     st_mbar_wait(bar0 + 8 * BAR_KV_FULL, phase);
     if constexpr (RAW_IN_PLACE)
-      st_widen_in_place(p, region, it.ntok_max);
+      if (k_scale) // tensor mode
+        st_widen_in_place<true>(p, region, it.ntok_max);
+      else
+        st_widen_in_place<false>(p, region, it.ntok_max);
     else
       st_zero_v_tail(region, 0, it.ntok_max);
 #pragma unroll 1
@@ -944,9 +966,10 @@ __device__ __forceinline__ void st_consume_items(const st_sparse_attn_params &p,
       }
       st_softmax_state<HEAD_DIM> st;
       if (rows) {
-        st_with_k_scale(k_scale, [&](auto flag) {
-          st_attend_block_wg<D, ROWS, decltype(flag)::value>(q_tile, m0, k_tile, k_tile + st_kv::TILE_BYTES, lim,
-                                                             p.score_scale_log2, k_scale, st, give_back_half);
+        st_with_k_scale(k_scale, [&](auto flag) { // RAW_IN_PLACE: V is f16 unless in tensor mode
+          constexpr bool KS = decltype(flag)::value;
+          st_attend_block_wg<D, ROWS, KS, RAW_IN_PLACE && !KS>(q_tile, m0, k_tile, k_tile + st_kv::TILE_BYTES, lim,
+                                                               p.score_scale_log2, k_scale, st, give_back_half);
         });
         st_softmax_finish_l(st);
       }

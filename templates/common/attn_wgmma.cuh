@@ -69,11 +69,12 @@ __device__ __forceinline__ void st_block_softmax(const int (&lim)[2], float scal
 // st_block_softmax takes them, K_SCALE and k_scale as common/attn_tile.cuh's
 // st_attend_tile does; st.m, st.l and st.o are written (one whole
 // block: no earlier state). `while_scores` runs while the score products
-// are in flight (the caller's work that need not wait for them).
+// are in flight (the caller's work that need not wait for them). V_F16:
+// the V tile is f16 (P is packed as f16 for the product; P <= 1).
 struct st_nothing_meanwhile {
   __device__ void operator()() const {}
 };
-template <int HEAD_DIM, int Q_ROWS, bool K_SCALE = false, typename Meanwhile = st_nothing_meanwhile>
+template <int HEAD_DIM, int Q_ROWS, bool K_SCALE = false, bool V_F16 = false, typename Meanwhile = st_nothing_meanwhile>
 __device__ __forceinline__ void st_attend_block_wg(uint32_t q_tile, int m0, uint32_t k_tile, uint32_t v_tile,
                                                    const int (&lim)[2], float scale_log2, const float *k_scale,
                                                    st_softmax_state<HEAD_DIM> &st,
@@ -99,22 +100,27 @@ __device__ __forceinline__ void st_attend_block_wg(uint32_t q_tile, int m0, uint
   st_wgmma_fence_regs(d);
   if (K_SCALE) st_scale_scores(k_scale, 0, s);
   st_block_softmax<BLOCK_TOKENS, HEAD_DIM>(lim, scale_log2, st, s);
-  // P as bf16 A fragments, all packed before the first product: a register
-  // written between two products of one group makes ptxas fence each one.
+  // P as bf16 (V_F16: f16) A fragments, all packed before the first
+  // product: a register written between two products of one group makes
+  // ptxas fence each one.
+  const auto pack = [](float lo, float hi) { return V_F16 ? st_pack_f16(lo, hi) : st_pack_bf16(lo, hi); };
   uint32_t a[BLOCK_TOKENS / 16][4];
 #pragma unroll
   for (int kk = 0; kk < BLOCK_TOKENS / 16; kk++) { // tokens 16kk ..: n-tiles 2kk and 2kk + 1 of S
-    a[kk][0] = st_pack_bf16(s[2 * kk][0], s[2 * kk][1]);
-    a[kk][1] = st_pack_bf16(s[2 * kk][2], s[2 * kk][3]);
-    a[kk][2] = st_pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-    a[kk][3] = st_pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+    a[kk][0] = pack(s[2 * kk][0], s[2 * kk][1]);
+    a[kk][1] = pack(s[2 * kk][2], s[2 * kk][3]);
+    a[kk][2] = pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    a[kk][3] = pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
   }
   float(&o)[64] = reinterpret_cast<float(&)[64]>(st.o);
   st_wgmma_fence_regs(o);
   st_wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < BLOCK_TOKENS / 16; kk++)
-    st_wgmma_m64n128k16_bf16_rs_tb(o, a[kk], v_desc + ((kk * 16 * 128) >> 4), kk > 0);
+    if (V_F16)
+      st_wgmma_m64n128k16_f16_rs_tb(o, a[kk], v_desc + ((kk * 16 * 128) >> 4), kk > 0);
+    else
+      st_wgmma_m64n128k16_bf16_rs_tb(o, a[kk], v_desc + ((kk * 16 * 128) >> 4), kk > 0);
   st_wgmma_commit();
   st_wgmma_wait<0>();
   st_wgmma_fence_regs(o);

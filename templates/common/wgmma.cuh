@@ -96,6 +96,16 @@ __device__ __forceinline__ void st_wgmma_m64n128k16_bf16_rs_tb(float (&d)[64], c
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
 }
 
+// The same with f16 A and B (sparse_attn's fp8 V widened to f16).
+__device__ __forceinline__ void st_wgmma_m64n128k16_f16_rs_tb(float (&d)[64], const uint32_t (&a)[4], uint64_t b,
+                                                              int accumulate) {
+  asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %69, 0;\n"
+               " wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " ST_WG_REGS64
+               ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+               : ST_WG_ACC64
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
+}
+
 #undef ST_WG_ACC8
 #undef ST_WG_ACC64
 #undef ST_WG_REGS64
