@@ -540,6 +540,7 @@ extern "C" __global__ void __launch_bounds__(STEP_THREADS, 4) st_sparse_attn_mer
 // included), so the copies and the writes need no division.
 struct st_item {
   int g, page, n, ntok_max;
+  int reuse; // PASSES2: the block is the one the tiles hold (st_produce_items), not copied again
   int ntok[TOKENS], token[TOKENS]; // token: its row of q
   int64_t q_at[TOKENS], state[TOKENS];
 };
@@ -887,27 +888,54 @@ __device__ __forceinline__ void st_widen_in_place(const st_sparse_attn_params &p
   st_fence_proxy_async(); // wgmma reads the tiles
 }
 
-// PASSES2, the producer warp: the CTA's items c, c + gridDim.x, ...
+// PASSES2: CTA c's items, a contiguous range [begin, end) of the chunk's
+// (v2.33; before, c, c + gridDim.x, ...). A key's items are consecutive
+// (st_scan_keys), so a CTA's next item mostly reads the block it already
+// holds: its K and V are then neither copied nor widened again.
+__device__ __forceinline__ void st_item_range(int items, int &begin, int &end) {
+  begin = (int)((int64_t)blockIdx.x * items / gridDim.x);
+  end = (int)((int64_t)(blockIdx.x + 1) * items / gridDim.x);
+}
+
+// PASSES2, the producer warp: the CTA's items. An item reuses the block in
+// the tiles when it is the same (kv head, page) and sees no more of its
+// tokens than the item that brought it (whose most visible token bounded
+// the rows kept: the V rows past it are zeros); then the stage's barrier
+// gets a plain arrival instead of copies.
 __device__ __forceinline__ void st_produce_items(const st_sparse_attn_params &p, st_item *s_it, uint32_t q_tile,
                                                  char *region, uint32_t bar0, int items, int keys_per_head) {
   const int lane = threadIdx.x & 31;
-  int word = st_load_record(p, blockIdx.x, items);
-  for (int x = blockIdx.x, step = 0; x < items; x += gridDim.x, step++) {
+  int begin, end;
+  st_item_range(items, begin, end);
+  int word = st_load_record(p, begin, end);
+  int held_g = -1, held_page = -1, held_ntok = 0; // the block the tiles hold (every lane alike)
+  for (int x = begin, step = 0; x < end; x++, step++) {
     const int slot = step & 1;
     if (step >= 2) st_mbar_wait(bar0 + 8 * (BAR_REC_EMPTY + slot), ((step >> 1) - 1) & 1);
     st_store_item(p, word, keys_per_head, s_it[slot]);
-    word = st_load_record(p, x + gridDim.x, items);
+    word = st_load_record(p, x + 1, end);
     __syncwarp();
-    if (lane == 0) st_mbar_arrive(bar0 + 8 * (BAR_REC_FULL + slot));
     const st_item &it = s_it[slot];
+    const bool reuse = it.g == held_g && it.page == held_page && it.ntok_max <= held_ntok;
+    if (lane == 0) {
+      s_it[slot].reuse = reuse;
+      st_mbar_arrive(bar0 + 8 * (BAR_REC_FULL + slot));
+    }
     if (step >= 1) st_mbar_wait(bar0 + 8 * BAR_Q_EMPTY, (step - 1) & 1);
     if (lane == 0) st_issue_q_half(p, it, q_tile, 0, bar0 + 8 * BAR_Q_FULL);
     if (step >= 1) st_mbar_wait(bar0 + 8 * BAR_KV_EMPTY, (step - 1) & 1);
-    if (RAW_IN_PLACE && p.scale_mode == 2) {
-      st_issue_kv_scales(p, it, region, bar0 + 8 * BAR_KV_FULL);
-      __syncwarp(); // every lane's tracking arrival before lane 0's
+    if (reuse) {
+      if (lane == 0) st_mbar_arrive(bar0 + 8 * BAR_KV_FULL);
+    } else {
+      held_g = it.g;
+      held_page = it.page;
+      held_ntok = it.ntok_max;
+      if (RAW_IN_PLACE && p.scale_mode == 2) {
+        st_issue_kv_scales(p, it, region, bar0 + 8 * BAR_KV_FULL);
+        __syncwarp(); // every lane's tracking arrival before lane 0's
+      }
+      if (lane == 0) st_issue_kv_maps(p, it, region, 0, bar0 + 8 * BAR_KV_FULL);
     }
-    if (lane == 0) st_issue_kv_maps(p, it, region, 0, bar0 + 8 * BAR_KV_FULL);
     if (step >= 1) st_mbar_wait(bar0 + 8 * (BAR_Q_EMPTY + 1), (step - 1) & 1);
     if (lane == 0) st_issue_q_half(p, it, q_tile, 1, bar0 + 8 * (BAR_Q_FULL + 1));
   }
@@ -938,18 +966,24 @@ __device__ __forceinline__ void st_consume_items(const st_sparse_attn_params &p,
     __syncwarp();
     unread = -1;
   };
-  for (int x = blockIdx.x, step = 0; x < items; x += gridDim.x, step++) {
+  int begin, end;
+  st_item_range(items, begin, end);
+  const int steps = end - begin;
+  for (int step = 0; step < steps; step++) {
     const int slot = step & 1, phase = step & 1;
     st_mbar_wait(bar0 + 8 * (BAR_REC_FULL + slot), (step >> 1) & 1);
     const st_item &it = s_it[slot];
     st_mbar_wait(bar0 + 8 * BAR_KV_FULL, phase);
-    if constexpr (RAW_IN_PLACE)
-      if (k_scale) // tensor mode
-        st_widen_in_place<true>(p, region, it.ntok_max);
-      else
-        st_widen_in_place<false>(p, region, it.ntok_max);
-    else
-      st_zero_v_tail(region, 0, it.ntok_max);
+    if (!it.reuse) { // (reused: the tiles hold the block, widened, its V tail zeroed)
+      if constexpr (RAW_IN_PLACE) {
+        if (k_scale) // tensor mode
+          st_widen_in_place<true>(p, region, it.ntok_max);
+        else
+          st_widen_in_place<false>(p, region, it.ntok_max);
+      } else {
+        st_zero_v_tail(region, 0, it.ntok_max);
+      }
+    }
 #pragma unroll 1
     for (int pass = 0; pass < 2; pass++) {
       st_mbar_wait(bar0 + 8 * (BAR_Q_FULL + pass), phase);
@@ -992,7 +1026,7 @@ __device__ __forceinline__ void st_consume_items(const st_sparse_attn_params &p,
 }
 
 // Persistent: CTA c takes work items c, c + gridDim.x, ... of the chunk
-// (ws_header[4] in all). With STAGES 2 the next item's block and q rows
+// (ws_header[4] in all; PASSES2: a contiguous range, st_item_range). With STAGES 2 the next item's block and q rows
 // load while this one's are used; with SPLIT its q rows do, and its block
 // loads while this one's partials are written. Records are read one item ahead of their
 // use (warp 0 holds the words in a register meanwhile), so no CTA waits on
