@@ -20,7 +20,7 @@ for which in old new new old; do
     rm -f "$db" "$db-wal" "$db-shm"
     SPARSETUNE_HOME=$home "$bin" tune --suite "$suite" --op sparse_attn --match "$match" --db "$db" >"$out/ab.log" 2>&1
     grep -E "^B=" "$out/ab.log" | grep -E "$rows" | grep -v "no correct variant" | sed "s/^/$which /" |
-      awk '{print $1, $(NF-3), $(NF-2), $2}' | sed 's/,D=.*reqs=/ /; s/,sel=.*//'
+      awk '{print $1, $(NF-3), $(NF-2), $2}' | sed 's/,D=.*dtype=/ /; s/,layout=.*reqs=/ /; s/,sel=.*//'
   done
 done
 rm -f "$out/ab.db" "$out/ab.db-wal" "$out/ab.db-shm" "$out/ab.log"
