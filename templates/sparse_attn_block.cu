@@ -540,7 +540,7 @@ extern "C" __global__ void __launch_bounds__(STEP_THREADS, 4) st_sparse_attn_mer
 // included), so the copies and the writes need no division.
 struct st_item {
   int g, page, n, ntok_max;
-  int reuse; // PASSES2: the block is the one the tiles hold (st_produce_items), not copied again
+  int reuse;                       // PASSES2: the tiles hold this block already (st_produce_items)
   int ntok[TOKENS], token[TOKENS]; // token: its row of q
   int64_t q_at[TOKENS], state[TOKENS];
 };
@@ -861,7 +861,8 @@ __device__ __forceinline__ void st_widen_in_place(const st_sparse_attn_params &p
   for (int i0 = 0; i0 < N; i0 += BATCH) {
     uint4 raw[BATCH];
 #pragma unroll
-    for (int i = 0; i < BATCH; i++) raw[i] = *(const uint4 *)(raw_v + st_panel_offset(BLOCK_TOKENS, r0 + (i0 + i) * RPP, c));
+    for (int i = 0; i < BATCH; i++)
+      raw[i] = *(const uint4 *)(raw_v + st_panel_offset(BLOCK_TOKENS, r0 + (i0 + i) * RPP, c));
     __syncwarp(); // this warp's rows, raw K's (i0 = 0) and raw V's, are read before they are overwritten
 #pragma unroll
     for (int i = 0; i < BATCH; i++) {
@@ -961,9 +962,11 @@ template <int D>
 __device__ __forceinline__ void st_consume_items(const st_sparse_attn_params &p, const st_item *s_it, char *q_stage,
                                                  char *region, uint32_t bar0, int items) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
-  const uint32_t q_tile = st_smem_addr(q_stage), k_tile = RAW_IN_PLACE ? st_smem_addr(region) : st_kv::k_tile(region, 0);
+  const uint32_t q_tile = st_smem_addr(q_stage),
+                 k_tile = RAW_IN_PLACE ? st_smem_addr(region) : st_kv::k_tile(region, 0);
   // RAW_IN_PLACE, tensor mode: the scores take the block's K scales.
-  const float *k_scale = RAW_IN_PLACE && p.scale_mode == 2 ? (const float *)(region + 2 * st_kv::TILE_BYTES) : nullptr;
+  const float *k_scale =
+      RAW_IN_PLACE && p.scale_mode == 2 ? (const float *)(region + 2 * st_kv::TILE_BYTES) : nullptr;
   // The q half whose partials' copies this warp has not yet waited for
   // (-1: none). It waits once the next pass's score products are issued,
   // so the copies read the tile under those products (v2.18; waiting right

@@ -127,9 +127,8 @@ unsigned st_sparse_attn_smem_bytes(const st_sparse_attn_config *cfg) {
                                              wgmma: 1024 bytes of slack to align the panels; bf16 wgmma
                                              with one stage: two q tiles, the template's SPLIT, or with
                                              two passes one, its PASSES2) */
-    if (cfg->wgmma && cfg->mtiles == 2) /* PASSES2: one q tile; fp8 rows widened in place (RAW_IN_PLACE), and the
-                                           block's K and V scales */
-      return (unsigned)(q + 2 * tile + (fp8 ? 2 * ST_BLOCK_TOKENS * 4 : 0) + 1024);
+    /* PASSES2: one q tile; fp8 rows widened in place (RAW_IN_PLACE), and the block's K and V scales */
+    if (cfg->wgmma && cfg->mtiles == 2) return (unsigned)(q + 2 * tile + (fp8 ? 2 * ST_BLOCK_TOKENS * 4 : 0) + 1024);
     const int64_t q_tiles = cfg->wgmma && !fp8 && cfg->stages == 1 ? 2 : cfg->stages;
     return (unsigned)(q_tiles * q + cfg->stages * stage + wide + (cfg->wgmma ? 1024 : 0));
   }

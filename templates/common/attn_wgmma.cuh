@@ -75,10 +75,9 @@ struct st_nothing_meanwhile {
   __device__ void operator()() const {}
 };
 template <int HEAD_DIM, int Q_ROWS, bool K_SCALE = false, bool V_F16 = false, typename Meanwhile = st_nothing_meanwhile>
-__device__ __forceinline__ void st_attend_block_wg(uint32_t q_tile, int m0, uint32_t k_tile, uint32_t v_tile,
-                                                   const int (&lim)[2], float scale_log2, const float *k_scale,
-                                                   st_softmax_state<HEAD_DIM> &st,
-                                                   const Meanwhile &while_scores = Meanwhile()) {
+__device__ __forceinline__ void
+st_attend_block_wg(uint32_t q_tile, int m0, uint32_t k_tile, uint32_t v_tile, const int (&lim)[2], float scale_log2,
+                   const float *k_scale, st_softmax_state<HEAD_DIM> &st, const Meanwhile &while_scores = Meanwhile()) {
   constexpr int BLOCK_TOKENS = 128, KSTEPS = HEAD_DIM / 16, PANEL_K = BLOCK_TOKENS * 128;
   static_assert(HEAD_DIM == 128, "one m64n128 product for O: head_dim 128");
   static_assert(Q_ROWS % 64 == 0, "whole warpgroups of rows");
