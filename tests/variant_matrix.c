@@ -31,22 +31,21 @@ static void finish(st_db *db, const char *path, st_gen *gen, st_gen_variant *v, 
   st_gen_close(gen);
 }
 
-/* The variants of every stride-th distinct source, in order of first
- * appearance, copied (sources shared, not owned) into a new array. */
+/* The variants whose source hash, read as a number, is a multiple of
+ * `stride`: about one distinct source in `stride`, picked by hash, not by
+ * position, so that the sample cannot alias with the order in which the
+ * generator walks its space. Copies (sources shared, not owned) into a new
+ * array. (A file-scope static_assert(HEAD_DIM == 128) in
+ * sparse_attn_block.cu failed 4 of the 40 sources this samples.) */
 static st_gen_variant *sample_sources(const st_gen_variant *v, int nv, int stride, int *n_out) {
-  int *ord = malloc((size_t)(nv > 0 ? nv : 1) * sizeof *ord);
   st_gen_variant *sub = malloc((size_t)(nv > 0 ? nv : 1) * sizeof *sub);
-  assert_non_null(ord);
   assert_non_null(sub);
-  int distinct = 0, n = 0;
+  int n = 0;
   for (int i = 0; i < nv; i++) {
-    ord[i] = -1;
-    for (int j = 0; j < i && ord[i] < 0; j++)
-      if (strcmp(v[j].row.source_hash, v[i].row.source_hash) == 0) ord[i] = ord[j];
-    if (ord[i] < 0) ord[i] = distinct++;
-    if (ord[i] % stride == 0) sub[n++] = v[i];
+    char head[9] = {0}; /* its first 32 bits (the hash has 32 hex digits) */
+    memcpy(head, v[i].row.source_hash, 8);
+    if (strtoul(head, NULL, 16) % (unsigned long)stride == 0) sub[n++] = v[i];
   }
-  free(ord);
   *n_out = n;
   return sub;
 }
@@ -60,8 +59,8 @@ void st_test_every_variant(const char *op, const st_shape *shapes, int nshapes, 
   if (st_gen_variants(gen, op, shapes, nshapes, &v, &nv, &err) != ST_OK) fail_msg("%s", err.msg);
 
   /* ST_TEST_STRIDE=N checks every Nth variant only (for compute-sanitizer,
-   * which runs kernels many times slower); compiling only, it compiles the
-   * variants of every Nth distinct source (CI samples every family). */
+   * which runs kernels many times slower); compiling only, the variants of
+   * about one distinct source in N (sample_sources). */
   const char *stride_env = getenv("ST_TEST_STRIDE");
   const int stride = stride_env && atoi(stride_env) > 0 ? atoi(stride_env) : 1;
   const st_cu *cu = NULL;

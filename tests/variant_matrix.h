@@ -12,7 +12,7 @@
  * ST_TEST_STRIDE=N checks every Nth variant only (for compute-sanitizer),
  * ST_TEST_MATCH=TEXT those whose name holds TEXT; ST_TEST_COMPILE_ONLY=ARCH
  * compiles them for ARCH and stops (testutil.h: no GPU needed), with
- * ST_TEST_STRIDE=N the variants of every Nth distinct source. */
+ * ST_TEST_STRIDE=N the variants of about one distinct source in N. */
 void st_test_every_variant(const char *op, const st_shape *shapes, int nshapes, uint64_t seed);
 
 /* Clears *s and starts a varlen prefill shape of `op`: its requests
