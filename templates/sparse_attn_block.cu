@@ -790,16 +790,8 @@ __device__ __forceinline__ void st_consumer_sync() { asm volatile("bar.sync 1, 1
 // too). Every lane, before lane 0's st_issue_kv_maps arrives.
 __device__ __forceinline__ void st_issue_kv_scales(const st_sparse_attn_params &p, const st_item &it, char *region,
                                                    uint32_t kv_bar) {
-  const uint32_t scales = st_smem_addr(region) + 2 * st_kv::TILE_BYTES;
-  for (int e = threadIdx.x & 31; e < 2 * BLOCK_TOKENS; e += 32) {
-    const int which = e / BLOCK_TOKENS, tok = e % BLOCK_TOKENS;
-    const int64_t slot = tok < it.ntok_max ? tok : 0;
-    const float *src = which ? p.v_scales + (int64_t)it.page * p.vs_stride_page + (int64_t)it.g * p.vs_stride_head +
-                                   slot * p.vs_stride_token
-                             : p.k_scales + (int64_t)it.page * p.ks_stride_page + (int64_t)it.g * p.ks_stride_head +
-                                   slot * p.ks_stride_token;
-    st_cp_async4(scales + 4 * e, src, tok < it.ntok_max ? 4 : 0);
-  }
+  st_kv::issue_scales(p, it.g, it.page, it.ntok_max, st_smem_addr(region) + 2 * st_kv::TILE_BYTES, threadIdx.x & 31,
+                      32);
   asm volatile("cp.async.mbarrier.arrive.shared::cta.b64 [%0];\n" ::"r"(kv_bar) : "memory");
 }
 
@@ -847,14 +839,8 @@ __device__ __forceinline__ void st_widen_in_place(const st_sparse_attn_params &p
 #pragma unroll 2
   for (int i = 0; i < N; i++) {
     const int tok = r0 + i * RPP;
-    const uint4 raw = *(const uint4 *)(raw_k + st_panel_offset(BLOCK_TOKENS, tok, c));
-    const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
     uint32_t b[8];
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-      b[2 * j] = st_e4m3x2_to_bf16x2(w[j] & 0xffffu);
-      b[2 * j + 1] = st_e4m3x2_to_bf16x2(w[j] >> 16);
-    }
+    st_e4m3x16_widen<false, false>(*(const uint4 *)(raw_k + st_panel_offset(BLOCK_TOKENS, tok, c)), 1.f, b);
     store(k_tile, tok, b);
   }
 #pragma unroll 1
@@ -867,19 +853,8 @@ __device__ __forceinline__ void st_widen_in_place(const st_sparse_attn_params &p
 #pragma unroll
     for (int i = 0; i < BATCH; i++) {
       const int tok = r0 + (i0 + i) * RPP;
-      const uint32_t w[4] = {raw[i].x, raw[i].y, raw[i].z, raw[i].w};
       uint32_t b[8];
-      if (TENSOR) {
-        const float scale = v_scale[tok];
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-          b[2 * j] = st_e4m3x2_to_bf16x2(w[j] & 0xffffu, scale);
-          b[2 * j + 1] = st_e4m3x2_to_bf16x2(w[j] >> 16, scale);
-        }
-      } else {
-#pragma unroll
-        for (int j = 0; j < 4; j++) st_e4m3x4_to_f16x2x2(w[j], b[2 * j], b[2 * j + 1]);
-      }
+      st_e4m3x16_widen<!TENSOR, TENSOR>(raw[i], TENSOR ? v_scale[tok] : 1.f, b);
       if (tok >= ntok)
 #pragma unroll
         for (int j = 0; j < 8; j++) b[j] = 0u;

@@ -104,17 +104,25 @@ struct st_kv_stages {
       ks += k_step;
       vs += v_step;
     }
-    if (IS_FP8 && p.scale_mode == 2) {
-      float *scales = (float *)(stage + RAW_BYTES);
-      for (int e = threadIdx.x; e < 2 * BLOCK_TOKENS; e += THREADS) {
-        const int which = e / BLOCK_TOKENS, tok = e % BLOCK_TOKENS;
-        const int64_t slot = tok < ntok ? tok : 0;
-        const float *src = which ? p.v_scales + (int64_t)page * p.vs_stride_page + (int64_t)g * p.vs_stride_head +
-                                       slot * p.vs_stride_token
-                                 : p.k_scales + (int64_t)page * p.ks_stride_page + (int64_t)g * p.ks_stride_head +
-                                       slot * p.ks_stride_token;
-        st_cp_async4(st_smem_addr(scales + e), src, tok < ntok ? 4 : 0);
-      }
+    if (IS_FP8 && p.scale_mode == 2)
+      issue_scales(p, g, page, ntok, st_smem_addr(stage + RAW_BYTES), threadIdx.x, THREADS);
+  }
+
+  // fp8, tensor mode: cp.async copies of (page, kv head g)'s 128 K and then
+  // 128 V per-token scales to shared address `dst`, scale e by thread
+  // e % threads (`thread` is the caller's index among them); scales at or
+  // past `ntok` become zeros (their slot-0 address is not read).
+  template <class P>
+  static __device__ __forceinline__ void issue_scales(const P &p, int g, int page, int ntok, uint32_t dst, int thread,
+                                                      int threads) {
+    for (int e = thread; e < 2 * BLOCK_TOKENS; e += threads) {
+      const int which = e / BLOCK_TOKENS, tok = e % BLOCK_TOKENS;
+      const int64_t slot = tok < ntok ? tok : 0;
+      const float *src = which ? p.v_scales + (int64_t)page * p.vs_stride_page + (int64_t)g * p.vs_stride_head +
+                                     slot * p.vs_stride_token
+                               : p.k_scales + (int64_t)page * p.ks_stride_page + (int64_t)g * p.ks_stride_head +
+                                     slot * p.ks_stride_token;
+      st_cp_async4(dst + 4 * e, src, tok < ntok ? 4 : 0);
     }
   }
 
@@ -142,28 +150,13 @@ struct st_kv_stages {
 #pragma unroll 2
       for (int tok = r0; tok < BLOCK_TOKENS; tok += ROWS_PER_PASS) {
         const uint4 raw = *(const uint4 *)(raw_rows + tok * HEAD_DIM + c * 16);
-        const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
         uint32_t b[8];
-        if (tensor && which == 1) {
-          const float s = scales[BLOCK_TOKENS + tok];
-#pragma unroll
-          for (int i = 0; i < 4; i++) {
-            b[2 * i] = st_e4m3x2_to_bf16x2(w[i] & 0xffffu, s);
-            b[2 * i + 1] = st_e4m3x2_to_bf16x2(w[i] >> 16, s);
-          }
-        } else if (V_F16 && which == 1) { // e4m3 is exact in f16
-#pragma unroll
-          for (int i = 0; i < 4; i++) {
-            b[2 * i] = st_e4m3x2_to_f16x2(w[i] & 0xffffu);
-            b[2 * i + 1] = st_e4m3x2_to_f16x2(w[i] >> 16);
-          }
-        } else { // no multiply: e4m3 is exact in bf16
-#pragma unroll
-          for (int i = 0; i < 4; i++) {
-            b[2 * i] = st_e4m3x2_to_bf16x2(w[i] & 0xffffu);
-            b[2 * i + 1] = st_e4m3x2_to_bf16x2(w[i] >> 16);
-          }
-        }
+        if (tensor && which == 1)
+          st_e4m3x16_widen<false, true>(raw, scales[BLOCK_TOKENS + tok], b);
+        else if (V_F16 && which == 1)
+          st_e4m3x16_widen<true, false>(raw, 1.f, b);
+        else
+          st_e4m3x16_widen<false, false>(raw, 1.f, b);
         // 16 fp8 values = two bf16 chunks (2c, 2c+1) of the row.
         *(uint4 *)(tile + tile_offset(tok, 2 * c)) = make_uint4(b[0], b[1], b[2], b[3]);
         *(uint4 *)(tile + tile_offset(tok, 2 * c + 1)) = make_uint4(b[4], b[5], b[6], b[7]);

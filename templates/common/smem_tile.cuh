@@ -147,4 +147,19 @@ __device__ __forceinline__ uint32_t st_e4m3x2_to_bf16x2(uint32_t two, float scal
   return st_pack_bf16(lo * scale, hi * scale);
 }
 
+// A 16-byte chunk of 16 e4m3 values (lowest byte first) as 8 pairs, in
+// order: TO_F16, f16 (exact); else bf16 (exact), times `scale` if SCALED
+// (rounded once). The widening of fp8 K/V rows into 16-bit tiles.
+template <bool TO_F16, bool SCALED>
+__device__ __forceinline__ void st_e4m3x16_widen(uint4 raw, float scale, uint32_t (&b)[8]) {
+  static_assert(!(TO_F16 && SCALED), "a scaled value could leave f16's range");
+  const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    const uint32_t lo = w[i] & 0xffffu, hi = w[i] >> 16;
+    b[2 * i] = TO_F16 ? st_e4m3x2_to_f16x2(lo) : SCALED ? st_e4m3x2_to_bf16x2(lo, scale) : st_e4m3x2_to_bf16x2(lo);
+    b[2 * i + 1] = TO_F16 ? st_e4m3x2_to_f16x2(hi) : SCALED ? st_e4m3x2_to_bf16x2(hi, scale) : st_e4m3x2_to_bf16x2(hi);
+  }
+}
+
 #endif // ST_SMEM_TILE_CUH
