@@ -932,16 +932,19 @@ __device__ __forceinline__ void st_produce_items(const st_sparse_attn_params &p,
 
 // PASSES2, the consumer warps: each item in two passes of HALF_ROWS q rows
 // over its K/V block. (A template, so that kernels without passes, of
-// other head dims, do not instantiate it.)
-template <int D>
+// other head dims, do not instantiate it.) TENSOR: RAW_IN_PLACE in tensor
+// mode, whose scores take the block's K scales and whose V is bf16. The
+// kernel picks the instance once, for the whole loop: with the choice
+// inside it, per block, ptxas serialized the fp8 kernel's wgmma for want
+// of registers (C7512; the scalar row ran 2.3-3% slower for it).
+template <int D, bool TENSOR>
 __device__ __forceinline__ void st_consume_items(const st_sparse_attn_params &p, const st_item *s_it, char *q_stage,
                                                  char *region, uint32_t bar0, int items) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   const uint32_t q_tile = st_smem_addr(q_stage),
                  k_tile = RAW_IN_PLACE ? st_smem_addr(region) : st_kv::k_tile(region, 0);
-  // RAW_IN_PLACE, tensor mode: the scores take the block's K scales.
-  const float *k_scale =
-      RAW_IN_PLACE && p.scale_mode == 2 ? (const float *)(region + 2 * st_kv::TILE_BYTES) : nullptr;
+  static_assert(RAW_IN_PLACE || !TENSOR, "tensor-mode K/V widened in place");
+  const float *k_scale = TENSOR ? (const float *)(region + 2 * st_kv::TILE_BYTES) : nullptr;
   // The q half whose partials' copies this warp has not yet waited for
   // (-1: none). It waits once the next pass's score products are issued,
   // so the copies read the tile under those products (v2.18; waiting right
@@ -965,10 +968,7 @@ __device__ __forceinline__ void st_consume_items(const st_sparse_attn_params &p,
     st_mbar_wait(bar0 + 8 * BAR_KV_FULL, phase);
     if (!it.reuse) { // (reused: the tiles hold the block, widened, its V tail zeroed)
       if constexpr (RAW_IN_PLACE) {
-        if (k_scale) // tensor mode
-          st_widen_in_place<true>(p, region, it.ntok_max);
-        else
-          st_widen_in_place<false>(p, region, it.ntok_max);
+        st_widen_in_place<TENSOR>(p, region, it.ntok_max);
       } else {
         st_zero_v_tail(region, 0, it.ntok_max);
       }
@@ -989,11 +989,10 @@ __device__ __forceinline__ void st_consume_items(const st_sparse_attn_params &p,
       }
       st_softmax_state<HEAD_DIM> st;
       if (rows) {
-        st_with_k_scale(k_scale, [&](auto flag) { // RAW_IN_PLACE: V is f16 unless in tensor mode
-          constexpr bool KS = decltype(flag)::value;
-          st_attend_block_wg<D, ROWS, KS, RAW_IN_PLACE && !KS>(q_tile, m0, k_tile, k_tile + st_kv::TILE_BYTES, lim,
-                                                               p.score_scale_log2, k_scale, st, give_back_half);
-        });
+        // RAW_IN_PLACE: V is f16 unless in tensor mode
+        st_attend_block_wg<D, ROWS, TENSOR, RAW_IN_PLACE && !TENSOR>(q_tile, m0, k_tile, k_tile + st_kv::TILE_BYTES,
+                                                                     lim, p.score_scale_log2, k_scale, st,
+                                                                     give_back_half);
         st_softmax_finish_l(st);
       }
       give_back_half(); // (no products this pass)
@@ -1047,8 +1046,10 @@ extern "C" __global__ void __launch_bounds__(BLOCK_THREADS, CTAS_PER_SM)
     const uint32_t bar0 = st_smem_addr(&s_pass_bar[0]);
     if (warp == WARPS)
       st_produce_items(p, s_it, st_smem_addr(q_smem), region, bar0, items, keys_per_head);
+    else if (RAW_IN_PLACE && p.scale_mode == 2)
+      st_consume_items<HEAD_DIM, RAW_IN_PLACE>(p, s_it, q_smem, region, bar0, items);
     else
-      st_consume_items<HEAD_DIM>(p, s_it, q_smem, region, bar0, items);
+      st_consume_items<HEAD_DIM, false>(p, s_it, q_smem, region, bar0, items);
     return;
   }
   // word: warp 0's register copy of the record after the one in s_it.
