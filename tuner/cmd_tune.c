@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "eta.h"
 #include "op_harness.h"
 #include "winners.h"
 #include "worker.h"
@@ -51,7 +52,8 @@ typedef struct tune_state {
   const st_shape *shape;
   const st_job *jobs;
   int shape_index, done_jobs, total_jobs, failed;
-  double started, best_us;
+  st_eta eta; /* the time left, op by op */
+  double best_us;
   char best_name[160];
   int tty;
 } tune_state;
@@ -64,8 +66,8 @@ static double now_s(void) {
 
 static void progress(const tune_state *t) {
   char eta[32] = "?";
-  const double el = now_s() - t->started;
-  if (t->done_jobs > 0) st_cli_format_duration(el / t->done_jobs * (t->total_jobs - t->done_jobs), eta, sizeof eta);
+  const double left = st_eta_left(&t->eta);
+  if (left >= 0) st_cli_format_duration(left, eta, sizeof eta);
   fprintf(stderr, "%s[shape %d/%d] %d/%d variants timed, %d failed; best here %.2f us %s; ETA %s%s",
           t->tty ? "\r\033[K" : "", t->shape_index + 1, t->suite->nshapes, t->done_jobs, t->total_jobs, t->failed,
           t->best_us, t->best_name, eta, t->tty ? "" : "\n");
@@ -93,6 +95,7 @@ static void record(void *ctx, int index, const st_job_outcome *o) {
   st_err err = {{0}};
   if (st_db_put_measurement(t->db, &m, &err) != ST_OK) st_cli_error(t->cli, "recording a measurement: %s", err.msg);
   t->done_jobs++;
+  st_eta_done(&t->eta, t->shape->op, now_s());
   if (strcmp(o->status, "ok") && strcmp(o->status, "pruned")) {
     t->failed++;
     fprintf(stderr, "%s  %s on %s: %s: %s\n", t->tty ? "\r\033[K" : "", v->name, t->shape->key, o->status,
@@ -282,7 +285,8 @@ static void run_args(const st_cli *cli, char *buf, size_t cap) {
 
 static int tune_shapes(const st_cli *cli, st_gen *gen, st_db *db, st_cli_suite *s, int64_t run_id,
                        const binary_slot *bins, int nbins) {
-  tune_state t = {.cli = cli, .db = db, .suite = s, .run_id = run_id, .started = now_s(), .tty = isatty(2)};
+  tune_state t = {.cli = cli, .db = db, .suite = s, .run_id = run_id, .tty = isatty(2)};
+  st_eta_start(&t.eta, now_s());
   st_job *jobs = calloc((size_t)s->nvariants + 1, sizeof *jobs);
   if (!jobs) return ST_EXIT_FAIL;
   int rc = ST_EXIT_OK;
@@ -290,6 +294,7 @@ static int tune_shapes(const st_cli *cli, st_gen *gen, st_db *db, st_cli_suite *
     int n = 0;
     rc = plan_jobs(cli, gen, db, s, &s->shapes[i], run_id, bins, nbins, jobs, &n);
     t.total_jobs += n;
+    st_eta_plan(&t.eta, s->shapes[i].op, n);
   }
   for (int i = 0; i < s->nshapes && rc == ST_EXIT_OK && !st_cli_stop; i++) {
     const st_shape *sh = &s->shapes[i];
