@@ -95,7 +95,7 @@ static void record(void *ctx, int index, const st_job_outcome *o) {
   st_err err = {{0}};
   if (st_db_put_measurement(t->db, &m, &err) != ST_OK) st_cli_error(t->cli, "recording a measurement: %s", err.msg);
   t->done_jobs++;
-  st_eta_done(&t->eta, t->shape->op, now_s());
+  st_eta_done(&t->eta, now_s());
   if (strcmp(o->status, "ok") && strcmp(o->status, "pruned")) {
     t->failed++;
     fprintf(stderr, "%s  %s on %s: %s: %s\n", t->tty ? "\r\033[K" : "", v->name, t->shape->key, o->status,
@@ -286,7 +286,6 @@ static void run_args(const st_cli *cli, char *buf, size_t cap) {
 static int tune_shapes(const st_cli *cli, st_gen *gen, st_db *db, st_cli_suite *s, int64_t run_id,
                        const binary_slot *bins, int nbins) {
   tune_state t = {.cli = cli, .db = db, .suite = s, .run_id = run_id, .tty = isatty(2)};
-  st_eta_start(&t.eta, now_s());
   st_job *jobs = calloc((size_t)s->nvariants + 1, sizeof *jobs);
   if (!jobs) return ST_EXIT_FAIL;
   int rc = ST_EXIT_OK;
@@ -296,6 +295,7 @@ static int tune_shapes(const st_cli *cli, st_gen *gen, st_db *db, st_cli_suite *
     t.total_jobs += n;
     st_eta_plan(&t.eta, s->shapes[i].op, n);
   }
+  st_eta_start(&t.eta, now_s());
   for (int i = 0; i < s->nshapes && rc == ST_EXIT_OK && !st_cli_stop; i++) {
     const st_shape *sh = &s->shapes[i];
     int n = 0;
@@ -309,6 +309,7 @@ static int tune_shapes(const st_cli *cli, st_gen *gen, st_db *db, st_cli_suite *
     t.shape = sh;
     t.jobs = jobs;
     t.shape_index = i;
+    st_eta_shape(&t.eta, sh->op, n);
     t.best_us = 0;
     t.best_name[0] = '\0';
     st_worker_opts o = {.device = cli->device,
