@@ -935,8 +935,8 @@ __device__ __forceinline__ void st_produce_items(const st_sparse_attn_params &p,
 // other head dims, do not instantiate it.) TENSOR: RAW_IN_PLACE in tensor
 // mode, whose scores take the block's K scales and whose V is bf16. The
 // kernel picks the instance once, for the whole loop: with the choice
-// inside it, per block, ptxas serialized the fp8 kernel's wgmma for want
-// of registers (C7512; the scalar row ran 2.3-3% slower for it).
+// inside it, per block, ptxas serialized the fp8 c2 kernel's wgmma for
+// want of registers (C7512; v2.34, docs/kernels/sparse_attn.md).
 template <int D, bool TENSOR>
 __device__ __forceinline__ void st_consume_items(const st_sparse_attn_params &p, const st_item *s_it, char *q_stage,
                                                  char *region, uint32_t bar0, int items) {

@@ -52,7 +52,7 @@ typedef struct tune_state {
   const st_shape *shape;
   const st_job *jobs;
   int shape_index, done_jobs, total_jobs, failed;
-  st_eta eta; /* the time left, op by op */
+  st_eta eta; /* the time left (tuner/eta.h) */
   double best_us;
   char best_name[160];
   int tty;
