@@ -1046,7 +1046,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK_THREADS, CTAS_PER_SM)
     const uint32_t bar0 = st_smem_addr(&s_pass_bar[0]);
     if (warp == WARPS)
       st_produce_items(p, s_it, st_smem_addr(q_smem), region, bar0, items, keys_per_head);
-    else if (RAW_IN_PLACE && p.scale_mode == 2)
+    else if (RAW_IN_PLACE && p.scale_mode == 2) // (TENSOR = RAW_IN_PLACE, true here: bf16 never instantiates it)
       st_consume_items<HEAD_DIM, RAW_IN_PLACE>(p, s_it, q_smem, region, bar0, items);
     else
       st_consume_items<HEAD_DIM, false>(p, s_it, q_smem, region, bar0, items);
