@@ -5,6 +5,8 @@
 #   .ci/device.sh test            ctest -L gpu
 #   .ci/device.sh tune [SUITE]    sparsetune tune into $OUT/sparsetune.db
 #   .ci/device.sh bench           sparsetune bench --suite anchors on that db
+#   .ci/device.sh bench-cold      the same with the paged caches cold in L2
+#                                 (--cold, tuner/cold.h)
 #   .ci/device.sh sanitize        compute-sanitizer over the GPU tests
 #   .ci/device.sh repeat [N]      the two decode GPU tests N times (default 2),
 #                                 each with a fresh seed: a failure that
@@ -30,7 +32,8 @@ while [ $# -gt 0 ]; do
     ;;
   tune)
     suite=m3-decode
-    if [ $# -gt 0 ] && [ "${1#-}" = "$1" ] && [ "$1" != test ] && [ "$1" != bench ] && [ "$1" != sanitize ] &&
+    if [ $# -gt 0 ] && [ "${1#-}" = "$1" ] && [ "$1" != test ] && [ "$1" != bench ] && [ "$1" != bench-cold ] &&
+      [ "$1" != sanitize ] &&
       [ "$1" != repeat ]; then
       suite=$1
       shift
@@ -39,6 +42,9 @@ while [ $# -gt 0 ]; do
     ;;
   bench)
     "$build/tuner/sparsetune" bench --suite anchors --db "$db" 2>&1 | tee "$out/bench.log" || status=1
+    ;;
+  bench-cold)
+    "$build/tuner/sparsetune" bench --suite anchors --cold --db "$db" 2>&1 | tee "$out/bench_cold.log" || status=1
     ;;
   sanitize)
     # memcheck and racecheck over the runtime end-to-end tests, memcheck

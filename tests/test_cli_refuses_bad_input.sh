@@ -34,6 +34,11 @@ expect 2 "option --arch does not apply to this command" -- "$bin" show --arch sm
 expect 2 "option --match does not apply to this command" -- "$bin" bench --match .kr.
 expect 2 "--match needs 1 to 100 characters" -- "$bin" tune --match ""
 expect 2 "needs a value" -- "$bin" tune --match
+expect 2 "without spaces" -- "$bin" tune --match "kr cache=cold"
+expect 2 "option --cold does not apply to this command" -- "$bin" show --cold
+expect 2 "option --cold does not apply to this command" -- "$bin" compile --cold
+expect 0 "--cold" -- "$bin" bench --help
+expect 0 "--cold" -- "$bin" tune --help
 expect 2 "--jobs=0 is not a whole number in 1..256" -- "$bin" compile --jobs 0
 expect 2 "--device=x is not a whole number" -- "$bin" tune --device x
 expect 2 "needs a value" -- "$bin" tune --suite
@@ -61,6 +66,7 @@ for f in foreign.txt other.db random.bin; do
 done
 expect 2 "cannot be read" -- "$bin" bench --db missing.db
 expect 2 "cannot be read" -- "$bin" bench --harness --db missing.db
+expect 2 "cannot be read" -- "$bin" bench --cold --db missing.db
 expect 2 "does not apply to this command" -- "$bin" tune --harness
 expect 2 "not in the database" -- "$bin" regress --base 1 --head 2 --db gen.db
 

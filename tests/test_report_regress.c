@@ -290,6 +290,60 @@ static void test_bad_arguments_are_refused_without_output(void **state) {
   assert_int_equal(st_report_regress(f->db, stdout, NULL, NULL, &err), ST_ERR_INVALID_ARG);
 }
 
+/* A run made as fx_run makes one, with `args`. */
+static int64_t run_with_args(st_db *db, int64_t device_id, const char *args) {
+  st_run_row r;
+  memset(&r, 0, sizeof r);
+  snprintf(r.kind, sizeof r.kind, "bench");
+  snprintf(r.op, sizeof r.op, "index_decode");
+  snprintf(r.suite, sizeof r.suite, "quick");
+  snprintf(r.args, sizeof r.args, "%s", args);
+  snprintf(r.tool_version, sizeof r.tool_version, "0.1.0");
+  r.device_id = device_id;
+  int64_t id = 0;
+  st_err err = {{0}};
+  if (st_db_run_begin(db, &r, &id, &err) != ST_OK || st_db_run_finish(db, id, "done", &err) != ST_OK)
+    fail_msg("run: %s", err.msg);
+  return id;
+}
+
+/* Times with the paged caches cold in L2 (`--cold`) and warm do not
+ * compare: refused with a message, nothing printed. Two cold runs compare. */
+static void test_cold_and_warm_runs_are_not_compared(void **state) {
+  fixture *f = *state;
+  const int64_t cold1 = run_with_args(f->db, f->device, "suite=quick op=* seed=1 cache=cold");
+  const int64_t cold2 = run_with_args(f->db, f->device, "suite=quick op=* seed=1 match=x cache=cold");
+  /* The mark counts only at the end (a --match text has no spaces). */
+  const int64_t warm = run_with_args(f->db, f->device, "suite=quick op=* seed=1 match=cache=cold");
+  fx_measure(f->db, cold1, f->variant[0], "B=1", "ok", 10, 0.01, NULL);
+  fx_measure(f->db, cold2, f->variant[0], "B=1", "ok", 20, 0.01, NULL);
+  fx_measure(f->db, warm, f->variant[0], "B=1", "ok", 10, 0.01, NULL);
+  const int64_t refused[][2] = {{f->base, cold1}, {cold1, f->base}, {cold2, warm}};
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+    st_regress_opts o = {refused[i][0], refused[i][1], 0.05, ST_REPORT_TEXT};
+    st_regress_summary s;
+    st_err err = {{0}};
+    capture c;
+    capture_open(&c);
+    assert_int_equal(st_report_regress(f->db, c.f, &o, &s, &err), ST_ERR_INVALID_ARG);
+    capture_close(&c);
+    printf("# refused: %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "do not compare"));
+    assert_int_equal(c.size, 0);
+    free(c.buf);
+  }
+  st_regress_opts o = {cold1, cold2, 0.05, ST_REPORT_TEXT};
+  st_regress_summary s;
+  st_err err = {{0}};
+  capture c;
+  capture_open(&c);
+  assert_int_equal(st_report_regress(f->db, c.f, &o, &s, &err), ST_OK);
+  capture_close(&c);
+  assert_int_equal(s.compared, 1);
+  assert_int_equal(s.regressions, 1);
+  free(c.buf);
+}
+
 static void test_runs_of_other_ops_and_devices_warn(void **state) {
   fixture *f = *state;
   int64_t h200 = fx_device(f->db, "NVIDIA H200", "sm_90a", "uuid-h200");
@@ -328,6 +382,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_threshold_and_noise_rule, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_arguments_are_refused_without_output, setup, teardown),
       cmocka_unit_test_setup_teardown(test_runs_of_other_ops_and_devices_warn, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_cold_and_warm_runs_are_not_compared, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

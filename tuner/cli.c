@@ -64,14 +64,15 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
       {"head", required_argument, 0, 'H'},   {"threshold", required_argument, 0, 't'},
       {"print", no_argument, 0, 'p'},        {"help", no_argument, 0, 'h'},
       {"harness", no_argument, 0, 'A'},      {"match", required_argument, 0, 'm'},
-      {0, 0, 0, 0}};
+      {"cold", no_argument, 0, 'C'},         {0, 0, 0, 0}};
   static const struct {
     int c;
     unsigned flag;
   } need[] = {{'d', ST_OPT_DB},      {'s', ST_OPT_SUITE},   {'o', ST_OPT_OP},      {'a', ST_OPT_ARCH},
               {'g', ST_OPT_DEVICE},  {'j', ST_OPT_JOBS},    {'J', ST_OPT_JSON},    {'n', ST_OPT_FRESH},
               {'S', ST_OPT_SEED},    {'b', ST_OPT_REGRESS}, {'H', ST_OPT_REGRESS}, {'t', ST_OPT_REGRESS},
-              {'p', ST_OPT_PRINT},   {'A', ST_OPT_HARNESS}, {'m', ST_OPT_MATCH}};
+              {'p', ST_OPT_PRINT},   {'A', ST_OPT_HARNESS}, {'m', ST_OPT_MATCH},
+              {'C', ST_OPT_COLD}};
   optind = 1;
   opterr = 0;
   int c, li = -1;
@@ -100,9 +101,10 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
     case 'n': cli->fresh = 1; break;
     case 'p': cli->print_source = 1; break;
     case 'A': cli->harness = 1; break;
+    case 'C': cli->cold = 1; break;
     case 'm':
-      if (!*optarg || strlen(optarg) > 100) {
-        st_cli_error(cli, "--match needs 1 to 100 characters of a variant name");
+      if (!*optarg || strlen(optarg) > 100 || strpbrk(optarg, " \t\n")) {
+        st_cli_error(cli, "--match needs 1 to 100 characters of a variant name, without spaces");
         return -2;
       }
       cli->match = optarg;

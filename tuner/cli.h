@@ -41,6 +41,7 @@ typedef struct st_cli {
   int print_source;       /* generate: print the rendered sources */
   int harness;            /* bench: also time the variant through the op harness */
   const char *match;      /* tune: only variants whose name contains this; NULL: all */
+  int cold;               /* tune, bench: cold-cache timing (cold.h) */
 } st_cli;
 
 /* Option flags a command accepts. */
@@ -58,7 +59,8 @@ enum {
   ST_OPT_PRINT = 1 << 10,
   ST_OPT_RUN = 1 << 11,
   ST_OPT_HARNESS = 1 << 12,
-  ST_OPT_MATCH = 1 << 13
+  ST_OPT_MATCH = 1 << 13,
+  ST_OPT_COLD = 1 << 14
 };
 
 /* Parses argv (argv[0] = the command name) into `cli` with defaults set.

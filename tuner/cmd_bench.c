@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cold.h"
 #include "commands.h"
 #include "decode_step.h"
 #include "op_harness.h"
@@ -27,7 +28,8 @@
 #include "timing.h"
 
 static const char usage[] =
-    "usage: sparsetune bench [--suite NAME] [--op OP] [--db FILE] [--device N] [--seed N] [--harness] [--json]\n"
+    "usage: sparsetune bench [--suite NAME] [--op OP] [--db FILE] [--device N] [--seed N] [--harness] [--cold]\n"
+    "                        [--json]\n"
     "\n"
     "Times the runtime's dispatch (the winners recorded in the database) on\n"
     "every shape of the suite, as ../shared/anchors.md measured the peer:\n"
@@ -46,6 +48,10 @@ static const char usage[] =
     "  --harness      also time the dispatched variant launched as `tune` launches\n"
     "                 it (its module loaded from the database, no libsparsetune),\n"
     "                 on the same inputs: the \"harness us\" column\n"
+    "  --cold         the paged caches cold in L2, as an engine sees them: pools\n"
+    "                 of 16x the L2 size, each replay reading other pages of\n"
+    "                 them through other block tables (index_topk reads no\n"
+    "                 pool: its rows are as without --cold)\n"
     "  --json         JSON lines instead of the table\n";
 
 #define COPY_BYTES ((size_t)1 << 30)
@@ -135,8 +141,8 @@ static void bench_shape(const st_cu *cu, const st_device_info *dev, st_handle *r
     snprintf(row->error, sizeof row->error, "no harness for op %s", row->shape->op);
     return;
   }
-  if (h->case_create(cu, dev, &row->shape->params, cli->seed, (int)sysconf(_SC_NPROCESSORS_ONLN), &kase, &err) ||
-      h->bind_runtime(kase, rt, &bound, &err)) {
+  const st_case_opts co = {.seed = cli->seed, .threads = (int)sysconf(_SC_NPROCESSORS_ONLN), .cold = cli->cold};
+  if (h->case_create(cu, dev, &row->shape->params, &co, &kase, &err) || h->bind_runtime(kase, rt, &bound, &err)) {
     snprintf(row->error, sizeof row->error, "%s", err.msg);
     goto done;
   }
@@ -154,10 +160,11 @@ static void bench_shape(const st_cu *cu, const st_device_info *dev, st_handle *r
   /* 200 ms of replays first: the case's CPU reference leaves the GPU idle
    * long enough to clock down (it idles at 345 MHz), and 20 replays of a
    * 10 us kernel are 0.2 ms of load. */
-  const st_timing_opts o = {
+  st_timing_opts o = {
       .warmup = 20, .warmup_ms = 200.0, .reps = 5, .iters = h->bench_iters > 0 ? h->bench_iters : 40};
   st_timing t;
-  if (st_time_graph(cu, stream, h->launch, bound, &o, &t, &err) != ST_OK) {
+  if ((cli->cold && st_cold_prepare(h, kase, dev, &o, &err) != ST_OK) ||
+      st_time_graph(cu, stream, h->launch, bound, &o, &t, &err) != ST_OK) {
     snprintf(row->error, sizeof row->error, "%s", err.msg);
     goto done;
   }
@@ -243,7 +250,8 @@ static void record_rows(const st_cli *cli, const st_device_info *dev, const benc
   snprintf(run.suite, sizeof run.suite, "%s", cli->suite);
   snprintf(run.arch, sizeof run.arch, "%s", dev->arch);
   snprintf(run.tool_version, sizeof run.tool_version, "%s", ST_VERSION);
-  snprintf(run.args, sizeof run.args, "suite=%s op=%s seed=%llu", cli->suite, cli->op ? cli->op : "*", cli->seed);
+  snprintf(run.args, sizeof run.args, "suite=%s op=%s seed=%llu%s", cli->suite, cli->op ? cli->op : "*", cli->seed,
+           cli->cold ? " " ST_COLD_RUN_ARG : "");
   if (st_db_put_device(db, dev, &device_id, &err) != ST_OK) goto fail;
   run.device_id = device_id;
   if (st_db_run_begin(db, &run, &run_id, &err) != ST_OK) goto fail;
@@ -276,8 +284,9 @@ fail:
 int st_cmd_bench(int argc, char **argv) {
   st_cli cli;
   int rc = st_cli_parse(
-      argc, argv, ST_OPT_DB | ST_OPT_SUITE | ST_OPT_OP | ST_OPT_DEVICE | ST_OPT_SEED | ST_OPT_JSON | ST_OPT_HARNESS, usage,
-      &cli);
+      argc, argv,
+      ST_OPT_DB | ST_OPT_SUITE | ST_OPT_OP | ST_OPT_DEVICE | ST_OPT_SEED | ST_OPT_JSON | ST_OPT_HARNESS | ST_OPT_COLD,
+      usage, &cli);
   if (rc) return rc == -1 ? ST_EXIT_OK : ST_EXIT_USAGE;
   int suite_given = 0;
   for (int i = 1; i < argc; i++) suite_given |= !strncmp(argv[i], "--suite", 7);
@@ -341,11 +350,13 @@ int st_cmd_bench(int argc, char **argv) {
     printf("bench: suite %s on %s (%s, %d SMs); copy bandwidth %.0f GB/s (read + write)\n", cli.suite, dev.name,
            dev.arch, dev.sm_count, copy_gbs);
     printf("method: CUDA-graph replays, median of 5 x 40 (prefill ops: 5 x 10) after >= 200 ms of warm-up replays, "
-           "same inputs each replay\n");
+           "%s\n",
+           cli.cold ? "paged caches cold in L2 (pools of 16x L2, other pages each replay)" : "same inputs each replay");
     printf("%-18s %-62s %8s %7s %8s %7s %7s %8s %8s  %s\n", "op", "shape", "us", "spread", "GB/s", "of copy", "TFLOP/s",
            "peer us", "speed-up", "variant (id name)");
   } else {
-    printf("{\"device\":\"%s\",\"arch\":\"%s\",\"copy_gbs\":%.1f}\n", dev.name, dev.arch, copy_gbs);
+    printf("{\"device\":\"%s\",\"arch\":\"%s\",\"copy_gbs\":%.1f,\"cold\":%s}\n", dev.name, dev.arch, copy_gbs,
+           cli.cold ? "true" : "false");
   }
   int failures = 0;
   for (int i = 0; i < nshapes; i++) {

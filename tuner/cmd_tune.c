@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cold.h"
 #include "commands.h"
 #include "eta.h"
 #include "op_harness.h"
@@ -16,7 +17,7 @@
 
 static const char usage[] =
     "usage: sparsetune tune [--suite NAME] [--op OP] [--db FILE] [--device N] [--arch SM]\n"
-    "                       [--jobs N] [--seed N] [--new] [--match TEXT]\n"
+    "                       [--jobs N] [--seed N] [--new] [--match TEXT] [--cold]\n"
     "\n"
     "Generates every variant of the suite's ops, compiles them for the GPU\n"
     "(cached by source hash), then for each shape of the suite verifies each\n"
@@ -36,7 +37,12 @@ static const char usage[] =
     "  --seed N       input seed (default 20261122)\n"
     "  --new          start a new run even if an interrupted one matches\n"
     "  --match TEXT   only variants whose name contains TEXT (for example\n"
-    "                 '.kr.' or '/s64'); the winners are then the best of those\n";
+    "                 '.kr.' or '/s64'); the winners are then the best of those\n"
+    "  --cold         time with the paged caches cold in L2, as an engine sees\n"
+    "                 them (pools of 16x the L2 size, each replay reading other\n"
+    "                 pages); the winners are then picked on those times. A\n"
+    "                 cold run resumes only a cold run. Default: the same\n"
+    "                 inputs each replay, as ../shared/anchors.md timed the peer\n";
 
 typedef struct binary_slot {
   char hash[40];
@@ -253,8 +259,8 @@ static int save_and_print_winners(const st_cli *cli, st_db *db, st_cli_suite *s,
     st_cli_error(cli, "saving winners: %s", err.msg);
   }
 
-  printf("\nWinners on %s (%s), run %lld: %d dispatch keys from %d shapes\n", dev->name, dev->arch,
-         (long long)run_id, nw, s->nshapes);
+  printf("\nWinners on %s (%s), run %lld: %d dispatch keys from %d shapes%s\n", dev->name, dev->arch,
+         (long long)run_id, nw, s->nshapes, cli->cold ? "; times with the paged caches cold in L2" : "");
   printf("%-58s %-52s %9s %9s %8s\n", "shape", "winner (least worst-case regret)", "us", "default", "speed-up");
   for (int i = 0; i < s->nshapes; i++) {
     const st_shape *sh = &s->shapes[i];
@@ -279,8 +285,8 @@ static int save_and_print_winners(const st_cli *cli, st_db *db, st_cli_suite *s,
 }
 
 static void run_args(const st_cli *cli, char *buf, size_t cap) {
-  snprintf(buf, cap, "suite=%s op=%s seed=%llu%s%s", cli->suite, cli->op ? cli->op : "*", cli->seed,
-           cli->match ? " match=" : "", cli->match ? cli->match : "");
+  snprintf(buf, cap, "suite=%s op=%s seed=%llu%s%s%s", cli->suite, cli->op ? cli->op : "*", cli->seed,
+           cli->match ? " match=" : "", cli->match ? cli->match : "", cli->cold ? " " ST_COLD_RUN_ARG : "");
 }
 
 static int tune_shapes(const st_cli *cli, st_gen *gen, st_db *db, st_cli_suite *s, int64_t run_id,
@@ -316,6 +322,7 @@ static int tune_shapes(const st_cli *cli, st_gen *gen, st_db *db, st_cli_suite *
                         .seed = cli->seed,
                         .ref_threads = (int)sysconf(_SC_NPROCESSORS_ONLN),
                         .timing = {.warmup = 10, .reps = 5, .iters = 0, .target_rep_ms = 1.0, .max_iters = 40},
+                        .cold = cli->cold,
                         .prune_factor = 1.5,
                         .job_timeout_s = 60,
                         .setup_timeout_s = 900};
@@ -342,7 +349,7 @@ int st_cmd_tune(int argc, char **argv) {
   st_cli cli;
   int rc = st_cli_parse(argc, argv,
                         ST_OPT_DB | ST_OPT_SUITE | ST_OPT_OP | ST_OPT_ARCH | ST_OPT_DEVICE | ST_OPT_JOBS | ST_OPT_SEED |
-                            ST_OPT_FRESH | ST_OPT_MATCH,
+                            ST_OPT_FRESH | ST_OPT_MATCH | ST_OPT_COLD,
                         usage, &cli);
   if (rc) return rc == -1 ? ST_EXIT_OK : ST_EXIT_USAGE;
   st_cli_catch_signals();

@@ -16,12 +16,19 @@
 #include "error.h"
 #include "params.h"
 
+/* How a case is built, beyond its shape. */
+typedef struct st_case_opts {
+  uint64_t seed; /* of the inputs                                      */
+  int threads;   /* CPU threads for the inputs and the reference        */
+  int cold;      /* paged pools grown for cold-cache timing (cold.h)    */
+} st_case_opts;
+
 typedef struct st_op_harness {
   const char *op;
-  /* Inputs on the device for `shape`, from `seed`; the reference computed
-   * with `threads` CPU threads. *out is freed by case_destroy. */
-  st_status (*case_create)(const st_cu *cu, const st_device_info *dev, const st_params *shape, uint64_t seed,
-                           int threads, void **out, st_err *err);
+  /* Inputs on the device for `shape`, and their reference. *out is freed by
+   * case_destroy. */
+  st_status (*case_create)(const st_cu *cu, const st_device_info *dev, const st_params *shape, const st_case_opts *o,
+                           void **out, st_err *err);
   void (*case_destroy)(void *c);
   /* Checks the variant fits, plans it, takes its kernels from `mod` and a
    * cleared workspace. ST_ERR_NO_VARIANT: does not fit this shape. */
@@ -37,6 +44,12 @@ typedef struct st_op_harness {
    * op's error measure. A non-OK status means CUDA failed (a fault). */
   st_status (*verify)(void *bound, CUstream stream, int *ok, double *max_err, char *msg, size_t cap, st_err *err);
   void (*unbind)(void *bound);
+  /* Cold-cache timing (tuner/cold.h), for a case built cold: readies `n`
+   * input sets, set 0 the case's own, the others with other block tables
+   * over its pools. NULL where the op reads no paged pool. */
+  st_status (*cold_sets)(void *c, int n, st_err *err);
+  /* Points a bound variant's launches at input set i (0 <= i < n). */
+  st_status (*rotate)(void *bound, int i, st_err *err);
   /* Bytes the op must move at least (each input read once, outputs written
    * once), for GB/s figures. */
   double (*min_bytes)(const void *c);

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "run_args.h"
+
 /* ---- JSON output ---------------------------------------------------------- */
 
 /* Length of the valid UTF-8 sequence at p (2..4), or 0 if it is not one. */
@@ -761,6 +763,11 @@ st_status st_report_regress(st_db *db, FILE *out, const st_regress_opts *opts, s
   memset(&s, 0, sizeof s);
   st = load_run(db, opts->base_run, "regress: --base", &b, &bl, err);
   if (st == ST_OK) st = load_run(db, opts->head_run, "regress: --head", &h, &hl, err);
+  if (st == ST_OK && st_cold_run(b.args) != st_cold_run(h.args))
+    st = st_fail(err, ST_ERR_INVALID_ARG,
+                 "regress: run %lld timed the paged caches %s in L2 and run %lld %s (--cold): their times do not compare",
+                 (long long)b.id, st_cold_run(b.args) ? "cold" : "warm", (long long)h.id,
+                 st_cold_run(h.args) ? "cold" : "warm");
   if (st == ST_OK) st = compare_runs(&bl, &hl, opts->threshold, &c, err);
   if (st == ST_OK) {
     warnings w = {.n = 0};

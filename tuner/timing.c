@@ -22,50 +22,71 @@ static void summarize(st_timing *t) {
 
 typedef struct graph_state {
   const st_cu *cu;
-  CUgraph graph;
-  CUgraphExec exec;
+  int n, next; /* graphs captured; the one the next replay launches */
+  CUgraph graph[ST_TIMING_MAX_ROTATIONS];
+  CUgraphExec exec[ST_TIMING_MAX_ROTATIONS];
   CUevent ev[2];
 } graph_state;
 
 static void release(graph_state *g) {
-  if (g->exec) g->cu->cuGraphExecDestroy(g->exec);
-  if (g->graph) g->cu->cuGraphDestroy(g->graph);
+  for (int i = 0; i < g->n; i++) {
+    if (g->exec[i]) g->cu->cuGraphExecDestroy(g->exec[i]);
+    if (g->graph[i]) g->cu->cuGraphDestroy(g->graph[i]);
+  }
   for (int i = 0; i < 2; i++)
     if (g->ev[i]) g->cu->cuEventDestroy(g->ev[i]);
 }
 
-/* Milliseconds of `n` replays. */
+/* Milliseconds of `n` replays, each of the next graph in turn. */
 static st_status replay(graph_state *g, CUstream s, int n, float *ms, st_err *err) {
   const st_cu *cu = g->cu;
   ST_CU_TRY(cu, cu->cuEventRecord(g->ev[0], s), err);
-  for (int i = 0; i < n; i++) ST_CU_TRY(cu, cu->cuGraphLaunch(g->exec, s), err);
+  for (int i = 0; i < n; i++) {
+    ST_CU_TRY(cu, cu->cuGraphLaunch(g->exec[g->next], s), err);
+    g->next = (g->next + 1) % g->n;
+  }
   ST_CU_TRY(cu, cu->cuEventRecord(g->ev[1], s), err);
   ST_CU_TRY(cu, cu->cuEventSynchronize(g->ev[1]), err);
   ST_CU_TRY(cu, cu->cuEventElapsedTime(ms, g->ev[0], g->ev[1]), err);
   return ST_OK;
 }
 
-/* fn's launches on `s`, captured into g->graph and instantiated as g->exec. */
+/* fn's launches on `s`, captured into graph g->n and instantiated. */
 static st_status capture(graph_state *g, CUstream s, st_launch_fn fn, void *ctx, st_err *err) {
   const st_cu *cu = g->cu;
   ST_CU_TRY(cu, cu->cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), err);
   st_status st = fn(ctx, s, err);
   CUgraph graph = NULL;
   CUresult rc = cu->cuStreamEndCapture(s, &graph);
-  g->graph = graph;
+  const int i = g->n++;
+  g->graph[i] = graph;
   if (st != ST_OK) return st;
   if (rc != CUDA_SUCCESS) return st_cu_fail(cu, rc, "cuStreamEndCapture", err);
   /* Kernel nodes keep their capture stream's priority (sparse_attn's side
    * stream is the greatest), but a graph honours them only when asked. */
-  ST_CU_TRY(cu, cu->cuGraphInstantiateWithFlags(&g->exec, g->graph, CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY),
+  ST_CU_TRY(cu, cu->cuGraphInstantiateWithFlags(&g->exec[i], g->graph[i], CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY),
             err);
   return ST_OK;
+}
+
+/* A graph per input set (o->rotations > 1), then the launches back on set 0. */
+static st_status capture_all(graph_state *g, CUstream s, st_launch_fn fn, void *ctx, const st_timing_opts *o,
+                             st_err *err) {
+  if (o->rotations <= 1) return capture(g, s, fn, ctx, err);
+  if (!o->rotate || o->rotations > ST_TIMING_MAX_ROTATIONS)
+    return st_fail(err, ST_ERR_INVALID_ARG, "cold timing needs 2..%d input sets and a way to switch them",
+                   ST_TIMING_MAX_ROTATIONS);
+  st_status st = ST_OK;
+  for (int i = 0; i < o->rotations && st == ST_OK; i++)
+    if ((st = o->rotate(ctx, i, err)) == ST_OK) st = capture(g, s, fn, ctx, err);
+  const st_status back = o->rotate(ctx, 0, err);
+  return st != ST_OK ? st : back;
 }
 
 static st_status run(graph_state *g, CUstream s, st_launch_fn fn, void *ctx, const st_timing_opts *o, st_timing *t,
                      st_err *err) {
   const st_cu *cu = g->cu;
-  st_status st = capture(g, s, fn, ctx, err);
+  st_status st = capture_all(g, s, fn, ctx, o, err);
   if (st != ST_OK) return st;
   for (int i = 0; i < 2; i++) ST_CU_TRY(cu, cu->cuEventCreate(&g->ev[i], CU_EVENT_DEFAULT), err);
   float ms = 0;
@@ -112,7 +133,7 @@ st_status st_time_graph(const st_cu *cu, CUstream stream, st_launch_fn fn, void 
 static st_status replay_once(graph_state *g, CUstream stream, st_launch_fn fn, void *ctx, st_err *err) {
   st_status s = capture(g, stream, fn, ctx, err);
   if (s != ST_OK) return s;
-  ST_CU_TRY(g->cu, g->cu->cuGraphLaunch(g->exec, stream), err);
+  ST_CU_TRY(g->cu, g->cu->cuGraphLaunch(g->exec[0], stream), err);
   ST_CU_TRY(g->cu, g->cu->cuStreamSynchronize(stream), err);
   return ST_OK;
 }

@@ -4,7 +4,12 @@
  * `warmup` times, then `reps` repetitions of `iters` back-to-back replays are
  * timed with CUDA events. A repetition's figure is its elapsed time / iters;
  * the result is the median of the repetitions, with min, max and spread
- * (max - min) / median kept. Host launch cost is outside the numbers. */
+ * (max - min) / median kept. Host launch cost is outside the numbers.
+ *
+ * Cold-cache timing (`--cold`, tuner/cold.h): the op's harness readies
+ * several input sets that read different pages of its paged pools; a
+ * graph is captured for each, and the replays go through them in turn, so
+ * that a replay finds in L2 none of what the replays before it read. */
 #ifndef ST_TIMING_H
 #define ST_TIMING_H
 
@@ -14,6 +19,10 @@
 #define ST_TIMING_MAX_REPS 32
 
 typedef st_status (*st_launch_fn)(void *ctx, CUstream stream, st_err *err);
+/* Points the launches of ctx at input set i (0: the case's own). */
+typedef st_status (*st_rotate_fn)(void *ctx, int i, st_err *err);
+
+#define ST_TIMING_MAX_ROTATIONS 128
 
 typedef struct st_timing_opts {
   int warmup;           /* replays before timing                               */
@@ -25,6 +34,9 @@ typedef struct st_timing_opts {
   double target_rep_ms; /* with iters 0: aim for this long a repetition          */
   int max_iters;        /* with iters 0: at most this many replays              */
   double prune_us;      /* > 0: after a short probe slower than this, stop      */
+  int rotations;        /* > 1: input sets 0..rotations-1 through `rotate`, a
+                           graph each, replayed in turn; set 0 again at the end */
+  st_rotate_fn rotate;
 } st_timing_opts;
 
 typedef struct st_timing {

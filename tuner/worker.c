@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cold.h"
 #include "cuda_driver.h"
 
 enum { MSG_READY = 1, MSG_RESULT = 2, MSG_SETUP_FAILED = 3 };
@@ -72,6 +73,7 @@ typedef struct child {
   CUcontext ctx;
   CUstream stream;
   void *kase;
+  st_timing_opts timing; /* o->timing, with the case's input sets where cold */
   module_slot *mods;
   int nmods;
 } child;
@@ -113,7 +115,7 @@ static int run_job(child *c, const st_op_harness *h, const st_job *job, const st
   int ok = 0;
   s = h->verify(bound, c->stream, &ok, &out->max_err, out->error, sizeof out->error, &err);
   if (s == ST_OK && ok) {
-    st_timing_opts t = o->timing;
+    st_timing_opts t = c->timing;
     t.prune_us = o->prune_factor > 0 && *best > 0 ? o->prune_factor * *best : 0;
     /* The case's CPU reference may have left the GPU idle long enough to
      * clock down: the first variant timed on it warms the GPU back up. */
@@ -147,7 +149,10 @@ static st_status child_setup(child *c, const st_op_harness *h, const st_params *
   ST_CU_TRY(c->cu, c->cu->cuStreamCreate(&c->stream, CU_STREAM_NON_BLOCKING), err);
   c->mods = calloc((size_t)njobs + 1, sizeof *c->mods);
   if (!c->mods) return st_fail(err, ST_ERR_NOMEM, "out of host memory");
-  return h->case_create(c->cu, &c->dev, shape, o->seed, o->ref_threads, &c->kase, err);
+  const st_case_opts co = {.seed = o->seed, .threads = o->ref_threads, .cold = o->cold};
+  if ((s = h->case_create(c->cu, &c->dev, shape, &co, &c->kase, err)) != ST_OK) return s;
+  c->timing = o->timing;
+  return o->cold ? st_cold_prepare(h, c->kase, &c->dev, &c->timing, err) : ST_OK;
 }
 
 /* A worker that crashes on the host side says where, on stderr, so the

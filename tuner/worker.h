@@ -38,6 +38,7 @@ typedef struct st_worker_opts {
   uint64_t seed;         /* inputs of the shape                           */
   int ref_threads;       /* CPU threads for inputs and the reference      */
   st_timing_opts timing;
+  int cold;              /* cold-cache timing (cold.h)                    */
   double prune_factor;   /* > 0: stop timing a variant whose probe is this
                             many times slower than the best so far        */
   double best_us;        /* best median known before the first job (0: none) */

@@ -54,6 +54,10 @@ static size_t pool_elems(const st_attn_kv_case *kv) {
 
 static size_t scale_elems(const st_attn_kv_case *kv) { return 2 * (size_t)kv->pages * BLOCK_TOKENS * (size_t)kv->Hkv; }
 
+int64_t st_attn_kv_page_bytes(const st_attn_kv_case *kv) {
+  return 2 * BLOCK_TOKENS * (int64_t)kv->Hkv * kv->D * st_dtype_bytes(kv->dtype);
+}
+
 st_status st_attn_kv_fill(st_attn_kv_case *kv, int64_t pages, uint64_t seed, int threads, st_err *err) {
   kv->pages = pages;
   if (kv->interleaved) {

@@ -31,6 +31,9 @@ typedef struct st_attn_kv_case {
  * returned in *sel: random, holes, local or repeats). */
 st_status st_attn_kv_read_shape(const st_params *shape, st_attn_kv_case *kv, const char **sel, st_err *err);
 
+/* Bytes of one page of the pool (K and V of every kv head). */
+int64_t st_attn_kv_page_bytes(const st_attn_kv_case *kv);
+
 /* Allocates and fills the pool of `pages` pages (K, V uniform: bf16 in
  * [-1, 1), fp8 in [-4, 4)) and, in TENSOR mode, scales in [0.25, 2). */
 st_status st_attn_kv_fill(st_attn_kv_case *kv, int64_t pages, uint64_t seed, int threads, st_err *err);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cold.h"
 #include "op_harness.h"
 #include "ops/case_inputs.h"
 #include "ops/index_decode.h"
@@ -23,6 +24,7 @@ typedef struct id_case {
   double *scores; /* reference scores [H][R*qlen][max_blocks] */
   int32_t *h_out; /* copy of the kernel's output */
   CUdeviceptr d_q, d_pool, d_bt, d_seq, d_out;
+  st_cold_tables cold; /* --cold: the block tables of the other input sets */
   st_index_decode_args args;
 } id_case;
 
@@ -42,6 +44,7 @@ static void case_destroy(void *p) {
   CUdeviceptr bufs[] = {c->d_q, c->d_pool, c->d_bt, c->d_seq, c->d_out};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     if (bufs[i]) cu->cuMemFree(bufs[i]);
+  st_cold_free(cu, &c->cold);
   free(c->h_q);
   free(c->h_pool);
   free(c->h_bt);
@@ -51,8 +54,10 @@ static void case_destroy(void *p) {
   free(c);
 }
 
-static st_status case_create(const st_cu *cu, const st_device_info *dev, const st_params *shape, uint64_t seed,
-                             int threads, void **out, st_err *err) {
+static st_status case_create(const st_cu *cu, const st_device_info *dev, const st_params *shape,
+                             const st_case_opts *o, void **out, st_err *err) {
+  const uint64_t seed = o->seed;
+  const int threads = o->threads;
   int D, H, qlen, topk, init, local, B, ctx;
   st_status s;
   if ((s = st_case_shape_int(shape, "D", 1, 1024, &D, err)) || (s = st_case_shape_int(shape, "H", 1, 64, &H, err)) ||
@@ -81,6 +86,7 @@ static st_status case_create(const st_cu *cu, const st_device_info *dev, const s
   int64_t pages = (int64_t)B * max_blocks;
   if (pages > 65536) pages = 65536;
   if (pages < 4096) pages = 4096;
+  pages = st_cold_pool_pages(o->cold, pages, 128 * (int64_t)D * (int64_t)eb, dev->l2_bytes);
   const size_t rows = (size_t)B * (size_t)qlen;
   const size_t q_elems = rows * (size_t)H * (size_t)D, pool_elems = (size_t)pages * 128 * (size_t)D;
   const size_t bt_elems = (size_t)B * (size_t)max_blocks, out_elems = (size_t)H * rows * (size_t)topk;
@@ -149,6 +155,7 @@ static st_status case_create(const st_cu *cu, const st_device_info *dev, const s
   a->init_blocks = init;
   a->local_blocks = local;
   a->max_context = ctx;
+  c->cold = (st_cold_tables){.own = c->d_bt, .entries = bt_elems, .pages = pages, .seed = seed};
   if ((s = st_index_decode_check_args(a, err)) != ST_OK) {
     case_destroy(c);
     return s;
@@ -254,6 +261,21 @@ static st_status verify(void *pb, CUstream stream, int *ok, double *max_err, cha
   return ST_OK;
 }
 
+static st_status cold_sets(void *pc, int n, st_err *err) {
+  id_case *c = pc;
+  return st_cold_make(c->cu, &c->cold, n, err);
+}
+
+/* Input set i: block table i; a variant's own plan is made again for it. */
+static st_status rotate(void *pb, int i, st_err *err) {
+  id_bound *b = pb;
+  id_case *c = b->c;
+  void *table = st_cold_pick(&c->cold, i);
+  if (!table) return st_fail(err, ST_ERR_INVALID_ARG, "no cold-cache input set %d", i);
+  c->args.block_table.data = table;
+  return b->rt ? ST_OK : st_index_decode_plan_make(&b->cfg, &c->args, c->dev.sm_count, &b->plan, err);
+}
+
 static double min_bytes(const void *pc) {
   const id_case *c = pc;
   const double eb = c->ref.dtype == ST_DTYPE_BF16 ? 2 : 1;
@@ -273,6 +295,8 @@ const st_op_harness st_index_decode_harness = {
     .launch = launch,
     .verify = verify,
     .unbind = unbind,
+    .cold_sets = cold_sets,
+    .rotate = rotate,
     .min_bytes = min_bytes,
     .flops = NULL,
     .bench_iters = 40,

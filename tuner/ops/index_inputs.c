@@ -11,7 +11,7 @@
 #define BLOCK_TOKENS 128
 #define POOL_NAN_EVERY 4099
 
-static st_status read_shape(st_index_case *c, const st_params *shape, st_err *err) {
+static st_status read_shape(st_index_case *c, const st_params *shape, int cold, int64_t l2_bytes, st_err *err) {
   int B = 0, H = 0, D = 0, R = 0;
   st_status st;
   if ((st = st_case_shape_int(shape, "B", 1, 1 << 24, &B, err)) ||
@@ -28,6 +28,7 @@ static st_status read_shape(st_index_case *c, const st_params *shape, st_err *er
   for (int r = 0; r < R; r++) blocks += (c->h_seq[r] + BLOCK_TOKENS - 1) / BLOCK_TOKENS;
   int64_t pages = blocks < 65536 ? blocks : 65536;
   if (pages < 4096) pages = 4096;
+  pages = st_cold_pool_pages(cold, pages, BLOCK_TOKENS * (int64_t)D * (strcmp(dts, "bf16") == 0 ? 2 : 1), l2_bytes);
   c->amp = strcmp(dts, "bf16") == 0 ? 1.0f : 4.0f;
   c->ref = (st_ref_index_prefill){.dtype = strcmp(dts, "bf16") == 0 ? ST_DTYPE_BF16 : ST_DTYPE_FP8_E4M3,
                                   .R = R,
@@ -87,12 +88,15 @@ static st_status upload(const st_cu *cu, st_index_case *c, st_err *err) {
   return ST_OK;
 }
 
-st_status st_index_case_build(const st_cu *cu, const st_params *shape, uint64_t seed, int threads, st_index_case *c,
-                              st_err *err) {
+st_status st_index_case_build(const st_cu *cu, const st_params *shape, const st_case_opts *o, int64_t l2_bytes,
+                              st_index_case *c, st_err *err) {
   memset(c, 0, sizeof *c);
   st_status st;
-  if ((st = read_shape(c, shape, err)) || (st = fill_inputs(c, seed, threads, err)) || (st = upload(cu, c, err)))
+  if ((st = read_shape(c, shape, o->cold, l2_bytes, err)) || (st = fill_inputs(c, o->seed, o->threads, err)) ||
+      (st = upload(cu, c, err)))
     return st;
+  c->cold = (st_cold_tables){
+      .own = c->d_bt, .entries = (size_t)c->ref.R * c->ref.bt_cols, .pages = c->ref.pages, .seed = o->seed};
   return ST_OK;
 }
 
@@ -101,6 +105,7 @@ void st_index_case_free(const st_cu *cu, st_index_case *c) {
   CUdeviceptr bufs[] = {c->d_q, c->d_pool, c->d_bt, c->d_cu, c->d_seq};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     if (bufs[i]) cu->cuMemFree(bufs[i]);
+  st_cold_free(cu, &c->cold);
   free(c->h_q);
   free(c->h_pool);
   free(c->h_cu);

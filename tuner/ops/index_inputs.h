@@ -10,8 +10,10 @@
 
 #include <stdint.h>
 
+#include "cold.h"
 #include "cuda_driver.h"
 #include "error.h"
+#include "op_harness.h"
 #include "params.h"
 #include "reference/index_prefill.h"
 #include "sparsetune.h"
@@ -24,13 +26,15 @@ typedef struct st_index_case {
   int32_t *h_cu, *h_seq, *h_bt;
   double *ref_score; /* [H][total_q][max_blocks] */
   CUdeviceptr d_q, d_pool, d_bt, d_cu, d_seq;
+  st_cold_tables cold; /* cold: the block tables of the other input sets (cold.h) */
 } st_index_case;
 
 /* Reads the shape fields B, H, D, dtype and reqs, fills the inputs from
- * `seed`, computes the reference scores on `threads` CPU threads and
- * uploads the inputs. On failure *c holds what was made: free it. */
-st_status st_index_case_build(const st_cu *cu, const st_params *shape, uint64_t seed, int threads, st_index_case *c,
-                              st_err *err);
+ * o->seed (o->cold: the pool grown as cold.h says, for an L2 of l2_bytes),
+ * computes the reference scores on o->threads CPU threads and uploads the
+ * inputs. On failure *c holds what was made: free it. */
+st_status st_index_case_build(const st_cu *cu, const st_params *shape, const st_case_opts *o, int64_t l2_bytes,
+                              st_index_case *c, st_err *err);
 
 /* Frees host and device memory (a zeroed case is fine). */
 void st_index_case_free(const st_cu *cu, st_index_case *c);

@@ -71,13 +71,13 @@ static st_status make_output(ip_case *c, const st_params *shape, st_err *err) {
   return st_index_prefill_check_args(a, err);
 }
 
-static st_status case_create(const st_cu *cu, const st_device_info *dev, const st_params *shape, uint64_t seed,
-                             int threads, void **out, st_err *err) {
+static st_status case_create(const st_cu *cu, const st_device_info *dev, const st_params *shape,
+                             const st_case_opts *o, void **out, st_err *err) {
   ip_case *c = calloc(1, sizeof *c);
   if (!c) return st_fail(err, ST_ERR_NOMEM, "out of host memory");
   c->cu = cu;
   c->dev = *dev;
-  st_status st = st_index_case_build(cu, shape, seed, threads, &c->in, err);
+  st_status st = st_index_case_build(cu, shape, o, dev->l2_bytes, &c->in, err);
   if (st == ST_OK) st = make_output(c, shape, err);
   if (st != ST_OK) {
     case_destroy(c);
@@ -196,6 +196,21 @@ static st_status verify(void *pb, CUstream stream, int *ok, double *max_err, cha
 }
 
 /* q once, each request's index-K rows once, the ids written once. */
+static st_status cold_sets(void *pc, int n, st_err *err) {
+  ip_case *c = pc;
+  return st_cold_make(c->cu, &c->in.cold, n, err);
+}
+
+/* Input set i: block table i; a variant's own plan is made again for it. */
+static st_status rotate(void *pb, int i, st_err *err) {
+  ip_bound *b = pb;
+  ip_case *c = b->c;
+  void *table = st_cold_pick(&c->in.cold, i);
+  if (!table) return st_fail(err, ST_ERR_INVALID_ARG, "no cold-cache input set %d", i);
+  c->args.block_table.data = table;
+  return b->rt ? ST_OK : st_index_prefill_plan_make(&b->cfg, &c->args, c->dev.sm_count, &b->plan, err);
+}
+
 static double min_bytes(const void *pc) {
   const ip_case *c = pc;
   return st_index_case_input_bytes(&c->in) + (double)c->in.ref.H * c->in.total_q * c->in.ref.topk * 4.0;
@@ -216,6 +231,8 @@ const st_op_harness st_index_prefill_harness = {
     .launch = launch,
     .verify = verify,
     .unbind = unbind,
+    .cold_sets = cold_sets,
+    .rotate = rotate,
     .min_bytes = min_bytes,
     .flops = flops,
     .bench_iters = 10,

@@ -60,13 +60,13 @@ static st_status make_output(is_case *c, st_err *err) {
   return st_index_score_check_args(a, err);
 }
 
-static st_status case_create(const st_cu *cu, const st_device_info *dev, const st_params *shape, uint64_t seed,
-                             int threads, void **out, st_err *err) {
+static st_status case_create(const st_cu *cu, const st_device_info *dev, const st_params *shape,
+                             const st_case_opts *o, void **out, st_err *err) {
   is_case *c = calloc(1, sizeof *c);
   if (!c) return st_fail(err, ST_ERR_NOMEM, "out of host memory");
   c->cu = cu;
   c->dev = *dev;
-  st_status st = st_index_case_build(cu, shape, seed, threads, &c->in, err);
+  st_status st = st_index_case_build(cu, shape, o, dev->l2_bytes, &c->in, err);
   if (st == ST_OK) {
     c->score_cols = c->in.ref.max_blocks + SCORE_PAD_COLS;
     st = make_output(c, err);
@@ -168,6 +168,21 @@ static st_status verify(void *pb, CUstream stream, int *ok, double *max_err, cha
 }
 
 /* q once, each request's index-K rows once, the visible scores once. */
+static st_status cold_sets(void *pc, int n, st_err *err) {
+  is_case *c = pc;
+  return st_cold_make(c->cu, &c->in.cold, n, err);
+}
+
+/* Input set i: block table i; a variant's own plan is made again for it. */
+static st_status rotate(void *pb, int i, st_err *err) {
+  is_bound *b = pb;
+  is_case *c = b->c;
+  void *table = st_cold_pick(&c->in.cold, i);
+  if (!table) return st_fail(err, ST_ERR_INVALID_ARG, "no cold-cache input set %d", i);
+  c->args.block_table.data = table;
+  return b->rt ? ST_OK : st_index_score_plan_make(&b->cfg, &c->args, c->dev.sm_count, &b->plan, err);
+}
+
 static double min_bytes(const void *pc) {
   const is_case *c = pc;
   return st_index_case_input_bytes(&c->in) + st_index_case_visible_blocks(&c->in) * c->in.ref.H * 4.0;
@@ -188,6 +203,8 @@ const st_op_harness st_index_score_harness = {
     .launch = launch,
     .verify = verify,
     .unbind = unbind,
+    .cold_sets = cold_sets,
+    .rotate = rotate,
     .min_bytes = min_bytes,
     .flops = flops,
     .bench_iters = 10,

@@ -124,8 +124,10 @@ static st_status upload_all(it_case *c, st_err *err) {
   return st_index_topk_check_args(a, err);
 }
 
-static st_status case_create(const st_cu *cu, const st_device_info *dev, const st_params *shape, uint64_t seed,
-                             int threads, void **out, st_err *err) {
+static st_status case_create(const st_cu *cu, const st_device_info *dev, const st_params *shape,
+                             const st_case_opts *o, void **out, st_err *err) {
+  const uint64_t seed = o->seed;
+  const int threads = o->threads;
   it_case *c = calloc(1, sizeof *c);
   if (!c) return st_fail(err, ST_ERR_NOMEM, "out of host memory");
   c->cu = cu;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cold.h"
 #include "op_harness.h"
 #include "ops/attn_inputs.h"
 #include "ops/case_inputs.h"
@@ -34,6 +35,7 @@ typedef struct sad_case {
   uint16_t *got_o;
   float *got_lse;
   CUdeviceptr d_q, d_idx, d_bt, d_seq, d_o, d_lse;
+  st_cold_tables cold; /* --cold: the block tables of the other input sets */
   st_sparse_attn_decode_args args;
 } sad_case;
 
@@ -53,6 +55,7 @@ static void case_destroy(void *p) {
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     if (bufs[i]) c->cu->cuMemFree(bufs[i]);
   st_attn_kv_free(c->cu, &c->kv);
+  st_cold_free(c->cu, &c->cold);
   void *host[] = {c->h_q, c->h_idx, c->h_bt, c->h_seq, c->ref_o, c->ref_lse, c->got_o, c->got_lse};
   for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
   free(c);
@@ -151,8 +154,10 @@ static void fill_args(sad_case *c, int max_blocks) {
   a->max_context = c->ctx;
 }
 
-static st_status case_create(const st_cu *cu, const st_device_info *dev, const st_params *shape, uint64_t seed,
-                             int threads, void **out, st_err *err) {
+static st_status case_create(const st_cu *cu, const st_device_info *dev, const st_params *shape,
+                             const st_case_opts *o, void **out, st_err *err) {
+  const uint64_t seed = o->seed;
+  const int threads = o->threads;
   sad_case *c = calloc(1, sizeof *c);
   if (!c) return st_fail(err, ST_ERR_NOMEM, "out of host memory");
   c->cu = cu;
@@ -164,6 +169,7 @@ static st_status case_create(const st_cu *cu, const st_device_info *dev, const s
   int64_t pages = (int64_t)c->B * max_blocks;
   if (pages > 32768) pages = 32768;
   if (pages < 4096) pages = 4096;
+  pages = st_cold_pool_pages(o->cold, pages, st_attn_kv_page_bytes(&c->kv), dev->l2_bytes);
   if ((st = st_attn_kv_fill(&c->kv, pages, seed, threads, err)) ||
       (st = fill_host(c, st_params_get(shape, "lens"), sel, max_blocks, seed, threads, err)))
     goto fail;
@@ -174,6 +180,7 @@ static st_status case_create(const st_cu *cu, const st_device_info *dev, const s
   }
   if ((st = upload_all(c, max_blocks, err)) != ST_OK) goto fail;
   fill_args(c, max_blocks);
+  c->cold = (st_cold_tables){.own = c->d_bt, .entries = (size_t)c->B * (size_t)max_blocks, .pages = pages, .seed = seed};
   if ((st = st_sparse_attn_decode_check_args(&c->args, err)) != ST_OK) goto fail;
   *out = c;
   return ST_OK;
@@ -279,6 +286,21 @@ static st_status verify(void *pb, CUstream stream, int *ok, double *max_err, cha
   return ST_OK;
 }
 
+static st_status cold_sets(void *pc, int n, st_err *err) {
+  sad_case *c = pc;
+  return st_cold_make(c->cu, &c->cold, n, err);
+}
+
+/* Input set i: block table i; a variant's own plan is made again for it. */
+static st_status rotate(void *pb, int i, st_err *err) {
+  sad_bound *b = pb;
+  sad_case *c = b->c;
+  void *table = st_cold_pick(&c->cold, i);
+  if (!table) return st_fail(err, ST_ERR_INVALID_ARG, "no cold-cache input set %d", i);
+  c->args.block_table.data = table;
+  return b->rt ? ST_OK : st_sparse_attn_decode_plan_make(&b->cfg, &c->args, c->dev.sm_count, &b->plan, err);
+}
+
 /* The selected K and V blocks the op must read (whole blocks, as
  * ../shared/anchors.md counts them), q, o and lse. */
 static double min_bytes(const void *pc) {
@@ -307,6 +329,8 @@ const st_op_harness st_sparse_attn_decode_harness = {
     .launch = launch,
     .verify = verify,
     .unbind = unbind,
+    .cold_sets = cold_sets,
+    .rotate = rotate,
     .min_bytes = min_bytes,
     .flops = NULL,
     .bench_iters = 40,
