@@ -1,12 +1,9 @@
 /* test_cold.c - cold-cache timing's arithmetic (tuner/cold.h) without a GPU:
  * how many input sets, how large the pools, what refuses. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
 
 #include "cold.h"
+#include "testutil.h"
 
 #define MIB (1024.0 * 1024.0)
 #define L2 (50LL * 1024 * 1024)

@@ -765,7 +765,8 @@ st_status st_report_regress(st_db *db, FILE *out, const st_regress_opts *opts, s
   if (st == ST_OK) st = load_run(db, opts->head_run, "regress: --head", &h, &hl, err);
   if (st == ST_OK && st_cold_run(b.args) != st_cold_run(h.args))
     st = st_fail(err, ST_ERR_INVALID_ARG,
-                 "regress: run %lld timed the paged caches %s in L2 and run %lld %s (--cold): their times do not compare",
+                 "regress: run %lld timed the paged caches %s in L2 and run %lld %s (--cold): "
+                 "their times do not compare",
                  (long long)b.id, st_cold_run(b.args) ? "cold" : "warm", (long long)h.id,
                  st_cold_run(h.args) ? "cold" : "warm");
   if (st == ST_OK) st = compare_runs(&bl, &hl, opts->threshold, &c, err);

@@ -64,7 +64,8 @@ static st_status capture(graph_state *g, CUstream s, st_launch_fn fn, void *ctx,
   if (rc != CUDA_SUCCESS) return st_cu_fail(cu, rc, "cuStreamEndCapture", err);
   /* Kernel nodes keep their capture stream's priority (sparse_attn's side
    * stream is the greatest), but a graph honours them only when asked. */
-  ST_CU_TRY(cu, cu->cuGraphInstantiateWithFlags(&g->exec[i], g->graph[i], CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY),
+  ST_CU_TRY(cu,
+            cu->cuGraphInstantiateWithFlags(&g->exec[i], g->graph[i], CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY),
             err);
   return ST_OK;
 }

@@ -204,7 +204,8 @@ static st_status case_create(const st_cu *cu, const st_device_info *dev, const s
   }
   if ((st = upload_all(c, max_blocks, err)) != ST_OK) goto fail;
   fill_args(c, max_blocks);
-  c->cold = (st_cold_tables){.own = c->d_bt, .entries = (size_t)c->R * (size_t)max_blocks, .pages = pages, .seed = seed};
+  c->cold = (st_cold_tables){
+      .own = c->d_bt, .entries = (size_t)c->R * (size_t)max_blocks, .pages = pages, .seed = seed};
   if ((st = st_sparse_attn_check_args(&c->args, err)) != ST_OK) goto fail;
   *out = c;
   return ST_OK;
