@@ -52,6 +52,14 @@ static void test_tables_refuse_bad_requests(void **state) {
   assert_ptr_equal(st_cold_pick(&t, 1), (void *)(uintptr_t)0x100000);
   assert_ptr_equal(st_cold_pick(&t, 2), (void *)(uintptr_t)(0x100000 + 8 * 4));
   assert_null(st_cold_pick(&t, 3));
+  /* A harness's rotate points the case's block table at a set, or fails. */
+  st_tensor bt = {.data = (void *)(uintptr_t)0x1000};
+  assert_int_equal(st_cold_point(&t, &bt, 2, &err), ST_OK);
+  assert_ptr_equal(bt.data, (void *)(uintptr_t)(0x100000 + 8 * 4));
+  assert_int_equal(st_cold_point(&t, &bt, 3, &err), ST_ERR_INVALID_ARG);
+  assert_ptr_equal(bt.data, (void *)(uintptr_t)(0x100000 + 8 * 4)); /* untouched */
+  assert_int_equal(st_cold_point(&t, &bt, 0, &err), ST_OK);
+  assert_ptr_equal(bt.data, (void *)(uintptr_t)0x1000);
 }
 
 static void test_run_args_mark(void **state) {

@@ -41,6 +41,13 @@ void *st_cold_pick(const st_cold_tables *t, int i) {
   return (void *)(uintptr_t)(t->more + (CUdeviceptr)((size_t)(i - 1) * t->entries * 4));
 }
 
+st_status st_cold_point(const st_cold_tables *t, st_tensor *block_table, int i, st_err *err) {
+  void *table = st_cold_pick(t, i);
+  if (!table) return st_fail(err, ST_ERR_INVALID_ARG, "no cold-cache input set %d", i);
+  block_table->data = table;
+  return ST_OK;
+}
+
 void st_cold_free(const st_cu *cu, st_cold_tables *t) {
   if (t->more) cu->cuMemFree(t->more);
   t->more = 0;

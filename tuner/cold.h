@@ -25,6 +25,7 @@
 #include "error.h"
 #include "op_harness.h"
 #include "run_args.h"
+#include "sparsetune.h"
 #include "timing.h"
 
 #define ST_COLD_POOL_L2 16
@@ -55,6 +56,10 @@ st_status st_cold_make(const st_cu *cu, st_cold_tables *t, int n, st_err *err);
 
 /* The device address of table i, or NULL if there is no set i. */
 void *st_cold_pick(const st_cold_tables *t, int i);
+
+/* A harness's rotate: points `block_table` (the case's argument) at table
+ * i; fails for a set that was not made. */
+st_status st_cold_point(const st_cold_tables *t, st_tensor *block_table, int i, st_err *err);
 
 /* Frees what st_cold_make allocated (a zeroed struct is fine). */
 void st_cold_free(const st_cu *cu, st_cold_tables *t);

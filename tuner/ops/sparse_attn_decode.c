@@ -296,10 +296,8 @@ static st_status cold_sets(void *pc, int n, st_err *err) {
 static st_status rotate(void *pb, int i, st_err *err) {
   sad_bound *b = pb;
   sad_case *c = b->c;
-  void *table = st_cold_pick(&c->cold, i);
-  if (!table) return st_fail(err, ST_ERR_INVALID_ARG, "no cold-cache input set %d", i);
-  c->args.block_table.data = table;
-  return b->rt ? ST_OK : st_sparse_attn_decode_plan_make(&b->cfg, &c->args, c->dev.sm_count, &b->plan, err);
+  const st_status s = st_cold_point(&c->cold, &c->args.block_table, i, err);
+  return s != ST_OK || b->rt ? s : st_sparse_attn_decode_plan_make(&b->cfg, &c->args, c->dev.sm_count, &b->plan, err);
 }
 
 /* The selected K and V blocks the op must read (whole blocks, as
