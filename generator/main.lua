@@ -99,9 +99,15 @@ function M.new(templates_dir)
     return suites.names()
   end
 
+  -- op_name: nil (every op), one op, or a comma-separated list of ops.
   function self.suite(name, op_name)
+    local wanted = nil
     if op_name ~= nil then
-      op_of(op_name)
+      wanted = {}
+      for one in string.gmatch(op_name .. ",", "([^,]*),") do
+        op_of(one)
+        wanted[one] = true
+      end
     end
     local rows = suites.get(name)
     if not rows then
@@ -119,7 +125,7 @@ function M.new(templates_dir)
         fail("suite '%s' lists shape %s twice", name, key)
       end
       seen[key] = true
-      if op_name == nil or row.op == op_name then
+      if wanted == nil or wanted[row.op] then
         out[#out + 1] = { op = row.op, key = key, dispatch_key = op.dispatch_key(row.shape), params = row.shape }
       end
     end

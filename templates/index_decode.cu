@@ -52,6 +52,7 @@ constexpr int BULK_STAGES = ${bulk_stages};
 #include "common/cta_topk.cuh"
 #include "common/bound_topk.cuh"
 #include "common/last_cta.cuh"
+#include "common/pdl.cuh"
 
 constexpr int BLOCK_TOKENS = 128;
 constexpr int TILES_PER_BLOCK = BLOCK_TOKENS / 16;
@@ -326,6 +327,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) st_index_decode_main(co
 
   const int split = blockIdx.x, r = blockIdx.y, g = blockIdx.z;
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  st_pdl_trigger();
+  st_pdl_wait(); // common/pdl.cuh: nothing global before this
   const int seq = p.seq_lens[r];
   if (seq <= 0) {
     if (!ALGO_SPLIT && split == 0) st_write_padding(p, r, g);
@@ -454,6 +457,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) st_index_decode_merge(c
   extern __shared__ uint32_t s_dyn[];
   __shared__ st_select_smem s_sel;
   const int r = blockIdx.x, g = blockIdx.y;
+  st_pdl_trigger();
+  st_pdl_wait(); // launched programmatically after the main kernel: its keys
   const int seq = p.seq_lens[r];
   if (seq <= 0) {
     st_write_padding(p, r, g);

@@ -54,6 +54,7 @@ constexpr int K_REGS = ${k_regs};
 #include "common/kv_stage.cuh"
 #include "common/mbarrier.cuh"
 #include "common/last_cta.cuh"
+#include "common/pdl.cuh"
 
 constexpr int WARPS = WARPS_N * M_TILES;
 constexpr int THREADS = 32 * WARPS;
@@ -606,6 +607,7 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
   char *recv_o = (char *)(s_ntok + MAX_TOPK);
   char *recv_ml = recv_o + NE * 16;
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  st_pdl_trigger();
   if (threadIdx.x == 0) {
     unsigned dyn;
     asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
@@ -628,6 +630,9 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
     return;
   }
   const st_item it = st_item_of(p, row, blockIdx.y);
+  // common/pdl.cuh: the shared memory check, the barriers' set-up and the
+  // cluster's arrival above overlap the kernel before; memory waits.
+  st_pdl_wait();
 
   // q rows of the group (heads past GROUP as zeros), in flight while warp 0
   // builds the block list.
@@ -854,5 +859,7 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
 // split: grid (R*qlen, Hkv), THREADS threads.
 extern "C" __global__ void __launch_bounds__(THREADS) st_sparse_attn_decode_merge(const st_sparse_attn_decode_params p) {
   __shared__ float s_merge[MERGE_SMEM / 4];
+  st_pdl_trigger();
+  st_pdl_wait(); // launched programmatically after the main kernel: its partials
   st_merge_splits(p, st_item_of(p, blockIdx.x, blockIdx.y), s_merge);
 }

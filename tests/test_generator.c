@@ -279,6 +279,41 @@ static void test_suite_anchors_are_the_anchor_rows(void **state) {
   st_gen_close(g);
 }
 
+/* --op a,b: the suite's shapes of those ops, in suite order; every name in
+ * the list must be an op. */
+static void test_a_list_of_ops_selects_their_shapes(void **state) {
+  (void)state;
+  st_gen *g = open_gen(NULL);
+  st_shape *a = NULL, *b = NULL, *both = NULL;
+  const int na = load_op_suite(g, "anchors", "index_decode", &a);
+  const int nb = load_op_suite(g, "anchors", "sparse_attn_decode", &b);
+  const int n = load_op_suite(g, "anchors", "sparse_attn_decode,index_decode", &both);
+  assert_true(na > 0 && nb > 0);
+  assert_int_equal(n, na + nb);
+  int ia = 0, ib = 0;
+  for (int i = 0; i < n; i++) {
+    if (!strcmp(both[i].op, "index_decode"))
+      assert_string_equal(both[i].key, a[ia++].key);
+    else
+      assert_string_equal(both[i].key, b[ib++].key);
+  }
+  assert_int_equal(ia, na);
+  assert_int_equal(ib, nb);
+  st_err err = {{0}};
+  st_shape *s = NULL;
+  int ns = -1;
+  assert_int_equal(st_gen_suite(g, "anchors", "index_decode,sparse_attn", &s, &ns, &err), ST_OK);
+  free(s);
+  assert_int_equal(st_gen_suite(g, "anchors", "index_decode,,sparse_attn", &s, &ns, &err), ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "unknown op ''"));
+  assert_int_equal(st_gen_suite(g, "anchors", "index_decode,bogus", &s, &ns, &err), ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "unknown op 'bogus'"));
+  free(a);
+  free(b);
+  free(both);
+  st_gen_close(g);
+}
+
 static void test_unknown_names_give_clear_errors(void **state) {
   (void)state;
   st_gen *g = open_gen(NULL);
@@ -745,6 +780,7 @@ int main(void) {
       cmocka_unit_test(test_open_finds_directories_under_sparsetune_home),
       cmocka_unit_test(test_suite_shape_and_dispatch_keys_are_canonical),
       cmocka_unit_test(test_suite_anchors_are_the_anchor_rows),
+      cmocka_unit_test(test_a_list_of_ops_selects_their_shapes),
       cmocka_unit_test(test_unknown_names_give_clear_errors),
       cmocka_unit_test(test_every_m3_shape_has_tuned_variants_and_one_default),
       cmocka_unit_test(test_variants_always_include_the_20_defaults),

@@ -68,6 +68,8 @@ static void test_bad_arguments_are_refused_by_name(void **state) {
   a = valid_args(); a.max_context = 256 * 128 + 1; expect_refused(&a, "max_context=32769 is outside");
   a = valid_args(); a.max_context = 0; expect_refused(&a, "max_context=0");
   a = valid_args(); a.seq_lens.stride[0] = -1; expect_refused(&a, "seq_lens.stride[0]=-1 is negative");
+  a = valid_args(); a.pdl = 2; expect_refused(&a, "pdl=2 must be 0 or 1");
+  a = valid_args(); a.pdl = -1; expect_refused(&a, "pdl=-1 must be 0 or 1");
   expect_refused(NULL, "args is NULL");
 }
 
@@ -184,6 +186,15 @@ static void test_plans_size_grid_and_workspace(void **state) {
   assert_int_equal(p.merge_grid[0], 8);
   assert_int_equal(p.merge_grid[1], 2);
   assert_int_equal(p.merge_block, 256);
+  /* pdl: only whether the main kernel's launch is programmatic. */
+  assert_int_equal(p.pdl, 0);
+  a.pdl = 1;
+  st_index_decode_plan pp;
+  assert_int_equal(st_index_decode_plan_make(&c, &a, 132, &pp, &err), ST_OK);
+  assert_int_equal(pp.pdl, 1);
+  pp.pdl = 0;
+  assert_memory_equal(&p, &pp, sizeof p);
+  a.pdl = 0;
   /* auto splits: about two CTAs per SM, never more than the blocks. */
   c = config("bf16", 16, 2, 2, "single", 0);
   assert_int_equal(st_index_decode_plan_make(&c, &a, 132, &p, &err), ST_OK);

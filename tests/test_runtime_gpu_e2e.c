@@ -3,7 +3,10 @@
  * default for a shape without one; st_index_decode captured once in a CUDA
  * graph (global capture mode: any sync or allocation would break it) and
  * replayed with different seq_lens each time, every result checked against
- * the double-precision reference. Skips where there is no driver or GPU. */
+ * the double-precision reference. Then a launch with pdl = 1 whose seq_lens
+ * are the output of the launch before it, in one graph: programmatic
+ * dependent launch must not let it read them early. Skips where there is no
+ * driver or GPU. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,50 +73,104 @@ static void check(const st_ref_index_decode *in, const int32_t *got, const char 
   free(scores);
 }
 
-static void test_graph_replays_follow_new_seq_lens(void **state) {
-  (void)state;
-  const st_cu *cu = NULL;
-  st_err err = {{0}};
-  assert_int_equal(st_cu_load(&cu, &err), ST_OK);
-  st_handle *h = NULL;
-  if (st_open(g_db, 0, &h) != ST_OK) fail_msg("st_open: %s", st_last_error(NULL));
+/* The handle on the test's database, a stream, the inputs on the host and
+ * the device, and the arguments of one launch over them. */
+typedef struct session {
+  const st_cu *cu;
+  st_handle *h;
   CUdevice d;
-  CUcontext ctx;
   CUstream stream;
-  assert_int_equal(cu->cuDeviceGet(&d, 0), CUDA_SUCCESS);
-  assert_int_equal(cu->cuDevicePrimaryCtxRetain(&ctx, d), CUDA_SUCCESS);
+  uint16_t *q, *pool;
+  int32_t bt[R * MB], seq[R];
+  CUdeviceptr dq, dpool, dbt, dseq, dout;
+  st_index_decode_args a;
+} session;
+
+enum { OUT_ELEMS = H * R * QLEN * TOPK };
+
+static void session_open(session *s) {
+  memset(s, 0, sizeof *s);
+  st_err err = {{0}};
+  assert_int_equal(st_cu_load(&s->cu, &err), ST_OK);
+  const st_cu *cu = s->cu;
+  if (st_open(g_db, 0, &s->h) != ST_OK) fail_msg("st_open: %s", st_last_error(NULL));
+  CUcontext ctx;
+  assert_int_equal(cu->cuDeviceGet(&s->d, 0), CUDA_SUCCESS);
+  assert_int_equal(cu->cuDevicePrimaryCtxRetain(&ctx, s->d), CUDA_SUCCESS);
   assert_int_equal(cu->cuCtxSetCurrent(ctx), CUDA_SUCCESS);
-  assert_int_equal(cu->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  assert_int_equal(cu->cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
 
   const size_t q_elems = (size_t)R * QLEN * H * D, pool_elems = (size_t)PAGES * 128 * D;
-  uint16_t *q = malloc(q_elems * 2), *pool = malloc(pool_elems * 2);
-  int32_t bt[R * MB], seq[R], out[H * R * QLEN * TOPK];
-  st_fill_uniform(q, ST_DTYPE_BF16, q_elems, -1, 1, g_seed, 4);
-  st_fill_uniform(pool, ST_DTYPE_BF16, pool_elems, -1, 1, g_seed + 1, 4);
+  s->q = malloc(q_elems * 2);
+  s->pool = malloc(pool_elems * 2);
+  assert_true(s->q && s->pool);
+  st_fill_uniform(s->q, ST_DTYPE_BF16, q_elems, -1, 1, g_seed, 4);
+  st_fill_uniform(s->pool, ST_DTYPE_BF16, pool_elems, -1, 1, g_seed + 1, 4);
   uint64_t rng = g_seed + 2;
-  for (int i = 0; i < R * MB; i++) bt[i] = (int32_t)st_rand_below(&rng, PAGES);
-  CUdeviceptr dq, dpool, dbt, dseq, dout, ws = 0;
-  assert_int_equal(cu->cuMemAlloc(&dq, q_elems * 2), CUDA_SUCCESS);
-  assert_int_equal(cu->cuMemAlloc(&dpool, pool_elems * 2), CUDA_SUCCESS);
-  assert_int_equal(cu->cuMemAlloc(&dbt, sizeof bt), CUDA_SUCCESS);
-  assert_int_equal(cu->cuMemAlloc(&dseq, sizeof seq), CUDA_SUCCESS);
-  assert_int_equal(cu->cuMemAlloc(&dout, sizeof out), CUDA_SUCCESS);
-  assert_int_equal(cu->cuMemcpyHtoD(dq, q, q_elems * 2), CUDA_SUCCESS);
-  assert_int_equal(cu->cuMemcpyHtoD(dpool, pool, pool_elems * 2), CUDA_SUCCESS);
-  assert_int_equal(cu->cuMemcpyHtoD(dbt, bt, sizeof bt), CUDA_SUCCESS);
+  for (int i = 0; i < R * MB; i++) s->bt[i] = (int32_t)st_rand_below(&rng, PAGES);
+  assert_int_equal(cu->cuMemAlloc(&s->dq, q_elems * 2), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemAlloc(&s->dpool, pool_elems * 2), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemAlloc(&s->dbt, sizeof s->bt), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemAlloc(&s->dseq, sizeof s->seq), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemAlloc(&s->dout, OUT_ELEMS * 4), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemcpyHtoD(s->dq, s->q, q_elems * 2), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemcpyHtoD(s->dpool, s->pool, pool_elems * 2), CUDA_SUCCESS);
+  assert_int_equal(cu->cuMemcpyHtoD(s->dbt, s->bt, sizeof s->bt), CUDA_SUCCESS);
 
-  st_index_decode_args a;
-  memset(&a, 0, sizeof a);
-  st_tensor_contiguous(&a.q, (void *)(uintptr_t)dq, ST_DTYPE_BF16, 3, (int64_t[]){R * QLEN, H, D});
-  st_tensor_contiguous(&a.k_cache, (void *)(uintptr_t)dpool, ST_DTYPE_BF16, 3, (int64_t[]){PAGES, 128, D});
-  st_tensor_contiguous(&a.block_table, (void *)(uintptr_t)dbt, ST_DTYPE_INT32, 2, (int64_t[]){R, MB});
-  st_tensor_contiguous(&a.seq_lens, (void *)(uintptr_t)dseq, ST_DTYPE_INT32, 1, (int64_t[]){R});
-  st_tensor_contiguous(&a.topk_idx, (void *)(uintptr_t)dout, ST_DTYPE_INT32, 3, (int64_t[]){H, R * QLEN, TOPK});
-  a.qlen = QLEN;
-  a.topk = TOPK;
-  a.init_blocks = 1;
-  a.local_blocks = 2;
-  a.max_context = CTX;
+  st_index_decode_args *a = &s->a;
+  st_tensor_contiguous(&a->q, (void *)(uintptr_t)s->dq, ST_DTYPE_BF16, 3, (int64_t[]){R * QLEN, H, D});
+  st_tensor_contiguous(&a->k_cache, (void *)(uintptr_t)s->dpool, ST_DTYPE_BF16, 3, (int64_t[]){PAGES, 128, D});
+  st_tensor_contiguous(&a->block_table, (void *)(uintptr_t)s->dbt, ST_DTYPE_INT32, 2, (int64_t[]){R, MB});
+  st_tensor_contiguous(&a->seq_lens, (void *)(uintptr_t)s->dseq, ST_DTYPE_INT32, 1, (int64_t[]){R});
+  st_tensor_contiguous(&a->topk_idx, (void *)(uintptr_t)s->dout, ST_DTYPE_INT32, 3, (int64_t[]){H, R * QLEN, TOPK});
+  a->qlen = QLEN;
+  a->topk = TOPK;
+  a->init_blocks = 1;
+  a->local_blocks = 2;
+  a->max_context = CTX;
+}
+
+static void session_close(session *s) {
+  const st_cu *cu = s->cu;
+  CUdeviceptr bufs[] = {s->dq, s->dpool, s->dbt, s->dseq, s->dout};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cu->cuMemFree(bufs[i]);
+  cu->cuStreamDestroy(s->stream);
+  cu->cuDevicePrimaryCtxRelease(s->d);
+  st_close(s->h);
+  free(s->q);
+  free(s->pool);
+}
+
+/* The reference's view of the session's inputs, for `R` requests. */
+static st_ref_index_decode reference_of(const session *s, const int32_t *seq_lens) {
+  st_ref_index_decode in = {.dtype = ST_DTYPE_BF16,
+                            .R = R,
+                            .qlen = QLEN,
+                            .H = H,
+                            .D = D,
+                            .topk = TOPK,
+                            .init_blocks = 1,
+                            .local_blocks = 2,
+                            .max_blocks = MB,
+                            .bt_cols = MB,
+                            .pages = PAGES,
+                            .q = s->q,
+                            .k_pool = s->pool,
+                            .block_table = s->bt,
+                            .seq_lens = seq_lens};
+  return in;
+}
+
+static void test_graph_replays_follow_new_seq_lens(void **state) {
+  (void)state;
+  session ss;
+  session_open(&ss);
+  const st_cu *cu = ss.cu;
+  st_handle *h = ss.h;
+  CUstream stream = ss.stream;
+  CUdeviceptr dout = ss.dout, dseq = ss.dseq, ws = 0;
+  int32_t *seq = ss.seq, out[OUT_ELEMS];
+  st_index_decode_args a = ss.a;
   /* A batch of 3 has no winner of its own: the nearest batch's (4) runs.
    * topk 6 has none at any batch: a default runs. Both share the buffers. */
   st_index_decode_args b = a, c = a;
@@ -150,24 +207,10 @@ static void test_graph_replays_follow_new_seq_lens(void **state) {
   assert_int_equal(cu->cuGraphInstantiateWithFlags(&exec, graph, 0), CUDA_SUCCESS);
 
   static const int32_t rounds[3][R] = {{300, 0, CTX, 129}, {CTX, 5000, 1, 0}, {4133, 4133, 128, 7000}};
-  st_ref_index_decode in = {.dtype = ST_DTYPE_BF16,
-                            .R = R,
-                            .qlen = QLEN,
-                            .H = H,
-                            .D = D,
-                            .topk = TOPK,
-                            .init_blocks = 1,
-                            .local_blocks = 2,
-                            .max_blocks = MB,
-                            .bt_cols = MB,
-                            .pages = PAGES,
-                            .q = q,
-                            .k_pool = pool,
-                            .block_table = bt,
-                            .seq_lens = seq};
+  st_ref_index_decode in = reference_of(&ss, seq);
   for (int round = 0; round < 3; round++) {
-    memcpy(seq, rounds[round], sizeof seq);
-    assert_int_equal(cu->cuMemcpyHtoD(dseq, seq, sizeof seq), CUDA_SUCCESS);
+    memcpy(seq, rounds[round], sizeof ss.seq);
+    assert_int_equal(cu->cuMemcpyHtoD(dseq, seq, sizeof ss.seq), CUDA_SUCCESS);
     assert_int_equal(cu->cuMemsetD32Async(dout, 0x7fff0000u, sizeof out / 4, stream), CUDA_SUCCESS);
     for (int rep = 0; rep < 2; rep++) assert_int_equal(cu->cuGraphLaunch(exec, stream), CUDA_SUCCESS);
     assert_int_equal(cu->cuStreamSynchronize(stream), CUDA_SUCCESS);
@@ -200,13 +243,72 @@ static void test_graph_replays_follow_new_seq_lens(void **state) {
 
   cu->cuGraphExecDestroy(exec);
   cu->cuGraphDestroy(graph);
-  CUdeviceptr bufs[] = {dq, dpool, dbt, dseq, dout, ws};
-  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cu->cuMemFree(bufs[i]);
-  cu->cuStreamDestroy(stream);
-  cu->cuDevicePrimaryCtxRelease(d);
-  st_close(h);
-  free(q);
-  free(pool);
+  cu->cuMemFree(ws);
+  session_close(&ss);
+}
+
+/* Two launches in one graph, the second with pdl = 1 and as its seq_lens the
+ * first R ids the first wrote (head 0, request 0's first token: its block
+ * ids, small lengths of 0 to 63 tokens). Its CTAs may be placed while the
+ * first launch runs (which triggers its dependents at its start), so a read
+ * of seq_lens before griddepcontrol.wait would see the poison: lengths past
+ * the context, a selection of many blocks where the reference has one. The
+ * two share one workspace, whose counters the second may touch only after
+ * the first is done with them. */
+static void test_pdl_launch_reads_what_the_launch_before_wrote(void **state) {
+  (void)state;
+  session ss;
+  session_open(&ss);
+  const st_cu *cu = ss.cu;
+  CUdeviceptr dout2 = 0, ws = 0;
+  assert_int_equal(cu->cuMemAlloc(&dout2, OUT_ELEMS * 4), CUDA_SUCCESS);
+  st_index_decode_args a1 = ss.a, a2 = ss.a;
+  a2.pdl = 1;
+  a2.seq_lens.data = (void *)(uintptr_t)ss.dout;
+  a2.topk_idx.data = (void *)(uintptr_t)dout2;
+  size_t ws_bytes = 0;
+  if (st_index_decode_workspace_size(ss.h, &a1, &ws_bytes) != ST_OK) fail_msg("%s", st_last_error(ss.h));
+  assert_int_equal(cu->cuMemAlloc(&ws, ws_bytes), CUDA_SUCCESS);
+  assert_int_equal(st_workspace_clear(ss.h, (void *)(uintptr_t)ws, ws_bytes, ss.stream), ST_OK);
+  assert_int_equal(st_index_decode_prepare(ss.h, &a1), ST_OK);
+
+  CUgraph graph;
+  CUgraphExec exec;
+  assert_int_equal(cu->cuStreamBeginCapture(ss.stream, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  st_status s = st_index_decode(ss.h, &a1, (void *)(uintptr_t)ws, ws_bytes, ss.stream);
+  if (s == ST_OK) s = st_index_decode(ss.h, &a2, (void *)(uintptr_t)ws, ws_bytes, ss.stream);
+  assert_int_equal(cu->cuStreamEndCapture(ss.stream, &graph), CUDA_SUCCESS);
+  if (s != ST_OK) fail_msg("captured launches: %s", st_last_error(ss.h));
+  assert_int_equal(cu->cuGraphInstantiateWithFlags(&exec, graph, 0), CUDA_SUCCESS);
+
+  /* Request 0 at the full context: its first token's 8 ids are distinct
+   * blocks of 64, so no -1 reaches the second launch's lengths. */
+  static const int32_t rounds[3][R] = {{CTX, 300, 0, 4133}, {CTX, CTX, 129, 1}, {CTX, 0, 7000, 128}};
+  int32_t out[OUT_ELEMS], out2[OUT_ELEMS], seq2[R];
+  for (int round = 0; round < 3; round++) {
+    memcpy(ss.seq, rounds[round], sizeof ss.seq);
+    assert_int_equal(cu->cuMemcpyHtoD(ss.dseq, ss.seq, sizeof ss.seq), CUDA_SUCCESS);
+    assert_int_equal(cu->cuMemsetD32Async(ss.dout, 0x7fff0000u, OUT_ELEMS, ss.stream), CUDA_SUCCESS);
+    assert_int_equal(cu->cuMemsetD32Async(dout2, 0x7fff0000u, OUT_ELEMS, ss.stream), CUDA_SUCCESS);
+    assert_int_equal(cu->cuGraphLaunch(exec, ss.stream), CUDA_SUCCESS);
+    assert_int_equal(cu->cuStreamSynchronize(ss.stream), CUDA_SUCCESS);
+    assert_int_equal(cu->cuMemcpyDtoH(out, ss.dout, sizeof out), CUDA_SUCCESS);
+    assert_int_equal(cu->cuMemcpyDtoH(out2, dout2, sizeof out2), CUDA_SUCCESS);
+    char what[64];
+    snprintf(what, sizeof what, "first launch, replay %d", round);
+    const st_ref_index_decode in = reference_of(&ss, ss.seq);
+    check(&in, out, what);
+    memcpy(seq2, out, sizeof seq2);
+    for (int r = 0; r < R; r++) assert_in_range(seq2[r], 0, MB - 1);
+    snprintf(what, sizeof what, "pdl launch on its output, replay %d", round);
+    const st_ref_index_decode in2 = reference_of(&ss, seq2);
+    check(&in2, out2, what);
+  }
+  cu->cuGraphExecDestroy(exec);
+  cu->cuGraphDestroy(graph);
+  cu->cuMemFree(dout2);
+  cu->cuMemFree(ws);
+  session_close(&ss);
 }
 
 int main(void) {
@@ -214,7 +316,8 @@ int main(void) {
   if (rc) return rc;
   g_seed = st_test_seed("runtime_gpu_e2e");
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_graph_replays_follow_new_seq_lens, make_db, remove_db),
+      cmocka_unit_test(test_graph_replays_follow_new_seq_lens),
+      cmocka_unit_test(test_pdl_launch_reads_what_the_launch_before_wrote),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return cmocka_run_group_tests(tests, make_db, remove_db);
 }

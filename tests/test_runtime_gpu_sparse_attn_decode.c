@@ -4,7 +4,9 @@
  * break it) and replayed with different seq_lens each time, o and lse
  * checked against the double-precision reference; then the nearest batch's
  * winner for a batch without one, and a default variant for a topk without
- * a winner. Skips where there is no driver or GPU. */
+ * a winner. Then two launches with pdl = 1 in one graph, the second reading
+ * the first's output as its q: programmatic dependent launch must not let
+ * it read early. Skips where there is no driver or GPU. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,8 +126,10 @@ static st_sparse_attn_decode_args make_args(const io *t) {
 }
 
 /* The reference of R requests (the first `reqs`) with topk entries per row
- * taken from the first `topk` of each stored row. */
-static void check(const io *t, int reqs, int topk, const char *what) {
+ * taken from the first `topk` of each stored row, for q rows `q` (host),
+ * against the o and lse on the device at dout and dlse. */
+static void check_against(const io *t, const uint16_t *q, CUdeviceptr dout, CUdeviceptr dlse, int reqs, int topk,
+                          const char *what) {
   const int rows = reqs * QLEN;
   int32_t *idx = malloc(sizeof(int32_t) * (size_t)(HKV * rows * topk));
   for (int g = 0; g < HKV; g++)
@@ -140,7 +144,7 @@ static void check(const io *t, int reqs, int topk, const char *what) {
                                   .topk = topk,
                                   .bt_cols = MB,
                                   .pages = PAGES,
-                                  .q = t->q,
+                                  .q = q,
                                   .k_cache = t->pool,
                                   .v_cache = t->pool + 128 * HKV * D,
                                   .k_stride = {2 * 128 * HKV * D, D, HKV * D},
@@ -152,8 +156,8 @@ static void check(const io *t, int reqs, int topk, const char *what) {
                                   .sm_scale = 1.0 / sqrt((double)D)};
   double *ref_o = malloc(sizeof(double) * (size_t)rows * HQ * D), *ref_lse = malloc(sizeof(double) * (size_t)rows * HQ);
   assert_int_equal(st_ref_sparse_attn_decode_compute(&in, ref_o, ref_lse, 4), 0);
-  assert_int_equal(t->cu->cuMemcpyDtoH(t->o, t->dout, (size_t)rows * HQ * D * 2), CUDA_SUCCESS);
-  assert_int_equal(t->cu->cuMemcpyDtoH(t->lse, t->dlse, (size_t)rows * HQ * 4), CUDA_SUCCESS);
+  assert_int_equal(t->cu->cuMemcpyDtoH(t->o, dout, (size_t)rows * HQ * D * 2), CUDA_SUCCESS);
+  assert_int_equal(t->cu->cuMemcpyDtoH(t->lse, dlse, (size_t)rows * HQ * 4), CUDA_SUCCESS);
   double max_err = 0;
   char msg[400];
   const int bad = st_ref_sparse_attn_decode_verify(&in, ref_o, ref_lse, t->o, t->lse, 2e-2, &max_err, msg, sizeof msg);
@@ -164,36 +168,82 @@ static void check(const io *t, int reqs, int topk, const char *what) {
   free(ref_lse);
 }
 
+static void check(const io *t, int reqs, int topk, const char *what) {
+  check_against(t, t->q, t->dout, t->dlse, reqs, topk, what);
+}
+
 /* Poisons o and lse (NaN) so an unwritten element fails the check. */
 static void poison(const io *t, CUstream stream) {
   assert_int_equal(t->cu->cuMemsetD16Async(t->dout, 0x7fc0, (size_t)ROWS * HQ * D, stream), CUDA_SUCCESS);
   assert_int_equal(t->cu->cuMemsetD32Async(t->dlse, 0x7fc00000u, (size_t)ROWS * HQ, stream), CUDA_SUCCESS);
 }
 
+/* The handle on the test's database, a stream, and the inputs on the device. */
+typedef struct session {
+  io t;
+  st_handle *h;
+  CUdevice d;
+  CUstream stream;
+} session;
+
+static void session_open(session *s) {
+  memset(s, 0, sizeof *s);
+  io *t = &s->t;
+  st_err err = {{0}};
+  assert_int_equal(st_cu_load(&t->cu, &err), ST_OK);
+  const st_cu *cu = t->cu;
+  if (st_open(g_db, 0, &s->h) != ST_OK) fail_msg("st_open: %s", st_last_error(NULL));
+  CUcontext ctx;
+  assert_int_equal(cu->cuDeviceGet(&s->d, 0), CUDA_SUCCESS);
+  assert_int_equal(cu->cuDevicePrimaryCtxRetain(&ctx, s->d), CUDA_SUCCESS);
+  assert_int_equal(cu->cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+  assert_int_equal(cu->cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  make_inputs(t);
+  t->dq = upload(cu, t->q, (size_t)ROWS * HQ * D * 2);
+  t->dpool = upload(cu, t->pool, (size_t)POOL * 2);
+  t->dbt = upload(cu, t->bt, sizeof t->bt);
+  t->dseq = upload(cu, NULL, sizeof t->seq);
+  t->didx = upload(cu, t->idx, sizeof t->idx);
+  t->dout = upload(cu, NULL, (size_t)ROWS * HQ * D * 2);
+  t->dlse = upload(cu, NULL, (size_t)ROWS * HQ * 4);
+}
+
+static void session_close(session *s) {
+  io *t = &s->t;
+  const st_cu *cu = t->cu;
+  CUdeviceptr bufs[] = {t->dq, t->dpool, t->dbt, t->dseq, t->didx, t->dout, t->dlse};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cu->cuMemFree(bufs[i]);
+  cu->cuStreamDestroy(s->stream);
+  cu->cuDevicePrimaryCtxRelease(s->d);
+  st_close(s->h);
+  free(t->q);
+  free(t->pool);
+  free(t->o);
+  free(t->lse);
+}
+
+/* A cleared workspace of at least the bytes each of `args` needs. */
+static CUdeviceptr workspace_for(const session *s, const st_sparse_attn_decode_args *args, int n, size_t *bytes) {
+  *bytes = 0;
+  for (int i = 0; i < n; i++) {
+    size_t b = 0;
+    if (st_sparse_attn_decode_workspace_size(s->h, &args[i], &b) != ST_OK)
+      fail_msg("workspace size: %s", st_last_error(s->h));
+    if (b > *bytes) *bytes = b;
+  }
+  CUdeviceptr dws = upload(s->t.cu, NULL, *bytes);
+  assert_int_equal(st_workspace_clear(s->h, (void *)(uintptr_t)dws, *bytes, s->stream), ST_OK);
+  return dws;
+}
+
 static void test_graph_replays_follow_new_seq_lens(void **state) {
   (void)state;
-  io t;
-  memset(&t, 0, sizeof t);
-  st_err err = {{0}};
-  assert_int_equal(st_cu_load(&t.cu, &err), ST_OK);
+  session ss;
+  session_open(&ss);
+  io t = ss.t;
   const st_cu *cu = t.cu;
-  st_handle *h = NULL;
-  if (st_open(g_db, 0, &h) != ST_OK) fail_msg("st_open: %s", st_last_error(NULL));
-  CUdevice d;
-  CUcontext ctx;
-  CUstream stream;
-  assert_int_equal(cu->cuDeviceGet(&d, 0), CUDA_SUCCESS);
-  assert_int_equal(cu->cuDevicePrimaryCtxRetain(&ctx, d), CUDA_SUCCESS);
-  assert_int_equal(cu->cuCtxSetCurrent(ctx), CUDA_SUCCESS);
-  assert_int_equal(cu->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
-  make_inputs(&t);
-  t.dq = upload(cu, t.q, (size_t)ROWS * HQ * D * 2);
-  t.dpool = upload(cu, t.pool, (size_t)POOL * 2);
-  t.dbt = upload(cu, t.bt, sizeof t.bt);
-  t.dseq = upload(cu, NULL, sizeof t.seq);
-  t.didx = upload(cu, t.idx, sizeof t.idx);
-  t.dout = upload(cu, NULL, (size_t)ROWS * HQ * D * 2);
-  t.dlse = upload(cu, NULL, (size_t)ROWS * HQ * 4);
+  st_handle *h = ss.h;
+  CUstream stream = ss.stream;
 
   st_sparse_attn_decode_args a = make_args(&t);
   /* Batch 3 has no winner of its own: batch 4's runs. topk 6 (the first 6
@@ -203,16 +253,10 @@ static void test_graph_replays_follow_new_seq_lens(void **state) {
   b.block_table.shape[0] = b.seq_lens.shape[0] = 3;
   b.topk_idx.shape[1] = 3 * QLEN; /* rows of 3 requests, same strides */
   c.topk_idx.shape[2] = 6;
-  size_t ws = 0, ws_b = 0, ws_c = 0;
-  if (st_sparse_attn_decode_workspace_size(h, &a, &ws) != ST_OK ||
-      st_sparse_attn_decode_workspace_size(h, &b, &ws_b) != ST_OK ||
-      st_sparse_attn_decode_workspace_size(h, &c, &ws_c) != ST_OK)
-    fail_msg("workspace size: %s", st_last_error(h));
+  size_t ws = 0;
+  const st_sparse_attn_decode_args all[3] = {a, b, c};
+  CUdeviceptr dws = workspace_for(&ss, all, 3, &ws);
   assert_true(ws > 0); /* the winner splits 4 ways: partial states */
-  if (ws_b > ws) ws = ws_b;
-  if (ws_c > ws) ws = ws_c;
-  CUdeviceptr dws = upload(cu, NULL, ws);
-  assert_int_equal(st_workspace_clear(h, (void *)(uintptr_t)dws, ws, stream), ST_OK);
   if (st_sparse_attn_decode_prepare(h, &a) != ST_OK) fail_msg("prepare: %s", st_last_error(h));
 
   CUgraph graph;
@@ -255,15 +299,68 @@ static void test_graph_replays_follow_new_seq_lens(void **state) {
 
   cu->cuGraphExecDestroy(exec);
   cu->cuGraphDestroy(graph);
-  CUdeviceptr bufs[] = {t.dq, t.dpool, t.dbt, t.dseq, t.didx, t.dout, t.dlse, dws};
+  cu->cuMemFree(dws);
+  session_close(&ss);
+}
+
+/* Two launches with pdl = 1 captured in one graph: the second's q is the
+ * first's o (both [R*qlen, Hq, D] bf16), and they share one workspace. Its
+ * CTAs may be placed while the first runs (both kernels trigger their
+ * dependents at their start), so a read of q, or of the workspace's
+ * counters, before griddepcontrol.wait would see the NaN poison or the
+ * first launch's half-written state. */
+static void test_pdl_launch_reads_what_the_launch_before_wrote(void **state) {
+  (void)state;
+  session ss;
+  session_open(&ss);
+  io *t = &ss.t;
+  const st_cu *cu = t->cu;
+  const size_t o_bytes = (size_t)ROWS * HQ * D * 2, lse_bytes = (size_t)ROWS * HQ * 4;
+  CUdeviceptr dout2 = upload(cu, NULL, o_bytes), dlse2 = upload(cu, NULL, lse_bytes);
+  uint16_t *q2 = malloc(o_bytes);
+  assert_non_null(q2);
+  st_sparse_attn_decode_args a1 = make_args(t), a2 = a1;
+  a1.pdl = 1;
+  a2.pdl = 1;
+  a2.q.data = (void *)(uintptr_t)t->dout;
+  a2.o.data = (void *)(uintptr_t)dout2;
+  a2.lse.data = (void *)(uintptr_t)dlse2;
+  size_t ws = 0;
+  const st_sparse_attn_decode_args both[2] = {a1, a2};
+  CUdeviceptr dws = workspace_for(&ss, both, 2, &ws);
+  if (st_sparse_attn_decode_prepare(ss.h, &a1) != ST_OK) fail_msg("prepare: %s", st_last_error(ss.h));
+
+  CUgraph graph;
+  CUgraphExec exec;
+  assert_int_equal(cu->cuStreamBeginCapture(ss.stream, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  st_status s = st_sparse_attn_decode(ss.h, &a1, (void *)(uintptr_t)dws, ws, ss.stream);
+  if (s == ST_OK) s = st_sparse_attn_decode(ss.h, &a2, (void *)(uintptr_t)dws, ws, ss.stream);
+  assert_int_equal(cu->cuStreamEndCapture(ss.stream, &graph), CUDA_SUCCESS);
+  if (s != ST_OK) fail_msg("captured launches: %s", st_last_error(ss.h));
+  assert_int_equal(cu->cuGraphInstantiateWithFlags(&exec, graph, 0), CUDA_SUCCESS);
+
+  static const int32_t rounds[3][R] = {{CTX, 0, 300, 4133}, {129, CTX, 7000, 1}, {5000, 128, 0, CTX}};
+  for (int round = 0; round < 3; round++) {
+    memcpy(t->seq, rounds[round], sizeof t->seq);
+    assert_int_equal(cu->cuMemcpyHtoD(t->dseq, t->seq, sizeof t->seq), CUDA_SUCCESS);
+    poison(t, ss.stream);
+    assert_int_equal(cu->cuMemsetD16Async(dout2, 0x7fc0, o_bytes / 2, ss.stream), CUDA_SUCCESS);
+    assert_int_equal(cu->cuMemsetD32Async(dlse2, 0x7fc00000u, lse_bytes / 4, ss.stream), CUDA_SUCCESS);
+    assert_int_equal(cu->cuGraphLaunch(exec, ss.stream), CUDA_SUCCESS);
+    assert_int_equal(cu->cuStreamSynchronize(ss.stream), CUDA_SUCCESS);
+    char what[64];
+    snprintf(what, sizeof what, "first launch, replay %d", round);
+    check(t, R, TOPK, what);
+    memcpy(q2, t->o, o_bytes); /* check() left the first launch's o here */
+    snprintf(what, sizeof what, "pdl launch on its output, replay %d", round);
+    check_against(t, q2, dout2, dlse2, R, TOPK, what);
+  }
+  cu->cuGraphExecDestroy(exec);
+  cu->cuGraphDestroy(graph);
+  CUdeviceptr bufs[] = {dout2, dlse2, dws};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cu->cuMemFree(bufs[i]);
-  cu->cuStreamDestroy(stream);
-  cu->cuDevicePrimaryCtxRelease(d);
-  st_close(h);
-  free(t.q);
-  free(t.pool);
-  free(t.o);
-  free(t.lse);
+  free(q2);
+  session_close(&ss);
 }
 
 int main(void) {
@@ -271,7 +368,8 @@ int main(void) {
   if (rc) return rc;
   g_seed = st_test_seed("runtime_gpu_sparse_attn_decode");
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_graph_replays_follow_new_seq_lens, make_db, remove_db),
+      cmocka_unit_test(test_graph_replays_follow_new_seq_lens),
+      cmocka_unit_test(test_pdl_launch_reads_what_the_launch_before_wrote),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return cmocka_run_group_tests(tests, make_db, remove_db);
 }

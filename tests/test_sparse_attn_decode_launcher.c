@@ -111,6 +111,9 @@ static void test_bad_arguments_are_refused_by_name(void **state) {
   a.qlen = 0;
   expect_refused(&a, I, "qlen=0");
   a = valid_args();
+  a.pdl = 2;
+  expect_refused(&a, I, "pdl=2 must be 0 or 1");
+  a = valid_args();
   a.sm_scale = 0;
   expect_refused(&a, I, "sm_scale=0 must be positive");
   a = valid_args();
@@ -437,6 +440,15 @@ static void test_plans_size_grid_and_workspace(void **state) {
   assert_int_equal(p.merge_grid[0], R * QLEN);
   assert_int_equal(p.merge_grid[1], HKV);
   assert_int_equal(p.merge_block, 128);
+  /* pdl: only whether the main kernel's launch is programmatic. */
+  assert_int_equal(p.pdl, 0);
+  a.pdl = 1;
+  st_sparse_attn_decode_plan pp;
+  assert_int_equal(st_sparse_attn_decode_plan_make(&c, &a, 132, &pp, &err), ST_OK);
+  assert_int_equal(pp.pdl, 1);
+  pp.pdl = 0;
+  assert_memory_equal(&p, &pp, sizeof p);
+  a.pdl = 0;
   /* auto: about two CTAs per SM over 32 items -> 9, a power of two -> 8. */
   c = config("bf16", 16, 4, 2, "single", 0);
   assert_int_equal(st_sparse_attn_decode_plan_make(&c, &a, 132, &p, &err), ST_OK);

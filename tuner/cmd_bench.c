@@ -24,7 +24,9 @@
 #include "commands.h"
 #include "decode_step.h"
 #include "op_harness.h"
+#include "report.h"
 #include "sparsetune.h"
+#include "step_graph.h"
 #include "timing.h"
 
 static const char usage[] =
@@ -38,10 +40,12 @@ static const char usage[] =
     "the copy bandwidth measured in the same run, TFLOP/s for prefill ops (FLOPs\n"
     "counted as the anchors count them) and the peer's time where known. Where\n"
     "the suite has both decode ops, it ends with one decode step: indexer and\n"
-    "attention rows of the same dtype and batch added, against the peer's two.\n"
+    "attention rows of the same dtype and batch added, against the peer's two;\n"
+    "then (without --cold) each such step timed as one CUDA graph of both ops,\n"
+    "plain and with programmatic dependent launch, as an engine's graph runs it.\n"
     "\n"
     "  --suite NAME   shape suite (default anchors)\n"
-    "  --op OP        only this op of the suite\n"
+    "  --op OP        only this op of the suite (OP,OP,...: only these ops)\n"
     "  --db FILE      database with winners (default ./sparsetune.db)\n"
     "  --device N     CUDA device ordinal (default 0)\n"
     "  --seed N       input seed\n"
@@ -219,9 +223,49 @@ static void print_row(const st_cli *cli, const bench_row *r) {
   printf("\n");
 }
 
+/* Each decode step again in one CUDA graph, plain and with programmatic
+ * dependent launch (tuner/step_graph.h): what an engine's graph runs. */
+static void print_step_graphs(const st_cli *cli, const st_cu *cu, const st_device_info *dev, st_handle *rt,
+                              CUstream stream, const st_step_row *rows, const st_step_pair *pairs, int np) {
+  if (!cli->json)
+    printf("one decode step in one CUDA graph (index_decode then sparse_attn_decode on one stream, each on its own\n"
+           "inputs), plain and with programmatic dependent launch (pdl = 1 on both):\n");
+  for (int k = 0; k < np; k++) {
+    const st_step_pair *p = &pairs[k];
+    const st_shape *index = rows[p->index_row].shape, *attn = rows[p->attn_row].shape;
+    st_step_graph g;
+    st_err err = {{0}};
+    const st_status s = st_step_graph_time(cu, dev, rt, stream, index, attn, cli->seed,
+                                           (int)sysconf(_SC_NPROCESSORS_ONLN), &g, &err);
+    if (cli->json) {
+      printf("{\"decode_step_graph\":{\"index\":");
+      st_json_str(stdout, index->key);
+      printf(",\"attention\":");
+      st_json_str(stdout, attn->key);
+      printf(",\"rows_us\":%.3f,\"plain_us\":%.3f,\"plain_spread\":%.4f,\"pdl_us\":%.3f,\"pdl_spread\":%.4f,"
+             "\"error\":",
+             p->us, g.plain_us, g.plain_spread, g.pdl_us, g.pdl_spread);
+      st_json_str(stdout, s == ST_OK ? "" : err.msg);
+      printf("}}\n");
+      continue;
+    }
+    const char *dtype = st_params_get(&index->params, "dtype"), *B = st_params_get(&index->params, "B"),
+               *ctx = st_params_get(&index->params, "ctx");
+    printf("  %-4s B=%-4s ctx=%-7s ", dtype, B, ctx ? ctx : "-");
+    if (s != ST_OK)
+      printf("failed: %s\n", err.msg);
+    else
+      printf("plain %9.2f us  pdl %9.2f us (%+.1f%%)  rows added %9.2f us\n", g.plain_us, g.pdl_us,
+             100.0 * (g.pdl_us / g.plain_us - 1.0), p->us);
+    fflush(stdout);
+  }
+}
+
 /* The anchors' decode-step target: indexer + attention rows of the same
- * dtype and batch added, ours against the peer's (tuner/decode_step.c). */
-static void print_decode_step(const st_cli *cli, const bench_row *rows, int n) {
+ * dtype and batch added, ours against the peer's (tuner/decode_step.c);
+ * then, warm, the same steps as one graph each. */
+static void print_decode_step(const st_cli *cli, const st_cu *cu, const st_device_info *dev, st_handle *rt,
+                              CUstream stream, const bench_row *rows, int n) {
   if (n <= 0) return;
   st_step_row *in = calloc((size_t)n, sizeof *in);
   st_step_pair *pairs = calloc((size_t)n, sizeof *pairs);
@@ -233,6 +277,9 @@ static void print_decode_step(const st_cli *cli, const bench_row *rows, int n) {
   }
   const int np = st_decode_steps(in, n, pairs, n); /* an indexer row pairs once: np <= n */
   st_decode_step_print(stdout, in, pairs, np, cli->json);
+  /* Cold, the graphs would need both cases' input sets rotated together:
+   * the step graphs are timed warm only. */
+  if (np > 0 && !cli->cold) print_step_graphs(cli, cu, dev, rt, stream, in, pairs, np);
 done:
   free(in);
   free(pairs);
@@ -368,7 +415,7 @@ int st_cmd_bench(int argc, char **argv) {
     print_row(&cli, &rows[i]);
     fflush(stdout);
   }
-  print_decode_step(&cli, rows, nshapes);
+  print_decode_step(&cli, cu, &dev, rt, stream, rows, nshapes);
   record_rows(&cli, &dev, rows, nshapes);
   rc = failures ? ST_EXIT_FAIL : ST_EXIT_OK;
 done:

@@ -15,7 +15,7 @@ static const char usage[] =
     "--arch (default sm_90a). Nothing runs on a GPU.\n"
     "\n"
     "  --suite NAME   shape suite (default m3-decode)\n"
-    "  --op OP        only this op of the suite\n"
+    "  --op OP        only this op of the suite (OP,OP,...: only these ops)\n"
     "  --db FILE      database (default ./sparsetune.db)\n"
     "  --arch SM      target, e.g. sm_90a (default: the GPU's, else sm_90a)\n"
     "  --device N     the GPU whose architecture to target (default 0)\n"

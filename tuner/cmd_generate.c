@@ -13,7 +13,7 @@ static const char usage[] =
     "the templates and content-hashed, written to the database.\n"
     "\n"
     "  --suite NAME   shape suite (default m3-decode)\n"
-    "  --op OP        only this op of the suite\n"
+    "  --op OP        only this op of the suite (OP,OP,...: only these ops)\n"
     "  --db FILE      database (default ./sparsetune.db)\n"
     "  --print        also print every rendered source to stdout\n";
 

@@ -29,7 +29,7 @@ static const char usage[] =
     "resumes the run. With no GPU it compiles everything and says so.\n"
     "\n"
     "  --suite NAME   shape suite (default m3-decode)\n"
-    "  --op OP        only this op of the suite\n"
+    "  --op OP        only this op of the suite (OP,OP,...: only these ops)\n"
     "  --db FILE      database (default ./sparsetune.db)\n"
     "  --device N     CUDA device ordinal (default 0)\n"
     "  --arch SM      compile target when there is no GPU (default sm_90a)\n"

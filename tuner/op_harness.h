@@ -50,6 +50,9 @@ typedef struct st_op_harness {
   st_status (*cold_sets)(void *c, int n, st_err *err);
   /* Points a bound variant's launches at input set i (0 <= i < n). */
   st_status (*rotate)(void *bound, int i, st_err *err);
+  /* The decode ops: launches through bind_runtime from now on pass pdl = on
+   * (programmatic dependent launch, sparsetune.h). NULL for other ops. */
+  void (*set_pdl)(void *c, int on);
   /* Bytes the op must move at least (each input read once, outputs written
    * once), for GB/s figures. */
   double (*min_bytes)(const void *c);

@@ -101,6 +101,17 @@ st_status st_workspace_clear(st_handle *handle, void *workspace, size_t bytes,
  * `local_blocks` last visible ones, then those with the highest block score
  * (max over the block's visible positions of dot(q, k)). Unused slots are -1;
  * a request with seq_len 0 gets a row of -1 and its memory is not touched.
+ *
+ * Programmatic dependent launch (`pdl` = 1, Hopper): the op's first kernel
+ * is launched so that its CTAs may be placed while the kernel before it on
+ * the stream still runs; they wait for that kernel to finish before they
+ * touch memory, so results are those of a plain launch, and a CUDA graph
+ * captures the pair as a programmatic edge. Every kernel of the decode ops
+ * also lets the launch after it start early, so st_sparse_attn_decode with
+ * pdl = 1 after st_index_decode overlaps its launch with the indexer's
+ * tail. Kernels of the caller's launched with the attribute after these ops
+ * must wait (griddepcontrol.wait, cudaGridDependencySynchronize) before
+ * reading what the ops wrote. 0 launches as usual.
  */
 typedef struct st_index_decode_args {
   st_tensor q;           /* [R*qlen, H, D], bf16 or fp8 e4m3                 */
@@ -113,6 +124,7 @@ typedef struct st_index_decode_args {
   int init_blocks;       /* forced first blocks, init + local <= topk         */
   int local_blocks;      /* forced last blocks (the query's own included)     */
   int max_context;       /* host-known bound on every seq_len, 1..max_blocks*128 */
+  int pdl;               /* 0 or 1: programmatic dependent launch (below)      */
 } st_index_decode_args;
 
 /* Bytes of workspace st_index_decode needs for these arguments (pointers in
@@ -174,6 +186,8 @@ typedef struct st_sparse_attn_decode_args {
   float sm_scale;        /* positive, finite                                    */
   int qlen;              /* 1..4 query tokens per request                       */
   int max_context;       /* host-known bound on every seq_len, 1..max_blocks*128 */
+  int pdl;               /* 0 or 1: programmatic dependent launch (see
+                            st_index_decode_args)                              */
 } st_sparse_attn_decode_args;
 
 /* Bytes of workspace st_sparse_attn_decode needs for these arguments

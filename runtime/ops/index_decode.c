@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ops/launch.h"
 #include "ops/tensor_check.h"
 
 /* Dynamic shared memory one CTA may ask for. Far under the 227 KiB limit so
@@ -97,6 +98,7 @@ st_status st_index_decode_check_args(const st_index_decode_args *a, st_err *err)
   if (a->max_context < 1 || a->max_context > cap)
     return st_fail(err, ST_ERR_INVALID_ARG, "max_context=%d is outside 1..%lld (block_table columns x %d)",
                    a->max_context, (long long)cap, ST_BLOCK_TOKENS);
+  if (a->pdl != 0 && a->pdl != 1) return st_fail(err, ST_ERR_INVALID_ARG, "pdl=%d must be 0 or 1", a->pdl);
   /* 16-byte vector loads of q and K rows. */
   if ((s = st_check_vector_rows(&a->q, "q", 16, err)) != ST_OK) return s;
   if ((s = st_check_vector_rows(&a->k_cache, "k_cache", 16, err)) != ST_OK) return s;
@@ -219,6 +221,7 @@ st_status st_index_decode_plan_make(const st_index_decode_config *cfg, const st_
   plan->block = (unsigned)cfg->threads;
   plan->smem_bytes = (unsigned)smem;
   plan->splits = splits;
+  plan->pdl = a->pdl;
   if (cfg->algo == ST_INDEX_DECODE_SPLIT) {
     plan->merge_grid[0] = (unsigned)R;
     plan->merge_grid[1] = (unsigned)groups;
@@ -230,14 +233,13 @@ st_status st_index_decode_plan_make(const st_index_decode_config *cfg, const st_
 }
 
 static st_status launch_one(const st_cu *cu, CUfunction fn, const unsigned grid[3], unsigned block, unsigned smem,
-                            st_index_decode_params *params, CUstream stream, st_err *err) {
+                            st_index_decode_params *params, CUstream stream, int programmatic, st_err *err) {
   /* Past 48 KiB of static + dynamic shared memory a kernel must opt in; the
    * kernels' static part (the selection's histograms) is under 17 KiB. */
   if (smem > 31 * 1024)
     ST_CU_TRY(cu, cu->cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem), err);
   void *kargs[] = {params};
-  ST_CU_TRY(cu, cu->cuLaunchKernel(fn, grid[0], grid[1], grid[2], block, 1, 1, smem, stream, kargs, NULL), err);
-  return ST_OK;
+  return st_launch_kernel(cu, fn, grid, block, smem, stream, kargs, programmatic, err);
 }
 
 st_status st_index_decode_launch(const st_cu *cu, CUfunction main_fn, CUfunction merge_fn,
@@ -255,9 +257,12 @@ st_status st_index_decode_launch(const st_cu *cu, CUfunction main_fn, CUfunction
     params.counters = (uint32_t *)(ws + plan->counters_offset);
     params.block_keys = (uint32_t *)(ws + plan->block_keys_offset);
   }
-  st_status s = launch_one(cu, main_fn, plan->grid, plan->block, plan->smem_bytes, &params, stream, err);
+  st_status s = launch_one(cu, main_fn, plan->grid, plan->block, plan->smem_bytes, &params, stream, plan->pdl, err);
   if (s != ST_OK || !plan->merge_block) return s;
-  return launch_one(cu, merge_fn, plan->merge_grid, plan->merge_block, plan->merge_smem_bytes, &params, stream, err);
+  /* The merge waits for the main kernel's keys (templates/common/pdl.cuh):
+   * programmatic always, its CTAs placed during the main kernel's tail. */
+  return launch_one(cu, merge_fn, plan->merge_grid, plan->merge_block, plan->merge_smem_bytes, &params, stream, 1,
+                    err);
 }
 
 st_status st_index_decode_dispatch_key(const st_index_decode_args *a, char *key, size_t cap, st_params *fields,

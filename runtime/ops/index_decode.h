@@ -65,6 +65,7 @@ typedef struct st_index_decode_plan {
   unsigned merge_block;          /* 0: no merge launch                       */
   unsigned merge_smem_bytes;
   int splits;                    /* effective split count                    */
+  int pdl;                       /* the main kernel launched programmatically */
   size_t workspace_bytes;
   size_t counters_offset, block_keys_offset;
 } st_index_decode_plan;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ops/attn_args.h"
+#include "ops/launch.h"
 #include "ops/tensor_check.h"
 
 #define ST_BLOCK_TOKENS 128
@@ -160,6 +161,7 @@ st_status st_sparse_attn_decode_check_args(const st_sparse_attn_decode_args *a, 
   const int64_t Hkv = a->k_cache.shape[1];
   if ((s = check_index_tensors(a, rows / a->qlen, rows, Hkv, err)) != ST_OK) return s;
   if ((s = st_attn_check_outputs(&a->o, &a->lse, rows, Hq, D, "R*qlen", err)) != ST_OK) return s;
+  if (a->pdl != 0 && a->pdl != 1) return st_fail(err, ST_ERR_INVALID_ARG, "pdl=%d must be 0 or 1", a->pdl);
   /* 16-byte vector loads of q rows. */
   return st_check_vector_rows(&a->q, "q", 16, err);
 }
@@ -248,6 +250,7 @@ st_status st_sparse_attn_decode_plan_make(const st_sparse_attn_decode_config *cf
   }
   plan->workspace_bytes = off;
   plan->splits = splits;
+  plan->pdl = a->pdl;
   /* x: (row, split) pairs, padded to whole clusters (rows <= 65535 and
    * splits <= 64 keep it far inside the grid's range). */
   plan->cluster = (unsigned)cfg->cluster;
@@ -291,16 +294,11 @@ st_status st_sparse_attn_decode_launch(const st_cu *cu, CUfunction main_fn, CUfu
   if (plan->cluster > ST_PORTABLE_CLUSTER)
     ST_CU_TRY(cu, cu->cuFuncSetAttribute(main_fn, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1), err);
   void *kargs[] = {&params};
-  ST_CU_TRY(cu,
-            cu->cuLaunchKernel(main_fn, plan->grid[0], plan->grid[1], plan->grid[2], plan->block, 1, 1,
-                               plan->smem_bytes, stream, kargs, NULL),
-            err);
-  if (!plan->merge_block) return ST_OK;
-  ST_CU_TRY(cu,
-            cu->cuLaunchKernel(merge_fn, plan->merge_grid[0], plan->merge_grid[1], plan->merge_grid[2],
-                               plan->merge_block, 1, 1, 0, stream, kargs, NULL),
-            err);
-  return ST_OK;
+  st_status s = st_launch_kernel(cu, main_fn, plan->grid, plan->block, plan->smem_bytes, stream, kargs, plan->pdl, err);
+  if (s != ST_OK || !plan->merge_block) return s;
+  /* The merge waits for the partials (templates/common/pdl.cuh): launched
+   * programmatically always, its CTAs placed during the main kernel's tail. */
+  return st_launch_kernel(cu, merge_fn, plan->merge_grid, plan->merge_block, 0, stream, kargs, 1, err);
 }
 
 st_status st_sparse_attn_decode_dispatch_key(const st_sparse_attn_decode_args *a, char *key, size_t cap,

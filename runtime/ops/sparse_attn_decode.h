@@ -83,6 +83,7 @@ typedef struct st_sparse_attn_decode_plan {
   unsigned merge_grid[3];
   unsigned merge_block; /* 0: no merge launch */
   int splits;           /* effective split count */
+  int pdl;              /* the main kernel launched programmatically (ops/launch.h) */
   size_t workspace_bytes;
   size_t counters_offset, part_o_offset, part_ml_offset;
 } st_sparse_attn_decode_plan;

@@ -274,6 +274,8 @@ static st_status rotate(void *pb, int i, st_err *err) {
   return s != ST_OK || b->rt ? s : st_index_decode_plan_make(&b->cfg, &c->args, c->dev.sm_count, &b->plan, err);
 }
 
+static void set_pdl(void *pc, int on) { ((id_case *)pc)->args.pdl = on; }
+
 static double min_bytes(const void *pc) {
   const id_case *c = pc;
   const double eb = c->ref.dtype == ST_DTYPE_BF16 ? 2 : 1;
@@ -295,6 +297,7 @@ const st_op_harness st_index_decode_harness = {
     .unbind = unbind,
     .cold_sets = cold_sets,
     .rotate = rotate,
+    .set_pdl = set_pdl,
     .min_bytes = min_bytes,
     .flops = NULL,
     .bench_iters = 40,

@@ -302,6 +302,8 @@ static st_status rotate(void *pb, int i, st_err *err) {
 
 /* The selected K and V blocks the op must read (whole blocks, as
  * ../shared/anchors.md counts them), q, o and lse. */
+static void set_pdl(void *pc, int on) { ((sad_case *)pc)->args.pdl = on; }
+
 static double min_bytes(const void *pc) {
   const sad_case *c = pc;
   const st_ref_sparse_attn_decode *r = &c->ref;
@@ -330,6 +332,7 @@ const st_op_harness st_sparse_attn_decode_harness = {
     .unbind = unbind,
     .cold_sets = cold_sets,
     .rotate = rotate,
+    .set_pdl = set_pdl,
     .min_bytes = min_bytes,
     .flops = NULL,
     .bench_iters = 40,
