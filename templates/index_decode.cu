@@ -327,7 +327,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) st_index_decode_main(co
 
   const int split = blockIdx.x, r = blockIdx.y, g = blockIdx.z;
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
-  st_pdl_trigger();
   st_pdl_wait(); // common/pdl.cuh: nothing global before this
   const int seq = p.seq_lens[r];
   if (seq <= 0) {
@@ -457,7 +456,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) st_index_decode_merge(c
   extern __shared__ uint32_t s_dyn[];
   __shared__ st_select_smem s_sel;
   const int r = blockIdx.x, g = blockIdx.y;
-  st_pdl_trigger();
   st_pdl_wait(); // launched programmatically after the main kernel: its keys
   const int seq = p.seq_lens[r];
   if (seq <= 0) {

@@ -607,7 +607,6 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
   char *recv_o = (char *)(s_ntok + MAX_TOPK);
   char *recv_ml = recv_o + NE * 16;
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
-  st_pdl_trigger();
   if (threadIdx.x == 0) {
     unsigned dyn;
     asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
@@ -859,7 +858,6 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
 // split: grid (R*qlen, Hkv), THREADS threads.
 extern "C" __global__ void __launch_bounds__(THREADS) st_sparse_attn_decode_merge(const st_sparse_attn_decode_params p) {
   __shared__ float s_merge[MERGE_SMEM / 4];
-  st_pdl_trigger();
   st_pdl_wait(); // launched programmatically after the main kernel: its partials
   st_merge_splits(p, st_item_of(p, blockIdx.x, blockIdx.y), s_merge);
 }

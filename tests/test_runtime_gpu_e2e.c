@@ -249,10 +249,11 @@ static void test_graph_replays_follow_new_seq_lens(void **state) {
 
 /* Two launches in one graph, the second with pdl = 1 and as its seq_lens the
  * first R ids the first wrote (head 0, request 0's first token: its block
- * ids, small lengths of 0 to 63 tokens). Its CTAs may be placed while the
- * first launch runs (which triggers its dependents at its start), so a read
- * of seq_lens before griddepcontrol.wait would see the poison: lengths past
- * the context, a selection of many blocks where the reference has one. The
+ * ids, small lengths of 0 to 63 tokens). Its CTAs may be placed as the
+ * first launch's CTAs exit, before its last CTA (the one that selects) has,
+ * so a read of seq_lens before griddepcontrol.wait would see the poison:
+ * lengths past the context, many blocks selected where the reference has
+ * one. The
  * two share one workspace, whose counters the second may touch only after
  * the first is done with them. */
 static void test_pdl_launch_reads_what_the_launch_before_wrote(void **state) {

@@ -305,10 +305,10 @@ static void test_graph_replays_follow_new_seq_lens(void **state) {
 
 /* Two launches with pdl = 1 captured in one graph: the second's q is the
  * first's o (both [R*qlen, Hq, D] bf16), and they share one workspace. Its
- * CTAs may be placed while the first runs (both kernels trigger their
- * dependents at their start), so a read of q, or of the workspace's
- * counters, before griddepcontrol.wait would see the NaN poison or the
- * first launch's half-written state. */
+ * CTAs may be placed as the first launch's CTAs exit, before the last one
+ * has, so a read of q, or of the workspace's counters, before
+ * griddepcontrol.wait would see the NaN poison or the first launch's
+ * half-written state. */
 static void test_pdl_launch_reads_what_the_launch_before_wrote(void **state) {
   (void)state;
   session ss;
