@@ -49,6 +49,9 @@ expect 2 "unknown report 'everything'" -- "$bin" show everything
 expect 2 "unexpected argument 'extra'" -- "$bin" generate extra
 expect 2 "suite.*nope" -- "$bin" generate --suite nope --db gen.db
 expect 2 "op.*attention_v9|no shapes" -- "$bin" generate --op attention_v9 --db gen.db
+expect 2 "unknown op 'bogus'" -- "$bin" generate --op index_decode,bogus --db gen.db
+expect 2 "unknown op ''" -- "$bin" generate --op index_decode, --db gen.db
+expect 0 "--op OP.*comma|OP,OP" -- "$bin" bench --help
 expect 2 "sm_80a|arch" -- "$bin" compile --arch sm_80a --db gen.db --suite smoke
 
 # A file that is not SQLite, one of another application, a corrupt one: refused, untouched.
