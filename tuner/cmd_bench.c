@@ -280,6 +280,7 @@ static void print_decode_step(const st_cli *cli, const st_cu *cu, const st_devic
   /* Cold, the graphs would need both cases' input sets rotated together:
    * the step graphs are timed warm only. */
   if (np > 0 && !cli->cold) print_step_graphs(cli, cu, dev, rt, stream, in, pairs, np);
+  if (np > 0 && cli->cold && !cli->json) printf("(the decode steps as one graph are timed without --cold only)\n");
 done:
   free(in);
   free(pairs);
