@@ -7,6 +7,10 @@
 #   .ci/device.sh bench           sparsetune bench --suite anchors on that db
 #   .ci/device.sh bench-cold      the same with the paged caches cold in L2
 #                                 (--cold, tuner/cold.h)
+#   .ci/device.sh decode          the anchors' decode rows only: tune both
+#                                 decode ops into $OUT/decode.db (~2.2 min
+#                                 on the H100), then bench them, with the
+#                                 decode steps as one graph, plain and pdl
 #   .ci/device.sh sanitize        compute-sanitizer over the GPU tests
 #   .ci/device.sh repeat [N]      the two decode GPU tests N times (default 2),
 #                                 each with a fresh seed: a failure that
@@ -33,6 +37,7 @@ while [ $# -gt 0 ]; do
   tune)
     suite=m3-decode
     if [ $# -gt 0 ] && [ "${1#-}" = "$1" ] && [ "$1" != test ] && [ "$1" != bench ] && [ "$1" != bench-cold ] &&
+      [ "$1" != decode ] &&
       [ "$1" != sanitize ] &&
       [ "$1" != repeat ]; then
       suite=$1
@@ -42,6 +47,14 @@ while [ $# -gt 0 ]; do
     ;;
   bench)
     "$build/tuner/sparsetune" bench --suite anchors --db "$db" 2>&1 | tee "$out/bench.log" || status=1
+    ;;
+  decode)
+    ops=index_decode,sparse_attn_decode
+    "$build/tuner/sparsetune" tune --suite anchors --op $ops --db "$out/decode.db" >"$out/tune_decode.log" 2>&1 ||
+      status=1
+    tail -1 "$out/tune_decode.log"
+    "$build/tuner/sparsetune" bench --suite anchors --op $ops --db "$out/decode.db" 2>&1 |
+      tee "$out/bench_decode.log" || status=1
     ;;
   bench-cold)
     "$build/tuner/sparsetune" bench --suite anchors --cold --db "$db" 2>&1 | tee "$out/bench_cold.log" || status=1
