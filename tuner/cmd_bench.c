@@ -21,6 +21,7 @@
 
 #include "cli.h"
 #include "cold.h"
+#include "bench_case.h"
 #include "commands.h"
 #include "decode_step.h"
 #include "op_harness.h"
@@ -139,23 +140,20 @@ static void bench_shape(const st_cu *cu, const st_device_info *dev, st_handle *r
                         const st_cli *cli, double copy_gbs, bench_row *row) {
   const st_op_harness *h = st_harness_find(row->shape->op);
   st_err err = {{0}};
-  void *kase = NULL, *bound = NULL;
+  st_bench_case bc = {0};
   snprintf(row->status, sizeof row->status, "failed");
   if (!h) {
     snprintf(row->error, sizeof row->error, "no harness for op %s", row->shape->op);
     return;
   }
   const st_case_opts co = {.seed = cli->seed, .threads = (int)sysconf(_SC_NPROCESSORS_ONLN), .cold = cli->cold};
-  if (h->case_create(cu, dev, &row->shape->params, &co, &kase, &err) || h->bind_runtime(kase, rt, &bound, &err)) {
-    snprintf(row->error, sizeof row->error, "%s", err.msg);
-    goto done;
-  }
   int ok = 0;
-  double max_err = 0;
-  if (h->verify(bound, stream, &ok, &max_err, row->error, sizeof row->error, &err) != ST_OK) {
+  if (st_bench_case_make(h, cu, dev, &row->shape->params, &co, rt, stream, &bc, &ok, row->error, sizeof row->error,
+                         &err) != ST_OK) {
     snprintf(row->error, sizeof row->error, "%s", err.msg);
     goto done;
   }
+  void *kase = bc.kase, *bound = bc.bound;
   snprintf(row->variant, sizeof row->variant, "%s", st_last_variant(rt));
   if (!ok) {
     snprintf(row->status, sizeof row->status, "wrong");
@@ -188,8 +186,7 @@ static void bench_shape(const st_cu *cu, const st_device_info *dev, st_handle *r
       if (*c == '"' || *c == '\\') *c = '\''; /* printed inside a JSON string */
   }
 done:
-  if (bound) h->unbind(bound);
-  if (kase) h->case_destroy(kase);
+  st_bench_case_free(&bc);
 }
 
 static void print_row(const st_cli *cli, const bench_row *r) {

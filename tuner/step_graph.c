@@ -3,16 +3,11 @@
 
 #include <string.h>
 
-#include "op_harness.h"
+#include "bench_case.h"
 #include "timing.h"
 
-typedef struct step_op {
-  const st_op_harness *h;
-  void *kase, *bound;
-} step_op;
-
 typedef struct step_chain {
-  step_op index, attn;
+  st_bench_case index, attn;
 } step_chain;
 
 static st_status chain_launch(void *ctx, CUstream stream, st_err *err) {
@@ -23,24 +18,15 @@ static st_status chain_launch(void *ctx, CUstream stream, st_err *err) {
 
 /* The op's case on `shape`, bound to the runtime's dispatch and verified. */
 static st_status step_op_make(const st_cu *cu, const st_device_info *dev, st_handle *rt, CUstream stream,
-                              const st_shape *shape, const st_case_opts *co, step_op *op, st_err *err) {
-  op->h = st_harness_find(shape->op);
-  if (!op->h || !op->h->set_pdl)
+                              const st_shape *shape, const st_case_opts *co, st_bench_case *op, st_err *err) {
+  const st_op_harness *h = st_harness_find(shape->op);
+  if (!h || !h->set_pdl)
     return st_fail(err, ST_ERR_INVALID_ARG, "%s cannot take part in a decode step graph", shape->op);
-  st_status s = op->h->case_create(cu, dev, &shape->params, co, &op->kase, err);
-  if (s == ST_OK) s = op->h->bind_runtime(op->kase, rt, &op->bound, err);
-  if (s != ST_OK) return s;
   int ok = 0;
-  double max_err = 0;
   char why[300] = "";
-  s = op->h->verify(op->bound, stream, &ok, &max_err, why, sizeof why, err);
+  st_status s = st_bench_case_make(h, cu, dev, &shape->params, co, rt, stream, op, &ok, why, sizeof why, err);
   if (s == ST_OK && !ok) s = st_fail(err, ST_ERR_NO_VARIANT, "%s %s is wrong: %s", shape->op, shape->key, why);
   return s;
-}
-
-static void step_op_free(step_op *op) {
-  if (op->bound) op->h->unbind(op->bound);
-  if (op->kase) op->h->case_destroy(op->kase);
 }
 
 st_status st_step_graph_time(const st_cu *cu, const st_device_info *dev, st_handle *rt, CUstream stream,
@@ -62,7 +48,7 @@ st_status st_step_graph_time(const st_cu *cu, const st_device_info *dev, st_hand
     *(pdl ? &out->pdl_us : &out->plain_us) = t.median_us;
     *(pdl ? &out->pdl_spread : &out->plain_spread) = t.spread;
   }
-  step_op_free(&c.attn);
-  step_op_free(&c.index);
+  st_bench_case_free(&c.attn);
+  st_bench_case_free(&c.index);
   return s;
 }
