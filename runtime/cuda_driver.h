@@ -32,7 +32,7 @@
   X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphDestroy) X(cuGraphExecDestroy)               \
   X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)                \
   X(cuEventDestroy) X(cuGetErrorName) X(cuGetErrorString) X(cuPointerGetAttribute)             \
-  X(cuTensorMapEncodeTiled) X(cuLaunchKernelEx)
+  X(cuTensorMapEncodeTiled) X(cuLaunchKernelEx) X(cuFuncGetModule)
 
 typedef struct st_cu {
 #define ST_CU_FIELD(name) __typeof__(name) *name;

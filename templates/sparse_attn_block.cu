@@ -137,6 +137,8 @@ static_assert(!WGMMA || (HEAD_DIM == 128 && THREADS * MTILES == 2 * ROWS),
               "wgmma: a warpgroup per 64 rows of each pass, head_dim 128");
 static_assert(!WGMMA || MTILES == 1 || (SPLIT && THREADS == 128), "wgmma passes: one stage, one warpgroup");
 
+#include "sparse_attn_dense.cuh"
+
 // ---- step 0: count, and the last CTA's scan ---------------------------------
 
 // The last CTA: offsets and work items of keys 0 .. nkeys - 1 (exclusive
@@ -215,7 +217,9 @@ __device__ void st_count_entries(const st_sparse_attn_params &p) {
     const int r = st_request_of(p.cu_seqlens_q, p.num_requests, i);
     const int pos = st_position_in(p.cu_seqlens_q, p.seq_lens, r, i);
     const int32_t j = p.topk_idx[(int64_t)g * p.idx_stride_head + (int64_t)i * p.idx_stride_row + k];
-    if (j >= 0 && j <= pos / BLOCK_TOKENS && j < p.max_blocks) { // as sparse_attn.cu's entries
+    if (st_dense_token(p, g, r, i)) {
+      key = -2; // the dense kernel's (sparse_attn_dense.cuh)
+    } else if (j >= 0 && j <= pos / BLOCK_TOKENS && j < p.max_blocks) { // as sparse_attn.cu's entries
       key = (g * nr + r - r0) * p.max_blocks + j;
       ntok = min(BLOCK_TOKENS, pos - j * BLOCK_TOKENS + 1);
       local = g == g_first && r == r_first && j < hist;
@@ -258,7 +262,7 @@ __device__ void st_scatter_entries(const st_sparse_attn_params &p) {
   const int per_head = p.nq * p.topk, e = blockIdx.x * STEP_THREADS + threadIdx.x, lane = threadIdx.x & 31;
   const bool in = e < p.num_kv_heads * per_head;
   const int key = in ? p.ws_key[e] : 0;
-  for (unsigned idle = __ballot_sync(0xffffffffu, in && key < 0); idle; idle &= idle - 1) {
+  for (unsigned idle = __ballot_sync(0xffffffffu, in && key == -1); idle; idle &= idle - 1) { // (-2: a dense token's)
     float *pairs = (float *)p.ws_part_ml + (int64_t)(e - lane + __ffs(idle) - 1) * 2 * GROUP; // weight 0 in the merge
     for (int w = lane; w < 2 * GROUP; w += 32) pairs[w] = w & 1 ? 0.f : -ST_INF;
   }
@@ -310,6 +314,7 @@ __device__ __forceinline__ void st_partial_piece(uint4 lo, uint4 hi, float (&v)[
 
 __device__ void st_merge_partials(const st_sparse_attn_params &p) {
   const int il = blockIdx.x, g = blockIdx.y, i = p.q0 + il, topk = p.topk;
+  if (st_dense_token(p, g, st_request_of(p.cu_seqlens_q, p.num_requests, i), i)) return; // the dense kernel's
   const int64_t e0 = ((int64_t)g * p.nq + il) * topk;
   const float2 *pair = (const float2 *)p.ws_part_ml;
   for (int piece = threadIdx.x; piece < GROUP * (HEAD_DIM / 8); piece += STEP_THREADS) {
@@ -391,6 +396,12 @@ constexpr int BULK_HEADS = GROUP / BULK_PARTS; // q heads a work unit
 constexpr int BULK_PER_LANE = (BULK_HEADS * HEAD_DIM / 8 + 31) / 32;
 constexpr bool BULK_OK = GROUP % BULK_PARTS == 0; // the launcher refuses the others
 constexpr int BULK_SLICE = BULK_HEADS * HEAD_DIM * (PART_F32 ? 4 : 2);
+// Whether a work unit's token lies in a dense tile of its kv head.
+__device__ __forceinline__ bool st_dense_unit(const st_sparse_attn_params &p, int unit) {
+  if (p.dense_tiles == 0) return false;
+  const int pair = unit / BULK_PARTS, g = pair / p.nq, i = p.q0 + pair % p.nq;
+  return st_dense_token(p, g, st_request_of(p.cu_seqlens_q, p.num_requests, i), i);
+}
 // A pair's (m, l) words, with room to start the copy 16 bytes aligned below.
 __device__ __forceinline__ int st_bulk_pair_bytes(int topk) { return (topk * GROUP * 8 + 16 + 15) / 16 * 16; }
 
@@ -415,8 +426,11 @@ __device__ void st_merge_bulk(const st_sparse_attn_params &p) {
       for (int j = 0, u = 0;; j++) {
         const int ps = j & 1;
         if (j >= 2) st_mbar_wait(pempty0 + 8 * ps, ((j >> 1) - 1) & 1);
-        int unit = lane == 0 ? (int)atomicAdd(&p.ws_header[5], 1u) : 0;
-        unit = __shfl_sync(0xffffffffu, unit, 0);
+        int unit;
+        do { // (units of dense tokens are the dense kernel's)
+          unit = lane == 0 ? (int)atomicAdd(&p.ws_header[5], 1u) : 0;
+          unit = __shfl_sync(0xffffffffu, unit, 0);
+        } while (unit < nunits && st_dense_unit(p, unit));
         if (unit >= nunits) {
           if (lane == 0) {
             s_unit[ps] = -1;
@@ -527,8 +541,12 @@ extern "C" __global__ void __launch_bounds__(STEP_THREADS, 4) st_sparse_attn_mer
     st_scatter_entries(p);
   else if (p.step == 2)
     st_merge_partials(p);
-  else
+  else if (p.step == 3)
     st_merge_bulk(p);
+  else if (p.step == 4)
+    st_dense_find(p);
+  else
+    st_dense_place(p);
 }
 
 // ---- the blocks ------------------------------------------------------------------

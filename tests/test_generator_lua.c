@@ -718,6 +718,34 @@ static void test_sparse_attn_fit_and_launch_rules(void **state) {
          "chunk 256 of a batch of 4096 tokens: 16 chunks' fixed costs");
 }
 
+/* dense: on bf16 two-pass wgmma kernels alone (4 launches more), named
+ * ".dn", and not timed where no request starts below topk x 128. */
+static void test_sparse_attn_dense_launches(void **state) {
+  expect(*state,
+         "local op = require('ops.sparse_attn')\n" SA_BLOCK
+         "local w = {algo = 'block', dtype = 'bf16', head_dim = 128, group = 16, tokens = 8, topk = 16, stages = 1,\n"
+         "           part = 'bf16', ctas = 2, mtiles = 2, mma = 'wgmma'}\n"
+         "local f = {}\n"
+         "for key, v in pairs(w) do f[key] = v end\n"
+         "f.dtype = 'fp8'\n"
+         "local function dense(k)\n"
+         "  local n = 0\n"
+         "  for _, l in ipairs(op.launch_space(k)) do n = n + (l.dense or 0) end\n"
+         "  return n\n"
+         "end\n"
+         "local early = {B = 4096, D = 128, Hkv = 2, Hq = 32, dtype = 'bf16', topk = 16, reqs = '4096:0'}\n"
+         "local late = {B = 8192, D = 128, Hkv = 2, Hq = 32, dtype = 'bf16', topk = 16, reqs = '8192:57344'}\n"
+         "local mixed = {B = 300, D = 128, Hkv = 2, Hq = 32, dtype = 'bf16', topk = 16, reqs = '200:4133;100:2000'}\n"
+         "local l = {chunk = 3072, overlap = 1, bulk = 8, first = 1024, dense = 1}\n"
+         "local w2, w2why = op.worth(w, l, late, false)\n"
+         "local c1, c1why = op.check_launch({chunk = 0, dense = 2})\n"
+         "return table.concat({dense(w), dense(b), dense(f), op.variant_name(w, l), tostring(op.worth(w, l, early, false)),\n"
+         "  tostring(w2), w2why, tostring(op.worth(w, {chunk = 0, dense = 1}, mixed, false)), c1why}, ' | ')",
+         "4 | 0 | 0 | sparse_attn.bf16.d128.g16.block.t8.s1.wg2.pbf16.c2/q3072.ov.b8.f1024.dn | true | false | "
+         "no request of 8192:57344 starts below position 2048: no dense tile | true | "
+         "launch parameter dense=2 is not 0 or 1");
+}
+
 #undef SA_TILE
 #undef SA_BLOCK
 
@@ -829,6 +857,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_sparse_attn_names_and_templates_of_the_two_families, setup, teardown),
       cmocka_unit_test_setup_teardown(test_sparse_attn_constraints_of_the_two_families, setup, teardown),
       cmocka_unit_test_setup_teardown(test_sparse_attn_fit_and_launch_rules, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_sparse_attn_dense_launches, setup, teardown),
       cmocka_unit_test_setup_teardown(test_sparse_attn_decode_render_values_are_the_template_names, setup, teardown),
       cmocka_unit_test_setup_teardown(test_every_suite_row_passes_its_ops_check_shape, setup, teardown),
       cmocka_unit_test_setup_teardown(test_suites_hold_the_sparse_attn_decode_anchor_rows, setup, teardown),

@@ -464,6 +464,74 @@ static void test_first_chunk_launch_parameter_and_plan(void **state) {
   assert_int_equal(p.chunk_q, even.chunk_q);
 }
 
+/* A block config of tokens 8, group 16 (mma and mtiles as given: wgmma 2
+ * is the bf16 two-pass kernel) with launch parameter dense (absent if
+ * NULL). */
+static st_status dense_config(const char *dtype, const char *mma, int mtiles, const char *dense,
+                              st_sparse_attn_config *c, st_err *err) {
+  st_params k = {0}, l = {0};
+  st_params_set(&k, "algo", "block", err);
+  st_params_set(&k, "dtype", dtype, err);
+  st_params_set_int(&k, "head_dim", D, err);
+  st_params_set_int(&k, "group", 16, err);
+  st_params_set_int(&k, "tokens", 8, err);
+  st_params_set_int(&k, "topk", 16, err);
+  st_params_set_int(&k, "stages", 1, err);
+  st_params_set(&k, "part", "bf16", err);
+  st_params_set_int(&k, "ctas", 2, err);
+  st_params_set_int(&k, "mtiles", mtiles, err);
+  st_params_set(&k, "mma", mma, err);
+  if (dense) st_params_set(&l, "dense", dense, err);
+  return st_sparse_attn_config_from_params(&k, &l, c, err);
+}
+
+/* dense: the dense tiles (templates/sparse_attn_dense.cuh) on bf16
+ * two-pass variants alone; candidates are topk x group tiles (of 128 /
+ * group tokens) a kv head and request, their header, flags and list after
+ * the chunks' workspace, one dense CTA an SM. */
+static void test_dense_launch_parameter_and_plan(void **state) {
+  (void)state;
+  st_err err = {{0}};
+  st_sparse_attn_config c;
+  const char *bad[] = {"2", "-1", "yes"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    assert_int_equal(dense_config("bf16", "wgmma", 2, bad[i], &c, &err), ST_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "dense"));
+  }
+  assert_int_equal(dense_config("fp8", "wgmma", 2, "1", &c, &err), ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "dense=1 needs a bf16 two-pass wgmma variant"));
+  assert_int_equal(dense_config("bf16", "sync", 2, "1", &c, &err), ST_ERR_INVALID_ARG);
+  assert_int_equal(dense_config("bf16", "wgmma", 1, "1", &c, &err), ST_ERR_INVALID_ARG);
+  st_params k = {0}, l = {0};
+  st_params_set(&k, "dtype", "bf16", &err); /* a tile variant */
+  st_params_set_int(&k, "head_dim", D, &err);
+  st_params_set_int(&k, "group", 16, &err);
+  st_params_set_int(&k, "tokens", 8, &err);
+  st_params_set_int(&k, "topk", 16, &err);
+  st_params_set_int(&k, "stages", 1, &err);
+  st_params_set(&l, "dense", "1", &err);
+  assert_int_equal(st_sparse_attn_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "dense is for block-major variants"));
+
+  const st_sparse_attn_args a = valid_args();
+  st_sparse_attn_plan off, on;
+  assert_int_equal(dense_config("bf16", "wgmma", 2, NULL, &c, &err), ST_OK);
+  assert_int_equal(c.dense, 0); /* absent: recorded before the parameter */
+  assert_int_equal(st_sparse_attn_plan_make(&c, &a, 132, &off, &err), ST_OK);
+  assert_int_equal(off.dense, 0);
+  assert_int_equal(off.params.dense_tiles, 0);
+  assert_int_equal(dense_config("bf16", "wgmma", 2, "1", &c, &err), ST_OK);
+  assert_int_equal(c.dense, 1);
+  assert_int_equal(st_sparse_attn_plan_make(&c, &a, 132, &on, &err), ST_OK);
+  assert_int_equal(on.dense, 1);
+  assert_int_equal(on.params.dense_tiles, TOPK * 16);
+  assert_int_equal(on.dense_cands, HKV * R * TOPK * 16);
+  assert_int_equal(on.dense_grid, 132);
+  assert_int_equal(on.off_dense, off.workspace_bytes);
+  assert_int_equal(on.workspace_bytes, off.workspace_bytes + 768 + 2 * HKV * R * TOPK * 16 * 4);
+  assert_int_equal(on.chunk_q, off.chunk_q); /* the chunks as without */
+}
+
 static void test_dispatch_key_counts_query_tokens_as_the_batch(void **state) {
   (void)state;
   st_sparse_attn_args a = valid_args();
@@ -485,6 +553,7 @@ int main(void) {
       cmocka_unit_test(test_overlapped_chunks_take_two_workspace_halves),
       cmocka_unit_test(test_bulk_merge_launch_parameter_and_plan),
       cmocka_unit_test(test_first_chunk_launch_parameter_and_plan),
+      cmocka_unit_test(test_dense_launch_parameter_and_plan),
       cmocka_unit_test(test_dispatch_key_counts_query_tokens_as_the_batch),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

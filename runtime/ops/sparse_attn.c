@@ -98,6 +98,18 @@ st_status st_sparse_attn_config_from_params(const st_params *kernel, const st_pa
       if ((s = st_params_get_int(launch, "bulk", 0, ST_SPARSE_ATTN_BULK_MAX_SLOTS, &v, err)) != ST_OK) return s;
       cfg->merge_slots = (int)v;
     }
+    if (launch && st_params_get(launch, "dense")) { /* absent: recorded before the dense tiles */
+      if ((s = st_params_get_int(launch, "dense", 0, 1, &v, err)) != ST_OK) return s;
+      cfg->dense = (int)v;
+      /* templates/sparse_attn_dense.cuh, DENSE_OK: the two-pass kernel's q and K/V maps, 128 rows a tile */
+      if (cfg->dense && !(cfg->dtype == ST_DTYPE_BF16 && cfg->wgmma && cfg->mtiles == 2 && cfg->head_dim == 128 &&
+                          128 % cfg->group == 0 && 128 / cfg->group <= 32))
+        return st_fail(err, ST_ERR_INVALID_ARG,
+                       "launch parameter dense=1 needs a bf16 two-pass wgmma variant (mma=wgmma, mtiles=2, "
+                       "head_dim 128, group 4..32)");
+    }
+  } else if (launch && st_params_get(launch, "dense")) {
+    return st_fail(err, ST_ERR_INVALID_ARG, "launch parameter dense is for block-major variants");
   }
   return ST_OK;
 }
@@ -320,6 +332,17 @@ static st_status plan_block(const st_sparse_attn_config *cfg, const st_sparse_at
   }
   plan->half_bytes = block_workspace(cfg, Hkv, topk, max_keys, chunk, plan);
   plan->workspace_bytes = plan->half_bytes * (cfg->overlap ? 2 : 1);
+  if (cfg->dense) { /* candidate tiles: topk x 128 / (128 / group) a kv head and request */
+    plan->params.dense_tiles = (int32_t)(topk * cfg->group);
+    plan->dense_cands = Hkv * R * plan->params.dense_tiles;
+    if (plan->dense_cands >= (1 << 23)) /* ranks are 23 bits beside the block count */
+      return st_fail(err, ST_ERR_NO_VARIANT, "dense: %lld candidate tiles exceed 2^23", (long long)plan->dense_cands);
+    plan->dense = 1;
+    plan->dense_grid = (unsigned)sm_count;
+    plan->off_dense = plan->workspace_bytes;
+    plan->workspace_bytes += (ST_SPARSE_ATTN_DENSE_HEADER_WORDS * 4 + ST_WS_ALIGN - 1) / ST_WS_ALIGN * ST_WS_ALIGN +
+                             2 * (size_t)plan->dense_cands * 4;
+  }
   plan->tokens = cfg->tokens;
   const int64_t items = block_items(Hkv, chunk, topk, cfg->tokens, max_keys);
   if (items > ST_MAX_GRID_X)
@@ -420,6 +443,36 @@ static st_status map_partials(const st_cu *cu, const st_sparse_attn_plan *plan, 
   return st_tensor_map_swizzled(cu, "partial outputs", part_o, ST_DTYPE_BF16, 2, dims, strides, box, map, err);
 }
 
+/* The dense tiles (plan->dense): steps 4 (find) and 5 (place), then the
+ * dense kernel, from the merge kernel's module, over every dense tile of
+ * the call; p gets the pieces the chunks' count and merges read. */
+static st_status launch_dense(const st_cu *cu, CUfunction merge_fn, const st_sparse_attn_plan *plan, char *ws,
+                              st_sparse_attn_params *p, CUstream stream, st_err *err) {
+  char *at = ws + plan->off_dense;
+  p->ws_dense_header = (uint32_t *)at;
+  p->ws_dense = (int32_t *)(at + (ST_SPARSE_ATTN_DENSE_HEADER_WORDS * 4 + ST_WS_ALIGN - 1) / ST_WS_ALIGN * ST_WS_ALIGN);
+  p->ws_dense_list = p->ws_dense + plan->dense_cands;
+  CUmodule mod;
+  CUfunction dense_fn;
+  ST_CU_TRY(cu, cu->cuFuncGetModule(&mod, merge_fn), err);
+  ST_CU_TRY(cu, cu->cuModuleGetFunction(&dense_fn, mod, ST_SPARSE_ATTN_DENSE_KERNEL), err);
+  ST_CU_TRY(cu,
+            cu->cuFuncSetAttribute(dense_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, ST_SPARSE_ATTN_DENSE_SMEM),
+            err);
+  const int64_t tokens = 128 / plan->group;
+  st_status st;
+  p->step = 4;
+  if ((st = launch_one(cu, merge_fn, (unsigned)ceil_div(plan->dense_cands * tokens, ST_SPARSE_ATTN_STEP_THREADS), 1,
+                       ST_SPARSE_ATTN_STEP_THREADS, 0, p, stream, err)) != ST_OK)
+    return st;
+  p->step = 5;
+  if ((st = launch_one(cu, merge_fn, (unsigned)ceil_div(plan->dense_cands, ST_SPARSE_ATTN_STEP_THREADS), 1,
+                       ST_SPARSE_ATTN_STEP_THREADS, 0, p, stream, err)) != ST_OK)
+    return st;
+  return launch_one(cu, dense_fn, plan->dense_grid, 1, ST_SPARSE_ATTN_DENSE_THREADS, ST_SPARSE_ATTN_DENSE_SMEM, p,
+                    stream, err);
+}
+
 /* Points the params' workspace pieces into the half that starts at `ws`. */
 static void set_workspace(const st_sparse_attn_plan *plan, char *ws, st_sparse_attn_params *p) {
   p->ws_header = (uint32_t *)(ws + plan->off_header);
@@ -454,6 +507,7 @@ static st_status launch_block(const st_cu *cu, CUfunction main_fn, CUfunction me
   for (int h = 0; plan->part_maps && h < 1 + plan->overlap; h++)
     if ((st = map_partials(cu, plan, ws + (size_t)h * plan->half_bytes + plan->off_part_o, &part_map[h], err)) != ST_OK)
       return st;
+  if (plan->dense && (st = launch_dense(cu, merge_fn, plan, ws, &p, stream, err)) != ST_OK) return st;
   const CUstream lists = plan->overlap ? side->stream : stream; /* count, scatter and blocks */
   if (plan->overlap) {
     ST_CU_TRY(cu, cu->cuEventRecord(side->fork, stream), err);

@@ -20,6 +20,9 @@
 #define ST_SPARSE_ATTN_MAIN_KERNEL "st_sparse_attn_main"
 /* Block-major variants only: the count, scatter and merge steps. */
 #define ST_SPARSE_ATTN_MERGE_KERNEL "st_sparse_attn_merge"
+/* ... and, with `dense`, the dense tiles' kernel, from the merge kernel's
+ * module (the same source). */
+#define ST_SPARSE_ATTN_DENSE_KERNEL "st_sparse_attn_dense"
 #define ST_SPARSE_ATTN_MAX_TOPK 64
 #define ST_SPARSE_ATTN_MAX_GROUP 32
 #define ST_SPARSE_ATTN_MAX_CHUNK (1 << 20)
@@ -62,6 +65,10 @@ typedef struct st_sparse_attn_config {
                       multiple of 64), the rest in chunks of chunk_q; 0 or absent: all
                       alike. A small first chunk shortens the blocks kernel that runs
                       beside no merge */
+  int dense;       /* block, launch parameter `dense`: 1 = tiles of 128 / group tokens
+                      that select every block they see, each once, run as dense
+                      causal attention by st_sparse_attn_dense, before the chunks
+                      (templates/sparse_attn_dense.cuh); bf16 two-pass variants only */
 } st_sparse_attn_config;
 
 /* Reads a config from the variant's parameters (names as in
@@ -102,6 +109,12 @@ unsigned st_sparse_attn_smem_bytes(const st_sparse_attn_config *cfg);
 #define ST_SPARSE_ATTN_BULK_THREADS 64
 #define ST_SPARSE_ATTN_BULK_CTAS_PER_SM 8
 #define ST_SPARSE_ATTN_BULK_MAX_SLOTS 16
+/* The dense kernel (templates/sparse_attn_dense.cuh): 384 threads, one CTA
+ * an SM, two q tiles and two K/V stages of head_dim 128 (+ 1024 to align);
+ * its header words (DENSE_HEADER_WORDS). */
+#define ST_SPARSE_ATTN_DENSE_THREADS 384
+#define ST_SPARSE_ATTN_DENSE_SMEM (2 * 128 * 128 * 2 + 2 * 2 * 128 * 128 * 2 + 1024)
+#define ST_SPARSE_ATTN_DENSE_HEADER_WORDS (8 + 2 * 65)
 
 typedef struct st_sparse_attn_plan {
   st_sparse_attn_params params;
@@ -122,6 +135,10 @@ typedef struct st_sparse_attn_plan {
   int part_maps;       /* ... with bf16 partials: params' part_map, per workspace half                */
   st_tensor q;         /* the view q_map maps                                                           */
   int64_t part_rows;   /* rows of a half's ws_part_o: entries x group                                   */
+  int dense;           /* the dense tiles first: steps 4 and 5, then the dense kernel                   */
+  int64_t dense_cands; /* ... over this many candidate tiles (params' dense_tiles a kv head and request) */
+  unsigned dense_grid; /* ... its CTAs                                                                  */
+  size_t off_dense;    /* ... their header, flags and list: after the halves                            */
   int group, head_dim; /* q heads per kv head; D                                                        */
   size_t off_header, off_count, off_offset, off_item, off_key, off_rank, off_item_rec, off_part_ml, off_part_o;
 } st_sparse_attn_plan;

@@ -62,7 +62,8 @@ typedef struct st_sparse_attn_params {
   float *ws_part_ml;      /* [max_entries][GROUP] (m log2 units, l) per q head   */
   void *ws_part_o;        /* [max_entries][GROUP][D] O / l, bf16 or fp32         */
   int32_t q0, nq;         /* this chunk's query tokens                          */
-  int32_t step;           /* st_sparse_attn_merge: 0 count, 1 scatter, 2 merge, 3 bulk merge */
+  int32_t step;           /* st_sparse_attn_merge: 0 count, 1 scatter, 2 merge, 3 bulk merge,
+                             4 dense find, 5 dense place                          */
   int32_t merge_slots;    /* step 3: partial copies in flight a merge CTA      */
   /* Block-major bf16 kernels on wgmma: k_cache and v_cache as tensor maps
    * (runtime/ops/tensor_map.c: 128-byte x 128-row boxes of one head of one
@@ -73,6 +74,13 @@ typedef struct st_sparse_attn_params {
    * workspace half's ws_part_o as [entries * GROUP, D] rows in boxes of one
    * panel of min(GROUP, 16) rows; set at launch, zeros elsewhere. */
   st_tensor_map q_map, part_map;
+  /* Launch parameter `dense` (templates/sparse_attn_dense.cuh): candidate
+   * tiles of DENSE_TOKENS tokens, dense_tiles a (kv head, request), 0: no
+   * dense path. Outside the chunks' workspace halves. */
+  int32_t dense_tiles;
+  uint32_t *ws_dense_header; /* counts, offsets and the kernel's counter      */
+  int32_t *ws_dense;         /* [Hkv][R][dense_tiles] rank << 8 | blocks, 0: not dense */
+  int32_t *ws_dense_list;    /* the dense tiles' candidate indices, heaviest first */
 } st_sparse_attn_params;
 
 #endif
