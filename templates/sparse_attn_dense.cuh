@@ -293,7 +293,10 @@ __device__ void st_dense_consume(const st_sparse_attn_params &p, const st_dense_
         }
         st_fence_proxy_async();
       }
-      st_dense_consumer_sync(); // after the waits (ptxas then sees no divergence at the wgmma), and the zeroed rows
+      // The last block's zeroed rows, before either warpgroup's products
+      // read them. (No barrier at the other blocks: the warpgroups share no
+      // data but the stage, and ptxas keeps the wgmma asynchronous without.)
+      if (j == tile.blocks - 1) st_dense_consumer_sync();
       int lim[2];
 #pragma unroll
       for (int rr = 0; rr < 2; rr++) {
