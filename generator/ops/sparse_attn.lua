@@ -297,10 +297,10 @@ M.first_chunks = { { 3072, 1024 }, { 256, 128 } }
 -- (templates/sparse_attn_dense.cuh), bf16 two-pass kernels only. {chunk,
 -- first} pairs as above (0: none) with overlap and bulk, and chunk 0 alone
 -- (no overlap) so that the GPU tests verify both launch orders. A first
--- chunk of 2048 holds the tokens that can be dense at topk 16 (its lists
--- are then nearly empty) and leaves the rest to chunks of 1024 or 2048,
--- whose merges run beside the next chunk's blocks.
-M.dense_chunks = { { 3072, 1024 }, { 3072, 0 }, { 1024, 2048 }, { 2048, 2048 }, { 256, 128 } }
+-- chunk of 2048 (the tokens that can be dense at topk 16) and chunks of
+-- 1024 or 2048 after it timed within 0.3% of these at 4096:0 and 2% slower
+-- at 16384:0 (H100, docs/kernels/sparse_attn.md, v2.35): not kept.
+M.dense_chunks = { { 3072, 1024 }, { 3072, 0 }, { 256, 128 } }
 local CHUNK_MAX = 1 << 20
 local SMALL_CHUNK = 256
 local CHUNK_BUDGET = 256 << 20 -- ST_SPARSE_ATTN_BLOCK_WS
