@@ -493,7 +493,7 @@ static void test_dense_launch_parameter_and_plan(void **state) {
   (void)state;
   st_err err = {{0}};
   st_sparse_attn_config c;
-  const char *bad[] = {"2", "-1", "yes"};
+  const char *bad[] = {"3", "-1", "yes"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     assert_int_equal(dense_config("bf16", "wgmma", 2, bad[i], &c, &err), ST_ERR_INVALID_ARG);
     assert_non_null(strstr(err.msg, "dense"));
@@ -530,6 +530,10 @@ static void test_dense_launch_parameter_and_plan(void **state) {
   assert_int_equal(on.off_dense, off.workspace_bytes);
   assert_int_equal(on.workspace_bytes, off.workspace_bytes + 768 + 2 * HKV * R * TOPK * 16 * 4);
   assert_int_equal(on.chunk_q, off.chunk_q); /* the chunks as without */
+  assert_int_equal(dense_config("bf16", "wgmma", 2, "2", &c, &err), ST_OK); /* no overlap: every SM */
+  assert_int_equal(st_sparse_attn_plan_make(&c, &a, 132, &on, &err), ST_OK);
+  assert_int_equal(on.dense, 2);
+  assert_int_equal(on.dense_grid, 132);
 }
 
 static void test_dispatch_key_counts_query_tokens_as_the_batch(void **state) {

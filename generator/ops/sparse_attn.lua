@@ -292,9 +292,10 @@ M.BULK_MAX_SLOTS = 16 -- ST_SPARSE_ATTN_BULK_MAX_SLOTS
 -- + 1536-token chunks, or a first chunk of 512, lost; v2.27). {chunk,
 -- first} pairs; 256 / 128 so that the GPU tests' edge shapes verify it.
 M.first_chunks = { { 3072, 1024 }, { 256, 128 } }
--- `dense` 1: tiles of 128 / group tokens that select every block they see
--- (a request's first topk blocks) run first as dense causal attention
--- (templates/sparse_attn_dense.cuh), bf16 two-pass kernels only. {chunk,
+-- `dense`: tiles of 128 / group tokens that select every block they see
+-- (a request's first topk blocks) run as dense causal attention
+-- (templates/sparse_attn_dense.cuh), bf16 two-pass kernels only: 1 before
+-- the chunks, 2 after them, beside the last merge. {chunk,
 -- first} pairs as above (0: none) with overlap and bulk, and chunk 0 alone
 -- (no overlap) so that the GPU tests verify both launch orders. A first
 -- chunk of 2048 (the tokens that can be dense at topk 16) and chunks of
@@ -325,9 +326,11 @@ function M.launch_space(k)
     out[#out + 1] = { chunk = cf[1], overlap = 1, bulk = M.bulk_slots[1], first = cf[2] }
   end
   if k.dtype == "bf16" and k.mma == "wgmma" and k.mtiles == 2 and k.head_dim == 128 then
-    for _, cf in ipairs(M.dense_chunks) do
-      out[#out + 1] = { chunk = cf[1], overlap = 1, bulk = M.bulk_slots[1], first = cf[2] > 0 and cf[2] or nil,
-        dense = 1 }
+    for _, d in ipairs({ 1, 2 }) do
+      for _, cf in ipairs(M.dense_chunks) do
+        out[#out + 1] = { chunk = cf[1], overlap = 1, bulk = M.bulk_slots[1], first = cf[2] > 0 and cf[2] or nil,
+          dense = d }
+      end
     end
     out[#out + 1] = { chunk = 0, dense = 1 }
   end
@@ -354,8 +357,8 @@ function M.check_launch(l)
   if b ~= nil and (math.type(b) ~= "integer" or b < 0 or b > M.BULK_MAX_SLOTS) then
     return false, string.format("launch parameter bulk=%s is not an integer in 0..%d", tostring(b), M.BULK_MAX_SLOTS)
   end
-  if l.dense ~= nil and l.dense ~= 0 and l.dense ~= 1 then
-    return false, string.format("launch parameter dense=%s is not 0 or 1", tostring(l.dense))
+  if l.dense ~= nil and l.dense ~= 0 and l.dense ~= 1 and l.dense ~= 2 then
+    return false, string.format("launch parameter dense=%s is not 0, 1 or 2", tostring(l.dense))
   end
   return true
 end
@@ -400,7 +403,7 @@ function M.worth(k, l, s, _is_default)
   if (l.overlap or 0) == 1 and chunk == 0 and s.B * chunk_bytes_per_token(k, s) <= CHUNK_BUDGET then
     return false, string.format("the batch of %d tokens is one chunk: nothing to overlap", s.B)
   end
-  if (l.dense or 0) == 1 and not starts_below(s.reqs, s.topk * BLOCK_TOKENS) then
+  if (l.dense or 0) > 0 and not starts_below(s.reqs, s.topk * BLOCK_TOKENS) then
     return false, string.format("no request of %s starts below position %d: no dense tile", s.reqs,
       s.topk * BLOCK_TOKENS)
   end
@@ -435,7 +438,7 @@ function M.variant_name(k, l)
       k.tokens, k.stages, k.mma == "wgmma" and (k.mtiles == 2 and "wg2" or "wg") or ("m" .. k.mtiles), k.part, k.ctas,
       ((l.chunk or 0) == 0 and "auto" or ("q" .. l.chunk)) .. ((l.overlap or 0) == 1 and ".ov" or "")
         .. ((l.bulk or 0) > 0 and (".b" .. l.bulk) or "") .. ((l.first or 0) > 0 and (".f" .. l.first) or "")
-        .. ((l.dense or 0) == 1 and ".dn" or ""))
+        .. ((l.dense or 0) == 1 and ".dn" or (l.dense or 0) == 2 and ".dn2" or ""))
   end
   return string.format("%s.%s.d%d.g%d.t%d.k%d.s%d%s", M.name, k.dtype, k.head_dim, k.group, k.tokens, k.topk, k.stages,
     k.mtiles == 2 and ".m2" or "")

@@ -99,14 +99,15 @@ st_status st_sparse_attn_config_from_params(const st_params *kernel, const st_pa
       cfg->merge_slots = (int)v;
     }
     if (launch && st_params_get(launch, "dense")) { /* absent: recorded before the dense tiles */
-      if ((s = st_params_get_int(launch, "dense", 0, 1, &v, err)) != ST_OK) return s;
+      if ((s = st_params_get_int(launch, "dense", 0, 2, &v, err)) != ST_OK) return s;
       cfg->dense = (int)v;
       /* templates/sparse_attn_dense.cuh, DENSE_OK: the two-pass kernel's q and K/V maps, 128 rows a tile */
       if (cfg->dense && !(cfg->dtype == ST_DTYPE_BF16 && cfg->wgmma && cfg->mtiles == 2 && cfg->head_dim == 128 &&
                           128 % cfg->group == 0 && 128 / cfg->group <= 32))
         return st_fail(err, ST_ERR_INVALID_ARG,
-                       "launch parameter dense=1 needs a bf16 two-pass wgmma variant (mma=wgmma, mtiles=2, "
-                       "head_dim 128, group 4..32)");
+                       "launch parameter dense=%d needs a bf16 two-pass wgmma variant (mma=wgmma, mtiles=2, "
+                       "head_dim 128, group 4..32)",
+                       cfg->dense);
     }
   } else if (launch && st_params_get(launch, "dense")) {
     return st_fail(err, ST_ERR_INVALID_ARG, "launch parameter dense is for block-major variants");
@@ -337,8 +338,9 @@ static st_status plan_block(const st_sparse_attn_config *cfg, const st_sparse_at
     plan->dense_cands = Hkv * R * plan->params.dense_tiles;
     if (plan->dense_cands >= (1 << 23)) /* ranks are 23 bits beside the block count */
       return st_fail(err, ST_ERR_NO_VARIANT, "dense: %lld candidate tiles exceed 2^23", (long long)plan->dense_cands);
-    plan->dense = 1;
-    plan->dense_grid = (unsigned)sm_count;
+    plan->dense = cfg->dense;
+    /* 2: beside the last merge, whose CTAs take the SMs it leaves */
+    plan->dense_grid = (unsigned)(cfg->dense == 2 && cfg->overlap ? sm_count - sm_count / 4 : sm_count);
     plan->off_dense = plan->workspace_bytes;
     plan->workspace_bytes += (ST_SPARSE_ATTN_DENSE_HEADER_WORDS * 4 + ST_WS_ALIGN - 1) / ST_WS_ALIGN * ST_WS_ALIGN +
                              2 * (size_t)plan->dense_cands * 4;
@@ -443,22 +445,14 @@ static st_status map_partials(const st_cu *cu, const st_sparse_attn_plan *plan, 
   return st_tensor_map_swizzled(cu, "partial outputs", part_o, ST_DTYPE_BF16, 2, dims, strides, box, map, err);
 }
 
-/* The dense tiles (plan->dense): steps 4 (find) and 5 (place), then the
- * dense kernel, from the merge kernel's module, over every dense tile of
- * the call; p gets the pieces the chunks' count and merges read. */
-static st_status launch_dense(const st_cu *cu, CUfunction merge_fn, const st_sparse_attn_plan *plan, char *ws,
-                              st_sparse_attn_params *p, CUstream stream, st_err *err) {
+/* The dense tiles (plan->dense), first steps 4 (find) and 5 (place), which
+ * the chunks' count reads; p gets the pieces the count and merges read. */
+static st_status launch_dense_lists(const st_cu *cu, CUfunction merge_fn, const st_sparse_attn_plan *plan, char *ws,
+                                    st_sparse_attn_params *p, CUstream stream, st_err *err) {
   char *at = ws + plan->off_dense;
   p->ws_dense_header = (uint32_t *)at;
   p->ws_dense = (int32_t *)(at + (ST_SPARSE_ATTN_DENSE_HEADER_WORDS * 4 + ST_WS_ALIGN - 1) / ST_WS_ALIGN * ST_WS_ALIGN);
   p->ws_dense_list = p->ws_dense + plan->dense_cands;
-  CUmodule mod;
-  CUfunction dense_fn;
-  ST_CU_TRY(cu, cu->cuFuncGetModule(&mod, merge_fn), err);
-  ST_CU_TRY(cu, cu->cuModuleGetFunction(&dense_fn, mod, ST_SPARSE_ATTN_DENSE_KERNEL), err);
-  ST_CU_TRY(cu,
-            cu->cuFuncSetAttribute(dense_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, ST_SPARSE_ATTN_DENSE_SMEM),
-            err);
   const int64_t tokens = 128 / plan->group;
   st_status st;
   p->step = 4;
@@ -466,9 +460,21 @@ static st_status launch_dense(const st_cu *cu, CUfunction merge_fn, const st_spa
                        ST_SPARSE_ATTN_STEP_THREADS, 0, p, stream, err)) != ST_OK)
     return st;
   p->step = 5;
-  if ((st = launch_one(cu, merge_fn, (unsigned)ceil_div(plan->dense_cands, ST_SPARSE_ATTN_STEP_THREADS), 1,
-                       ST_SPARSE_ATTN_STEP_THREADS, 0, p, stream, err)) != ST_OK)
-    return st;
+  return launch_one(cu, merge_fn, (unsigned)ceil_div(plan->dense_cands, ST_SPARSE_ATTN_STEP_THREADS), 1,
+                    ST_SPARSE_ATTN_STEP_THREADS, 0, p, stream, err);
+}
+
+/* ... then the dense kernel over every dense tile of the call, from the
+ * merge kernel's module. */
+static st_status launch_dense_kernel(const st_cu *cu, CUfunction merge_fn, const st_sparse_attn_plan *plan,
+                                     st_sparse_attn_params *p, CUstream stream, st_err *err) {
+  CUmodule mod;
+  CUfunction dense_fn;
+  ST_CU_TRY(cu, cu->cuFuncGetModule(&mod, merge_fn), err);
+  ST_CU_TRY(cu, cu->cuModuleGetFunction(&dense_fn, mod, ST_SPARSE_ATTN_DENSE_KERNEL), err);
+  ST_CU_TRY(cu,
+            cu->cuFuncSetAttribute(dense_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, ST_SPARSE_ATTN_DENSE_SMEM),
+            err);
   return launch_one(cu, dense_fn, plan->dense_grid, 1, ST_SPARSE_ATTN_DENSE_THREADS, ST_SPARSE_ATTN_DENSE_SMEM, p,
                     stream, err);
 }
@@ -507,7 +513,9 @@ static st_status launch_block(const st_cu *cu, CUfunction main_fn, CUfunction me
   for (int h = 0; plan->part_maps && h < 1 + plan->overlap; h++)
     if ((st = map_partials(cu, plan, ws + (size_t)h * plan->half_bytes + plan->off_part_o, &part_map[h], err)) != ST_OK)
       return st;
-  if (plan->dense && (st = launch_dense(cu, merge_fn, plan, ws, &p, stream, err)) != ST_OK) return st;
+  if (plan->dense && ((st = launch_dense_lists(cu, merge_fn, plan, ws, &p, stream, err)) != ST_OK ||
+                      (plan->dense == 1 && (st = launch_dense_kernel(cu, merge_fn, plan, &p, stream, err)) != ST_OK)))
+    return st;
   const CUstream lists = plan->overlap ? side->stream : stream; /* count, scatter and blocks */
   if (plan->overlap) {
     ST_CU_TRY(cu, cu->cuEventRecord(side->fork, stream), err);
@@ -560,6 +568,14 @@ static st_status launch_block(const st_cu *cu, CUfunction main_fn, CUfunction me
     }
   }
   if (st == ST_OK && prev_half >= 0) st = merge_after(cu, merge_fn, plan, &prev, prev_half, stream, side, err);
+  /* dense 2: the dense kernel after the last blocks kernel, on the side
+   * stream of higher priority (its CTAs placed first, on 3/4 of the SMs),
+   * beside the last merge (HBM-bound, on the SMs left); then joined. */
+  if (st == ST_OK && plan->dense == 2 && (st = launch_dense_kernel(cu, merge_fn, plan, &p, lists, err)) == ST_OK &&
+      plan->overlap) {
+    ST_CU_TRY(cu, cu->cuEventRecord(side->done, side->stream), err);
+    ST_CU_TRY(cu, cu->cuStreamWaitEvent(stream, side->done, 0), err);
+  }
   return st;
 }
 

@@ -65,10 +65,12 @@ typedef struct st_sparse_attn_config {
                       multiple of 64), the rest in chunks of chunk_q; 0 or absent: all
                       alike. A small first chunk shortens the blocks kernel that runs
                       beside no merge */
-  int dense;       /* block, launch parameter `dense`: 1 = tiles of 128 / group tokens
-                      that select every block they see, each once, run as dense
-                      causal attention by st_sparse_attn_dense, before the chunks
-                      (templates/sparse_attn_dense.cuh); bf16 two-pass variants only */
+  int dense;       /* block, launch parameter `dense`: tiles of 128 / group tokens that
+                      select every block they see, each once, run as dense causal
+                      attention by st_sparse_attn_dense (templates/sparse_attn_dense.cuh;
+                      bf16 two-pass variants only): 1 = before the chunks, on every SM;
+                      2 = after the last chunk's blocks, beside its merge (with overlap:
+                      on 3/4 of the SMs, the merge's CTAs on the rest) */
 } st_sparse_attn_config;
 
 /* Reads a config from the variant's parameters (names as in
@@ -135,7 +137,7 @@ typedef struct st_sparse_attn_plan {
   int part_maps;       /* ... with bf16 partials: params' part_map, per workspace half                */
   st_tensor q;         /* the view q_map maps                                                           */
   int64_t part_rows;   /* rows of a half's ws_part_o: entries x group                                   */
-  int dense;           /* the dense tiles first: steps 4 and 5, then the dense kernel                   */
+  int dense;           /* the dense tiles: steps 4 and 5 first, the dense kernel first (1) or last (2)  */
   int64_t dense_cands; /* ... over this many candidate tiles (params' dense_tiles a kv head and request) */
   unsigned dense_grid; /* ... its CTAs                                                                  */
   size_t off_dense;    /* ... their header, flags and list: after the halves                            */
