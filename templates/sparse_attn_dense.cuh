@@ -152,8 +152,8 @@ enum : int {
 // GROUP heads a box, as st_issue_q_half) and then its blocks 0 ..
 // blocks - 1 into the stages. The block table's pages of a tile are read
 // by the lanes up front (two loads a lane at most), not one after another.
-__device__ void st_dense_produce(const st_sparse_attn_params &p, st_dense_tile *s_tile, uint32_t q0_tile,
-                                 uint32_t kv0, uint32_t bar0) {
+__device__ void st_dense_produce(const st_sparse_attn_params &p, st_dense_tile *s_tile, uint32_t q0_tile, uint32_t kv0,
+                                 uint32_t bar0) {
   const int lane = threadIdx.x & 31;
   const int total = (int)__ldcg(&p.ws_dense_header[2]);
   for (int x = 0, kv = 0;; x++) {
@@ -287,9 +287,10 @@ __device__ void st_dense_consume(const st_sparse_attn_params &p, const st_dense_
       if (j == tile.blocks - 1 && tail < BLOCK_TOKENS) {
         for (int e = threadIdx.x; e < (BLOCK_TOKENS - tail) * (HEAD_DIM / 8); e += DENSE_CONSUMERS) {
           const int tok = tail + e / (HEAD_DIM / 8), ch = e % (HEAD_DIM / 8);
-          asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(v_tile + st_panel_offset(BLOCK_TOKENS, tok, ch)),
-                       "r"(0)
-                       : "memory");
+          asm volatile(
+              "st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(v_tile + st_panel_offset(BLOCK_TOKENS, tok, ch)),
+              "r"(0)
+              : "memory");
         }
         st_fence_proxy_async();
       }
@@ -303,8 +304,7 @@ __device__ void st_dense_consume(const st_sparse_attn_params &p, const st_dense_
         const int own = pos[rr] / BLOCK_TOKENS;
         lim[rr] = !present[rr] || j > own ? 0 : j < own ? BLOCK_TOKENS : pos[rr] % BLOCK_TOKENS + 1;
       }
-      st_attend_next_block_wg<D, DENSE_ROWS>(st_smem_addr(q_tile), m0, k_tile, v_tile, lim,
-                                                    p.score_scale_log2, st);
+      st_attend_next_block_wg<D, DENSE_ROWS>(st_smem_addr(q_tile), m0, k_tile, v_tile, lim, p.score_scale_log2, st);
       __syncwarp();
       if (lane == 0) st_mbar_arrive(bar0 + 8 * (DBAR_KV_EMPTY + s)); // this warp's products of the stage are done
     }
@@ -324,8 +324,8 @@ extern "C" __global__ void __launch_bounds__(DENSE_THREADS, 1)
     if (threadIdx.x == 0) {
       st_need_dynamic_smem(DENSE_SMEM_BYTES);
       for (int b = 0; b < DENSE_BARS; b++) {
-        const bool empty = (b >= DBAR_REC_EMPTY && b < DBAR_Q_FULL) || (b >= DBAR_Q_EMPTY && b < DBAR_KV_FULL) ||
-                           b >= DBAR_KV_EMPTY;
+        const bool empty =
+            (b >= DBAR_REC_EMPTY && b < DBAR_Q_FULL) || (b >= DBAR_Q_EMPTY && b < DBAR_KV_FULL) || b >= DBAR_KV_EMPTY;
         st_mbar_init(bar0 + 8 * b, empty ? DENSE_CONSUMERS / 32 : 1);
       }
       st_mbar_init_fence();

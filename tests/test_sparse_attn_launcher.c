@@ -530,7 +530,8 @@ static void test_dense_launch_parameter_and_plan(void **state) {
   assert_int_equal(on.off_dense, off.workspace_bytes);
   assert_int_equal(on.workspace_bytes, off.workspace_bytes + 768 + 2 * HKV * R * TOPK * 16 * 4);
   assert_int_equal(on.chunk_q, off.chunk_q); /* the chunks as without */
-  assert_int_equal(dense_config("bf16", "wgmma", 2, "2", &c, &err), ST_OK); /* no overlap: every SM */
+  /* dense 2 without overlap: after the chunks on the caller's stream, every SM */
+  assert_int_equal(dense_config("bf16", "wgmma", 2, "2", &c, &err), ST_OK);
   assert_int_equal(st_sparse_attn_plan_make(&c, &a, 132, &on, &err), ST_OK);
   assert_int_equal(on.dense, 2);
   assert_int_equal(on.dense_grid, 132);

@@ -472,9 +472,9 @@ static st_status launch_dense_kernel(const st_cu *cu, CUfunction merge_fn, const
   CUfunction dense_fn;
   ST_CU_TRY(cu, cu->cuFuncGetModule(&mod, merge_fn), err);
   ST_CU_TRY(cu, cu->cuModuleGetFunction(&dense_fn, mod, ST_SPARSE_ATTN_DENSE_KERNEL), err);
-  ST_CU_TRY(cu,
-            cu->cuFuncSetAttribute(dense_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, ST_SPARSE_ATTN_DENSE_SMEM),
-            err);
+  ST_CU_TRY(
+      cu, cu->cuFuncSetAttribute(dense_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, ST_SPARSE_ATTN_DENSE_SMEM),
+      err);
   return launch_one(cu, dense_fn, plan->dense_grid, 1, ST_SPARSE_ATTN_DENSE_THREADS, ST_SPARSE_ATTN_DENSE_SMEM, p,
                     stream, err);
 }
