@@ -16,7 +16,10 @@
 // count step leaves those tokens' entries out of the lists (key -2) and
 // the merges skip them.
 //
-// Steps of st_sparse_attn_merge, before the chunks:
+// The launcher (runtime/ops/sparse_attn.c) runs two steps of
+// st_sparse_attn_merge before the chunks, and the kernel before them too
+// (dense 1, on every SM) or after the last chunk's blocks kernel, beside
+// its merge (dense 2):
 //   step 4 (find): a thread per (candidate tile, token) checks the token's
 //     entries; a tile is dense when every present token is. Candidate
 //     tiles are (kv head g, request r, tile k < dense_tiles) with
