@@ -19,6 +19,8 @@
 #define ST_MAX_GRID_X 2147483647LL
 /* Workspace pieces start on 256-byte boundaries. */
 #define ST_WS_ALIGN 256
+/* The dense tiles' header words, padded to the next piece. */
+#define DENSE_HEADER_BYTES ((ST_SPARSE_ATTN_DENSE_HEADER_WORDS * 4 + ST_WS_ALIGN - 1) / ST_WS_ALIGN * ST_WS_ALIGN)
 
 static int is_pow2_in(int v, int lo, int hi) { return v >= lo && v <= hi && (v & (v - 1)) == 0; }
 
@@ -341,9 +343,8 @@ static st_status plan_block(const st_sparse_attn_config *cfg, const st_sparse_at
     plan->dense = cfg->dense;
     /* 2: beside the last merge, whose CTAs take the SMs it leaves */
     plan->dense_grid = (unsigned)(cfg->dense == 2 && cfg->overlap ? sm_count - sm_count / 4 : sm_count);
-    plan->off_dense = plan->workspace_bytes;
-    plan->workspace_bytes += (ST_SPARSE_ATTN_DENSE_HEADER_WORDS * 4 + ST_WS_ALIGN - 1) / ST_WS_ALIGN * ST_WS_ALIGN +
-                             2 * (size_t)plan->dense_cands * 4;
+    plan->off_dense = plan->workspace_bytes; /* the header, then a flag and a list slot a candidate */
+    plan->workspace_bytes += DENSE_HEADER_BYTES + 2 * (size_t)plan->dense_cands * 4;
   }
   plan->tokens = cfg->tokens;
   const int64_t items = block_items(Hkv, chunk, topk, cfg->tokens, max_keys);
@@ -451,7 +452,7 @@ static st_status launch_dense_lists(const st_cu *cu, CUfunction merge_fn, const 
                                     st_sparse_attn_params *p, CUstream stream, st_err *err) {
   char *at = ws + plan->off_dense;
   p->ws_dense_header = (uint32_t *)at;
-  p->ws_dense = (int32_t *)(at + (ST_SPARSE_ATTN_DENSE_HEADER_WORDS * 4 + ST_WS_ALIGN - 1) / ST_WS_ALIGN * ST_WS_ALIGN);
+  p->ws_dense = (int32_t *)(at + DENSE_HEADER_BYTES);
   p->ws_dense_list = p->ws_dense + plan->dense_cands;
   const int64_t tokens = 128 / plan->group;
   st_status st;
