@@ -44,6 +44,22 @@ template <int BLOCK_TOKENS> __device__ __forceinline__ float st_row_max(const fl
   return fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
 }
 
+// Row rr's scores become P = 2^(s scale_log2 - m_use) (one FFMA and one
+// exp2 a column); returns the thread's share of their sum.
+template <int BLOCK_TOKENS>
+__device__ __forceinline__ float st_row_exp2(float (&s)[BLOCK_TOKENS / 8][4], int rr, float scale_log2, float m_use) {
+  float sum = 0.f;
+#pragma unroll
+  for (int nt = 0; nt < BLOCK_TOKENS / 8; nt++)
+#pragma unroll
+    for (int cc = 0; cc < 2; cc++) {
+      float &v = s[nt][rr * 2 + cc];
+      v = st_exp2(fmaf(v, scale_log2, -m_use));
+      sum += v;
+    }
+  return sum;
+}
+
 // The softmax of one whole block from a fresh state, for the thread's two
 // rows (accumulator layout: s[nt][2 rr + cc] is column 8 nt + 2 (lane % 4)
 // + cc of row rr): m = the row's max of the visible columns (col < lim), P =
@@ -56,23 +72,13 @@ template <int BLOCK_TOKENS> __device__ __forceinline__ float st_row_max(const fl
 template <int BLOCK_TOKENS, int HEAD_DIM>
 __device__ __forceinline__ void st_block_softmax(const int (&lim)[2], float scale_log2, st_softmax_state<HEAD_DIM> &st,
                                                  float (&s)[BLOCK_TOKENS / 8][4]) {
-  constexpr int NT = BLOCK_TOKENS / 8;
   st_mask_scores<BLOCK_TOKENS>(lim, s);
 #pragma unroll
   for (int rr = 0; rr < 2; rr++) {
     const float mx = st_row_max<BLOCK_TOKENS>(s, rr);
     const float m = mx * scale_log2, m_use = mx == -ST_INF ? 0.f : m; // nothing seen: keep 0s
-    float sum = 0.f;
-#pragma unroll
-    for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-      for (int cc = 0; cc < 2; cc++) {
-        float &v = s[nt][rr * 2 + cc];
-        v = st_exp2(fmaf(v, scale_log2, -m_use));
-        sum += v;
-      }
     st.m[rr] = m;
-    st.l[rr] = sum;
+    st.l[rr] = st_row_exp2<BLOCK_TOKENS>(s, rr, scale_log2, m_use);
   }
 }
 
@@ -178,15 +184,7 @@ __device__ __forceinline__ void st_attend_next_block_wg(uint32_t q_tile, int m0,
     const float mx = st_row_max<BLOCK_TOKENS>(s, rr);
     const float m = fmaxf(st.m[rr], mx * scale_log2), m_use = m == -ST_INF ? 0.f : m;
     const float alpha = st_exp2(st.m[rr] - m_use); // m_old = -inf: 0 (O and l are 0 then)
-    float sum = 0.f;
-#pragma unroll
-    for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-      for (int cc = 0; cc < 2; cc++) {
-        float &v = s[nt][rr * 2 + cc];
-        v = st_exp2(fmaf(v, scale_log2, -m_use));
-        sum += v;
-      }
+    const float sum = st_row_exp2<BLOCK_TOKENS>(s, rr, scale_log2, m_use);
     st.m[rr] = m;
     st.l[rr] = st.l[rr] * alpha + sum;
 #pragma unroll
