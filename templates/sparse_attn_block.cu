@@ -137,6 +137,19 @@ static_assert(!WGMMA || (HEAD_DIM == 128 && THREADS * MTILES == 2 * ROWS),
               "wgmma: a warpgroup per 64 rows of each pass, head_dim 128");
 static_assert(!WGMMA || MTILES == 1 || (SPLIT && THREADS == 128), "wgmma passes: one stage, one warpgroup");
 
+// bf16 K and V of block `page`, kv head g, into the tiles at k_tile and
+// v_tile (64-dim panels of 128 rows) by the tensor maps, counted on `bar`:
+// by one thread.
+__device__ __forceinline__ void st_copy_kv_block(const st_sparse_attn_params &p, int g, int page, uint32_t k_tile,
+                                                 uint32_t v_tile, uint32_t bar) {
+  st_mbar_arrive_expect_tx(bar, 2 * BLOCK_TOKENS * HEAD_DIM * 2);
+#pragma unroll
+  for (int c = 0; c < HEAD_DIM / 64; c++) {
+    st_tma_load_4d(k_tile + c * BLOCK_TOKENS * 128, &p.k_map, c * 64, 0, g, page, bar);
+    st_tma_load_4d(v_tile + c * BLOCK_TOKENS * 128, &p.v_map, c * 64, 0, g, page, bar);
+  }
+}
+
 #include "sparse_attn_dense.cuh"
 
 // ---- step 0: count, and the last CTA's scan ---------------------------------
@@ -618,13 +631,8 @@ __device__ __forceinline__ void st_issue_kv_maps(const st_sparse_attn_params &p,
     st_tma_load_4d(raw_v, &p.v_map, 0, 0, it.g, it.page, kv_bar);
     return;
   }
-  const uint32_t k_tile = st_kv::k_tile(region, b), v_tile = k_tile + st_kv::TILE_BYTES;
-  st_mbar_arrive_expect_tx(kv_bar, 2 * st_kv::TILE_BYTES);
-#pragma unroll
-  for (int c = 0; c < HEAD_DIM / 64; c++) {
-    st_tma_load_4d(k_tile + c * st_kv::BLOCK_TOKENS * 128, &p.k_map, c * 64, 0, it.g, it.page, kv_bar);
-    st_tma_load_4d(v_tile + c * st_kv::BLOCK_TOKENS * 128, &p.v_map, c * 64, 0, it.g, it.page, kv_bar);
-  }
+  const uint32_t k_tile = st_kv::k_tile(region, b);
+  st_copy_kv_block(p, it.g, it.page, k_tile, k_tile + st_kv::TILE_BYTES, kv_bar);
 }
 
 __device__ __forceinline__ void st_issue_kv(const st_sparse_attn_params &p, const st_item &it, char *region, int b,

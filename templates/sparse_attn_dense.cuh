@@ -196,14 +196,8 @@ __device__ void st_dense_produce(const st_sparse_attn_params &p, st_dense_tile *
       const int page = __shfl_sync(0xffffffffu, j < 32 ? page_a : page_b, j & 31);
       if (kv >= DENSE_STAGES) st_mbar_wait(bar0 + 8 * (DBAR_KV_EMPTY + s), (kv / DENSE_STAGES - 1) & 1);
       if (lane == 0) {
-        const uint32_t k_tile = kv0 + s * DENSE_KV_BYTES, v_tile = k_tile + DENSE_KV_BYTES / 2,
-                       bar = bar0 + 8 * (DBAR_KV_FULL + s);
-        st_mbar_arrive_expect_tx(bar, DENSE_KV_BYTES);
-#pragma unroll
-        for (int ch = 0; ch < HEAD_DIM / 64; ch++) {
-          st_tma_load_4d(k_tile + ch * BLOCK_TOKENS * 128, &p.k_map, ch * 64, 0, g, page, bar);
-          st_tma_load_4d(v_tile + ch * BLOCK_TOKENS * 128, &p.v_map, ch * 64, 0, g, page, bar);
-        }
+        const uint32_t k_tile = kv0 + s * DENSE_KV_BYTES;
+        st_copy_kv_block(p, g, page, k_tile, k_tile + DENSE_KV_BYTES / 2, bar0 + 8 * (DBAR_KV_FULL + s));
       }
     }
   }
