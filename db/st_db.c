@@ -366,7 +366,9 @@ static st_status inspect_header(const char *path, long long size, int *wal_mode,
                    "'%s' is not an SQLite database (%lld bytes without the SQLite header); "
                    "refusing to use it",
                    path, size);
-  *wal_mode = h[18] == 2 && h[19] == 2; /* file format read/write versions */
+  /* SQLite opens the WAL (creating -wal and -shm) whenever the read
+   * version, byte 19, is 2, whatever the write version (byte 18) says. */
+  *wal_mode = h[19] == 2;
   uint32_t app = (uint32_t)h[68] << 24 | (uint32_t)h[69] << 16 | (uint32_t)h[70] << 8 | h[71];
   if (app != 0 && app != ST_DB_APPLICATION_ID)
     return st_fail(err, ST_ERR_DB,
