@@ -30,6 +30,10 @@
 //     partials into o and lse.
 // A block listed twice by a token is two entries, two partials of equal
 // weight: the same as the contract's "counts twice".
+// With launch parameter `dense`, tiles of tokens whose selection is every
+// block they see go to a dense kernel instead (steps 4 and 5 and
+// st_sparse_attn_dense, sparse_attn_dense.cuh): the count leaves their
+// entries out and the merges skip them.
 //
 // Keys are numbered within the chunk's requests r0 .. r0 + nr - 1: key
 // (g * nr + r - r0) * max_blocks + j, so the scan covers only them.
