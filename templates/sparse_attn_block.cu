@@ -331,7 +331,7 @@ __device__ __forceinline__ void st_partial_piece(uint4 lo, uint4 hi, float (&v)[
 
 __device__ void st_merge_partials(const st_sparse_attn_params &p) {
   const int il = blockIdx.x, g = blockIdx.y, i = p.q0 + il, topk = p.topk;
-  if (st_dense_token(p, g, st_request_of(p.cu_seqlens_q, p.num_requests, i), i)) return; // the dense kernel's
+  if (st_dense_token_of(p, g, i)) return; // the dense kernel's
   const int64_t e0 = ((int64_t)g * p.nq + il) * topk;
   const float2 *pair = (const float2 *)p.ws_part_ml;
   for (int piece = threadIdx.x; piece < GROUP * (HEAD_DIM / 8); piece += STEP_THREADS) {
@@ -415,9 +415,8 @@ constexpr bool BULK_OK = GROUP % BULK_PARTS == 0; // the launcher refuses the ot
 constexpr int BULK_SLICE = BULK_HEADS * HEAD_DIM * (PART_F32 ? 4 : 2);
 // Whether a work unit's token lies in a dense tile of its kv head.
 __device__ __forceinline__ bool st_dense_unit(const st_sparse_attn_params &p, int unit) {
-  if (p.dense_tiles == 0) return false;
   const int pair = unit / BULK_PARTS, g = pair / p.nq, i = p.q0 + pair % p.nq;
-  return st_dense_token(p, g, st_request_of(p.cu_seqlens_q, p.num_requests, i), i);
+  return st_dense_token_of(p, g, i);
 }
 // A pair's (m, l) words, with room to start the copy 16 bytes aligned below.
 __device__ __forceinline__ int st_bulk_pair_bytes(int topk) { return (topk * GROUP * 8 + 16 + 15) / 16 * 16; }

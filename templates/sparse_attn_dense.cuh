@@ -48,6 +48,12 @@ __device__ __forceinline__ bool st_dense_token(const st_sparse_attn_params &p, i
   const int k = (i - p.cu_seqlens_q[r]) / DENSE_TOKENS;
   return k < p.dense_tiles && p.ws_dense[((int64_t)g * p.num_requests + r) * p.dense_tiles + k] != 0;
 }
+// The same for a token whose request is not known yet: the request's binary
+// search runs only when the call has dense tiles (the merges' common case has none).
+__device__ __forceinline__ bool st_dense_token_of(const st_sparse_attn_params &p, int g, int i) {
+  if (p.dense_tiles == 0) return false;
+  return st_dense_token(p, g, st_request_of(p.cu_seqlens_q, p.num_requests, i), i);
+}
 
 // Step 4. Token t of candidate c = (g * R + r) * dense_tiles + k is the
 // request's token k * DENSE_TOKENS + t; lanes of a tile are one aligned
