@@ -141,11 +141,101 @@ static_assert(!WGMMA || (HEAD_DIM == 128 && THREADS * MTILES == 2 * ROWS),
               "wgmma: a warpgroup per 64 rows of each pass, head_dim 128");
 static_assert(!WGMMA || MTILES == 1 || (SPLIT && THREADS == 128), "wgmma passes: one stage, one warpgroup");
 
-// bf16 K and V of block `page`, kv head g, into the tiles at k_tile and
-// v_tile (64-dim panels of 128 rows) by the tensor maps, counted on `bar`:
-// by one thread.
+// RAW_IN_PLACE, tensor mode, the producer warp: the block's 128 K and 128
+// V scales (rows past the item's most visible token: zeros) by cp.async,
+// whose completion the stage's barrier tracks (cp.async.mbarrier.arrive
+// without .noinc adds nothing to its count, so its phase waits for them
+// too). Every lane, before lane 0's st_issue_kv_maps arrives.
+__device__ __forceinline__ void st_issue_kv_scales(const st_sparse_attn_params &p, int g, int page, int ntok,
+                                                   char *region, uint32_t kv_bar) {
+  st_kv::issue_scales(p, g, page, ntok, st_smem_addr(region) + 2 * st_kv::TILE_BYTES, threadIdx.x & 31, 32);
+  asm volatile("cp.async.mbarrier.arrive.shared::cta.b64 [%0];\n" ::"r"(kv_bar) : "memory");
+}
+
+// RAW_IN_PLACE, the consumer warps, once the block has landed (v2.31; V
+// widened under the first pass's score products instead, then a
+// warpgroup barrier, was 1-4% slower, and every raw row loaded before
+// the first conversion spilled): raw K into the bf16 K tile, then raw V
+// into the V tile. TENSOR (tensor mode): V as bf16 times its per-token
+// scales (K's multiply the scores instead: common/kv_stage.cuh's widen
+// says why; a scaled value could leave f16's range); else V as f16, one
+// conversion a pair (e4m3 is exact in f16; bf16 takes four). Rows at and
+// past the item's most visible token become zeros (as st_zero_v_tail
+// leaves them). Raw rows are 128 bytes with the copy's 128-byte swizzle,
+// the layout of one bf16 panel (st_panel_offset). The 8 lanes of a quarter
+// warp widen one row, chunk c each, rows r0, r0 + WIDEN_THREADS / 8, ...
+// a lane (WIDEN_THREADS: the threads that widen, 0 .. WIDEN_THREADS - 1:
+// the two-pass kernel's warpgroup, the dense kernel's two); a V
+// row's panel 0 lies where raw K's row of the same number was, its panel 1
+// where raw V's was, so a row is only overwritten by the lanes that read
+// it: a __syncwarp orders the reads and writes, no CTA barrier. Lanes with
+// c >= 4 store their second chunk first, so that a quarter warp's stores
+// fall in eight distinct bank groups.
+template <bool TENSOR, int WIDEN_THREADS = 128>
+__device__ __forceinline__ void st_widen_in_place(const st_sparse_attn_params &p, char *region, int ntok) {
+  constexpr int CH = HEAD_DIM / 16, RPP = WIDEN_THREADS / CH, N = BLOCK_TOKENS / RPP, BATCH = 4; // rows a pass, passes
+  static_assert(!RAW_IN_PLACE || (CH == 8 && N % BATCH == 0), "rows of 128 bytes, one raw panel");
+  const int c = threadIdx.x % CH, r0 = threadIdx.x / CH, first = c >= CH / 2;
+  const uint32_t k_tile = st_smem_addr(region), v_tile = k_tile + st_kv::TILE_BYTES;
+  const char *raw_k = region + st_kv::TILE_BYTES, *raw_v = raw_k + BLOCK_TOKENS * HEAD_DIM;
+  const float *v_scale = (const float *)(region + 2 * st_kv::TILE_BYTES) + BLOCK_TOKENS;
+  // b: a row's 16 values (one raw chunk) as its chunks 2c and 2c + 1, into
+  // the row of `tile`.
+  const auto store = [&](uint32_t tile, int tok, const uint32_t (&b)[8]) {
+    uint32_t x[4], y[4]; // the chunk stored first, then the other (selects: b stays in registers)
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+      x[j] = first ? b[4 + j] : b[j];
+      y[j] = first ? b[j] : b[4 + j];
+    }
+    const uint32_t at0 = tile + st_kv::tile_offset(tok, 2 * c + first),
+                   at1 = tile + st_kv::tile_offset(tok, 2 * c + 1 - first);
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(at0), "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(x[3])
+                 : "memory");
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(at1), "r"(y[0]), "r"(y[1]), "r"(y[2]), "r"(y[3])
+                 : "memory");
+  };
+#pragma unroll 2
+  for (int i = 0; i < N; i++) {
+    const int tok = r0 + i * RPP;
+    uint32_t b[8];
+    st_e4m3x16_widen<false, false>(*(const uint4 *)(raw_k + st_panel_offset(BLOCK_TOKENS, tok, c)), 1.f, b);
+    store(k_tile, tok, b);
+  }
+#pragma unroll 1
+  for (int i0 = 0; i0 < N; i0 += BATCH) {
+    uint4 raw[BATCH];
+#pragma unroll
+    for (int i = 0; i < BATCH; i++)
+      raw[i] = *(const uint4 *)(raw_v + st_panel_offset(BLOCK_TOKENS, r0 + (i0 + i) * RPP, c));
+    __syncwarp(); // this warp's rows, raw K's (i0 = 0) and raw V's, are read before they are overwritten
+#pragma unroll
+    for (int i = 0; i < BATCH; i++) {
+      const int tok = r0 + (i0 + i) * RPP;
+      uint32_t b[8];
+      st_e4m3x16_widen<!TENSOR, TENSOR>(raw[i], TENSOR ? v_scale[tok] : 1.f, b);
+      if (tok >= ntok)
+#pragma unroll
+        for (int j = 0; j < 8; j++) b[j] = 0u;
+      store(v_tile, tok, b);
+    }
+  }
+  st_fence_proxy_async(); // wgmma reads the tiles
+}
+
+// K and V of block `page`, kv head g, by the tensor maps, counted on
+// `bar`, by one thread: bf16 into the tiles at k_tile and v_tile (64-dim
+// panels of 128 rows); RAW_IN_PLACE: the raw rows into the V tile's place,
+// raw K then raw V (one 128-byte panel each: HEAD_DIM is 128), for
+// st_widen_in_place.
 __device__ __forceinline__ void st_copy_kv_block(const st_sparse_attn_params &p, int g, int page, uint32_t k_tile,
                                                  uint32_t v_tile, uint32_t bar) {
+  if constexpr (RAW_IN_PLACE) {
+    st_mbar_arrive_expect_tx(bar, 2 * BLOCK_TOKENS * HEAD_DIM);
+    st_tma_load_4d(v_tile, &p.k_map, 0, 0, g, page, bar);
+    st_tma_load_4d(v_tile + BLOCK_TOKENS * HEAD_DIM, &p.v_map, 0, 0, g, page, bar);
+    return;
+  }
   st_mbar_arrive_expect_tx(bar, 2 * BLOCK_TOKENS * HEAD_DIM * 2);
 #pragma unroll
   for (int c = 0; c < HEAD_DIM / 64; c++) {
@@ -627,14 +717,7 @@ __device__ __forceinline__ uint32_t st_q_offset(int m, int c) {
 // region's upper half, raw V after it, in stage 0.
 __device__ __forceinline__ void st_issue_kv_maps(const st_sparse_attn_params &p, const st_item &it, char *region, int b,
                                                  uint32_t kv_bar) {
-  if constexpr (RAW_IN_PLACE) {
-    const uint32_t raw_k = st_smem_addr(region) + st_kv::TILE_BYTES, raw_v = raw_k + BLOCK_TOKENS * HEAD_DIM;
-    st_mbar_arrive_expect_tx(kv_bar, st_kv::RAW_BYTES);
-    st_tma_load_4d(raw_k, &p.k_map, 0, 0, it.g, it.page, kv_bar);
-    st_tma_load_4d(raw_v, &p.v_map, 0, 0, it.g, it.page, kv_bar);
-    return;
-  }
-  const uint32_t k_tile = st_kv::k_tile(region, b);
+  const uint32_t k_tile = RAW_IN_PLACE ? st_smem_addr(region) : st_kv::k_tile(region, b);
   st_copy_kv_block(p, it.g, it.page, k_tile, k_tile + st_kv::TILE_BYTES, kv_bar);
 }
 
@@ -812,87 +895,6 @@ enum : int {
 // after the V rows past an item's tokens are zeroed.
 __device__ __forceinline__ void st_consumer_sync() { asm volatile("bar.sync 1, 128;\n" ::: "memory"); }
 
-// RAW_IN_PLACE, tensor mode, the producer warp: the block's 128 K and 128
-// V scales (rows past the item's most visible token: zeros) by cp.async,
-// whose completion the stage's barrier tracks (cp.async.mbarrier.arrive
-// without .noinc adds nothing to its count, so its phase waits for them
-// too). Every lane, before lane 0's st_issue_kv_maps arrives.
-__device__ __forceinline__ void st_issue_kv_scales(const st_sparse_attn_params &p, const st_item &it, char *region,
-                                                   uint32_t kv_bar) {
-  st_kv::issue_scales(p, it.g, it.page, it.ntok_max, st_smem_addr(region) + 2 * st_kv::TILE_BYTES, threadIdx.x & 31,
-                      32);
-  asm volatile("cp.async.mbarrier.arrive.shared::cta.b64 [%0];\n" ::"r"(kv_bar) : "memory");
-}
-
-// RAW_IN_PLACE, the consumer warps, once the block has landed (v2.31; V
-// widened under the first pass's score products instead, then a
-// warpgroup barrier, was 1-4% slower, and every raw row loaded before
-// the first conversion spilled): raw K into the bf16 K tile, then raw V
-// into the V tile. TENSOR (tensor mode): V as bf16 times its per-token
-// scales (K's multiply the scores instead: common/kv_stage.cuh's widen
-// says why; a scaled value could leave f16's range); else V as f16, one
-// conversion a pair (e4m3 is exact in f16; bf16 takes four). Rows at and
-// past the item's most visible token become zeros (as st_zero_v_tail
-// leaves them). Raw rows are 128 bytes with the copy's 128-byte swizzle,
-// the layout of one bf16 panel (st_panel_offset). The 8 lanes of a quarter
-// warp widen one row, chunk c each, rows r0, r0 + 16, ... a lane; a V
-// row's panel 0 lies where raw K's row of the same number was, its panel 1
-// where raw V's was, so a row is only overwritten by the lanes that read
-// it: a __syncwarp orders the reads and writes, no CTA barrier. Lanes with
-// c >= 4 store their second chunk first, so that a quarter warp's stores
-// fall in eight distinct bank groups.
-template <bool TENSOR>
-__device__ __forceinline__ void st_widen_in_place(const st_sparse_attn_params &p, char *region, int ntok) {
-  constexpr int CH = HEAD_DIM / 16, RPP = 128 / CH, N = BLOCK_TOKENS / RPP, BATCH = 4; // rows a pass, passes
-  static_assert(!RAW_IN_PLACE || (CH == 8 && N % BATCH == 0), "rows of 128 bytes, one raw panel");
-  const int c = threadIdx.x % CH, r0 = threadIdx.x / CH, first = c >= CH / 2;
-  const uint32_t k_tile = st_smem_addr(region), v_tile = k_tile + st_kv::TILE_BYTES;
-  const char *raw_k = region + st_kv::TILE_BYTES, *raw_v = raw_k + BLOCK_TOKENS * HEAD_DIM;
-  const float *v_scale = (const float *)(region + 2 * st_kv::TILE_BYTES) + BLOCK_TOKENS;
-  // b: a row's 16 values (one raw chunk) as its chunks 2c and 2c + 1, into
-  // the row of `tile`.
-  const auto store = [&](uint32_t tile, int tok, const uint32_t (&b)[8]) {
-    uint32_t x[4], y[4]; // the chunk stored first, then the other (selects: b stays in registers)
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-      x[j] = first ? b[4 + j] : b[j];
-      y[j] = first ? b[j] : b[4 + j];
-    }
-    const uint32_t at0 = tile + st_kv::tile_offset(tok, 2 * c + first),
-                   at1 = tile + st_kv::tile_offset(tok, 2 * c + 1 - first);
-    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(at0), "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(x[3])
-                 : "memory");
-    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(at1), "r"(y[0]), "r"(y[1]), "r"(y[2]), "r"(y[3])
-                 : "memory");
-  };
-#pragma unroll 2
-  for (int i = 0; i < N; i++) {
-    const int tok = r0 + i * RPP;
-    uint32_t b[8];
-    st_e4m3x16_widen<false, false>(*(const uint4 *)(raw_k + st_panel_offset(BLOCK_TOKENS, tok, c)), 1.f, b);
-    store(k_tile, tok, b);
-  }
-#pragma unroll 1
-  for (int i0 = 0; i0 < N; i0 += BATCH) {
-    uint4 raw[BATCH];
-#pragma unroll
-    for (int i = 0; i < BATCH; i++)
-      raw[i] = *(const uint4 *)(raw_v + st_panel_offset(BLOCK_TOKENS, r0 + (i0 + i) * RPP, c));
-    __syncwarp(); // this warp's rows, raw K's (i0 = 0) and raw V's, are read before they are overwritten
-#pragma unroll
-    for (int i = 0; i < BATCH; i++) {
-      const int tok = r0 + (i0 + i) * RPP;
-      uint32_t b[8];
-      st_e4m3x16_widen<!TENSOR, TENSOR>(raw[i], TENSOR ? v_scale[tok] : 1.f, b);
-      if (tok >= ntok)
-#pragma unroll
-        for (int j = 0; j < 8; j++) b[j] = 0u;
-      store(v_tile, tok, b);
-    }
-  }
-  st_fence_proxy_async(); // wgmma reads the tiles
-}
-
 // PASSES2: the CTA's items of the chunk, first, first + stride, ...
 // (count of them). RAW_IN_PLACE (v2.33): a contiguous range. A key's
 // items are consecutive (st_scan_keys), so a CTA's next item then mostly
@@ -949,7 +951,7 @@ __device__ __forceinline__ void st_produce_items(const st_sparse_attn_params &p,
       held_page = it.page;
       held_ntok = it.ntok_max;
       if (RAW_IN_PLACE && p.scale_mode == 2) {
-        st_issue_kv_scales(p, it, region, bar0 + 8 * BAR_KV_FULL);
+        st_issue_kv_scales(p, it.g, it.page, it.ntok_max, region, bar0 + 8 * BAR_KV_FULL);
         __syncwarp(); // every lane's tracking arrival before lane 0's
       }
       if (lane == 0) st_issue_kv_maps(p, it, region, 0, bar0 + 8 * BAR_KV_FULL);

@@ -34,9 +34,10 @@
 
 constexpr int DENSE_ROWS = 128;
 constexpr int DENSE_TOKENS = DENSE_ROWS / GROUP;
-// bf16 two-pass kernels have the q map and the K/V maps the dense kernel
-// copies by (the launcher offers `dense` on them alone).
-constexpr bool DENSE_OK = !IS_FP8 && PASSES2 && HEAD_DIM == 128 && DENSE_ROWS % GROUP == 0 && DENSE_TOKENS <= 32;
+// Two-pass kernels have the q map and the K/V maps the dense kernel copies
+// by (the launcher offers `dense` on them alone); fp8 ones widen the raw
+// rows in place as theirs do (RAW_IN_PLACE).
+constexpr bool DENSE_OK = PASSES2 && HEAD_DIM == 128 && DENSE_ROWS % GROUP == 0 && DENSE_TOKENS <= 32;
 // ws_dense_header: [0] CTAs counted in (step 4), [1] the kernel's next
 // tile, [2] dense tiles; tiles of b blocks: count at [DENSE_COUNT + b],
 // first place in the list at [DENSE_OFFSET + b] (b <= 64 = the largest topk).
@@ -131,7 +132,11 @@ struct st_dense_tile {
 
 constexpr int DENSE_STAGES = 2; // K/V blocks in flight
 constexpr int DENSE_Q_BYTES = DENSE_ROWS * HEAD_DIM * 2;
-constexpr int DENSE_KV_BYTES = 2 * BLOCK_TOKENS * HEAD_DIM * 2; // a block's K and V tiles
+constexpr int DENSE_TILE_BYTES = BLOCK_TOKENS * HEAD_DIM * 2; // a bf16 K or V tile
+// A stage: the K and V tiles; RAW_IN_PLACE: and the block's K and V scales
+// (st_widen_in_place's layout), padded to a swizzle atom for the next stage.
+constexpr int DENSE_KV_BYTES = RAW_IN_PLACE ? (2 * DENSE_TILE_BYTES + 2 * BLOCK_TOKENS * 4 + 1023) / 1024 * 1024
+                                            : 2 * DENSE_TILE_BYTES;
 // Two q tiles (the next tile's rows load under this one's blocks), the
 // stages, 1024 bytes to start the panels on a swizzle atom; the launcher
 // (runtime/ops/sparse_attn.c, ST_SPARSE_ATTN_DENSE_SMEM) counts the same.
@@ -161,7 +166,7 @@ enum : int {
 // GROUP heads a box, as st_issue_q_half) and then its blocks 0 ..
 // blocks - 1 into the stages. The block table's pages of a tile are read
 // by the lanes up front (two loads a lane at most), not one after another.
-__device__ void st_dense_produce(const st_sparse_attn_params &p, st_dense_tile *s_tile, uint32_t q0_tile, uint32_t kv0,
+__device__ void st_dense_produce(const st_sparse_attn_params &p, st_dense_tile *s_tile, uint32_t q0_tile, char *kv0,
                                  uint32_t bar0) {
   const int lane = threadIdx.x & 31;
   const int total = (int)__ldcg(&p.ws_dense_header[2]);
@@ -197,13 +202,20 @@ __device__ void st_dense_produce(const st_sparse_attn_params &p, st_dense_tile *
           st_tma_load_3d(q_tile + ch * DENSE_ROWS * 128 + t * GROUP * 128, &p.q_map, ch * 64, g * GROUP, token0 + t,
                          bar);
     }
+    const int tail = (p.seq_lens[r] - qlen + k * DENSE_TOKENS + n - 1) % BLOCK_TOKENS + 1; // the last block's rows seen
     for (int j = 0; j < blocks; j++, kv++) {
       const int s = kv % DENSE_STAGES;
       const int page = __shfl_sync(0xffffffffu, j < 32 ? page_a : page_b, j & 31);
+      const uint32_t bar = bar0 + 8 * (DBAR_KV_FULL + s);
+      char *stage = kv0 + s * DENSE_KV_BYTES;
       if (kv >= DENSE_STAGES) st_mbar_wait(bar0 + 8 * (DBAR_KV_EMPTY + s), (kv / DENSE_STAGES - 1) & 1);
+      if (RAW_IN_PLACE && p.scale_mode == 2) {
+        st_issue_kv_scales(p, g, page, j == blocks - 1 ? tail : BLOCK_TOKENS, stage, bar);
+        __syncwarp(); // every lane's tracking arrival before lane 0's
+      }
       if (lane == 0) {
-        const uint32_t k_tile = kv0 + s * DENSE_KV_BYTES;
-        st_copy_kv_block(p, g, page, k_tile, k_tile + DENSE_KV_BYTES / 2, bar0 + 8 * (DBAR_KV_FULL + s));
+        const uint32_t k_tile = st_smem_addr(stage);
+        st_copy_kv_block(p, g, page, k_tile, k_tile + DENSE_TILE_BYTES, bar);
       }
     }
   }
@@ -255,10 +267,12 @@ __device__ __forceinline__ void st_dense_store(const st_sparse_attn_params &p, c
 // The consumer warpgroups: warpgroup w takes rows 64 w .. of every tile,
 // over its blocks in order (block 0 first: every present row sees a key
 // there, so its m is finite from then on). (A template, so that kernels of
-// other head dims do not instantiate it.)
-template <int D>
+// other head dims do not instantiate it.) RAW_IN_PLACE: both warpgroups
+// widen each block first (st_widen_in_place over 256 threads), TENSOR as
+// the two-pass kernel's consumers take it (v2.34).
+template <int D, bool TENSOR>
 __device__ void st_dense_consume(const st_sparse_attn_params &p, const st_dense_tile *s_tile, char *q0_smem,
-                                 uint32_t kv0, uint32_t bar0) {
+                                 char *kv0, uint32_t bar0) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   const int m0 = __shfl_sync(0xffffffffu, warp / 4 * 64, 0); // warp-uniform for the descriptors
   for (int x = 0, kv = 0;; x++) {
@@ -285,9 +299,12 @@ __device__ void st_dense_consume(const st_sparse_attn_params &p, const st_dense_
     st_mbar_wait(bar0 + 8 * (DBAR_Q_FULL + slot), (x >> 1) & 1);
     for (int j = 0; j < tile.blocks; j++, kv++) {
       const int s = kv % DENSE_STAGES;
-      const uint32_t k_tile = kv0 + s * DENSE_KV_BYTES, v_tile = k_tile + DENSE_KV_BYTES / 2;
+      char *stage = kv0 + s * DENSE_KV_BYTES;
+      const uint32_t k_tile = st_smem_addr(stage), v_tile = k_tile + DENSE_TILE_BYTES;
       st_mbar_wait(bar0 + 8 * (DBAR_KV_FULL + s), (kv / DENSE_STAGES) & 1);
-      if (j == tile.blocks - 1 && tail < BLOCK_TOKENS) {
+      if constexpr (RAW_IN_PLACE) { // (its V rows at and past the tail become zeros)
+        st_widen_in_place<TENSOR, DENSE_CONSUMERS>(p, stage, j == tile.blocks - 1 ? tail : BLOCK_TOKENS);
+      } else if (j == tile.blocks - 1 && tail < BLOCK_TOKENS) {
         for (int e = threadIdx.x; e < (BLOCK_TOKENS - tail) * (HEAD_DIM / 8); e += DENSE_CONSUMERS) {
           const int tok = tail + e / (HEAD_DIM / 8), ch = e % (HEAD_DIM / 8);
           asm volatile(
@@ -297,17 +314,20 @@ __device__ void st_dense_consume(const st_sparse_attn_params &p, const st_dense_
         }
         st_fence_proxy_async();
       }
-      // The last block's zeroed rows, before either warpgroup's products
-      // read them. (No barrier at the other blocks: the warpgroups share no
-      // data but the stage, and ptxas keeps the wgmma asynchronous without.)
-      if (j == tile.blocks - 1) st_dense_consumer_sync();
+      // The last block's zeroed rows (RAW_IN_PLACE: every block's widened
+      // rows), before either warpgroup's products read them. (bf16: no
+      // barrier at the other blocks: the warpgroups share no data but the
+      // stage, and ptxas keeps the wgmma asynchronous without.)
+      if (RAW_IN_PLACE || j == tile.blocks - 1) st_dense_consumer_sync();
       int lim[2];
 #pragma unroll
       for (int rr = 0; rr < 2; rr++) {
         const int own = pos[rr] / BLOCK_TOKENS;
         lim[rr] = !present[rr] || j > own ? 0 : j < own ? BLOCK_TOKENS : pos[rr] % BLOCK_TOKENS + 1;
       }
-      st_attend_next_block_wg<D, DENSE_ROWS>(st_smem_addr(q_tile), m0, k_tile, v_tile, lim, p.score_scale_log2, st);
+      const float *k_scale = TENSOR ? (const float *)(stage + 2 * DENSE_TILE_BYTES) : nullptr;
+      st_attend_next_block_wg<D, DENSE_ROWS, TENSOR, RAW_IN_PLACE && !TENSOR>(st_smem_addr(q_tile), m0, k_tile, v_tile,
+                                                                            lim, p.score_scale_log2, k_scale, st);
       __syncwarp();
       if (lane == 0) st_mbar_arrive(bar0 + 8 * (DBAR_KV_EMPTY + s)); // this warp's products of the stage are done
     }
@@ -317,31 +337,45 @@ __device__ void st_dense_consume(const st_sparse_attn_params &p, const st_dense_
   }
 }
 
+// The kernel's body; TENSOR: fp8 in tensor mode. Two entry points, one
+// instance each: both instances in one kernel spilled 120 bytes a consumer
+// thread (ptxas, fp8 wg2.c2 source), each alone none.
+template <bool TENSOR> __device__ __forceinline__ void st_dense_main(const st_sparse_attn_params &p) {
+  __shared__ st_dense_tile s_tile[2];
+  __shared__ __align__(8) uint64_t s_dense_bar[DENSE_BARS];
+  char *q0_smem = s_dyn + ((1024u - (st_smem_addr(s_dyn) & 1023u)) & 1023u);
+  char *kv0 = q0_smem + 2 * DENSE_Q_BYTES;
+  const uint32_t bar0 = st_smem_addr(&s_dense_bar[0]);
+  if (threadIdx.x == 0) {
+    st_need_dynamic_smem(DENSE_SMEM_BYTES);
+    for (int b = 0; b < DENSE_BARS; b++) {
+      const bool empty =
+          (b >= DBAR_REC_EMPTY && b < DBAR_Q_FULL) || (b >= DBAR_Q_EMPTY && b < DBAR_KV_FULL) || b >= DBAR_KV_EMPTY;
+      st_mbar_init(bar0 + 8 * b, empty ? DENSE_CONSUMERS / 32 : 1);
+    }
+    st_mbar_init_fence();
+  }
+  __syncthreads();
+  if (threadIdx.x >= DENSE_CONSUMERS) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(DENSE_PRODUCER_REGS));
+    if (threadIdx.x < DENSE_CONSUMERS + 32) st_dense_produce(p, s_tile, st_smem_addr(q0_smem), kv0, bar0);
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(DENSE_CONSUMER_REGS));
+    st_dense_consume<HEAD_DIM, TENSOR>(p, s_tile, q0_smem, kv0, bar0);
+  }
+}
+
+// bf16, and fp8 without per-token scales (runtime/ops/sparse_attn.c picks
+// the entry by the call's scale mode).
 extern "C" __global__ void __launch_bounds__(DENSE_THREADS, 1)
     st_sparse_attn_dense(const __grid_constant__ st_sparse_attn_params p) {
-  if constexpr (DENSE_OK) {
-    __shared__ st_dense_tile s_tile[2];
-    __shared__ __align__(8) uint64_t s_dense_bar[DENSE_BARS];
-    char *q0_smem = s_dyn + ((1024u - (st_smem_addr(s_dyn) & 1023u)) & 1023u);
-    const uint32_t kv0 = st_smem_addr(q0_smem + 2 * DENSE_Q_BYTES), bar0 = st_smem_addr(&s_dense_bar[0]);
-    if (threadIdx.x == 0) {
-      st_need_dynamic_smem(DENSE_SMEM_BYTES);
-      for (int b = 0; b < DENSE_BARS; b++) {
-        const bool empty =
-            (b >= DBAR_REC_EMPTY && b < DBAR_Q_FULL) || (b >= DBAR_Q_EMPTY && b < DBAR_KV_FULL) || b >= DBAR_KV_EMPTY;
-        st_mbar_init(bar0 + 8 * b, empty ? DENSE_CONSUMERS / 32 : 1);
-      }
-      st_mbar_init_fence();
-    }
-    __syncthreads();
-    if (threadIdx.x >= DENSE_CONSUMERS) {
-      asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(DENSE_PRODUCER_REGS));
-      if (threadIdx.x < DENSE_CONSUMERS + 32) st_dense_produce(p, s_tile, st_smem_addr(q0_smem), kv0, bar0);
-    } else {
-      asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(DENSE_CONSUMER_REGS));
-      st_dense_consume<HEAD_DIM>(p, s_tile, q0_smem, kv0, bar0);
-    }
-  }
+  if constexpr (DENSE_OK) st_dense_main<false>(p);
+}
+
+// fp8 in tensor mode (empty elsewhere).
+extern "C" __global__ void __launch_bounds__(DENSE_THREADS, 1)
+    st_sparse_attn_dense_tensor(const __grid_constant__ st_sparse_attn_params p) {
+  if constexpr (DENSE_OK && RAW_IN_PLACE) st_dense_main<true>(p);
 }
 
 #endif // ST_SPARSE_ATTN_DENSE_CUH

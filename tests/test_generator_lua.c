@@ -718,7 +718,7 @@ static void test_sparse_attn_fit_and_launch_rules(void **state) {
          "chunk 256 of a batch of 4096 tokens: 16 chunks' fixed costs");
 }
 
-/* dense: on bf16 two-pass wgmma kernels alone (7 launches more, three of them
+/* dense: on two-pass wgmma kernels alone (7 launches more, three of them
  * dense 2: the sum counts them twice), named ".dn" and ".dn2", and not timed
  * where no request starts below topk x 128. */
 static void test_sparse_attn_dense_launches(void **state) {
@@ -742,7 +742,7 @@ static void test_sparse_attn_dense_launches(void **state) {
          "local c1, c1why = op.check_launch({chunk = 0, dense = 3})\n"
          "return table.concat({dense(w), dense(b), dense(f), op.variant_name(w, l), tostring(op.worth(w, l, early, false)),\n"
          "  tostring(w2), w2why, tostring(op.worth(w, {chunk = 0, dense = 1}, mixed, false)), c1why}, ' | ')",
-         "10 | 0 | 0 | sparse_attn.bf16.d128.g16.block.t8.s1.wg2.pbf16.c2/q3072.ov.b8.f1024.dn | true | false | "
+         "10 | 0 | 10 | sparse_attn.bf16.d128.g16.block.t8.s1.wg2.pbf16.c2/q3072.ov.b8.f1024.dn | true | false | "
          "no request of 8192:57344 starts below position 2048: no dense tile | true | "
          "launch parameter dense=3 is not 0, 1 or 2");
 }

@@ -485,8 +485,8 @@ static st_status dense_config(const char *dtype, const char *mma, int mtiles, co
   return st_sparse_attn_config_from_params(&k, &l, c, err);
 }
 
-/* dense: the dense tiles (templates/sparse_attn_dense.cuh) on bf16
- * two-pass variants alone; candidates are topk x group tiles (of 128 /
+/* dense: the dense tiles (templates/sparse_attn_dense.cuh) on two-pass
+ * variants alone; candidates are topk x group tiles (of 128 /
  * group tokens) a kv head and request, their header, flags and list after
  * the chunks' workspace, one dense CTA an SM. */
 static void test_dense_launch_parameter_and_plan(void **state) {
@@ -498,9 +498,8 @@ static void test_dense_launch_parameter_and_plan(void **state) {
     assert_int_equal(dense_config("bf16", "wgmma", 2, bad[i], &c, &err), ST_ERR_INVALID_ARG);
     assert_non_null(strstr(err.msg, "dense"));
   }
-  assert_int_equal(dense_config("fp8", "wgmma", 2, "1", &c, &err), ST_ERR_INVALID_ARG);
-  assert_non_null(strstr(err.msg, "dense=1 needs a bf16 two-pass wgmma variant"));
   assert_int_equal(dense_config("bf16", "sync", 2, "1", &c, &err), ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "dense=1 needs a two-pass wgmma variant"));
   assert_int_equal(dense_config("bf16", "wgmma", 1, "1", &c, &err), ST_ERR_INVALID_ARG);
   st_params k = {0}, l = {0};
   st_params_set(&k, "dtype", "bf16", &err); /* a tile variant */
@@ -513,7 +512,7 @@ static void test_dense_launch_parameter_and_plan(void **state) {
   assert_int_equal(st_sparse_attn_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
   assert_non_null(strstr(err.msg, "dense is for block-major variants"));
 
-  const st_sparse_attn_args a = valid_args();
+  st_sparse_attn_args a = valid_args();
   st_sparse_attn_plan off, on;
   assert_int_equal(dense_config("bf16", "wgmma", 2, NULL, &c, &err), ST_OK);
   assert_int_equal(c.dense, 0); /* absent: recorded before the parameter */
@@ -530,6 +529,12 @@ static void test_dense_launch_parameter_and_plan(void **state) {
   assert_int_equal(on.off_dense, off.workspace_bytes);
   assert_int_equal(on.workspace_bytes, off.workspace_bytes + 768 + 2 * HKV * R * TOPK * 16 * 4);
   assert_int_equal(on.chunk_q, off.chunk_q); /* the chunks as without */
+  assert_int_equal(on.dense_smem, 2 * 32768 + 2 * 65536 + 1024);
+  assert_int_equal(dense_config("fp8", "wgmma", 2, "1", &c, &err), ST_OK); /* widened in place: scales in each stage */
+  a.k_cache.dtype = a.v_cache.dtype = ST_DTYPE_FP8_E4M3;
+  assert_int_equal(st_sparse_attn_plan_make(&c, &a, 132, &on, &err), ST_OK);
+  assert_int_equal(on.dense_smem, 2 * 32768 + 2 * (65536 + 1024) + 1024);
+  a.k_cache.dtype = a.v_cache.dtype = ST_DTYPE_BF16;
   /* dense 2 without overlap: after the chunks on the caller's stream, every SM */
   assert_int_equal(dense_config("bf16", "wgmma", 2, "2", &c, &err), ST_OK);
   assert_int_equal(st_sparse_attn_plan_make(&c, &a, 132, &on, &err), ST_OK);

@@ -294,7 +294,7 @@ M.BULK_MAX_SLOTS = 16 -- ST_SPARSE_ATTN_BULK_MAX_SLOTS
 M.first_chunks = { { 3072, 1024 }, { 256, 128 } }
 -- `dense`: tiles of 128 / group tokens that select every block they see
 -- (a request's first topk blocks) run as dense causal attention
--- (templates/sparse_attn_dense.cuh), bf16 two-pass kernels only: 1 before
+-- (templates/sparse_attn_dense.cuh), two-pass kernels only: 1 before
 -- the chunks, 2 after them, beside the last merge. {chunk,
 -- first} pairs as above (0: none) with overlap and bulk, and chunk 0 alone
 -- (no overlap) so that the GPU tests verify both launch orders. A first
@@ -325,7 +325,7 @@ function M.launch_space(k)
   for _, cf in ipairs(M.first_chunks) do
     out[#out + 1] = { chunk = cf[1], overlap = 1, bulk = M.bulk_slots[1], first = cf[2] }
   end
-  if k.dtype == "bf16" and k.mma == "wgmma" and k.mtiles == 2 and k.head_dim == 128 then
+  if k.mma == "wgmma" and k.mtiles == 2 and k.head_dim == 128 then
     for _, d in ipairs({ 1, 2 }) do
       for _, cf in ipairs(M.dense_chunks) do
         out[#out + 1] = { chunk = cf[1], overlap = 1, bulk = M.bulk_slots[1], first = cf[2] > 0 and cf[2] or nil,

@@ -104,11 +104,11 @@ st_status st_sparse_attn_config_from_params(const st_params *kernel, const st_pa
       if ((s = st_params_get_int(launch, "dense", 0, 2, &v, err)) != ST_OK) return s;
       cfg->dense = (int)v;
       /* templates/sparse_attn_dense.cuh, DENSE_OK: the two-pass kernel's q and K/V maps, 128 rows a tile */
-      if (cfg->dense && !(cfg->dtype == ST_DTYPE_BF16 && cfg->wgmma && cfg->mtiles == 2 && cfg->head_dim == 128 &&
-                          128 % cfg->group == 0 && 128 / cfg->group <= 32))
+      if (cfg->dense &&
+          !(cfg->wgmma && cfg->mtiles == 2 && cfg->head_dim == 128 && 128 % cfg->group == 0 && 128 / cfg->group <= 32))
         return st_fail(err, ST_ERR_INVALID_ARG,
-                       "launch parameter dense=%d needs a bf16 two-pass wgmma variant (mma=wgmma, mtiles=2, "
-                       "head_dim 128, group 4..32)",
+                       "launch parameter dense=%d needs a two-pass wgmma variant (mma=wgmma, mtiles=2, head_dim 128, "
+                       "group 4..32)",
                        cfg->dense);
     }
   } else if (launch && st_params_get(launch, "dense")) {
@@ -343,6 +343,7 @@ static st_status plan_block(const st_sparse_attn_config *cfg, const st_sparse_at
     plan->dense = cfg->dense;
     /* 2: beside the last merge, whose CTAs take the SMs it leaves */
     plan->dense_grid = (unsigned)(cfg->dense == 2 && cfg->overlap ? sm_count - sm_count / 4 : sm_count);
+    plan->dense_smem = ST_SPARSE_ATTN_DENSE_SMEM(cfg->dtype == ST_DTYPE_FP8_E4M3);
     plan->off_dense = plan->workspace_bytes; /* the header, then a flag and a list slot a candidate */
     plan->workspace_bytes += DENSE_HEADER_BYTES + 2 * (size_t)plan->dense_cands * 4;
   }
@@ -472,12 +473,12 @@ static st_status launch_dense_kernel(const st_cu *cu, CUfunction merge_fn, const
   CUmodule mod;
   CUfunction dense_fn;
   ST_CU_TRY(cu, cu->cuFuncGetModule(&mod, merge_fn), err);
-  ST_CU_TRY(cu, cu->cuModuleGetFunction(&dense_fn, mod, ST_SPARSE_ATTN_DENSE_KERNEL), err);
-  ST_CU_TRY(
-      cu, cu->cuFuncSetAttribute(dense_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, ST_SPARSE_ATTN_DENSE_SMEM),
-      err);
-  return launch_one(cu, dense_fn, plan->dense_grid, 1, ST_SPARSE_ATTN_DENSE_THREADS, ST_SPARSE_ATTN_DENSE_SMEM, p,
-                    stream, err);
+  const char *name = p->scale_mode == 2 ? ST_SPARSE_ATTN_DENSE_TENSOR_KERNEL : ST_SPARSE_ATTN_DENSE_KERNEL;
+  ST_CU_TRY(cu, cu->cuModuleGetFunction(&dense_fn, mod, name), err);
+  ST_CU_TRY(cu,
+            cu->cuFuncSetAttribute(dense_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)plan->dense_smem),
+            err);
+  return launch_one(cu, dense_fn, plan->dense_grid, 1, ST_SPARSE_ATTN_DENSE_THREADS, plan->dense_smem, p, stream, err);
 }
 
 /* Points the params' workspace pieces into the half that starts at `ws`. */

@@ -23,6 +23,7 @@
 /* ... and, with `dense`, the dense tiles' kernel, from the merge kernel's
  * module (the same source). */
 #define ST_SPARSE_ATTN_DENSE_KERNEL "st_sparse_attn_dense"
+#define ST_SPARSE_ATTN_DENSE_TENSOR_KERNEL "st_sparse_attn_dense_tensor" /* fp8, per-token scales */
 #define ST_SPARSE_ATTN_MAX_TOPK 64
 #define ST_SPARSE_ATTN_MAX_GROUP 32
 #define ST_SPARSE_ATTN_MAX_CHUNK (1 << 20)
@@ -68,7 +69,7 @@ typedef struct st_sparse_attn_config {
   int dense;       /* block, launch parameter `dense`: tiles of 128 / group tokens that
                       select every block they see, each once, run as dense causal
                       attention by st_sparse_attn_dense (templates/sparse_attn_dense.cuh;
-                      bf16 two-pass variants only): 1 = before the chunks, on every SM;
+                      two-pass variants only): 1 = before the chunks, on every SM;
                       2 = after the last chunk's blocks, beside its merge (with overlap:
                       on 3/4 of the SMs, the merge's CTAs on the rest) */
 } st_sparse_attn_config;
@@ -112,10 +113,11 @@ unsigned st_sparse_attn_smem_bytes(const st_sparse_attn_config *cfg);
 #define ST_SPARSE_ATTN_BULK_CTAS_PER_SM 8
 #define ST_SPARSE_ATTN_BULK_MAX_SLOTS 16
 /* The dense kernel (templates/sparse_attn_dense.cuh): 384 threads, one CTA
- * an SM, two q tiles and two K/V stages of head_dim 128 (+ 1024 to align);
- * its header words (DENSE_HEADER_WORDS). */
+ * an SM, two q tiles and two K/V stages of head_dim 128 (fp8: each with the
+ * block's scales, padded to 1024 bytes; + 1024 to align); its header words
+ * (DENSE_HEADER_WORDS). */
 #define ST_SPARSE_ATTN_DENSE_THREADS 384
-#define ST_SPARSE_ATTN_DENSE_SMEM (2 * 128 * 128 * 2 + 2 * 2 * 128 * 128 * 2 + 1024)
+#define ST_SPARSE_ATTN_DENSE_SMEM(fp8) (2 * 128 * 128 * 2 + 2 * (2 * 128 * 128 * 2 + ((fp8) ? 1024 : 0)) + 1024)
 #define ST_SPARSE_ATTN_DENSE_HEADER_WORDS (8 + 2 * 65)
 
 typedef struct st_sparse_attn_plan {
@@ -140,6 +142,7 @@ typedef struct st_sparse_attn_plan {
   int dense;           /* the dense tiles: steps 4 and 5 first, the dense kernel first (1) or last (2)  */
   int64_t dense_cands; /* ... over this many candidate tiles (params' dense_tiles a kv head and request) */
   unsigned dense_grid; /* ... its CTAs                                                                  */
+  unsigned dense_smem; /* ... and their dynamic shared memory                                           */
   size_t off_dense;    /* ... their header, flags and list: after the halves                            */
   int group, head_dim; /* q heads per kv head; D                                                        */
   size_t off_header, off_count, off_offset, off_item, off_key, off_rank, off_item_rec, off_part_ml, off_part_o;

@@ -167,9 +167,10 @@ st_attend_block_wg(uint32_t q_tile, int m0, uint32_t k_tile, uint32_t v_tile, co
 // them. O and l are rescaled by 2^(m_old - m_new) before P V adds the
 // block's share. A row that has seen nothing yet keeps m = -inf and O = 0
 // (P and the rescale use 0 for its max: every weight is 0, no NaN).
-template <int HEAD_DIM, int Q_ROWS>
+// K_SCALE, k_scale and V_F16 as st_attend_block_wg takes them.
+template <int HEAD_DIM, int Q_ROWS, bool K_SCALE = false, bool V_F16 = false>
 __device__ __forceinline__ void st_attend_next_block_wg(uint32_t q_tile, int m0, uint32_t k_tile, uint32_t v_tile,
-                                                        const int (&lim)[2], float scale_log2,
+                                                        const int (&lim)[2], float scale_log2, const float *k_scale,
                                                         st_softmax_state<HEAD_DIM> &st) {
   constexpr int BLOCK_TOKENS = 128, NT = BLOCK_TOKENS / 8;
   static_assert(HEAD_DIM == 128, "one m64n128 product for O: head_dim 128");
@@ -178,6 +179,7 @@ __device__ __forceinline__ void st_attend_next_block_wg(uint32_t q_tile, int m0,
   st_wg_scores<HEAD_DIM, Q_ROWS>(q_tile, m0, k_tile, d);
   st_wgmma_wait<0>();
   st_wgmma_fence_regs(d);
+  if (K_SCALE) st_scale_scores(k_scale, 0, s);
   st_mask_scores<BLOCK_TOKENS>(lim, s);
 #pragma unroll
   for (int rr = 0; rr < 2; rr++) {
@@ -193,7 +195,7 @@ __device__ __forceinline__ void st_attend_next_block_wg(uint32_t q_tile, int m0,
       st.o[dt][rr * 2 + 1] *= alpha;
     }
   }
-  st_wg_pv<BLOCK_TOKENS, false>(s, v_tile, reinterpret_cast<float(&)[64]>(st.o), 1);
+  st_wg_pv<BLOCK_TOKENS, V_F16>(s, v_tile, reinterpret_cast<float(&)[64]>(st.o), 1);
 }
 
 #endif // ST_ATTN_WGMMA_CUH
