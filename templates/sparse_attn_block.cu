@@ -164,18 +164,19 @@ __device__ __forceinline__ void st_issue_kv_scales(const st_sparse_attn_params &
 // leaves them). Raw rows are 128 bytes with the copy's 128-byte swizzle,
 // the layout of one bf16 panel (st_panel_offset). The 8 lanes of a quarter
 // warp widen one row, chunk c each, rows r0, r0 + WIDEN_THREADS / 8, ...
-// a lane (WIDEN_THREADS: the threads that widen, 0 .. WIDEN_THREADS - 1:
-// the two-pass kernel's warpgroup, the dense kernel's two); a V
+// a lane (WIDEN_THREADS: the threads that widen, numbered tid = 0 ..
+// WIDEN_THREADS - 1: the two-pass kernel's consumer warpgroup, the dense
+// kernel's producer warpgroup); a V
 // row's panel 0 lies where raw K's row of the same number was, its panel 1
 // where raw V's was, so a row is only overwritten by the lanes that read
 // it: a __syncwarp orders the reads and writes, no CTA barrier. Lanes with
 // c >= 4 store their second chunk first, so that a quarter warp's stores
 // fall in eight distinct bank groups.
 template <bool TENSOR, int WIDEN_THREADS = 128>
-__device__ __forceinline__ void st_widen_in_place(const st_sparse_attn_params &p, char *region, int ntok) {
+__device__ __forceinline__ void st_widen_in_place(const st_sparse_attn_params &p, char *region, int ntok, int tid) {
   constexpr int CH = HEAD_DIM / 16, RPP = WIDEN_THREADS / CH, N = BLOCK_TOKENS / RPP, BATCH = 4; // rows a pass, passes
   static_assert(!RAW_IN_PLACE || (CH == 8 && N % BATCH == 0), "rows of 128 bytes, one raw panel");
-  const int c = threadIdx.x % CH, r0 = threadIdx.x / CH, first = c >= CH / 2;
+  const int c = tid % CH, r0 = tid / CH, first = c >= CH / 2;
   const uint32_t k_tile = st_smem_addr(region), v_tile = k_tile + st_kv::TILE_BYTES;
   const char *raw_k = region + st_kv::TILE_BYTES, *raw_v = raw_k + BLOCK_TOKENS * HEAD_DIM;
   const float *v_scale = (const float *)(region + 2 * st_kv::TILE_BYTES) + BLOCK_TOKENS;
@@ -999,7 +1000,7 @@ __device__ __forceinline__ void st_consume_items(const st_sparse_attn_params &p,
     st_mbar_wait(bar0 + 8 * BAR_KV_FULL, phase);
     if (!it.reuse) { // (reused: the tiles hold the block, widened, its V tail zeroed)
       if constexpr (RAW_IN_PLACE) {
-        st_widen_in_place<TENSOR>(p, region, it.ntok_max);
+        st_widen_in_place<TENSOR>(p, region, it.ntok_max, threadIdx.x);
       } else {
         st_zero_v_tail(region, 0, it.ntok_max);
       }

@@ -142,15 +142,26 @@ constexpr int DENSE_KV_BYTES = RAW_IN_PLACE ? (2 * DENSE_TILE_BYTES + 2 * BLOCK_
 // (runtime/ops/sparse_attn.c, ST_SPARSE_ATTN_DENSE_SMEM) counts the same.
 constexpr int DENSE_SMEM_BYTES = 2 * DENSE_Q_BYTES + DENSE_STAGES * DENSE_KV_BYTES + 1024;
 constexpr int DENSE_CONSUMERS = 256; // two warpgroups, 64 rows each
-// And a producer warpgroup, of which one warp copies. ptxas budgets a CTA
-// of 288 threads (one producer warp) like one of 384: 168 registers a
-// thread, where a consumer's O, S and P spilled; so the producer
-// warpgroup gives registers back (setmaxnreg) and the consumers take 232.
-constexpr int DENSE_THREADS = DENSE_CONSUMERS + 128;
-constexpr int DENSE_PRODUCER_REGS = 40, DENSE_CONSUMER_REGS = 232;
-static_assert(128 * DENSE_PRODUCER_REGS + DENSE_CONSUMERS * DENSE_CONSUMER_REGS <= 65536, "one CTA an SM");
+// And a producer warpgroup, of which one warp copies (RAW_IN_PLACE: and
+// all four widen each block, under the consumers' products of the one
+// before). ptxas budgets a CTA of 288 threads (one producer warp) like one
+// of 384: 168 registers a thread, where a consumer's O, S and P spilled;
+// so the producer warpgroup gives registers back (setmaxnreg) and the
+// consumers take 232. A widening producer keeps 64 (ptxas, fp8 wg2.c2:
+// 48 and 56 spilled) and leaves its consumers 216 (no spills).
+// setmaxnreg.inc waits for registers given back by the CTA's other warps:
+// the CTA holds what ptxas gave at launch (DENSE_LAUNCH_REGS a thread:
+// 65536 / 384, down to a multiple of 8), and asking for more hangs (a
+// first fp8 version, 64 + 224, did).
+constexpr int DENSE_THREADS = DENSE_CONSUMERS + 128, DENSE_LAUNCH_REGS = 65536 / DENSE_THREADS / 8 * 8;
+constexpr int DENSE_PRODUCER_REGS = RAW_IN_PLACE ? 64 : 40, DENSE_CONSUMER_REGS = RAW_IN_PLACE ? 216 : 232;
+static_assert(128 * DENSE_PRODUCER_REGS + DENSE_CONSUMERS * DENSE_CONSUMER_REGS <= DENSE_THREADS * DENSE_LAUNCH_REGS,
+              "the registers the consumers take are those the producer gives back");
 // Barriers (s_dense_bar + index): tile records, q tiles, K/V stages, each a
 // full / empty pair per slot; `empty` ones count the 8 consumer warps.
+// RAW_IN_PLACE: KV_FULL says the raw rows landed (the producer warps wait
+// for it), KV_WIDE that the 4 producer warps widened them (the consumers
+// wait for that).
 enum : int {
   DBAR_REC_FULL = 0,
   DBAR_REC_EMPTY = 2,
@@ -158,16 +169,38 @@ enum : int {
   DBAR_Q_EMPTY = 6,
   DBAR_KV_FULL = 8,
   DBAR_KV_EMPTY = 8 + DENSE_STAGES,
-  DENSE_BARS = 8 + 2 * DENSE_STAGES
+  DBAR_KV_WIDE = 8 + 2 * DENSE_STAGES,
+  DENSE_BARS = 8 + 3 * DENSE_STAGES
 };
+
+// RAW_IN_PLACE: producer warp w (0 .. 3) widens its rows of the stage of
+// the kv-th block the CTA copies, once they land; ntok (rows seen, for the
+// V tail) is in s_ntok[stage], 0: no more blocks (returns false). The
+// rows of a warp are its own to read and write (st_widen_in_place), so
+// the warps meet only in KV_WIDE, each arriving when its rows are done.
+template <bool TENSOR>
+__device__ __forceinline__ bool st_dense_widen(const st_sparse_attn_params &p, const int *s_ntok, char *kv0,
+                                               uint32_t bar0, int kv) {
+  const int s = kv % DENSE_STAGES;
+  st_mbar_wait(bar0 + 8 * (DBAR_KV_FULL + s), (kv / DENSE_STAGES) & 1);
+  const int ntok = s_ntok[s];
+  if (ntok == 0) return false;
+  st_widen_in_place<TENSOR, 128>(p, kv0 + s * DENSE_KV_BYTES, ntok, threadIdx.x - DENSE_CONSUMERS);
+  __syncwarp();
+  if ((threadIdx.x & 31) == 0) st_mbar_arrive(bar0 + 8 * (DBAR_KV_WIDE + s));
+  return true;
+}
 
 // The producer warp: takes tiles from ws_dense_list through the header's
 // counter, hands each over in a record slot, copies its q rows (a token's
 // GROUP heads a box, as st_issue_q_half) and then its blocks 0 ..
 // blocks - 1 into the stages. The block table's pages of a tile are read
 // by the lanes up front (two loads a lane at most), not one after another.
-__device__ void st_dense_produce(const st_sparse_attn_params &p, st_dense_tile *s_tile, uint32_t q0_tile, char *kv0,
-                                 uint32_t bar0) {
+// RAW_IN_PLACE: it widens each block it copied (one of the four warps that
+// do), and ends the others' loop with a stage of no rows.
+template <bool TENSOR>
+__device__ void st_dense_produce(const st_sparse_attn_params &p, st_dense_tile *s_tile, int *s_ntok,
+                                 uint32_t q0_tile, char *kv0, uint32_t bar0) {
   const int lane = threadIdx.x & 31;
   const int total = (int)__ldcg(&p.ws_dense_header[2]);
   for (int x = 0, kv = 0;; x++) {
@@ -179,6 +212,12 @@ __device__ void st_dense_produce(const st_sparse_attn_params &p, st_dense_tile *
       if (lane == 0) {
         s_tile[slot].blocks = 0;
         st_mbar_arrive(bar0 + 8 * (DBAR_REC_FULL + slot));
+      }
+      if (RAW_IN_PLACE && lane == 0) { // the other producer warps' end: a stage with no rows
+        const int s = kv % DENSE_STAGES;
+        if (kv >= DENSE_STAGES) st_mbar_wait(bar0 + 8 * (DBAR_KV_EMPTY + s), (kv / DENSE_STAGES - 1) & 1);
+        s_ntok[s] = 0;
+        st_mbar_arrive(bar0 + 8 * (DBAR_KV_FULL + s));
       }
       return;
     }
@@ -214,9 +253,11 @@ __device__ void st_dense_produce(const st_sparse_attn_params &p, st_dense_tile *
         __syncwarp(); // every lane's tracking arrival before lane 0's
       }
       if (lane == 0) {
+        if (RAW_IN_PLACE) s_ntok[s] = j == blocks - 1 ? tail : BLOCK_TOKENS; // (before the arrival that hands it over)
         const uint32_t k_tile = st_smem_addr(stage);
         st_copy_kv_block(p, g, page, k_tile, k_tile + DENSE_TILE_BYTES, bar);
       }
+      if (RAW_IN_PLACE) st_dense_widen<TENSOR>(p, s_ntok, kv0, bar0, kv);
     }
   }
 }
@@ -267,9 +308,9 @@ __device__ __forceinline__ void st_dense_store(const st_sparse_attn_params &p, c
 // The consumer warpgroups: warpgroup w takes rows 64 w .. of every tile,
 // over its blocks in order (block 0 first: every present row sees a key
 // there, so its m is finite from then on). (A template, so that kernels of
-// other head dims do not instantiate it.) RAW_IN_PLACE: both warpgroups
-// widen each block first (st_widen_in_place over 256 threads), TENSOR as
-// the two-pass kernel's consumers take it (v2.34).
+// other head dims do not instantiate it.) RAW_IN_PLACE: a block is theirs
+// once the producer warps widened it (KV_WIDE), TENSOR as the two-pass
+// kernel's consumers take it (v2.34).
 template <int D, bool TENSOR>
 __device__ void st_dense_consume(const st_sparse_attn_params &p, const st_dense_tile *s_tile, char *q0_smem,
                                  char *kv0, uint32_t bar0) {
@@ -301,10 +342,8 @@ __device__ void st_dense_consume(const st_sparse_attn_params &p, const st_dense_
       const int s = kv % DENSE_STAGES;
       char *stage = kv0 + s * DENSE_KV_BYTES;
       const uint32_t k_tile = st_smem_addr(stage), v_tile = k_tile + DENSE_TILE_BYTES;
-      st_mbar_wait(bar0 + 8 * (DBAR_KV_FULL + s), (kv / DENSE_STAGES) & 1);
-      if constexpr (RAW_IN_PLACE) { // (its V rows at and past the tail become zeros)
-        st_widen_in_place<TENSOR, DENSE_CONSUMERS>(p, stage, j == tile.blocks - 1 ? tail : BLOCK_TOKENS);
-      } else if (j == tile.blocks - 1 && tail < BLOCK_TOKENS) {
+      st_mbar_wait(bar0 + 8 * ((RAW_IN_PLACE ? DBAR_KV_WIDE : DBAR_KV_FULL) + s), (kv / DENSE_STAGES) & 1);
+      if (!RAW_IN_PLACE && j == tile.blocks - 1 && tail < BLOCK_TOKENS) { // (RAW_IN_PLACE: zeroed when widened)
         for (int e = threadIdx.x; e < (BLOCK_TOKENS - tail) * (HEAD_DIM / 8); e += DENSE_CONSUMERS) {
           const int tok = tail + e / (HEAD_DIM / 8), ch = e % (HEAD_DIM / 8);
           asm volatile(
@@ -314,11 +353,10 @@ __device__ void st_dense_consume(const st_sparse_attn_params &p, const st_dense_
         }
         st_fence_proxy_async();
       }
-      // The last block's zeroed rows (RAW_IN_PLACE: every block's widened
-      // rows), before either warpgroup's products read them. (bf16: no
-      // barrier at the other blocks: the warpgroups share no data but the
-      // stage, and ptxas keeps the wgmma asynchronous without.)
-      if (RAW_IN_PLACE || j == tile.blocks - 1) st_dense_consumer_sync();
+      // The last block's zeroed rows, before either warpgroup's products
+      // read them. (No barrier at the other blocks: the warpgroups share no
+      // data but the stage, and ptxas keeps the wgmma asynchronous without.)
+      if (!RAW_IN_PLACE && j == tile.blocks - 1) st_dense_consumer_sync();
       int lim[2];
 #pragma unroll
       for (int rr = 0; rr < 2; rr++) {
@@ -342,6 +380,7 @@ __device__ void st_dense_consume(const st_sparse_attn_params &p, const st_dense_
 // thread (ptxas, fp8 wg2.c2 source), each alone none.
 template <bool TENSOR> __device__ __forceinline__ void st_dense_main(const st_sparse_attn_params &p) {
   __shared__ st_dense_tile s_tile[2];
+  __shared__ int s_ntok[DENSE_STAGES];
   __shared__ __align__(8) uint64_t s_dense_bar[DENSE_BARS];
   char *q0_smem = s_dyn + ((1024u - (st_smem_addr(s_dyn) & 1023u)) & 1023u);
   char *kv0 = q0_smem + 2 * DENSE_Q_BYTES;
@@ -349,16 +388,21 @@ template <bool TENSOR> __device__ __forceinline__ void st_dense_main(const st_sp
   if (threadIdx.x == 0) {
     st_need_dynamic_smem(DENSE_SMEM_BYTES);
     for (int b = 0; b < DENSE_BARS; b++) {
-      const bool empty =
-          (b >= DBAR_REC_EMPTY && b < DBAR_Q_FULL) || (b >= DBAR_Q_EMPTY && b < DBAR_KV_FULL) || b >= DBAR_KV_EMPTY;
-      st_mbar_init(bar0 + 8 * b, empty ? DENSE_CONSUMERS / 32 : 1);
+      const bool empty = (b >= DBAR_REC_EMPTY && b < DBAR_Q_FULL) || (b >= DBAR_Q_EMPTY && b < DBAR_KV_FULL) ||
+                         (b >= DBAR_KV_EMPTY && b < DBAR_KV_WIDE);
+      st_mbar_init(bar0 + 8 * b, empty ? DENSE_CONSUMERS / 32 : b >= DBAR_KV_WIDE ? 4 : 1);
     }
     st_mbar_init_fence();
   }
   __syncthreads();
   if (threadIdx.x >= DENSE_CONSUMERS) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(DENSE_PRODUCER_REGS));
-    if (threadIdx.x < DENSE_CONSUMERS + 32) st_dense_produce(p, s_tile, st_smem_addr(q0_smem), kv0, bar0);
+    if (threadIdx.x < DENSE_CONSUMERS + 32) {
+      st_dense_produce<TENSOR>(p, s_tile, s_ntok, st_smem_addr(q0_smem), kv0, bar0);
+    } else if (RAW_IN_PLACE) {
+      for (int kv = 0; st_dense_widen<TENSOR>(p, s_ntok, kv0, bar0, kv); kv++) {
+      }
+    }
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(DENSE_CONSUMER_REGS));
     st_dense_consume<HEAD_DIM, TENSOR>(p, s_tile, q0_smem, kv0, bar0);
