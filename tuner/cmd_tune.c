@@ -218,6 +218,13 @@ static double time_of(const collect_ctx *c, const char *shape_key, const char *v
   return 0;
 }
 
+/* Whether the run measured any variant on the shape (--match may leave none). */
+static int measured_on(const collect_ctx *c, const char *shape_key) {
+  for (int i = 0; i < c->n; i++)
+    if (!strcmp(c->in[i].shape_key, shape_key)) return 1;
+  return 0;
+}
+
 static int save_and_print_winners(const st_cli *cli, st_db *db, st_cli_suite *s, int64_t run_id, int64_t device_id,
                                   const st_device_info *dev) {
   collect_ctx c = {.suite = s};
@@ -269,7 +276,10 @@ static int save_and_print_winners(const st_cli *cli, st_db *db, st_cli_suite *s,
       if (!strcmp(w[j].dispatch_key, sh->dispatch_key)) win = &w[j];
     const char *colon = strchr(sh->key, ':');
     if (!win) {
-      printf("%-58s %-52s\n", colon ? colon + 1 : sh->key, "(no correct variant)");
+      printf("%-58s %-52s\n", colon ? colon + 1 : sh->key,
+             measured_on(&c, sh->key) ? "(no correct variant)"
+             : cli->match             ? "(none measured: no variant matches --match)"
+                                      : "(none measured: no variant applies)");
       continue;
     }
     const st_gen_variant *v = variant_by_id(s, win->variant_id);
