@@ -152,7 +152,8 @@ constexpr int DENSE_CONSUMERS = 256; // two warpgroups, 64 rows each
 // setmaxnreg.inc waits for registers given back by the CTA's other warps:
 // the CTA holds what ptxas gave at launch (DENSE_LAUNCH_REGS a thread:
 // 65536 / 384, down to a multiple of 8), and asking for more hangs (a
-// first fp8 version, 64 + 224, did).
+// first fp8 version, 64 + 224, did). The launcher refuses a kernel built
+// with another count (ST_SPARSE_ATTN_DENSE_REGS).
 constexpr int DENSE_THREADS = DENSE_CONSUMERS + 128, DENSE_LAUNCH_REGS = 65536 / DENSE_THREADS / 8 * 8;
 constexpr int DENSE_PRODUCER_REGS = RAW_IN_PLACE ? 64 : 40, DENSE_CONSUMER_REGS = RAW_IN_PLACE ? 216 : 232;
 static_assert(128 * DENSE_PRODUCER_REGS + DENSE_CONSUMERS * DENSE_CONSUMER_REGS <= DENSE_THREADS * DENSE_LAUNCH_REGS,

@@ -475,6 +475,11 @@ static st_status launch_dense_kernel(const st_cu *cu, CUfunction merge_fn, const
   ST_CU_TRY(cu, cu->cuFuncGetModule(&mod, merge_fn), err);
   const char *name = p->scale_mode == 2 ? ST_SPARSE_ATTN_DENSE_TENSOR_KERNEL : ST_SPARSE_ATTN_DENSE_KERNEL;
   ST_CU_TRY(cu, cu->cuModuleGetFunction(&dense_fn, mod, name), err);
+  int regs = 0;
+  ST_CU_TRY(cu, cu->cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, dense_fn), err);
+  if (regs != ST_SPARSE_ATTN_DENSE_REGS)
+    return st_fail(err, ST_ERR_NO_VARIANT, "%s has %d registers a thread, not the %d its register split needs", name,
+                   regs, ST_SPARSE_ATTN_DENSE_REGS);
   ST_CU_TRY(cu,
             cu->cuFuncSetAttribute(dense_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)plan->dense_smem),
             err);

@@ -117,6 +117,10 @@ unsigned st_sparse_attn_smem_bytes(const st_sparse_attn_config *cfg);
  * block's scales, padded to 1024 bytes; + 1024 to align); its header words
  * (DENSE_HEADER_WORDS). */
 #define ST_SPARSE_ATTN_DENSE_THREADS 384
+/* The registers a thread it must be compiled with: its warpgroups trade
+ * registers by setmaxnreg within what the CTA got at launch (65536 / 384,
+ * down to a multiple of 8); with fewer, the consumers would wait forever. */
+#define ST_SPARSE_ATTN_DENSE_REGS 168
 #define ST_SPARSE_ATTN_DENSE_SMEM(fp8) (2 * 128 * 128 * 2 + 2 * (2 * 128 * 128 * 2 + ((fp8) ? 1024 : 0)) + 1024)
 #define ST_SPARSE_ATTN_DENSE_HEADER_WORDS (8 + 2 * 65)
 
