@@ -159,7 +159,8 @@ __device__ __forceinline__ void st_issue_kv_scales(const st_sparse_attn_params &
 // into the V tile. TENSOR (tensor mode): V as bf16 times its per-token
 // scales (K's multiply the scores instead: common/kv_stage.cuh's widen
 // says why; a scaled value could leave f16's range); else V as f16, one
-// conversion a pair (e4m3 is exact in f16; bf16 takes four). Rows at and
+// conversion a pair (e4m3 is exact in f16; bf16 takes four); K as bf16
+// (K_F16: f16, for the dense kernel's q.K on f16). Rows at and
 // past the item's most visible token become zeros (as st_zero_v_tail
 // leaves them). Raw rows are 128 bytes with the copy's 128-byte swizzle,
 // the layout of one bf16 panel (st_panel_offset). The 8 lanes of a quarter
@@ -172,7 +173,7 @@ __device__ __forceinline__ void st_issue_kv_scales(const st_sparse_attn_params &
 // it: a __syncwarp orders the reads and writes, no CTA barrier. Lanes with
 // c >= 4 store their second chunk first, so that a quarter warp's stores
 // fall in eight distinct bank groups.
-template <bool TENSOR, int WIDEN_THREADS = 128>
+template <bool TENSOR, int WIDEN_THREADS = 128, bool K_F16 = false>
 __device__ __forceinline__ void st_widen_in_place(const st_sparse_attn_params &p, char *region, int ntok, int tid) {
   constexpr int CH = HEAD_DIM / 16, RPP = WIDEN_THREADS / CH, N = BLOCK_TOKENS / RPP, BATCH = 4; // rows a pass, passes
   static_assert(!RAW_IN_PLACE || (CH == 8 && N % BATCH == 0), "rows of 128 bytes, one raw panel");
@@ -200,7 +201,7 @@ __device__ __forceinline__ void st_widen_in_place(const st_sparse_attn_params &p
   for (int i = 0; i < N; i++) {
     const int tok = r0 + i * RPP;
     uint32_t b[8];
-    st_e4m3x16_widen<false, false>(*(const uint4 *)(raw_k + st_panel_offset(BLOCK_TOKENS, tok, c)), 1.f, b);
+    st_e4m3x16_widen<K_F16, false>(*(const uint4 *)(raw_k + st_panel_offset(BLOCK_TOKENS, tok, c)), 1.f, b);
     store(k_tile, tok, b);
   }
 #pragma unroll 1

@@ -55,6 +55,7 @@ constexpr int K_REGS = ${k_regs};
 #include "common/mbarrier.cuh"
 #include "common/last_cta.cuh"
 #include "common/pdl.cuh"
+#include "common/q_f16.cuh"
 
 constexpr int WARPS = WARPS_N * M_TILES;
 constexpr int THREADS = 32 * WARPS;
@@ -420,12 +421,9 @@ __device__ __forceinline__ void st_issue_block(const st_sparse_attn_decode_param
 
 constexpr int NT = WARP_TOKENS / 8, DK = HEAD_DIM / 16;
 
-// K_REGS: q.K runs on f16 operands, since e4m3 widens to f16 in one
-// instruction (to bf16 it takes four). The CTA turns the q tile into f16 in
-// place, each row times 2^e: e puts the row's largest finite |q| in
-// [2^14, 2^15), inside f16's range (bf16's is wider), and every value down
-// to 2^-28 of it keeps all of its bits (f16's least normal is 2^-14).
-// unscale[row] gets 2^-e, which the row's scores take back. Every thread
+// K_REGS: q.K runs on f16 operands (common/q_f16.cuh). The CTA turns the q
+// tile into f16 in place; unscale[row] gets 2^-e, which the row's scores
+// take back. Every thread
 // takes a share: Q_LANES consecutive lanes a row, Q_CHUNKS 16-byte chunks
 // each (one warp doing it all kept the CTA at block 0's barrier ~500
 // instructions long, the B = 1 CTA's whole copy time).
@@ -441,28 +439,17 @@ __device__ __forceinline__ void st_q_to_f16(char *q_smem, float *unscale) {
 #pragma unroll
   for (int i = 0; i < Q_CHUNKS; i++) {
     v[i] = *(const uint4 *)(q_smem + st_swizzle_offset<ROW_CHUNKS>(row, c0 + i * Q_LANES));
-    const uint32_t w[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-      const uint32_t a = w[k] & 0x7fff7fffu;
-      amax = __vmaxu2(amax, a & __vcmpltu2(a, 0x7f807f80u)); // inf and NaN count as 0
-    }
+    amax = st_bf16x8_amax(v[i], amax);
   }
   amax = max(amax & 0xffffu, amax >> 16);
 #pragma unroll
   for (int o = 1; o < Q_LANES; o *= 2) amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  const int e = min(max(14 - ((int)(amax >> 7) - 127), -120), 120);
-  const float up = __uint_as_float((uint32_t)(127 + e) << 23);
+  const int e = st_f16_row_exponent(amax);
+  const float up = st_pow2(e);
 #pragma unroll
-  for (int i = 0; i < Q_CHUNKS; i++) {
-    const uint32_t w[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
-    uint32_t h[4];
-#pragma unroll
-    for (int k = 0; k < 4; k++)
-      h[k] = st_pack_f16(__uint_as_float(w[k] << 16) * up, __uint_as_float(w[k] & 0xffff0000u) * up);
-    *(uint4 *)(q_smem + st_swizzle_offset<ROW_CHUNKS>(row, c0 + i * Q_LANES)) = make_uint4(h[0], h[1], h[2], h[3]);
-  }
-  if (c0 == 0) unscale[row] = __uint_as_float((uint32_t)(127 - e) << 23);
+  for (int i = 0; i < Q_CHUNKS; i++)
+    *(uint4 *)(q_smem + st_swizzle_offset<ROW_CHUNKS>(row, c0 + i * Q_LANES)) = st_bf16x8_to_f16(v[i], up);
+  if (c0 == 0) unscale[row] = st_pow2(-e);
 }
 
 // S = q K^T for rows m0 .. m0+15 and tokens tok0 .. tok0+WARP_TOKENS-1 (as

@@ -32,6 +32,8 @@
 #ifndef ST_SPARSE_ATTN_DENSE_CUH
 #define ST_SPARSE_ATTN_DENSE_CUH
 
+#include "common/q_f16.cuh"
+
 constexpr int DENSE_ROWS = 128;
 constexpr int DENSE_TOKENS = DENSE_ROWS / GROUP;
 // Two-pass kernels have the q map and the K/V maps the dense kernel copies
@@ -186,7 +188,7 @@ __device__ __forceinline__ bool st_dense_widen(const st_sparse_attn_params &p, c
   st_mbar_wait(bar0 + 8 * (DBAR_KV_FULL + s), (kv / DENSE_STAGES) & 1);
   const int ntok = s_ntok[s];
   if (ntok == 0) return false;
-  st_widen_in_place<TENSOR, 128>(p, kv0 + s * DENSE_KV_BYTES, ntok, threadIdx.x - DENSE_CONSUMERS);
+  st_widen_in_place<TENSOR, 128, true>(p, kv0 + s * DENSE_KV_BYTES, ntok, threadIdx.x - DENSE_CONSUMERS);
   __syncwarp();
   if ((threadIdx.x & 31) == 0) st_mbar_arrive(bar0 + 8 * (DBAR_KV_WIDE + s));
   return true;
@@ -266,6 +268,31 @@ __device__ void st_dense_produce(const st_sparse_attn_params &p, st_dense_tile *
 // The 256 consumer threads alone (named barrier 1).
 __device__ __forceinline__ void st_dense_consumer_sync() { asm volatile("bar.sync 1, 256;\n" ::: "memory"); }
 
+// RAW_IN_PLACE (v2.41): a consumer warp's 16 rows of the q tile, from m,
+// into f16 in place (common/q_f16.cuh), since the producer widens K to f16
+// (one conversion a pair where bf16 took four, in the producer warps that
+// bound the fp8 kernel). Two lanes a row, 8 chunks each. unscale gets the
+// 2^-e of the rows the thread's accumulators hold (m + lane / 4, + 8).
+__device__ __forceinline__ void st_dense_q_to_f16(char *q_tile, int m, float (&unscale)[2]) {
+  constexpr int CH = HEAD_DIM / 8 / 2; // a lane's chunks
+  const int lane = threadIdx.x & 31, row = m + lane / 2, c0 = (lane & 1) * CH;
+  uint4 v[CH];
+  uint32_t amax = 0;
+#pragma unroll
+  for (int i = 0; i < CH; i++) {
+    v[i] = *(const uint4 *)(q_tile + st_panel_offset(DENSE_ROWS, row, c0 + i));
+    amax = st_bf16x8_amax(v[i], amax);
+  }
+  amax = max(amax & 0xffffu, amax >> 16);
+  amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+  const int e = st_f16_row_exponent(amax);
+  const float up = st_pow2(e), down = st_pow2(-e);
+#pragma unroll
+  for (int i = 0; i < CH; i++) *(uint4 *)(q_tile + st_panel_offset(DENSE_ROWS, row, c0 + i)) = st_bf16x8_to_f16(v[i], up);
+#pragma unroll
+  for (int rr = 0; rr < 2; rr++) unscale[rr] = __shfl_sync(0xffffffffu, down, 2 * (lane / 4 + 8 * rr));
+}
+
 // A consumer warp's end of a tile: its 16 rows' O / l as bf16 through its
 // own rows of the q tile (free: the warpgroup's last score product is
 // done) to o in 16-byte pieces, and lse; rows of tokens past the tile's
@@ -339,6 +366,18 @@ __device__ void st_dense_consume(const st_sparse_attn_params &p, const st_dense_
     st_softmax_init(st);
     char *q_tile = q0_smem + slot * DENSE_Q_BYTES;
     st_mbar_wait(bar0 + 8 * (DBAR_Q_FULL + slot), (x >> 1) & 1);
+    float scale_log2[2] = {p.score_scale_log2, p.score_scale_log2};
+    if constexpr (RAW_IN_PLACE) {
+      float unscale[2];
+      st_dense_q_to_f16(q_tile, m0 + (warp % 4) * 16, unscale);
+      scale_log2[0] *= unscale[0];
+      scale_log2[1] *= unscale[1];
+      st_fence_proxy_async(); // the f16 rows, before the warpgroup's products read them
+      if (warp < 4) // the warpgroup's 64 rows (immediate ids: a register one makes ptxas reserve all 16)
+        asm volatile("bar.sync 2, 128;\n" ::: "memory");
+      else
+        asm volatile("bar.sync 3, 128;\n" ::: "memory");
+    }
     for (int j = 0; j < tile.blocks; j++, kv++) {
       const int s = kv % DENSE_STAGES;
       char *stage = kv0 + s * DENSE_KV_BYTES;
@@ -365,8 +404,8 @@ __device__ void st_dense_consume(const st_sparse_attn_params &p, const st_dense_
         lim[rr] = !present[rr] || j > own ? 0 : j < own ? BLOCK_TOKENS : pos[rr] % BLOCK_TOKENS + 1;
       }
       const float *k_scale = TENSOR ? (const float *)(stage + 2 * DENSE_TILE_BYTES) : nullptr;
-      st_attend_next_block_wg<D, DENSE_ROWS, TENSOR, RAW_IN_PLACE && !TENSOR>(st_smem_addr(q_tile), m0, k_tile, v_tile,
-                                                                            lim, p.score_scale_log2, k_scale, st);
+      st_attend_next_block_wg<D, DENSE_ROWS, TENSOR, RAW_IN_PLACE && !TENSOR, RAW_IN_PLACE>(
+          st_smem_addr(q_tile), m0, k_tile, v_tile, lim, scale_log2, k_scale, st);
       __syncwarp();
       if (lane == 0) st_mbar_arrive(bar0 + 8 * (DBAR_KV_EMPTY + s)); // this warp's products of the stage are done
     }

@@ -87,19 +87,24 @@ struct st_nothing_meanwhile {
 };
 
 // S = Q K^T issued (not waited for) into d: the warpgroup's 64 rows from m0
-// of q_tile (Q_ROWS rows in panels) against the 128 keys of k_tile. A
-// k-step's descriptors are the first one's plus a constant (the start
-// address field counts 16 bytes and never carries: shared addresses stay
-// below 256 KiB).
-template <int HEAD_DIM, int Q_ROWS>
+// of q_tile (Q_ROWS rows in panels) against the 128 keys of k_tile, bf16
+// (F16: both tiles f16). A k-step's descriptors are the first one's plus a
+// constant (the start address field counts 16 bytes and never carries:
+// shared addresses stay below 256 KiB).
+template <int HEAD_DIM, int Q_ROWS, bool F16 = false>
 __device__ __forceinline__ void st_wg_scores(uint32_t q_tile, int m0, uint32_t k_tile, float (&d)[64]) {
   constexpr int KSTEPS = HEAD_DIM / 16, PANEL_K = 128 * 128;
   const uint64_t q_desc = st_wgmma_desc(q_tile + m0 * 128), k_desc = st_wgmma_desc(k_tile);
   st_wgmma_fence();
 #pragma unroll
-  for (int ks = 0; ks < KSTEPS; ks++) // 4 k-steps of 32 bytes within each panel
-    st_wgmma_m64n128k16_bf16(d, q_desc + (((ks / 4) * Q_ROWS * 128 + (ks % 4) * 32) >> 4),
-                             k_desc + (((ks / 4) * PANEL_K + (ks % 4) * 32) >> 4), ks > 0);
+  for (int ks = 0; ks < KSTEPS; ks++) { // 4 k-steps of 32 bytes within each panel
+    const uint64_t a = q_desc + (((ks / 4) * Q_ROWS * 128 + (ks % 4) * 32) >> 4),
+                   b = k_desc + (((ks / 4) * PANEL_K + (ks % 4) * 32) >> 4);
+    if (F16)
+      st_wgmma_m64n128k16_f16(d, a, b, ks > 0);
+    else
+      st_wgmma_m64n128k16_bf16(d, a, b, ks > 0);
+  }
   st_wgmma_commit();
 }
 
@@ -167,16 +172,18 @@ st_attend_block_wg(uint32_t q_tile, int m0, uint32_t k_tile, uint32_t v_tile, co
 // them. O and l are rescaled by 2^(m_old - m_new) before P V adds the
 // block's share. A row that has seen nothing yet keeps m = -inf and O = 0
 // (P and the rescale use 0 for its max: every weight is 0, no NaN).
-// K_SCALE, k_scale and V_F16 as st_attend_block_wg takes them.
-template <int HEAD_DIM, int Q_ROWS, bool K_SCALE = false, bool V_F16 = false>
+// K_SCALE, k_scale and V_F16 as st_attend_block_wg takes them; QK_F16: q
+// and K tiles are f16 (q rows scaled by common/q_f16.cuh). scale_log2 is
+// per row (rr): a scaled f16 row's takes its 2^-e.
+template <int HEAD_DIM, int Q_ROWS, bool K_SCALE = false, bool V_F16 = false, bool QK_F16 = false>
 __device__ __forceinline__ void st_attend_next_block_wg(uint32_t q_tile, int m0, uint32_t k_tile, uint32_t v_tile,
-                                                        const int (&lim)[2], float scale_log2, const float *k_scale,
-                                                        st_softmax_state<HEAD_DIM> &st) {
+                                                        const int (&lim)[2], const float (&scale_log2)[2],
+                                                        const float *k_scale, st_softmax_state<HEAD_DIM> &st) {
   constexpr int BLOCK_TOKENS = 128, NT = BLOCK_TOKENS / 8;
   static_assert(HEAD_DIM == 128, "one m64n128 product for O: head_dim 128");
   float s[NT][4];
   float(&d)[64] = reinterpret_cast<float(&)[64]>(s);
-  st_wg_scores<HEAD_DIM, Q_ROWS>(q_tile, m0, k_tile, d);
+  st_wg_scores<HEAD_DIM, Q_ROWS, QK_F16>(q_tile, m0, k_tile, d);
   st_wgmma_wait<0>();
   st_wgmma_fence_regs(d);
   if (K_SCALE) st_scale_scores(k_scale, 0, s);
@@ -184,9 +191,9 @@ __device__ __forceinline__ void st_attend_next_block_wg(uint32_t q_tile, int m0,
 #pragma unroll
   for (int rr = 0; rr < 2; rr++) {
     const float mx = st_row_max<BLOCK_TOKENS>(s, rr);
-    const float m = fmaxf(st.m[rr], mx * scale_log2), m_use = m == -ST_INF ? 0.f : m;
+    const float m = fmaxf(st.m[rr], mx * scale_log2[rr]), m_use = m == -ST_INF ? 0.f : m;
     const float alpha = st_exp2(st.m[rr] - m_use); // m_old = -inf: 0 (O and l are 0 then)
-    const float sum = st_row_exp2<BLOCK_TOKENS>(s, rr, scale_log2, m_use);
+    const float sum = st_row_exp2<BLOCK_TOKENS>(s, rr, scale_log2[rr], m_use);
     st.m[rr] = m;
     st.l[rr] = st.l[rr] * alpha + sum;
 #pragma unroll

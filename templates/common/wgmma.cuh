@@ -75,6 +75,14 @@ __device__ __forceinline__ void st_wgmma_m64n128k16_bf16(float (&d)[64], uint64_
                : "l"(a), "l"(b), "r"(accumulate));
 }
 
+// The same with f16 A and B (sparse_attn's dense fp8 scores: q.K on f16).
+__device__ __forceinline__ void st_wgmma_m64n128k16_f16(float (&d)[64], uint64_t a, uint64_t b, int accumulate) {
+  asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"
+               " wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " ST_WG_REGS64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+               : ST_WG_ACC64
+               : "l"(a), "l"(b), "r"(accumulate));
+}
+
 // The same for e4m3 x e4m3, k = 32 (32 bytes of each row, as bf16's k16).
 __device__ __forceinline__ void st_wgmma_m64n128k32_e4m3(float (&d)[64], uint64_t a, uint64_t b, int accumulate) {
   asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"
