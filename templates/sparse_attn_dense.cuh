@@ -288,7 +288,8 @@ __device__ __forceinline__ void st_dense_q_to_f16(char *q_tile, int m, float (&u
   const int e = st_f16_row_exponent(amax);
   const float up = st_pow2(e), down = st_pow2(-e);
 #pragma unroll
-  for (int i = 0; i < CH; i++) *(uint4 *)(q_tile + st_panel_offset(DENSE_ROWS, row, c0 + i)) = st_bf16x8_to_f16(v[i], up);
+  for (int i = 0; i < CH; i++)
+    *(uint4 *)(q_tile + st_panel_offset(DENSE_ROWS, row, c0 + i)) = st_bf16x8_to_f16(v[i], up);
 #pragma unroll
   for (int rr = 0; rr < 2; rr++) unscale[rr] = __shfl_sync(0xffffffffu, down, 2 * (lane / 4 + 8 * rr));
 }
