@@ -18,9 +18,7 @@ set -eu
 ops=${1:-index_decode,sparse_attn_decode}
 out=${OUT:-out}
 mkdir -p "$out"
-cupti=$(dirname "$(find /usr/local/cuda/ -name 'libcupti.so*' 2>/dev/null | head -1)")
-[ -n "$cupti" ] && [ "$cupti" != . ] || { echo "no libcupti under /usr/local/cuda" >&2; exit 1; }
-gcc -O2 -shared -fPIC -o "$out/kt.so" docs/experiments/kernel_trace.c -I/usr/local/cuda/include -L"$cupti" -lcupti
+. docs/experiments/kernel_trace_build.sh
 db=$(mktemp -u /tmp/decode_trace_XXXX.db)
 build/tuner/sparsetune tune --suite anchors --op "$ops" --db "$db" > "$out/tune.log" 2>&1
 KT_OUT=/tmp/decode_trace.csv KT_MATCH=st_ LD_PRELOAD="$out/kt.so" LD_LIBRARY_PATH="$cupti" \

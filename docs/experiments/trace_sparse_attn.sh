@@ -14,9 +14,7 @@ match=$1
 [ $# -ge 2 ] && export SPARSETUNE_HOME=$2
 out=${OUT:-out}
 mkdir -p "$out"
-cupti=$(dirname "$(find /usr/local/cuda/ -name 'libcupti.so*' 2>/dev/null | head -1)")
-[ -n "$cupti" ] && [ "$cupti" != . ] || { echo "no libcupti under /usr/local/cuda" >&2; exit 1; }
-gcc -O2 -shared -fPIC -o "$out/kt.so" docs/experiments/kernel_trace.c -I/usr/local/cuda/include -L"$cupti" -lcupti
+. docs/experiments/kernel_trace_build.sh
 db=$(mktemp -u /tmp/trace_XXXX.db)
 # The tune times in forked workers (KT_FORK: each writes trace.csv.PID);
 # the bench replays the winner through the dispatch library in its own
