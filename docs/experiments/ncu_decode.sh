@@ -19,7 +19,7 @@ file=$out/ncu_decode_${dtype}_$b${topk:+_k$topk}.txt
 SPARSETUNE_HOME=$home timeout 200 "$ncu" --target-processes all --clock-control none --cache-control none \
   -k regex:st_sparse_attn_decode_main --launch-skip "${LAUNCH:-40}" --launch-count 1 \
   --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy \
-  --section LaunchStats --section SchedulerStats --section InstructionStats \
+  --section LaunchStats --section SchedulerStats --section InstructionStats --section SourceCounters \
   --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,lts__t_sector_hit_rate.pct,dram__bytes_read.sum" \
   build/tuner/sparsetune tune --suite anchors --op sparse_attn_decode --match "$match" \
   --db "$(mktemp -u /tmp/ncu_XXXX.db)" >"$file" 2>&1
