@@ -8,10 +8,11 @@
 #
 # Variants (tag: rendered name), all run B = 1 with the launcher's auto
 # splits (16 on an H100: one selected block per CTA):
-#   bf16c16: w4.s1.single.c16, the B = 1 bf16 winner (cluster merge);
-#   bf16c1:  the same kernel unclustered (workspace, counter, last CTA merges);
-#   fp8c16:  the fp8 winner of B = 1, clustered;
-#   fp8kr16: the same with k_regs (K read raw into the mma fragments).
+#   bf16c16:  w4.s1.single.c16, the B = 1 bf16 winner (cluster merge);
+#   bf16c1:   the same kernel unclustered (workspace, counter, last CTA merges);
+#   fp8kvr16: w4.s1.kvr.single.c16, the fp8 B = 1 winner (k_regs 2: K and V
+#             read raw into the mma fragments; the anchors' scalar scales).
+# (Anchors renewed for the template of the twenty-fifth session.)
 # Cuts, each removing more of the kernel than the one before (so adjacent
 # differences price one stage):
 #   FULL        the kernel as rendered;
@@ -25,7 +26,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 # build/ap: one path to carry to the GPU machine.
 out="${AP_OUT:-$root/build}"
 nvcc=/usr/local/cuda/bin/nvcc
-tags="bf16c16 bf16c1 fp8c16 fp8kr16"
+tags="bf16c16 bf16c1 fp8kvr16"
 cuts="FULL SKIP_MERGE SKIP_MATH SKIP_COPY EMPTY"
 mkdir -p "$out/ap_src"
 out=$(cd "$out" && pwd)
@@ -70,36 +71,45 @@ marks = [
                        '    ap_keep(p, it, split, (uint32_t)nblk + (uint32_t)s_page[0] + *(const uint32_t *)q_smem);\n'
                        '  if (cluster_merge) st_cluster_wait();\n'
                        '  return;\n')),
-    # SKIP_MATH: q.K + online softmax (st_block_scores; fp8 K_REGS:
-    # st_block_qk_fp8 + st_block_softmax) and P.V (st_block_values) removed
-    # from both block loops (bf16 and fp8); the
-    # copies are still issued and waited for (every wait and barrier stays;
-    # fp8 still widens), then the CTA stores a word of K and of V of its
-    # last block and returns before the combine.
+    # SKIP_MATH: q.K, the softmax and P.V removed from both block loops
+    # (the fp8 loop with widening, and the bf16 / raw-V loop); the copies
+    # are still issued and waited for (every wait and barrier stays; fp8
+    # still widens where it does), then the CTA stores a word of K and of
+    # V of its last stage and returns before the combine.
     ('      float s[NT][4];\n', 2, lambda a: '#ifndef CUT_SKIP_MATH\n' + a + '#endif\n'),
-    # bf16 loop
-    ('      st_block_scores(q_tile, wm * 16, k_tile, wn * WARP_TOKENS, lim, scale_log2, st, s);\n', 1,
-     lambda a: '#ifndef CUT_SKIP_MATH\n' + a +
-     '#else\n      (void)q_tile, (void)wm, (void)k_tile, (void)wn, (void)lim, (void)scale_log2;\n#endif\n'),
-    ('      st_block_values(v_tile, wn * WARP_TOKENS, s, st);\n', 1,
-     lambda a: '#ifndef CUT_SKIP_MATH\n' + a + '#else\n      (void)v_tile;\n#endif\n'),
-    # fp8 loop: the raw-K q.K (K_REGS) and the softmax, scores and values
+    # fp8 loop (k_regs 0 and 1; k_regs 2 in tensor mode): q.K from raw K
     ('      if (K_REGS) { // q.K from the raw rows while the others widen V\n'
-     '        if (p.scale_mode == 2)\n'
-     '          st_block_qk_fp8<true>(q_tile, wm * 16, st_kv::raw_k(region, buf), st_kv::k_scales(region, buf),\n'
+     '        if (tensor)\n'
+     '          st_block_qk_f16<true>(q_tile, wm * 16, s_q_unscale, st_kv::raw_k(region, buf), st_kv::k_scales(region, buf),\n'
      '                                wn * WARP_TOKENS, s);\n'
      '        else\n'
-     '          st_block_qk_fp8<false>(q_tile, wm * 16, st_kv::raw_k(region, buf), nullptr, wn * WARP_TOKENS, s);\n'
-     '      }\n', 1, lambda a: '#ifndef CUT_SKIP_MATH\n' + a + '#endif\n'),
-    ('      if (K_REGS)\n'
+     '          st_block_qk_f16<false>(q_tile, wm * 16, s_q_unscale, st_kv::raw_k(region, buf), nullptr, wn * WARP_TOKENS, s);\n'
+     '      }\n', 1, lambda a: '#ifndef CUT_SKIP_MATH\n' + a + '#else\n      (void)tensor;\n#endif\n'),
+    # fp8 loop: the softmax, the widened tiles' scores and the values
+    ('      if (K_REGS) {\n'
+     '        st_block_softmax(wn * WARP_TOKENS, lim, scale_log2, st, s);\n', 1,
+     lambda a: '#ifndef CUT_SKIP_MATH\n' + a),
+    ('        st_block_values(st_kv::v_tile(region, buf), wn * WARP_TOKENS, s, st);\n'
+     '      }\n'
+     '      __syncthreads(); // every warp is done with the widened tiles\n', 1,
+     lambda a: a.replace('      }\n      __syncthreads();',
+                         '      }\n#else\n      (void)lim;\n#endif\n      __syncthreads();')),
+    # bf16 / raw-V loop: the scores and softmax, then the values
+    ('      if (IS_FP8) {\n'
+     '        st_block_qk_f16<false>(q_tile, wm * 16, s_q_unscale, st_kv::raw_k(region, buf), nullptr, wn * WARP_TOKENS, s);\n'
      '        st_block_softmax(wn * WARP_TOKENS, lim, scale_log2, st, s);\n'
+     '      } else {\n'
+     '        st_block_scores(q_tile, wm * 16, st_kv::k_tile(region, buf), nullptr, wn * WARP_TOKENS, lim, scale_log2, st,\n'
+     '                        s);\n'
+     '      }\n', 1, lambda a: '#ifndef CUT_SKIP_MATH\n' + a + '#else\n      (void)lim;\n#endif\n'),
+    ('      if (IS_FP8)\n'
+     '        st_block_values_raw(st_kv::raw_k(region, buf) + BLOCK_TOKENS * HEAD_DIM, wn * WARP_TOKENS, s, st);\n'
      '      else\n'
-     '        st_block_scores(q_tile, wm * 16, st_kv::k_tile(region, buf), wn * WARP_TOKENS, lim, scale_log2, st, s);\n'
-     '      st_block_values(st_kv::v_tile(region, buf), wn * WARP_TOKENS, s, st);\n', 1,
-     lambda a: '#ifndef CUT_SKIP_MATH\n' + a + '#else\n      (void)lim;\n#endif\n'),
+     '        st_block_values(st_kv::v_tile(region, buf), wn * WARP_TOKENS, s, st);\n', 1,
+     lambda a: '#ifndef CUT_SKIP_MATH\n' + a + '#endif\n'),
     ('  // Combine the WARPS_N warps of each m-tile (the tiles are free now).\n', 1,
      lambda a: cut('SKIP_MATH', '  if (threadIdx.x == 0) {\n'
-                   '    const char *kt = region + (IS_FP8 ? STAGES * st_kv::STAGE_BYTES : 0);\n'
+                   '    const char *kt = region + (IS_FP8 && !raw_v ? STAGES * st_kv::STAGE_BYTES : 0);\n'
                    '    ap_keep(p, it, split, (uint32_t)nblk + *(const uint32_t *)kt +\n'
                    '                              *(const uint32_t *)(kt + st_kv::TILE_BYTES));\n'
                    '  }\n'
@@ -108,22 +118,21 @@ marks = [
     # SKIP_MERGE: in the combine loop, once the thread has its piece of the
     # CTA's combined (O, m, l), skip whatever follows (cluster: the smem
     # pushes; unclustered: the workspace partial write); after the loop,
-    # return before the wait for the pushed pieces and the merge, and before the
-    # fence / counter / last-CTA merge. The piece feeds a store that never
-    # happens (an exact NaN payload arithmetic cannot produce), so the
-    # compiler keeps the combine.
-    ('    if (direct) {\n      st_write_out(p, it, h, d, m, l, o);\n', 1,
-     lambda a: cut('SKIP_MERGE', '    if (__float_as_uint(o.x + o.y + o.z + o.w + m + l) == 0x7fc0abcdu)\n'
+    # return before the (m, l) pushes, the wait for the pushed pieces and
+    # the merge, and before the counter / last-CTA merge. The piece feeds
+    # a store that never happens (an exact NaN payload arithmetic cannot
+    # produce), so the compiler keeps the combine.
+    ('    if (direct) {\n      st_write_out(p, it, h, d, ml.x, ml.y, o);\n', 1,
+     lambda a: cut('SKIP_MERGE', '    if (__float_as_uint(o.x + o.y + o.z + o.w + ml.x + ml.y) == 0x7fc0abcdu)\n'
                    '      ap_keep(p, it, split, 1u);\n'
                    '    continue;\n') + a),
-    ('  if (cluster_merge) {\n    st_mbar_wait(recv_bar, 0);', 1,
+    ("  // Each head's (m, l) to every owner: one (head, owner) pair per thread\n", 1,
      lambda a: cut('SKIP_MERGE', '  return;\n') + a),
 ]
 
 for tag, name in [('bf16c16', 'sparse_attn_decode.bf16.d128.g16.w4.s1.single.c16/auto'),
                   ('bf16c1', 'sparse_attn_decode.bf16.d128.g16.w4.s1.single/auto'),
-                  ('fp8c16', 'sparse_attn_decode.fp8.d128.g16.w4.s1.single.c16/auto'),
-                  ('fp8kr16', 'sparse_attn_decode.fp8.d128.g16.w4.s1.kr.single.c16/auto')]:
+                  ('fp8kvr16', 'sparse_attn_decode.fp8.d128.g16.w4.s1.kvr.single.c16/auto')]:
     s = apply_marks(extract(src + '/gen.txt', name), marks, tag)
     open(f'{src}/k_{tag}.cuh', 'w').write(s)
 PY
