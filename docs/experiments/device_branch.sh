@@ -11,6 +11,8 @@
 #   [MAIN_MATCH=TEXT] [SUITE=S] docs/experiments/device_branch.sh NAME MATCH TRACE_MATCH
 # SUITE (default anchors) is the tunes' suite, e.g. m3-prefill for fp8 rows;
 # ST_TEST_MATCH limits step 1 to the variants whose names contain it.
+# The "main" side renders this checkout's templates (the device copies the
+# working tree): check main out before the call, or both sides are the branch.
 # e.g. MAIN_MATCH=t8.s1.wg2.pbf16.c2/q device_branch.sh x2 .x2/q .x2/q3072.ov
 # Writes $OUT/NAME/. Roughly 4-6 minutes; keep to one branch a call.
 set -u
