@@ -9,13 +9,16 @@
 // Run: no arguments. Prints `ap TAG CUT US us ...`; the EMPTY cut also times
 // a plain empty kernel (`floor`), FULL checks o against a host reference.
 //
-// Shape (../../shared/anchors.md, tuner/ops/sparse_attn_decode.c): B = 1,
-// qlen 1, Hq 32 over Hkv 2 (GROUP 16), head_dim 128, topk 16, context 32768
-// (256 blocks), a pool of 4096 pages in the (pages, 2, 128, Hkv, D) layout,
-// no lse; bf16 with scale mode none, fp8 with the anchors' scalar scales
-// (k 0.75, v 1.5; the kernel's code path is the same as none). Every launch
-// parameter is computed as runtime/ops/sparse_attn_decode.c computes it
-// (splits auto, grid padded to whole clusters, shared memory, workspace).
+// Shape (../../shared/anchors.md, tuner/ops/sparse_attn_decode.c): B = AP_B
+// requests (default 1), qlen 1, Hq 32 over Hkv 2 (GROUP 16), head_dim 128,
+// topk 16, context 32768 (256 blocks), the anchors' pool of max(4096,
+// min(B * 256, 32768)) pages in the (pages, 2, 128, Hkv, D) layout, each
+// request's block table distinct pages of it, no lse; bf16 with scale mode
+// none, fp8 with the anchors' scalar scales (k 0.75, v 1.5; the kernel's
+// code path is the same as none). Every launch parameter is computed as
+// runtime/ops/sparse_attn_decode.c computes it (splits auto unless AP_SPLITS
+// names them, as a tuned launch does; grid padded to whole clusters, shared
+// memory, workspace).
 #include "graph_time.cuh"
 #include <cmath>
 #include <cstring>
@@ -30,8 +33,16 @@
 
 namespace {
 
-constexpr int kB = 1, kQlen = 1, kHkv = 2, kHq = 32, kTopk = 16, kCtx = 32768, kPool = 4096;
+#ifndef AP_B
+#define AP_B 1
+#endif
+#ifndef AP_SPLITS
+#define AP_SPLITS 0
+#endif
+constexpr int kB = AP_B, kQlen = 1, kHkv = 2, kHq = 32, kTopk = 16, kCtx = 32768;
 constexpr int kMaxBlocks = (kCtx + BLOCK_TOKENS - 1) / BLOCK_TOKENS;
+constexpr int kPool = kB * kMaxBlocks < 4096 ? 4096 : kB * kMaxBlocks > 32768 ? 32768 : kB * kMaxBlocks;
+static_assert(kB * kMaxBlocks <= kPool, "every request's block table takes its own pages");
 constexpr int kElem = IS_FP8 ? 1 : 2;
 constexpr float kKScale = IS_FP8 ? 0.75f : 1.f, kVScale = IS_FP8 ? 1.5f : 1.f; // scalar mode for fp8
 constexpr int kScaleMode = IS_FP8 ? 1 : 0;
@@ -42,19 +53,26 @@ constexpr int64_t kStridePage = 2LL * BLOCK_TOKENS * kHkv * HEAD_DIM, kStrideHea
 constexpr int64_t kPoolElems = kPool * kStridePage;
 
 // Launcher mirrors (runtime/ops/sparse_attn_decode.c).
-constexpr unsigned launcher_smem_bytes() { // st_sparse_attn_decode_smem_bytes
+constexpr unsigned smem_bytes(int wide_tiles) { // smem_bytes
   const int64_t D = HEAD_DIM, mt = (GROUP + 15) / 16, warps = (int64_t)WARPS_N * mt;
   const int64_t q_bytes = mt * 16 * D * 2, tile = BLOCK_TOKENS * D * 2;
   const int64_t stage = IS_FP8 ? 2 * BLOCK_TOKENS * D + 2 * BLOCK_TOKENS * 4 : 2 * tile;
-  const int64_t kv = STAGES * stage + (IS_FP8 ? (K_REGS ? 1 : 2) * tile : 0), combine = warps * 16 * (D + 2) * 4;
+  const int64_t kv = STAGES * stage + wide_tiles * tile + (wide_tiles == 2 ? BLOCK_TOKENS * 4 : 0),
+                combine = warps * 16 * (D + 2) * 4;
   const int64_t recv = CLUSTER > 1 ? (int64_t)GROUP * D * 4 + (int64_t)CLUSTER * GROUP * 8 : 0; // push merge
   return (unsigned)(q_bytes + (kv > combine ? kv : combine) + MAX_TOPK * 8 + recv);
 }
-static_assert(launcher_smem_bytes() >= (unsigned)SMEM_BYTES, "the launcher would give this kernel too little smem");
+// st_sparse_attn_decode_launch_smem_bytes, scale mode none or scalar: k_regs
+// 2 reads K and V raw (no widened tile), k_regs 1 widens V, fp8 otherwise
+// both.
+constexpr unsigned launcher_smem_bytes() { return smem_bytes(!IS_FP8 || K_REGS == 2 ? 0 : K_REGS ? 1 : 2); }
+static_assert(launcher_smem_bytes() >= (unsigned)(K_REGS == 2 ? SMEM_BYTES_RAW : SMEM_BYTES),
+              "the launcher would give this kernel too little smem");
 constexpr int kThreads = 32 * WARPS_N * ((GROUP + 15) / 16);
 static_assert(kThreads == THREADS, "block size as the launcher computes it");
 
 int choose_splits(int64_t items, int sm_count) { // auto splits, single algo
+  if (AP_SPLITS > 0) return AP_SPLITS;
   const int64_t want = (2 * (int64_t)sm_count + items - 1) / items;
   int64_t s = 1;
   while (2 * s <= want) s *= 2;
@@ -103,25 +121,26 @@ uint32_t rng_next(uint64_t &s) { // xorshift64*
   return (uint32_t)((s * 0x2545f4914f6cdd1dULL) >> 32);
 }
 
-// topk_idx [Hkv][1][topk]: block 0, the last block and 14 distinct others,
-// shuffled (as st_attn_make_selection's "random"); block_table [1][256]:
-// the first 256 entries of a random permutation of the pool.
+// topk_idx [Hkv][B][topk]: block 0, the last block and 14 distinct others,
+// shuffled (as st_attn_make_selection's "random"); block_table [B][256]:
+// request r takes entries r * 256 .. of one random permutation of the pool.
 void make_indices(std::vector<int32_t> &idx, std::vector<int32_t> &bt, uint64_t seed) {
   uint64_t s = seed;
-  idx.assign((size_t)kHkv * kTopk, 0);
-  for (int g = 0; g < kHkv; g++) {
-    std::vector<int32_t> row = {0, kMaxBlocks - 1};
-    while ((int)row.size() < kTopk) {
-      const int32_t j = 1 + (int32_t)(rng_next(s) % (kMaxBlocks - 2));
-      if (std::find(row.begin(), row.end(), j) == row.end()) row.push_back(j);
+  idx.assign((size_t)kHkv * kB * kTopk, 0);
+  for (int g = 0; g < kHkv; g++)
+    for (int r = 0; r < kB; r++) {
+      std::vector<int32_t> row = {0, kMaxBlocks - 1};
+      while ((int)row.size() < kTopk) {
+        const int32_t j = 1 + (int32_t)(rng_next(s) % (kMaxBlocks - 2));
+        if (std::find(row.begin(), row.end(), j) == row.end()) row.push_back(j);
+      }
+      for (int i = kTopk - 1; i > 0; i--) std::swap(row[i], row[rng_next(s) % (i + 1)]);
+      std::copy(row.begin(), row.end(), idx.begin() + ((size_t)g * kB + r) * kTopk);
     }
-    for (int i = kTopk - 1; i > 0; i--) std::swap(row[i], row[rng_next(s) % (i + 1)]);
-    std::copy(row.begin(), row.end(), idx.begin() + (size_t)g * kTopk);
-  }
   std::vector<int32_t> perm(kPool);
   for (int i = 0; i < kPool; i++) perm[i] = i;
   for (int i = kPool - 1; i > 0; i--) std::swap(perm[i], perm[rng_next(s) % (i + 1)]);
-  bt.assign(perm.begin(), perm.begin() + kMaxBlocks);
+  bt.assign(perm.begin(), perm.begin() + (size_t)kB * kMaxBlocks);
 }
 
 #ifdef CUT_FULL
@@ -140,7 +159,7 @@ float pool_value(int64_t i) {
   return IS_FP8 ? e4m3_value(e4m3_bits(h)) : bf16_value(bf16_bits(h));
 }
 
-// Relative L2 error of o (bf16 [1][Hq][D]) against softmax(q K^T sm_scale
+// Relative L2 error of o (bf16 [B][Hq][D]) against softmax(q K^T sm_scale
 // k_scale) V v_scale over the selected blocks (all full: context 32768).
 double reference_error(const std::vector<uint16_t> &q, const std::vector<int32_t> &idx,
                        const std::vector<int32_t> &bt, const std::vector<uint16_t> &o, float sm_scale) {
@@ -148,33 +167,37 @@ double reference_error(const std::vector<uint16_t> &q, const std::vector<int32_t
   std::vector<float> k((size_t)n * HEAD_DIM), v((size_t)n * HEAD_DIM);
   std::vector<double> sc(n);
   double num = 0, den = 0;
-  for (int g = 0; g < kHkv; g++) {
-    for (int e = 0; e < kTopk; e++)
-      for (int t = 0; t < BLOCK_TOKENS; t++)
-        for (int d = 0; d < HEAD_DIM; d++) {
-          const int64_t at = bt[idx[g * kTopk + e]] * kStridePage + g * kStrideHead + t * kStrideToken + d;
-          k[((size_t)e * BLOCK_TOKENS + t) * HEAD_DIM + d] = pool_value(at);
-          v[((size_t)e * BLOCK_TOKENS + t) * HEAD_DIM + d] = pool_value(at + kVOffset);
+  for (int r = 0; r < kB; r++)
+    for (int g = 0; g < kHkv; g++) {
+      const int32_t *sel = &idx[((size_t)g * kB + r) * kTopk];
+      for (int e = 0; e < kTopk; e++)
+        for (int t = 0; t < BLOCK_TOKENS; t++)
+          for (int d = 0; d < HEAD_DIM; d++) {
+            const int64_t at =
+                bt[(size_t)r * kMaxBlocks + sel[e]] * kStridePage + g * kStrideHead + t * kStrideToken + d;
+            k[((size_t)e * BLOCK_TOKENS + t) * HEAD_DIM + d] = pool_value(at);
+            v[((size_t)e * BLOCK_TOKENS + t) * HEAD_DIM + d] = pool_value(at + kVOffset);
+          }
+      for (int h = g * GROUP; h < (g + 1) * GROUP; h++) {
+        const size_t qo = ((size_t)r * kHq + h) * HEAD_DIM;
+        double mx = -1e300, l = 0;
+        for (int j = 0; j < n; j++) {
+          double s = 0;
+          for (int d = 0; d < HEAD_DIM; d++) s += (double)bf16_value(q[qo + d]) * k[(size_t)j * HEAD_DIM + d];
+          sc[j] = s * sm_scale * kKScale;
+          mx = std::max(mx, sc[j]);
         }
-    for (int h = g * GROUP; h < (g + 1) * GROUP; h++) {
-      double mx = -1e300, l = 0;
-      for (int j = 0; j < n; j++) {
-        double s = 0;
-        for (int d = 0; d < HEAD_DIM; d++) s += (double)bf16_value(q[h * HEAD_DIM + d]) * k[(size_t)j * HEAD_DIM + d];
-        sc[j] = s * sm_scale * kKScale;
-        mx = std::max(mx, sc[j]);
-      }
-      for (int j = 0; j < n; j++) l += (sc[j] = std::exp(sc[j] - mx));
-      for (int d = 0; d < HEAD_DIM; d++) {
-        double r = 0;
-        for (int j = 0; j < n; j++) r += sc[j] * v[(size_t)j * HEAD_DIM + d];
-        r = r / l * kVScale;
-        const double got = bf16_value(o[h * HEAD_DIM + d]);
-        num += (got - r) * (got - r);
-        den += r * r;
+        for (int j = 0; j < n; j++) l += (sc[j] = std::exp(sc[j] - mx));
+        for (int d = 0; d < HEAD_DIM; d++) {
+          double acc = 0;
+          for (int j = 0; j < n; j++) acc += sc[j] * v[(size_t)j * HEAD_DIM + d];
+          acc = acc / l * kVScale;
+          const double got = bf16_value(o[qo + d]);
+          num += (got - acc) * (got - acc);
+          den += acc * acc;
+        }
       }
     }
-  }
   return std::sqrt(num / (den > 0 ? den : 1));
 }
 #endif
@@ -198,15 +221,15 @@ int main() {
   for (size_t i = 0; i < hq.size(); i++) hq[i] = bf16_bits(ap_hash(i, kQSeed));
   std::vector<int32_t> idx, bt;
   make_indices(idx, bt, seed);
-  const int32_t seq = kCtx;
+  const std::vector<int32_t> seq(kB, kCtx);
   CK(cudaMalloc(&q, hq.size() * 2));
   CK(cudaMemcpy(q, hq.data(), hq.size() * 2, cudaMemcpyHostToDevice));
   CK(cudaMalloc(&d_idx, idx.size() * 4));
   CK(cudaMemcpy(d_idx, idx.data(), idx.size() * 4, cudaMemcpyHostToDevice));
   CK(cudaMalloc(&d_bt, bt.size() * 4));
   CK(cudaMemcpy(d_bt, bt.data(), bt.size() * 4, cudaMemcpyHostToDevice));
-  CK(cudaMalloc(&d_seq, 4));
-  CK(cudaMemcpy(d_seq, &seq, 4, cudaMemcpyHostToDevice));
+  CK(cudaMalloc(&d_seq, seq.size() * 4));
+  CK(cudaMemcpy(d_seq, seq.data(), seq.size() * 4, cudaMemcpyHostToDevice));
   CK(cudaMalloc(&o, hq.size() * 2));
   CK(cudaMemset(o, 0, hq.size() * 2));
 
@@ -282,8 +305,26 @@ int main() {
   const float us = graph_time_us(st, launch);
   CK(cudaDeviceSynchronize());
   CK(cudaGetLastError());
-  printf("ap %s %s %.2f us (splits %d, grid %ux%u, cluster %d, %d threads, %u B smem, %d SMs)\n", AP_TAG, AP_CUT, us,
-         splits, grid.x, grid.y, CLUSTER, THREADS, smem, sm_count);
+  // How many of the grid's clusters the device holds at once: fewer than
+  // the grid has means waves.
+  int max_clusters = 0;
+  {
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = CLUSTER;
+    attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(THREADS);
+    cfg.dynamicSmemBytes = smem;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    CK(cudaOccupancyMaxActiveClusters(&max_clusters, st_sparse_attn_decode_main, &cfg));
+  }
+  printf("ap %s %s %.2f us (splits %d, grid %ux%u, cluster %d, %d threads, %u B smem, %d SMs, %d clusters at once of "
+         "%u)\n",
+         AP_TAG, AP_CUT, us, splits, grid.x, grid.y, CLUSTER, THREADS, smem, sm_count, max_clusters,
+         grid.x / CLUSTER * grid.y);
 #ifdef CUT_EMPTY
   const float floor_us = graph_time_us(st, [](cudaStream_t s) { ap_null<<<1, 32, 0, s>>>(); });
   CK(cudaDeviceSynchronize());

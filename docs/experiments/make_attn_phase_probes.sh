@@ -13,6 +13,11 @@
 #   fp8kvr16: w4.s1.kvr.single.c16, the fp8 B = 1 winner (k_regs 2: K and V
 #             read raw into the mma fragments; the anchors' scalar scales).
 # (Anchors renewed for the template of the twenty-fifth session.)
+# AP_SET=large builds instead the winners of the rows that miss ">= 90% of
+# copy", at their batch and the splits the twenty-fifth session's one-row tunes chose:
+#   bf16b32:  w4.s2.single, B = 32, 1 split (64 CTAs);
+#   fp8b32:   w4.s1.kvr.single.c16, B = 32, 4 splits (cluster merge);
+#   fp8b128:  w4.s2.kvr.single, B = 128, 1 split.
 # Cuts, each removing more of the kernel than the one before (so adjacent
 # differences price one stage):
 #   FULL        the kernel as rendered;
@@ -26,14 +31,24 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 # build/ap: one path to carry to the GPU machine.
 out="${AP_OUT:-$root/build}"
 nvcc=/usr/local/cuda/bin/nvcc
-tags="bf16c16 bf16c1 fp8kvr16"
+# tag, rendered name, batch, splits (0: the launcher's auto)
+if [ "${AP_SET:-b1}" = large ]; then
+  table="bf16b32 sparse_attn_decode.bf16.d128.g16.w4.s2.single/auto 32 1
+fp8b32 sparse_attn_decode.fp8.d128.g16.w4.s1.kvr.single.c16/auto 32 4
+fp8b128 sparse_attn_decode.fp8.d128.g16.w4.s2.kvr.single/auto 128 1"
+else
+  table="bf16c16 sparse_attn_decode.bf16.d128.g16.w4.s1.single.c16/auto 1 0
+bf16c1 sparse_attn_decode.bf16.d128.g16.w4.s1.single/auto 1 0
+fp8kvr16 sparse_attn_decode.fp8.d128.g16.w4.s1.kvr.single.c16/auto 1 0"
+fi
+tags=$(echo "$table" | awk '{ printf "%s%s", (NR > 1 ? " " : ""), $1 }')
 cuts="FULL SKIP_MERGE SKIP_MATH SKIP_COPY EMPTY"
 mkdir -p "$out/ap_src"
 out=$(cd "$out" && pwd)
 src="$out/ap_src"
 "$root/build/tuner/sparsetune" generate --suite anchors --op sparse_attn_decode --db "$src/g.db" --print >"$src/gen.txt"
 rm -f "$src/g.db"
-python3 - "$src" "$root/docs/experiments" <<'PY'
+python3 - "$src" "$root/docs/experiments" "$table" <<'PY'
 import sys
 src = sys.argv[1]
 sys.path.insert(0, sys.argv[2])
@@ -130,18 +145,17 @@ marks = [
      lambda a: cut('SKIP_MERGE', '  return;\n') + a),
 ]
 
-for tag, name in [('bf16c16', 'sparse_attn_decode.bf16.d128.g16.w4.s1.single.c16/auto'),
-                  ('bf16c1', 'sparse_attn_decode.bf16.d128.g16.w4.s1.single/auto'),
-                  ('fp8kvr16', 'sparse_attn_decode.fp8.d128.g16.w4.s1.kvr.single.c16/auto')]:
+for line in sys.argv[3].splitlines():
+    tag, name = line.split()[:2]
     s = apply_marks(extract(src + '/gen.txt', name), marks, tag)
     open(f'{src}/k_{tag}.cuh', 'w').write(s)
 PY
 rm -f "$src/gen.txt"
-for tag in $tags; do
-  for c in $cuts; do echo "$tag $c"; done
+echo "$table" | while read -r tag name b splits; do
+  for c in $cuts; do echo "$tag $c $b $splits"; done
 done | xargs -P 2 -L 1 sh -c '
   "$0" -O3 -gencode=arch=compute_90a,code=sm_90a -I "$1/templates" -I "$2" -I "$1/docs/experiments" \
-    -DKERNEL="\"k_$4.cuh\"" -DAP_TAG="\"$4\"" -DAP_CUT="\"$5\"" -DCUT_$5 \
+    -DKERNEL="\"k_$4.cuh\"" -DAP_TAG="\"$4\"" -DAP_CUT="\"$5\"" -DCUT_$5 -DAP_B=$6 -DAP_SPLITS=$7 \
     -o "$3/ap_$4_$5" "$1/docs/experiments/attn_phase_probe.cu" && echo "built ap_$4_$5"' \
   "$nvcc" "$root" "$src" "$out"
 
