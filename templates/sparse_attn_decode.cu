@@ -13,7 +13,8 @@
 // at once (two dependent round trips, while q lands by cp.async). Per block
 // the CTA copies the 128 K and 128 V rows of kv head g into shared memory
 // (cp.async, STAGES blocks in flight; bf16: K and V as separate groups, so
-// the scores start while V is on its way; fp8: rows land in a staging
+// the scores start while V is on its way, and with one stage the next
+// block's K is on its way under the values; fp8: rows land in a staging
 // buffer and are widened to bf16 (V times its per-token scales; K's
 // scale multiplies the scores, in fp32), and the stage is
 // refilled before the math; with K_REGS only V is widened (to f16 unless
@@ -405,15 +406,21 @@ __device__ __forceinline__ void st_issue_half(const st_sparse_attn_decode_params
   }
 }
 
-// Block b (if it exists) into stage `buf`: two commit groups, K then V,
-// committed (empty) even past the last block so that every thread's group
-// count stays uniform.
+// Half `which` of block b (if it exists) into stage `buf`, as one commit
+// group, committed (empty) even past the last block so that every
+// thread's group count stays uniform.
+__device__ __forceinline__ void st_issue_next_half(const st_sparse_attn_decode_params &p, int which, int g,
+                                                   const int32_t *pages, const int32_t *ntoks, int b, int nblk,
+                                                   char *region, int buf) {
+  if (b < nblk) st_issue_half(p, which, g, pages[b], ntoks[b], region, buf);
+  st_cp_async_commit();
+}
+
+// Block b into stage `buf`: two commit groups, K then V.
 __device__ __forceinline__ void st_issue_block(const st_sparse_attn_decode_params &p, int g, const int32_t *pages,
                                                const int32_t *ntoks, int b, int nblk, char *region, int buf) {
-  if (b < nblk) st_issue_half(p, 0, g, pages[b], ntoks[b], region, buf);
-  st_cp_async_commit();
-  if (b < nblk) st_issue_half(p, 1, g, pages[b], ntoks[b], region, buf);
-  st_cp_async_commit();
+  st_issue_next_half(p, 0, g, pages, ntoks, b, nblk, region, buf);
+  st_issue_next_half(p, 1, g, pages, ntoks, b, nblk, region, buf);
 }
 
 // ---- one warp's share of a block: st_attend_tile (common/attn_tile.cuh)
@@ -744,13 +751,20 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
                         s);
       }
       st_cp_async_wait<2 * STAGES - 2>();
-      __syncthreads(); // V of block i
+      __syncthreads(); // V of block i; and every warp is done with K of block i
+      // One stage: the next block's K lands under these values, not after
+      // them (the same commit order, so the waits' counts hold). Its wait
+      // was the largest stall of fp8 B = 32's w4.s1 (ncu: 16% of the
+      // samples); deeper pipelines have it in flight already, and bf16 B =
+      // 32's w4.s2 ran 0.4 us slower with it (twenty-sixth session).
+      if (STAGES == 1) st_issue_next_half(p, 0, it.g, s_page, s_ntok, i + 1, nblk, region, buf);
       if (IS_FP8)
         st_block_values_raw(st_kv::raw_k(region, buf) + BLOCK_TOKENS * HEAD_DIM, wn * WARP_TOKENS, s, st);
       else
         st_block_values(st_kv::v_tile(region, buf), wn * WARP_TOKENS, s, st);
-      __syncthreads(); // every warp is done with the stage
-      st_issue_block(p, it.g, s_page, s_ntok, i + STAGES, nblk, region, buf);
+      __syncthreads(); // every warp is done with V of block i
+      if (STAGES > 1) st_issue_next_half(p, 0, it.g, s_page, s_ntok, i + STAGES, nblk, region, buf);
+      st_issue_next_half(p, 1, it.g, s_page, s_ntok, i + STAGES, nblk, region, buf);
     }
   }
 

@@ -42,7 +42,7 @@ bf16c1 sparse_attn_decode.bf16.d128.g16.w4.s1.single/auto 1 0
 fp8kvr16 sparse_attn_decode.fp8.d128.g16.w4.s1.kvr.single.c16/auto 1 0"
 fi
 tags=$(echo "$table" | awk '{ printf "%s%s", (NR > 1 ? " " : ""), $1 }')
-cuts="FULL SKIP_MERGE SKIP_MATH SKIP_COPY EMPTY"
+cuts="${AP_CUTS:-FULL SKIP_MERGE SKIP_MATH SKIP_COPY EMPTY}" # AP_CUTS: a subset, e.g. FULL for an A/B
 mkdir -p "$out/ap_src"
 out=$(cd "$out" && pwd)
 src="$out/ap_src"
