@@ -409,9 +409,9 @@ __device__ __forceinline__ void st_issue_half(const st_sparse_attn_decode_params
 // Half `which` of block b (if it exists) into stage `buf`, as one commit
 // group, committed (empty) even past the last block so that every
 // thread's group count stays uniform.
-__device__ __forceinline__ void st_issue_next_half(const st_sparse_attn_decode_params &p, int which, int g,
-                                                   const int32_t *pages, const int32_t *ntoks, int b, int nblk,
-                                                   char *region, int buf) {
+__device__ __forceinline__ void st_issue_half_group(const st_sparse_attn_decode_params &p, int which, int g,
+                                                    const int32_t *pages, const int32_t *ntoks, int b, int nblk,
+                                                    char *region, int buf) {
   if (b < nblk) st_issue_half(p, which, g, pages[b], ntoks[b], region, buf);
   st_cp_async_commit();
 }
@@ -419,8 +419,8 @@ __device__ __forceinline__ void st_issue_next_half(const st_sparse_attn_decode_p
 // Block b into stage `buf`: two commit groups, K then V.
 __device__ __forceinline__ void st_issue_block(const st_sparse_attn_decode_params &p, int g, const int32_t *pages,
                                                const int32_t *ntoks, int b, int nblk, char *region, int buf) {
-  st_issue_next_half(p, 0, g, pages, ntoks, b, nblk, region, buf);
-  st_issue_next_half(p, 1, g, pages, ntoks, b, nblk, region, buf);
+  st_issue_half_group(p, 0, g, pages, ntoks, b, nblk, region, buf);
+  st_issue_half_group(p, 1, g, pages, ntoks, b, nblk, region, buf);
 }
 
 // ---- one warp's share of a block: st_attend_tile (common/attn_tile.cuh)
@@ -757,14 +757,14 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
       // was the largest stall of fp8 B = 32's w4.s1 (ncu: 16% of the
       // samples); deeper pipelines have it in flight already, and bf16 B =
       // 32's w4.s2 ran 0.4 us slower with it (twenty-sixth session).
-      if (STAGES == 1) st_issue_next_half(p, 0, it.g, s_page, s_ntok, i + 1, nblk, region, buf);
+      if (STAGES == 1) st_issue_half_group(p, 0, it.g, s_page, s_ntok, i + 1, nblk, region, buf);
       if (IS_FP8)
         st_block_values_raw(st_kv::raw_k(region, buf) + BLOCK_TOKENS * HEAD_DIM, wn * WARP_TOKENS, s, st);
       else
         st_block_values(st_kv::v_tile(region, buf), wn * WARP_TOKENS, s, st);
       __syncthreads(); // every warp is done with V of block i
-      if (STAGES > 1) st_issue_next_half(p, 0, it.g, s_page, s_ntok, i + STAGES, nblk, region, buf);
-      st_issue_next_half(p, 1, it.g, s_page, s_ntok, i + STAGES, nblk, region, buf);
+      if (STAGES > 1) st_issue_half_group(p, 0, it.g, s_page, s_ntok, i + STAGES, nblk, region, buf);
+      st_issue_half_group(p, 1, it.g, s_page, s_ntok, i + STAGES, nblk, region, buf);
     }
   }
 

@@ -41,8 +41,9 @@ namespace {
 #endif
 constexpr int kB = AP_B, kQlen = 1, kHkv = 2, kHq = 32, kTopk = 16, kCtx = 32768;
 constexpr int kMaxBlocks = (kCtx + BLOCK_TOKENS - 1) / BLOCK_TOKENS;
-constexpr int kPool = kB * kMaxBlocks < 4096 ? 4096 : kB * kMaxBlocks > 32768 ? 32768 : kB * kMaxBlocks;
-static_assert(kB * kMaxBlocks <= kPool, "every request's block table takes its own pages");
+constexpr int kBlocks = kB * kMaxBlocks; // every request's block table
+constexpr int kPool = kBlocks < 4096 ? 4096 : kBlocks > 32768 ? 32768 : kBlocks;
+static_assert(kBlocks <= kPool, "every request's block table takes its own pages");
 constexpr int kElem = IS_FP8 ? 1 : 2;
 constexpr float kKScale = IS_FP8 ? 0.75f : 1.f, kVScale = IS_FP8 ? 1.5f : 1.f; // scalar mode for fp8
 constexpr int kScaleMode = IS_FP8 ? 1 : 0;
@@ -161,8 +162,8 @@ float pool_value(int64_t i) {
 
 // Relative L2 error of o (bf16 [B][Hq][D]) against softmax(q K^T sm_scale
 // k_scale) V v_scale over the selected blocks (all full: context 32768).
-double reference_error(const std::vector<uint16_t> &q, const std::vector<int32_t> &idx,
-                       const std::vector<int32_t> &bt, const std::vector<uint16_t> &o, float sm_scale) {
+double reference_error(const std::vector<uint16_t> &q, const std::vector<int32_t> &idx, const std::vector<int32_t> &bt,
+                       const std::vector<uint16_t> &o, float sm_scale) {
   const int n = kTopk * BLOCK_TOKENS;
   std::vector<float> k((size_t)n * HEAD_DIM), v((size_t)n * HEAD_DIM);
   std::vector<double> sc(n);

@@ -14,7 +14,8 @@
 #             read raw into the mma fragments; the anchors' scalar scales).
 # (Anchors renewed for the template of the twenty-fifth session.)
 # AP_SET=large builds instead the winners of the rows that miss ">= 90% of
-# copy", at their batch and the splits the twenty-fifth session's one-row tunes chose:
+# copy", at their batch and the splits the twenty-fifth session's one-row
+# tunes chose:
 #   bf16b32:  w4.s2.single, B = 32, 1 split (64 CTAs);
 #   fp8b32:   w4.s1.kvr.single.c16, B = 32, 4 splits (cluster merge);
 #   fp8b128:  w4.s2.kvr.single, B = 128, 1 split.

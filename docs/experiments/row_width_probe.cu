@@ -37,10 +37,10 @@ struct Args {
 
 // One CTA an item: (request, head group of H heads); ELEM bytes an element.
 template <int ELEM, int H, int STAGES> __global__ void __launch_bounds__(THREADS) k_stream(Args a) {
-  constexpr int PIECE = H * D * ELEM;                         // bytes a CTA copies of a token row
-  constexpr int CHUNKS = PIECE / 16;                          // 16-byte copies a row
+  constexpr int PIECE = H * D * ELEM; // bytes a CTA copies of a token row
+  constexpr int CHUNKS = PIECE / 16;  // 16-byte copies a row
   constexpr int64_t PAGE_BYTES = 2LL * BLOCK_TOKENS * HKV * D * ELEM;
-  constexpr int TILE = BLOCK_TOKENS * PIECE;                  // K (or V) of a block
+  constexpr int TILE = BLOCK_TOKENS * PIECE; // K (or V) of a block
   extern __shared__ __align__(128) char smem[];
   const int item = blockIdx.x, g0 = (item % (HKV / H)) * H;
   const int *pages = a.pages + item * TOPK;
@@ -87,8 +87,8 @@ __global__ void __launch_bounds__(256) k_linear(const uint4 *src, int64_t n16, f
   if (x == 0x12345678u) out[0] = 1.f;
 }
 
-template <int ELEM, int H, int STAGES> void run(int batch, const char *pool, std::mt19937 &rng, float *out,
-                                                cudaStream_t st) {
+template <int ELEM, int H, int STAGES>
+void run(int batch, const char *pool, std::mt19937 &rng, float *out, cudaStream_t st) {
   constexpr int TILE = BLOCK_TOKENS * H * D * ELEM, SMEM = STAGES * 2 * TILE;
   static_assert(SMEM <= 227 * 1024, "fits an SM");
   const int items = batch * HKV / H;
