@@ -5,14 +5,15 @@
 // 256 bytes in bf16, 128 in fp8, the other head's piece between them. The
 // twenty-sixth session's stage cuts put the fp8 B = 128 winner's copy alone
 // at 50.65 us for 134 MB (2.8 TB/s) and the bf16 B = 32 winner's at 26.44
-// for 67 MB, both above their ">= 90% of copy" budgets (49.5 and 25.0 us).
+// for 67 MB, both above their ">= 90% of copy" budgets (49.5 and 24.8 us).
 //
 // Streams the anchors' blocks with no math, by cp.async (the kernels'
 // mechanism: 128 threads, 16 bytes a thread, a commit group per block, 1-3
 // stages), for bf16 and fp8, with a CTA taking one kv head (H 1: its piece
 // of each row) or both (H 2: whole rows, 2 x the bytes a CTA), at B = 32
 // and 128 (Hkv 2, D 128, topk 16, distinct random pages per request and
-// head, a pool of 32768 pages); and, as the ceiling, one contiguous read of
+// head, a pool of 32768 pages; whole rows also with 2 and 4 CTAs an item
+// at B = 64 and 128); and, as the ceiling, one contiguous read of
 // the same bytes by plain 16-byte loads over every SM. Prints microseconds
 // per replay (CUDA graph, median of 5 x 40) and GB/s of K and V bytes.
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I templates -I docs/experiments \
@@ -32,6 +33,7 @@ constexpr int D = 128, HKV = 2, TOPK = 16, PAGES = 32768, BLOCK_TOKENS = 128, TH
 struct Args {
   const char *pool;
   const int *pages; // [items][TOPK]
+  int splits;       // CTAs an item, each TOPK / splits of its blocks
   float *out;
 };
 
@@ -42,10 +44,10 @@ template <int ELEM, int H, int STAGES> __global__ void __launch_bounds__(THREADS
   constexpr int64_t PAGE_BYTES = 2LL * BLOCK_TOKENS * HKV * D * ELEM;
   constexpr int TILE = BLOCK_TOKENS * PIECE; // K (or V) of a block
   extern __shared__ __align__(128) char smem[];
-  const int item = blockIdx.x, g0 = (item % (HKV / H)) * H;
-  const int *pages = a.pages + item * TOPK;
+  const int item = blockIdx.x / a.splits, per = TOPK / a.splits, g0 = (item % (HKV / H)) * H;
+  const int *pages = a.pages + item * TOPK + (blockIdx.x % a.splits) * per;
   auto issue = [&](int b, int buf) {
-    if (b < TOPK) {
+    if (b < per) {
       const char *base = a.pool + (int64_t)pages[b] * PAGE_BYTES + (int64_t)g0 * D * ELEM;
       for (int which = 0; which < 2; which++) {
         const uint32_t tile = st_smem_addr(smem + (buf * 2 + which) * TILE);
@@ -59,7 +61,7 @@ template <int ELEM, int H, int STAGES> __global__ void __launch_bounds__(THREADS
   };
   for (int s = 0; s < STAGES; s++) issue(s, s);
   float acc = 0.f;
-  for (int i = 0; i < TOPK; i++) {
+  for (int i = 0; i < per; i++) {
     const int buf = i % STAGES;
     st_cp_async_wait<STAGES - 1>();
     __syncthreads();
@@ -88,7 +90,7 @@ __global__ void __launch_bounds__(256) k_linear(const uint4 *src, int64_t n16, f
 }
 
 template <int ELEM, int H, int STAGES>
-void run(int batch, const char *pool, std::mt19937 &rng, float *out, cudaStream_t st) {
+void run(int batch, const char *pool, std::mt19937 &rng, float *out, cudaStream_t st, int splits = 1) {
   constexpr int TILE = BLOCK_TOKENS * H * D * ELEM, SMEM = STAGES * 2 * TILE;
   static_assert(SMEM <= 227 * 1024, "fits an SM");
   const int items = batch * HKV / H;
@@ -109,11 +111,11 @@ void run(int batch, const char *pool, std::mt19937 &rng, float *out, cudaStream_
   CK(cudaMemcpy(pages, h.data(), h.size() * sizeof(int), cudaMemcpyHostToDevice));
   auto kernel = k_stream<ELEM, H, STAGES>;
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
-  const Args a{pool, pages, out};
-  const float us = graph_time_us(st, [&](cudaStream_t s) { kernel<<<items, THREADS, SMEM, s>>>(a); });
+  const Args a{pool, pages, splits, out};
+  const float us = graph_time_us(st, [&](cudaStream_t s) { kernel<<<items * splits, THREADS, SMEM, s>>>(a); });
   const double bytes = (double)items * TOPK * 2 * TILE;
   printf("gather %-4s B=%-3d H=%d stages=%d ctas=%-4d %8.2f us %6.0f GB/s\n", ELEM == 1 ? "fp8" : "bf16", batch, H,
-         STAGES, items, us, bytes / (us * 1e-6) / 1e9);
+         STAGES, items * splits, us, bytes / (us * 1e-6) / 1e9);
   CK(cudaFree(pages));
 }
 
@@ -149,6 +151,16 @@ int main() {
     run<2, 2, 1>(batch, pool, rng, out, st);
     run_linear(batch, 1, pool, out, sms, st);
     run_linear(batch, 2, pool, out, sms, st);
+  }
+  // Whole rows with more CTAs an item (splits), fp8, B = 64 and 128: what
+  // a two-kv-heads-per-CTA kernel could stream at (twenty-sixth session).
+  for (int batch : {64, 128}) {
+    run<1, 1, 2>(batch, pool, rng, out, st);
+    for (int splits : {1, 2, 4}) {
+      run<1, 2, 2>(batch, pool, rng, out, st, splits);
+      run<1, 2, 3>(batch, pool, rng, out, st, splits);
+    }
+    run_linear(batch, 1, pool, out, sms, st);
   }
   CK(cudaFree(out));
   CK(cudaFree(pool));
