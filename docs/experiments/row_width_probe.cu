@@ -10,7 +10,8 @@
 // Streams the anchors' blocks with no math, by cp.async (the kernels'
 // mechanism: 128 threads, 16 bytes a thread, a commit group per block, 1-3
 // stages), for bf16 and fp8, with a CTA taking one kv head (H 1: its piece
-// of each row) or both (H 2: whole rows, 2 x the bytes a CTA), at B = 32
+// of each row) or both (H 2: whole rows, 2 x the bytes a CTA, as if both
+// heads had selected the same blocks), at B = 32
 // and 128 (Hkv 2, D 128, topk 16, distinct random pages per request and
 // head, a pool of 32768 pages; whole rows also with 2 and 4 CTAs an item
 // at B = 64 and 128); and, as the ceiling, one contiguous read of
@@ -152,8 +153,9 @@ int main() {
     run_linear(batch, 1, pool, out, sms, st);
     run_linear(batch, 2, pool, out, sms, st);
   }
-  // Whole rows with more CTAs an item (splits), fp8, B = 64 and 128: what
-  // a two-kv-heads-per-CTA kernel could stream at (twenty-sixth session).
+  // Whole rows with more CTAs an item (splits), fp8, B = 64 and 128 (as
+  // if both kv heads had selected the same blocks, which per-head
+  // selections do not: an upper bound, not a kernel's plan).
   for (int batch : {64, 128}) {
     run<1, 1, 2>(batch, pool, rng, out, st);
     for (int splits : {1, 2, 4}) {
