@@ -429,34 +429,61 @@ __device__ __forceinline__ void st_issue_block(const st_sparse_attn_decode_param
 constexpr int NT = WARP_TOKENS / 8, DK = HEAD_DIM / 16;
 
 // K_REGS: q.K runs on f16 operands (common/q_f16.cuh). The CTA turns the q
-// tile into f16 in place; unscale[row] gets 2^-e, which the row's scores
-// take back. Every thread
-// takes a share: Q_LANES consecutive lanes a row, Q_CHUNKS 16-byte chunks
-// each (one warp doing it all kept the CTA at block 0's barrier ~500
-// instructions long, the B = 1 CTA's whole copy time).
+// tile into f16, rewritten in the order the mma's A fragments take it
+// (st_q_frag); unscale[row] gets 2^-e, which the row's scores take back.
+// Every thread takes a share: Q_LANES consecutive lanes a row, Q_CHUNKS
+// 16-byte chunks each (one warp doing it all kept the CTA at block 0's
+// barrier ~500 instructions long, the B = 1 CTA's whole copy time).
 constexpr int Q_LANES = 2 * WARPS_N < ROW_CHUNKS ? 2 * WARPS_N : ROW_CHUNKS; // THREADS / rows, at most a row's chunks
 constexpr int Q_CHUNKS = ROW_CHUNKS / Q_LANES;
 static_assert(M_TILES * 16 * Q_LANES <= THREADS && Q_LANES <= 32 && 32 % Q_LANES == 0, "whole rows per warp");
 
+// Byte offset of A fragment h (0, 1) of k-range j (32 values) of m-tile mt
+// for lane `lane`: 16 bytes, its registers a0 .. a3 in order, so that one
+// 16-byte load gives the mma its operand. Read from the row-major tile, a
+// fragment takes two rows' loads and four register moves (the fp8 B = 32
+// loop spent 109 of its 895 instructions a block on those moves, sm_90a
+// SASS, twenty-seventh session).
+__device__ __forceinline__ uint32_t st_q_frag(int mt, int j, int h, int lane) {
+  return (uint32_t)((((mt * (DK / 2) + j) * 2 + h) * 32 + lane) * 16);
+}
+
 __device__ __forceinline__ void st_q_to_f16(char *q_smem, float *unscale) {
   const int row = threadIdx.x / Q_LANES, c0 = threadIdx.x % Q_LANES;
-  if (row >= M_TILES * 16) return; // whole warps (rows * Q_LANES is a multiple of 32)
+  const bool active = row < M_TILES * 16; // whole warps (rows * Q_LANES is a multiple of 32)
   uint4 v[Q_CHUNKS];
-  uint32_t amax = 0; // largest finite |q| of the thread's values, as bf16 bits
+  if (active) {
+    uint32_t amax = 0; // largest finite |q| of the thread's values, as bf16 bits
+#pragma unroll
+    for (int i = 0; i < Q_CHUNKS; i++) {
+      v[i] = *(const uint4 *)(q_smem + st_swizzle_offset<ROW_CHUNKS>(row, c0 + i * Q_LANES));
+      amax = st_bf16x8_amax(v[i], amax);
+    }
+    amax = max(amax & 0xffffu, amax >> 16);
+#pragma unroll
+    for (int o = 1; o < Q_LANES; o *= 2) amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    const int e = st_f16_row_exponent(amax);
+    const float up = st_pow2(e);
+#pragma unroll
+    for (int i = 0; i < Q_CHUNKS; i++) v[i] = st_bf16x8_to_f16(v[i], up);
+    if (c0 == 0) unscale[row] = st_pow2(-e);
+  }
+  __syncthreads(); // every row is read before the fragments overwrite the tile
+  if (!active) return;
+  // Chunk c of row row (k = 8c .. 8c + 7) is lane (row % 8, c % 4)'s share of
+  // k-range c / 4: its words 0, 1 go to fragment 0, words 2, 3 to fragment 1,
+  // each in slot (row % 16) / 8 (+ 2 for the second word).
+  const int mt = row / 16, rr = (row / 8) & 1;
 #pragma unroll
   for (int i = 0; i < Q_CHUNKS; i++) {
-    v[i] = *(const uint4 *)(q_smem + st_swizzle_offset<ROW_CHUNKS>(row, c0 + i * Q_LANES));
-    amax = st_bf16x8_amax(v[i], amax);
+    const int c = c0 + i * Q_LANES, lane = (row & 7) * 4 + (c & 3);
+    uint32_t *f0 = (uint32_t *)(q_smem + st_q_frag(mt, c / 4, 0, lane));
+    uint32_t *f1 = (uint32_t *)(q_smem + st_q_frag(mt, c / 4, 1, lane));
+    f0[rr] = v[i].x;
+    f0[rr + 2] = v[i].y;
+    f1[rr] = v[i].z;
+    f1[rr + 2] = v[i].w;
   }
-  amax = max(amax & 0xffffu, amax >> 16);
-#pragma unroll
-  for (int o = 1; o < Q_LANES; o *= 2) amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  const int e = st_f16_row_exponent(amax);
-  const float up = st_pow2(e);
-#pragma unroll
-  for (int i = 0; i < Q_CHUNKS; i++)
-    *(uint4 *)(q_smem + st_swizzle_offset<ROW_CHUNKS>(row, c0 + i * Q_LANES)) = st_bf16x8_to_f16(v[i], up);
-  if (c0 == 0) unscale[row] = st_pow2(-e);
 }
 
 // S = q K^T for rows m0 .. m0+15 and tokens tok0 .. tok0+WARP_TOKENS-1 (as
@@ -466,15 +493,16 @@ __device__ __forceinline__ void st_q_to_f16(char *q_smem, float *unscale) {
 // K agree: lane (g = lane/4, t = lane%4) of k-step 2j + h holds k = 32j +
 // 8t + 4h + {0, 1} in the fragments' slots 2t, 2t+1 and + {2, 3} in slots
 // 2t+8, 2t+9. So one 8-byte load gives a lane its K for two k-steps (k =
-// 32j + 8t .. + 7 of its token row), and one 16-byte load per row its q
-// (8 f16 of chunk 4j + t). Then each score times its row's unscale
-// (st_q_to_f16) and, in tensor mode, its token's K scale, in fp32 (the
-// lane's columns are tokens 2t and 2t + 1 of each 8-token tile).
+// 32j + 8t .. + 7 of its token row), and one 16-byte load per k-step its
+// q fragment (st_q_frag: those k of rows g and g + 8). In tensor mode
+// each score is then taken times its token's K scale, in fp32
+// (st_scale_scores); the rows' unscale (st_q_to_f16) is left to the
+// softmax's per-row scale (st_f16_row_scales).
 // Addresses: tok0 is a multiple of 16, so a lane's K rows tok0 + 8 nt + g
 // all take the swizzle of row g, and its loads differ by constants.
 template <bool TENSOR>
-__device__ __forceinline__ void st_block_qk_f16(uint32_t q_tile, int m0, const float *unscale, uint32_t raw_k,
-                                                const float *k_scales, int tok0, float (&s)[NT][4]) {
+__device__ __forceinline__ void st_block_qk_f16(uint32_t q_tile, int m0, uint32_t raw_k, const float *k_scales,
+                                                int tok0, float (&s)[NT][4]) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const uint32_t k_lane = raw_k + (uint32_t)((tok0 + g) * HEAD_DIM + (t & 1) * 8);
 #pragma unroll
@@ -482,43 +510,47 @@ __device__ __forceinline__ void st_block_qk_f16(uint32_t q_tile, int m0, const f
 #pragma unroll
   for (int j = 0; j < DK / 2; j++) {
     const uint32_t k_at = k_lane + (uint32_t)st_kv_k_chunk<HEAD_DIM>(g, 2 * j + (t >> 1)) * 16;
-    uint32_t qa[2][4]; // [h][a0..a3]
-#pragma unroll
-    for (int rr = 0; rr < 2; rr++) { // rows g and g + 8: k = 32j + 8t + 0 .. 7
-      const uint4 v = st_lds_v4(st_swizzled<ROW_CHUNKS>(q_tile, m0 + g + 8 * rr, 4 * j + t));
-      qa[0][rr] = v.x;     // h 0: k + 0, 1
-      qa[0][rr + 2] = v.y; // h 0: k + 2, 3
-      qa[1][rr] = v.z;     // h 1: k + 4, 5
-      qa[1][rr + 2] = v.w; // h 1: k + 6, 7
-    }
+    const uint4 qa0 = st_lds_v4(q_tile + st_q_frag(m0 / 16, j, 0, lane)); // rows g, g + 8: k = 32j + 8t + 0 .. 3
+    const uint4 qa1 = st_lds_v4(q_tile + st_q_frag(m0 / 16, j, 1, lane)); // k + 4 .. 7
 #pragma unroll
     for (int nt = 0; nt < NT; nt++) {
       const uint2 r = st_lds_v2(k_at + nt * 8 * HEAD_DIM);
       uint32_t b[4];
       st_e4m3x4_to_f16x2x2(r.x, b[0], b[1]);
       st_e4m3x4_to_f16x2x2(r.y, b[2], b[3]);
-      st_mma_f16_16816(s[nt], qa[0][0], qa[0][1], qa[0][2], qa[0][3], b[0], b[1]);
-      st_mma_f16_16816(s[nt], qa[1][0], qa[1][1], qa[1][2], qa[1][3], b[2], b[3]);
+      st_mma_f16_16816(s[nt], qa0.x, qa0.y, qa0.z, qa0.w, b[0], b[1]);
+      st_mma_f16_16816(s[nt], qa1.x, qa1.y, qa1.z, qa1.w, b[2], b[3]);
     }
   }
-  const float u0 = unscale[m0 + g], u1 = unscale[m0 + g + 8];
-#pragma unroll
-  for (int nt = 0; nt < NT; nt++) {
-    const float2 ks = TENSOR ? *(const float2 *)(k_scales + tok0 + nt * 8 + 2 * t) : make_float2(1.f, 1.f);
-    s[nt][0] *= u0 * ks.x;
-    s[nt][1] *= u0 * ks.y;
-    s[nt][2] *= u1 * ks.x;
-    s[nt][3] *= u1 * ks.y;
-  }
+  if (TENSOR) st_scale_scores(k_scales, tok0, s);
+}
+
+// The softmax's per-row scales of a warp's rows m0 + lane / 4 (+ 8) where
+// q.K ran on f16 q (st_q_to_f16): scale_log2 times the row's unscale, one
+// multiply a score instead of two.
+__device__ __forceinline__ void st_f16_row_scales(const float *unscale, int m0, float scale_log2, float (&sc)[2]) {
+  const int g = (threadIdx.x & 31) >> 2;
+  sc[0] = scale_log2 * unscale[m0 + g];
+  sc[1] = scale_log2 * unscale[m0 + g + 8];
 }
 
 // The softmax update of common/attn_tile.cuh: every row sees the tokens <
-// lim, no bias.
-__device__ __forceinline__ void st_block_softmax(int tok0, int lim, float scale_log2, st_softmax_state<HEAD_DIM> &st,
-                                                 float (&s)[NT][4]) {
+// lim, no bias; row rr's scores times scale[rr]. fp8 runs it LAZY (the
+// rescale only where a row's maximum grows by more than ST_LAZY_SLACK, no
+// masks on whole tiles): with the f16 q fragments, fp8 B = 32's winner
+// 17.36 -> 16.50 us; bf16 B = 32's 29.35 -> 29.58, so bf16 keeps the
+// plain update (twenty-seventh session, docs/kernels/sparse_attn_decode.md).
+__device__ __forceinline__ void st_block_softmax(int tok0, int lim, const float (&scale)[2],
+                                                 st_softmax_state<HEAD_DIM> &st, float (&s)[NT][4]) {
   const int lims[2] = {lim, lim};
   const float unused[2] = {0.f, 0.f};
-  st_tile_softmax<HEAD_DIM, WARP_TOKENS, false>(tok0, lims, unused, scale_log2, st, s);
+  st_tile_softmax<HEAD_DIM, WARP_TOKENS, false, IS_FP8 != 0>(tok0, lims, unused, scale, st, s);
+}
+
+__device__ __forceinline__ void st_block_softmax(int tok0, int lim, float scale_log2, st_softmax_state<HEAD_DIM> &st,
+                                                 float (&s)[NT][4]) {
+  const float scale[2] = {scale_log2, scale_log2};
+  st_block_softmax(tok0, lim, scale, st, s);
 }
 
 // Scores from the bf16 K tile (K_SCALE: times their K scales,
@@ -697,7 +729,11 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
     // comes here in tensor mode only: the other branches are not compiled,
     // which keeps the code a B = 1 CTA fetches once, from L2, smaller.)
     const bool tensor = K_REGS == 2 || p.scale_mode == 2;
-    if (K_REGS) st_q_to_f16(q_smem, s_q_unscale);
+    float q_scale[2] = {scale_log2, scale_log2}; // K_REGS: times the rows' unscale
+    if (K_REGS) {
+      st_q_to_f16(q_smem, s_q_unscale);
+      st_f16_row_scales(s_q_unscale, wm * 16, scale_log2, q_scale);
+    }
     for (int i = 0; i < nblk; i++) {
       const int buf = i % STAGES, lim = s_ntok[i];
       st_cp_async_wait<STAGES - 1>();
@@ -706,16 +742,16 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
       float s[NT][4];
       if (K_REGS) { // q.K from the raw rows while the others widen V
         if (tensor)
-          st_block_qk_f16<true>(q_tile, wm * 16, s_q_unscale, st_kv::raw_k(region, buf), st_kv::k_scales(region, buf),
+          st_block_qk_f16<true>(q_tile, wm * 16, st_kv::raw_k(region, buf), st_kv::k_scales(region, buf),
                                 wn * WARP_TOKENS, s);
         else
-          st_block_qk_f16<false>(q_tile, wm * 16, s_q_unscale, st_kv::raw_k(region, buf), nullptr, wn * WARP_TOKENS, s);
+          st_block_qk_f16<false>(q_tile, wm * 16, st_kv::raw_k(region, buf), nullptr, wn * WARP_TOKENS, s);
       }
       __syncthreads(); // the tiles are widened (K_REGS: and every warp read its raw K)
       if (i + STAGES < nblk) st_kv::issue(p, it.g, s_page[i + STAGES], s_ntok[i + STAGES], region, buf);
       st_cp_async_commit();
       if (K_REGS) {
-        st_block_softmax(wn * WARP_TOKENS, lim, scale_log2, st, s);
+        st_block_softmax(wn * WARP_TOKENS, lim, q_scale, st, s);
         if (tensor)
           st_block_values(st_kv::v_tile(region, buf), wn * WARP_TOKENS, s, st);
         else
@@ -737,15 +773,19 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
     // 2*STAGES - 1 are pending, V once 2*STAGES - 2.
 #pragma unroll
     for (int s = 0; s < STAGES; s++) st_issue_block(p, it.g, s_page, s_ntok, s, nblk, region, s);
-    if (IS_FP8) st_q_to_f16(q_smem, s_q_unscale); // raw_v: q.K in f16 too
+    float q_scale[2] = {scale_log2, scale_log2}; // raw_v: times the rows' unscale
+    if (IS_FP8) { // raw_v: q.K in f16 too
+      st_q_to_f16(q_smem, s_q_unscale);
+      st_f16_row_scales(s_q_unscale, wm * 16, scale_log2, q_scale);
+    }
     for (int i = 0; i < nblk; i++) {
       const int buf = i % STAGES, lim = s_ntok[i];
       float s[NT][4];
       st_cp_async_wait<2 * STAGES - 1>();
       __syncthreads(); // K of block i is in shared memory, for every thread's copies
       if (IS_FP8) {
-        st_block_qk_f16<false>(q_tile, wm * 16, s_q_unscale, st_kv::raw_k(region, buf), nullptr, wn * WARP_TOKENS, s);
-        st_block_softmax(wn * WARP_TOKENS, lim, scale_log2, st, s);
+        st_block_qk_f16<false>(q_tile, wm * 16, st_kv::raw_k(region, buf), nullptr, wn * WARP_TOKENS, s);
+        st_block_softmax(wn * WARP_TOKENS, lim, q_scale, st, s);
       } else {
         st_block_scores(q_tile, wm * 16, st_kv::k_tile(region, buf), nullptr, wn * WARP_TOKENS, lim, scale_log2, st,
                         s);

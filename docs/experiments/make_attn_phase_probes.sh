@@ -18,7 +18,9 @@
 # tunes chose:
 #   bf16b32:  w4.s2.single, B = 32, 1 split (64 CTAs);
 #   fp8b32:   w4.s1.kvr.single.c16, B = 32, 4 splits (cluster merge);
-#   fp8b128:  w4.s2.kvr.single, B = 128, 1 split.
+#   fp8b128:  w4.s2.kvr.single, B = 128, 1 split;
+#   fp8b128s1: w4.s1.kvr.single, B = 128, 1 split (the twenty-sixth
+#             session's winner).
 # Cuts, each removing more of the kernel than the one before (so adjacent
 # differences price one stage):
 #   FULL        the kernel as rendered;
@@ -36,7 +38,8 @@ nvcc=/usr/local/cuda/bin/nvcc
 if [ "${AP_SET:-b1}" = large ]; then
   table="bf16b32 sparse_attn_decode.bf16.d128.g16.w4.s2.single/auto 32 1
 fp8b32 sparse_attn_decode.fp8.d128.g16.w4.s1.kvr.single.c16/auto 32 4
-fp8b128 sparse_attn_decode.fp8.d128.g16.w4.s2.kvr.single/auto 128 1"
+fp8b128 sparse_attn_decode.fp8.d128.g16.w4.s2.kvr.single/auto 128 1
+fp8b128s1 sparse_attn_decode.fp8.d128.g16.w4.s1.kvr.single/auto 128 1"
 else
   table="bf16c16 sparse_attn_decode.bf16.d128.g16.w4.s1.single.c16/auto 1 0
 bf16c1 sparse_attn_decode.bf16.d128.g16.w4.s1.single/auto 1 0
@@ -96,14 +99,14 @@ marks = [
     # fp8 loop (k_regs 0 and 1; k_regs 2 in tensor mode): q.K from raw K
     ('      if (K_REGS) { // q.K from the raw rows while the others widen V\n'
      '        if (tensor)\n'
-     '          st_block_qk_f16<true>(q_tile, wm * 16, s_q_unscale, st_kv::raw_k(region, buf), st_kv::k_scales(region, buf),\n'
+     '          st_block_qk_f16<true>(q_tile, wm * 16, st_kv::raw_k(region, buf), st_kv::k_scales(region, buf),\n'
      '                                wn * WARP_TOKENS, s);\n'
      '        else\n'
-     '          st_block_qk_f16<false>(q_tile, wm * 16, s_q_unscale, st_kv::raw_k(region, buf), nullptr, wn * WARP_TOKENS, s);\n'
-     '      }\n', 1, lambda a: '#ifndef CUT_SKIP_MATH\n' + a + '#else\n      (void)tensor;\n#endif\n'),
+     '          st_block_qk_f16<false>(q_tile, wm * 16, st_kv::raw_k(region, buf), nullptr, wn * WARP_TOKENS, s);\n'
+     '      }\n', 1, lambda a: '#ifndef CUT_SKIP_MATH\n' + a + '#else\n      (void)tensor;\n      (void)q_scale;\n#endif\n'),
     # fp8 loop: the softmax, the widened tiles' scores and the values
     ('      if (K_REGS) {\n'
-     '        st_block_softmax(wn * WARP_TOKENS, lim, scale_log2, st, s);\n', 1,
+     '        st_block_softmax(wn * WARP_TOKENS, lim, q_scale, st, s);\n', 1,
      lambda a: '#ifndef CUT_SKIP_MATH\n' + a),
     ('        st_block_values(st_kv::v_tile(region, buf), wn * WARP_TOKENS, s, st);\n'
      '      }\n'
@@ -112,12 +115,12 @@ marks = [
                          '      }\n#else\n      (void)lim;\n#endif\n      __syncthreads();')),
     # bf16 / raw-V loop: the scores and softmax, then the values
     ('      if (IS_FP8) {\n'
-     '        st_block_qk_f16<false>(q_tile, wm * 16, s_q_unscale, st_kv::raw_k(region, buf), nullptr, wn * WARP_TOKENS, s);\n'
-     '        st_block_softmax(wn * WARP_TOKENS, lim, scale_log2, st, s);\n'
+     '        st_block_qk_f16<false>(q_tile, wm * 16, st_kv::raw_k(region, buf), nullptr, wn * WARP_TOKENS, s);\n'
+     '        st_block_softmax(wn * WARP_TOKENS, lim, q_scale, st, s);\n'
      '      } else {\n'
      '        st_block_scores(q_tile, wm * 16, st_kv::k_tile(region, buf), nullptr, wn * WARP_TOKENS, lim, scale_log2, st,\n'
      '                        s);\n'
-     '      }\n', 1, lambda a: '#ifndef CUT_SKIP_MATH\n' + a + '#else\n      (void)lim;\n#endif\n'),
+     '      }\n', 1, lambda a: '#ifndef CUT_SKIP_MATH\n' + a + '#else\n      (void)lim;\n      (void)q_scale;\n#endif\n'),
     ('      if (IS_FP8)\n'
      '        st_block_values_raw(st_kv::raw_k(region, buf) + BLOCK_TOKENS * HEAD_DIM, wn * WARP_TOKENS, s, st);\n'
      '      else\n'

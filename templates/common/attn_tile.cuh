@@ -98,35 +98,75 @@ template <class F> __device__ __forceinline__ void st_with_k_scale(const float *
     f(st_flag<false>());
 }
 
+// How far (log2 units) a LAZY softmax lets a row's scores rise above the
+// maximum its state is kept at before it rescales: P <= 2^8, still exact
+// in bf16 and f16 to their precision, and l and O in fp32 (the rescale
+// FlashAttention-4 skips the same way).
+#define ST_LAZY_SLACK 8.f
+
 // The online-softmax update of `st` with the scores s of tokens tok0 ..:
 // row rr sees the tokens < lim[rr] (0: none), with bias[rr] added to its
 // scores (log2 of how many times its selection lists the block: 0 once, 1
-// twice; BIAS false: none, as in decode). Leaves P (unnormalized
-// probabilities) in s.
-template <int HEAD_DIM, int TOKENS, bool BIAS = true>
+// twice; BIAS false: none, as in decode), each score times scale_log2[rr].
+// Leaves P (unnormalized probabilities) in s.
+//
+// LAZY (decode): the warp rescales l and O (HEAD_DIM / 4 multiplies a
+// lane) only where some row's maximum grew past m + ST_LAZY_SLACK; m, l
+// and O stay consistent either way (O and l are sums of 2^(score - m)),
+// so the merges and lse are unchanged. And a tile every row sees whole
+// skips the masks. (Not used by prefill, whose kernels were tuned with
+// the plain update.)
+template <int HEAD_DIM, int TOKENS, bool BIAS = true, bool LAZY = false>
 __device__ __forceinline__ void st_tile_softmax(int tok0, const int (&lim)[2], const float (&bias)[2],
-                                                float scale_log2, st_softmax_state<HEAD_DIM> &st,
+                                                const float (&scale_log2)[2], st_softmax_state<HEAD_DIM> &st,
                                                 float (&s)[TOKENS / 8][4]) {
   constexpr int DT = HEAD_DIM / 8, NT = TOKENS / 8;
   const int lane = threadIdx.x & 31;
+  float mx[2];
+  const auto scale_and_mask = [&](auto masked) {
+#pragma unroll
+    for (int rr = 0; rr < 2; rr++) {
+      mx[rr] = -ST_INF;
+#pragma unroll
+      for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+        for (int cc = 0; cc < 2; cc++) {
+          const int tok = tok0 + nt * 8 + 2 * (lane & 3) + cc;
+          float &v = s[nt][rr * 2 + cc];
+          const float x = BIAS ? v * scale_log2[rr] + bias[rr] : v * scale_log2[rr];
+          v = !decltype(masked)::value || tok < lim[rr] ? x : -ST_INF;
+          mx[rr] = fmaxf(mx[rr], v);
+        }
+    }
+  };
+  if (LAZY && tok0 + TOKENS <= min(lim[0], lim[1]))
+    scale_and_mask(st_flag<false>());
+  else
+    scale_and_mask(st_flag<true>());
 #pragma unroll
   for (int rr = 0; rr < 2; rr++) {
-    float mx = -ST_INF;
+    mx[rr] = fmaxf(mx[rr], __shfl_xor_sync(0xffffffffu, mx[rr], 1));
+    mx[rr] = fmaxf(mx[rr], __shfl_xor_sync(0xffffffffu, mx[rr], 2));
+  }
+  bool grow = !LAZY;
+  if (LAZY)
+    grow = __any_sync(0xffffffffu, mx[0] > st.m[0] + ST_LAZY_SLACK || mx[1] > st.m[1] + ST_LAZY_SLACK);
+  if (grow)
 #pragma unroll
-    for (int nt = 0; nt < NT; nt++)
+    for (int rr = 0; rr < 2; rr++) {
+      const float m_new = fmaxf(st.m[rr], mx[rr]);
+      const float alpha = st_exp2(st.m[rr] - (m_new == -ST_INF ? 0.f : m_new)); // nothing seen yet: keep 0s
+      st.m[rr] = m_new;
+      st.l[rr] *= alpha;
 #pragma unroll
-      for (int cc = 0; cc < 2; cc++) {
-        const int tok = tok0 + nt * 8 + 2 * (lane & 3) + cc;
-        float &v = s[nt][rr * 2 + cc];
-        v = tok < lim[rr] ? (BIAS ? v * scale_log2 + bias[rr] : v * scale_log2) : -ST_INF;
-        mx = fmaxf(mx, v);
+      for (int dt = 0; dt < DT; dt++) {
+        st.o[dt][rr * 2] *= alpha;
+        st.o[dt][rr * 2 + 1] *= alpha;
       }
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    const float m_new = fmaxf(st.m[rr], mx);
-    const float m_use = m_new == -ST_INF ? 0.f : m_new; // nothing seen yet: keep 0s
-    const float alpha = st_exp2(st.m[rr] - m_use);
-    st.m[rr] = m_new;
+    }
+#pragma unroll
+  for (int rr = 0; rr < 2; rr++) {
+    const float m_use = st.m[rr] == -ST_INF ? 0.f : st.m[rr];
     float sum = 0.f;
 #pragma unroll
     for (int nt = 0; nt < NT; nt++)
@@ -136,13 +176,17 @@ __device__ __forceinline__ void st_tile_softmax(int tok0, const int (&lim)[2], c
         v = st_exp2(v - m_use);
         sum += v;
       }
-    st.l[rr] = st.l[rr] * alpha + sum;
-#pragma unroll
-    for (int dt = 0; dt < DT; dt++) {
-      st.o[dt][rr * 2] *= alpha;
-      st.o[dt][rr * 2 + 1] *= alpha;
-    }
+    st.l[rr] += sum;
   }
+}
+
+// The same, one scale for both rows.
+template <int HEAD_DIM, int TOKENS, bool BIAS = true, bool LAZY = false>
+__device__ __forceinline__ void st_tile_softmax(int tok0, const int (&lim)[2], const float (&bias)[2],
+                                                float scale_log2, st_softmax_state<HEAD_DIM> &st,
+                                                float (&s)[TOKENS / 8][4]) {
+  const float scale[2] = {scale_log2, scale_log2};
+  st_tile_softmax<HEAD_DIM, TOKENS, BIAS, LAZY>(tok0, lim, bias, scale, st, s);
 }
 
 // O += P V: P (accumulator layout of two 8-token tiles) is the A fragment of
