@@ -19,21 +19,22 @@
 // scale multiplies the scores, in fp32), and the stage is
 // refilled before the math; with K_REGS only V is widened (to f16 unless
 // scales are per token), and q.K reads K's raw rows into f16 mma fragments
-// (q made f16 once, with a power-of-two scale), converting in registers,
-// while V is being widened), and warp (wm, wn) computes for q heads
-// wm*16 .. wm*16+15 and tokens wn*WARP_TOKENS .. +WARP_TOKENS: S = q K^T on
-// tensor cores (bf16 m16n8k16, q and K from ldmatrix), an online softmax in
-// registers (base 2, scores pre-scaled by sm_scale*log2 e), then O += P V
-// with P re-used from the accumulator registers as the A operand and V from
-// ldmatrix.trans. At the end the WARPS_N warps of an m-tile
-// combine their (m, l, O) in shared memory. One split: the CTA writes o and
-// lse. Several (single): where the splits divide CLUSTER > 1, the item's CTAs
-// sit in one thread-block cluster; each owns a 1/splits slice of the output,
-// and every CTA pushes its state of each slice into the owner's shared
-// memory (st.async on the owner's mbarrier: no workspace round trip, no
-// fence); otherwise each CTA writes its partial (O, m, l) to
-// the workspace and the item's last CTA merges them. split: the partials go
-// to the workspace and st_sparse_attn_decode_merge combines them.
+// (q made f16 once, in the fragments' order, with a power-of-two scale),
+// converting in registers, while V is being widened), and warp (wm, wn)
+// computes for q heads wm*16 .. wm*16+15 and tokens wn*WARP_TOKENS ..
+// +WARP_TOKENS: S = q K^T on tensor cores (bf16 m16n8k16, q and K from
+// ldmatrix), an online softmax in registers (base 2, scores pre-scaled by
+// sm_scale*log2 e), then O += P V with P re-used from the accumulator
+// registers as the A operand and V from ldmatrix.trans. At the end the
+// WARPS_N warps of an m-tile combine their (m, l, O) in shared memory. One
+// split: the CTA writes o and lse. Several (single): where the splits divide
+// CLUSTER > 1, the item's CTAs sit in one thread-block cluster; each owns a
+// 1/splits slice of the output, and every CTA pushes its state of each slice
+// into the owner's shared memory (st.async on the owner's mbarrier: no
+// workspace round trip, no fence); otherwise each CTA writes its partial
+// (O, m, l) to the workspace and the item's last CTA merges them. split:
+// the partials go to the workspace and st_sparse_attn_decode_merge
+// combines them.
 //
 // Bytes per item: (valid selected blocks) * 128 * D * 2 (K and V) * elem,
 // plus q and o; FLOPs: 4 * GROUP * 128 * D per block. At GROUP 16 that is
@@ -442,7 +443,7 @@ static_assert(M_TILES * 16 * Q_LANES <= THREADS && Q_LANES <= 32 && 32 % Q_LANES
 // for lane `lane`: 16 bytes, its registers a0 .. a3 in order, so that one
 // 16-byte load gives the mma its operand. Read from the row-major tile, a
 // fragment takes two rows' loads and four register moves (the fp8 B = 32
-// loop spent 109 of its 895 instructions a block on those moves, sm_90a
+// loop spent 109 of its 891 instructions a block on those moves, sm_90a
 // SASS, twenty-seventh session).
 __device__ __forceinline__ uint32_t st_q_frag(int mt, int j, int h, int lane) {
   return (uint32_t)((((mt * (DK / 2) + j) * 2 + h) * 32 + lane) * 16);
@@ -729,7 +730,8 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
     // comes here in tensor mode only: the other branches are not compiled,
     // which keeps the code a B = 1 CTA fetches once, from L2, smaller.)
     const bool tensor = K_REGS == 2 || p.scale_mode == 2;
-    float q_scale[2] = {scale_log2, scale_log2}; // K_REGS: times the rows' unscale
+    // K_REGS: the rows' unscale in the softmax's scale
+    float q_scale[2] = {scale_log2, scale_log2};
     if (K_REGS) {
       st_q_to_f16(q_smem, s_q_unscale);
       st_f16_row_scales(s_q_unscale, wm * 16, scale_log2, q_scale);
@@ -773,8 +775,9 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
     // 2*STAGES - 1 are pending, V once 2*STAGES - 2.
 #pragma unroll
     for (int s = 0; s < STAGES; s++) st_issue_block(p, it.g, s_page, s_ntok, s, nblk, region, s);
-    float q_scale[2] = {scale_log2, scale_log2}; // raw_v: times the rows' unscale
-    if (IS_FP8) { // raw_v: q.K in f16 too
+    // raw_v: q.K in f16 too, the rows' unscale in the softmax's scale
+    float q_scale[2] = {scale_log2, scale_log2};
+    if (IS_FP8) {
       st_q_to_f16(q_smem, s_q_unscale);
       st_f16_row_scales(s_q_unscale, wm * 16, scale_log2, q_scale);
     }

@@ -148,9 +148,8 @@ __device__ __forceinline__ void st_tile_softmax(int tok0, const int (&lim)[2], c
     mx[rr] = fmaxf(mx[rr], __shfl_xor_sync(0xffffffffu, mx[rr], 1));
     mx[rr] = fmaxf(mx[rr], __shfl_xor_sync(0xffffffffu, mx[rr], 2));
   }
-  bool grow = !LAZY;
-  if (LAZY)
-    grow = __any_sync(0xffffffffu, mx[0] > st.m[0] + ST_LAZY_SLACK || mx[1] > st.m[1] + ST_LAZY_SLACK);
+  const bool grow =
+      !LAZY || __any_sync(0xffffffffu, mx[0] > st.m[0] + ST_LAZY_SLACK || mx[1] > st.m[1] + ST_LAZY_SLACK);
   if (grow)
 #pragma unroll
     for (int rr = 0; rr < 2; rr++) {
@@ -182,9 +181,8 @@ __device__ __forceinline__ void st_tile_softmax(int tok0, const int (&lim)[2], c
 
 // The same, one scale for both rows.
 template <int HEAD_DIM, int TOKENS, bool BIAS = true, bool LAZY = false>
-__device__ __forceinline__ void st_tile_softmax(int tok0, const int (&lim)[2], const float (&bias)[2],
-                                                float scale_log2, st_softmax_state<HEAD_DIM> &st,
-                                                float (&s)[TOKENS / 8][4]) {
+__device__ __forceinline__ void st_tile_softmax(int tok0, const int (&lim)[2], const float (&bias)[2], float scale_log2,
+                                                st_softmax_state<HEAD_DIM> &st, float (&s)[TOKENS / 8][4]) {
   const float scale[2] = {scale_log2, scale_log2};
   st_tile_softmax<HEAD_DIM, TOKENS, BIAS, LAZY>(tok0, lim, bias, scale, st, s);
 }
