@@ -33,7 +33,7 @@
 
 #include "common/mbarrier.cuh"
 #include "common/smem_tile.cuh"
-#include <random>
+#include "probe_pages.cuh"
 
 namespace {
 
@@ -158,21 +158,7 @@ int main() {
   std::mt19937 rng(20261123);
   for (int batch : {8, 32, 128}) {
     const int items = batch * HKV;
-    std::vector<int> h(items * TOPK);
-    for (int it = 0; it < items; it++) // distinct pages per item
-      for (int k = 0; k < TOPK; k++) {
-        int p;
-        bool again;
-        do {
-          p = (int)(rng() % PAGES);
-          again = false;
-          for (int j = 0; j < k; j++) again |= h[it * TOPK + j] == p;
-        } while (again);
-        h[it * TOPK + k] = p;
-      }
-    int *pages;
-    CK(cudaMalloc(&pages, h.size() * sizeof(int)));
-    CK(cudaMemcpy(pages, h.data(), h.size() * sizeof(int), cudaMemcpyHostToDevice));
+    int *pages = probe_device_pages(items, TOPK, PAGES, rng);
     for (int interleaved : {0, 1})
       for (int splits : {1, 2, 4}) {
         const Args a{pool, pages, splits, interleaved, out};

@@ -9,14 +9,16 @@
 // Layout and data as row_width_probe.cu: fp8, pages2 (pages, 2, 128, Hkv,
 // D), Hkv 2, D 128, topk 16, distinct random pages per (request, head)
 // from a pool of 32768 pages. Work: the (item, block) units of B requests x
-// 2 heads x 16 blocks, cut into equal contiguous runs, one run a CTA, CTAS
+// 2 heads x 16 blocks, cut into equal contiguous runs, one run a CTA, 1-3
 // CTAs an SM. A CTA has one producer warp (one lane issues two tensor-map
 // copies a block, K and V: 128 tokens x 128 bytes at a 256-byte stride,
 // 128-byte swizzle, counted in bytes on the stage's "full" mbarrier) and
 // CONSUMERS warps that wait for the stage, read a word a lane of K and V,
 // run MATH dependent FMAs (a stand-in for the block's products), and
-// release the stage on its "empty" mbarrier. Prints microseconds per replay
-// (CUDA graph, median of 5 x 40) and GB/s of K and V bytes.
+// release the stage on its "empty" mbarrier; the tensor map's L2 promotion
+// 128 bytes (a row piece), none, or 256 bytes (which also fetches the
+// other head's half of each row). Prints microseconds per replay (CUDA
+// graph, median of 5 x 40) and GB/s of K and V bytes.
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I templates -I docs/experiments \
 //        -o build/persistent_ring_probe docs/experiments/persistent_ring_probe.cu -lcuda
 // Run: build/persistent_ring_probe (a few seconds).
@@ -25,11 +27,10 @@
 #include "graph_time.cuh"
 
 #include <cstdint>
-#include <random>
-#include <vector>
 
 #include "common/mbarrier.cuh"
 #include "common/smem_tile.cuh"
+#include "probe_pages.cuh"
 
 namespace {
 
@@ -139,22 +140,7 @@ int main() {
   const CUtensorMap map_none = make_map(pool, CU_TENSOR_MAP_L2_PROMOTION_NONE);
   std::mt19937 rng(20261127);
   for (int batch : {32, 128}) {
-    const int items = batch * HKV;
-    std::vector<int> h((size_t)items * TOPK);
-    for (int it = 0; it < items; it++) // distinct pages an item
-      for (int k = 0; k < TOPK; k++) {
-        int p;
-        bool again;
-        do {
-          p = (int)(rng() % PAGES);
-          again = false;
-          for (int j = 0; j < k; j++) again |= h[(size_t)it * TOPK + j] == p;
-        } while (again);
-        h[(size_t)it * TOPK + k] = p;
-      }
-    int *pages;
-    CK(cudaMalloc(&pages, h.size() * sizeof(int)));
-    CK(cudaMemcpy(pages, h.data(), h.size() * sizeof(int), cudaMemcpyHostToDevice));
+    int *pages = probe_device_pages(batch * HKV, TOPK, PAGES, rng);
     // 256-byte promotion fetches the other head's half of every row too.
     run<3, 4, 0>(batch, map256, "256B", pages, 2, sms, out, st);
     run<3, 4, 0>(batch, map_none, "none", pages, 2, sms, out, st);

@@ -23,9 +23,9 @@
 #include "graph_time.cuh"
 
 #include <cstdint>
-#include <random>
 
 #include "common/smem_tile.cuh"
+#include "probe_pages.cuh"
 
 namespace {
 
@@ -95,21 +95,7 @@ void run(int batch, const char *pool, std::mt19937 &rng, float *out, cudaStream_
   constexpr int TILE = BLOCK_TOKENS * H * D * ELEM, SMEM = STAGES * 2 * TILE;
   static_assert(SMEM <= 227 * 1024, "fits an SM");
   const int items = batch * HKV / H;
-  std::vector<int> h((size_t)items * TOPK);
-  for (int it = 0; it < items; it++) // distinct pages an item
-    for (int k = 0; k < TOPK; k++) {
-      int p;
-      bool again;
-      do {
-        p = (int)(rng() % PAGES);
-        again = false;
-        for (int j = 0; j < k; j++) again |= h[(size_t)it * TOPK + j] == p;
-      } while (again);
-      h[(size_t)it * TOPK + k] = p;
-    }
-  int *pages;
-  CK(cudaMalloc(&pages, h.size() * sizeof(int)));
-  CK(cudaMemcpy(pages, h.data(), h.size() * sizeof(int), cudaMemcpyHostToDevice));
+  int *pages = probe_device_pages(items, TOPK, PAGES, rng);
   auto kernel = k_stream<ELEM, H, STAGES>;
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
   const Args a{pool, pages, splits, out};
