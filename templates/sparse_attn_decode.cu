@@ -50,6 +50,13 @@ constexpr int ALGO_SPLIT = ${algo_split};
 // fp8: 1 reads K's raw rows straight into the mma fragments; 2 also V's,
 // where scales are not per token (tensor mode runs as 1).
 constexpr int K_REGS = ${k_regs};
+// fp8 k_regs 2, HEAD_DIM 128: 1 copies K and V with the bulk tensor copy
+// engine (thread 0 issues a block's two copies by the launcher's tensor
+// maps; a full mbarrier per stage and half says when one landed) in place
+// of every thread's cp.async and the barrier after each wait. The rows
+// land in st_kv_k_chunk / st_kv_v_chunk's order (the 128-byte swizzle).
+// Per-token scales run the widening path, with cp.async.
+constexpr int TMA = ${tma};
 
 #include "params/sparse_attn_decode.h"
 #include "common/attn_tile.cuh"
@@ -69,6 +76,7 @@ constexpr int ROW_CHUNKS = HEAD_DIM / 8; // 16-byte chunks of a bf16 row
 constexpr int NE = GROUP * HEAD_DIM / 4; // 4-dimension pieces of an item's output
 using st_kv = st_kv_stages<IS_FP8, HEAD_DIM, STAGES, THREADS, (K_REGS > 0), 0, 1>; // refilled before the math
 static_assert(K_REGS >= 0 && K_REGS <= 2 && (!K_REGS || IS_FP8), "k_regs 1 and 2 read raw fp8 rows");
+static_assert(!TMA || (K_REGS == 2 && HEAD_DIM == 128), "tma copies raw fp8 rows of 128 bytes");
 
 // Shared memory (dynamic), in this order; runtime/ops/sparse_attn_decode.c
 // computes the same total (st_sparse_attn_decode_smem_bytes).
@@ -83,6 +91,8 @@ static_assert(K_REGS >= 0 && K_REGS <= 2 && (!K_REGS || IS_FP8), "k_regs 1 and 2
 //   receive     (cluster kernels) what the item's CTAs push to this one:
 //               [splits][NE / splits] float4 pieces of O, then
 //               [splits][GROUP] (m, l)
+// tma: all of it from the first 1024-byte boundary on (the swizzle's; q
+// and a stage are whole multiples of 1024 bytes), 1024 bytes more.
 constexpr int Q_BYTES = M_TILES * 16 * HEAD_DIM * 2;
 constexpr int KV_BYTES = st_kv::BYTES;
 constexpr int COMBINE_BYTES = WARPS * 16 * (HEAD_DIM + 2) * 4;
@@ -115,8 +125,10 @@ constexpr int CLUSTER = ST_CLUSTER;
 // The cluster merge's receive area: every piece of an item's O once (from
 // its splits), and each split's (m, l) of every q head.
 constexpr int RECV_BYTES = CLUSTER > 1 ? NE * 16 + CLUSTER * GROUP * 8 : 0;
-constexpr int SMEM_BYTES = Q_BYTES + REGION_BYTES + BLOCK_LIST_BYTES + RECV_BYTES;
-constexpr int SMEM_BYTES_RAW = Q_BYTES + REGION_BYTES_RAW + BLOCK_LIST_BYTES + RECV_BYTES;
+constexpr int ALIGN_BYTES = TMA ? 1024 : 0;
+constexpr int SMEM_BYTES = Q_BYTES + REGION_BYTES + BLOCK_LIST_BYTES + RECV_BYTES + ALIGN_BYTES;
+constexpr int SMEM_BYTES_RAW = Q_BYTES + REGION_BYTES_RAW + BLOCK_LIST_BYTES + RECV_BYTES + ALIGN_BYTES;
+static_assert(!TMA || (Q_BYTES % 1024 == 0 && st_kv::STAGE_BYTES % 1024 == 0), "tma stages on 1024-byte boundaries");
 // The CTAs an SM may hold, for the registers ptxas may give a thread. By
 // default it capped some kernels for more CTAs than their shared memory
 // allows (128 registers at 128 and 256 threads: 16-104 bytes of spills in
@@ -417,11 +429,58 @@ __device__ __forceinline__ void st_issue_half_group(const st_sparse_attn_decode_
   st_cp_async_commit();
 }
 
-// Block b into stage `buf`: two commit groups, K then V.
-__device__ __forceinline__ void st_issue_block(const st_sparse_attn_decode_params &p, int g, const int32_t *pages,
-                                               const int32_t *ntoks, int b, int nblk, char *region, int buf) {
-  st_issue_half_group(p, 0, g, pages, ntoks, b, nblk, region, buf);
-  st_issue_half_group(p, 1, g, pages, ntoks, b, nblk, region, buf);
+// ---- tma: the same halves by the bulk tensor copy engine ------------------
+// Full barrier `which` of stage buf (K 0, V 1) at full + 8 (2 buf + which).
+
+// Half `which` of block b (if it exists) into stage `buf`, by thread 0:
+// one copy of the page's 128 rows of kv head g, counted on its full
+// barrier. The copy brings the rows past the block's visible tokens as the
+// page holds them (st_zero_v_rows).
+__device__ __forceinline__ void st_copy_half(const st_sparse_attn_decode_params &p, int which, int g,
+                                             const int32_t *pages, int b, int nblk, char *region, int buf,
+                                             uint32_t full) {
+  if (threadIdx.x != 0 || b >= nblk) return;
+  const uint32_t bar = full + (uint32_t)(2 * buf + which) * 8u;
+  st_mbar_arrive_expect_tx(bar, BLOCK_TOKENS * HEAD_DIM);
+  st_tma_load_4d(st_smem_addr(region + buf * st_kv::STAGE_BYTES) + (uint32_t)(which * BLOCK_TOKENS * HEAD_DIM),
+                 which ? (const void *)&p.v_map : (const void *)&p.k_map, 0, 0, g, pages[b], bar);
+}
+
+// Half `which` of block b into stage `buf` by either engine.
+__device__ __forceinline__ void st_next_half(const st_sparse_attn_decode_params &p, int which, int g,
+                                             const int32_t *pages, const int32_t *ntoks, int b, int nblk, char *region,
+                                             int buf, uint32_t full) {
+  if (TMA)
+    st_copy_half(p, which, g, pages, b, nblk, region, buf, full);
+  else
+    st_issue_half_group(p, which, g, pages, ntoks, b, nblk, region, buf);
+}
+
+// Waits until half WHICH of block i (stage buf) is in shared memory for
+// every thread: cp.async, its commit group (of the 2 * STAGES that can be
+// pending: K with 2 * STAGES - 1 after it, V with 2 * STAGES - 2) and a
+// barrier for the other threads' copies; tma, its full barrier's phase
+// (the stage's (i / STAGES)-th use).
+template <int WHICH> __device__ __forceinline__ void st_wait_half(int i, int buf, uint32_t full) {
+  if (TMA) {
+    st_mbar_wait(full + (uint32_t)(2 * buf + WHICH) * 8u, (i / STAGES) & 1);
+  } else {
+    st_cp_async_wait<2 * STAGES - 1 - WHICH>();
+    __syncthreads();
+  }
+}
+
+// tma: V rows at and past `lim` of the warp's tokens tok0 .. (the only
+// ones it reads) become zeros, as cp.async leaves them (a masked key's
+// weight is exactly 0, but 0 * NaN is not). Only a query's own, partial
+// block has any. Then a proxy fence: the stage's next copy writes there.
+__device__ __forceinline__ void st_zero_v_rows(uint32_t raw_v, int tok0, int lim) {
+  if (lim >= tok0 + WARP_TOKENS) return;
+  const uint32_t lane = threadIdx.x & 31;
+  for (int tok = max(lim, tok0); tok < tok0 + WARP_TOKENS; tok++) // a row is 32 words
+    asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(raw_v + (uint32_t)(tok * HEAD_DIM) + lane * 4u), "r"(0) : "memory");
+  __syncwarp();
+  st_fence_proxy_async();
 }
 
 // ---- one warp's share of a block: st_attend_tile (common/attn_tile.cuh)
@@ -581,12 +640,14 @@ __device__ __forceinline__ void st_block_values(uint32_t v_tile, int tok0, const
 // n-tiles a lane loads 4 bytes of each of its four rows and pairs them up
 // with byte permutes, then one conversion per pair (e4m3 -> f16, exact).
 // P is rounded to f16 (<= 1). The accumulators come out permuted alike.
-// Addresses: tok0 is a multiple of 16, so every row a lane reads takes the
-// swizzle of row 2t, and its loads differ by constants.
+// Addresses: tok0 is a multiple of 16, so the rows 2t + 8, 2t + 9 a lane
+// reads take the swizzle of rows 2t, 2t + 1, whose chunks sit one apart
+// (st_kv_v_chunk): its loads differ by constants and one per-lane offset.
 __device__ __forceinline__ void st_block_values_raw(uint32_t raw_v, int tok0, const float (&s)[NT][4],
                                                     st_softmax_state<HEAD_DIM> &st) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const uint32_t v_lane = raw_v + (uint32_t)((tok0 + 2 * t) * HEAD_DIM + (g & 3) * 4);
+  const uint32_t odd = (uint32_t)st_kv_v_odd_delta(g >> 2); // rows 2t + 1, 2t + 9: their chunk is one over
 #pragma unroll
   for (int kk = 0; kk < NT / 2; kk++) {
     uint32_t a[4];
@@ -598,7 +659,8 @@ __device__ __forceinline__ void st_block_values_raw(uint32_t raw_v, int tok0, co
       const uint32_t v_at = v_lane + (uint32_t)st_kv_v_chunk<HEAD_DIM>(2 * t, 2 * jb + (g >> 2)) * 16;
       uint32_t w[4]; // rows 2t, 2t + 1, 2t + 8, 2t + 9 of the k-step
 #pragma unroll
-      for (int q = 0; q < 4; q++) w[q] = st_lds_u32(v_at + (kk * 16 + (q & 1) + (q >> 1) * 8) * HEAD_DIM);
+      for (int q = 0; q < 4; q++)
+        w[q] = st_lds_u32(v_at + (kk * 16 + (q & 1) + (q >> 1) * 8) * HEAD_DIM + ((q & 1) ? odd : 0));
       // bytes i of rows (r0, r0 + 1): pairs for n-tiles 4jb + 0, 1 (x01) and 2, 3 (x23); the same of r0 + 8, 9
       const uint32_t lo01 = __byte_perm(w[0], w[1], 0x5140), lo23 = __byte_perm(w[0], w[1], 0x7362);
       const uint32_t hi01 = __byte_perm(w[2], w[3], 0x5140), hi23 = __byte_perm(w[2], w[3], 0x7362);
@@ -619,16 +681,17 @@ __device__ __forceinline__ int st_raw_v_dim(int dt, int n) { return (dt >> 2) * 
 // ---- the kernels ---------------------------------------------------------
 
 extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
-    st_sparse_attn_decode_main(const st_sparse_attn_decode_params p) {
+    st_sparse_attn_decode_main(const __grid_constant__ st_sparse_attn_decode_params p) {
   extern __shared__ __align__(128) char s_dyn[];
   __shared__ int s_nblk, s_last;
   __shared__ uint64_t s_recv_bar; // cluster merge: the bytes pushed to this CTA
   __shared__ float s_q_unscale[M_TILES * 16]; // K_REGS: 2^-e of each f16 q row (st_q_to_f16)
+  __shared__ __align__(8) uint64_t s_full[TMA ? 2 * STAGES : 1]; // tma: stage b's K (2b) and V (2b + 1) landed
   // fp8 k_regs 2 without per-token scales reads K and V raw (the bf16 loop's
   // shape), with no wide tile; with them it runs as k_regs 1.
   const bool raw_v = K_REGS == 2 && p.scale_mode != 2;
-  char *q_smem = s_dyn;
-  char *region = s_dyn + Q_BYTES;
+  char *q_smem = TMA ? s_dyn + ((1024u - (st_smem_addr(s_dyn) & 1023u)) & 1023u) : s_dyn;
+  char *region = q_smem + Q_BYTES;
   int32_t *s_page = (int32_t *)(region + (raw_v ? REGION_BYTES_RAW : REGION_BYTES));
   int32_t *s_ntok = s_page + MAX_TOPK;
   char *recv_o = (char *)(s_ntok + MAX_TOPK);
@@ -642,6 +705,11 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
   // Splits that divide the cluster keep an item's CTAs in one cluster.
   const bool cluster_merge = CLUSTER > 1 && p.splits > 1 && CLUSTER % p.splits == 0;
   const uint32_t recv_bar = st_smem_addr(&s_recv_bar);
+  const uint32_t full = st_smem_addr(s_full);
+  if (TMA && raw_v && threadIdx.x == 0) { // ordered before their use by the block list's barrier
+    for (int b = 0; b < 2 * STAGES; b++) st_mbar_init(full + 8u * (uint32_t)b, 1);
+    st_mbar_init_fence();
+  }
   if (cluster_merge) {
     if (threadIdx.x == 0) {
       st_mbar_init(recv_bar, 1);
@@ -770,11 +838,14 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
     }
   } else {
     // Every stage's block in flight at once (all of a CTA's blocks where
-    // nblk <= STAGES), two groups each. Group count before block i's
-    // waits: 2 * (STAGES + i), so K of block i is in once at most
-    // 2*STAGES - 1 are pending, V once 2*STAGES - 2.
+    // nblk <= STAGES), two groups each (tma: two copies). Group count
+    // before block i's waits: 2 * (STAGES + i), so K of block i is in once
+    // at most 2*STAGES - 1 are pending, V once 2*STAGES - 2 (st_wait_half).
 #pragma unroll
-    for (int s = 0; s < STAGES; s++) st_issue_block(p, it.g, s_page, s_ntok, s, nblk, region, s);
+    for (int s = 0; s < STAGES; s++) {
+      st_next_half(p, 0, it.g, s_page, s_ntok, s, nblk, region, s, full);
+      st_next_half(p, 1, it.g, s_page, s_ntok, s, nblk, region, s, full);
+    }
     // raw_v: q.K in f16 too, the rows' unscale in the softmax's scale
     float q_scale[2] = {scale_log2, scale_log2};
     if (IS_FP8) {
@@ -784,8 +855,7 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
     for (int i = 0; i < nblk; i++) {
       const int buf = i % STAGES, lim = s_ntok[i];
       float s[NT][4];
-      st_cp_async_wait<2 * STAGES - 1>();
-      __syncthreads(); // K of block i is in shared memory, for every thread's copies
+      st_wait_half<0>(i, buf, full); // K of block i
       if (IS_FP8) {
         st_block_qk_f16<false>(q_tile, wm * 16, st_kv::raw_k(region, buf), nullptr, wn * WARP_TOKENS, s);
         st_block_softmax(wn * WARP_TOKENS, lim, q_scale, st, s);
@@ -793,21 +863,23 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
         st_block_scores(q_tile, wm * 16, st_kv::k_tile(region, buf), nullptr, wn * WARP_TOKENS, lim, scale_log2, st,
                         s);
       }
-      st_cp_async_wait<2 * STAGES - 2>();
-      __syncthreads(); // V of block i; and every warp is done with K of block i
+      st_wait_half<1>(i, buf, full); // V of block i (cp.async: and every warp is done with K of block i)
+      if (TMA && STAGES == 1) __syncthreads(); // every warp is done with K of block i
       // One stage: the next block's K lands under these values, not after
       // them (the same commit order, so the waits' counts hold). Its wait
       // was the largest stall of fp8 B = 32's w4.s1 (ncu: 16% of the
       // samples); deeper pipelines have it in flight already, and bf16 B =
       // 32's w4.s2 ran 0.4 us slower with it (twenty-sixth session).
-      if (STAGES == 1) st_issue_half_group(p, 0, it.g, s_page, s_ntok, i + 1, nblk, region, buf);
+      if (STAGES == 1) st_next_half(p, 0, it.g, s_page, s_ntok, i + 1, nblk, region, buf, full);
+      const uint32_t raw_v_rows = st_kv::raw_k(region, buf) + BLOCK_TOKENS * HEAD_DIM;
+      if (TMA) st_zero_v_rows(raw_v_rows, wn * WARP_TOKENS, lim);
       if (IS_FP8)
-        st_block_values_raw(st_kv::raw_k(region, buf) + BLOCK_TOKENS * HEAD_DIM, wn * WARP_TOKENS, s, st);
+        st_block_values_raw(raw_v_rows, wn * WARP_TOKENS, s, st);
       else
         st_block_values(st_kv::v_tile(region, buf), wn * WARP_TOKENS, s, st);
       __syncthreads(); // every warp is done with V of block i
-      if (STAGES > 1) st_issue_half_group(p, 0, it.g, s_page, s_ntok, i + STAGES, nblk, region, buf);
-      st_issue_half_group(p, 1, it.g, s_page, s_ntok, i + STAGES, nblk, region, buf);
+      if (STAGES > 1) st_next_half(p, 0, it.g, s_page, s_ntok, i + STAGES, nblk, region, buf, full);
+      st_next_half(p, 1, it.g, s_page, s_ntok, i + STAGES, nblk, region, buf, full);
     }
   }
 

@@ -325,7 +325,8 @@ static void test_index_decode_render_values_are_the_template_names(void **state)
 /* ---- ops/sparse_attn_decode.lua ----------------------------------------- */
 
 static void test_sparse_attn_decode_constraints_reject_only_the_shared_memory_overflow(void **state) {
-  /* k_regs 1 and 2 are refused for bf16 caches (they read raw fp8 rows). Of
+  /* k_regs 1 and 2 are refused for bf16 caches (they read raw fp8 rows),
+   * tma 1 everywhere but fp8 k_regs 2 head_dim 128 (raw 128-byte rows). Of
    * the other configs without clusters, head_dim 256 breaks the 220 KiB
    * budget with 2 or more stages (3 or more with k_regs, whose fp8 kernels
    * widen one tile, not two) and, with fewer, where 16 warps (group 32, two q
@@ -339,9 +340,11 @@ static void test_sparse_attn_decode_constraints_reject_only_the_shared_memory_ov
          "local s, op = require('space'), require('ops.sparse_attn_decode')\n"
          "local all = s.product(op.kernel_domains)\n"
          "local kept, rej = s.filter(all, op.constraint)\n"
-         "local n1, nkr, k16, k8 = 0, 0, 0, 0\n"
+         "local n1, nkr, ntma, k16, k8 = 0, 0, 0, 0, 0\n"
+         "local function tma_fits(p) return p.dtype == 'fp8' and p.k_regs == 2 and p.head_dim == 128 end\n"
          "for _, p in ipairs(kept) do\n"
          "  if p.k_regs >= 1 and p.dtype ~= 'fp8' then return 'wrongly kept ' .. s.canonical(p) end\n"
+         "  if p.tma == 1 and not tma_fits(p) then return 'wrongly kept ' .. s.canonical(p) end\n"
          "  if p.cluster == 16 then\n"
          "    k16 = k16 + 1\n"
          "    if p.algo ~= 'single' or 32 * p.warps_n * ((p.group + 15) // 16) > 128 then\n"
@@ -357,6 +360,9 @@ static void test_sparse_attn_decode_constraints_reject_only_the_shared_memory_ov
          "  if p.k_regs >= 1 and p.dtype == 'bf16' then\n"
          "    nkr = nkr + 1\n"
          "    if not r.reason:find('needs dtype fp8', 1, true) then return 'reason: ' .. r.reason end\n"
+         "  elseif p.tma == 1 and not tma_fits(p) then\n"
+         "    ntma = ntma + 1\n"
+         "    if not r.reason:find('tma=1 copies raw fp8 rows', 1, true) then return 'reason: ' .. r.reason end\n"
          "  elseif p.cluster == 1 then\n"
          "    n1 = n1 + 1\n"
          "    local full = p.k_regs >= 1 and 3 or 2\n"
@@ -372,8 +378,8 @@ static void test_sparse_attn_decode_constraints_reject_only_the_shared_memory_ov
          "    return 'reason: ' .. r.reason\n"
          "  end\n"
          "end\n"
-         "return #all .. ' ' .. (#kept - k16 - k8) .. ' ' .. n1 .. ' ' .. nkr .. ' ' .. k16 .. ' ' .. k8",
-         "7776 1320 408 2592 227 384");
+         "return #all .. ' ' .. (#kept - k16 - k8) .. ' ' .. n1 .. ' ' .. nkr .. ' ' .. ntma .. ' ' .. k16 .. ' ' .. k8",
+         "15552 1464 408 5184 4752 246 420");
 #define CONSTRAINT(kernel)                                                                                             \
   "local op = require('ops.sparse_attn_decode')\n"                                                                     \
   "local ok, why = op.constraint(" kernel ")\n"                                                                        \
@@ -422,12 +428,12 @@ static void test_sparse_attn_decode_kernel_space_is_the_constrained_product(void
          "  assert(not seen[id], id); seen[id] = true; n = n + 1\n"
          "end\n"
          "return n",
-         "1931");
+         "2130");
 }
 
 #define SAD_KERNEL                                                                                                     \
   "local k = {dtype = 'bf16', head_dim = 128, group = 16, warps_n = 4, stages = 2, algo = 'single', cluster = 1, "     \
-  "k_regs = 0}\n"
+  "k_regs = 0, tma = 0}\n"
 #define SAD_SHAPE                                                                                                      \
   "local s = {dtype = 'bf16', B = 8, ctx = 32768, D = 128, Hq = 32, Hkv = 2, qlen = 1, topk = 16, scale = 'none', "    \
   "layout = 'pages2', lens = 'full', sel = 'random', lse = 0}\n"
@@ -459,6 +465,13 @@ static void test_sparse_attn_decode_check_kernel_refuses_bad_parameters(void **s
   CHECK("k.k_regs = 2", "false: k_regs=2 reads raw fp8 rows: it needs dtype fp8");
   CHECK("k.k_regs = 3", "false: kernel parameter k_regs=3 is not one of its values");
   CHECK("k.k_regs = nil", "false: kernel parameter 'k_regs' is missing");
+  CHECK("k.tma = 1", "false: tma=1 copies raw fp8 rows of 128 bytes: it needs dtype fp8, k_regs 2 and head_dim 128 "
+                     "(bf16, k_regs 0, head_dim 128)");
+  CHECK("k.dtype = 'fp8'; k.k_regs = 1; k.tma = 1",
+        "false: tma=1 copies raw fp8 rows of 128 bytes: it needs dtype fp8, k_regs 2 and head_dim 128 "
+        "(fp8, k_regs 1, head_dim 128)");
+  CHECK("k.dtype = 'fp8'; k.k_regs = 2; k.tma = 1", "true: nil");
+  CHECK("k.tma = 2", "false: kernel parameter tma=2 is not one of its values");
 #undef CHECK
 #define LAUNCH(launch, want)                                                                                           \
   OK_WHY(pre, "", "op.check_launch(" launch ")");                                                                      \
@@ -596,8 +609,8 @@ static void test_sparse_attn_decode_render_values_are_the_template_names(void **
          "local a = s.canonical(op.render_values(k))\n"
          "k.dtype = 'fp8'; k.algo = 'split'; k.group = 32; k.warps_n = 8; k.head_dim = 64\n"
          "return a .. ' | ' .. s.canonical(op.render_values(k))",
-         "algo_split=0,cluster=1,group=16,head_dim=128,is_fp8=0,k_regs=0,m_tiles=1,stages=2,warps_n=4 | "
-         "algo_split=1,cluster=1,group=32,head_dim=64,is_fp8=1,k_regs=0,m_tiles=2,stages=2,warps_n=8");
+         "algo_split=0,cluster=1,group=16,head_dim=128,is_fp8=0,k_regs=0,m_tiles=1,stages=2,tma=0,warps_n=4 | "
+         "algo_split=1,cluster=1,group=32,head_dim=64,is_fp8=1,k_regs=0,m_tiles=2,stages=2,tma=0,warps_n=8");
 }
 
 /* ---- ops/sparse_attn.lua ------------------------------------------------ */
@@ -819,7 +832,7 @@ static void test_every_sparse_attn_decode_suite_shape_has_tuned_variants_and_one
          "  out[#out + 1] = name .. ' ' .. #list\n"
          "end\n"
          "return table.concat(out, ', ')",
-         "anchors 628, m3-decode 628, m3-prefill 36, smoke 109");
+         "anchors 778, m3-decode 778, m3-prefill 36, smoke 109");
 }
 
 int main(void) {

@@ -233,7 +233,7 @@ static void test_balanced_pair_counts_match_a_count(void **state) {
 static void expect_map_refused(const st_tensor *t, const char *fragment) {
   st_err err = {{0}};
   st_tensor_map map;
-  const st_status s = st_tensor_map_pages(NULL, t, "k_cache", &map, &err);
+  const st_status s = st_tensor_map_pages(NULL, t, "k_cache", 256, &map, &err);
   if (s != ST_ERR_INVALID_ARG || !strstr(err.msg, fragment))
     fail_msg("expected tensor map refusal with '%s', got status %d: '%s'", fragment, (int)s, err.msg);
 }

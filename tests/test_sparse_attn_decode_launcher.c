@@ -337,6 +337,24 @@ static void test_bad_variant_parameters_are_refused(void **state) {
   st_params_set(&k, "dtype", "bf16", &err);
   assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
   assert_non_null(strstr(err.msg, "k_regs=2 needs dtype fp8"));
+  /* tma: absent is 0; 1 only with k_regs 2 and head_dim 128. */
+  st_params_set(&k, "dtype", "fp8", &err);
+  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_OK);
+  assert_int_equal(c.tma, 0);
+  st_params_set_int(&k, "tma", 1, &err);
+  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_OK);
+  assert_int_equal(c.tma, 1);
+  st_params_set_int(&k, "k_regs", 1, &err);
+  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "tma=1 needs k_regs 2 and head_dim 128"));
+  st_params_set_int(&k, "k_regs", 2, &err);
+  st_params_set_int(&k, "head_dim", 64, &err);
+  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "head_dim 64"));
+  st_params_set_int(&k, "head_dim", 128, &err);
+  st_params_set_int(&k, "tma", 2, &err);
+  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "tma"));
 }
 
 /* The kernel's layout (templates/sparse_attn_decode.cu): q tile, then the
@@ -360,6 +378,10 @@ static void test_shared_memory_follows_the_kernel_layout(void **state) {
   assert_int_equal(st_sparse_attn_decode_launch_smem_bytes(&c, ST_KV_SCALE_SCALAR), no_tile);
   assert_int_equal(st_sparse_attn_decode_launch_smem_bytes(&c, ST_KV_SCALE_TENSOR),
                    st_sparse_attn_decode_smem_bytes(&c));
+  /* tma: 1024 bytes more, to start the tiles on the swizzle's boundary. */
+  c.tma = 1;
+  assert_int_equal(st_sparse_attn_decode_launch_smem_bytes(&c, ST_KV_SCALE_NONE), no_tile + 1024);
+  c.tma = 0;
   c.k_regs = 1;
   assert_int_equal(st_sparse_attn_decode_launch_smem_bytes(&c, ST_KV_SCALE_NONE), st_sparse_attn_decode_smem_bytes(&c));
   /* 16 warps of one stage: the combine area is the larger. */

@@ -145,7 +145,7 @@ st_status st_index_prefill_launch(const st_cu *cu, CUfunction main_fn, CUfunctio
   st_index_prefill_params params = plan->params;
   params.partial = workspace; /* the template reads the one its algorithm uses */
   params.keys = workspace;
-  st_status s = st_tensor_map_pages(cu, &plan->k_cache, "k_cache", &params.score.k_map, err);
+  st_status s = st_tensor_map_pages(cu, &plan->k_cache, "k_cache", 256, &params.score.k_map, err);
   if (s != ST_OK) return s;
   void *kargs[] = {&params};
   ST_CU_TRY(cu,

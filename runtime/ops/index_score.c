@@ -194,7 +194,7 @@ st_status st_index_score_launch(const st_cu *cu, CUfunction main_fn, const st_in
               cu->cuFuncSetAttribute(main_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)plan->smem_bytes),
               err);
   st_index_score_params params = plan->params;
-  st_status s = st_tensor_map_pages(cu, &plan->k_cache, "k_cache", &params.k_map, err);
+  st_status s = st_tensor_map_pages(cu, &plan->k_cache, "k_cache", 256, &params.k_map, err);
   if (s != ST_OK) return s;
   void *kargs[] = {&params};
   ST_CU_TRY(cu,

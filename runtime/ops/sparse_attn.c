@@ -512,8 +512,8 @@ static st_status launch_block(const st_cu *cu, CUfunction main_fn, CUfunction me
   st_sparse_attn_params p = plan->params;
   const int64_t total_q = p.total_q, Hkv = p.num_kv_heads;
   st_status st = ST_OK;
-  if (plan->kv_maps && ((st = st_tensor_map_pages(cu, &plan->k_cache, "k_cache", &p.k_map, err)) != ST_OK ||
-                        (st = st_tensor_map_pages(cu, &plan->v_cache, "v_cache", &p.v_map, err)) != ST_OK))
+  if (plan->kv_maps && ((st = st_tensor_map_pages(cu, &plan->k_cache, "k_cache", 256, &p.k_map, err)) != ST_OK ||
+                        (st = st_tensor_map_pages(cu, &plan->v_cache, "v_cache", 256, &p.v_map, err)) != ST_OK))
     return st;
   st_tensor_map part_map[2];
   if (plan->q_maps && (st = map_q(cu, plan, &p.q_map, err)) != ST_OK) return st;

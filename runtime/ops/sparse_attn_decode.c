@@ -10,6 +10,7 @@
 #include "ops/attn_args.h"
 #include "ops/launch.h"
 #include "ops/tensor_check.h"
+#include "ops/tensor_map.h"
 
 #define ST_BLOCK_TOKENS 128
 #define ST_WS_ALIGN 256
@@ -56,10 +57,19 @@ st_status st_sparse_attn_decode_config_from_params(const st_params *kernel, cons
   if (st_params_get(kernel, "k_regs")) {
     GET(kernel, "k_regs", 0, 2, k_regs)
   }
+  /* Nor tma, before it: 0. */
+  if (st_params_get(kernel, "tma")) {
+    GET(kernel, "tma", 0, 1, tma)
+  }
 #undef GET
   if (cfg->k_regs && cfg->dtype != ST_DTYPE_FP8_E4M3)
     return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter k_regs=%d needs dtype fp8 (it reads raw fp8 rows)",
                    cfg->k_regs);
+  if (cfg->tma && (cfg->k_regs != 2 || cfg->head_dim != 128))
+    return st_fail(err, ST_ERR_INVALID_ARG,
+                   "variant parameter tma=1 needs k_regs 2 and head_dim 128 (it copies raw fp8 rows of 128 bytes), "
+                   "has k_regs %d, head_dim %d",
+                   cfg->k_regs, cfg->head_dim);
   if (cfg->head_dim % 64)
     return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter head_dim=%d is not a multiple of 64", cfg->head_dim);
   if (cfg->warps_n != 2 && cfg->warps_n != 4 && cfg->warps_n != 8)
@@ -87,7 +97,9 @@ static unsigned smem_bytes(const st_sparse_attn_decode_config *cfg, int64_t wide
   /* Cluster kernels: the push merge's receive area (every piece of O once,
    * every split's (m, l) of each q head). */
   const int64_t recv = cfg->cluster > 1 ? (int64_t)cfg->group * D * 4 + (int64_t)cfg->cluster * cfg->group * 8 : 0;
-  return (unsigned)(q_bytes + (kv > combine ? kv : combine) + block_list + recv);
+  /* tma: room to start the tiles on a 1024-byte boundary (the swizzle's) */
+  const int64_t align = cfg->tma ? 1024 : 0;
+  return (unsigned)(q_bytes + (kv > combine ? kv : combine) + block_list + recv + align);
 }
 
 unsigned st_sparse_attn_decode_smem_bytes(const st_sparse_attn_decode_config *cfg) {
@@ -259,6 +271,10 @@ st_status st_sparse_attn_decode_plan_make(const st_sparse_attn_decode_config *cf
   plan->grid[2] = 1;
   plan->block = (unsigned)(32 * cfg->warps_n * m_tiles(cfg->group));
   plan->smem_bytes = st_sparse_attn_decode_launch_smem_bytes(cfg, a->scale_mode);
+  /* tma copies where K and V are read raw (per-token scales: cp.async) */
+  plan->kv_maps = cfg->tma && a->scale_mode != ST_KV_SCALE_TENSOR;
+  plan->k_cache = a->k_cache;
+  plan->v_cache = a->v_cache;
   if (cfg->algo == ST_SPARSE_ATTN_DECODE_SPLIT && splits > 1) {
     plan->merge_grid[0] = (unsigned)rows;
     plan->merge_grid[1] = (unsigned)Hkv;
@@ -293,8 +309,13 @@ st_status st_sparse_attn_decode_launch(const st_cu *cu, CUfunction main_fn, CUfu
   /* The kernel's cluster size is compile-time; past 8 it must be allowed. */
   if (plan->cluster > ST_PORTABLE_CLUSTER)
     ST_CU_TRY(cu, cu->cuFuncSetAttribute(main_fn, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1), err);
+  st_status s;
+  if (plan->kv_maps &&
+      ((s = st_tensor_map_pages(cu, &plan->k_cache, "k_cache", 128, &params.k_map, err)) != ST_OK ||
+       (s = st_tensor_map_pages(cu, &plan->v_cache, "v_cache", 128, &params.v_map, err)) != ST_OK))
+    return s;
   void *kargs[] = {&params};
-  st_status s = st_launch_kernel(cu, main_fn, plan->grid, plan->block, plan->smem_bytes, stream, kargs, plan->pdl, err);
+  s = st_launch_kernel(cu, main_fn, plan->grid, plan->block, plan->smem_bytes, stream, kargs, plan->pdl, err);
   if (s != ST_OK || !plan->merge_block) return s;
   /* The merge waits for the partials (templates/common/pdl.cuh): launched
    * programmatically always, its CTAs placed during the main kernel's tail. */

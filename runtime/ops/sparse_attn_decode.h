@@ -42,6 +42,7 @@ typedef struct st_sparse_attn_decode_config {
   int k_regs;  /* fp8: 1 = K read raw into the mma fragments, only V
                   widened in shared memory; 2 = V read raw too where
                   scales are not per token                            */
+  int tma;     /* fp8 k_regs 2, head_dim 128: K and V by tensor maps   */
   int splits;  /* launch: CTAs per work item; 0 = auto                 */
 } st_sparse_attn_decode_config;
 
@@ -86,6 +87,8 @@ typedef struct st_sparse_attn_decode_plan {
   int pdl;              /* the main kernel launched programmatically (ops/launch.h) */
   size_t workspace_bytes;
   size_t counters_offset, part_o_offset, part_ml_offset;
+  int kv_maps;                /* tma: params' k_map / v_map encoded at launch */
+  st_tensor k_cache, v_cache; /* the views they map                           */
 } st_sparse_attn_decode_plan;
 
 /* Plans a launch for valid, fitting arguments on a GPU with `sm_count`

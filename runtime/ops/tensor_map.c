@@ -8,9 +8,10 @@
 _Static_assert(sizeof(st_tensor_map) == sizeof(CUtensorMap), "st_tensor_map mirrors CUtensorMap");
 _Static_assert(_Alignof(st_tensor_map) == _Alignof(CUtensorMap), "st_tensor_map mirrors CUtensorMap's alignment");
 
-st_status st_tensor_map_swizzled(const st_cu *cu, const char *name, void *data, st_dtype dtype, int n,
-                                 const int64_t *dims, const int64_t *stride_bytes, const uint32_t *box,
-                                 st_tensor_map *map, st_err *err) {
+/* st_tensor_map_swizzled, fetching `promotion` around each access into L2. */
+static st_status map_swizzled(const st_cu *cu, const char *name, void *data, st_dtype dtype, int n, const int64_t *dims,
+                              const int64_t *stride_bytes, const uint32_t *box, CUtensorMapL2promotion promotion,
+                              st_tensor_map *map, st_err *err) {
   if (dtype != ST_DTYPE_BF16 && dtype != ST_DTYPE_FP8_E4M3)
     return st_fail(err, ST_ERR_INVALID_ARG, "%s.dtype=%d is not bf16 or fp8_e4m3", name, (int)dtype);
   if (n < 2 || n > 5) return st_fail(err, ST_ERR_INVALID_ARG, "%s: a tensor map of %d dimensions", name, n);
@@ -43,14 +44,22 @@ st_status st_tensor_map_swizzled(const st_cu *cu, const char *name, void *data, 
             cu->cuTensorMapEncodeTiled(
                 &m, dtype == ST_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8,
                 (cuuint32_t)n, data, d64, s64, b32, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+                promotion, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
             err);
   memcpy(map, &m, sizeof m);
   return ST_OK;
 }
 
-st_status st_tensor_map_pages(const st_cu *cu, const st_tensor *cache, const char *name, st_tensor_map *map,
-                              st_err *err) {
+st_status st_tensor_map_swizzled(const st_cu *cu, const char *name, void *data, st_dtype dtype, int n,
+                                 const int64_t *dims, const int64_t *stride_bytes, const uint32_t *box,
+                                 st_tensor_map *map, st_err *err) {
+  return map_swizzled(cu, name, data, dtype, n, dims, stride_bytes, box, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, map, err);
+}
+
+st_status st_tensor_map_pages(const st_cu *cu, const st_tensor *cache, const char *name, int promote_bytes,
+                              st_tensor_map *map, st_err *err) {
+  if (promote_bytes != 128 && promote_bytes != 256)
+    return st_fail(err, ST_ERR_INVALID_ARG, "%s: L2 promotion of %d bytes is not 128 or 256", name, promote_bytes);
   const int n = cache->ndim;
   if (n != 3 && n != 4)
     return st_fail(err, ST_ERR_INVALID_ARG, "%s has %d dimensions, not [pages, (heads,) 128, D]", name, n);
@@ -73,5 +82,7 @@ st_status st_tensor_map_pages(const st_cu *cu, const st_tensor *cache, const cha
                      "copies",
                      name, n - 1 - d, (long long)cache->stride[n - 1 - d], (long long)strides[d - 1]);
   }
-  return st_tensor_map_swizzled(cu, name, cache->data, cache->dtype, n, dims, strides, box, map, err);
+  return map_swizzled(cu, name, cache->data, cache->dtype, n, dims, strides, box,
+                      promote_bytes == 128 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B : CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                      map, err);
 }

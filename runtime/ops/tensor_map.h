@@ -14,11 +14,15 @@
  * 128 bytes of a row x the page's 128 rows (x one head) x one page with
  * the 128-byte swizzle: one copy lands one 128-byte panel of a page in the
  * layout wgmma reads (common/wgmma.cuh). Box coordinates, innermost first:
- * (panel x 128 bytes in elements, 0, (head,) page). Refuses views the copy
+ * (panel x 128 bytes in elements, 0, (head,) page). Each access brings
+ * `promote_bytes` (128 or 256) around it into L2: 256 where a page's
+ * neighbouring panels are read next, 128 where they belong to others (the
+ * other heads' halves of an fp8 row pair: 256 cost fp8 decode 37%,
+ * docs/experiments/persistent_ring_probe.cu). Refuses views the copy
  * engine cannot address (unaligned base or strides, rows not whole
  * 128-byte panels) with a message naming the value. */
-st_status st_tensor_map_pages(const st_cu *cu, const st_tensor *cache, const char *name, st_tensor_map *map,
-                              st_err *err);
+st_status st_tensor_map_pages(const st_cu *cu, const st_tensor *cache, const char *name, int promote_bytes,
+                              st_tensor_map *map, st_err *err);
 
 /* A map of `n` (2..5) dimensions of bf16 or fp8 e4m3 at `data`, with the
  * 128-byte swizzle: dims[d] elements along dimension d (innermost first,

@@ -37,13 +37,20 @@ template <int HEAD_DIM> __device__ __forceinline__ int st_kv_k_chunk(int tok, in
 }
 
 // fp8 V rows read raw by the values loop (sparse_attn_decode's k_regs 2):
-// chunk c of row tok sits at chunk c ^ (tok & 6), so that the rows 2t and
-// 2t + 1 (t = 0..3) a fragment load takes 32 bytes from fall in distinct
-// banks (two-way at HEAD_DIM 64, whose rows are 64 bytes).
+// chunk c of row tok sits at chunk c ^ (tok & 7) (HEAD_DIM 128: the bulk
+// tensor copy's 128-byte swizzle, which K's st_kv_k_chunk is too), so
+// that the rows 2t + o (t = 0..3, o fixed) a fragment load takes 32 bytes
+// from fall in distinct banks (two-way at HEAD_DIM 64, whose rows are 64
+// bytes). Rows 2t and 2t + 1 differ in the last bit only: the values loop
+// finds the odd row's chunk one over (st_kv_v_odd_delta).
 template <int HEAD_DIM> __device__ __forceinline__ int st_kv_v_chunk(int tok, int c) {
   constexpr int CHUNKS = HEAD_DIM / 16;
-  return c ^ ((tok & 6) & (CHUNKS - 1));
+  return c ^ ((tok & 7) & (CHUNKS - 1));
 }
+
+// Byte offset of chunk c of row 2t + 1 from chunk c of row 2t (t any):
+// +16 where c (so c ^ 2t) is even, -16 where odd.
+__device__ __forceinline__ int st_kv_v_odd_delta(int c) { return (c & 1) ? -16 : 16; }
 
 template <int IS_FP8, int HEAD_DIM, int STAGES, int THREADS, int K_REGS = 0, int PANELS = 0, int K_SCALE_ROW = 0>
 struct st_kv_stages {

@@ -4,6 +4,13 @@
 #ifndef ST_MBARRIER_CUH
 #define ST_MBARRIER_CUH
 
+// Orders this thread's generic-proxy writes to shared memory (st.shared,
+// cp.async) before later async-proxy accesses of it (wgmma operands, bulk
+// copies into it or out of it).
+__device__ __forceinline__ void st_fence_proxy_async() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
 // `bar` arguments are shared-memory addresses (__cvta_generic_to_shared).
 __device__ __forceinline__ void st_mbar_init(uint32_t bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");

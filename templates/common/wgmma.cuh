@@ -17,6 +17,8 @@
 #ifndef ST_WGMMA_CUH
 #define ST_WGMMA_CUH
 
+#include "common/mbarrier.cuh" // st_fence_proxy_async
+
 // Shared-memory matrix descriptor (PTX "matrix descriptor"): start address,
 // leading byte offset 16 (unused with a swizzle), stride byte offset 1024
 // (from one 8-row atom to the next), 128-byte swizzle (mode 1 in bits 62-63).
@@ -40,12 +42,6 @@ __device__ __forceinline__ void st_wgmma_fence() { asm volatile("wgmma.fence.syn
 __device__ __forceinline__ void st_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N> __device__ __forceinline__ void st_wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-
-// Orders this thread's generic-proxy writes to shared memory (st.shared,
-// cp.async) before later async-proxy reads of it (wgmma operands).
-__device__ __forceinline__ void st_fence_proxy_async() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
 // Keeps the compiler from moving accumulator reads or writes across an

@@ -51,6 +51,10 @@ typedef struct st_sparse_attn_decode_params {
   int32_t max_blocks;         /* ceil(max_context / 128)                          */
   int32_t splits;             /* CTAs per work item = gridDim.x                   */
   int32_t blocks_per_split;   /* ceil(topk / splits)                              */
+  /* tma variants: k_cache and v_cache as tensor maps (runtime/ops/
+   * tensor_map.c: 128-byte x 128-row boxes of one head of one page), set at
+   * launch; zeros elsewhere. */
+  st_tensor_map k_map, v_map;
 } st_sparse_attn_decode_params;
 
 #endif

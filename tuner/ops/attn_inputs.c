@@ -82,6 +82,21 @@ st_status st_attn_kv_fill(st_attn_kv_case *kv, int64_t pages, uint64_t seed, int
   return ST_OK;
 }
 
+void st_attn_kv_poison_tail(st_attn_kv_case *kv, int64_t page, int from) {
+  const int bytes = st_dtype_bytes(kv->dtype);
+  for (int h = 0; h < kv->Hkv; h++)
+    for (int slot = from; slot < BLOCK_TOKENS; slot++)
+      for (int which = 0; which < 2; which++) {
+        const int64_t at = page * kv->stride[0] + h * kv->stride[1] + slot * kv->stride[2] + which * kv->v_offset;
+        for (int d = 0; d < kv->D; d++) {
+          if (bytes == 2)
+            ((uint16_t *)kv->h_pool)[at + d] = 0x7fc0; /* bf16 NaN */
+          else
+            ((uint8_t *)kv->h_pool)[at + d] = 0x7f; /* e4m3 NaN */
+        }
+      }
+}
+
 st_status st_attn_kv_upload(const st_cu *cu, st_attn_kv_case *kv, st_err *err) {
   st_status st = st_case_upload(cu, &kv->d_pool, kv->h_pool, pool_elems(kv) * (size_t)st_dtype_bytes(kv->dtype), err);
   if (st == ST_OK && kv->h_scales) st = st_case_upload(cu, &kv->d_scales, kv->h_scales, scale_elems(kv) * 4, err);

@@ -38,6 +38,12 @@ int64_t st_attn_kv_page_bytes(const st_attn_kv_case *kv);
  * [-1, 1), fp8 in [-4, 4)) and, in TENSOR mode, scales in [0.25, 2). */
 st_status st_attn_kv_fill(st_attn_kv_case *kv, int64_t pages, uint64_t seed, int threads, st_err *err);
 
+/* Writes NaN into K and V of every kv head at slots `from` .. 127 of
+ * `page` (filled, not uploaded yet): the slots past a request's length,
+ * which a kernel may copy but must never let into its products (0 * NaN
+ * is NaN). */
+void st_attn_kv_poison_tail(st_attn_kv_case *kv, int64_t page, int from);
+
 st_status st_attn_kv_upload(const st_cu *cu, st_attn_kv_case *kv, st_err *err);
 
 /* Frees host and device memory (cu may be NULL when nothing was uploaded). */

@@ -93,11 +93,23 @@ static st_status fill_host(sad_case *c, const char *lens, const char *sel, int m
     return st_fail(err, ST_ERR_NOMEM, "out of host memory for a case of %zu query rows", rows);
   const float q_amp = ldexpf(1.0f, c->q_log2);
   st_fill_uniform(c->h_q, ST_DTYPE_BF16, rows * (size_t)c->Hq * D, -q_amp, q_amp, seed ^ 0x71, threads);
+  /* Each request's partial last block gets a page of its own (the top B
+   * pages, where the pool has room) with NaN past the request's length:
+   * copies of whole pages must not let those slots into the products. The
+   * other entries draw from the pages below. */
+  const int64_t tails = (int64_t)c->B <= c->kv.pages / 4 ? c->B : 0;
   uint64_t rng = seed ^ 0x62;
   for (size_t i = 0; i < (size_t)c->B * (size_t)max_blocks; i++)
-    c->h_bt[i] = (int32_t)st_rand_below(&rng, (uint64_t)c->kv.pages);
+    c->h_bt[i] = (int32_t)st_rand_below(&rng, (uint64_t)(c->kv.pages - tails));
   st_status st = st_case_seq_lens(c->h_seq, c->B, c->ctx, lens, &rng, err);
   if (st != ST_OK) return st;
+  for (int64_t r = 0; r < tails; r++) {
+    const int len = c->h_seq[r], blk = (len - 1) / BLOCK_TOKENS;
+    if (len <= 0 || len % BLOCK_TOKENS == 0 || blk >= max_blocks) continue;
+    const int64_t page = c->kv.pages - 1 - r;
+    c->h_bt[r * max_blocks + blk] = (int32_t)page;
+    st_attn_kv_poison_tail(&c->kv, page, len % BLOCK_TOKENS);
+  }
   for (size_t g = 0; g < Hkv; g++)
     for (size_t row = 0; row < rows; row++) {
       const int r = (int)(row / (size_t)c->qlen), t = (int)(row % (size_t)c->qlen);
