@@ -851,6 +851,10 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
     if (IS_FP8) {
       st_q_to_f16(q_smem, s_q_unscale);
       st_f16_row_scales(s_q_unscale, wm * 16, scale_log2, q_scale);
+      // The fragments, for every warp: cp.async's first wait has a barrier
+      // after it; tma's waits are the mbarriers' (racecheck found the reads
+      // of other warps' fragments without it).
+      if (TMA) __syncthreads();
     }
     for (int i = 0; i < nblk; i++) {
       const int buf = i % STAGES, lim = s_ntok[i];
