@@ -51,12 +51,15 @@ constexpr int ALGO_SPLIT = ${algo_split};
 // where scales are not per token (tensor mode runs as 1).
 constexpr int K_REGS = ${k_regs};
 // fp8 k_regs 2, HEAD_DIM 128: 1 copies K and V with the bulk tensor copy
-// engine (thread 0 issues a block's two copies by the launcher's tensor
-// maps; a full mbarrier per stage and half says when one landed) in place
-// of every thread's cp.async and the barrier after each wait. The rows
-// land in st_kv_k_chunk / st_kv_v_chunk's order (the 128-byte swizzle).
+// engine (thread 0 issues each 16 KB half of a block by the launcher's
+// tensor maps; a full mbarrier a slot says when one landed) into a ring of
+// HALVES slots, in place of every thread's cp.async and the barrier after
+// each wait; 2 gives the ring one slot more than 2 * STAGES, so that the
+// next block's V, not its K, is the copy the math waits on. The rows land
+// in st_kv_k_chunk / st_kv_v_chunk's order (the 128-byte swizzle).
 // Per-token scales run the widening path, with cp.async.
 constexpr int TMA = ${tma};
+constexpr int HALVES = TMA ? 2 * STAGES + (TMA == 2 ? 1 : 0) : 0;
 
 #include "params/sparse_attn_decode.h"
 #include "common/attn_tile.cuh"
@@ -76,7 +79,7 @@ constexpr int ROW_CHUNKS = HEAD_DIM / 8; // 16-byte chunks of a bf16 row
 constexpr int NE = GROUP * HEAD_DIM / 4; // 4-dimension pieces of an item's output
 using st_kv = st_kv_stages<IS_FP8, HEAD_DIM, STAGES, THREADS, (K_REGS > 0), 0, 1>; // refilled before the math
 static_assert(K_REGS >= 0 && K_REGS <= 2 && (!K_REGS || IS_FP8), "k_regs 1 and 2 read raw fp8 rows");
-static_assert(!TMA || (K_REGS == 2 && HEAD_DIM == 128), "tma copies raw fp8 rows of 128 bytes");
+static_assert(TMA >= 0 && TMA <= 2 && (!TMA || (K_REGS == 2 && HEAD_DIM == 128)), "tma copies raw fp8 rows of 128 bytes");
 
 // Shared memory (dynamic), in this order; runtime/ops/sparse_attn_decode.c
 // computes the same total (st_sparse_attn_decode_smem_bytes).
@@ -85,19 +88,22 @@ static_assert(!TMA || (K_REGS == 2 && HEAD_DIM == 128), "tma copies raw fp8 rows
 //   KV region   bf16: STAGES x (K tile, V tile)
 //               fp8:  STAGES x (raw K+V rows, K+V scales), then one K and V tile
 //                     (K_REGS: the V tile only; none where k_regs 2 reads V
-//                     raw: those launches get the smaller SMEM_BYTES_RAW)
+//                     raw: those launches get the smaller SMEM_BYTES_RAW;
+//                     tma's raw region is its ring: HALVES x 128 raw rows)
 //               after the last block: per warp (O [16][HEAD_DIM], m[16], l[16]) fp32
 //   block list  [MAX_TOPK] pages, [MAX_TOPK] visible tokens
 //   receive     (cluster kernels) what the item's CTAs push to this one:
 //               [splits][NE / splits] float4 pieces of O, then
 //               [splits][GROUP] (m, l)
 // tma: all of it from the first 1024-byte boundary on (the swizzle's; q
-// and a stage are whole multiples of 1024 bytes), 1024 bytes more.
+// and a ring slot are whole multiples of 1024 bytes), 1024 bytes more.
 constexpr int Q_BYTES = M_TILES * 16 * HEAD_DIM * 2;
 constexpr int KV_BYTES = st_kv::BYTES;
 constexpr int COMBINE_BYTES = WARPS * 16 * (HEAD_DIM + 2) * 4;
 constexpr int REGION_BYTES = KV_BYTES > COMBINE_BYTES ? KV_BYTES : COMBINE_BYTES;
-constexpr int KV_BYTES_RAW = K_REGS == 2 ? STAGES * st_kv::STAGE_BYTES : KV_BYTES;
+constexpr int HALF_BYTES = BLOCK_TOKENS * HEAD_DIM; // tma: a ring slot (fp8: one byte a value)
+constexpr int KV_BYTES_RAW = TMA ? HALVES * HALF_BYTES : K_REGS == 2 ? STAGES * st_kv::STAGE_BYTES : KV_BYTES;
+static_assert(KV_BYTES_RAW <= KV_BYTES, "SMEM_BYTES, the widening path's, is the most any launch needs");
 constexpr int REGION_BYTES_RAW = KV_BYTES_RAW > COMBINE_BYTES ? KV_BYTES_RAW : COMBINE_BYTES;
 constexpr int BLOCK_LIST_BYTES = MAX_TOPK * 8;
 constexpr float LN2 = 0.69314718055994530942f;
@@ -128,7 +134,7 @@ constexpr int RECV_BYTES = CLUSTER > 1 ? NE * 16 + CLUSTER * GROUP * 8 : 0;
 constexpr int ALIGN_BYTES = TMA ? 1024 : 0;
 constexpr int SMEM_BYTES = Q_BYTES + REGION_BYTES + BLOCK_LIST_BYTES + RECV_BYTES + ALIGN_BYTES;
 constexpr int SMEM_BYTES_RAW = Q_BYTES + REGION_BYTES_RAW + BLOCK_LIST_BYTES + RECV_BYTES + ALIGN_BYTES;
-static_assert(!TMA || (Q_BYTES % 1024 == 0 && st_kv::STAGE_BYTES % 1024 == 0), "tma stages on 1024-byte boundaries");
+static_assert(!TMA || (Q_BYTES % 1024 == 0 && HALF_BYTES % 1024 == 0), "tma slots on 1024-byte boundaries");
 // The CTAs an SM may hold, for the registers ptxas may give a thread. By
 // default it capped some kernels for more CTAs than their shared memory
 // allows (128 registers at 128 and 256 threads: 16-104 bytes of spills in
@@ -429,51 +435,43 @@ __device__ __forceinline__ void st_issue_half_group(const st_sparse_attn_decode_
   st_cp_async_commit();
 }
 
-// ---- tma: the same halves by the bulk tensor copy engine ------------------
-// Full barrier `which` of stage buf (K 0, V 1) at full + 8 (2 buf + which).
-
-// Half `which` of block b (if it exists) into stage `buf`, by thread 0:
-// one copy of the page's 128 rows of kv head g, counted on its full
-// barrier. The copy brings the rows past the block's visible tokens as the
-// page holds them (st_zero_v_rows).
-__device__ __forceinline__ void st_copy_half(const st_sparse_attn_decode_params &p, int which, int g,
-                                             const int32_t *pages, int b, int nblk, char *region, int buf,
-                                             uint32_t full) {
-  if (threadIdx.x != 0 || b >= nblk) return;
-  const uint32_t bar = full + (uint32_t)(2 * buf + which) * 8u;
-  st_mbar_arrive_expect_tx(bar, BLOCK_TOKENS * HEAD_DIM);
-  st_tma_load_4d(st_smem_addr(region + buf * st_kv::STAGE_BYTES) + (uint32_t)(which * BLOCK_TOKENS * HEAD_DIM),
-                 which ? (const void *)&p.v_map : (const void *)&p.k_map, 0, 0, g, pages[b], bar);
+// Block b into stage `buf`: two commit groups, K then V.
+__device__ __forceinline__ void st_issue_block(const st_sparse_attn_decode_params &p, int g, const int32_t *pages,
+                                               const int32_t *ntoks, int b, int nblk, char *region, int buf) {
+  st_issue_half_group(p, 0, g, pages, ntoks, b, nblk, region, buf);
+  st_issue_half_group(p, 1, g, pages, ntoks, b, nblk, region, buf);
 }
 
-// Half `which` of block b into stage `buf` by either engine.
-__device__ __forceinline__ void st_next_half(const st_sparse_attn_decode_params &p, int which, int g,
-                                             const int32_t *pages, const int32_t *ntoks, int b, int nblk, char *region,
-                                             int buf, uint32_t full) {
-  if (TMA)
-    st_copy_half(p, which, g, pages, b, nblk, region, buf, full);
-  else
-    st_issue_half_group(p, which, g, pages, ntoks, b, nblk, region, buf);
+// ---- tma: the ring of halves ---------------------------------------------
+// Half h of the CTA's stream is K (h even) or V (h odd) of block h / 2, in
+// slot h % HALVES at HALF_BYTES a slot, landing on the slot's full barrier
+// (at full + 8 slot) in its (h / HALVES)-th phase. A slot is copied into
+// again once every warp is done with its last half (a CTA barrier).
+
+// Half h, if the CTA's blocks have it, by thread 0: one copy of the page's
+// 128 rows of kv head g. The rows past the block's visible tokens come as
+// the page holds them (st_zero_v_rows).
+__device__ __forceinline__ void st_copy_half(const st_sparse_attn_decode_params &p, int g, const int32_t *pages, int h,
+                                             int nblk, char *region, uint32_t full) {
+  if (threadIdx.x != 0 || h >= 2 * nblk) return;
+  const int slot = h % HALVES;
+  const uint32_t bar = full + 8u * (uint32_t)slot;
+  st_mbar_arrive_expect_tx(bar, HALF_BYTES);
+  st_tma_load_4d(st_smem_addr(region + slot * HALF_BYTES), (h & 1) ? (const void *)&p.v_map : (const void *)&p.k_map,
+                 0, 0, g, pages[h / 2], bar);
 }
 
-// Waits until half WHICH of block i (stage buf) is in shared memory for
-// every thread: cp.async, its commit group (of the 2 * STAGES that can be
-// pending: K with 2 * STAGES - 1 after it, V with 2 * STAGES - 2) and a
-// barrier for the other threads' copies; tma, its full barrier's phase
-// (the stage's (i / STAGES)-th use).
-template <int WHICH> __device__ __forceinline__ void st_wait_half(int i, int buf, uint32_t full) {
-  if (TMA) {
-    st_mbar_wait(full + (uint32_t)(2 * buf + WHICH) * 8u, (i / STAGES) & 1);
-  } else {
-    st_cp_async_wait<2 * STAGES - 1 - WHICH>();
-    __syncthreads();
-  }
+// Waits until half h has landed; returns its slot's shared address.
+__device__ __forceinline__ uint32_t st_wait_half(char *region, int h, uint32_t full) {
+  const int slot = h % HALVES;
+  st_mbar_wait(full + 8u * (uint32_t)slot, (h / HALVES) & 1);
+  return st_smem_addr(region + slot * HALF_BYTES);
 }
 
-// tma: V rows at and past `lim` of the warp's tokens tok0 .. (the only
-// ones it reads) become zeros, as cp.async leaves them (a masked key's
-// weight is exactly 0, but 0 * NaN is not). Only a query's own, partial
-// block has any. Then a proxy fence: the stage's next copy writes there.
+// V rows at and past `lim` of the warp's tokens tok0 .. (the only ones it
+// reads) become zeros, as cp.async leaves them (a masked key's weight is
+// exactly 0, but 0 * NaN is not). Only a query's own, partial block has
+// any. Then a proxy fence: a later copy writes there.
 __device__ __forceinline__ void st_zero_v_rows(uint32_t raw_v, int tok0, int lim) {
   if (lim >= tok0 + WARP_TOKENS) return;
   const uint32_t lane = threadIdx.x & 31;
@@ -686,7 +684,7 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
   __shared__ int s_nblk, s_last;
   __shared__ uint64_t s_recv_bar; // cluster merge: the bytes pushed to this CTA
   __shared__ float s_q_unscale[M_TILES * 16]; // K_REGS: 2^-e of each f16 q row (st_q_to_f16)
-  __shared__ __align__(8) uint64_t s_full[TMA ? 2 * STAGES : 1]; // tma: stage b's K (2b) and V (2b + 1) landed
+  __shared__ __align__(8) uint64_t s_full[TMA ? HALVES : 1]; // tma: the ring's slots landed
   // fp8 k_regs 2 without per-token scales reads K and V raw (the bf16 loop's
   // shape), with no wide tile; with them it runs as k_regs 1.
   const bool raw_v = K_REGS == 2 && p.scale_mode != 2;
@@ -707,7 +705,7 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
   const uint32_t recv_bar = st_smem_addr(&s_recv_bar);
   const uint32_t full = st_smem_addr(s_full);
   if (TMA && raw_v && threadIdx.x == 0) { // ordered before their use by the block list's barrier
-    for (int b = 0; b < 2 * STAGES; b++) st_mbar_init(full + 8u * (uint32_t)b, 1);
+    for (int b = 0; b < HALVES; b++) st_mbar_init(full + 8u * (uint32_t)b, 1);
     st_mbar_init_fence();
   }
   if (cluster_merge) {
@@ -838,14 +836,14 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
     }
   } else {
     // Every stage's block in flight at once (all of a CTA's blocks where
-    // nblk <= STAGES), two groups each (tma: two copies). Group count
-    // before block i's waits: 2 * (STAGES + i), so K of block i is in once
-    // at most 2*STAGES - 1 are pending, V once 2*STAGES - 2 (st_wait_half).
+    // nblk <= STAGES), two groups each (tma: the ring's first halves).
+    // Group count before block i's waits: 2 * (STAGES + i), so K of block
+    // i is in once at most 2*STAGES - 1 are pending, V once 2*STAGES - 2.
+    if (!TMA)
 #pragma unroll
-    for (int s = 0; s < STAGES; s++) {
-      st_next_half(p, 0, it.g, s_page, s_ntok, s, nblk, region, s, full);
-      st_next_half(p, 1, it.g, s_page, s_ntok, s, nblk, region, s, full);
-    }
+      for (int s = 0; s < STAGES; s++) st_issue_block(p, it.g, s_page, s_ntok, s, nblk, region, s);
+    else
+      for (int h = 0; h < HALVES; h++) st_copy_half(p, it.g, s_page, h, nblk, region, full);
     // raw_v: q.K in f16 too, the rows' unscale in the softmax's scale
     float q_scale[2] = {scale_log2, scale_log2};
     if (IS_FP8) {
@@ -856,10 +854,28 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
       // of other warps' fragments without it).
       if (TMA) __syncthreads();
     }
-    for (int i = 0; i < nblk; i++) {
+    // tma: block i is halves 2i and 2i + 1 of the ring; the slot of each is
+    // copied into again, with half 2i + HALVES or 2i + 1 + HALVES, as soon
+    // as every warp is done with it.
+    for (int i = 0; TMA && i < nblk; i++) {
+      const int lim = s_ntok[i];
+      float s[NT][4];
+      const uint32_t k_rows = st_wait_half(region, 2 * i, full);
+      st_block_qk_f16<false>(q_tile, wm * 16, k_rows, nullptr, wn * WARP_TOKENS, s);
+      st_block_softmax(wn * WARP_TOKENS, lim, q_scale, st, s);
+      __syncthreads(); // every warp is done with K of block i
+      st_copy_half(p, it.g, s_page, 2 * i + HALVES, nblk, region, full);
+      const uint32_t v_rows = st_wait_half(region, 2 * i + 1, full);
+      st_zero_v_rows(v_rows, wn * WARP_TOKENS, lim);
+      st_block_values_raw(v_rows, wn * WARP_TOKENS, s, st);
+      __syncthreads(); // every warp is done with V of block i
+      st_copy_half(p, it.g, s_page, 2 * i + 1 + HALVES, nblk, region, full);
+    }
+    for (int i = 0; !TMA && i < nblk; i++) {
       const int buf = i % STAGES, lim = s_ntok[i];
       float s[NT][4];
-      st_wait_half<0>(i, buf, full); // K of block i
+      st_cp_async_wait<2 * STAGES - 1>();
+      __syncthreads(); // K of block i is in shared memory, for every thread's copies
       if (IS_FP8) {
         st_block_qk_f16<false>(q_tile, wm * 16, st_kv::raw_k(region, buf), nullptr, wn * WARP_TOKENS, s);
         st_block_softmax(wn * WARP_TOKENS, lim, q_scale, st, s);
@@ -867,23 +883,21 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
         st_block_scores(q_tile, wm * 16, st_kv::k_tile(region, buf), nullptr, wn * WARP_TOKENS, lim, scale_log2, st,
                         s);
       }
-      st_wait_half<1>(i, buf, full); // V of block i (cp.async: and every warp is done with K of block i)
-      if (TMA && STAGES == 1) __syncthreads(); // every warp is done with K of block i
+      st_cp_async_wait<2 * STAGES - 2>();
+      __syncthreads(); // V of block i; and every warp is done with K of block i
       // One stage: the next block's K lands under these values, not after
       // them (the same commit order, so the waits' counts hold). Its wait
       // was the largest stall of fp8 B = 32's w4.s1 (ncu: 16% of the
       // samples); deeper pipelines have it in flight already, and bf16 B =
       // 32's w4.s2 ran 0.4 us slower with it (twenty-sixth session).
-      if (STAGES == 1) st_next_half(p, 0, it.g, s_page, s_ntok, i + 1, nblk, region, buf, full);
-      const uint32_t raw_v_rows = st_kv::raw_k(region, buf) + BLOCK_TOKENS * HEAD_DIM;
-      if (TMA) st_zero_v_rows(raw_v_rows, wn * WARP_TOKENS, lim);
+      if (STAGES == 1) st_issue_half_group(p, 0, it.g, s_page, s_ntok, i + 1, nblk, region, buf);
       if (IS_FP8)
-        st_block_values_raw(raw_v_rows, wn * WARP_TOKENS, s, st);
+        st_block_values_raw(st_kv::raw_k(region, buf) + BLOCK_TOKENS * HEAD_DIM, wn * WARP_TOKENS, s, st);
       else
         st_block_values(st_kv::v_tile(region, buf), wn * WARP_TOKENS, s, st);
       __syncthreads(); // every warp is done with V of block i
-      if (STAGES > 1) st_next_half(p, 0, it.g, s_page, s_ntok, i + STAGES, nblk, region, buf, full);
-      st_next_half(p, 1, it.g, s_page, s_ntok, i + STAGES, nblk, region, buf, full);
+      if (STAGES > 1) st_issue_half_group(p, 0, it.g, s_page, s_ntok, i + STAGES, nblk, region, buf);
+      st_issue_half_group(p, 1, it.g, s_page, s_ntok, i + STAGES, nblk, region, buf);
     }
   }
 

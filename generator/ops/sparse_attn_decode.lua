@@ -43,10 +43,12 @@ M.kernel_domains = {
   -- bf16) where scales are not per token, and runs as 1 where they are.
   k_regs = { 0, 1, 2 },
   -- fp8 k_regs 2, head_dim 128: 1 copies K and V by the bulk tensor copy
-  -- engine (one thread issues a block's two copies, mbarriers say when they
-  -- landed) in place of every thread's cp.async; where scales are per
-  -- token the kernel runs as k_regs 1 with cp.async.
-  tma = { 0, 1 },
+  -- engine (one thread issues a block's K and V as two copies into a ring
+  -- of 2 * stages halves, mbarriers say when they landed) in place of
+  -- every thread's cp.async; 2 gives the ring one half more (the next
+  -- block's K in flight a block earlier). Where scales are per token the
+  -- kernel runs as k_regs 1 with cp.async.
+  tma = { 0, 1, 2 },
 }
 
 -- Launch choices timed: auto and powers of two (bounded per shape below).
@@ -118,7 +120,7 @@ local function shared_bytes(k)
   local recv = k.cluster > 1 and (k.group * k.head_dim * 4 + k.cluster * k.group * 8) or 0
   -- tma: room to start the q tile (and so the stages) on a 1024-byte
   -- boundary, which the 128-byte swizzle of the copies needs
-  local align = (k.tma or 0) == 1 and 1024 or 0
+  local align = (k.tma or 0) >= 1 and 1024 or 0
   return q + math.max(kv, combine) + MAX_TOPK * 8 + recv + align
 end
 
@@ -135,9 +137,9 @@ function M.constraint(k)
   if (k.k_regs or 0) >= 1 and k.dtype ~= "fp8" then
     return false, string.format("k_regs=%d reads raw fp8 rows: it needs dtype fp8", k.k_regs)
   end
-  if (k.tma or 0) == 1 and (k.dtype ~= "fp8" or k.k_regs ~= 2 or k.head_dim ~= 128) then
-    return false, string.format("tma=1 copies raw fp8 rows of 128 bytes: it needs dtype fp8, k_regs 2 and head_dim " ..
-      "128 (%s, k_regs %d, head_dim %d)", k.dtype, k.k_regs or 0, k.head_dim)
+  if (k.tma or 0) >= 1 and (k.dtype ~= "fp8" or k.k_regs ~= 2 or k.head_dim ~= 128) then
+    return false, string.format("tma=%d copies raw fp8 rows of 128 bytes: it needs dtype fp8, k_regs 2 and head_dim " ..
+      "128 (%s, k_regs %d, head_dim %d)", k.tma, k.dtype, k.k_regs or 0, k.head_dim)
   end
   local smem = shared_bytes(k)
   if k.cluster == 8 and (k.algo ~= "single" or k.stages > 2) then
@@ -330,11 +332,12 @@ end
 
 -- "sparse_attn_decode.bf16.d128.g16.w4.s2.single/s8" ("/auto" for splits 0),
 -- "...single.c16/s8" with a cluster of 16 (c8: of 8), "...s2.kr.single/s8" with k_regs 1
--- ("kvr." with 2, "kvr.tma." with tma 1).
+-- ("kvr." with 2, "kvr.tma." with tma 1, "kvr.tmah." with 2: a half more).
 local K_REGS_TAG = { [0] = "", [1] = "kr.", [2] = "kvr." }
+local TMA_TAG = { [0] = "", [1] = "tma.", [2] = "tmah." }
 function M.variant_name(k, l)
   return string.format("%s.%s.d%d.g%d.w%d.s%d.%s%s%s%s/%s", M.name, k.dtype, k.head_dim, k.group, k.warps_n, k.stages,
-    K_REGS_TAG[k.k_regs or 0], (k.tma or 0) == 1 and "tma." or "", k.algo, k.cluster > 1 and (".c" .. k.cluster) or "",
+    K_REGS_TAG[k.k_regs or 0], TMA_TAG[k.tma or 0], k.algo, k.cluster > 1 and (".c" .. k.cluster) or "",
     l.splits == 0 and "auto" or ("s" .. l.splits))
 end
 

@@ -59,7 +59,7 @@ st_status st_sparse_attn_decode_config_from_params(const st_params *kernel, cons
   }
   /* Nor tma, before it: 0. */
   if (st_params_get(kernel, "tma")) {
-    GET(kernel, "tma", 0, 1, tma)
+    GET(kernel, "tma", 0, 2, tma)
   }
 #undef GET
   if (cfg->k_regs && cfg->dtype != ST_DTYPE_FP8_E4M3)
@@ -67,9 +67,9 @@ st_status st_sparse_attn_decode_config_from_params(const st_params *kernel, cons
                    cfg->k_regs);
   if (cfg->tma && (cfg->k_regs != 2 || cfg->head_dim != 128))
     return st_fail(err, ST_ERR_INVALID_ARG,
-                   "variant parameter tma=1 needs k_regs 2 and head_dim 128 (it copies raw fp8 rows of 128 bytes), "
+                   "variant parameter tma=%d needs k_regs 2 and head_dim 128 (it copies raw fp8 rows of 128 bytes), "
                    "has k_regs %d, head_dim %d",
-                   cfg->k_regs, cfg->head_dim);
+                   cfg->tma, cfg->k_regs, cfg->head_dim);
   if (cfg->head_dim % 64)
     return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter head_dim=%d is not a multiple of 64", cfg->head_dim);
   if (cfg->warps_n != 2 && cfg->warps_n != 4 && cfg->warps_n != 8)
@@ -84,14 +84,17 @@ static size_t align_up(size_t x) { return (x + ST_WS_ALIGN - 1) / ST_WS_ALIGN * 
 static int m_tiles(int group) { return (int)ceil_div(group, 16); }
 
 /* The layout with `wide_tiles` bf16 tiles after the stages (2: K and V, and
- * the K tile's per-token scales after them). */
-static unsigned smem_bytes(const st_sparse_attn_decode_config *cfg, int64_t wide_tiles) {
+ * the K tile's per-token scales after them); `ring`: tma's raw launches,
+ * whose stages are its ring of 2 * stages (+ 1 with tma 2) raw halves. */
+static unsigned smem_bytes(const st_sparse_attn_decode_config *cfg, int64_t wide_tiles, int ring) {
   const int64_t D = cfg->head_dim, fp8 = cfg->dtype == ST_DTYPE_FP8_E4M3;
   const int64_t warps = (int64_t)cfg->warps_n * m_tiles(cfg->group);
   const int64_t q_bytes = m_tiles(cfg->group) * 16 * D * 2;
   const int64_t tile = ST_BLOCK_TOKENS * D * 2;
   const int64_t stage = fp8 ? 2 * ST_BLOCK_TOKENS * D + 2 * ST_BLOCK_TOKENS * 4 : 2 * tile;
-  const int64_t kv = cfg->stages * stage + wide_tiles * tile + (wide_tiles == 2 ? ST_BLOCK_TOKENS * 4 : 0);
+  const int64_t halves = 2 * (int64_t)cfg->stages + (cfg->tma == 2);
+  const int64_t kv = ring ? halves * ST_BLOCK_TOKENS * D
+                          : cfg->stages * stage + wide_tiles * tile + (wide_tiles == 2 ? ST_BLOCK_TOKENS * 4 : 0);
   const int64_t combine = warps * 16 * (D + 2) * 4;
   const int64_t block_list = ST_SPARSE_ATTN_DECODE_MAX_TOPK * 8;
   /* Cluster kernels: the push merge's receive area (every piece of O once,
@@ -104,11 +107,11 @@ static unsigned smem_bytes(const st_sparse_attn_decode_config *cfg, int64_t wide
 
 unsigned st_sparse_attn_decode_smem_bytes(const st_sparse_attn_decode_config *cfg) {
   const int fp8 = cfg->dtype == ST_DTYPE_FP8_E4M3;
-  return smem_bytes(cfg, fp8 ? (cfg->k_regs ? 1 : 2) : 0); /* bf16 tiles widened into */
+  return smem_bytes(cfg, fp8 ? (cfg->k_regs ? 1 : 2) : 0, 0); /* bf16 tiles widened into */
 }
 
 unsigned st_sparse_attn_decode_launch_smem_bytes(const st_sparse_attn_decode_config *cfg, st_kv_scale_mode scale_mode) {
-  if (cfg->k_regs == 2 && scale_mode != ST_KV_SCALE_TENSOR) return smem_bytes(cfg, 0); /* K and V read raw */
+  if (cfg->k_regs == 2 && scale_mode != ST_KV_SCALE_TENSOR) return smem_bytes(cfg, 0, cfg->tma); /* K and V read raw */
   return st_sparse_attn_decode_smem_bytes(cfg);
 }
 
