@@ -53,13 +53,14 @@ constexpr int K_REGS = ${k_regs};
 // fp8 k_regs 2, HEAD_DIM 128: 1 copies K and V with the bulk tensor copy
 // engine (thread 0 issues each 16 KB half of a block by the launcher's
 // tensor maps; a full mbarrier a slot says when one landed) into a ring of
-// HALVES slots, in place of every thread's cp.async and the barrier after
-// each wait; 2 gives the ring one slot more than 2 * STAGES, so that the
-// next block's V, not its K, is the copy the math waits on. The rows land
-// in st_kv_k_chunk / st_kv_v_chunk's order (the 128-byte swizzle).
-// Per-token scales run the widening path, with cp.async.
+// HALVES = 2 * STAGES slots, in place of every thread's cp.async and the
+// barrier after each wait. The rows land in st_kv_k_chunk /
+// st_kv_v_chunk's order (the 128-byte swizzle). Per-token scales run the
+// widening path, with cp.async. (A ring of 2 * STAGES + 1 halves, the next
+// block's K a block earlier, measured the same: not kept, v2.44 in
+// docs/kernels/sparse_attn_decode.md.)
 constexpr int TMA = ${tma};
-constexpr int HALVES = TMA ? 2 * STAGES + (TMA == 2 ? 1 : 0) : 0;
+constexpr int HALVES = TMA ? 2 * STAGES : 0;
 
 #include "params/sparse_attn_decode.h"
 #include "common/attn_tile.cuh"
@@ -79,7 +80,7 @@ constexpr int ROW_CHUNKS = HEAD_DIM / 8; // 16-byte chunks of a bf16 row
 constexpr int NE = GROUP * HEAD_DIM / 4; // 4-dimension pieces of an item's output
 using st_kv = st_kv_stages<IS_FP8, HEAD_DIM, STAGES, THREADS, (K_REGS > 0), 0, 1>; // refilled before the math
 static_assert(K_REGS >= 0 && K_REGS <= 2 && (!K_REGS || IS_FP8), "k_regs 1 and 2 read raw fp8 rows");
-static_assert(TMA >= 0 && TMA <= 2 && (!TMA || (K_REGS == 2 && HEAD_DIM == 128)), "tma copies raw fp8 rows of 128 bytes");
+static_assert(!TMA || (K_REGS == 2 && HEAD_DIM == 128), "tma copies raw fp8 rows of 128 bytes");
 
 // Shared memory (dynamic), in this order; runtime/ops/sparse_attn_decode.c
 // computes the same total (st_sparse_attn_decode_smem_bytes).

@@ -45,10 +45,9 @@ M.kernel_domains = {
   -- fp8 k_regs 2, head_dim 128: 1 copies K and V by the bulk tensor copy
   -- engine (one thread issues a block's K and V as two copies into a ring
   -- of 2 * stages halves, mbarriers say when they landed) in place of
-  -- every thread's cp.async; 2 gives the ring one half more (the next
-  -- block's K in flight a block earlier). Where scales are per token the
-  -- kernel runs as k_regs 1 with cp.async.
-  tma = { 0, 1, 2 },
+  -- every thread's cp.async. Where scales are per token the kernel runs
+  -- as k_regs 1 with cp.async.
+  tma = { 0, 1 },
 }
 
 -- Launch choices timed: auto and powers of two (bounded per shape below).
@@ -332,9 +331,9 @@ end
 
 -- "sparse_attn_decode.bf16.d128.g16.w4.s2.single/s8" ("/auto" for splits 0),
 -- "...single.c16/s8" with a cluster of 16 (c8: of 8), "...s2.kr.single/s8" with k_regs 1
--- ("kvr." with 2, "kvr.tma." with tma 1, "kvr.tmah." with 2: a half more).
+-- ("kvr." with 2, "kvr.tma." with tma 1).
 local K_REGS_TAG = { [0] = "", [1] = "kr.", [2] = "kvr." }
-local TMA_TAG = { [0] = "", [1] = "tma.", [2] = "tmah." }
+local TMA_TAG = { [0] = "", [1] = "tma." }
 function M.variant_name(k, l)
   return string.format("%s.%s.d%d.g%d.w%d.s%d.%s%s%s%s/%s", M.name, k.dtype, k.head_dim, k.group, k.warps_n, k.stages,
     K_REGS_TAG[k.k_regs or 0], TMA_TAG[k.tma or 0], k.algo, k.cluster > 1 and (".c" .. k.cluster) or "",

@@ -59,7 +59,7 @@ st_status st_sparse_attn_decode_config_from_params(const st_params *kernel, cons
   }
   /* Nor tma, before it: 0. */
   if (st_params_get(kernel, "tma")) {
-    GET(kernel, "tma", 0, 2, tma)
+    GET(kernel, "tma", 0, 1, tma)
   }
 #undef GET
   if (cfg->k_regs && cfg->dtype != ST_DTYPE_FP8_E4M3)
@@ -85,15 +85,14 @@ static int m_tiles(int group) { return (int)ceil_div(group, 16); }
 
 /* The layout with `wide_tiles` bf16 tiles after the stages (2: K and V, and
  * the K tile's per-token scales after them); `ring`: tma's raw launches,
- * whose stages are its ring of 2 * stages (+ 1 with tma 2) raw halves. */
+ * whose stages are its ring of 2 * stages raw halves (no scales). */
 static unsigned smem_bytes(const st_sparse_attn_decode_config *cfg, int64_t wide_tiles, int ring) {
   const int64_t D = cfg->head_dim, fp8 = cfg->dtype == ST_DTYPE_FP8_E4M3;
   const int64_t warps = (int64_t)cfg->warps_n * m_tiles(cfg->group);
   const int64_t q_bytes = m_tiles(cfg->group) * 16 * D * 2;
   const int64_t tile = ST_BLOCK_TOKENS * D * 2;
   const int64_t stage = fp8 ? 2 * ST_BLOCK_TOKENS * D + 2 * ST_BLOCK_TOKENS * 4 : 2 * tile;
-  const int64_t halves = 2 * (int64_t)cfg->stages + (cfg->tma == 2);
-  const int64_t kv = ring ? halves * ST_BLOCK_TOKENS * D
+  const int64_t kv = ring ? 2 * (int64_t)cfg->stages * ST_BLOCK_TOKENS * D
                           : cfg->stages * stage + wide_tiles * tile + (wide_tiles == 2 ? ST_BLOCK_TOKENS * 4 : 0);
   const int64_t combine = warps * 16 * (D + 2) * 4;
   const int64_t block_list = ST_SPARSE_ATTN_DECODE_MAX_TOPK * 8;

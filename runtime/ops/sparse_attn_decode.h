@@ -43,7 +43,7 @@ typedef struct st_sparse_attn_decode_config {
                   widened in shared memory; 2 = V read raw too where
                   scales are not per token                            */
   int tma;     /* fp8 k_regs 2, head_dim 128: K and V by tensor maps
-                  into a ring of 2 * stages raw halves (2: + 1)       */
+                  into a ring of 2 * stages raw halves                */
   int splits;  /* launch: CTAs per work item; 0 = auto                 */
 } st_sparse_attn_decode_config;
 
