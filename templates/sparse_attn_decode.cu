@@ -50,15 +50,16 @@ constexpr int ALGO_SPLIT = ${algo_split};
 // fp8: 1 reads K's raw rows straight into the mma fragments; 2 also V's,
 // where scales are not per token (tensor mode runs as 1).
 constexpr int K_REGS = ${k_regs};
-// fp8 k_regs 2, HEAD_DIM 128: 1 copies K and V with the bulk tensor copy
-// engine (thread 0 issues each 16 KB half of a block by the launcher's
-// tensor maps; a full mbarrier a slot says when one landed) into a ring of
-// HALVES = 2 * STAGES slots, in place of every thread's cp.async and the
-// barrier after each wait. The rows land in st_kv_k_chunk /
-// st_kv_v_chunk's order (the 128-byte swizzle). Per-token scales run the
-// widening path, with cp.async. (A ring of 2 * STAGES + 1 halves, the next
-// block's K a block earlier, measured the same: not kept, v2.44 in
-// docs/kernels/sparse_attn_decode.md.)
+// bf16 or fp8 k_regs 2, HEAD_DIM 128: 1 copies K and V with the bulk
+// tensor copy engine (thread 0 issues each half of a block, 16 KB fp8 or
+// 32 KB bf16, by the launcher's tensor maps; a full mbarrier a slot says
+// when one landed) into a ring of HALVES = 2 * STAGES slots, in place of
+// every thread's cp.async and the barrier after each wait. fp8 rows land
+// in st_kv_k_chunk / st_kv_v_chunk's order (the 128-byte swizzle), bf16
+// rows as 128-byte panels (st_panel_offset), which the tile loops read
+// with PANEL_ROWS. Per-token scales run the widening path, with cp.async.
+// (A ring of 2 * STAGES + 1 halves, the next block's K a block earlier,
+// measured the same: not kept, v2.44 in docs/kernels/sparse_attn_decode.md.)
 constexpr int TMA = ${tma};
 constexpr int HALVES = TMA ? 2 * STAGES : 0;
 
@@ -80,7 +81,7 @@ constexpr int ROW_CHUNKS = HEAD_DIM / 8; // 16-byte chunks of a bf16 row
 constexpr int NE = GROUP * HEAD_DIM / 4; // 4-dimension pieces of an item's output
 using st_kv = st_kv_stages<IS_FP8, HEAD_DIM, STAGES, THREADS, (K_REGS > 0), 0, 1>; // refilled before the math
 static_assert(K_REGS >= 0 && K_REGS <= 2 && (!K_REGS || IS_FP8), "k_regs 1 and 2 read raw fp8 rows");
-static_assert(!TMA || (K_REGS == 2 && HEAD_DIM == 128), "tma copies raw fp8 rows of 128 bytes");
+static_assert(!TMA || ((IS_FP8 ? K_REGS == 2 : K_REGS == 0) && HEAD_DIM == 128), "tma: bf16 or fp8 k_regs 2, d128");
 
 // Shared memory (dynamic), in this order; runtime/ops/sparse_attn_decode.c
 // computes the same total (st_sparse_attn_decode_smem_bytes).
@@ -102,7 +103,8 @@ constexpr int Q_BYTES = M_TILES * 16 * HEAD_DIM * 2;
 constexpr int KV_BYTES = st_kv::BYTES;
 constexpr int COMBINE_BYTES = WARPS * 16 * (HEAD_DIM + 2) * 4;
 constexpr int REGION_BYTES = KV_BYTES > COMBINE_BYTES ? KV_BYTES : COMBINE_BYTES;
-constexpr int HALF_BYTES = BLOCK_TOKENS * HEAD_DIM; // tma: a ring slot (fp8: one byte a value)
+constexpr int HALF_BYTES = BLOCK_TOKENS * HEAD_DIM * (IS_FP8 ? 1 : 2); // tma: a ring slot
+constexpr int PANELS = HEAD_DIM * (IS_FP8 ? 1 : 2) / 128;                // tma: 128-byte boxes a row
 constexpr int KV_BYTES_RAW = TMA ? HALVES * HALF_BYTES : K_REGS == 2 ? STAGES * st_kv::STAGE_BYTES : KV_BYTES;
 static_assert(KV_BYTES_RAW <= KV_BYTES, "SMEM_BYTES, the widening path's, is the most any launch needs");
 constexpr int REGION_BYTES_RAW = KV_BYTES_RAW > COMBINE_BYTES ? KV_BYTES_RAW : COMBINE_BYTES;
@@ -449,17 +451,20 @@ __device__ __forceinline__ void st_issue_block(const st_sparse_attn_decode_param
 // (at full + 8 slot) in its (h / HALVES)-th phase. A slot is copied into
 // again once every warp is done with its last half (a CTA barrier).
 
-// Half h, if the CTA's blocks have it, by thread 0: one copy of the page's
-// 128 rows of kv head g. The rows past the block's visible tokens come as
-// the page holds them (st_zero_v_rows).
+// Half h, if the CTA's blocks have it, by thread 0: the page's 128 rows of
+// kv head g, one copy a 128-byte panel. The rows past the block's visible
+// tokens come as the page holds them (st_zero_v_rows).
 __device__ __forceinline__ void st_copy_half(const st_sparse_attn_decode_params &p, int g, const int32_t *pages, int h,
                                              int nblk, char *region, uint32_t full) {
   if (threadIdx.x != 0 || h >= 2 * nblk) return;
   const int slot = h % HALVES;
   const uint32_t bar = full + 8u * (uint32_t)slot;
   st_mbar_arrive_expect_tx(bar, HALF_BYTES);
-  st_tma_load_4d(st_smem_addr(region + slot * HALF_BYTES), (h & 1) ? (const void *)&p.v_map : (const void *)&p.k_map,
-                 0, 0, g, pages[h / 2], bar);
+  const void *map = (h & 1) ? (const void *)&p.v_map : (const void *)&p.k_map;
+#pragma unroll
+  for (int c = 0; c < PANELS; c++)
+    st_tma_load_4d(st_smem_addr(region + slot * HALF_BYTES + c * BLOCK_TOKENS * 128), map, c * 128 / st_kv::ELEM, 0, g,
+                   pages[h / 2], bar);
 }
 
 // Waits until half h has landed; returns its slot's shared address.
@@ -473,11 +478,15 @@ __device__ __forceinline__ uint32_t st_wait_half(char *region, int h, uint32_t f
 // reads) become zeros, as cp.async leaves them (a masked key's weight is
 // exactly 0, but 0 * NaN is not). Only a query's own, partial block has
 // any. Then a proxy fence: a later copy writes there.
-__device__ __forceinline__ void st_zero_v_rows(uint32_t raw_v, int tok0, int lim) {
+__device__ __forceinline__ void st_zero_v_rows(uint32_t v_rows, int tok0, int lim) {
   if (lim >= tok0 + WARP_TOKENS) return;
   const uint32_t lane = threadIdx.x & 31;
-  for (int tok = max(lim, tok0); tok < tok0 + WARP_TOKENS; tok++) // a row is 32 words
-    asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(raw_v + (uint32_t)(tok * HEAD_DIM) + lane * 4u), "r"(0) : "memory");
+  for (int tok = max(lim, tok0); tok < tok0 + WARP_TOKENS; tok++)
+#pragma unroll
+    for (int c = 0; c < PANELS; c++) // a panel's row is 32 words
+      asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(v_rows + (uint32_t)(c * BLOCK_TOKENS * 128 + tok * 128) + lane * 4u),
+                   "r"(0)
+                   : "memory");
   __syncwarp();
   st_fence_proxy_async();
 }
@@ -614,20 +623,22 @@ __device__ __forceinline__ void st_block_softmax(int tok0, int lim, float scale_
 
 // Scores from the bf16 K tile (K_SCALE: times their K scales,
 // st_scale_scores), then the softmax update.
-template <bool K_SCALE = false>
+// PANEL_ROWS: the K tile as tma lands bf16 rows (st_tile_at).
+template <bool K_SCALE = false, int PANEL_ROWS = 0>
 __device__ __forceinline__ void st_block_scores(uint32_t q_tile, int m0, uint32_t k_tile, const float *k_scale,
                                                 int tok0, int lim, float scale_log2, st_softmax_state<HEAD_DIM> &st,
                                                 float (&s)[NT][4]) {
-  st_tile_qk<HEAD_DIM, WARP_TOKENS>(q_tile, m0, k_tile, tok0, s);
+  st_tile_qk<HEAD_DIM, WARP_TOKENS, PANEL_ROWS>(q_tile, m0, k_tile, tok0, s);
   if (K_SCALE) st_scale_scores(k_scale, tok0, s);
   st_block_softmax(tok0, lim, scale_log2, st, s);
 }
 
-// O += P V (common/attn_tile.cuh); F16: the V tile is f16.
-template <bool F16 = false>
+// O += P V (common/attn_tile.cuh); F16: the V tile is f16; PANEL_ROWS: as
+// tma lands bf16 rows.
+template <bool F16 = false, int PANEL_ROWS = 0>
 __device__ __forceinline__ void st_block_values(uint32_t v_tile, int tok0, const float (&s)[NT][4],
                                                 st_softmax_state<HEAD_DIM> &st) {
-  st_tile_values<HEAD_DIM, WARP_TOKENS, F16>(v_tile, tok0, s, st);
+  st_tile_values<HEAD_DIM, WARP_TOKENS, F16, PANEL_ROWS>(v_tile, tok0, s, st);
 }
 
 // O += P V from the stage's raw fp8 V rows (k_regs 2): no widened tile, no
@@ -705,7 +716,7 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
   const bool cluster_merge = CLUSTER > 1 && p.splits > 1 && CLUSTER % p.splits == 0;
   const uint32_t recv_bar = st_smem_addr(&s_recv_bar);
   const uint32_t full = st_smem_addr(s_full);
-  if (TMA && raw_v && threadIdx.x == 0) { // ordered before their use by the block list's barrier
+  if (TMA && (raw_v || !IS_FP8) && threadIdx.x == 0) { // ordered before their use by the block list's barrier
     for (int b = 0; b < HALVES; b++) st_mbar_init(full + 8u * (uint32_t)b, 1);
     st_mbar_init_fence();
   }
@@ -862,13 +873,21 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
       const int lim = s_ntok[i];
       float s[NT][4];
       const uint32_t k_rows = st_wait_half(region, 2 * i, full);
-      st_block_qk_f16<false>(q_tile, wm * 16, k_rows, nullptr, wn * WARP_TOKENS, s);
-      st_block_softmax(wn * WARP_TOKENS, lim, q_scale, st, s);
+      if (IS_FP8) {
+        st_block_qk_f16<false>(q_tile, wm * 16, k_rows, nullptr, wn * WARP_TOKENS, s);
+        st_block_softmax(wn * WARP_TOKENS, lim, q_scale, st, s);
+      } else {
+        st_block_scores<false, BLOCK_TOKENS>(q_tile, wm * 16, k_rows, nullptr, wn * WARP_TOKENS, lim, scale_log2, st,
+                                             s);
+      }
       __syncthreads(); // every warp is done with K of block i
       st_copy_half(p, it.g, s_page, 2 * i + HALVES, nblk, region, full);
       const uint32_t v_rows = st_wait_half(region, 2 * i + 1, full);
       st_zero_v_rows(v_rows, wn * WARP_TOKENS, lim);
-      st_block_values_raw(v_rows, wn * WARP_TOKENS, s, st);
+      if (IS_FP8)
+        st_block_values_raw(v_rows, wn * WARP_TOKENS, s, st);
+      else
+        st_block_values<false, BLOCK_TOKENS>(v_rows, wn * WARP_TOKENS, s, st);
       __syncthreads(); // every warp is done with V of block i
       st_copy_half(p, it.g, s_page, 2 * i + 1 + HALVES, nblk, region, full);
     }

@@ -337,7 +337,7 @@ static void test_bad_variant_parameters_are_refused(void **state) {
   st_params_set(&k, "dtype", "bf16", &err);
   assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
   assert_non_null(strstr(err.msg, "k_regs=2 needs dtype fp8"));
-  /* tma: absent is 0; 1 only with k_regs 2 and head_dim 128. */
+  /* tma: absent is 0; 1 only with head_dim 128 and, for fp8, k_regs 2. */
   st_params_set(&k, "dtype", "fp8", &err);
   assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_OK);
   assert_int_equal(c.tma, 0);
@@ -346,12 +346,16 @@ static void test_bad_variant_parameters_are_refused(void **state) {
   assert_int_equal(c.tma, 1);
   st_params_set_int(&k, "k_regs", 1, &err);
   assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
-  assert_non_null(strstr(err.msg, "tma=1 needs k_regs 2 and head_dim 128"));
+  assert_non_null(strstr(err.msg, "tma=1 needs head_dim 128 and with fp8 k_regs 2"));
   st_params_set_int(&k, "k_regs", 2, &err);
   st_params_set_int(&k, "head_dim", 64, &err);
   assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
   assert_non_null(strstr(err.msg, "head_dim 64"));
   st_params_set_int(&k, "head_dim", 128, &err);
+  st_params_set_int(&k, "k_regs", 0, &err);
+  st_params_set(&k, "dtype", "bf16", &err); /* bf16 rows: copied whole */
+  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_OK);
+  assert_int_equal(c.tma, 1);
   st_params_set_int(&k, "tma", 2, &err);
   assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
   assert_non_null(strstr(err.msg, "tma"));
@@ -388,6 +392,10 @@ static void test_shared_memory_follows_the_kernel_layout(void **state) {
   assert_int_equal(st_sparse_attn_decode_launch_smem_bytes(&c, ST_KV_SCALE_TENSOR),
                    st_sparse_attn_decode_smem_bytes(&c));
   c.tma = 0;
+  st_sparse_attn_decode_config b = config("bf16", 16, 4, 2, "single", 0);
+  const unsigned bf16_smem = st_sparse_attn_decode_smem_bytes(&b);
+  b.tma = 1; /* the ring is the stages' tiles */
+  assert_int_equal(st_sparse_attn_decode_launch_smem_bytes(&b, ST_KV_SCALE_NONE), bf16_smem + 1024);
   c.k_regs = 1;
   assert_int_equal(st_sparse_attn_decode_launch_smem_bytes(&c, ST_KV_SCALE_NONE), st_sparse_attn_decode_smem_bytes(&c));
   /* 16 warps of one stage: the combine area is the larger. */

@@ -42,11 +42,11 @@ M.kernel_domains = {
   -- (no widening, no barrier for it; K and V copied as two groups, as for
   -- bf16) where scales are not per token, and runs as 1 where they are.
   k_regs = { 0, 1, 2 },
-  -- fp8 k_regs 2, head_dim 128: 1 copies K and V by the bulk tensor copy
-  -- engine (one thread issues a block's K and V as two copies into a ring
-  -- of 2 * stages halves, mbarriers say when they landed) in place of
-  -- every thread's cp.async. Where scales are per token the kernel runs
-  -- as k_regs 1 with cp.async.
+  -- bf16 or fp8 k_regs 2, head_dim 128: 1 copies K and V by the bulk
+  -- tensor copy engine (one thread issues a block's K and V into a ring of
+  -- 2 * stages halves, mbarriers say when they landed) in place of every
+  -- thread's cp.async. Where fp8 scales are per token the kernel runs as
+  -- k_regs 1 with cp.async.
   tma = { 0, 1 },
 }
 
@@ -119,7 +119,7 @@ local function shared_bytes(k)
   local recv = k.cluster > 1 and (k.group * k.head_dim * 4 + k.cluster * k.group * 8) or 0
   -- tma: room to start the q tile (and so the stages) on a 1024-byte
   -- boundary, which the 128-byte swizzle of the copies needs
-  local align = (k.tma or 0) >= 1 and 1024 or 0
+  local align = (k.tma or 0) == 1 and 1024 or 0
   return q + math.max(kv, combine) + MAX_TOPK * 8 + recv + align
 end
 
@@ -136,9 +136,9 @@ function M.constraint(k)
   if (k.k_regs or 0) >= 1 and k.dtype ~= "fp8" then
     return false, string.format("k_regs=%d reads raw fp8 rows: it needs dtype fp8", k.k_regs)
   end
-  if (k.tma or 0) >= 1 and (k.dtype ~= "fp8" or k.k_regs ~= 2 or k.head_dim ~= 128) then
-    return false, string.format("tma=%d copies raw fp8 rows of 128 bytes: it needs dtype fp8, k_regs 2 and head_dim " ..
-      "128 (%s, k_regs %d, head_dim %d)", k.tma, k.dtype, k.k_regs or 0, k.head_dim)
+  if (k.tma or 0) == 1 and (k.head_dim ~= 128 or (k.dtype == "fp8" and k.k_regs ~= 2)) then
+    return false, string.format("tma=1 copies whole rows of head_dim 128, bf16 or raw fp8: it needs head_dim 128 " ..
+      "and with fp8 k_regs 2 (%s, k_regs %d, head_dim %d)", k.dtype, k.k_regs or 0, k.head_dim)
   end
   local smem = shared_bytes(k)
   if k.cluster == 8 and (k.algo ~= "single" or k.stages > 2) then

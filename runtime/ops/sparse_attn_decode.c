@@ -65,11 +65,11 @@ st_status st_sparse_attn_decode_config_from_params(const st_params *kernel, cons
   if (cfg->k_regs && cfg->dtype != ST_DTYPE_FP8_E4M3)
     return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter k_regs=%d needs dtype fp8 (it reads raw fp8 rows)",
                    cfg->k_regs);
-  if (cfg->tma && (cfg->k_regs != 2 || cfg->head_dim != 128))
+  if (cfg->tma && (cfg->head_dim != 128 || (cfg->dtype == ST_DTYPE_FP8_E4M3 && cfg->k_regs != 2)))
     return st_fail(err, ST_ERR_INVALID_ARG,
-                   "variant parameter tma=%d needs k_regs 2 and head_dim 128 (it copies raw fp8 rows of 128 bytes), "
-                   "has k_regs %d, head_dim %d",
-                   cfg->tma, cfg->k_regs, cfg->head_dim);
+                   "variant parameter tma=1 needs head_dim 128 and with fp8 k_regs 2 (it copies whole bf16 or raw fp8 "
+                   "rows), has %s, k_regs %d, head_dim %d",
+                   st_dtype_name(cfg->dtype), cfg->k_regs, cfg->head_dim);
   if (cfg->head_dim % 64)
     return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter head_dim=%d is not a multiple of 64", cfg->head_dim);
   if (cfg->warps_n != 2 && cfg->warps_n != 4 && cfg->warps_n != 8)
@@ -92,7 +92,7 @@ static unsigned smem_bytes(const st_sparse_attn_decode_config *cfg, int64_t wide
   const int64_t q_bytes = m_tiles(cfg->group) * 16 * D * 2;
   const int64_t tile = ST_BLOCK_TOKENS * D * 2;
   const int64_t stage = fp8 ? 2 * ST_BLOCK_TOKENS * D + 2 * ST_BLOCK_TOKENS * 4 : 2 * tile;
-  const int64_t kv = ring ? 2 * (int64_t)cfg->stages * ST_BLOCK_TOKENS * D
+  const int64_t kv = ring ? 2 * (int64_t)cfg->stages * ST_BLOCK_TOKENS * D * (fp8 ? 1 : 2)
                           : cfg->stages * stage + wide_tiles * tile + (wide_tiles == 2 ? ST_BLOCK_TOKENS * 4 : 0);
   const int64_t combine = warps * 16 * (D + 2) * 4;
   const int64_t block_list = ST_SPARSE_ATTN_DECODE_MAX_TOPK * 8;
@@ -273,7 +273,8 @@ st_status st_sparse_attn_decode_plan_make(const st_sparse_attn_decode_config *cf
   plan->grid[2] = 1;
   plan->block = (unsigned)(32 * cfg->warps_n * m_tiles(cfg->group));
   plan->smem_bytes = st_sparse_attn_decode_launch_smem_bytes(cfg, a->scale_mode);
-  /* tma copies where K and V are read raw (per-token scales: cp.async) */
+  /* tma copies bf16 rows, and fp8 where K and V are read raw (per-token
+   * scales: cp.async) */
   plan->kv_maps = cfg->tma && a->scale_mode != ST_KV_SCALE_TENSOR;
   plan->k_cache = a->k_cache;
   plan->v_cache = a->v_cache;
@@ -311,10 +312,13 @@ st_status st_sparse_attn_decode_launch(const st_cu *cu, CUfunction main_fn, CUfu
   /* The kernel's cluster size is compile-time; past 8 it must be allowed. */
   if (plan->cluster > ST_PORTABLE_CLUSTER)
     ST_CU_TRY(cu, cu->cuFuncSetAttribute(main_fn, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1), err);
+  /* L2 fetches of a head's row: 256 bytes would bring an fp8 row's
+   * neighbour, another head's (docs/experiments/persistent_ring_probe.cu). */
+  const int promote = plan->k_cache.dtype == ST_DTYPE_FP8_E4M3 ? 128 : 256;
   st_status s;
   if (plan->kv_maps &&
-      ((s = st_tensor_map_pages(cu, &plan->k_cache, "k_cache", 128, &params.k_map, err)) != ST_OK ||
-       (s = st_tensor_map_pages(cu, &plan->v_cache, "v_cache", 128, &params.v_map, err)) != ST_OK))
+      ((s = st_tensor_map_pages(cu, &plan->k_cache, "k_cache", promote, &params.k_map, err)) != ST_OK ||
+       (s = st_tensor_map_pages(cu, &plan->v_cache, "v_cache", promote, &params.v_map, err)) != ST_OK))
     return s;
   void *kargs[] = {&params};
   s = st_launch_kernel(cu, main_fn, plan->grid, plan->block, plan->smem_bytes, stream, kargs, plan->pdl, err);

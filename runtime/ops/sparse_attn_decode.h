@@ -42,8 +42,8 @@ typedef struct st_sparse_attn_decode_config {
   int k_regs;  /* fp8: 1 = K read raw into the mma fragments, only V
                   widened in shared memory; 2 = V read raw too where
                   scales are not per token                            */
-  int tma;     /* fp8 k_regs 2, head_dim 128: K and V by tensor maps
-                  into a ring of 2 * stages raw halves                */
+  int tma;     /* head_dim 128, bf16 or fp8 k_regs 2: K and V by tensor
+                  maps into a ring of 2 * stages halves               */
   int splits;  /* launch: CTAs per work item; 0 = auto                 */
 } st_sparse_attn_decode_config;
 

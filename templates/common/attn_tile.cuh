@@ -41,8 +41,18 @@ template <int HEAD_DIM> __device__ __forceinline__ void st_softmax_init(st_softm
   for (int dt = 0; dt < HEAD_DIM / 8; dt++) st.o[dt][0] = st.o[dt][1] = st.o[dt][2] = st.o[dt][3] = 0.f;
 }
 
-// S = q K^T for the warp's 16 rows (m0 ..) and TOKENS tokens (tok0 ..).
-template <int HEAD_DIM, int TOKENS>
+// Chunk c of row r of a K or V tile: rows swizzled whole
+// (st_swizzle_offset), or with PANEL_ROWS > 0 as 128-byte panels of that
+// many rows (st_panel_offset: what the bulk tensor copy's 128-byte swizzle
+// lands).
+template <int ROW_CHUNKS, int PANEL_ROWS>
+__device__ __forceinline__ uint32_t st_tile_at(uint32_t tile, int r, int c) {
+  return PANEL_ROWS ? tile + st_panel_offset(PANEL_ROWS, r, c) : st_swizzled<ROW_CHUNKS>(tile, r, c);
+}
+
+// S = q K^T for the warp's 16 rows (m0 ..) and TOKENS tokens (tok0 ..);
+// K's tile as st_tile_at lays it out.
+template <int HEAD_DIM, int TOKENS, int PANEL_ROWS = 0>
 __device__ __forceinline__ void st_tile_qk(uint32_t q_tile, int m0, uint32_t k_tile, int tok0,
                                            float (&s)[TOKENS / 8][4]) {
   constexpr int ROW_CHUNKS = HEAD_DIM / 8, DK = HEAD_DIM / 16, NT = TOKENS / 8;
@@ -57,8 +67,8 @@ __device__ __forceinline__ void st_tile_qk(uint32_t q_tile, int m0, uint32_t k_t
 #pragma unroll
     for (int n2 = 0; n2 < NT / 2; n2++) {
       uint32_t b[4];
-      st_ldmatrix_x4(b, st_swizzled<ROW_CHUNKS>(k_tile, tok0 + n2 * 16 + (lane & 7) + (lane >> 4) * 8,
-                                                ks * 2 + ((lane >> 3) & 1)));
+      st_ldmatrix_x4(b, st_tile_at<ROW_CHUNKS, PANEL_ROWS>(k_tile, tok0 + n2 * 16 + (lane & 7) + (lane >> 4) * 8,
+                                                           ks * 2 + ((lane >> 3) & 1)));
       st_mma_bf16_16816(s[2 * n2], a[0], a[1], a[2], a[3], b[0], b[1]);
       st_mma_bf16_16816(s[2 * n2 + 1], a[0], a[1], a[2], a[3], b[2], b[3]);
     }
@@ -189,8 +199,9 @@ __device__ __forceinline__ void st_tile_softmax(int tok0, const int (&lim)[2], c
 
 // O += P V: P (accumulator layout of two 8-token tiles) is the A fragment of
 // one 16-token k-step. F16: the V tile holds f16 values (fp8 widened
-// without a scale), and P is rounded to f16 to match (P <= 1).
-template <int HEAD_DIM, int TOKENS, bool F16 = false>
+// without a scale), and P is rounded to f16 to match (P <= 1). V's tile as
+// st_tile_at lays it out.
+template <int HEAD_DIM, int TOKENS, bool F16 = false, int PANEL_ROWS = 0>
 __device__ __forceinline__ void st_tile_values(uint32_t v_tile, int tok0, const float (&s)[TOKENS / 8][4],
                                                st_softmax_state<HEAD_DIM> &st) {
   constexpr int ROW_CHUNKS = HEAD_DIM / 8, DT = HEAD_DIM / 8, KT = TOKENS / 16;
@@ -206,8 +217,8 @@ __device__ __forceinline__ void st_tile_values(uint32_t v_tile, int tok0, const 
 #pragma unroll
     for (int d2 = 0; d2 < DT / 2; d2++) {
       uint32_t b[4];
-      st_ldmatrix_x4_trans(b, st_swizzled<ROW_CHUNKS>(v_tile, tok0 + kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
-                                                      d2 * 2 + (lane >> 4)));
+      st_ldmatrix_x4_trans(b, st_tile_at<ROW_CHUNKS, PANEL_ROWS>(
+                                  v_tile, tok0 + kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, d2 * 2 + (lane >> 4)));
       if (F16) {
         st_mma_f16_16816(st.o[2 * d2], a[0], a[1], a[2], a[3], b[0], b[1]);
         st_mma_f16_16816(st.o[2 * d2 + 1], a[0], a[1], a[2], a[3], b[2], b[3]);
