@@ -451,11 +451,12 @@ __device__ __forceinline__ void st_issue_block(const st_sparse_attn_decode_param
 // (at full + 8 slot) in its (h / HALVES)-th phase. A slot is copied into
 // again once every warp is done with its last half (a CTA barrier).
 
-// Half h, of block `page`: the page's 128 rows of kv head g, one copy a
-// 128-byte panel. The rows past the block's visible tokens come as the
-// page holds them (st_zero_v_rows).
-__device__ __forceinline__ void st_copy_half_of(const st_sparse_attn_decode_params &p, int g, int page, int h,
-                                                char *region, uint32_t full) {
+// Half h, if the CTA's blocks have it, by thread 0: the page's 128 rows of
+// kv head g, one copy a 128-byte panel. The rows past the block's visible
+// tokens come as the page holds them (st_zero_v_rows).
+__device__ __forceinline__ void st_copy_half(const st_sparse_attn_decode_params &p, int g, const int32_t *pages, int h,
+                                             int nblk, char *region, uint32_t full) {
+  if (threadIdx.x != 0 || h >= 2 * nblk) return;
   const int slot = h % HALVES;
   const uint32_t bar = full + 8u * (uint32_t)slot;
   st_mbar_arrive_expect_tx(bar, HALF_BYTES);
@@ -463,13 +464,7 @@ __device__ __forceinline__ void st_copy_half_of(const st_sparse_attn_decode_para
 #pragma unroll
   for (int c = 0; c < PANELS; c++)
     st_tma_load_4d(st_smem_addr(region + slot * HALF_BYTES + c * BLOCK_TOKENS * 128), map, c * 128 / st_kv::ELEM, 0, g,
-                   page, bar);
-}
-
-// Half h, if the CTA's blocks have it, by thread 0.
-__device__ __forceinline__ void st_copy_half(const st_sparse_attn_decode_params &p, int g, const int32_t *pages, int h,
-                                             int nblk, char *region, uint32_t full) {
-  if (threadIdx.x == 0 && h < 2 * nblk) st_copy_half_of(p, g, pages[h / 2], h, region, full);
+                   pages[h / 2], bar);
 }
 
 // Waits until half h has landed; returns its slot's shared address.
@@ -721,10 +716,7 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
   const bool cluster_merge = CLUSTER > 1 && p.splits > 1 && CLUSTER % p.splits == 0;
   const uint32_t recv_bar = st_smem_addr(&s_recv_bar);
   const uint32_t full = st_smem_addr(s_full);
-  const bool ring = TMA && (raw_v || !IS_FP8);
-  // Ordered before warp 0's copies by its __syncwarp, before the other
-  // warps' waits by the block list's barrier.
-  if (ring && threadIdx.x == 0) {
+  if (TMA && (raw_v || !IS_FP8) && threadIdx.x == 0) { // ordered before their use by the block list's barrier
     for (int b = 0; b < HALVES; b++) st_mbar_init(full + 8u * (uint32_t)b, 1);
     st_mbar_init_fence();
   }
@@ -769,7 +761,6 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
   // query's block, or a padding row) stays inside the block table, and no
   // K/V byte is read for it.
   if (warp == 0) {
-    __syncwarp(); // tma: thread 0's barriers are initialized
     const int e0 = split * p.blocks_per_split, e1 = min(e0 + p.blocks_per_split, p.topk);
     const int32_t *sel = p.topk_idx + (int64_t)it.g * p.idx_stride_head + (int64_t)it.row * p.idx_stride_row;
     const int32_t *bt = p.block_table + (int64_t)it.r * p.bt_stride;
@@ -790,12 +781,6 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
         const int at = n + __popc(mask & ((1u << lane) - 1u));
         s_page[at] = page[k];
         s_ntok[at] = min(BLOCK_TOKENS, pos - j[k] * BLOCK_TOKENS + 1);
-        // tma: the ring's first blocks go now, by the lanes that found
-        // them, not after the CTA's barrier and a read of the list.
-        if (ring && at < STAGES) {
-          st_copy_half_of(p, it.g, page[k], 2 * at, region, full);
-          st_copy_half_of(p, it.g, page[k], 2 * at + 1, region, full);
-        }
       }
       n += __popc(mask);
     }
@@ -863,12 +848,14 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
     }
   } else {
     // Every stage's block in flight at once (all of a CTA's blocks where
-    // nblk <= STAGES), two groups each.
+    // nblk <= STAGES), two groups each (tma: the ring's first halves).
     // Group count before block i's waits: 2 * (STAGES + i), so K of block
     // i is in once at most 2*STAGES - 1 are pending, V once 2*STAGES - 2.
-    if (!TMA) // (tma: the ring's first halves went with the block list)
+    if (!TMA)
 #pragma unroll
       for (int s = 0; s < STAGES; s++) st_issue_block(p, it.g, s_page, s_ntok, s, nblk, region, s);
+    else
+      for (int h = 0; h < HALVES; h++) st_copy_half(p, it.g, s_page, h, nblk, region, full);
     // raw_v: q.K in f16 too, the rows' unscale in the softmax's scale
     float q_scale[2] = {scale_log2, scale_log2};
     if (IS_FP8) {
