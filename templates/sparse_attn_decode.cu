@@ -720,17 +720,16 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
     for (int b = 0; b < HALVES; b++) st_mbar_init(full + 8u * (uint32_t)b, 1);
     st_mbar_init_fence();
   }
-  const int row = blockIdx.x / p.splits, split = blockIdx.x - row * p.splits;
-  const bool padding = row >= p.num_requests * p.qlen; // to whole clusters: no item, nothing pushed to it
   if (cluster_merge) {
-    if (threadIdx.x == 0 && !padding) { // (a padding CTA's barrier would exit expecting bytes: synccheck)
+    if (threadIdx.x == 0) {
       st_mbar_init(recv_bar, 1);
       st_mbar_arrive_expect_tx(recv_bar, st_recv_bytes(p.splits));
       st_mbar_init_fence();
     }
     st_cluster_arrive_relaxed(); // waited on before the first push
   }
-  if (padding) {
+  const int row = blockIdx.x / p.splits, split = blockIdx.x - row * p.splits;
+  if (row >= p.num_requests * p.qlen) { // padding to whole clusters: no item
     if (cluster_merge) st_cluster_wait(); // but every CTA of a cluster meets its barrier
     return;
   }
