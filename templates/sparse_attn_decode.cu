@@ -12,9 +12,10 @@
 // reads the request's length, the CTA's selected entries and their pages
 // at once (two dependent round trips, while q lands by cp.async). Per block
 // the CTA copies the 128 K and 128 V rows of kv head g into shared memory
-// (cp.async, STAGES blocks in flight; bf16: K and V as separate groups, so
-// the scores start while V is on its way, and with one stage the next
-// block's K is on its way under the values; fp8: rows land in a staging
+// (cp.async, STAGES blocks in flight, or with TMA thread 0's tensor-map
+// copies into a ring of 2 * STAGES half blocks; bf16: K and V as separate
+// groups, so the scores start while V is on its way, and with one stage
+// the next block's K is on its way under the values; fp8: rows land in a staging
 // buffer and are widened to bf16 (V times its per-token scales; K's
 // scale multiplies the scores, in fp32), and the stage is
 // refilled before the math; with K_REGS only V is widened (to f16 unless

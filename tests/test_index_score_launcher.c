@@ -253,7 +253,7 @@ static void test_tensor_maps_refuse_what_the_copy_engine_cannot_address(void **s
   expect_map_refused(&t, "k_cache.data=0x200008 is not 16-byte aligned for tensor copies");
   t = a.k_cache;
   t.stride[0] = 128 * D + 4; /* a page stride of 8 bytes past whole rows */
-  expect_map_refused(&t, "k_cache.stride[0]=16388 elements (32776 bytes) must be a multiple of 16 bytes below 2^40");
+  expect_map_refused(&t, "k_cache.stride[0]=16388 elements (32776 bytes) must be a positive multiple of 16 bytes below 2^40");
   t = a.k_cache;
   t.stride[0] = (int64_t)1 << 40;
   expect_map_refused(&t, "k_cache.stride[0]=1099511627776 elements");

@@ -298,6 +298,19 @@ static void test_variant_fit_names_the_mismatch(void **state) {
   c = config("bf16", 16, 4, 2, "single", 4);
   assert_int_equal(st_sparse_attn_decode_check_fit(&c, &a, &err), ST_ERR_NO_VARIANT);
   assert_non_null(strstr(err.msg, "head_dim 128, call has 64"));
+  /* tma: views the copy engine cannot address fit no tma variant (the
+   * call goes to another), and name the stride. */
+  a = valid_args();
+  c = config("bf16", 16, 4, 2, "single", 4);
+  c.tma = 1;
+  assert_int_equal(st_sparse_attn_decode_check_fit(&c, &a, &err), ST_OK);
+  a.k_cache.stride[1] = 0; /* one kv head's rows shared by both: valid, but no tensor map */
+  a.v_cache.stride[1] = 0;
+  assert_int_equal(st_sparse_attn_decode_check_args(&a, &err), ST_OK);
+  assert_int_equal(st_sparse_attn_decode_check_fit(&c, &a, &err), ST_ERR_NO_VARIANT);
+  assert_non_null(strstr(err.msg, "tma variant: k_cache.stride[1]=0 elements"));
+  c.tma = 0;
+  assert_int_equal(st_sparse_attn_decode_check_fit(&c, &a, &err), ST_OK);
 }
 
 static void test_bad_variant_parameters_are_refused(void **state) {

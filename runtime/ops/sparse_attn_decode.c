@@ -194,6 +194,14 @@ st_status st_sparse_attn_decode_check_fit(const st_sparse_attn_decode_config *cf
   if (st_sparse_attn_decode_smem_bytes(cfg) > ST_SPARSE_ATTN_DECODE_MAX_SMEM)
     return st_fail(err, ST_ERR_NO_VARIANT, "variant needs %u bytes of shared memory (limit %d)",
                    st_sparse_attn_decode_smem_bytes(cfg), ST_SPARSE_ATTN_DECODE_MAX_SMEM);
+  /* tma: views the copy engine cannot address (a zero or negative stride)
+   * go to another variant, not to a failed launch. */
+  if (cfg->tma && a->scale_mode != ST_KV_SCALE_TENSOR) {
+    st_err why = {{0}};
+    if (st_tensor_map_pages_check(&a->k_cache, "k_cache", &why) != ST_OK ||
+        st_tensor_map_pages_check(&a->v_cache, "v_cache", &why) != ST_OK)
+      return st_fail(err, ST_ERR_NO_VARIANT, "tma variant: %s", why.msg);
+  }
   return ST_OK;
 }
 
@@ -304,7 +312,7 @@ st_status st_sparse_attn_decode_launch(const st_cu *cu, CUfunction main_fn, CUfu
     params.part_ml = (float *)(ws + plan->part_ml_offset);
   }
   /* Past 48 KiB of shared memory a kernel must opt in (static part: at most
-   * 8 + 8 * 32 bytes). */
+   * 16 + 4 * 32 + 8 * 8 bytes). */
   if (plan->smem_bytes > ST_DEFAULT_SMEM_WITHOUT_OPT_IN - 1024)
     ST_CU_TRY(cu,
               cu->cuFuncSetAttribute(main_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)plan->smem_bytes),

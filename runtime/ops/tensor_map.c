@@ -56,10 +56,10 @@ st_status st_tensor_map_swizzled(const st_cu *cu, const char *name, void *data, 
   return map_swizzled(cu, name, data, dtype, n, dims, stride_bytes, box, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, map, err);
 }
 
-st_status st_tensor_map_pages(const st_cu *cu, const st_tensor *cache, const char *name, int promote_bytes,
-                              st_tensor_map *map, st_err *err) {
-  if (promote_bytes != 128 && promote_bytes != 256)
-    return st_fail(err, ST_ERR_INVALID_ARG, "%s: L2 promotion of %d bytes is not 128 or 256", name, promote_bytes);
+/* The pages map's dimensions, strides (bytes) and boxes of `cache`, or why
+ * the copy engine cannot address it. */
+static st_status page_geometry(const st_tensor *cache, const char *name, int64_t *dims, int64_t *strides,
+                               uint32_t *box, st_err *err) {
   const int n = cache->ndim;
   if (n != 3 && n != 4)
     return st_fail(err, ST_ERR_INVALID_ARG, "%s has %d dimensions, not [pages, (heads,) 128, D]", name, n);
@@ -67,22 +67,39 @@ st_status st_tensor_map_pages(const st_cu *cu, const st_tensor *cache, const cha
   if (elem > 0 && row_bytes % 128)
     return st_fail(err, ST_ERR_INVALID_ARG, "%s rows of %lld bytes are not whole 128-byte panels", name,
                    (long long)row_bytes);
+  if ((uintptr_t)cache->data % 16)
+    return st_fail(err, ST_ERR_INVALID_ARG, "%s.data=%p is not 16-byte aligned for tensor copies", name, cache->data);
   /* Dimensions innermost first: a row's elements, the page's rows, (heads,)
    * pages; boxes of one 128-byte panel of a whole page of one head. */
-  int64_t dims[4], strides[3];
-  uint32_t box[4];
   for (int d = 0; d < n; d++) {
     dims[d] = cache->shape[n - 1 - d];
     box[d] = d == 0 ? (uint32_t)(elem > 0 ? 128 / elem : 1) : d == 1 ? (uint32_t)cache->shape[n - 2] : 1u;
     if (d == 0) continue;
     strides[d - 1] = cache->stride[n - 1 - d] * elem;
-    if (strides[d - 1] % 16 || strides[d - 1] >= (1ll << 40))
+    if (strides[d - 1] <= 0 || strides[d - 1] % 16 || strides[d - 1] >= (1ll << 40))
       return st_fail(err, ST_ERR_INVALID_ARG,
-                     "%s.stride[%d]=%lld elements (%lld bytes) must be a multiple of 16 bytes below 2^40 for tensor "
-                     "copies",
+                     "%s.stride[%d]=%lld elements (%lld bytes) must be a positive multiple of 16 bytes below 2^40 for "
+                     "tensor copies",
                      name, n - 1 - d, (long long)cache->stride[n - 1 - d], (long long)strides[d - 1]);
   }
-  return map_swizzled(cu, name, cache->data, cache->dtype, n, dims, strides, box,
+  return ST_OK;
+}
+
+st_status st_tensor_map_pages_check(const st_tensor *cache, const char *name, st_err *err) {
+  int64_t dims[4], strides[3];
+  uint32_t box[4];
+  return page_geometry(cache, name, dims, strides, box, err);
+}
+
+st_status st_tensor_map_pages(const st_cu *cu, const st_tensor *cache, const char *name, int promote_bytes,
+                              st_tensor_map *map, st_err *err) {
+  if (promote_bytes != 128 && promote_bytes != 256)
+    return st_fail(err, ST_ERR_INVALID_ARG, "%s: L2 promotion of %d bytes is not 128 or 256", name, promote_bytes);
+  int64_t dims[4], strides[3];
+  uint32_t box[4];
+  const st_status s = page_geometry(cache, name, dims, strides, box, err);
+  if (s != ST_OK) return s;
+  return map_swizzled(cu, name, cache->data, cache->dtype, cache->ndim, dims, strides, box,
                       promote_bytes == 128 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B : CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                       map, err);
 }

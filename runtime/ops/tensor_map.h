@@ -24,6 +24,10 @@
 st_status st_tensor_map_pages(const st_cu *cu, const st_tensor *cache, const char *name, int promote_bytes,
                               st_tensor_map *map, st_err *err);
 
+/* ST_OK if st_tensor_map_pages can map `cache` (no driver needed), else
+ * its refusal: for launchers that check a variant's fit before launching. */
+st_status st_tensor_map_pages_check(const st_tensor *cache, const char *name, st_err *err);
+
 /* A map of `n` (2..5) dimensions of bf16 or fp8 e4m3 at `data`, with the
  * 128-byte swizzle: dims[d] elements along dimension d (innermost first,
  * contiguous), stride_bytes[d - 1] bytes between its steps for d >= 1, and
