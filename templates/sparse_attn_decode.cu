@@ -689,6 +689,32 @@ __device__ __forceinline__ void st_block_values_raw(uint32_t raw_v, int tok0, co
 // The dimension column n of n-tile dt holds after st_block_values_raw.
 __device__ __forceinline__ int st_raw_v_dim(int dt, int n) { return (dt >> 2) * 32 + 4 * n + (dt & 3); }
 
+// A block's scores and softmax update where K and V are read as they
+// landed (the raw fp8 and the bf16 loops, cp.async or tma): K's rows at
+// k_rows, raw fp8 (f16 q, the rows' scales q_scale) or a bf16 tile
+// (PANEL_ROWS: tma's panels; q_scale holds the score scale twice).
+template <int PANEL_ROWS>
+__device__ __forceinline__ void st_block_scores_of(uint32_t q_tile, int m0, uint32_t k_rows, int tok0, int lim,
+                                                   const float (&q_scale)[2], st_softmax_state<HEAD_DIM> &st,
+                                                   float (&s)[NT][4]) {
+  if (IS_FP8) {
+    st_block_qk_f16<false>(q_tile, m0, k_rows, nullptr, tok0, s);
+    st_block_softmax(tok0, lim, q_scale, st, s);
+  } else {
+    st_block_scores<false, PANEL_ROWS>(q_tile, m0, k_rows, nullptr, tok0, lim, q_scale[0], st, s);
+  }
+}
+
+// Its values, V's rows at v_rows: raw fp8, or a bf16 tile as above.
+template <int PANEL_ROWS>
+__device__ __forceinline__ void st_block_values_of(uint32_t v_rows, int tok0, const float (&s)[NT][4],
+                                                   st_softmax_state<HEAD_DIM> &st) {
+  if (IS_FP8)
+    st_block_values_raw(v_rows, tok0, s, st);
+  else
+    st_block_values<false, PANEL_ROWS>(v_rows, tok0, s, st);
+}
+
 // ---- the kernels ---------------------------------------------------------
 
 extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
@@ -873,22 +899,13 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
     for (int i = 0; TMA && i < nblk; i++) {
       const int lim = s_ntok[i];
       float s[NT][4];
-      const uint32_t k_rows = st_wait_half(region, 2 * i, full);
-      if (IS_FP8) {
-        st_block_qk_f16<false>(q_tile, wm * 16, k_rows, nullptr, wn * WARP_TOKENS, s);
-        st_block_softmax(wn * WARP_TOKENS, lim, q_scale, st, s);
-      } else {
-        st_block_scores<false, BLOCK_TOKENS>(q_tile, wm * 16, k_rows, nullptr, wn * WARP_TOKENS, lim, scale_log2, st,
-                                             s);
-      }
+      st_block_scores_of<BLOCK_TOKENS>(q_tile, wm * 16, st_wait_half(region, 2 * i, full), wn * WARP_TOKENS, lim,
+                                       q_scale, st, s);
       __syncthreads(); // every warp is done with K of block i
       st_copy_half(p, it.g, s_page, 2 * i + HALVES, nblk, region, full);
       const uint32_t v_rows = st_wait_half(region, 2 * i + 1, full);
       st_zero_v_rows(v_rows, wn * WARP_TOKENS, lim);
-      if (IS_FP8)
-        st_block_values_raw(v_rows, wn * WARP_TOKENS, s, st);
-      else
-        st_block_values<false, BLOCK_TOKENS>(v_rows, wn * WARP_TOKENS, s, st);
+      st_block_values_of<BLOCK_TOKENS>(v_rows, wn * WARP_TOKENS, s, st);
       __syncthreads(); // every warp is done with V of block i
       st_copy_half(p, it.g, s_page, 2 * i + 1 + HALVES, nblk, region, full);
     }
@@ -897,13 +914,7 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
       float s[NT][4];
       st_cp_async_wait<2 * STAGES - 1>();
       __syncthreads(); // K of block i is in shared memory, for every thread's copies
-      if (IS_FP8) {
-        st_block_qk_f16<false>(q_tile, wm * 16, st_kv::raw_k(region, buf), nullptr, wn * WARP_TOKENS, s);
-        st_block_softmax(wn * WARP_TOKENS, lim, q_scale, st, s);
-      } else {
-        st_block_scores(q_tile, wm * 16, st_kv::k_tile(region, buf), nullptr, wn * WARP_TOKENS, lim, scale_log2, st,
-                        s);
-      }
+      st_block_scores_of<0>(q_tile, wm * 16, st_kv::raw_k(region, buf), wn * WARP_TOKENS, lim, q_scale, st, s);
       st_cp_async_wait<2 * STAGES - 2>();
       __syncthreads(); // V of block i; and every warp is done with K of block i
       // One stage: the next block's K lands under these values, not after
@@ -912,10 +923,9 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
       // samples); deeper pipelines have it in flight already, and bf16 B =
       // 32's w4.s2 ran 0.4 us slower with it (twenty-sixth session).
       if (STAGES == 1) st_issue_half_group(p, 0, it.g, s_page, s_ntok, i + 1, nblk, region, buf);
-      if (IS_FP8)
-        st_block_values_raw(st_kv::raw_k(region, buf) + BLOCK_TOKENS * HEAD_DIM, wn * WARP_TOKENS, s, st);
-      else
-        st_block_values(st_kv::v_tile(region, buf), wn * WARP_TOKENS, s, st);
+      // (the stage's K rows, then its V rows: fp8 raw, bf16 a tile)
+      st_block_values_of<0>(st_kv::raw_k(region, buf) + (IS_FP8 ? BLOCK_TOKENS * HEAD_DIM : st_kv::TILE_BYTES),
+                            wn * WARP_TOKENS, s, st);
       __syncthreads(); // every warp is done with V of block i
       if (STAGES > 1) st_issue_half_group(p, 0, it.g, s_page, s_ntok, i + STAGES, nblk, region, buf);
       st_issue_half_group(p, 1, it.g, s_page, s_ntok, i + STAGES, nblk, region, buf);
