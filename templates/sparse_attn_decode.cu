@@ -63,6 +63,17 @@ constexpr int K_REGS = ${k_regs};
 // measured the same: not kept, v2.44 in docs/kernels/sparse_attn_decode.md.)
 constexpr int TMA = ${tma};
 constexpr int HALVES = TMA ? 2 * STAGES : 0;
+// fp8 tma, one m tile, no per-token scales: 1 splits P.V by dimensions
+// instead of tokens. Warp w still scores tokens w * WARP_TOKENS ..; the
+// warps share each row's maximum (kept LAZY, as one), hand their P to
+// each other in shared memory, and warp w accumulates O's dimensions
+// w * WARP_DIMS .. over all 128 tokens: O is HEAD_DIM / WARPS_N columns a
+// warp instead of HEAD_DIM (16 registers instead of 64 at 4 warps), no
+// warps' combine at the end, and more warps a CTA at the same registers.
+// A block takes one CTA barrier where no row's maximum grows (two where
+// one does), and V of the next block is in flight under this one's
+// (STAGES 2).
+constexpr int PV_DIMS = ${pv_dims};
 
 #include "params/sparse_attn_decode.h"
 #include "common/attn_tile.cuh"
@@ -83,6 +94,13 @@ constexpr int NE = GROUP * HEAD_DIM / 4; // 4-dimension pieces of an item's outp
 using st_kv = st_kv_stages<IS_FP8, HEAD_DIM, STAGES, THREADS, (K_REGS > 0), 0, 1>; // refilled before the math
 static_assert(K_REGS >= 0 && K_REGS <= 2 && (!K_REGS || IS_FP8), "k_regs 1 and 2 read raw fp8 rows");
 static_assert(!TMA || ((IS_FP8 ? K_REGS == 2 : K_REGS == 0) && HEAD_DIM == 128), "tma: bf16 or fp8 k_regs 2, d128");
+static_assert(!PV_DIMS || (TMA && IS_FP8 && M_TILES == 1 && STAGES == 2 && (WARPS_N == 4 || WARPS_N == 8)),
+              "pv_dims: fp8 tma, one m tile, 2 stages, 4 or 8 warps");
+// The dimensions of O a warp accumulates, and (pv_dims) a block's P as f16
+// A fragments (st_store_p), twice, and each warp's row maxima.
+constexpr int WARP_DIMS = PV_DIMS ? HEAD_DIM / WARPS_N : HEAD_DIM;
+constexpr int P_BYTES = 16 * BLOCK_TOKENS * 2;
+constexpr int PVD_BYTES = PV_DIMS ? 2 * P_BYTES + WARPS_N * 16 * 4 : 0;
 
 // Shared memory (dynamic), in this order; runtime/ops/sparse_attn_decode.c
 // computes the same total (st_sparse_attn_decode_smem_bytes).
@@ -92,8 +110,10 @@ static_assert(!TMA || ((IS_FP8 ? K_REGS == 2 : K_REGS == 0) && HEAD_DIM == 128),
 //               fp8:  STAGES x (raw K+V rows, K+V scales), then one K and V tile
 //                     (K_REGS: the V tile only; none where k_regs 2 reads V
 //                     raw: those launches get the smaller SMEM_BYTES_RAW;
-//                     tma's raw region is its ring: HALVES x 128 raw rows)
+//                     tma's raw region is its ring: HALVES x 128 raw rows,
+//                     pv_dims: then P twice and the warps' row maxima)
 //               after the last block: per warp (O [16][HEAD_DIM], m[16], l[16]) fp32
+//               (pv_dims: one O [16][HEAD_DIM], the warps' dimensions of it)
 //   block list  [MAX_TOPK] pages, [MAX_TOPK] visible tokens
 //   receive     (cluster kernels) what the item's CTAs push to this one:
 //               [splits][NE / splits] float4 pieces of O, then
@@ -102,11 +122,12 @@ static_assert(!TMA || ((IS_FP8 ? K_REGS == 2 : K_REGS == 0) && HEAD_DIM == 128),
 // and a ring slot are whole multiples of 1024 bytes), 1024 bytes more.
 constexpr int Q_BYTES = M_TILES * 16 * HEAD_DIM * 2;
 constexpr int KV_BYTES = st_kv::BYTES;
-constexpr int COMBINE_BYTES = WARPS * 16 * (HEAD_DIM + 2) * 4;
+constexpr int COMBINE_WARPS = PV_DIMS ? 1 : WARPS; // the O tiles the warps' combine reads
+constexpr int COMBINE_BYTES = (COMBINE_WARPS * 16 * HEAD_DIM + WARPS * 16 * 2) * 4;
 constexpr int REGION_BYTES = KV_BYTES > COMBINE_BYTES ? KV_BYTES : COMBINE_BYTES;
 constexpr int HALF_BYTES = BLOCK_TOKENS * HEAD_DIM * (IS_FP8 ? 1 : 2); // tma: a ring slot
 constexpr int PANELS = HEAD_DIM * (IS_FP8 ? 1 : 2) / 128;                // tma: 128-byte boxes a row
-constexpr int KV_BYTES_RAW = TMA ? HALVES * HALF_BYTES : K_REGS == 2 ? STAGES * st_kv::STAGE_BYTES : KV_BYTES;
+constexpr int KV_BYTES_RAW = TMA ? HALVES * HALF_BYTES + PVD_BYTES : K_REGS == 2 ? STAGES * st_kv::STAGE_BYTES : KV_BYTES;
 static_assert(KV_BYTES_RAW <= KV_BYTES, "SMEM_BYTES, the widening path's, is the most any launch needs");
 constexpr int REGION_BYTES_RAW = KV_BYTES_RAW > COMBINE_BYTES ? KV_BYTES_RAW : COMBINE_BYTES;
 constexpr int BLOCK_LIST_BYTES = MAX_TOPK * 8;
@@ -146,12 +167,14 @@ static_assert(!TMA || (Q_BYTES % 1024 == 0 && HALF_BYTES % 1024 == 0), "tma slot
 // (k_regs 2: without per-token scales), at most 3 of 128 threads (170
 // registers, what bf16 B = 128 runs at), 4 of 64 and 1 of 256. Clusters of
 // 8 take CTAs of up to 256 threads and ask for one (their push code
-// spilled 32-40 bytes at 128 registers).
+// spilled 32-40 bytes at 128 registers). pv_dims kernels, whose O is a
+// quarter or an eighth of that, ask for the CTAs their shared memory
+// allows, at most 24 warps an SM.
 constexpr int st_min_ctas() {
   const int by_smem = 228 * 1024 / ((K_REGS == 2 ? SMEM_BYTES_RAW : SMEM_BYTES) + 1024);
-  const int by_default = THREADS <= 64 ? 4 : 384 / THREADS;
+  const int by_default = PV_DIMS ? 768 / THREADS : THREADS <= 64 ? 4 : 384 / THREADS;
   const int n = by_smem < by_default ? by_smem : by_default;
-  return CLUSTER == 8 || n < 1 ? 1 : n;
+  return (CLUSTER == 8 && !PV_DIMS) || n < 1 ? 1 : n;
 }
 #define ST_LAUNCH_BOUNDS __launch_bounds__(THREADS, st_min_ctas())
 static_assert(CLUSTER == 1 || NE % CLUSTER == 0, "every split divides the pieces evenly");
@@ -715,6 +738,133 @@ __device__ __forceinline__ void st_block_values_of(uint32_t v_rows, int tok0, co
     st_block_values<false, PANEL_ROWS>(v_rows, tok0, s, st);
 }
 
+// ---- pv_dims: P.V by dimensions -----------------------------------------
+// Warp w scores its tokens as above; P of the whole block goes through
+// shared memory, and the warp accumulates O's n-tiles w * NTW .. (in
+// st_block_values_raw's permuted order: dimensions (dt / 4) * 32 + 4 n +
+// dt % 4 of n-tile dt) over all 128 tokens.
+
+// n-tiles of O a warp holds (4 stands in where pv_dims is 0: none of this
+// runs there)
+constexpr int NTW = PV_DIMS ? WARP_DIMS / 8 : 4;
+
+// P of the warp's tokens tok0 .. (s: probabilities) as the f16 A
+// fragments of the 16-token k-steps they cover, in the order
+// st_block_values_raw builds them: k-step kk's for lane l, 16 bytes at
+// (kk * 32 + l) * 16 (one 16-byte store and load a lane, conflict-free).
+__device__ __forceinline__ void st_store_p(uint32_t p_buf, int tok0, const float (&s)[NT][4]) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int kk = 0; kk < NT / 2; kk++) {
+    uint32_t a[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) a[i] = st_pack_f16(s[2 * kk + i / 2][(i & 1) * 2], s[2 * kk + i / 2][(i & 1) * 2 + 1]);
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(p_buf + (uint32_t)(((tok0 / 16 + kk) * 32 + lane) * 16)),
+                 "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3])
+                 : "memory");
+  }
+}
+
+// O += P V for the warp's n-tiles over the block's 128 tokens, P from
+// st_store_p, V from the raw rows as st_block_values_raw reads them (the
+// same loads a k-step, so conflict-free alike). With 4 warps a warp's
+// n-tiles are one 32-dimension group's four; with 8 two of them, bytes 0,
+// 1 or 2, 3 of each 4-byte word. MASKED (a query's own, partial block):
+// V rows at and past lim count as zeros (the copy brought them as the page
+// holds them; their P is 0, but 0 * NaN is not).
+template <bool MASKED>
+__device__ __forceinline__ void st_pvd_values(uint32_t raw_v, uint32_t p_buf, int lim,
+                                              st_softmax_state<WARP_DIMS> &st) {
+  static_assert(NTW == 2 || NTW == 4, "two or four n-tiles a warp");
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, warp = threadIdx.x / 32;
+  const int jb = warp * NTW / 4;
+  const uint32_t pair = NTW == 2 && (warp & 1) ? 0x7362u : 0x5140u; // bytes 2, 3 or 0, 1 of two rows' words
+  const uint32_t v_lane = raw_v + (uint32_t)(2 * t * HEAD_DIM + (g & 3) * 4 +
+                                             st_kv_v_chunk<HEAD_DIM>(2 * t, 2 * jb + (g >> 2)) * 16);
+  const uint32_t odd = (uint32_t)st_kv_v_odd_delta(g >> 2);
+#pragma unroll
+  for (int kk = 0; kk < BLOCK_TOKENS / 16; kk++) {
+    const uint4 a = st_lds_v4(p_buf + (uint32_t)((kk * 32 + lane) * 16));
+    uint32_t w[4]; // rows 2t, 2t + 1, 2t + 8, 2t + 9 of the k-step
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+      const int row = kk * 16 + 2 * t + (q & 1) + (q >> 1) * 8;
+      w[q] = st_lds_u32(v_lane + (uint32_t)((kk * 16 + (q & 1) + (q >> 1) * 8) * HEAD_DIM) + ((q & 1) ? odd : 0));
+      if (MASKED && row >= lim) w[q] = 0u;
+    }
+    uint32_t b0[4], b1[4];
+    if (NTW == 4) {
+      st_e4m3x4_to_f16x2x2(__byte_perm(w[0], w[1], 0x5140), b0[0], b0[1]);
+      st_e4m3x4_to_f16x2x2(__byte_perm(w[0], w[1], 0x7362), b0[2], b0[3]);
+      st_e4m3x4_to_f16x2x2(__byte_perm(w[2], w[3], 0x5140), b1[0], b1[1]);
+      st_e4m3x4_to_f16x2x2(__byte_perm(w[2], w[3], 0x7362), b1[2], b1[3]);
+    } else {
+      st_e4m3x4_to_f16x2x2(__byte_perm(w[0], w[1], pair), b0[0], b0[1]);
+      st_e4m3x4_to_f16x2x2(__byte_perm(w[2], w[3], pair), b1[0], b1[1]);
+    }
+#pragma unroll
+    for (int i = 0; i < NTW; i++) st_mma_f16_16816(st.o[i], a.x, a.y, a.z, a.w, b0[i], b1[i]);
+  }
+}
+
+// The ring's blocks, pv_dims: per block, the warp's scores and row maxima;
+// where no warp's maximum grows past the kept one (LAZY), P is stored
+// before the one CTA barrier (votes with it); where one does, every warp
+// raises its rows to the maxima of all warps after it, stores P again and
+// meets one barrier more. After block i's barrier every warp is done with
+// K of block i and with V and P of block i - 1: those slots are copied
+// into then. p_bufs: two P buffers (P_BYTES each), row_max [WARPS][16].
+__device__ __forceinline__ void st_pvd_blocks(const st_sparse_attn_decode_params &p, int g, const int32_t *s_page,
+                                              const int32_t *s_ntok, int nblk, char *region, uint32_t full,
+                                              uint32_t q_tile, const float (&q_scale)[2], uint32_t p_bufs,
+                                              float *row_max, st_softmax_state<WARP_DIMS> &st) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, tok0 = warp * WARP_TOKENS;
+  const float no_bias[2] = {0.f, 0.f};
+  for (int i = 0; i < nblk; i++) {
+    const int lims[2] = {s_ntok[i], s_ntok[i]};
+    const uint32_t p_buf = p_bufs + (uint32_t)((i & 1) * P_BYTES);
+    float s[NT][4], mx[2], sum[2];
+    st_block_qk_f16<false>(q_tile, 0, st_wait_half(region, 2 * i, full), nullptr, tok0, s);
+    st_tile_scale_max<WARP_TOKENS, false, true>(tok0, lims, no_bias, q_scale, s, mx);
+    const bool grow =
+        __any_sync(0xffffffffu, mx[0] > st.m[0] + ST_LAZY_SLACK || mx[1] > st.m[1] + ST_LAZY_SLACK);
+    if ((lane & 3) == 0) {
+      row_max[warp * 16 + (lane >> 2)] = mx[0];
+      row_max[warp * 16 + (lane >> 2) + 8] = mx[1];
+    }
+    float pr[NT][4]; // P at the kept maxima, if no warp's grows
+    if (!grow) {
+#pragma unroll
+      for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) pr[nt][e] = s[nt][e];
+      st_tile_exp(st.m, pr, sum);
+      st_store_p(p_buf, tok0, pr);
+    }
+    const bool any_grow = __syncthreads_or(grow);
+    st_copy_half(p, g, s_page, 2 * i + HALVES, nblk, region, full);     // K of block i + STAGES
+    if (i > 0) st_copy_half(p, g, s_page, 2 * i - 1 + HALVES, nblk, region, full); // V of block i - 1 + STAGES
+    if (any_grow) {
+      float m_all[2] = {-ST_INF, -ST_INF};
+#pragma unroll
+      for (int w = 0; w < WARPS; w++)
+#pragma unroll
+        for (int rr = 0; rr < 2; rr++) m_all[rr] = fmaxf(m_all[rr], row_max[w * 16 + (lane >> 2) + rr * 8]);
+      st_softmax_raise(st, m_all);
+      st_tile_exp(st.m, s, sum);
+      st_store_p(p_buf, tok0, s);
+      __syncthreads(); // every warp's P
+    }
+    st.l[0] += sum[0];
+    st.l[1] += sum[1];
+    const uint32_t v_rows = st_wait_half(region, 2 * i + 1, full);
+    if (lims[0] < BLOCK_TOKENS)
+      st_pvd_values<true>(v_rows, p_buf, lims[0], st);
+    else
+      st_pvd_values<false>(v_rows, p_buf, lims[0], st);
+  }
+}
+
 // ---- the kernels ---------------------------------------------------------
 
 extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
@@ -725,8 +875,9 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
   __shared__ float s_q_unscale[M_TILES * 16]; // K_REGS: 2^-e of each f16 q row (st_q_to_f16)
   __shared__ __align__(8) uint64_t s_full[TMA ? HALVES : 1]; // tma: the ring's slots landed
   // fp8 k_regs 2 without per-token scales reads K and V raw (the bf16 loop's
-  // shape), with no wide tile; with them it runs as k_regs 1.
-  const bool raw_v = K_REGS == 2 && p.scale_mode != 2;
+  // shape), with no wide tile; with them it runs as k_regs 1 (pv_dims: the
+  // launcher gives those calls other variants).
+  const bool raw_v = K_REGS == 2 && (PV_DIMS || p.scale_mode != 2);
   char *q_smem = TMA ? s_dyn + ((1024u - (st_smem_addr(s_dyn) & 1023u)) & 1023u) : s_dyn;
   char *region = q_smem + Q_BYTES;
   int32_t *s_page = (int32_t *)(region + (raw_v ? REGION_BYTES_RAW : REGION_BYTES));
@@ -821,6 +972,8 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
   const int wm = warp / WARPS_N, wn = warp % WARPS_N;
   st_softmax_state<HEAD_DIM> st;
   st_softmax_init(st);
+  st_softmax_state<WARP_DIMS> sd; // pv_dims: the warp's dimensions
+  st_softmax_init(sd);
 
   if (IS_FP8 && !raw_v) {
     // One commit group per block (st_kv): the raw K and V rows are widened
@@ -896,7 +1049,13 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
     // tma: block i is halves 2i and 2i + 1 of the ring; the slot of each is
     // copied into again, with half 2i + HALVES or 2i + 1 + HALVES, as soon
     // as every warp is done with it.
-    for (int i = 0; TMA && i < nblk; i++) {
+    if (PV_DIMS) {
+      char *after_ring = region + HALVES * HALF_BYTES;
+      st_pvd_blocks(p, it.g, s_page, s_ntok, nblk, region, full, q_tile, q_scale, st_smem_addr(after_ring),
+                    (float *)(after_ring + 2 * P_BYTES), sd);
+      __syncthreads(); // every warp is done with the ring and P (the combine area overlaps them)
+    }
+    for (int i = 0; TMA && !PV_DIMS && i < nblk; i++) {
       const int lim = s_ntok[i];
       float s[NT][4];
       st_block_scores_of<BLOCK_TOKENS>(q_tile, wm * 16, st_wait_half(region, 2 * i, full), wn * WARP_TOKENS, lim,
@@ -933,14 +1092,23 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
   }
 
   // Combine the WARPS_N warps of each m-tile (the tiles are free now).
-  float *c_o = (float *)region;              // [WARPS][16][HEAD_DIM]
-  float *c_ml = c_o + WARPS * 16 * HEAD_DIM; // [WARPS][16][2]
+  // pv_dims: each warp's dimensions of the one O.
+  float *c_o = (float *)region;                      // [COMBINE_WARPS][16][HEAD_DIM]
+  float *c_ml = c_o + COMBINE_WARPS * 16 * HEAD_DIM; // [WARPS][16][2]
   st_softmax_finish_l(st);
+  st_softmax_finish_l(sd);
 #pragma unroll
   for (int rr = 0; rr < 2; rr++) {
     const int hrow = (lane >> 2) + rr * 8;
-    float *o_row = c_o + (warp * 16 + hrow) * HEAD_DIM;
-    if (IS_FP8 && raw_v) { // dimensions permuted (st_raw_v_dim): n-tiles 2i' and 2i'+1 hold adjacent ones
+    float *o_row = c_o + (PV_DIMS ? hrow : warp * 16 + hrow) * HEAD_DIM;
+    if (PV_DIMS) { // the warp's n-tiles warp * NTW .., permuted as in the branch below
+#pragma unroll
+      for (int j = 0; j < NTW; j += 2)
+#pragma unroll
+        for (int cc = 0; cc < 2; cc++)
+          *(float2 *)(o_row + st_raw_v_dim(warp * NTW + j, 2 * (lane & 3) + cc)) =
+              make_float2(sd.o[j][rr * 2 + cc], sd.o[j + 1][rr * 2 + cc]);
+    } else if (IS_FP8 && raw_v) { // dimensions permuted (st_raw_v_dim): n-tiles 2i' and 2i'+1 hold adjacent ones
 #pragma unroll
       for (int dt = 0; dt < DT; dt += 2)
 #pragma unroll
@@ -952,9 +1120,9 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
       for (int dt = 0; dt < DT; dt++)
         *(float2 *)(o_row + dt * 8 + 2 * (lane & 3)) = make_float2(st.o[dt][rr * 2], st.o[dt][rr * 2 + 1]);
     }
-    if ((lane & 3) == 0) {
-      c_ml[(warp * 16 + hrow) * 2] = st.m[rr];
-      c_ml[(warp * 16 + hrow) * 2 + 1] = st.l[rr];
+    if ((lane & 3) == 0) { // pv_dims: every warp's m is the same, its l the share of its tokens
+      c_ml[(warp * 16 + hrow) * 2] = PV_DIMS ? sd.m[rr] : st.m[rr];
+      c_ml[(warp * 16 + hrow) * 2 + 1] = PV_DIMS ? sd.l[rr] : st.l[rr];
     }
   }
   __syncthreads();
@@ -972,7 +1140,7 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
     float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
     if (ml.x != -ST_INF)
 #pragma unroll
-      for (int w = 0; w < WARPS_N; w++) {
+      for (int w = 0; w < COMBINE_WARPS / M_TILES; w++) {
         const float wt = c.wt[w];
         const float4 ow = *(const float4 *)(c_o + ((w0 + w) * 16 + hr) * HEAD_DIM + d);
         o.x += ow.x * wt;

@@ -326,7 +326,8 @@ static void test_index_decode_render_values_are_the_template_names(void **state)
 
 static void test_sparse_attn_decode_constraints_reject_only_the_shared_memory_overflow(void **state) {
   /* k_regs 1 and 2 are refused for bf16 caches (they read raw fp8 rows),
-   * tma 1 everywhere but head_dim 128 in bf16 and fp8 k_regs 2. Of
+   * tma 1 everywhere but head_dim 128 in bf16 and fp8 k_regs 2, pv_dims 1
+   * everywhere but fp8 tma with one m tile, 2 stages and 4 or 8 warps. Of
    * the other configs without clusters, head_dim 256 breaks the 220 KiB
    * budget with 2 or more stages (3 or more with k_regs, whose fp8 kernels
    * widen one tile, not two) and, with fewer, where 16 warps (group 32, two q
@@ -340,11 +341,15 @@ static void test_sparse_attn_decode_constraints_reject_only_the_shared_memory_ov
          "local s, op = require('space'), require('ops.sparse_attn_decode')\n"
          "local all = s.product(op.kernel_domains)\n"
          "local kept, rej = s.filter(all, op.constraint)\n"
-         "local n1, nkr, ntma, k16, k8 = 0, 0, 0, 0, 0\n"
+         "local n1, nkr, ntma, npvd, k16, k8 = 0, 0, 0, 0, 0, 0\n"
          "local function tma_fits(p) return p.head_dim == 128 and (p.dtype == 'bf16' or p.k_regs == 2) end\n"
+         "local function pvd_fits(p)\n"
+         "  return p.dtype == 'fp8' and p.tma == 1 and p.group <= 16 and p.stages == 2 and\n"
+         "    (p.warps_n == 4 or p.warps_n == 8) end\n"
          "for _, p in ipairs(kept) do\n"
          "  if p.k_regs >= 1 and p.dtype ~= 'fp8' then return 'wrongly kept ' .. s.canonical(p) end\n"
          "  if p.tma >= 1 and not tma_fits(p) then return 'wrongly kept ' .. s.canonical(p) end\n"
+         "  if p.pv_dims >= 1 and not pvd_fits(p) then return 'wrongly kept ' .. s.canonical(p) end\n"
          "  if p.cluster == 16 then\n"
          "    k16 = k16 + 1\n"
          "    if p.algo ~= 'single' or 32 * p.warps_n * ((p.group + 15) // 16) > 128 then\n"
@@ -363,6 +368,9 @@ static void test_sparse_attn_decode_constraints_reject_only_the_shared_memory_ov
          "  elseif p.tma >= 1 and not tma_fits(p) then\n"
          "    ntma = ntma + 1\n"
          "    if not r.reason:find('tma=1 copies whole rows', 1, true) then return 'reason: ' .. r.reason end\n"
+         "  elseif p.pv_dims >= 1 and not pvd_fits(p) then\n"
+         "    npvd = npvd + 1\n"
+         "    if not r.reason:find('pv_dims=1 needs fp8 with tma 1', 1, true) then return 'reason: ' .. r.reason end\n"
          "  elseif p.cluster == 1 then\n"
          "    n1 = n1 + 1\n"
          "    local full = p.k_regs >= 1 and 3 or 2\n"
@@ -378,8 +386,9 @@ static void test_sparse_attn_decode_constraints_reject_only_the_shared_memory_ov
          "    return 'reason: ' .. r.reason\n"
          "  end\n"
          "end\n"
-         "return #all .. ' ' .. (#kept - k16 - k8) .. ' ' .. n1 .. ' ' .. nkr .. ' ' .. ntma .. ' ' .. k16 .. ' ' .. k8",
-         "15552 1572 444 5184 4320 257 456");
+         "return #all .. ' ' .. (#kept - k16 - k8) .. ' ' .. n1 .. ' ' .. nkr .. ' ' .. ntma .. ' ' .. npvd .. ' ' .. k16 ..\n"
+         "  ' ' .. k8",
+         "31104 1592 444 10368 8640 5988 261 466");
 #define CONSTRAINT(kernel)                                                                                             \
   "local op = require('ops.sparse_attn_decode')\n"                                                                     \
   "local ok, why = op.constraint(" kernel ")\n"                                                                        \
@@ -428,12 +437,12 @@ static void test_sparse_attn_decode_kernel_space_is_the_constrained_product(void
          "  assert(not seen[id], id); seen[id] = true; n = n + 1\n"
          "end\n"
          "return n",
-         "2285");
+         "2319");
 }
 
 #define SAD_KERNEL                                                                                                     \
   "local k = {dtype = 'bf16', head_dim = 128, group = 16, warps_n = 4, stages = 2, algo = 'single', cluster = 1, "     \
-  "k_regs = 0, tma = 0}\n"
+  "k_regs = 0, tma = 0, pv_dims = 0}\n"
 #define SAD_SHAPE                                                                                                      \
   "local s = {dtype = 'bf16', B = 8, ctx = 32768, D = 128, Hq = 32, Hkv = 2, qlen = 1, topk = 16, scale = 'none', "    \
   "layout = 'pages2', lens = 'full', sel = 'random', lse = 0}\n"
@@ -474,6 +483,21 @@ static void test_sparse_attn_decode_check_kernel_refuses_bad_parameters(void **s
         "false: tma=1 copies whole rows of head_dim 128, bf16 or raw fp8: it needs head_dim 128 and with fp8 k_regs 2 "
         "(fp8, k_regs 2, head_dim 64)");
   CHECK("k.tma = 2", "false: kernel parameter tma=2 is not one of its values");
+  CHECK("k.pv_dims = nil", "false: kernel parameter 'pv_dims' is missing");
+  CHECK("k.pv_dims = 2", "false: kernel parameter pv_dims=2 is not one of its values");
+  CHECK("k.dtype = 'fp8'; k.k_regs = 2; k.tma = 1; k.pv_dims = 1", "true: nil");
+  CHECK("k.dtype = 'fp8'; k.k_regs = 2; k.tma = 1; k.pv_dims = 1; k.warps_n = 8", "true: nil");
+  CHECK("k.pv_dims = 1", "false: pv_dims=1 needs fp8 with tma 1, group <= 16, 2 stages and 4 or 8 warps (bf16, tma 0, "
+                         "group 16, 2 stages, 4 warps)");
+  CHECK("k.dtype = 'fp8'; k.k_regs = 2; k.tma = 1; k.pv_dims = 1; k.stages = 1",
+        "false: pv_dims=1 needs fp8 with tma 1, group <= 16, 2 stages and 4 or 8 warps (fp8, tma 1, group 16, 1 stages, "
+        "4 warps)");
+  CHECK("k.dtype = 'fp8'; k.k_regs = 2; k.tma = 1; k.pv_dims = 1; k.group = 32",
+        "false: pv_dims=1 needs fp8 with tma 1, group <= 16, 2 stages and 4 or 8 warps (fp8, tma 1, group 32, 2 stages, "
+        "4 warps)");
+  CHECK("k.dtype = 'fp8'; k.k_regs = 2; k.tma = 1; k.pv_dims = 1; k.warps_n = 2",
+        "false: pv_dims=1 needs fp8 with tma 1, group <= 16, 2 stages and 4 or 8 warps (fp8, tma 1, group 16, 2 stages, "
+        "2 warps)");
 #undef CHECK
 #define LAUNCH(launch, want)                                                                                           \
   OK_WHY(pre, "", "op.check_launch(" launch ")");                                                                      \
@@ -568,6 +592,12 @@ static void test_sparse_attn_decode_fit_rules(void **state) {
   FITS("s.Hkv = 4; k.group = 8", "false", "true: nil");
   FITS("s.Hq = 16; s.Hkv = 1", "false", "true: nil"); /* the group must match, not the head counts */
   FITS("s.qlen = 4; s.topk = 64; s.B = 128", "false", "true: nil");
+  /* pv_dims reads V raw: not with per-token scales */
+  FITS("k.dtype = 'fp8'; k.k_regs = 2; k.tma = 1; k.pv_dims = 1; s.dtype = 'fp8'; s.scale = 'scalar'", "false",
+       "true: nil");
+  FITS("k.dtype = 'fp8'; k.k_regs = 2; k.tma = 1; k.pv_dims = 1; s.dtype = 'fp8'; s.scale = 'tensor'", "false",
+       "false: pv_dims=1 reads V raw: per-token scales need another variant");
+  FITS("k.dtype = 'fp8'; k.k_regs = 2; k.tma = 1; s.dtype = 'fp8'; s.scale = 'tensor'", "false", "true: nil");
 #undef FITS
 }
 
@@ -611,8 +641,8 @@ static void test_sparse_attn_decode_render_values_are_the_template_names(void **
          "local a = s.canonical(op.render_values(k))\n"
          "k.dtype = 'fp8'; k.algo = 'split'; k.group = 32; k.warps_n = 8; k.head_dim = 64\n"
          "return a .. ' | ' .. s.canonical(op.render_values(k))",
-         "algo_split=0,cluster=1,group=16,head_dim=128,is_fp8=0,k_regs=0,m_tiles=1,stages=2,tma=0,warps_n=4 | "
-         "algo_split=1,cluster=1,group=32,head_dim=64,is_fp8=1,k_regs=0,m_tiles=2,stages=2,tma=0,warps_n=8");
+         "algo_split=0,cluster=1,group=16,head_dim=128,is_fp8=0,k_regs=0,m_tiles=1,pv_dims=0,stages=2,tma=0,warps_n=4 | "
+         "algo_split=1,cluster=1,group=32,head_dim=64,is_fp8=1,k_regs=0,m_tiles=2,pv_dims=0,stages=2,tma=0,warps_n=8");
 }
 
 /* ---- ops/sparse_attn.lua ------------------------------------------------ */
@@ -834,7 +864,7 @@ static void test_every_sparse_attn_decode_suite_shape_has_tuned_variants_and_one
          "  out[#out + 1] = name .. ' ' .. #list\n"
          "end\n"
          "return table.concat(out, ', ')",
-         "anchors 898, m3-decode 898, m3-prefill 36, smoke 183");
+         "anchors 924, m3-decode 924, m3-prefill 36, smoke 183");
 }
 
 int main(void) {

@@ -311,6 +311,19 @@ static void test_variant_fit_names_the_mismatch(void **state) {
   assert_non_null(strstr(err.msg, "tma variant: k_cache.stride[1]=0 elements"));
   c.tma = 0;
   assert_int_equal(st_sparse_attn_decode_check_fit(&c, &a, &err), ST_OK);
+  /* pv_dims reads V raw: per-token scales go to another variant. */
+  a = valid_args();
+  c = config("fp8", 16, 4, 2, "single", 4);
+  c.k_regs = 2;
+  c.tma = 1;
+  c.pv_dims = 1;
+  a.k_cache.dtype = a.v_cache.dtype = ST_DTYPE_FP8_E4M3;
+  assert_int_equal(st_sparse_attn_decode_check_fit(&c, &a, &err), ST_OK);
+  a.scale_mode = ST_KV_SCALE_TENSOR;
+  assert_int_equal(st_sparse_attn_decode_check_fit(&c, &a, &err), ST_ERR_NO_VARIANT);
+  assert_non_null(strstr(err.msg, "pv_dims variant reads V raw: per-token scales need another variant"));
+  c.pv_dims = 0;
+  assert_int_equal(st_sparse_attn_decode_check_fit(&c, &a, &err), ST_OK);
 }
 
 static void test_bad_variant_parameters_are_refused(void **state) {
@@ -372,6 +385,40 @@ static void test_bad_variant_parameters_are_refused(void **state) {
   st_params_set_int(&k, "tma", 2, &err);
   assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
   assert_non_null(strstr(err.msg, "tma"));
+  /* pv_dims: absent is 0; 1 only with fp8 tma, group <= 16, 2 stages and 4
+   * or 8 warps. */
+  st_params_set_int(&k, "tma", 1, &err);
+  st_params_set(&k, "dtype", "fp8", &err);
+  st_params_set_int(&k, "k_regs", 2, &err);
+  st_params_set_int(&k, "stages", 2, &err);
+  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_OK);
+  assert_int_equal(c.pv_dims, 0);
+  st_params_set_int(&k, "pv_dims", 1, &err);
+  for (int w = 4; w <= 8; w += 4) {
+    st_params_set_int(&k, "warps_n", w, &err);
+    assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_OK);
+    assert_int_equal(c.pv_dims, 1);
+  }
+  st_params_set_int(&k, "warps_n", 2, &err);
+  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "pv_dims=1 needs fp8 with tma 1, group <= 16, 2 stages and 4 or 8 warps"));
+  assert_non_null(strstr(err.msg, "2 warps"));
+  st_params_set_int(&k, "warps_n", 4, &err);
+  st_params_set_int(&k, "stages", 1, &err);
+  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "1 stages"));
+  st_params_set_int(&k, "stages", 2, &err);
+  st_params_set_int(&k, "group", 32, &err);
+  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "group 32"));
+  st_params_set_int(&k, "group", 16, &err);
+  st_params_set_int(&k, "tma", 0, &err);
+  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "tma 0"));
+  st_params_set_int(&k, "tma", 1, &err);
+  st_params_set_int(&k, "pv_dims", 2, &err);
+  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "pv_dims"));
 }
 
 /* The kernel's layout (templates/sparse_attn_decode.cu): q tile, then the
@@ -404,6 +451,12 @@ static void test_shared_memory_follows_the_kernel_layout(void **state) {
   assert_int_equal(st_sparse_attn_decode_launch_smem_bytes(&c, ST_KV_SCALE_SCALAR), ring_base + 4 * 128 * D);
   assert_int_equal(st_sparse_attn_decode_launch_smem_bytes(&c, ST_KV_SCALE_TENSOR),
                    st_sparse_attn_decode_smem_bytes(&c));
+  /* pv_dims: after the ring P twice (16 x 128 f16) and the warps' row
+   * maxima; its combine area (one O) fits in the ring. */
+  c.pv_dims = 1;
+  assert_int_equal(st_sparse_attn_decode_launch_smem_bytes(&c, ST_KV_SCALE_NONE),
+                   ring_base + 4 * 128 * D + 2 * 16 * 128 * 2 + 4 * 16 * 4);
+  c.pv_dims = 0;
   c.tma = 0;
   st_sparse_attn_decode_config b = config("bf16", 16, 4, 2, "single", 0);
   const unsigned bf16_smem = st_sparse_attn_decode_smem_bytes(&b);

@@ -48,6 +48,11 @@ M.kernel_domains = {
   -- thread's cp.async. Where fp8 scales are per token the kernel runs as
   -- k_regs 1 with cp.async.
   tma = { 0, 1 },
+  -- fp8 tma, group <= 16, 2 stages, 4 or 8 warps: 1 splits P.V over the
+  -- warps by dimensions instead of tokens (P shared through shared
+  -- memory, a quarter or an eighth of O a warp: fewer registers, more
+  -- warps an SM). Per-token scales take other variants.
+  pv_dims = { 0, 1 },
 }
 
 -- Launch choices timed: auto and powers of two (bounded per shape below).
@@ -114,7 +119,9 @@ local function shared_bytes(k)
   local stage = fp8 and (2 * BLOCK_TOKENS * k.head_dim + 2 * BLOCK_TOKENS * 4) or 2 * tile
   local wide_tiles = fp8 and ((k.k_regs or 0) >= 1 and 1 or 2) or 0
   local kv = k.stages * stage + wide_tiles * tile + (wide_tiles == 2 and BLOCK_TOKENS * 4 or 0)
-  local combine = k.warps_n * m_tiles(k) * M_TILE_ROWS * (k.head_dim + 2) * 4
+  -- (pv_dims: the warps hold the dimensions of one O)
+  local warps = k.warps_n * m_tiles(k)
+  local combine = (((k.pv_dims or 0) == 1 and 1 or warps) * k.head_dim + warps * 2) * M_TILE_ROWS * 4
   local q = m_tiles(k) * M_TILE_ROWS * k.head_dim * DTYPE_BYTES.bf16
   local recv = k.cluster > 1 and (k.group * k.head_dim * 4 + k.cluster * k.group * 8) or 0
   -- tma: room to start the q tile (and so the stages) on a 1024-byte
@@ -139,6 +146,11 @@ function M.constraint(k)
   if (k.tma or 0) == 1 and (k.head_dim ~= 128 or (k.dtype == "fp8" and k.k_regs ~= 2)) then
     return false, string.format("tma=1 copies whole rows of head_dim 128, bf16 or raw fp8: it needs head_dim 128 " ..
       "and with fp8 k_regs 2 (%s, k_regs %d, head_dim %d)", k.dtype, k.k_regs or 0, k.head_dim)
+  end
+  if (k.pv_dims or 0) == 1 and (k.dtype ~= "fp8" or (k.tma or 0) ~= 1 or m_tiles(k) ~= 1 or k.stages ~= 2 or
+      (k.warps_n ~= 4 and k.warps_n ~= 8)) then
+    return false, string.format("pv_dims=1 needs fp8 with tma 1, group <= 16, 2 stages and 4 or 8 warps (%s, tma %d, " ..
+      "group %d, %d stages, %d warps)", k.dtype, k.tma or 0, k.group, k.stages, k.warps_n)
   end
   local smem = shared_bytes(k)
   if k.cluster == 8 and (k.algo ~= "single" or k.stages > 2) then
@@ -181,7 +193,7 @@ function M.defaults()
     for _, head_dim in ipairs(M.kernel_domains.head_dim) do
       for _, group in ipairs(M.kernel_domains.group) do
         local k = { dtype = dtype, head_dim = head_dim, group = group, warps_n = 4, stages = 1, algo = "single",
-          cluster = 1, k_regs = 0, tma = 0 }
+          cluster = 1, k_regs = 0, tma = 0, pv_dims = 0 }
         local ok, why = M.constraint(k)
         -- Every shape of the contract needs a fallback: a missing one is a
         -- defect of the space, not a configuration to skip.
@@ -266,6 +278,9 @@ function M.fits(k, s, _is_default)
   if k.dtype ~= s.dtype then
     return false, "dtype differs"
   end
+  if (k.pv_dims or 0) == 1 and s.scale == "tensor" then
+    return false, "pv_dims=1 reads V raw: per-token scales need another variant"
+  end
   if k.head_dim ~= s.D then
     return false, "head_dim differs"
   end
@@ -326,17 +341,19 @@ function M.render_values(k)
     cluster = k.cluster,
     k_regs = k.k_regs or 0,
     tma = k.tma or 0,
+    pv_dims = k.pv_dims or 0,
   }
 end
 
 -- "sparse_attn_decode.bf16.d128.g16.w4.s2.single/s8" ("/auto" for splits 0),
 -- "...single.c16/s8" with a cluster of 16 (c8: of 8), "...s2.kr.single/s8" with k_regs 1
--- ("kvr." with 2, "kvr.tma." with tma 1).
+-- ("kvr." with 2, "kvr.tma." with tma 1, "kvr.tma.pvd." with pv_dims 1).
 local K_REGS_TAG = { [0] = "", [1] = "kr.", [2] = "kvr." }
 local TMA_TAG = { [0] = "", [1] = "tma." }
+local PV_DIMS_TAG = { [0] = "", [1] = "pvd." }
 function M.variant_name(k, l)
-  return string.format("%s.%s.d%d.g%d.w%d.s%d.%s%s%s%s/%s", M.name, k.dtype, k.head_dim, k.group, k.warps_n, k.stages,
-    K_REGS_TAG[k.k_regs or 0], TMA_TAG[k.tma or 0], k.algo, k.cluster > 1 and (".c" .. k.cluster) or "",
+  return string.format("%s.%s.d%d.g%d.w%d.s%d.%s%s%s%s%s/%s", M.name, k.dtype, k.head_dim, k.group, k.warps_n,
+    k.stages, K_REGS_TAG[k.k_regs or 0], TMA_TAG[k.tma or 0], PV_DIMS_TAG[k.pv_dims or 0], k.algo, k.cluster > 1 and (".c" .. k.cluster) or "",
     l.splits == 0 and "auto" or ("s" .. l.splits))
 end
 

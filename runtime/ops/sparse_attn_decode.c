@@ -61,6 +61,10 @@ st_status st_sparse_attn_decode_config_from_params(const st_params *kernel, cons
   if (st_params_get(kernel, "tma")) {
     GET(kernel, "tma", 0, 1, tma)
   }
+  /* Nor pv_dims, before it: 0. */
+  if (st_params_get(kernel, "pv_dims")) {
+    GET(kernel, "pv_dims", 0, 1, pv_dims)
+  }
 #undef GET
   if (cfg->k_regs && cfg->dtype != ST_DTYPE_FP8_E4M3)
     return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter k_regs=%d needs dtype fp8 (it reads raw fp8 rows)",
@@ -70,6 +74,12 @@ st_status st_sparse_attn_decode_config_from_params(const st_params *kernel, cons
                    "variant parameter tma=1 needs head_dim 128 and with fp8 k_regs 2 (it copies whole bf16 or raw fp8 "
                    "rows), has %s, k_regs %d, head_dim %d",
                    st_dtype_name(cfg->dtype), cfg->k_regs, cfg->head_dim);
+  if (cfg->pv_dims && (cfg->dtype != ST_DTYPE_FP8_E4M3 || !cfg->tma || cfg->group > 16 || cfg->stages != 2 ||
+                       (cfg->warps_n != 4 && cfg->warps_n != 8)))
+    return st_fail(err, ST_ERR_INVALID_ARG,
+                   "variant parameter pv_dims=1 needs fp8 with tma 1, group <= 16, 2 stages and 4 or 8 warps, has %s, "
+                   "tma %d, group %d, %d stages, %d warps",
+                   st_dtype_name(cfg->dtype), cfg->tma, cfg->group, cfg->stages, cfg->warps_n);
   if (cfg->head_dim % 64)
     return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter head_dim=%d is not a multiple of 64", cfg->head_dim);
   if (cfg->warps_n != 2 && cfg->warps_n != 4 && cfg->warps_n != 8)
@@ -92,9 +102,12 @@ static unsigned smem_bytes(const st_sparse_attn_decode_config *cfg, int64_t wide
   const int64_t q_bytes = m_tiles(cfg->group) * 16 * D * 2;
   const int64_t tile = ST_BLOCK_TOKENS * D * 2;
   const int64_t stage = fp8 ? 2 * ST_BLOCK_TOKENS * D + 2 * ST_BLOCK_TOKENS * 4 : 2 * tile;
-  const int64_t kv = ring ? 2 * (int64_t)cfg->stages * ST_BLOCK_TOKENS * D * (fp8 ? 1 : 2)
+  /* pv_dims: after the ring P twice (f16) and the warps' row maxima */
+  const int64_t pv_dims = cfg->pv_dims ? 2 * 16 * ST_BLOCK_TOKENS * 2 + warps * 16 * 4 : 0;
+  const int64_t kv = ring ? 2 * (int64_t)cfg->stages * ST_BLOCK_TOKENS * D * (fp8 ? 1 : 2) + pv_dims
                           : cfg->stages * stage + wide_tiles * tile + (wide_tiles == 2 ? ST_BLOCK_TOKENS * 4 : 0);
-  const int64_t combine = warps * 16 * (D + 2) * 4;
+  /* the warps' O tiles (pv_dims: their dimensions of one), m and l */
+  const int64_t combine = ((cfg->pv_dims ? 1 : warps) * D + warps * 2) * 16 * 4;
   const int64_t block_list = ST_SPARSE_ATTN_DECODE_MAX_TOPK * 8;
   /* Cluster kernels: the push merge's receive area (every piece of O once,
    * every split's (m, l) of each q head). */
@@ -194,6 +207,8 @@ st_status st_sparse_attn_decode_check_fit(const st_sparse_attn_decode_config *cf
   if (st_sparse_attn_decode_smem_bytes(cfg) > ST_SPARSE_ATTN_DECODE_MAX_SMEM)
     return st_fail(err, ST_ERR_NO_VARIANT, "variant needs %u bytes of shared memory (limit %d)",
                    st_sparse_attn_decode_smem_bytes(cfg), ST_SPARSE_ATTN_DECODE_MAX_SMEM);
+  if (cfg->pv_dims && a->scale_mode == ST_KV_SCALE_TENSOR)
+    return st_fail(err, ST_ERR_NO_VARIANT, "pv_dims variant reads V raw: per-token scales need another variant");
   /* tma: views the copy engine cannot address (a zero or negative stride)
    * go to another variant, not to a failed launch. */
   if (cfg->tma && a->scale_mode != ST_KV_SCALE_TENSOR) {

@@ -114,25 +114,16 @@ template <class F> __device__ __forceinline__ void st_with_k_scale(const float *
 // FlashAttention-4 skips the same way).
 #define ST_LAZY_SLACK 8.f
 
-// The online-softmax update of `st` with the scores s of tokens tok0 ..:
-// row rr sees the tokens < lim[rr] (0: none), with bias[rr] added to its
-// scores (log2 of how many times its selection lists the block: 0 once, 1
-// twice; BIAS false: none, as in decode), each score times scale_log2[rr].
-// Leaves P (unnormalized probabilities) in s.
-//
-// LAZY (decode): the warp rescales l and O (HEAD_DIM / 4 multiplies a
-// lane) only where some row's maximum grew past m + ST_LAZY_SLACK; m, l
-// and O stay consistent either way (O and l are sums of 2^(score - m)),
-// so the merges and lse are unchanged. And a tile every row sees whole
-// skips the masks. (Not used by prefill, whose kernels were tuned with
-// the plain update.)
-template <int HEAD_DIM, int TOKENS, bool BIAS = true, bool LAZY = false>
-__device__ __forceinline__ void st_tile_softmax(int tok0, const int (&lim)[2], const float (&bias)[2],
-                                                const float (&scale_log2)[2], st_softmax_state<HEAD_DIM> &st,
-                                                float (&s)[TOKENS / 8][4]) {
-  constexpr int DT = HEAD_DIM / 8, NT = TOKENS / 8;
+// The first half of st_tile_softmax: the scores of tokens tok0 .. times
+// scale_log2[rr], plus bias[rr] (BIAS), masked past lim[rr] (LAZY: not on
+// a tile every row sees whole), and each row's maximum over the quad
+// (the warp's TOKENS tokens) in mx.
+template <int TOKENS, bool BIAS, bool LAZY>
+__device__ __forceinline__ void st_tile_scale_max(int tok0, const int (&lim)[2], const float (&bias)[2],
+                                                  const float (&scale_log2)[2], float (&s)[TOKENS / 8][4],
+                                                  float (&mx)[2]) {
+  constexpr int NT = TOKENS / 8;
   const int lane = threadIdx.x & 31;
-  float mx[2];
   const auto scale_and_mask = [&](auto masked) {
 #pragma unroll
     for (int rr = 0; rr < 2; rr++) {
@@ -158,35 +149,70 @@ __device__ __forceinline__ void st_tile_softmax(int tok0, const int (&lim)[2], c
     mx[rr] = fmaxf(mx[rr], __shfl_xor_sync(0xffffffffu, mx[rr], 1));
     mx[rr] = fmaxf(mx[rr], __shfl_xor_sync(0xffffffffu, mx[rr], 2));
   }
-  const bool grow =
-      !LAZY || __any_sync(0xffffffffu, mx[0] > st.m[0] + ST_LAZY_SLACK || mx[1] > st.m[1] + ST_LAZY_SLACK);
-  if (grow)
-#pragma unroll
-    for (int rr = 0; rr < 2; rr++) {
-      const float m_new = fmaxf(st.m[rr], mx[rr]);
-      const float alpha = st_exp2(st.m[rr] - (m_new == -ST_INF ? 0.f : m_new)); // nothing seen yet: keep 0s
-      st.m[rr] = m_new;
-      st.l[rr] *= alpha;
-#pragma unroll
-      for (int dt = 0; dt < DT; dt++) {
-        st.o[dt][rr * 2] *= alpha;
-        st.o[dt][rr * 2 + 1] *= alpha;
-      }
-    }
+}
+
+// P = 2^(s - m[rr]) in place (m -inf: nothing seen yet, 2^s of -inf
+// scores, 0), and each row's sum over this lane's columns in sum.
+template <int NT>
+__device__ __forceinline__ void st_tile_exp(const float (&m)[2], float (&s)[NT][4], float (&sum)[2]) {
 #pragma unroll
   for (int rr = 0; rr < 2; rr++) {
-    const float m_use = st.m[rr] == -ST_INF ? 0.f : st.m[rr];
-    float sum = 0.f;
+    const float m_use = m[rr] == -ST_INF ? 0.f : m[rr];
+    sum[rr] = 0.f;
 #pragma unroll
     for (int nt = 0; nt < NT; nt++)
 #pragma unroll
       for (int cc = 0; cc < 2; cc++) {
         float &v = s[nt][rr * 2 + cc];
         v = st_exp2(v - m_use);
-        sum += v;
+        sum[rr] += v;
       }
-    st.l[rr] += sum;
   }
+}
+
+// Raises each row's kept maximum to at least mx[rr], l and O rescaled to
+// it.
+template <int HEAD_DIM>
+__device__ __forceinline__ void st_softmax_raise(st_softmax_state<HEAD_DIM> &st, const float (&mx)[2]) {
+#pragma unroll
+  for (int rr = 0; rr < 2; rr++) {
+    const float m_new = fmaxf(st.m[rr], mx[rr]);
+    const float alpha = st_exp2(st.m[rr] - (m_new == -ST_INF ? 0.f : m_new)); // nothing seen yet: keep 0s
+    st.m[rr] = m_new;
+    st.l[rr] *= alpha;
+#pragma unroll
+    for (int dt = 0; dt < HEAD_DIM / 8; dt++) {
+      st.o[dt][rr * 2] *= alpha;
+      st.o[dt][rr * 2 + 1] *= alpha;
+    }
+  }
+}
+
+// The online-softmax update of `st` with the scores s of tokens tok0 ..:
+// row rr sees the tokens < lim[rr] (0: none), with bias[rr] added to its
+// scores (log2 of how many times its selection lists the block: 0 once, 1
+// twice; BIAS false: none, as in decode), each score times scale_log2[rr].
+// Leaves P (unnormalized probabilities) in s.
+//
+// LAZY (decode): the warp rescales l and O (HEAD_DIM / 4 multiplies a
+// lane) only where some row's maximum grew past m + ST_LAZY_SLACK; m, l
+// and O stay consistent either way (O and l are sums of 2^(score - m)),
+// so the merges and lse are unchanged. And a tile every row sees whole
+// skips the masks. (Not used by prefill, whose kernels were tuned with
+// the plain update.)
+template <int HEAD_DIM, int TOKENS, bool BIAS = true, bool LAZY = false>
+__device__ __forceinline__ void st_tile_softmax(int tok0, const int (&lim)[2], const float (&bias)[2],
+                                                const float (&scale_log2)[2], st_softmax_state<HEAD_DIM> &st,
+                                                float (&s)[TOKENS / 8][4]) {
+  float mx[2];
+  st_tile_scale_max<TOKENS, BIAS, LAZY>(tok0, lim, bias, scale_log2, s, mx);
+  const bool grow =
+      !LAZY || __any_sync(0xffffffffu, mx[0] > st.m[0] + ST_LAZY_SLACK || mx[1] > st.m[1] + ST_LAZY_SLACK);
+  if (grow) st_softmax_raise(st, mx);
+  float sum[2];
+  st_tile_exp(st.m, s, sum);
+  st.l[0] += sum[0];
+  st.l[1] += sum[1];
 }
 
 // The same, one scale for both rows.
