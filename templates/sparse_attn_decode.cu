@@ -138,7 +138,8 @@ constexpr int MERGE_SMEM = 2 * MAX_SPLITS * GROUP * 4;
 static_assert(MERGE_SMEM <= REGION_BYTES_RAW, "the merging CTA reuses its tile region");
 
 // CTAs per thread-block cluster: 1; 16 (a non-portable size; the launcher
-// allows it) for single kernels of at most 128 threads of which two fit an
+// allows it) for single kernels of at most 128 threads (pv_dims: 256, by
+// the raw launch's shared memory, the only one they run) of which two fit an
 // SM by shared memory; or 8 (portable) for single kernels of at most 2
 // stages, which merge 2-8 splits of wider CTAs (the generator's constraint
 // and the launcher's st_sparse_attn_decode_check_cluster). A cluster is
@@ -179,7 +180,8 @@ constexpr int st_min_ctas() {
 #define ST_LAUNCH_BOUNDS __launch_bounds__(THREADS, st_min_ctas())
 static_assert(CLUSTER == 1 || NE % CLUSTER == 0, "every split divides the pieces evenly");
 static_assert(CLUSTER == 1 || (CLUSTER == 8 && !ALGO_SPLIT && STAGES <= 2) ||
-                  (CLUSTER == 16 && !ALGO_SPLIT && THREADS <= 128 && 2 * (SMEM_BYTES + 1024) <= 228 * 1024),
+                  (CLUSTER == 16 && !ALGO_SPLIT && THREADS <= (PV_DIMS ? 256 : 128) &&
+                   2 * ((PV_DIMS ? SMEM_BYTES_RAW : SMEM_BYTES) + 1024) <= 228 * 1024),
               "a cluster of 8 single-launch CTAs of <= 2 stages, or of 16 of <= 128 threads, two per SM");
 
 static_assert(HEAD_DIM % 64 == 0, "whole groups of 8 swizzled chunks per row");

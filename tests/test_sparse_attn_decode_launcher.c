@@ -280,6 +280,22 @@ static void test_clusters_only_where_the_kernel_can_have_one(void **state) {
   expect_cluster_refused("bf16", 16, 8, 1, "split", 8, "cluster=8 needs 1, 8 with algo single");
   expect_cluster_refused("bf16", 16, 4, 1, "single", 4, "cluster=4 needs 1, 8");
   expect_cluster_refused("bf16", 16, 4, 1, "single", 17, "cluster=17 is outside 1..16");
+  /* pv_dims: 16 of up to 256 threads, counted at the raw launch's shared
+   * memory (2 stages: the widening path's would not fit two). */
+  st_err err = {{0}};
+  st_sparse_attn_decode_config p16 = config("fp8", 16, 8, 2, "single", 0);
+  p16.cluster = 16;
+  p16.k_regs = 2;
+  p16.tma = 1;
+  assert_int_equal(st_sparse_attn_decode_check_cluster(&p16, &err), ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "<= 128 threads (has 256)"));
+  p16.pv_dims = 1;
+  assert_int_equal(st_sparse_attn_decode_check_cluster(&p16, &err), ST_OK);
+  p16.warps_n = 4;
+  assert_int_equal(st_sparse_attn_decode_check_cluster(&p16, &err), ST_OK);
+  p16.pv_dims = 0;
+  assert_int_equal(st_sparse_attn_decode_check_cluster(&p16, &err), ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "two CTAs per SM"));
 }
 
 static void test_variant_fit_names_the_mismatch(void **state) {

@@ -130,8 +130,22 @@ local function shared_bytes(k)
   return q + math.max(kv, combine) + MAX_TOPK * 8 + recv + align
 end
 
+-- pv_dims kernels' shared memory (they run only the raw path): the q
+-- tile, the ring of 2 * stages raw halves, P twice and the warps' row
+-- maxima (or the combine area, if larger), the block list, the receive
+-- area, the alignment.
+local function raw_shared_bytes(k)
+  local warps = k.warps_n * m_tiles(k)
+  local ring = 2 * k.stages * BLOCK_TOKENS * k.head_dim + 2 * M_TILE_ROWS * BLOCK_TOKENS * 2 + warps * M_TILE_ROWS * 4
+  local combine = (k.head_dim + warps * 2) * M_TILE_ROWS * 4
+  local q = M_TILE_ROWS * k.head_dim * DTYPE_BYTES.bf16
+  local recv = k.cluster > 1 and (k.group * k.head_dim * 4 + k.cluster * k.group * 8) or 0
+  return q + math.max(ring, combine) + MAX_TOPK * 8 + recv + 1024
+end
+
 -- A cluster of 16 (non-portable, Hopper allows it): single kernels of at
--- most 128 threads of which two fit an SM by shared memory. A cluster of 8
+-- most 128 threads (pv_dims: 256) of which two fit an SM by shared memory
+-- (pv_dims: the raw launch's). A cluster of 8
 -- (portable): single kernels of at most 2 stages (they merge 2-8 splits,
 -- so a CTA streams few blocks). The launcher's
 -- st_sparse_attn_decode_check_cluster holds the same rules.
@@ -158,7 +172,12 @@ function M.constraint(k)
   end
   if k.cluster == 16 then
     local threads = 32 * k.warps_n * m_tiles(k)
-    if k.algo ~= "single" or threads > CLUSTER_MAX_THREADS or 2 * (smem + CTA_RESERVE) > SM_SHARED then
+    -- pv_dims: up to 256 threads, and the raw launch's shared memory (it
+    -- never runs the widening path)
+    local pvd = (k.pv_dims or 0) == 1
+    local cta_smem = pvd and raw_shared_bytes(k) or smem
+    if k.algo ~= "single" or threads > (pvd and 2 or 1) * CLUSTER_MAX_THREADS or
+        2 * (cta_smem + CTA_RESERVE) > SM_SHARED then
       return false, string.format("cluster %d needs algo single, <= %d threads and two CTAs per SM (%s, %d threads, " ..
         "%d bytes)", k.cluster, CLUSTER_MAX_THREADS, k.algo, threads, smem)
     end

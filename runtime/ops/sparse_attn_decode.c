@@ -133,14 +133,17 @@ st_status st_sparse_attn_decode_check_cluster(const st_sparse_attn_decode_config
   const int64_t smem = st_sparse_attn_decode_smem_bytes(cfg);
   const int single = cfg->algo == ST_SPARSE_ATTN_DECODE_SINGLE;
   if (cfg->cluster == ST_PORTABLE_CLUSTER && single && cfg->stages <= ST_PORTABLE_CLUSTER_MAX_STAGES) return ST_OK;
-  if (cfg->cluster == ST_LARGE_CLUSTER && single && threads <= ST_LARGE_CLUSTER_MAX_THREADS &&
-      2 * (smem + ST_CTA_SMEM_RESERVE) <= ST_SM_SMEM_BYTES)
+  /* pv_dims: up to twice the threads, and the raw launch's shared memory
+   * (it never runs the widening path) */
+  const int64_t cta_smem = cfg->pv_dims ? smem_bytes(cfg, 0, 1) : smem;
+  if (cfg->cluster == ST_LARGE_CLUSTER && single && threads <= (cfg->pv_dims ? 2 : 1) * ST_LARGE_CLUSTER_MAX_THREADS &&
+      2 * (cta_smem + ST_CTA_SMEM_RESERVE) <= ST_SM_SMEM_BYTES)
     return ST_OK;
   return st_fail(err, ST_ERR_INVALID_ARG,
                  "variant parameter cluster=%d needs 1, 8 with algo single and <= %d stages (has %d), or 16 with "
                  "algo single, <= %d threads (has %lld) and two CTAs per SM (%lld bytes of shared memory each)",
-                 cfg->cluster, ST_PORTABLE_CLUSTER_MAX_STAGES, cfg->stages, ST_LARGE_CLUSTER_MAX_THREADS,
-                 (long long)threads, (long long)smem);
+                 cfg->cluster, ST_PORTABLE_CLUSTER_MAX_STAGES, cfg->stages,
+                 (cfg->pv_dims ? 2 : 1) * ST_LARGE_CLUSTER_MAX_THREADS, (long long)threads, (long long)cta_smem);
 }
 
 static st_status check_index_tensors(const st_sparse_attn_decode_args *a, int64_t R, int64_t rows, int64_t Hkv,

@@ -75,7 +75,8 @@ unsigned st_sparse_attn_decode_launch_smem_bytes(const st_sparse_attn_decode_con
 
 /* ST_OK if the config's cluster is one the kernel can have (the template's
  * static_assert and the generator's constraint): 1, or 16 for single
- * kernels of at most 128 threads of which two fit an SM by shared memory.
+ * kernels of at most 128 threads (pv_dims: 256, counted at the raw
+ * launch's shared memory) of which two fit an SM by shared memory.
  * The grid is padded to whole clusters. */
 st_status st_sparse_attn_decode_check_cluster(const st_sparse_attn_decode_config *cfg, st_err *err);
 
