@@ -386,8 +386,8 @@ static void test_sparse_attn_decode_constraints_reject_only_the_shared_memory_ov
          "    return 'reason: ' .. r.reason\n"
          "  end\n"
          "end\n"
-         "return #all .. ' ' .. (#kept - k16 - k8) .. ' ' .. n1 .. ' ' .. nkr .. ' ' .. ntma .. ' ' .. npvd .. ' ' .. k16 ..\n"
-         "  ' ' .. k8",
+         "return #all .. ' ' .. (#kept - k16 - k8) .. ' ' .. n1 .. ' ' .. nkr .. ' ' .. ntma .. ' ' .. npvd .. ' ' ..\n"
+         "  k16 .. ' ' .. k8",
          "31104 1592 444 10368 8640 5988 267 466");
 #define CONSTRAINT(kernel)                                                                                             \
   "local op = require('ops.sparse_attn_decode')\n"                                                                     \
