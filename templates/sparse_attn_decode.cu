@@ -63,16 +63,17 @@ constexpr int K_REGS = ${k_regs};
 // measured the same: not kept, v2.44 in docs/kernels/sparse_attn_decode.md.)
 constexpr int TMA = ${tma};
 constexpr int HALVES = TMA ? 2 * STAGES : 0;
-// fp8 tma, one m tile, no per-token scales: 1 splits P.V by dimensions
+// tma, one m tile, no per-token scales: 1 splits P.V by dimensions
 // instead of tokens. Warp w still scores tokens w * WARP_TOKENS ..; the
 // warps share each row's maximum (kept LAZY, as one), hand their P to
 // each other in shared memory, and warp w accumulates O's dimensions
 // w * WARP_DIMS .. over all 128 tokens: O is HEAD_DIM / WARPS_N columns a
 // warp instead of HEAD_DIM (16 registers instead of 64 at 4 warps), no
-// warps' combine at the end, and more warps a CTA at the same registers.
-// A block takes one CTA barrier where no row's maximum grows (two where
-// one does), and V of the next block is in flight under this one's
-// (STAGES 2).
+// warps' combine at the end (the B = 1 CTA's tail), and more warps a CTA
+// at the same registers. A block takes one CTA barrier where no row's
+// maximum grows (two where one does); with 2 stages V of the next block is
+// in flight under this one's, with 1 it is copied after this block's
+// barrier (a CTA of one block, B = 1, copies nothing more).
 constexpr int PV_DIMS = ${pv_dims};
 
 #include "params/sparse_attn_decode.h"
@@ -94,9 +95,9 @@ constexpr int NE = GROUP * HEAD_DIM / 4; // 4-dimension pieces of an item's outp
 using st_kv = st_kv_stages<IS_FP8, HEAD_DIM, STAGES, THREADS, (K_REGS > 0), 0, 1>; // refilled before the math
 static_assert(K_REGS >= 0 && K_REGS <= 2 && (!K_REGS || IS_FP8), "k_regs 1 and 2 read raw fp8 rows");
 static_assert(!TMA || ((IS_FP8 ? K_REGS == 2 : K_REGS == 0) && HEAD_DIM == 128), "tma: bf16 or fp8 k_regs 2, d128");
-static_assert(!PV_DIMS || (TMA && IS_FP8 && M_TILES == 1 && STAGES == 2 && (WARPS_N == 4 || WARPS_N == 8)),
-              "pv_dims: fp8 tma, one m tile, 2 stages, 4 or 8 warps");
-// The dimensions of O a warp accumulates, and (pv_dims) a block's P as f16
+static_assert(!PV_DIMS || (TMA && M_TILES == 1 && STAGES <= 2 && (WARPS_N == 4 || WARPS_N == 8)),
+              "pv_dims: tma, one m tile, 1 or 2 stages, 4 or 8 warps");
+// The dimensions of O a warp accumulates, and (pv_dims) a block's P as
 // A fragments (st_store_p), twice, and each warp's row maxima.
 constexpr int WARP_DIMS = PV_DIMS ? HEAD_DIM / WARPS_N : HEAD_DIM;
 constexpr int P_BYTES = 16 * BLOCK_TOKENS * 2;
@@ -121,7 +122,7 @@ constexpr int PVD_BYTES = PV_DIMS ? 2 * P_BYTES + WARPS_N * 16 * 4 : 0;
 // tma: all of it from the first 1024-byte boundary on (the swizzle's; q
 // and a ring slot are whole multiples of 1024 bytes), 1024 bytes more.
 constexpr int Q_BYTES = M_TILES * 16 * HEAD_DIM * 2;
-constexpr int KV_BYTES = st_kv::BYTES;
+constexpr int KV_BYTES = st_kv::BYTES + PVD_BYTES; // (bf16 tma: the tiles are its ring)
 constexpr int COMBINE_WARPS = PV_DIMS ? 1 : WARPS; // the O tiles the warps' combine reads
 constexpr int COMBINE_BYTES = (COMBINE_WARPS * 16 * HEAD_DIM + WARPS * 16 * 2) * 4;
 constexpr int REGION_BYTES = KV_BYTES > COMBINE_BYTES ? KV_BYTES : COMBINE_BYTES;
@@ -750,17 +751,21 @@ __device__ __forceinline__ void st_block_values_of(uint32_t v_rows, int tok0, co
 // runs there)
 constexpr int NTW = PV_DIMS ? WARP_DIMS / 8 : 4;
 
-// P of the warp's tokens tok0 .. (s: probabilities) as the f16 A
-// fragments of the 16-token k-steps they cover, in the order
-// st_block_values_raw builds them: k-step kk's for lane l, 16 bytes at
-// (kk * 32 + l) * 16 (one 16-byte store and load a lane, conflict-free).
+// P of the warp's tokens tok0 .. (s: probabilities) as the A fragments
+// (f16 for fp8's f16 mma, bf16 for bf16's) of the 16-token k-steps they
+// cover, in the order st_block_values_raw builds them: k-step kk's for
+// lane l, 16 bytes at (kk * 32 + l) * 16 (one 16-byte store and load a
+// lane, conflict-free).
 __device__ __forceinline__ void st_store_p(uint32_t p_buf, int tok0, const float (&s)[NT][4]) {
   const int lane = threadIdx.x & 31;
 #pragma unroll
   for (int kk = 0; kk < NT / 2; kk++) {
     uint32_t a[4];
 #pragma unroll
-    for (int i = 0; i < 4; i++) a[i] = st_pack_f16(s[2 * kk + i / 2][(i & 1) * 2], s[2 * kk + i / 2][(i & 1) * 2 + 1]);
+    for (int i = 0; i < 4; i++) {
+      const float lo = s[2 * kk + i / 2][(i & 1) * 2], hi = s[2 * kk + i / 2][(i & 1) * 2 + 1];
+      a[i] = IS_FP8 ? st_pack_f16(lo, hi) : st_pack_bf16(lo, hi);
+    }
     asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(p_buf + (uint32_t)(((tok0 / 16 + kk) * 32 + lane) * 16)),
                  "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3])
                  : "memory");
@@ -809,6 +814,36 @@ __device__ __forceinline__ void st_pvd_values(uint32_t raw_v, uint32_t p_buf, in
   }
 }
 
+// The same for bf16 V as tma lands it (128-byte panels, st_tile_at):
+// the warp's n-tiles are dimensions warp * WARP_DIMS .. in order, two a
+// transposing ldmatrix (st_tile_values' loads for the warp's dimensions
+// only). MASKED: rows at and past lim count as zeros, in registers (each
+// register holds two rows of one dimension).
+template <bool MASKED>
+__device__ __forceinline__ void st_pvd_values_bf16(uint32_t v_tile, uint32_t p_buf, int lim,
+                                                   st_softmax_state<WARP_DIMS> &st) {
+  const int lane = threadIdx.x & 31, t = lane & 3, warp = threadIdx.x / 32;
+#pragma unroll
+  for (int kk = 0; kk < BLOCK_TOKENS / 16; kk++) {
+    const uint4 a = st_lds_v4(p_buf + (uint32_t)((kk * 32 + lane) * 16));
+    uint32_t keep[2] = {~0u, ~0u}; // rows kk * 16 + 2t, + 1 (b0, b2) and the same + 8 (b1, b3)
+    if (MASKED)
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        const int row = kk * 16 + 2 * t + 8 * h;
+        keep[h] = (row < lim ? 0xffffu : 0u) | (row + 1 < lim ? 0xffff0000u : 0u);
+      }
+#pragma unroll
+    for (int d2 = 0; d2 < NTW / 2; d2++) {
+      uint32_t b[4];
+      st_ldmatrix_x4_trans(b, st_tile_at<ROW_CHUNKS, BLOCK_TOKENS>(v_tile, kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
+                                                                    warp * (NTW / 2) * 2 + d2 * 2 + (lane >> 4)));
+      st_mma_bf16_16816(st.o[2 * d2], a.x, a.y, a.z, a.w, b[0] & keep[0], b[1] & keep[1]);
+      st_mma_bf16_16816(st.o[2 * d2 + 1], a.x, a.y, a.z, a.w, b[2] & keep[0], b[3] & keep[1]);
+    }
+  }
+}
+
 // The ring's blocks, pv_dims: per block, the warp's scores and row maxima;
 // where no warp's maximum grows past the kept one (LAZY), P is stored
 // before the one CTA barrier (votes with it); where one does, every warp
@@ -826,7 +861,11 @@ __device__ __forceinline__ void st_pvd_blocks(const st_sparse_attn_decode_params
     const int lims[2] = {s_ntok[i], s_ntok[i]};
     const uint32_t p_buf = p_bufs + (uint32_t)((i & 1) * P_BYTES);
     float s[NT][4], mx[2], sum[2];
-    st_block_qk_f16<false>(q_tile, 0, st_wait_half(region, 2 * i, full), nullptr, tok0, s);
+    const uint32_t k_rows = st_wait_half(region, 2 * i, full);
+    if (IS_FP8)
+      st_block_qk_f16<false>(q_tile, 0, k_rows, nullptr, tok0, s);
+    else
+      st_tile_qk<HEAD_DIM, WARP_TOKENS, BLOCK_TOKENS>(q_tile, 0, k_rows, tok0, s);
     st_tile_scale_max<WARP_TOKENS, false, true>(tok0, lims, no_bias, q_scale, s, mx);
     const bool grow =
         __any_sync(0xffffffffu, mx[0] > st.m[0] + ST_LAZY_SLACK || mx[1] > st.m[1] + ST_LAZY_SLACK);
@@ -860,10 +899,15 @@ __device__ __forceinline__ void st_pvd_blocks(const st_sparse_attn_decode_params
     st.l[0] += sum[0];
     st.l[1] += sum[1];
     const uint32_t v_rows = st_wait_half(region, 2 * i + 1, full);
-    if (lims[0] < BLOCK_TOKENS)
+    const bool partial = lims[0] < BLOCK_TOKENS;
+    if (IS_FP8 && partial)
       st_pvd_values<true>(v_rows, p_buf, lims[0], st);
-    else
+    else if (IS_FP8)
       st_pvd_values<false>(v_rows, p_buf, lims[0], st);
+    else if (partial)
+      st_pvd_values_bf16<true>(v_rows, p_buf, lims[0], st);
+    else
+      st_pvd_values_bf16<false>(v_rows, p_buf, lims[0], st);
   }
 }
 
@@ -1103,13 +1147,17 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
   for (int rr = 0; rr < 2; rr++) {
     const int hrow = (lane >> 2) + rr * 8;
     float *o_row = c_o + (PV_DIMS ? hrow : warp * 16 + hrow) * HEAD_DIM;
-    if (PV_DIMS) { // the warp's n-tiles warp * NTW .., permuted as in the branch below
+    if (PV_DIMS && IS_FP8) { // the warp's n-tiles warp * NTW .., permuted as in the branch below
 #pragma unroll
       for (int j = 0; j < NTW; j += 2)
 #pragma unroll
         for (int cc = 0; cc < 2; cc++)
           *(float2 *)(o_row + st_raw_v_dim(warp * NTW + j, 2 * (lane & 3) + cc)) =
               make_float2(sd.o[j][rr * 2 + cc], sd.o[j + 1][rr * 2 + cc]);
+    } else if (PV_DIMS) { // bf16: the warp's n-tiles in order
+#pragma unroll
+      for (int j = 0; j < NTW; j++)
+        *(float2 *)(o_row + (warp * NTW + j) * 8 + 2 * (lane & 3)) = make_float2(sd.o[j][rr * 2], sd.o[j][rr * 2 + 1]);
     } else if (IS_FP8 && raw_v) { // dimensions permuted (st_raw_v_dim): n-tiles 2i' and 2i'+1 hold adjacent ones
 #pragma unroll
       for (int dt = 0; dt < DT; dt += 2)

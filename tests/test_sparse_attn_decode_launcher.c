@@ -401,8 +401,8 @@ static void test_bad_variant_parameters_are_refused(void **state) {
   st_params_set_int(&k, "tma", 2, &err);
   assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
   assert_non_null(strstr(err.msg, "tma"));
-  /* pv_dims: absent is 0; 1 only with fp8 tma, group <= 16, 2 stages and 4
-   * or 8 warps. */
+  /* pv_dims: absent is 0; 1 only with tma, group <= 16, 1 or 2 stages and
+   * 4 or 8 warps (bf16 or fp8). */
   st_params_set_int(&k, "tma", 1, &err);
   st_params_set(&k, "dtype", "fp8", &err);
   st_params_set_int(&k, "k_regs", 2, &err);
@@ -417,13 +417,14 @@ static void test_bad_variant_parameters_are_refused(void **state) {
   }
   st_params_set_int(&k, "warps_n", 2, &err);
   assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
-  assert_non_null(strstr(err.msg, "pv_dims=1 needs fp8 with tma 1, group <= 16, 2 stages and 4 or 8 warps"));
+  assert_non_null(strstr(err.msg, "pv_dims=1 needs tma 1, group <= 16, 1 or 2 stages and 4 or 8 warps"));
   assert_non_null(strstr(err.msg, "2 warps"));
   st_params_set_int(&k, "warps_n", 4, &err);
-  st_params_set_int(&k, "stages", 1, &err);
+  st_params_set_int(&k, "stages", 3, &err);
   assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
-  assert_non_null(strstr(err.msg, "1 stages"));
-  st_params_set_int(&k, "stages", 2, &err);
+  assert_non_null(strstr(err.msg, "3 stages"));
+  st_params_set_int(&k, "stages", 1, &err);
+  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_OK);
   st_params_set_int(&k, "group", 32, &err);
   assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
   assert_non_null(strstr(err.msg, "group 32"));
@@ -431,6 +432,11 @@ static void test_bad_variant_parameters_are_refused(void **state) {
   st_params_set_int(&k, "tma", 0, &err);
   assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
   assert_non_null(strstr(err.msg, "tma 0"));
+  st_params_set(&k, "dtype", "bf16", &err); /* bf16 rows: copied whole */
+  st_params_set_int(&k, "k_regs", 0, &err);
+  st_params_set_int(&k, "tma", 1, &err);
+  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_OK);
+  assert_int_equal(c.pv_dims, 1);
   st_params_set_int(&k, "tma", 1, &err);
   st_params_set_int(&k, "pv_dims", 2, &err);
   assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
@@ -470,14 +476,17 @@ static void test_shared_memory_follows_the_kernel_layout(void **state) {
   /* pv_dims: after the ring P twice (16 x 128 f16) and the warps' row
    * maxima; its combine area (one O) fits in the ring. */
   c.pv_dims = 1;
-  assert_int_equal(st_sparse_attn_decode_launch_smem_bytes(&c, ST_KV_SCALE_NONE),
-                   ring_base + 4 * 128 * D + 2 * 16 * 128 * 2 + 4 * 16 * 4);
+  const unsigned pv_dims = 2 * 16 * 128 * 2 + 4 * 16 * 4;
+  assert_int_equal(st_sparse_attn_decode_launch_smem_bytes(&c, ST_KV_SCALE_NONE), ring_base + 4 * 128 * D + pv_dims);
   c.pv_dims = 0;
   c.tma = 0;
   st_sparse_attn_decode_config b = config("bf16", 16, 4, 2, "single", 0);
   const unsigned bf16_smem = st_sparse_attn_decode_smem_bytes(&b);
   b.tma = 1; /* the ring is the stages' tiles */
   assert_int_equal(st_sparse_attn_decode_launch_smem_bytes(&b, ST_KV_SCALE_NONE), bf16_smem + 1024);
+  b.pv_dims = 1;
+  assert_int_equal(st_sparse_attn_decode_launch_smem_bytes(&b, ST_KV_SCALE_NONE), bf16_smem + 1024 + pv_dims);
+  b.pv_dims = 0;
   c.k_regs = 1;
   assert_int_equal(st_sparse_attn_decode_launch_smem_bytes(&c, ST_KV_SCALE_NONE), st_sparse_attn_decode_smem_bytes(&c));
   /* 16 warps of one stage: the combine area is the larger. */

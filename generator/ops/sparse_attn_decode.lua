@@ -48,10 +48,10 @@ M.kernel_domains = {
   -- thread's cp.async. Where fp8 scales are per token the kernel runs as
   -- k_regs 1 with cp.async.
   tma = { 0, 1 },
-  -- fp8 tma, group <= 16, 2 stages, 4 or 8 warps: 1 splits P.V over the
+  -- tma, group <= 16, 1 or 2 stages, 4 or 8 warps: 1 splits P.V over the
   -- warps by dimensions instead of tokens (P shared through shared
-  -- memory, a quarter or an eighth of O a warp: fewer registers, more
-  -- warps an SM). Per-token scales take other variants.
+  -- memory, a quarter or an eighth of O a warp: no warps' combine, fewer
+  -- registers). fp8 per-token scales take other variants.
   pv_dims = { 0, 1 },
 }
 
@@ -119,6 +119,10 @@ local function shared_bytes(k)
   local stage = fp8 and (2 * BLOCK_TOKENS * k.head_dim + 2 * BLOCK_TOKENS * 4) or 2 * tile
   local wide_tiles = fp8 and ((k.k_regs or 0) >= 1 and 1 or 2) or 0
   local kv = k.stages * stage + wide_tiles * tile + (wide_tiles == 2 and BLOCK_TOKENS * 4 or 0)
+  -- pv_dims: P twice and the warps' row maxima after the stages
+  if (k.pv_dims or 0) == 1 then
+    kv = kv + 2 * M_TILE_ROWS * BLOCK_TOKENS * 2 + k.warps_n * m_tiles(k) * M_TILE_ROWS * 4
+  end
   -- (pv_dims: the warps hold the dimensions of one O)
   local warps = k.warps_n * m_tiles(k)
   local combine = (((k.pv_dims or 0) == 1 and 1 or warps) * k.head_dim + warps * 2) * M_TILE_ROWS * 4
@@ -136,7 +140,8 @@ end
 -- area, the alignment.
 local function raw_shared_bytes(k)
   local warps = k.warps_n * m_tiles(k)
-  local ring = 2 * k.stages * BLOCK_TOKENS * k.head_dim + 2 * M_TILE_ROWS * BLOCK_TOKENS * 2 + warps * M_TILE_ROWS * 4
+  local ring = 2 * k.stages * BLOCK_TOKENS * k.head_dim * DTYPE_BYTES[k.dtype] + 2 * M_TILE_ROWS * BLOCK_TOKENS * 2 +
+    warps * M_TILE_ROWS * 4
   local combine = (k.head_dim + warps * 2) * M_TILE_ROWS * 4
   local q = M_TILE_ROWS * k.head_dim * DTYPE_BYTES.bf16
   local recv = k.cluster > 1 and (k.group * k.head_dim * 4 + k.cluster * k.group * 8) or 0
@@ -161,10 +166,10 @@ function M.constraint(k)
     return false, string.format("tma=1 copies whole rows of head_dim 128, bf16 or raw fp8: it needs head_dim 128 " ..
       "and with fp8 k_regs 2 (%s, k_regs %d, head_dim %d)", k.dtype, k.k_regs or 0, k.head_dim)
   end
-  if (k.pv_dims or 0) == 1 and (k.dtype ~= "fp8" or (k.tma or 0) ~= 1 or m_tiles(k) ~= 1 or k.stages ~= 2 or
+  if (k.pv_dims or 0) == 1 and ((k.tma or 0) ~= 1 or m_tiles(k) ~= 1 or k.stages > 2 or
       (k.warps_n ~= 4 and k.warps_n ~= 8)) then
-    return false, string.format("pv_dims=1 needs fp8 with tma 1, group <= 16, 2 stages and 4 or 8 warps (%s, tma %d, " ..
-      "group %d, %d stages, %d warps)", k.dtype, k.tma or 0, k.group, k.stages, k.warps_n)
+    return false, string.format("pv_dims=1 needs tma 1, group <= 16, 1 or 2 stages and 4 or 8 warps (tma %d, " ..
+      "group %d, %d stages, %d warps)", k.tma or 0, k.group, k.stages, k.warps_n)
   end
   local smem = shared_bytes(k)
   if k.cluster == 8 and (k.algo ~= "single" or k.stages > 2) then

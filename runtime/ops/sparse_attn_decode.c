@@ -74,12 +74,11 @@ st_status st_sparse_attn_decode_config_from_params(const st_params *kernel, cons
                    "variant parameter tma=1 needs head_dim 128 and with fp8 k_regs 2 (it copies whole bf16 or raw fp8 "
                    "rows), has %s, k_regs %d, head_dim %d",
                    st_dtype_name(cfg->dtype), cfg->k_regs, cfg->head_dim);
-  if (cfg->pv_dims && (cfg->dtype != ST_DTYPE_FP8_E4M3 || !cfg->tma || cfg->group > 16 || cfg->stages != 2 ||
-                       (cfg->warps_n != 4 && cfg->warps_n != 8)))
+  if (cfg->pv_dims && (!cfg->tma || cfg->group > 16 || cfg->stages > 2 || (cfg->warps_n != 4 && cfg->warps_n != 8)))
     return st_fail(err, ST_ERR_INVALID_ARG,
-                   "variant parameter pv_dims=1 needs fp8 with tma 1, group <= 16, 2 stages and 4 or 8 warps, has %s, "
-                   "tma %d, group %d, %d stages, %d warps",
-                   st_dtype_name(cfg->dtype), cfg->tma, cfg->group, cfg->stages, cfg->warps_n);
+                   "variant parameter pv_dims=1 needs tma 1, group <= 16, 1 or 2 stages and 4 or 8 warps, has tma %d, "
+                   "group %d, %d stages, %d warps",
+                   cfg->tma, cfg->group, cfg->stages, cfg->warps_n);
   if (cfg->head_dim % 64)
     return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter head_dim=%d is not a multiple of 64", cfg->head_dim);
   if (cfg->warps_n != 2 && cfg->warps_n != 4 && cfg->warps_n != 8)
@@ -102,10 +101,12 @@ static unsigned smem_bytes(const st_sparse_attn_decode_config *cfg, int64_t wide
   const int64_t q_bytes = m_tiles(cfg->group) * 16 * D * 2;
   const int64_t tile = ST_BLOCK_TOKENS * D * 2;
   const int64_t stage = fp8 ? 2 * ST_BLOCK_TOKENS * D + 2 * ST_BLOCK_TOKENS * 4 : 2 * tile;
-  /* pv_dims: after the ring P twice (f16) and the warps' row maxima */
+  /* pv_dims: after the ring (bf16: the stages' tiles) P twice and the
+   * warps' row maxima */
   const int64_t pv_dims = cfg->pv_dims ? 2 * 16 * ST_BLOCK_TOKENS * 2 + warps * 16 * 4 : 0;
-  const int64_t kv = ring ? 2 * (int64_t)cfg->stages * ST_BLOCK_TOKENS * D * (fp8 ? 1 : 2) + pv_dims
-                          : cfg->stages * stage + wide_tiles * tile + (wide_tiles == 2 ? ST_BLOCK_TOKENS * 4 : 0);
+  const int64_t kv = (ring ? 2 * (int64_t)cfg->stages * ST_BLOCK_TOKENS * D * (fp8 ? 1 : 2)
+                           : cfg->stages * stage + wide_tiles * tile + (wide_tiles == 2 ? ST_BLOCK_TOKENS * 4 : 0)) +
+                     pv_dims;
   /* the warps' O tiles (pv_dims: their dimensions of one), m and l */
   const int64_t combine = ((cfg->pv_dims ? 1 : warps) * D + warps * 2) * 16 * 4;
   const int64_t block_list = ST_SPARSE_ATTN_DECODE_MAX_TOPK * 8;

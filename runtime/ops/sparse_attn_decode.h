@@ -44,7 +44,7 @@ typedef struct st_sparse_attn_decode_config {
                   scales are not per token                            */
   int tma;     /* head_dim 128, bf16 or fp8 k_regs 2: K and V by tensor
                   maps into a ring of 2 * stages halves               */
-  int pv_dims; /* fp8 tma, group <= 16, 2 stages, 4 or 8 warps: P.V
+  int pv_dims; /* tma, group <= 16, 1 or 2 stages, 4 or 8 warps: P.V
                   split over the warps by dimensions; calls with
                   per-token scales go to other variants               */
   int splits;  /* launch: CTAs per work item; 0 = auto                 */
