@@ -590,11 +590,11 @@ static void test_sparse_attn_decode_fit_rules(void **state) {
   FITS("s.Hkv = 4; k.group = 8", "false", "true: nil");
   FITS("s.Hq = 16; s.Hkv = 1", "false", "true: nil"); /* the group must match, not the head counts */
   FITS("s.qlen = 4; s.topk = 64; s.B = 128", "false", "true: nil");
-  /* pv_dims reads V raw: not with per-token scales */
+  /* pv_dims: not with per-token scales */
   FITS("k.dtype = 'fp8'; k.k_regs = 2; k.tma = 1; k.pv_dims = 1; s.dtype = 'fp8'; s.scale = 'scalar'", "false",
        "true: nil");
   FITS("k.dtype = 'fp8'; k.k_regs = 2; k.tma = 1; k.pv_dims = 1; s.dtype = 'fp8'; s.scale = 'tensor'", "false",
-       "false: pv_dims=1 reads V raw: per-token scales need another variant");
+       "false: pv_dims=1 takes no per-token scales (scale tensor): another variant runs them");
   FITS("k.dtype = 'fp8'; k.k_regs = 2; k.tma = 1; s.dtype = 'fp8'; s.scale = 'tensor'", "false", "true: nil");
 #undef FITS
 }

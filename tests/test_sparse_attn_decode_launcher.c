@@ -327,7 +327,7 @@ static void test_variant_fit_names_the_mismatch(void **state) {
   assert_non_null(strstr(err.msg, "tma variant: k_cache.stride[1]=0 elements"));
   c.tma = 0;
   assert_int_equal(st_sparse_attn_decode_check_fit(&c, &a, &err), ST_OK);
-  /* pv_dims reads V raw: per-token scales go to another variant. */
+  /* pv_dims: per-token scales go to another variant. */
   a = valid_args();
   c = config("fp8", 16, 4, 2, "single", 4);
   c.k_regs = 2;
@@ -337,7 +337,7 @@ static void test_variant_fit_names_the_mismatch(void **state) {
   assert_int_equal(st_sparse_attn_decode_check_fit(&c, &a, &err), ST_OK);
   a.scale_mode = ST_KV_SCALE_TENSOR;
   assert_int_equal(st_sparse_attn_decode_check_fit(&c, &a, &err), ST_ERR_NO_VARIANT);
-  assert_non_null(strstr(err.msg, "pv_dims variant reads V raw: per-token scales need another variant"));
+  assert_non_null(strstr(err.msg, "pv_dims variant takes no per-token scales: another variant runs them"));
   c.pv_dims = 0;
   assert_int_equal(st_sparse_attn_decode_check_fit(&c, &a, &err), ST_OK);
 }

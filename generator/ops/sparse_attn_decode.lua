@@ -184,7 +184,7 @@ function M.constraint(k)
     if k.algo ~= "single" or threads > (pvd and 2 or 1) * CLUSTER_MAX_THREADS or
         2 * (cta_smem + CTA_RESERVE) > SM_SHARED then
       return false, string.format("cluster %d needs algo single, <= %d threads and two CTAs per SM (%s, %d threads, " ..
-        "%d bytes)", k.cluster, CLUSTER_MAX_THREADS, k.algo, threads, smem)
+        "%d bytes)", k.cluster, (pvd and 2 or 1) * CLUSTER_MAX_THREADS, k.algo, threads, cta_smem)
     end
   end
   if smem > SHARED_BUDGET then
@@ -303,7 +303,7 @@ function M.fits(k, s, _is_default)
     return false, "dtype differs"
   end
   if (k.pv_dims or 0) == 1 and s.scale == "tensor" then
-    return false, "pv_dims=1 reads V raw: per-token scales need another variant"
+    return false, "pv_dims=1 takes no per-token scales (scale tensor): another variant runs them"
   end
   if k.head_dim ~= s.D then
     return false, "head_dim differs"
@@ -377,8 +377,8 @@ local TMA_TAG = { [0] = "", [1] = "tma." }
 local PV_DIMS_TAG = { [0] = "", [1] = "pvd." }
 function M.variant_name(k, l)
   return string.format("%s.%s.d%d.g%d.w%d.s%d.%s%s%s%s%s/%s", M.name, k.dtype, k.head_dim, k.group, k.warps_n,
-    k.stages, K_REGS_TAG[k.k_regs or 0], TMA_TAG[k.tma or 0], PV_DIMS_TAG[k.pv_dims or 0], k.algo, k.cluster > 1 and (".c" .. k.cluster) or "",
-    l.splits == 0 and "auto" or ("s" .. l.splits))
+    k.stages, K_REGS_TAG[k.k_regs or 0], TMA_TAG[k.tma or 0], PV_DIMS_TAG[k.pv_dims or 0], k.algo,
+    k.cluster > 1 and (".c" .. k.cluster) or "", l.splits == 0 and "auto" or ("s" .. l.splits))
 end
 
 space.define_checks(M, { name = "splits", max = SPLITS_MAX, choices = M.splits_choices })

@@ -212,7 +212,7 @@ st_status st_sparse_attn_decode_check_fit(const st_sparse_attn_decode_config *cf
     return st_fail(err, ST_ERR_NO_VARIANT, "variant needs %u bytes of shared memory (limit %d)",
                    st_sparse_attn_decode_smem_bytes(cfg), ST_SPARSE_ATTN_DECODE_MAX_SMEM);
   if (cfg->pv_dims && a->scale_mode == ST_KV_SCALE_TENSOR)
-    return st_fail(err, ST_ERR_NO_VARIANT, "pv_dims variant reads V raw: per-token scales need another variant");
+    return st_fail(err, ST_ERR_NO_VARIANT, "pv_dims variant takes no per-token scales: another variant runs them");
   /* tma: views the copy engine cannot address (a zero or negative stride)
    * go to another variant, not to a failed launch. */
   if (cfg->tma && a->scale_mode != ST_KV_SCALE_TENSOR) {
