@@ -437,7 +437,6 @@ static void test_bad_variant_parameters_are_refused(void **state) {
   st_params_set_int(&k, "tma", 1, &err);
   assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_OK);
   assert_int_equal(c.pv_dims, 1);
-  st_params_set_int(&k, "tma", 1, &err);
   st_params_set_int(&k, "pv_dims", 2, &err);
   assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
   assert_non_null(strstr(err.msg, "pv_dims"));
