@@ -54,7 +54,7 @@ constexpr int K_REGS = ${k_regs};
 // bf16 or fp8 k_regs 2, HEAD_DIM 128: 1 copies K and V with the bulk
 // tensor copy engine (thread 0 issues each half of a block, 16 KB fp8 or
 // 32 KB bf16, by the launcher's tensor maps; a full mbarrier a slot says
-// when one landed) into a ring of HALVES = 2 * STAGES slots, in place of
+// when one landed) into a ring of HALVES = 2 * STAGES (+ RING_EXTRA) slots, in place of
 // every thread's cp.async and the barrier after each wait. fp8 rows land
 // in st_kv_k_chunk / st_kv_v_chunk's order (the 128-byte swizzle), bf16
 // rows as 128-byte panels (st_panel_offset), which the tile loops read
@@ -62,7 +62,12 @@ constexpr int K_REGS = ${k_regs};
 // (A ring of 2 * STAGES + 1 halves, the next block's K a block earlier,
 // measured the same: not kept, v2.44 in docs/kernels/sparse_attn_decode.md.)
 constexpr int TMA = ${tma};
-constexpr int HALVES = TMA ? 2 * STAGES : 0;
+// pv_dims with one stage: 1 gives the ring one slot more (three halves):
+// V of the next block is copied a block ahead, as with two stages, in
+// 16 KB (fp8) less than a second stage, so that three CTAs fit an SM with
+// a cluster's receive area.
+constexpr int RING_EXTRA = ${ring_extra};
+constexpr int HALVES = TMA ? 2 * STAGES + RING_EXTRA : 0;
 // tma, one m tile, no per-token scales: 1 splits P.V by dimensions
 // instead of tokens. Warp w still scores tokens w * WARP_TOKENS ..; the
 // warps share each row's maximum (kept LAZY, as one), hand their P to
@@ -97,6 +102,7 @@ static_assert(K_REGS >= 0 && K_REGS <= 2 && (!K_REGS || IS_FP8), "k_regs 1 and 2
 static_assert(!TMA || ((IS_FP8 ? K_REGS == 2 : K_REGS == 0) && HEAD_DIM == 128), "tma: bf16 or fp8 k_regs 2, d128");
 static_assert(!PV_DIMS || (TMA && M_TILES == 1 && STAGES <= 2 && (WARPS_N == 4 || WARPS_N == 8)),
               "pv_dims: tma, one m tile, 1 or 2 stages, 4 or 8 warps");
+static_assert(!RING_EXTRA || (PV_DIMS && STAGES == 1), "ring_extra: pv_dims with one stage");
 // The dimensions of O a warp accumulates, and (pv_dims) a block's P as
 // A fragments (st_store_p), twice, and each warp's row maxima.
 constexpr int WARP_DIMS = PV_DIMS ? HEAD_DIM / WARPS_N : HEAD_DIM;
@@ -122,11 +128,12 @@ constexpr int PVD_BYTES = PV_DIMS ? 2 * P_BYTES + WARPS_N * 16 * 4 : 0;
 // tma: all of it from the first 1024-byte boundary on (the swizzle's; q
 // and a ring slot are whole multiples of 1024 bytes), 1024 bytes more.
 constexpr int Q_BYTES = M_TILES * 16 * HEAD_DIM * 2;
-constexpr int KV_BYTES = st_kv::BYTES + PVD_BYTES; // (bf16 tma: the tiles are its ring)
+constexpr int HALF_BYTES = BLOCK_TOKENS * HEAD_DIM * (IS_FP8 ? 1 : 2); // tma: a ring slot
+// (bf16 tma: the stages' tiles are its ring, with ring_extra one slot more)
+constexpr int KV_BYTES = (st_kv::BYTES > HALVES * HALF_BYTES ? st_kv::BYTES : HALVES * HALF_BYTES) + PVD_BYTES;
 constexpr int COMBINE_WARPS = PV_DIMS ? 1 : WARPS; // the O tiles the warps' combine reads
 constexpr int COMBINE_BYTES = (COMBINE_WARPS * 16 * HEAD_DIM + WARPS * 16 * 2) * 4;
 constexpr int REGION_BYTES = KV_BYTES > COMBINE_BYTES ? KV_BYTES : COMBINE_BYTES;
-constexpr int HALF_BYTES = BLOCK_TOKENS * HEAD_DIM * (IS_FP8 ? 1 : 2); // tma: a ring slot
 constexpr int PANELS = HEAD_DIM * (IS_FP8 ? 1 : 2) / 128;                // tma: 128-byte boxes a row
 constexpr int KV_BYTES_RAW = TMA ? HALVES * HALF_BYTES + PVD_BYTES : K_REGS == 2 ? STAGES * st_kv::STAGE_BYTES : KV_BYTES;
 static_assert(KV_BYTES_RAW <= KV_BYTES, "SMEM_BYTES, the widening path's, is the most any launch needs");
@@ -883,8 +890,11 @@ __device__ __forceinline__ void st_pvd_blocks(const st_sparse_attn_decode_params
       st_store_p(p_buf, tok0, pr);
     }
     const bool any_grow = __syncthreads_or(grow);
-    st_copy_half(p, g, s_page, 2 * i + HALVES, nblk, region, full);     // K of block i + STAGES
-    if (i > 0) st_copy_half(p, g, s_page, 2 * i - 1 + HALVES, nblk, region, full); // V of block i - 1 + STAGES
+    // into the slots of K of block i and V of block i - 1 (2 or 4 halves:
+    // K of block i + STAGES, V of block i - 1 + STAGES; 3: V and K of
+    // block i + 1)
+    st_copy_half(p, g, s_page, 2 * i + HALVES, nblk, region, full);
+    if (i > 0) st_copy_half(p, g, s_page, 2 * i - 1 + HALVES, nblk, region, full);
     if (any_grow) {
       float m_all[2] = {-ST_INF, -ST_INF};
 #pragma unroll
