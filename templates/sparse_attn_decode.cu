@@ -54,7 +54,7 @@ constexpr int K_REGS = ${k_regs};
 // bf16 or fp8 k_regs 2, HEAD_DIM 128: 1 copies K and V with the bulk
 // tensor copy engine (thread 0 issues each half of a block, 16 KB fp8 or
 // 32 KB bf16, by the launcher's tensor maps; a full mbarrier a slot says
-// when one landed) into a ring of HALVES = 2 * STAGES slots, in place of
+// when one landed) into a ring of HALVES = 2 * STAGES (+ RING_EXTRA) slots, in place of
 // every thread's cp.async and the barrier after each wait. fp8 rows land
 // in st_kv_k_chunk / st_kv_v_chunk's order (the 128-byte swizzle), bf16
 // rows as 128-byte panels (st_panel_offset), which the tile loops read
@@ -62,7 +62,12 @@ constexpr int K_REGS = ${k_regs};
 // (A ring of 2 * STAGES + 1 halves, the next block's K a block earlier,
 // measured the same: not kept, v2.44 in docs/kernels/sparse_attn_decode.md.)
 constexpr int TMA = ${tma};
-constexpr int HALVES = TMA ? 2 * STAGES : 0;
+// pv_dims with one stage: 1 gives the ring one slot more (three halves):
+// V of the next block is copied a block ahead, as with two stages, in
+// 16 KB (fp8) less than a second stage, so that three CTAs fit an SM with
+// a cluster's receive area.
+constexpr int RING_EXTRA = ${ring_extra};
+constexpr int HALVES = TMA ? 2 * STAGES + RING_EXTRA : 0;
 // tma, one m tile, no per-token scales: 1 splits P.V by dimensions
 // instead of tokens. Warp w still scores tokens w * WARP_TOKENS ..; the
 // warps share each row's maximum (kept LAZY, as one), hand their P to
@@ -97,6 +102,7 @@ static_assert(K_REGS >= 0 && K_REGS <= 2 && (!K_REGS || IS_FP8), "k_regs 1 and 2
 static_assert(!TMA || ((IS_FP8 ? K_REGS == 2 : K_REGS == 0) && HEAD_DIM == 128), "tma: bf16 or fp8 k_regs 2, d128");
 static_assert(!PV_DIMS || (TMA && M_TILES == 1 && STAGES <= 2 && (WARPS_N == 4 || WARPS_N == 8)),
               "pv_dims: tma, one m tile, 1 or 2 stages, 4 or 8 warps");
+static_assert(!RING_EXTRA || (PV_DIMS && STAGES == 1), "ring_extra: pv_dims with one stage");
 // The dimensions of O a warp accumulates, and (pv_dims) a block's P as
 // A fragments (st_store_p), twice, and each warp's row maxima.
 constexpr int WARP_DIMS = PV_DIMS ? HEAD_DIM / WARPS_N : HEAD_DIM;
@@ -122,13 +128,15 @@ constexpr int PVD_BYTES = PV_DIMS ? 2 * P_BYTES + WARPS_N * 16 * 4 : 0;
 // tma: all of it from the first 1024-byte boundary on (the swizzle's; q
 // and a ring slot are whole multiples of 1024 bytes), 1024 bytes more.
 constexpr int Q_BYTES = M_TILES * 16 * HEAD_DIM * 2;
-constexpr int KV_BYTES = st_kv::BYTES + PVD_BYTES; // (bf16 tma: the tiles are its ring)
+constexpr int HALF_BYTES = BLOCK_TOKENS * HEAD_DIM * (IS_FP8 ? 1 : 2); // tma: a ring slot
+// (bf16 tma: the stages' tiles are its ring, with ring_extra one slot more)
+constexpr int KV_BYTES = (st_kv::BYTES > HALVES * HALF_BYTES ? st_kv::BYTES : HALVES * HALF_BYTES) + PVD_BYTES;
 constexpr int COMBINE_WARPS = PV_DIMS ? 1 : WARPS; // the O tiles the warps' combine reads
 constexpr int COMBINE_BYTES = (COMBINE_WARPS * 16 * HEAD_DIM + WARPS * 16 * 2) * 4;
 constexpr int REGION_BYTES = KV_BYTES > COMBINE_BYTES ? KV_BYTES : COMBINE_BYTES;
-constexpr int HALF_BYTES = BLOCK_TOKENS * HEAD_DIM * (IS_FP8 ? 1 : 2); // tma: a ring slot
 constexpr int PANELS = HEAD_DIM * (IS_FP8 ? 1 : 2) / 128;                // tma: 128-byte boxes a row
-constexpr int KV_BYTES_RAW = TMA ? HALVES * HALF_BYTES + PVD_BYTES : K_REGS == 2 ? STAGES * st_kv::STAGE_BYTES : KV_BYTES;
+constexpr int KV_BYTES_RAW =
+    TMA ? HALVES * HALF_BYTES + PVD_BYTES : K_REGS == 2 ? STAGES * st_kv::STAGE_BYTES : KV_BYTES;
 static_assert(KV_BYTES_RAW <= KV_BYTES, "SMEM_BYTES, the widening path's, is the most any launch needs");
 constexpr int REGION_BYTES_RAW = KV_BYTES_RAW > COMBINE_BYTES ? KV_BYTES_RAW : COMBINE_BYTES;
 constexpr int BLOCK_LIST_BYTES = MAX_TOPK * 8;
@@ -680,6 +688,30 @@ __device__ __forceinline__ void st_block_values(uint32_t v_tile, int tok0, const
 // Addresses: tok0 is a multiple of 16, so the rows 2t + 8, 2t + 9 a lane
 // reads take the swizzle of rows 2t, 2t + 1, whose chunks sit one apart
 // (st_kv_v_chunk): its loads differ by constants and one per-lane offset.
+// A lane's words of one 16-token k-step and 32-dimension group: rows 2t,
+// 2t + 1, 2t + 8, 2t + 9 of the k-step, from v_at (row 2t's word; the odd
+// rows' chunk sits `odd` bytes over).
+__device__ __forceinline__ void st_raw_v_words(uint32_t v_at, uint32_t odd, uint32_t (&w)[4]) {
+#pragma unroll
+  for (int q = 0; q < 4; q++) w[q] = st_lds_u32(v_at + ((q & 1) + (q >> 1) * 8) * HEAD_DIM + ((q & 1) ? odd : 0));
+}
+
+// The B fragments those words give, e4m3 -> f16: bytes i of rows (2t,
+// 2t + 1) in b0[i], of rows (2t + 8, 2t + 9) in b1[i], for n-tile 4 jb + i.
+// N 4: all four; N 2: the two of byte pair `pair` (0x5140: bytes 0, 1;
+// 0x7362: bytes 2, 3).
+template <int N>
+__device__ __forceinline__ void st_raw_v_frags(const uint32_t (&w)[4], uint32_t pair, uint32_t (&b0)[N],
+                                               uint32_t (&b1)[N]) {
+  static_assert(N == 2 || N == 4, "two or four n-tiles");
+  const uint32_t lo01 = __byte_perm(w[0], w[1], N == 4 ? 0x5140u : pair), lo23 = __byte_perm(w[0], w[1], 0x7362);
+  const uint32_t hi01 = __byte_perm(w[2], w[3], N == 4 ? 0x5140u : pair), hi23 = __byte_perm(w[2], w[3], 0x7362);
+  st_e4m3x4_to_f16x2x2(lo01, b0[0], b0[1]);
+  if (N == 4) st_e4m3x4_to_f16x2x2(lo23, b0[N - 2], b0[N - 1]);
+  st_e4m3x4_to_f16x2x2(hi01, b1[0], b1[1]);
+  if (N == 4) st_e4m3x4_to_f16x2x2(hi23, b1[N - 2], b1[N - 1]);
+}
+
 __device__ __forceinline__ void st_block_values_raw(uint32_t raw_v, int tok0, const float (&s)[NT][4],
                                                     st_softmax_state<HEAD_DIM> &st) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -694,18 +726,9 @@ __device__ __forceinline__ void st_block_values_raw(uint32_t raw_v, int tok0, co
     for (int jb = 0; jb < HEAD_DIM / 32; jb++) {
       // dimension 32 jb + 4 g: chunk 2 jb + g / 4, byte 4 (g % 4) of it
       const uint32_t v_at = v_lane + (uint32_t)st_kv_v_chunk<HEAD_DIM>(2 * t, 2 * jb + (g >> 2)) * 16;
-      uint32_t w[4]; // rows 2t, 2t + 1, 2t + 8, 2t + 9 of the k-step
-#pragma unroll
-      for (int q = 0; q < 4; q++)
-        w[q] = st_lds_u32(v_at + (kk * 16 + (q & 1) + (q >> 1) * 8) * HEAD_DIM + ((q & 1) ? odd : 0));
-      // bytes i of rows (r0, r0 + 1): pairs for n-tiles 4jb + 0, 1 (x01) and 2, 3 (x23); the same of r0 + 8, 9
-      const uint32_t lo01 = __byte_perm(w[0], w[1], 0x5140), lo23 = __byte_perm(w[0], w[1], 0x7362);
-      const uint32_t hi01 = __byte_perm(w[2], w[3], 0x5140), hi23 = __byte_perm(w[2], w[3], 0x7362);
-      uint32_t b0[4], b1[4]; // [i]: n-tile 4 jb + i
-      st_e4m3x4_to_f16x2x2(lo01, b0[0], b0[1]);
-      st_e4m3x4_to_f16x2x2(lo23, b0[2], b0[3]);
-      st_e4m3x4_to_f16x2x2(hi01, b1[0], b1[1]);
-      st_e4m3x4_to_f16x2x2(hi23, b1[2], b1[3]);
+      uint32_t w[4], b0[4], b1[4]; // b0[i], b1[i]: n-tile 4 jb + i
+      st_raw_v_words(v_at + kk * 16 * HEAD_DIM, odd, w);
+      st_raw_v_frags<4>(w, 0u, b0, b1);
 #pragma unroll
       for (int i = 0; i < 4; i++) st_mma_f16_16816(st.o[4 * jb + i], a[0], a[1], a[2], a[3], b0[i], b1[i]);
     }
@@ -766,8 +789,8 @@ __device__ __forceinline__ void st_store_p(uint32_t p_buf, int tok0, const float
       const float lo = s[2 * kk + i / 2][(i & 1) * 2], hi = s[2 * kk + i / 2][(i & 1) * 2 + 1];
       a[i] = IS_FP8 ? st_pack_f16(lo, hi) : st_pack_bf16(lo, hi);
     }
-    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(p_buf + (uint32_t)(((tok0 / 16 + kk) * 32 + lane) * 16)),
-                 "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3])
+    const uint32_t at = p_buf + (uint32_t)(((tok0 / 16 + kk) * 32 + lane) * 16);
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(at), "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3])
                  : "memory");
   }
 }
@@ -792,23 +815,12 @@ __device__ __forceinline__ void st_pvd_values(uint32_t raw_v, uint32_t p_buf, in
 #pragma unroll
   for (int kk = 0; kk < BLOCK_TOKENS / 16; kk++) {
     const uint4 a = st_lds_v4(p_buf + (uint32_t)((kk * 32 + lane) * 16));
-    uint32_t w[4]; // rows 2t, 2t + 1, 2t + 8, 2t + 9 of the k-step
+    uint32_t w[4], b0[NTW], b1[NTW];
+    st_raw_v_words(v_lane + kk * 16 * HEAD_DIM, odd, w);
 #pragma unroll
-    for (int q = 0; q < 4; q++) {
-      const int row = kk * 16 + 2 * t + (q & 1) + (q >> 1) * 8;
-      w[q] = st_lds_u32(v_lane + (uint32_t)((kk * 16 + (q & 1) + (q >> 1) * 8) * HEAD_DIM) + ((q & 1) ? odd : 0));
-      if (MASKED && row >= lim) w[q] = 0u;
-    }
-    uint32_t b0[4], b1[4];
-    if (NTW == 4) {
-      st_e4m3x4_to_f16x2x2(__byte_perm(w[0], w[1], 0x5140), b0[0], b0[1]);
-      st_e4m3x4_to_f16x2x2(__byte_perm(w[0], w[1], 0x7362), b0[2], b0[3]);
-      st_e4m3x4_to_f16x2x2(__byte_perm(w[2], w[3], 0x5140), b1[0], b1[1]);
-      st_e4m3x4_to_f16x2x2(__byte_perm(w[2], w[3], 0x7362), b1[2], b1[3]);
-    } else {
-      st_e4m3x4_to_f16x2x2(__byte_perm(w[0], w[1], pair), b0[0], b0[1]);
-      st_e4m3x4_to_f16x2x2(__byte_perm(w[2], w[3], pair), b1[0], b1[1]);
-    }
+    for (int q = 0; q < 4; q++)
+      if (MASKED && kk * 16 + 2 * t + (q & 1) + (q >> 1) * 8 >= lim) w[q] = 0u; // row past the visible tokens
+    st_raw_v_frags<NTW>(w, pair, b0, b1);
 #pragma unroll
     for (int i = 0; i < NTW; i++) st_mma_f16_16816(st.o[i], a.x, a.y, a.z, a.w, b0[i], b1[i]);
   }
@@ -883,8 +895,11 @@ __device__ __forceinline__ void st_pvd_blocks(const st_sparse_attn_decode_params
       st_store_p(p_buf, tok0, pr);
     }
     const bool any_grow = __syncthreads_or(grow);
-    st_copy_half(p, g, s_page, 2 * i + HALVES, nblk, region, full);     // K of block i + STAGES
-    if (i > 0) st_copy_half(p, g, s_page, 2 * i - 1 + HALVES, nblk, region, full); // V of block i - 1 + STAGES
+    // into the slots of K of block i and V of block i - 1 (2 or 4 halves:
+    // K of block i + STAGES, V of block i - 1 + STAGES; 3: V and K of
+    // block i + 1)
+    st_copy_half(p, g, s_page, 2 * i + HALVES, nblk, region, full);
+    if (i > 0) st_copy_half(p, g, s_page, 2 * i - 1 + HALVES, nblk, region, full);
     if (any_grow) {
       float m_all[2] = {-ST_INF, -ST_INF};
 #pragma unroll

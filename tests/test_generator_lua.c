@@ -341,7 +341,8 @@ static void test_sparse_attn_decode_constraints_reject_only_the_shared_memory_ov
          "local s, op = require('space'), require('ops.sparse_attn_decode')\n"
          "local all = s.product(op.kernel_domains)\n"
          "local kept, rej = s.filter(all, op.constraint)\n"
-         "local n1, nkr, ntma, npvd, k16, k8 = 0, 0, 0, 0, 0, 0\n"
+         "local n1, nkr, ntma, npvd, nring, k16, k8 = 0, 0, 0, 0, 0, 0, 0\n"
+         "local function ring_fits(p) return p.pv_dims == 1 and p.stages == 1 end\n"
          "local function tma_fits(p) return p.head_dim == 128 and (p.dtype == 'bf16' or p.k_regs == 2) end\n"
          "local function pvd_fits(p)\n"
          "  return p.tma == 1 and p.group <= 16 and p.stages <= 2 and (p.warps_n == 4 or p.warps_n == 8) end\n"
@@ -349,6 +350,7 @@ static void test_sparse_attn_decode_constraints_reject_only_the_shared_memory_ov
          "  if p.k_regs >= 1 and p.dtype ~= 'fp8' then return 'wrongly kept ' .. s.canonical(p) end\n"
          "  if p.tma >= 1 and not tma_fits(p) then return 'wrongly kept ' .. s.canonical(p) end\n"
          "  if p.pv_dims >= 1 and not pvd_fits(p) then return 'wrongly kept ' .. s.canonical(p) end\n"
+         "  if p.ring_extra >= 1 and not ring_fits(p) then return 'wrongly kept ' .. s.canonical(p) end\n"
          "  if p.cluster == 16 then\n"
          "    k16 = k16 + 1\n"
          "    if p.algo ~= 'single' or 32 * p.warps_n * ((p.group + 15) // 16) > 128 * (1 + p.pv_dims) then\n"
@@ -370,6 +372,9 @@ static void test_sparse_attn_decode_constraints_reject_only_the_shared_memory_ov
          "  elseif p.pv_dims >= 1 and not pvd_fits(p) then\n"
          "    npvd = npvd + 1\n"
          "    if not r.reason:find('pv_dims=1 needs tma 1', 1, true) then return 'reason: ' .. r.reason end\n"
+         "  elseif p.ring_extra >= 1 and not ring_fits(p) then\n"
+         "    nring = nring + 1\n"
+         "    if not r.reason:find('ring_extra=1 needs pv_dims 1', 1, true) then return 'reason: ' .. r.reason end\n"
          "  elseif p.cluster == 1 then\n"
          "    n1 = n1 + 1\n"
          "    local full = p.k_regs >= 1 and 3 or 2\n"
@@ -386,8 +391,8 @@ static void test_sparse_attn_decode_constraints_reject_only_the_shared_memory_ov
          "  end\n"
          "end\n"
          "return #all .. ' ' .. (#kept - k16 - k8) .. ' ' .. n1 .. ' ' .. nkr .. ' ' .. ntma .. ' ' .. npvd .. ' ' ..\n"
-         "  k16 .. ' ' .. k8",
-         "31104 1652 444 10368 8640 5808 287 496");
+         "  nring .. ' ' .. k16 .. ' ' .. k8",
+         "62208 1692 444 20736 17280 11616 6168 303 516");
 #define CONSTRAINT(kernel)                                                                                             \
   "local op = require('ops.sparse_attn_decode')\n"                                                                     \
   "local ok, why = op.constraint(" kernel ")\n"                                                                        \
@@ -436,12 +441,12 @@ static void test_sparse_attn_decode_kernel_space_is_the_constrained_product(void
          "  assert(not seen[id], id); seen[id] = true; n = n + 1\n"
          "end\n"
          "return n",
-         "2435");
+         "2511");
 }
 
 #define SAD_KERNEL                                                                                                     \
   "local k = {dtype = 'bf16', head_dim = 128, group = 16, warps_n = 4, stages = 2, algo = 'single', cluster = 1, "     \
-  "k_regs = 0, tma = 0, pv_dims = 0}\n"
+  "k_regs = 0, tma = 0, pv_dims = 0, ring_extra = 0}\n"
 #define SAD_SHAPE                                                                                                      \
   "local s = {dtype = 'bf16', B = 8, ctx = 32768, D = 128, Hq = 32, Hkv = 2, qlen = 1, topk = 16, scale = 'none', "    \
   "layout = 'pages2', lens = 'full', sel = 'random', lse = 0}\n"
@@ -483,6 +488,11 @@ static void test_sparse_attn_decode_check_kernel_refuses_bad_parameters(void **s
         "(fp8, k_regs 2, head_dim 64)");
   CHECK("k.tma = 2", "false: kernel parameter tma=2 is not one of its values");
   CHECK("k.pv_dims = nil", "false: kernel parameter 'pv_dims' is missing");
+  CHECK("k.ring_extra = nil", "false: kernel parameter 'ring_extra' is missing");
+  CHECK("k.ring_extra = 2", "false: kernel parameter ring_extra=2 is not one of its values");
+  CHECK("k.tma = 1; k.pv_dims = 1; k.stages = 1; k.ring_extra = 1", "true: nil");
+  CHECK("k.tma = 1; k.pv_dims = 1; k.ring_extra = 1", "false: ring_extra=1 needs pv_dims 1 and 1 stage (pv_dims 1, 2 stages)");
+  CHECK("k.tma = 1; k.stages = 1; k.ring_extra = 1", "false: ring_extra=1 needs pv_dims 1 and 1 stage (pv_dims 0, 1 stages)");
   CHECK("k.pv_dims = 2", "false: kernel parameter pv_dims=2 is not one of its values");
   CHECK("k.dtype = 'fp8'; k.k_regs = 2; k.tma = 1; k.pv_dims = 1", "true: nil");
   CHECK("k.dtype = 'fp8'; k.k_regs = 2; k.tma = 1; k.pv_dims = 1; k.warps_n = 8", "true: nil");
@@ -639,8 +649,8 @@ static void test_sparse_attn_decode_render_values_are_the_template_names(void **
          "local a = s.canonical(op.render_values(k))\n"
          "k.dtype = 'fp8'; k.algo = 'split'; k.group = 32; k.warps_n = 8; k.head_dim = 64\n"
          "return a .. ' | ' .. s.canonical(op.render_values(k))",
-         "algo_split=0,cluster=1,group=16,head_dim=128,is_fp8=0,k_regs=0,m_tiles=1,pv_dims=0,stages=2,tma=0,warps_n=4 | "
-         "algo_split=1,cluster=1,group=32,head_dim=64,is_fp8=1,k_regs=0,m_tiles=2,pv_dims=0,stages=2,tma=0,warps_n=8");
+         "algo_split=0,cluster=1,group=16,head_dim=128,is_fp8=0,k_regs=0,m_tiles=1,pv_dims=0,ring_extra=0,stages=2,tma=0,warps_n=4 | "
+         "algo_split=1,cluster=1,group=32,head_dim=64,is_fp8=1,k_regs=0,m_tiles=2,pv_dims=0,ring_extra=0,stages=2,tma=0,warps_n=8");
 }
 
 /* ---- ops/sparse_attn.lua ------------------------------------------------ */
@@ -862,7 +872,7 @@ static void test_every_sparse_attn_decode_suite_shape_has_tuned_variants_and_one
          "  out[#out + 1] = name .. ' ' .. #list\n"
          "end\n"
          "return table.concat(out, ', ')",
-         "anchors 1038, m3-decode 1038, m3-prefill 36, smoke 223");
+         "anchors 1102, m3-decode 1102, m3-prefill 36, smoke 239");
 }
 
 int main(void) {

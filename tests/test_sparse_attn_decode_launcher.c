@@ -437,6 +437,21 @@ static void test_bad_variant_parameters_are_refused(void **state) {
   st_params_set_int(&k, "tma", 1, &err);
   assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_OK);
   assert_int_equal(c.pv_dims, 1);
+  /* ring_extra: absent is 0; 1 only with pv_dims and 1 stage. */
+  st_params_set_int(&k, "ring_extra", 1, &err);
+  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_OK);
+  assert_int_equal(c.ring_extra, 1);
+  st_params_set_int(&k, "stages", 2, &err);
+  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "ring_extra=1 needs pv_dims 1 and 1 stage, has pv_dims 1, 2 stages"));
+  st_params_set_int(&k, "stages", 1, &err);
+  st_params_set_int(&k, "pv_dims", 0, &err);
+  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "has pv_dims 0"));
+  st_params_set_int(&k, "ring_extra", 2, &err);
+  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "ring_extra"));
+  st_params_set_int(&k, "ring_extra", 0, &err);
   st_params_set_int(&k, "pv_dims", 2, &err);
   assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
   assert_non_null(strstr(err.msg, "pv_dims"));
@@ -485,7 +500,20 @@ static void test_shared_memory_follows_the_kernel_layout(void **state) {
   assert_int_equal(st_sparse_attn_decode_launch_smem_bytes(&b, ST_KV_SCALE_NONE), bf16_smem + 1024);
   b.pv_dims = 1;
   assert_int_equal(st_sparse_attn_decode_launch_smem_bytes(&b, ST_KV_SCALE_NONE), bf16_smem + 1024 + pv_dims);
-  b.pv_dims = 0;
+  /* ring_extra: a third half slot (one stage): fp8 16 KB more than the
+   * ring, bf16 32 KB more than the stage's tiles. */
+  c.tma = c.pv_dims = 1;
+  c.stages = 1;
+  c.ring_extra = 1;
+  assert_int_equal(st_sparse_attn_decode_launch_smem_bytes(&c, ST_KV_SCALE_NONE), ring_base + 3 * 128 * D + pv_dims);
+  c.tma = c.pv_dims = c.ring_extra = 0;
+  c.stages = 2;
+  b.stages = 1;
+  const unsigned bf16_one_stage = st_sparse_attn_decode_smem_bytes(&b);
+  b.ring_extra = 1;
+  assert_int_equal(st_sparse_attn_decode_smem_bytes(&b), bf16_one_stage + 128 * D * 2);
+  b.pv_dims = b.ring_extra = 0;
+  b.stages = 2;
   c.k_regs = 1;
   assert_int_equal(st_sparse_attn_decode_launch_smem_bytes(&c, ST_KV_SCALE_NONE), st_sparse_attn_decode_smem_bytes(&c));
   /* 16 warps of one stage: the combine area is the larger. */

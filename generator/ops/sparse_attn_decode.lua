@@ -53,6 +53,10 @@ M.kernel_domains = {
   -- memory, a quarter or an eighth of O a warp: no warps' combine, fewer
   -- registers). fp8 per-token scales take other variants.
   pv_dims = { 0, 1 },
+  -- pv_dims with one stage: 1 gives the tma ring a third half slot, so
+  -- that V is copied a block ahead (as with two stages) in a CTA small
+  -- enough for three an SM with a cluster.
+  ring_extra = { 0, 1 },
 }
 
 -- Launch choices timed: auto and powers of two (bounded per shape below).
@@ -119,6 +123,11 @@ local function shared_bytes(k)
   local stage = fp8 and (2 * BLOCK_TOKENS * k.head_dim + 2 * BLOCK_TOKENS * 4) or 2 * tile
   local wide_tiles = fp8 and ((k.k_regs or 0) >= 1 and 1 or 2) or 0
   local kv = k.stages * stage + wide_tiles * tile + (wide_tiles == 2 and BLOCK_TOKENS * 4 or 0)
+  -- tma with ring_extra: the ring (one slot more than the stages' tiles)
+  -- may be the larger
+  if (k.tma or 0) == 1 then
+    kv = math.max(kv, (2 * k.stages + (k.ring_extra or 0)) * BLOCK_TOKENS * k.head_dim * DTYPE_BYTES[k.dtype])
+  end
   -- pv_dims: P twice and the warps' row maxima after the stages
   if (k.pv_dims or 0) == 1 then
     kv = kv + 2 * M_TILE_ROWS * BLOCK_TOKENS * 2 + k.warps_n * m_tiles(k) * M_TILE_ROWS * 4
@@ -140,8 +149,8 @@ end
 -- area, the alignment.
 local function raw_shared_bytes(k)
   local warps = k.warps_n * m_tiles(k)
-  local ring = 2 * k.stages * BLOCK_TOKENS * k.head_dim * DTYPE_BYTES[k.dtype] + 2 * M_TILE_ROWS * BLOCK_TOKENS * 2 +
-    warps * M_TILE_ROWS * 4
+  local ring = (2 * k.stages + (k.ring_extra or 0)) * BLOCK_TOKENS * k.head_dim * DTYPE_BYTES[k.dtype] +
+    2 * M_TILE_ROWS * BLOCK_TOKENS * 2 + warps * M_TILE_ROWS * 4
   local combine = (k.head_dim + warps * 2) * M_TILE_ROWS * 4
   local q = M_TILE_ROWS * k.head_dim * DTYPE_BYTES.bf16
   local recv = k.cluster > 1 and (k.group * k.head_dim * 4 + k.cluster * k.group * 8) or 0
@@ -170,6 +179,10 @@ function M.constraint(k)
       (k.warps_n ~= 4 and k.warps_n ~= 8)) then
     return false, string.format("pv_dims=1 needs tma 1, group <= 16, 1 or 2 stages and 4 or 8 warps (tma %d, " ..
       "group %d, %d stages, %d warps)", k.tma or 0, k.group, k.stages, k.warps_n)
+  end
+  if (k.ring_extra or 0) == 1 and ((k.pv_dims or 0) ~= 1 or k.stages ~= 1) then
+    return false, string.format("ring_extra=1 needs pv_dims 1 and 1 stage (pv_dims %d, %d stages)", k.pv_dims or 0,
+      k.stages)
   end
   local smem = shared_bytes(k)
   if k.cluster == 8 and (k.algo ~= "single" or k.stages > 2) then
@@ -217,7 +230,7 @@ function M.defaults()
     for _, head_dim in ipairs(M.kernel_domains.head_dim) do
       for _, group in ipairs(M.kernel_domains.group) do
         local k = { dtype = dtype, head_dim = head_dim, group = group, warps_n = 4, stages = 1, algo = "single",
-          cluster = 1, k_regs = 0, tma = 0, pv_dims = 0 }
+          cluster = 1, k_regs = 0, tma = 0, pv_dims = 0, ring_extra = 0 }
         local ok, why = M.constraint(k)
         -- Every shape of the contract needs a fallback: a missing one is a
         -- defect of the space, not a configuration to skip.
@@ -366,18 +379,22 @@ function M.render_values(k)
     k_regs = k.k_regs or 0,
     tma = k.tma or 0,
     pv_dims = k.pv_dims or 0,
+    ring_extra = k.ring_extra or 0,
   }
 end
 
 -- "sparse_attn_decode.bf16.d128.g16.w4.s2.single/s8" ("/auto" for splits 0),
 -- "...single.c16/s8" with a cluster of 16 (c8: of 8), "...s2.kr.single/s8" with k_regs 1
--- ("kvr." with 2, "kvr.tma." with tma 1, "kvr.tma.pvd." with pv_dims 1).
+-- ("kvr." with 2, "kvr.tma." with tma 1, "kvr.tma.pvd." with pv_dims 1,
+-- "kvr.tma.pvd.ring3." with ring_extra 1).
 local K_REGS_TAG = { [0] = "", [1] = "kr.", [2] = "kvr." }
 local TMA_TAG = { [0] = "", [1] = "tma." }
 local PV_DIMS_TAG = { [0] = "", [1] = "pvd." }
+local RING_EXTRA_TAG = { [0] = "", [1] = "ring3." }
 function M.variant_name(k, l)
-  return string.format("%s.%s.d%d.g%d.w%d.s%d.%s%s%s%s%s/%s", M.name, k.dtype, k.head_dim, k.group, k.warps_n,
-    k.stages, K_REGS_TAG[k.k_regs or 0], TMA_TAG[k.tma or 0], PV_DIMS_TAG[k.pv_dims or 0], k.algo,
+  return string.format("%s.%s.d%d.g%d.w%d.s%d.%s%s%s%s%s%s/%s", M.name, k.dtype, k.head_dim, k.group, k.warps_n,
+    k.stages, K_REGS_TAG[k.k_regs or 0], TMA_TAG[k.tma or 0], PV_DIMS_TAG[k.pv_dims or 0],
+    RING_EXTRA_TAG[k.ring_extra or 0], k.algo,
     k.cluster > 1 and (".c" .. k.cluster) or "", l.splits == 0 and "auto" or ("s" .. l.splits))
 end
 

@@ -65,6 +65,10 @@ st_status st_sparse_attn_decode_config_from_params(const st_params *kernel, cons
   if (st_params_get(kernel, "pv_dims")) {
     GET(kernel, "pv_dims", 0, 1, pv_dims)
   }
+  /* Nor ring_extra, before it: 0. */
+  if (st_params_get(kernel, "ring_extra")) {
+    GET(kernel, "ring_extra", 0, 1, ring_extra)
+  }
 #undef GET
   if (cfg->k_regs && cfg->dtype != ST_DTYPE_FP8_E4M3)
     return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter k_regs=%d needs dtype fp8 (it reads raw fp8 rows)",
@@ -79,6 +83,10 @@ st_status st_sparse_attn_decode_config_from_params(const st_params *kernel, cons
                    "variant parameter pv_dims=1 needs tma 1, group <= 16, 1 or 2 stages and 4 or 8 warps, has tma %d, "
                    "group %d, %d stages, %d warps",
                    cfg->tma, cfg->group, cfg->stages, cfg->warps_n);
+  if (cfg->ring_extra && (!cfg->pv_dims || cfg->stages != 1))
+    return st_fail(err, ST_ERR_INVALID_ARG,
+                   "variant parameter ring_extra=1 needs pv_dims 1 and 1 stage, has pv_dims %d, %d stages", cfg->pv_dims,
+                   cfg->stages);
   if (cfg->head_dim % 64)
     return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter head_dim=%d is not a multiple of 64", cfg->head_dim);
   if (cfg->warps_n != 2 && cfg->warps_n != 4 && cfg->warps_n != 8)
@@ -104,9 +112,11 @@ static unsigned smem_bytes(const st_sparse_attn_decode_config *cfg, int64_t wide
   /* pv_dims: after the ring (bf16: the stages' tiles) P twice and the
    * warps' row maxima */
   const int64_t pv_dims = cfg->pv_dims ? 2 * 16 * ST_BLOCK_TOKENS * 2 + warps * 16 * 4 : 0;
-  const int64_t kv = (ring ? 2 * (int64_t)cfg->stages * ST_BLOCK_TOKENS * D * (fp8 ? 1 : 2)
-                           : cfg->stages * stage + wide_tiles * tile + (wide_tiles == 2 ? ST_BLOCK_TOKENS * 4 : 0)) +
-                     pv_dims;
+  /* tma's ring: 2 * stages halves, ring_extra one more (bf16: may be more
+   * than the stages' tiles) */
+  const int64_t ring_bytes = (2 * (int64_t)cfg->stages + cfg->ring_extra) * ST_BLOCK_TOKENS * D * (fp8 ? 1 : 2);
+  const int64_t tiles = cfg->stages * stage + wide_tiles * tile + (wide_tiles == 2 ? ST_BLOCK_TOKENS * 4 : 0);
+  const int64_t kv = (ring ? ring_bytes : cfg->tma && ring_bytes > tiles ? ring_bytes : tiles) + pv_dims;
   /* the warps' O tiles (pv_dims: their dimensions of one), m and l */
   const int64_t combine = ((cfg->pv_dims ? 1 : warps) * D + warps * 2) * 16 * 4;
   const int64_t block_list = ST_SPARSE_ATTN_DECODE_MAX_TOPK * 8;

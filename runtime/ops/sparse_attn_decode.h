@@ -47,6 +47,8 @@ typedef struct st_sparse_attn_decode_config {
   int pv_dims; /* tma, group <= 16, 1 or 2 stages, 4 or 8 warps: P.V
                   split over the warps by dimensions; calls with
                   per-token scales go to other variants               */
+  int ring_extra; /* pv_dims with 1 stage: a third half slot in the
+                     tma ring (V a block ahead)                       */
   int splits;  /* launch: CTAs per work item; 0 = auto                 */
 } st_sparse_attn_decode_config;
 
