@@ -486,12 +486,12 @@ __device__ __forceinline__ void st_issue_block(const st_sparse_attn_decode_param
 // (at full + 8 slot) in its (h / HALVES)-th phase. A slot is copied into
 // again once every warp is done with its last half (a CTA barrier).
 
-// Half h, if the CTA's blocks have it, by thread 0: the page's 128 rows of
-// kv head g, one copy a 128-byte panel. The rows past the block's visible
-// tokens come as the page holds them (st_zero_v_rows).
-__device__ __forceinline__ void st_copy_half(const st_sparse_attn_decode_params &p, int g, const int32_t *pages, int h,
-                                             int nblk, char *region, uint32_t full) {
-  if (threadIdx.x != 0 || h >= 2 * nblk) return;
+// Half h, if the CTA's blocks have it, by the calling thread: the page's
+// 128 rows of kv head g, one copy a 128-byte panel. The rows past the
+// block's visible tokens come as the page holds them (st_zero_v_rows).
+__device__ __forceinline__ void st_issue_half(const st_sparse_attn_decode_params &p, int g, const int32_t *pages, int h,
+                                              int nblk, char *region, uint32_t full) {
+  if (h >= 2 * nblk) return;
   const int slot = h % HALVES;
   const uint32_t bar = full + 8u * (uint32_t)slot;
   st_mbar_arrive_expect_tx(bar, HALF_BYTES);
@@ -500,6 +500,12 @@ __device__ __forceinline__ void st_copy_half(const st_sparse_attn_decode_params 
   for (int c = 0; c < PANELS; c++)
     st_tma_load_4d(st_smem_addr(region + slot * HALF_BYTES + c * BLOCK_TOKENS * 128), map, c * 128 / st_kv::ELEM, 0, g,
                    pages[h / 2], bar);
+}
+
+// st_issue_half by thread 0.
+__device__ __forceinline__ void st_copy_half(const st_sparse_attn_decode_params &p, int g, const int32_t *pages, int h,
+                                             int nblk, char *region, uint32_t full) {
+  if (threadIdx.x == 0) st_issue_half(p, g, pages, h, nblk, region, full);
 }
 
 // Waits until half h has landed; returns its slot's shared address.
@@ -856,17 +862,42 @@ __device__ __forceinline__ void st_pvd_values_bf16(uint32_t v_tile, uint32_t p_b
   }
 }
 
+// The slot of V of block i is copied into by the last warp done with it
+// where its next half is V (2 or 4 halves: V of block i + STAGES), before
+// the next block's scores. With 3 halves it is K of block i + 2, which
+// would share the bandwidth with V of block i + 1, needed first (fp8 B32
+// measured 14.2 us so against 14.0): it waits for block i + 1's barrier.
+constexpr bool V_AT_RELEASE = HALVES % 2 == 0;
+
+// Warp's V of block i done with; the last warp of the CTA to be done (every
+// warp's V of block i - 1 was before block i's barrier, so one running
+// count serves) copies the slot's next half. Its read values are in
+// registers; the count orders them before the copy, as an empty barrier
+// would.
+__device__ __forceinline__ void st_release_v(const st_sparse_attn_decode_params &p, int g, const int32_t *s_page, int i,
+                                             int nblk, char *region, uint32_t full, int *v_done) {
+  if (!V_AT_RELEASE) return;
+  __syncwarp();
+  if ((threadIdx.x & 31) != 0) return;
+  __threadfence_block();
+  if (atomicAdd(v_done, 1) != (i + 1) * WARPS - 1) return;
+  __threadfence_block();
+  st_issue_half(p, g, s_page, 2 * i + 1 + HALVES, nblk, region, full);
+}
+
 // The ring's blocks, pv_dims: per block, the warp's scores and row maxima;
 // where no warp's maximum grows past the kept one (LAZY), P is stored
 // before the one CTA barrier (votes with it); where one does, every warp
 // raises its rows to the maxima of all warps after it, stores P again and
 // meets one barrier more. After block i's barrier every warp is done with
-// K of block i and with V and P of block i - 1: those slots are copied
-// into then. p_bufs: two P buffers (P_BYTES each), row_max [WARPS][16].
+// K of block i: its slot is copied into then. V's slot is copied into as
+// soon as the last warp is done with its products (st_release_v), a
+// score's time before the next barrier, or at that barrier (3 halves). p_bufs: two P buffers (P_BYTES
+// each), row_max [WARPS][16], v_done: the count of the warps' V releases.
 __device__ __forceinline__ void st_pvd_blocks(const st_sparse_attn_decode_params &p, int g, const int32_t *s_page,
                                               const int32_t *s_ntok, int nblk, char *region, uint32_t full,
                                               uint32_t q_tile, const float (&q_scale)[2], uint32_t p_bufs,
-                                              float *row_max, st_softmax_state<WARP_DIMS> &st) {
+                                              float *row_max, int *v_done, st_softmax_state<WARP_DIMS> &st) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, tok0 = warp * WARP_TOKENS;
   const float no_bias[2] = {0.f, 0.f};
   for (int i = 0; i < nblk; i++) {
@@ -895,11 +926,10 @@ __device__ __forceinline__ void st_pvd_blocks(const st_sparse_attn_decode_params
       st_store_p(p_buf, tok0, pr);
     }
     const bool any_grow = __syncthreads_or(grow);
-    // into the slots of K of block i and V of block i - 1 (2 or 4 halves:
-    // K of block i + STAGES, V of block i - 1 + STAGES; 3: V and K of
-    // block i + 1)
+    // into the slot of K of block i (2 or 4 halves: K of block i + STAGES;
+    // 3: V of block i + 1, and K of block i + 1 into V of block i - 1's)
     st_copy_half(p, g, s_page, 2 * i + HALVES, nblk, region, full);
-    if (i > 0) st_copy_half(p, g, s_page, 2 * i - 1 + HALVES, nblk, region, full);
+    if (!V_AT_RELEASE && i > 0) st_copy_half(p, g, s_page, 2 * i - 1 + HALVES, nblk, region, full);
     if (any_grow) {
       float m_all[2] = {-ST_INF, -ST_INF};
 #pragma unroll
@@ -923,6 +953,7 @@ __device__ __forceinline__ void st_pvd_blocks(const st_sparse_attn_decode_params
       st_pvd_values_bf16<true>(v_rows, p_buf, lims[0], st);
     else
       st_pvd_values_bf16<false>(v_rows, p_buf, lims[0], st);
+    st_release_v(p, g, s_page, i, nblk, region, full, v_done);
   }
 }
 
@@ -935,6 +966,7 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
   __shared__ uint64_t s_recv_bar; // cluster merge: the bytes pushed to this CTA
   __shared__ float s_q_unscale[M_TILES * 16]; // K_REGS: 2^-e of each f16 q row (st_q_to_f16)
   __shared__ __align__(8) uint64_t s_full[TMA ? HALVES : 1]; // tma: the ring's slots landed
+  __shared__ int s_v_done;                                     // pv_dims: the warps' V releases
   // fp8 k_regs 2 without per-token scales reads K and V raw (the bf16 loop's
   // shape), with no wide tile; with them it runs as k_regs 1 (pv_dims: the
   // launcher gives those calls other variants).
@@ -958,6 +990,7 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
   if (TMA && (raw_v || !IS_FP8) && threadIdx.x == 0) { // ordered before their use by the block list's barrier
     for (int b = 0; b < HALVES; b++) st_mbar_init(full + 8u * (uint32_t)b, 1);
     st_mbar_init_fence();
+    s_v_done = 0;
   }
   if (cluster_merge) {
     if (threadIdx.x == 0) {
@@ -1113,7 +1146,7 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
     if (PV_DIMS) {
       char *after_ring = region + HALVES * HALF_BYTES;
       st_pvd_blocks(p, it.g, s_page, s_ntok, nblk, region, full, q_tile, q_scale, st_smem_addr(after_ring),
-                    (float *)(after_ring + 2 * P_BYTES), sd);
+                    (float *)(after_ring + 2 * P_BYTES), &s_v_done, sd);
       __syncthreads(); // every warp is done with the ring and P (the combine area overlaps them)
     }
     for (int i = 0; TMA && !PV_DIMS && i < nblk; i++) {
