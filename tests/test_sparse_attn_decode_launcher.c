@@ -342,13 +342,21 @@ static void test_variant_fit_names_the_mismatch(void **state) {
   assert_int_equal(st_sparse_attn_decode_check_fit(&c, &a, &err), ST_OK);
 }
 
+/* st_sparse_attn_decode_config_from_params refuses k and l, naming
+ * `fragment`. */
+static void expect_params_refused(const st_params *k, const st_params *l, const char *fragment) {
+  st_err err = {{0}};
+  st_sparse_attn_decode_config c;
+  assert_int_equal(st_sparse_attn_decode_config_from_params(k, l, &c, &err), ST_ERR_INVALID_ARG);
+  if (!strstr(err.msg, fragment)) fail_msg("expected '%s' in '%s'", fragment, err.msg);
+}
+
 static void test_bad_variant_parameters_are_refused(void **state) {
   (void)state;
   st_params k = {0}, l = {0};
   st_err err = {{0}};
   st_sparse_attn_decode_config c;
-  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
-  assert_non_null(strstr(err.msg, "dtype"));
+  expect_params_refused(&k, &l, "dtype");
   st_params_set(&k, "dtype", "fp8", &err);
   st_params_set(&k, "algo", "single", &err);
   st_params_set_int(&k, "head_dim", 128, &err);
@@ -357,12 +365,10 @@ static void test_bad_variant_parameters_are_refused(void **state) {
   st_params_set_int(&k, "stages", 1, &err);
   st_params_set_int(&k, "cluster", 1, &err);
   st_params_set_int(&l, "splits", 0, &err);
-  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
-  assert_non_null(strstr(err.msg, "warps_n=3"));
+  expect_params_refused(&k, &l, "warps_n=3");
   st_params_set_int(&k, "warps_n", 4, &err);
   st_params_set_int(&l, "splits", 65, &err);
-  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
-  assert_non_null(strstr(err.msg, "splits"));
+  expect_params_refused(&k, &l, "splits");
   /* k_regs: absent (variants recorded before it) is 0; 0..2; fp8 only. */
   st_params_set_int(&l, "splits", 0, &err);
   assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_OK);
@@ -373,12 +379,10 @@ static void test_bad_variant_parameters_are_refused(void **state) {
     assert_int_equal(c.k_regs, kr);
   }
   st_params_set_int(&k, "k_regs", 3, &err);
-  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
-  assert_non_null(strstr(err.msg, "k_regs"));
+  expect_params_refused(&k, &l, "k_regs");
   st_params_set_int(&k, "k_regs", 2, &err);
   st_params_set(&k, "dtype", "bf16", &err);
-  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
-  assert_non_null(strstr(err.msg, "k_regs=2 needs dtype fp8"));
+  expect_params_refused(&k, &l, "k_regs=2 needs dtype fp8");
   /* tma: absent is 0; 1 only with head_dim 128 and, for fp8, k_regs 2. */
   st_params_set(&k, "dtype", "fp8", &err);
   assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_OK);
@@ -387,20 +391,17 @@ static void test_bad_variant_parameters_are_refused(void **state) {
   assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_OK);
   assert_int_equal(c.tma, 1);
   st_params_set_int(&k, "k_regs", 1, &err);
-  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
-  assert_non_null(strstr(err.msg, "tma=1 needs head_dim 128 and with fp8 k_regs 2"));
+  expect_params_refused(&k, &l, "tma=1 needs head_dim 128 and with fp8 k_regs 2");
   st_params_set_int(&k, "k_regs", 2, &err);
   st_params_set_int(&k, "head_dim", 64, &err);
-  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
-  assert_non_null(strstr(err.msg, "head_dim 64"));
+  expect_params_refused(&k, &l, "head_dim 64");
   st_params_set_int(&k, "head_dim", 128, &err);
   st_params_set_int(&k, "k_regs", 0, &err);
   st_params_set(&k, "dtype", "bf16", &err); /* bf16 rows: copied whole */
   assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_OK);
   assert_int_equal(c.tma, 1);
   st_params_set_int(&k, "tma", 2, &err);
-  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
-  assert_non_null(strstr(err.msg, "tma"));
+  expect_params_refused(&k, &l, "tma");
   /* pv_dims: absent is 0; 1 only with tma, group <= 16, 1 or 2 stages and
    * 4 or 8 warps (bf16 or fp8). */
   st_params_set_int(&k, "tma", 1, &err);
@@ -416,22 +417,18 @@ static void test_bad_variant_parameters_are_refused(void **state) {
     assert_int_equal(c.pv_dims, 1);
   }
   st_params_set_int(&k, "warps_n", 2, &err);
-  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
-  assert_non_null(strstr(err.msg, "pv_dims=1 needs tma 1, group <= 16, 1 or 2 stages and 4 or 8 warps"));
-  assert_non_null(strstr(err.msg, "2 warps"));
+  expect_params_refused(&k, &l, "pv_dims=1 needs tma 1, group <= 16, 1 or 2 stages and 4 or 8 warps");
+  expect_params_refused(&k, &l, "2 warps");
   st_params_set_int(&k, "warps_n", 4, &err);
   st_params_set_int(&k, "stages", 3, &err);
-  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
-  assert_non_null(strstr(err.msg, "3 stages"));
+  expect_params_refused(&k, &l, "3 stages");
   st_params_set_int(&k, "stages", 1, &err);
   assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_OK);
   st_params_set_int(&k, "group", 32, &err);
-  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
-  assert_non_null(strstr(err.msg, "group 32"));
+  expect_params_refused(&k, &l, "group 32");
   st_params_set_int(&k, "group", 16, &err);
   st_params_set_int(&k, "tma", 0, &err);
-  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
-  assert_non_null(strstr(err.msg, "tma 0"));
+  expect_params_refused(&k, &l, "tma 0");
   st_params_set(&k, "dtype", "bf16", &err); /* bf16 rows: copied whole */
   st_params_set_int(&k, "k_regs", 0, &err);
   st_params_set_int(&k, "tma", 1, &err);
@@ -442,19 +439,15 @@ static void test_bad_variant_parameters_are_refused(void **state) {
   assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_OK);
   assert_int_equal(c.ring_extra, 1);
   st_params_set_int(&k, "stages", 2, &err);
-  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
-  assert_non_null(strstr(err.msg, "ring_extra=1 needs pv_dims 1 and 1 stage, has pv_dims 1, 2 stages"));
+  expect_params_refused(&k, &l, "ring_extra=1 needs pv_dims 1 and 1 stage, has pv_dims 1, 2 stages");
   st_params_set_int(&k, "stages", 1, &err);
   st_params_set_int(&k, "pv_dims", 0, &err);
-  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
-  assert_non_null(strstr(err.msg, "has pv_dims 0"));
+  expect_params_refused(&k, &l, "has pv_dims 0");
   st_params_set_int(&k, "ring_extra", 2, &err);
-  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
-  assert_non_null(strstr(err.msg, "ring_extra"));
+  expect_params_refused(&k, &l, "ring_extra");
   st_params_set_int(&k, "ring_extra", 0, &err);
   st_params_set_int(&k, "pv_dims", 2, &err);
-  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
-  assert_non_null(strstr(err.msg, "pv_dims"));
+  expect_params_refused(&k, &l, "pv_dims");
 }
 
 /* The kernel's layout (templates/sparse_attn_decode.cu): q tile, then the
