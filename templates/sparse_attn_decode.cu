@@ -52,15 +52,16 @@ constexpr int ALGO_SPLIT = ${algo_split};
 // where scales are not per token (tensor mode runs as 1).
 constexpr int K_REGS = ${k_regs};
 // bf16 or fp8 k_regs 2, HEAD_DIM 128: 1 copies K and V with the bulk
-// tensor copy engine (thread 0 issues each half of a block, 16 KB fp8 or
-// 32 KB bf16, by the launcher's tensor maps; a full mbarrier a slot says
-// when one landed) into a ring of HALVES = 2 * STAGES (+ RING_EXTRA) slots, in place of
-// every thread's cp.async and the barrier after each wait. fp8 rows land
-// in st_kv_k_chunk / st_kv_v_chunk's order (the 128-byte swizzle), bf16
-// rows as 128-byte panels (st_panel_offset), which the tile loops read
-// with PANEL_ROWS. Per-token scales run the widening path, with cp.async.
-// (A ring of 2 * STAGES + 1 halves, the next block's K a block earlier,
-// measured the same: not kept, v2.44 in docs/kernels/sparse_attn_decode.md.)
+// tensor copy engine (one thread issues each half of a block, 16 KB fp8
+// or 32 KB bf16, by the launcher's tensor maps; a full mbarrier a slot
+// says when one landed) into a ring of HALVES = 2 * STAGES (+ RING_EXTRA)
+// slots, in place of every thread's cp.async and the barrier after each
+// wait. fp8 rows land in st_kv_k_chunk / st_kv_v_chunk's order (the
+// 128-byte swizzle), bf16 rows as 128-byte panels (st_panel_offset), which
+// the tile loops read with PANEL_ROWS. Per-token scales run the widening
+// path, with cp.async. (Without pv_dims, a ring of 2 * STAGES + 1 halves,
+// the next block's K a block earlier, measured the same: not kept, v2.44
+// in docs/kernels/sparse_attn_decode.md.)
 constexpr int TMA = ${tma};
 // pv_dims with one stage: 1 gives the ring one slot more (three halves):
 // V of the next block is copied a block ahead, as with two stages, in
@@ -484,7 +485,8 @@ __device__ __forceinline__ void st_issue_block(const st_sparse_attn_decode_param
 // Half h of the CTA's stream is K (h even) or V (h odd) of block h / 2, in
 // slot h % HALVES at HALF_BYTES a slot, landing on the slot's full barrier
 // (at full + 8 slot) in its (h / HALVES)-th phase. A slot is copied into
-// again once every warp is done with its last half (a CTA barrier).
+// again once every warp is done with its last half (a CTA barrier, or
+// pv_dims's count of the warps done with V, st_release_v).
 
 // Half h, if the CTA's blocks have it, by the calling thread: the page's
 // 128 rows of kv head g, one copy a 128-byte panel. The rows past the
@@ -892,8 +894,9 @@ __device__ __forceinline__ void st_release_v(const st_sparse_attn_decode_params 
 // meets one barrier more. After block i's barrier every warp is done with
 // K of block i: its slot is copied into then. V's slot is copied into as
 // soon as the last warp is done with its products (st_release_v), a
-// score's time before the next barrier, or at that barrier (3 halves). p_bufs: two P buffers (P_BYTES
-// each), row_max [WARPS][16], v_done: the count of the warps' V releases.
+// score's time before the next barrier, or at that barrier (3 halves).
+// p_bufs: two P buffers (P_BYTES each), row_max [WARPS][16], v_done: the
+// count of the warps' V releases.
 __device__ __forceinline__ void st_pvd_blocks(const st_sparse_attn_decode_params &p, int g, const int32_t *s_page,
                                               const int32_t *s_ntok, int nblk, char *region, uint32_t full,
                                               uint32_t q_tile, const float (&q_scale)[2], uint32_t p_bufs,
