@@ -8,10 +8,10 @@
 _Static_assert(sizeof(st_tensor_map) == sizeof(CUtensorMap), "st_tensor_map mirrors CUtensorMap");
 _Static_assert(_Alignof(st_tensor_map) == _Alignof(CUtensorMap), "st_tensor_map mirrors CUtensorMap's alignment");
 
-/* st_tensor_map_swizzled, fetching `promotion` around each access into L2. */
-static st_status map_swizzled(const st_cu *cu, const char *name, void *data, st_dtype dtype, int n, const int64_t *dims,
-                              const int64_t *stride_bytes, const uint32_t *box, CUtensorMapL2promotion promotion,
-                              st_tensor_map *map, st_err *err) {
+/* What st_tensor_map_swizzled's arguments must be, checked without the
+ * driver. */
+static st_status check_swizzled(const char *name, const void *data, st_dtype dtype, int n, const int64_t *dims,
+                                const int64_t *stride_bytes, const uint32_t *box, st_err *err) {
   if (dtype != ST_DTYPE_BF16 && dtype != ST_DTYPE_FP8_E4M3)
     return st_fail(err, ST_ERR_INVALID_ARG, "%s.dtype=%d is not bf16 or fp8_e4m3", name, (int)dtype);
   if (n < 2 || n > 5) return st_fail(err, ST_ERR_INVALID_ARG, "%s: a tensor map of %d dimensions", name, n);
@@ -21,15 +21,10 @@ static st_status map_swizzled(const st_cu *cu, const char *name, void *data, st_
                    (long long)(box[0] * elem));
   if ((uintptr_t)data % 16)
     return st_fail(err, ST_ERR_INVALID_ARG, "%s.data=%p is not 16-byte aligned for tensor copies", name, data);
-  cuuint64_t d64[5], s64[4];
-  cuuint32_t b32[5], unit[5];
   for (int d = 0; d < n; d++) {
     if (dims[d] < 1 || dims[d] > (1ll << 32) || box[d] < 1 || box[d] > 256)
       return st_fail(err, ST_ERR_INVALID_ARG, "%s: dimension %d of %lld elements, boxes of %u, is out of range", name,
                      d, (long long)dims[d], box[d]);
-    d64[d] = (cuuint64_t)dims[d];
-    b32[d] = box[d];
-    unit[d] = 1;
     if (d == 0) continue;
     const int64_t bytes = stride_bytes[d - 1];
     if (bytes <= 0 || bytes % 16 || bytes >= (1ll << 40))
@@ -37,7 +32,23 @@ static st_status map_swizzled(const st_cu *cu, const char *name, void *data, st_
                      "%s: a stride of %lld bytes (dimension %d) must be a positive multiple of 16 below 2^40 for "
                      "tensor copies",
                      name, (long long)bytes, d);
-    s64[d - 1] = (cuuint64_t)bytes;
+  }
+  return ST_OK;
+}
+
+/* st_tensor_map_swizzled, fetching `promotion` around each access into L2. */
+static st_status map_swizzled(const st_cu *cu, const char *name, void *data, st_dtype dtype, int n, const int64_t *dims,
+                              const int64_t *stride_bytes, const uint32_t *box, CUtensorMapL2promotion promotion,
+                              st_tensor_map *map, st_err *err) {
+  const st_status s = check_swizzled(name, data, dtype, n, dims, stride_bytes, box, err);
+  if (s != ST_OK) return s;
+  cuuint64_t d64[5], s64[4];
+  cuuint32_t b32[5], unit[5];
+  for (int d = 0; d < n; d++) {
+    d64[d] = (cuuint64_t)dims[d];
+    b32[d] = box[d];
+    unit[d] = 1;
+    if (d > 0) s64[d - 1] = (cuuint64_t)stride_bytes[d - 1];
   }
   CUtensorMap m;
   ST_CU_TRY(cu,
@@ -57,7 +68,8 @@ st_status st_tensor_map_swizzled(const st_cu *cu, const char *name, void *data, 
 }
 
 /* The pages map's dimensions, strides (bytes) and boxes of `cache`, or why
- * the copy engine cannot address it. */
+ * they cannot be (a stride named by the cache's own dimension; what every
+ * map needs besides, check_swizzled). */
 static st_status page_geometry(const st_tensor *cache, const char *name, int64_t *dims, int64_t *strides,
                                uint32_t *box, st_err *err) {
   const int n = cache->ndim;
@@ -67,8 +79,6 @@ static st_status page_geometry(const st_tensor *cache, const char *name, int64_t
   if (elem > 0 && row_bytes % 128)
     return st_fail(err, ST_ERR_INVALID_ARG, "%s rows of %lld bytes are not whole 128-byte panels", name,
                    (long long)row_bytes);
-  if ((uintptr_t)cache->data % 16)
-    return st_fail(err, ST_ERR_INVALID_ARG, "%s.data=%p is not 16-byte aligned for tensor copies", name, cache->data);
   /* Dimensions innermost first: a row's elements, the page's rows, (heads,)
    * pages; boxes of one 128-byte panel of a whole page of one head. */
   for (int d = 0; d < n; d++) {
@@ -88,7 +98,9 @@ static st_status page_geometry(const st_tensor *cache, const char *name, int64_t
 st_status st_tensor_map_pages_check(const st_tensor *cache, const char *name, st_err *err) {
   int64_t dims[4], strides[3];
   uint32_t box[4];
-  return page_geometry(cache, name, dims, strides, box, err);
+  const st_status s = page_geometry(cache, name, dims, strides, box, err);
+  if (s != ST_OK) return s;
+  return check_swizzled(name, cache->data, cache->dtype, cache->ndim, dims, strides, box, err);
 }
 
 st_status st_tensor_map_pages(const st_cu *cu, const st_tensor *cache, const char *name, int promote_bytes,
