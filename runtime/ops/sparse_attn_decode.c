@@ -341,7 +341,7 @@ st_status st_sparse_attn_decode_launch(const st_cu *cu, CUfunction main_fn, CUfu
     params.part_ml = (float *)(ws + plan->part_ml_offset);
   }
   /* Past 48 KiB of shared memory a kernel must opt in (static part: at most
-   * 16 + 4 * 32 + 8 * 8 bytes). */
+   * 16 + 4 * 32 + 8 * 8 + 4 bytes). */
   if (plan->smem_bytes > ST_DEFAULT_SMEM_WITHOUT_OPT_IN - 1024)
     ST_CU_TRY(cu,
               cu->cuFuncSetAttribute(main_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)plan->smem_bytes),
