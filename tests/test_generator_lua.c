@@ -336,12 +336,12 @@ static void test_sparse_attn_decode_constraints_reject_only_the_shared_memory_ov
    * bind inside the domains. A cluster of 16 is kept only for single
    * kernels of <= 128 threads (pv_dims: 256) of which two fit an SM, the
    * push merge's receive area included; a cluster of 8 only for single kernels of <= 2
-   * stages. */
+   * stages; a cluster of 4 only for single pv_dims kernels. */
   expect(*state,
          "local s, op = require('space'), require('ops.sparse_attn_decode')\n"
          "local all = s.product(op.kernel_domains)\n"
          "local kept, rej = s.filter(all, op.constraint)\n"
-         "local n1, nkr, ntma, npvd, nring, k16, k8 = 0, 0, 0, 0, 0, 0, 0\n"
+         "local n1, nkr, ntma, npvd, nring, k16, k8, k4 = 0, 0, 0, 0, 0, 0, 0, 0\n"
          "local function ring_fits(p) return p.pv_dims == 1 and p.stages == 1 end\n"
          "local function tma_fits(p) return p.head_dim == 128 and (p.dtype == 'bf16' or p.k_regs == 2) end\n"
          "local function pvd_fits(p)\n"
@@ -359,6 +359,10 @@ static void test_sparse_attn_decode_constraints_reject_only_the_shared_memory_ov
          "  if p.cluster == 8 then\n"
          "    k8 = k8 + 1\n"
          "    if p.algo ~= 'single' or p.stages > 2 then return 'wrongly kept ' .. s.canonical(p) end\n"
+         "  end\n"
+         "  if p.cluster == 4 then\n"
+         "    k4 = k4 + 1\n"
+         "    if p.algo ~= 'single' or p.pv_dims ~= 1 then return 'wrongly kept ' .. s.canonical(p) end\n"
          "  end\n"
          "end\n"
          "for _, r in ipairs(rej) do\n"
@@ -382,6 +386,9 @@ static void test_sparse_attn_decode_constraints_reject_only_the_shared_memory_ov
          "            (p.head_dim == 128 and p.dtype == 'bf16' and p.stages == 4)) then\n"
          "      return 'wrongly rejected ' .. s.canonical(p) end\n"
          "    if not r.reason:find('bytes exceeds 225280', 1, true) then return 'reason: ' .. r.reason end\n"
+         "  elseif p.cluster == 4 then\n"
+         "    if not r.reason:find('cluster 4 needs algo single and pv_dims 1', 1, true) then\n"
+         "      return 'reason: ' .. r.reason end\n"
          "  elseif p.cluster == 8 then\n"
          "    if not r.reason:find('cluster 8 needs algo single and <= 2 stages', 1, true) and\n"
          "        not r.reason:find('bytes exceeds 225280', 1, true) then return 'reason: ' .. r.reason end\n"
@@ -390,9 +397,9 @@ static void test_sparse_attn_decode_constraints_reject_only_the_shared_memory_ov
          "    return 'reason: ' .. r.reason\n"
          "  end\n"
          "end\n"
-         "return #all .. ' ' .. (#kept - k16 - k8) .. ' ' .. n1 .. ' ' .. nkr .. ' ' .. ntma .. ' ' .. npvd .. ' ' ..\n"
-         "  nring .. ' ' .. k16 .. ' ' .. k8",
-         "62208 1692 444 20736 17280 11616 6168 303 516");
+         "return #all .. ' ' .. (#kept - k16 - k8 - k4) .. ' ' .. n1 .. ' ' .. nkr .. ' ' .. ntma .. ' ' .. npvd ..\n"
+         "  ' ' .. nring .. ' ' .. k16 .. ' ' .. k8 .. ' ' .. k4",
+         "82944 1692 444 27648 23040 15488 8224 303 516 60");
 #define CONSTRAINT(kernel)                                                                                             \
   "local op = require('ops.sparse_attn_decode')\n"                                                                     \
   "local ok, why = op.constraint(" kernel ")\n"                                                                        \
@@ -441,7 +448,7 @@ static void test_sparse_attn_decode_kernel_space_is_the_constrained_product(void
          "  assert(not seen[id], id); seen[id] = true; n = n + 1\n"
          "end\n"
          "return n",
-         "2511");
+         "2571");
 }
 
 #define SAD_KERNEL                                                                                                     \
@@ -631,6 +638,12 @@ static void test_sparse_attn_decode_launch_choices(void **state) {
   WORTH("s.B = 128", 8, "false: 2048 CTAs exceed 8 waves of 132 SMs");
   WORTH("s.B = 128; s.topk = 4", 8, "false: splits=8 exceed topk=4");
   WORTH("s.B = 65535; s.Hq = 32; s.Hkv = 32; k.group = 1", 0, "true: nil"); /* auto: the launcher's grid */
+  /* clusters of 4 and 8: for their merge, of splits that divide them */
+  WORTH("k.cluster = 4", 0, "false: cluster 4 merges explicit splits 2 .. 4");
+  WORTH("k.cluster = 4", 4, "true: nil");
+  WORTH("k.cluster = 4", 8, "false: cluster 4 merges 2 .. 4 splits, not 8");
+  WORTH("k.cluster = 8", 8, "true: nil");
+  WORTH("k.cluster = 8", 1, "false: cluster 8 merges 2 .. 8 splits, not 1");
 #undef WORTH
 }
 
@@ -872,7 +885,7 @@ static void test_every_sparse_attn_decode_suite_shape_has_tuned_variants_and_one
          "  out[#out + 1] = name .. ' ' .. #list\n"
          "end\n"
          "return table.concat(out, ', ')",
-         "anchors 1102, m3-decode 1102, m3-prefill 36, smoke 239");
+         "anchors 1126, m3-decode 1126, m3-prefill 36, smoke 251");
 }
 
 int main(void) {

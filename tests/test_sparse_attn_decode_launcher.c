@@ -278,7 +278,8 @@ static void test_clusters_only_where_the_kernel_can_have_one(void **state) {
   assert_int_equal(c8.cluster, 8);
   expect_cluster_refused("bf16", 16, 8, 3, "single", 8, "<= 2 stages (has 3)");
   expect_cluster_refused("bf16", 16, 8, 1, "split", 8, "cluster=8 needs 1, 8 with algo single");
-  expect_cluster_refused("bf16", 16, 4, 1, "single", 4, "cluster=4 needs 1, 8");
+  expect_cluster_refused("bf16", 16, 4, 1, "single", 4, "4 with algo single and pv_dims 1 (has 0)");
+  expect_cluster_refused("bf16", 16, 4, 1, "single", 2, "cluster=2 needs 1, 8");
   expect_cluster_refused("bf16", 16, 4, 1, "single", 17, "cluster=17 is outside 1..16");
   /* pv_dims: 16 of up to 256 threads, counted at the raw launch's shared
    * memory (2 stages: the widening path's would not fit two). */
@@ -296,6 +297,14 @@ static void test_clusters_only_where_the_kernel_can_have_one(void **state) {
   p16.pv_dims = 0;
   assert_int_equal(st_sparse_attn_decode_check_cluster(&p16, &err), ST_ERR_INVALID_ARG);
   assert_non_null(strstr(err.msg, "two CTAs per SM"));
+  /* 4: single pv_dims kernels (two stages included), for their merge. */
+  st_sparse_attn_decode_config p4 = p16;
+  p4.cluster = 4;
+  p4.pv_dims = 1;
+  assert_int_equal(st_sparse_attn_decode_check_cluster(&p4, &err), ST_OK);
+  p4.algo = ST_SPARSE_ATTN_DECODE_SPLIT;
+  assert_int_equal(st_sparse_attn_decode_check_cluster(&p4, &err), ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "4 with algo single and pv_dims 1"));
 }
 
 static void test_variant_fit_names_the_mismatch(void **state) {

@@ -34,8 +34,9 @@ M.kernel_domains = {
   -- CTAs per thread-block cluster: 16 pays on latency-bound grids (B = 1),
   -- costs large ones 8-68% (docs/kernels/sparse_attn_decode.md, v2.1); 8
   -- (portable: any CTA size) merges 2-8 splits of wider CTAs (B = 8,
-  -- v2.8): the tuner picks.
-  cluster = { 1, 8, 16 },
+  -- v2.8); 4 merges 2 or 4 splits of pv_dims CTAs too large for three an
+  -- SM, whose clusters of 8 do not fit one wave (v2.48): the tuner picks.
+  cluster = { 1, 4, 8, 16 },
   -- fp8 only: 1 reads K's raw rows straight into the mma fragments
   -- (converted in registers), so only V is widened in shared memory: one
   -- wide tile instead of two, half the widening. 2 reads V's raw rows too
@@ -161,7 +162,7 @@ end
 -- most 128 threads (pv_dims: 256) of which two fit an SM by shared memory
 -- (pv_dims: the raw launch's). A cluster of 8
 -- (portable): single kernels of at most 2 stages (they merge 2-8 splits,
--- so a CTA streams few blocks). The launcher's
+-- so a CTA streams few blocks); of 4: single pv_dims kernels. The launcher's
 -- st_sparse_attn_decode_check_cluster holds the same rules.
 local CLUSTER_MAX_THREADS, SM_SHARED, CTA_RESERVE = 128, 228 * 1024, 1024
 
@@ -187,6 +188,9 @@ function M.constraint(k)
   local smem = shared_bytes(k)
   if k.cluster == 8 and (k.algo ~= "single" or k.stages > 2) then
     return false, string.format("cluster 8 needs algo single and <= 2 stages (%s, %d stages)", k.algo, k.stages)
+  end
+  if k.cluster == 4 and (k.algo ~= "single" or (k.pv_dims or 0) ~= 1) then
+    return false, string.format("cluster 4 needs algo single and pv_dims 1 (%s, pv_dims %d)", k.algo, k.pv_dims or 0)
   end
   if k.cluster == 16 then
     local threads = 32 * k.warps_n * m_tiles(k)
@@ -335,18 +339,18 @@ function M.worth(k, l, s, _is_default)
     if k.algo == "split" then
       return false, "algo split needs explicit splits >= 2"
     end
-    if k.cluster == 8 then
-      return false, "cluster 8 merges explicit splits 2, 4 or 8"
+    if k.cluster == 4 or k.cluster == 8 then
+      return false, string.format("cluster %d merges explicit splits 2 .. %d", k.cluster, k.cluster)
     end
     return true
   end
   if not space.contains(M.splits_choices, splits) then
     return false, string.format("splits=%d is not a timed choice", splits)
   end
-  -- A cluster of 8 is for its merge: other split counts time the
+  -- A cluster of 4 or 8 is for its merge: other split counts time the
   -- workspace merge again, plus the cluster's launch.
-  if k.cluster == 8 and (splits < 2 or 8 % splits ~= 0) then
-    return false, string.format("cluster 8 merges 2, 4 or 8 splits, not %d", splits)
+  if (k.cluster == 4 or k.cluster == 8) and (splits < 2 or k.cluster % splits ~= 0) then
+    return false, string.format("cluster %d merges 2 .. %d splits, not %d", k.cluster, k.cluster, splits)
   end
   if k.algo == "split" and splits < 2 then
     return false, "algo split needs splits >= 2"

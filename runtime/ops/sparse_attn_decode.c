@@ -20,12 +20,13 @@
 #define ST_DEFAULT_SMEM_WITHOUT_OPT_IN (48 * 1024)
 /* The cluster rule of templates/sparse_attn_decode.cu (its static_assert):
  * an SM's shared memory, the driver's reserve per CTA, the largest portable
- * cluster (single kernels of at most 2 stages) and the non-portable 16
- * Hopper allows. */
+ * cluster (single kernels of at most 2 stages), the cluster of 4 (single
+ * pv_dims kernels) and the non-portable 16 Hopper allows. */
 #define ST_SM_SMEM_BYTES (228 * 1024)
 #define ST_CTA_SMEM_RESERVE 1024
 #define ST_PORTABLE_CLUSTER 8
 #define ST_PORTABLE_CLUSTER_MAX_STAGES 2
+#define ST_PV_DIMS_CLUSTER 4
 #define ST_LARGE_CLUSTER 16
 #define ST_LARGE_CLUSTER_MAX_THREADS 128
 
@@ -144,6 +145,7 @@ st_status st_sparse_attn_decode_check_cluster(const st_sparse_attn_decode_config
   const int64_t smem = st_sparse_attn_decode_smem_bytes(cfg);
   const int single = cfg->algo == ST_SPARSE_ATTN_DECODE_SINGLE;
   if (cfg->cluster == ST_PORTABLE_CLUSTER && single && cfg->stages <= ST_PORTABLE_CLUSTER_MAX_STAGES) return ST_OK;
+  if (cfg->cluster == ST_PV_DIMS_CLUSTER && single && cfg->pv_dims) return ST_OK;
   /* pv_dims: up to twice the threads, and the raw launch's shared memory
    * (it never runs the widening path) */
   const int64_t cta_smem = cfg->pv_dims ? smem_bytes(cfg, 0, 1) : smem;
@@ -151,9 +153,10 @@ st_status st_sparse_attn_decode_check_cluster(const st_sparse_attn_decode_config
       2 * (cta_smem + ST_CTA_SMEM_RESERVE) <= ST_SM_SMEM_BYTES)
     return ST_OK;
   return st_fail(err, ST_ERR_INVALID_ARG,
-                 "variant parameter cluster=%d needs 1, 8 with algo single and <= %d stages (has %d), or 16 with "
-                 "algo single, <= %d threads (has %lld) and two CTAs per SM (%lld bytes of shared memory each)",
-                 cfg->cluster, ST_PORTABLE_CLUSTER_MAX_STAGES, cfg->stages,
+                 "variant parameter cluster=%d needs 1, 8 with algo single and <= %d stages (has %d), 4 with algo "
+                 "single and pv_dims 1 (has %d), or 16 with algo single, <= %d threads (has %lld) and two CTAs per "
+                 "SM (%lld bytes of shared memory each)",
+                 cfg->cluster, ST_PORTABLE_CLUSTER_MAX_STAGES, cfg->stages, cfg->pv_dims,
                  (cfg->pv_dims ? 2 : 1) * ST_LARGE_CLUSTER_MAX_THREADS, (long long)threads, (long long)cta_smem);
 }
 

@@ -38,7 +38,7 @@ typedef struct st_sparse_attn_decode_config {
   int warps_n;    /* warps splitting a block's 128 tokens                 */
   int stages;     /* blocks in flight per CTA                             */
   st_sparse_attn_decode_algo algo;
-  int cluster; /* CTAs per thread-block cluster: 1 or 16              */
+  int cluster; /* CTAs per thread-block cluster: 1, 4, 8 or 16        */
   int k_regs;  /* fp8: 1 = K read raw into the mma fragments, only V
                   widened in shared memory; 2 = V read raw too where
                   scales are not per token                            */
@@ -76,7 +76,8 @@ unsigned st_sparse_attn_decode_smem_bytes(const st_sparse_attn_decode_config *cf
 unsigned st_sparse_attn_decode_launch_smem_bytes(const st_sparse_attn_decode_config *cfg, st_kv_scale_mode scale_mode);
 
 /* ST_OK if the config's cluster is one the kernel can have (the template's
- * static_assert and the generator's constraint): 1, or 16 for single
+ * static_assert and the generator's constraint): 1; 8 for single kernels
+ * of at most 2 stages; 4 for single pv_dims kernels; 16 for single
  * kernels of at most 128 threads (pv_dims: 256, counted at the raw
  * launch's shared memory) of which two fit an SM by shared memory.
  * The grid is padded to whole clusters. */
