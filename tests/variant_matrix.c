@@ -110,6 +110,7 @@ void st_test_every_variant(const char *op, const st_shape *shapes, int nshapes, 
   /* ST_TEST_MATCH=TEXT checks only variants whose name contains TEXT (to
    * point a sanitizer at one family, e.g. ".c16" for the cluster kernels). */
   const char *match = getenv("ST_TEST_MATCH");
+  const int verbose = getenv("ST_TEST_VERBOSE") != NULL;
   CUmodule *mods = calloc((size_t)nv, sizeof *mods);
   int pairs = 0, failures = 0;
   for (int s = 0; s < nshapes; s++) {
@@ -144,6 +145,10 @@ void st_test_every_variant(const char *op, const st_shape *shapes, int nshapes, 
       int ok = 0;
       double max_err = 0;
       char msg[512] = "";
+      if (verbose) {
+        printf("# pair %s on %s\n", v[i].row.name, shapes[s].key);
+        fflush(stdout); /* ahead of what a sanitizer reports for it */
+      }
       st = h->verify(bound, stream, &ok, &max_err, msg, sizeof msg, &err);
       if (st != ST_OK) fail_msg("%s on %s: CUDA failed: %s", v[i].row.name, shapes[s].key, err.msg);
       if (ok && v[i].row.is_default) { /* the tuner's timing path, captured in a graph */
