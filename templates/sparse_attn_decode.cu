@@ -189,7 +189,8 @@ constexpr int st_min_ctas() {
 }
 #define ST_LAUNCH_BOUNDS __launch_bounds__(THREADS, st_min_ctas())
 static_assert(CLUSTER == 1 || NE % CLUSTER == 0, "every split divides the pieces evenly");
-static_assert(CLUSTER == 1 || (CLUSTER == 8 && !ALGO_SPLIT && STAGES <= 2) || (CLUSTER == 4 && !ALGO_SPLIT && PV_DIMS) ||
+static_assert(CLUSTER == 1 || (CLUSTER == 8 && !ALGO_SPLIT && STAGES <= 2) ||
+                  (CLUSTER == 4 && !ALGO_SPLIT && PV_DIMS) ||
                   (CLUSTER == 16 && !ALGO_SPLIT && THREADS <= (PV_DIMS ? 256 : 128) &&
                    2 * ((PV_DIMS ? SMEM_BYTES_RAW : SMEM_BYTES) + 1024) <= 228 * 1024),
               "a cluster of 8 single-launch CTAs of <= 2 stages, of 4 pv_dims ones, or of 16 of <= 128 threads, "
