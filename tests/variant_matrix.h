@@ -10,8 +10,9 @@
 /* Fails the calling cmocka test on any wrong result, CUDA failure or a
  * matrix with nothing to check. Case inputs come from seed + shape index.
  * ST_TEST_STRIDE=N checks every Nth variant only (for compute-sanitizer),
- * ST_TEST_MATCH=TEXT those whose name holds TEXT, ST_TEST_VERBOSE=1 names
- * each pair before it runs (to place a sanitizer's report); ST_TEST_COMPILE_ONLY=ARCH
+ * ST_TEST_MATCH=TEXT those whose name holds TEXT, ST_TEST_SHAPE=TEXT the
+ * shapes whose key holds TEXT, ST_TEST_VERBOSE=1 names each pair before it
+ * runs (to place a sanitizer's report); ST_TEST_COMPILE_ONLY=ARCH
  * compiles them for ARCH and stops (testutil.h: no GPU needed), with
  * ST_TEST_STRIDE=N the variants of about one distinct source in N. */
 void st_test_every_variant(const char *op, const st_shape *shapes, int nshapes, uint64_t seed);
