@@ -1,0 +1,115 @@
+// pool_mode_probe.cu - why does the same index_decode kernel on the same
+// inputs time 14.2, 17.1 or 19.3 us at B = 1, 128K, by process? (standalone,
+// nvcc; not part of the product.) That row reads 1024 random 32 KiB blocks
+// (33.5 MB) of a 128 MiB pool, replayed warm: between what L2 (50 MiB) holds
+// and what it does not. This probe does the same gather with no math (256
+// CTAs of 256 threads, four blocks each, every 16-byte load in flight at
+// once) on a pool allocated one of four ways, so one process per way says
+// whether the allocation (its pages: placement, page size, TLB reach) sets
+// the mode:
+//   plain     cudaMalloc, as the tuner and bench allocate
+//   frag      cudaMalloc after 2 GiB were allocated in 64 MiB pieces and
+//             every other piece freed (a process with history)
+//   vmm       cuMemCreate + cuMemMap at the allocation granularity (2 MiB)
+//   vmm_frag  both
+// and a control with the 1024 blocks contiguous (32 MiB pool, each once).
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o build/pool_mode_probe \
+//        docs/experiments/pool_mode_probe.cu -lcuda
+// (here: -L/usr/local/cuda/lib64/stubs). Run: build/pool_mode_probe MODE.
+#include "graph_time.cuh"
+
+#include <cuda.h>
+#include <cstdint>
+#include <cstring>
+#include <random>
+
+namespace {
+
+constexpr int BLOCK_BYTES = 32 * 1024, THREADS = 256, PER_CTA = 4, CTAS = 256;
+constexpr int LOADS = PER_CTA * BLOCK_BYTES / 16 / THREADS; // 32 a thread
+
+__global__ void __launch_bounds__(THREADS) gather(const char *pool, const int *picks, float *out) {
+  const int *my = picks + blockIdx.x * PER_CTA;
+  uint4 v[LOADS];
+#pragma unroll
+  for (int i = 0; i < LOADS; i++) {
+    const int b = i / (LOADS / PER_CTA), o = (i % (LOADS / PER_CTA)) * THREADS + threadIdx.x;
+    v[i] = __ldcg((const uint4 *)(pool + (size_t)my[b] * BLOCK_BYTES) + o);
+  }
+  uint32_t x = 0;
+#pragma unroll
+  for (int i = 0; i < LOADS; i++) x ^= v[i].x ^ v[i].y ^ v[i].z ^ v[i].w;
+  if (x == 0x12345678u) out[blockIdx.x] = (float)x;
+}
+
+#define CU(x) do { CUresult r_ = (x); if (r_ != CUDA_SUCCESS) { \
+  fprintf(stderr, "%s:%d driver error %d\n", __FILE__, __LINE__, (int)r_); exit(1); } } while (0)
+
+char *vmm_alloc(size_t bytes) {
+  int dev = 0;
+  CK(cudaGetDevice(&dev));
+  CUmemAllocationProp prop;
+  memset(&prop, 0, sizeof prop);
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = dev;
+  size_t gran = 0;
+  CU(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+  bytes = (bytes + gran - 1) / gran * gran;
+  CUmemGenericAllocationHandle h;
+  CU(cuMemCreate(&h, bytes, &prop, 0));
+  CUdeviceptr p;
+  CU(cuMemAddressReserve(&p, bytes, gran, 0, 0));
+  CU(cuMemMap(p, bytes, 0, h, 0));
+  CUmemAccessDesc acc;
+  memset(&acc, 0, sizeof acc);
+  acc.location = prop.location;
+  acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  CU(cuMemSetAccess(p, bytes, &acc, 1));
+  printf("vmm granularity %zu KiB\n", gran / 1024);
+  return (char *)p;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  const char *mode = argc > 1 ? argv[1] : "plain";
+  CK(cudaFree(nullptr));
+  std::vector<void *> held;
+  if (strstr(mode, "frag")) {
+    for (int i = 0; i < 32; i++) {
+      void *p;
+      CK(cudaMalloc(&p, 64u << 20));
+      held.push_back(p);
+    }
+    for (int i = 0; i < 32; i += 2) CK(cudaFree(held[i]));
+  }
+  const int pool_blocks = 4096, reads = CTAS * PER_CTA;
+  const size_t pool_bytes = (size_t)pool_blocks * BLOCK_BYTES;
+  char *pool;
+  if (strstr(mode, "vmm"))
+    pool = vmm_alloc(pool_bytes);
+  else
+    CK(cudaMalloc(&pool, pool_bytes));
+  CK(cudaMemset(pool, 1, pool_bytes));
+  int *picks;
+  float *out;
+  CK(cudaMalloc(&picks, reads * 4));
+  CK(cudaMalloc(&out, CTAS * 4));
+  cudaStream_t st;
+  CK(cudaStreamCreate(&st));
+  const double bytes = (double)reads * BLOCK_BYTES;
+  for (int pass = 0; pass < 2; pass++) {
+    // pass 0: uniformly random over the pool, as the anchors' block tables;
+    // pass 1: the control, blocks 0 .. reads - 1 each once.
+    std::mt19937 rng(20261127);
+    std::vector<int> h(reads);
+    for (int i = 0; i < reads; i++) h[i] = pass == 0 ? (int)(rng() % pool_blocks) : i;
+    if (pass == 1) std::shuffle(h.begin(), h.end(), rng);
+    CK(cudaMemcpy(picks, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
+    for (int i = 0; i < 20000; i++) gather<<<CTAS, THREADS, 0, st>>>(pool, picks, out); // clocks up (~0.3 s)
+    const float us = graph_time_us(st, [&](cudaStream_t s) { gather<<<CTAS, THREADS, 0, s>>>(pool, picks, out); });
+    printf("%-9s %-12s %8.2f us  %5.2f TB/s\n", mode, pass == 0 ? "random" : "contiguous", us, bytes / us / 1e6);
+  }
+  return 0;
+}
