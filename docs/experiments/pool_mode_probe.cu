@@ -3,8 +3,10 @@
 // nvcc; not part of the product.) That row reads 1024 random 32 KiB blocks
 // (33.5 MB) of a 128 MiB pool, replayed warm: between what L2 (50 MiB) holds
 // and what it does not. This probe does the same gather with no math (256
-// CTAs of 256 threads, four blocks each, every 16-byte load in flight at
-// once) on a pool allocated one of four ways, so one process per way says
+// CTAs of 256 threads, four blocks each; all four blocks' 16-byte loads in
+// flight at once, or one block at a time as the u1 kernels stream; by
+// ld.global.cg or the kernels' ld.global.nc) on random data in a pool
+// allocated one of four ways, so one process per way says
 // whether the allocation (its pages: placement, page size, TLB reach) sets
 // the mode:
 //   plain     cudaMalloc, as the tuner and bench allocate
@@ -28,18 +30,56 @@ namespace {
 constexpr int BLOCK_BYTES = 32 * 1024, THREADS = 256, PER_CTA = 4, CTAS = 256;
 constexpr int LOADS = PER_CTA * BLOCK_BYTES / 16 / THREADS; // 32 a thread
 
+// NC: the index kernels' load (ld.global.nc.L1::no_allocate), else L2-only
+// (ld.global.cg). SEQ: one block at a time (the next block's address waits
+// on this one's data, as the u1 kernels stream), else all four in flight.
+template <bool NC>
+__device__ __forceinline__ uint4 load16(const void *p) {
+  uint4 v;
+  if (NC)
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+  else
+    v = __ldcg((const uint4 *)p);
+  return v;
+}
+
+template <bool NC, bool SEQ>
 __global__ void __launch_bounds__(THREADS) gather(const char *pool, const int *picks, float *out) {
   const int *my = picks + blockIdx.x * PER_CTA;
-  uint4 v[LOADS];
-#pragma unroll
-  for (int i = 0; i < LOADS; i++) {
-    const int b = i / (LOADS / PER_CTA), o = (i % (LOADS / PER_CTA)) * THREADS + threadIdx.x;
-    v[i] = __ldcg((const uint4 *)(pool + (size_t)my[b] * BLOCK_BYTES) + o);
-  }
+  constexpr int PER_BLOCK = LOADS / PER_CTA;
   uint32_t x = 0;
+  if (SEQ) {
+    for (int b = 0; b < PER_CTA; b++) {
+      const char *blk = pool + (size_t)my[b] * BLOCK_BYTES + (x == 0x9e3779b9u ? 16 : 0); // a dependence, never taken
+      uint4 v[PER_BLOCK];
 #pragma unroll
-  for (int i = 0; i < LOADS; i++) x ^= v[i].x ^ v[i].y ^ v[i].z ^ v[i].w;
+      for (int i = 0; i < PER_BLOCK; i++) v[i] = load16<NC>((const uint4 *)blk + i * THREADS + threadIdx.x);
+#pragma unroll
+      for (int i = 0; i < PER_BLOCK; i++) x ^= v[i].x ^ v[i].y ^ v[i].z ^ v[i].w;
+    }
+  } else {
+    uint4 v[LOADS];
+#pragma unroll
+    for (int i = 0; i < LOADS; i++) {
+      const int b = i / PER_BLOCK, o = (i % PER_BLOCK) * THREADS + threadIdx.x;
+      v[i] = load16<NC>((const uint4 *)(pool + (size_t)my[b] * BLOCK_BYTES) + o);
+    }
+#pragma unroll
+    for (int i = 0; i < LOADS; i++) x ^= v[i].x ^ v[i].y ^ v[i].z ^ v[i].w;
+  }
   if (x == 0x12345678u) out[blockIdx.x] = (float)x;
+}
+
+// Random words (a hash of the index), as the kernels' random bf16 data.
+__global__ void fill(uint32_t *p, size_t n) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    uint32_t h = (uint32_t)i * 0x9e3779b1u;
+    h ^= h >> 15;
+    h *= 0x85ebca77u;
+    p[i] = h ^ (h >> 13);
+  }
 }
 
 #define CU(x) do { CUresult r_ = (x); if (r_ != CUDA_SUCCESS) { \
@@ -91,7 +131,8 @@ int main(int argc, char **argv) {
     pool = vmm_alloc(pool_bytes);
   else
     CK(cudaMalloc(&pool, pool_bytes));
-  CK(cudaMemset(pool, 1, pool_bytes));
+  fill<<<1024, 256>>>((uint32_t *)pool, pool_bytes / 4);
+  CK(cudaDeviceSynchronize());
   int *picks;
   float *out;
   CK(cudaMalloc(&picks, reads * 4));
@@ -99,17 +140,24 @@ int main(int argc, char **argv) {
   cudaStream_t st;
   CK(cudaStreamCreate(&st));
   const double bytes = (double)reads * BLOCK_BYTES;
+  // pass 0: uniformly random over the pool, as the anchors' block tables;
+  // pass 1: the control, blocks 0 .. reads - 1 each once.
   for (int pass = 0; pass < 2; pass++) {
-    // pass 0: uniformly random over the pool, as the anchors' block tables;
-    // pass 1: the control, blocks 0 .. reads - 1 each once.
     std::mt19937 rng(20261127);
     std::vector<int> h(reads);
     for (int i = 0; i < reads; i++) h[i] = pass == 0 ? (int)(rng() % pool_blocks) : i;
     if (pass == 1) std::shuffle(h.begin(), h.end(), rng);
     CK(cudaMemcpy(picks, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
-    for (int i = 0; i < 20000; i++) gather<<<CTAS, THREADS, 0, st>>>(pool, picks, out); // clocks up (~0.3 s)
-    const float us = graph_time_us(st, [&](cudaStream_t s) { gather<<<CTAS, THREADS, 0, s>>>(pool, picks, out); });
-    printf("%-9s %-12s %8.2f us  %5.2f TB/s\n", mode, pass == 0 ? "random" : "contiguous", us, bytes / us / 1e6);
+    auto time = [&](auto kernel, const char *how) {
+      for (int i = 0; i < 20000; i++) kernel<<<CTAS, THREADS, 0, st>>>(pool, picks, out); // clocks up (~0.3 s)
+      const float us = graph_time_us(st, [&](cudaStream_t s) { kernel<<<CTAS, THREADS, 0, s>>>(pool, picks, out); });
+      printf("%-9s %-10s %-7s %8.2f us  %5.2f TB/s\n", mode, pass == 0 ? "random" : "contiguous", how, us,
+             bytes / us / 1e6);
+    };
+    time(gather<false, false>, "cg.all");
+    time(gather<true, false>, "nc.all");
+    time(gather<false, true>, "cg.seq");
+    time(gather<true, true>, "nc.seq");
   }
   return 0;
 }
