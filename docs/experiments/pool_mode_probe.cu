@@ -14,6 +14,9 @@
 //             every other piece freed (a process with history)
 //   vmm       cuMemCreate + cuMemMap at the allocation granularity (2 MiB)
 //   vmm_frag  both
+//   htod      cudaMalloc, the data uploaded from the host (cudaMemcpy), as
+//             the tuner and bench upload theirs (the others fill it by a
+//             kernel)
 // and a control with the 1024 blocks contiguous (32 MiB pool, each once).
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o build/pool_mode_probe \
 //        docs/experiments/pool_mode_probe.cu -lcuda
@@ -131,7 +134,13 @@ int main(int argc, char **argv) {
     pool = vmm_alloc(pool_bytes);
   else
     CK(cudaMalloc(&pool, pool_bytes));
-  fill<<<1024, 256>>>((uint32_t *)pool, pool_bytes / 4);
+  if (strstr(mode, "htod")) { // uploaded from the host, as the tuner's and bench's cases are
+    std::vector<uint32_t> host(pool_bytes / 4);
+    for (size_t i = 0; i < host.size(); i++) host[i] = (uint32_t)(i * 0x9e3779b1u) ^ (uint32_t)(i >> 7);
+    CK(cudaMemcpy(pool, host.data(), pool_bytes, cudaMemcpyHostToDevice));
+  } else {
+    fill<<<1024, 256>>>((uint32_t *)pool, pool_bytes / 4);
+  }
   CK(cudaDeviceSynchronize());
   int *picks;
   float *out;
