@@ -5,12 +5,12 @@
 // launch has 8 clusters of 16 (7 pass; plain runs and memcheck are right
 // and clean). This kernel keeps only their merge's pattern: every CTA arms
 // a receive mbarrier for the bytes its cluster's CTAs will push, meets the
-// cluster barrier, pushes 16 bytes into each CTA of its cluster with
+// cluster barrier, pushes 16-byte pieces into each CTA of its cluster with
 // st.async (complete_tx on the receiver's mbarrier), waits on its own
 // mbarrier and checks what arrived.
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o build/cluster_sync_probe \
 //        docs/experiments/cluster_sync_probe.cu
-// Run: build/cluster_sync_probe CLUSTERS SMEM_KB [ROWS [DELAY [THREADS]]]
+// Run: build/cluster_sync_probe CLUSTERS SMEM_KB [ROWS [DELAY [THREADS [HIGH [PUSHES]]]]]
 // (plain, then under compute-sanitizer --tool synccheck): CLUSTERS
 // clusters a grid row, ROWS rows (gridDim.y, the kernel's kv heads;
 // default 1); DELAY > 0 splits the cluster barrier's arrive and wait, as
@@ -19,21 +19,28 @@
 // the dynamic shared memory, as the kernel's is (else static); PUSHES
 // pieces from each CTA to each (default 1; the c16/s8 kernel pushes 40 a
 // peer: 640 st.async a CTA). Prints "ok" or the first wrong CTA.
-#include <cuda_runtime.h>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cuda_runtime.h>
 #include <vector>
 
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
-  fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); exit(1); } } while (0)
+#define CK(x)                                                                                                          \
+  do {                                                                                                                 \
+    cudaError_t e_ = (x);                                                                                              \
+    if (e_ != cudaSuccess) {                                                                                           \
+      fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));                                       \
+      exit(1);                                                                                                         \
+    }                                                                                                                  \
+  } while (0)
 
 constexpr int CLUSTER = 16, THREADS = 128; // the most a CTA has
 
 __device__ __forceinline__ uint32_t smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
-__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS) pushes(float *out, long long delay, int high, int smem, int reps) {
-  extern __shared__ __align__(16) char dyn[];          // sized by the launch: sets how many CTAs an SM holds
+__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS)
+    pushes(float *out, long long delay, int high, int smem, int reps) {
+  extern __shared__ __align__(16) char dyn[];           // sized by the launch: sets how many CTAs an SM holds
   __shared__ __align__(16) float4 recv_static[CLUSTER]; // one piece from each CTA of the cluster (reps 1)
   float4 *recv = high || reps > 1 ? (float4 *)(dyn + smem - CLUSTER * 16 * reps) : recv_static;
   __shared__ __align__(8) uint64_t bar;
@@ -62,10 +69,10 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS) pushe
                  : "r"(smem_addr(&recv[j * CLUSTER + rank])), "r"(to));
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(to_bar) : "r"(b), "r"(to));
     const float v = (float)(blockIdx.x * 1000 + to);
-    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(
-                     to_slot),
-                 "f"(v), "f"(v), "f"(v), "f"(v), "r"(to_bar)
-                 : "memory");
+    asm volatile(
+        "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(to_slot),
+        "f"(v), "f"(v), "f"(v), "f"(v), "r"(to_bar)
+        : "memory");
   }
   uint32_t done = 0;
   while (!done)

@@ -6,7 +6,7 @@
 // CTAs of 256 threads, four blocks each; all four blocks' 16-byte loads in
 // flight at once, or one block at a time as the u1 kernels stream; by
 // ld.global.cg or the kernels' ld.global.nc) on random data in a pool
-// allocated one of four ways, so one process per way says
+// allocated one of five ways, so one process per way says
 // whether the allocation (its pages: placement, page size, TLB reach) sets
 // the mode:
 //   plain     cudaMalloc, as the tuner and bench allocate
@@ -23,9 +23,9 @@
 // (here: -L/usr/local/cuda/lib64/stubs). Run: build/pool_mode_probe MODE.
 #include "graph_time.cuh"
 
-#include <cuda.h>
 #include <cstdint>
 #include <cstring>
+#include <cuda.h>
 #include <random>
 
 namespace {
@@ -36,8 +36,7 @@ constexpr int LOADS = PER_CTA * BLOCK_BYTES / 16 / THREADS; // 32 a thread
 // NC: the index kernels' load (ld.global.nc.L1::no_allocate), else L2-only
 // (ld.global.cg). SEQ: one block at a time (the next block's address waits
 // on this one's data, as the u1 kernels stream), else all four in flight.
-template <bool NC>
-__device__ __forceinline__ uint4 load16(const void *p) {
+template <bool NC> __device__ __forceinline__ uint4 load16(const void *p) {
   uint4 v;
   if (NC)
     asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
@@ -85,8 +84,14 @@ __global__ void fill(uint32_t *p, size_t n) {
   }
 }
 
-#define CU(x) do { CUresult r_ = (x); if (r_ != CUDA_SUCCESS) { \
-  fprintf(stderr, "%s:%d driver error %d\n", __FILE__, __LINE__, (int)r_); exit(1); } } while (0)
+#define CU(x)                                                                                                          \
+  do {                                                                                                                 \
+    CUresult r_ = (x);                                                                                                 \
+    if (r_ != CUDA_SUCCESS) {                                                                                          \
+      fprintf(stderr, "%s:%d driver error %d\n", __FILE__, __LINE__, (int)r_);                                         \
+      exit(1);                                                                                                         \
+    }                                                                                                                  \
+  } while (0)
 
 char *vmm_alloc(size_t bytes) {
   int dev = 0;
