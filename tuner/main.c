@@ -19,7 +19,12 @@ static const char usage[] =
     "  bench      measure the runtime's choices on a suite (e.g. anchors)\n"
     "  show       list runs, one run's measurements, or the winners\n"
     "  regress    compare two runs; exit 1 on a regression beyond the noise\n"
-    "  version    print the version\n";
+    "  version    print the version\n"
+    "\n"
+    "environment:\n"
+    "  SPARSETUNE_HOME  read generator/ and templates/ from this folder (an installed\n"
+    "                   tree, or a copy to experiment on) instead of the source tree\n"
+    "                   the binary was built from\n";
 
 int main(int argc, char **argv) {
   if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
