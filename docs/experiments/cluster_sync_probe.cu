@@ -19,20 +19,9 @@
 // the dynamic shared memory, as the kernel's is (else static); PUSHES
 // pieces from each CTA to each (default 1; the c16/s8 kernel pushes 40 a
 // peer: 640 st.async a CTA). Prints "ok" or the first wrong CTA.
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cuda_runtime.h>
-#include <vector>
+#include "graph_time.cuh" // CK
 
-#define CK(x)                                                                                                          \
-  do {                                                                                                                 \
-    cudaError_t e_ = (x);                                                                                              \
-    if (e_ != cudaSuccess) {                                                                                           \
-      fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));                                       \
-      exit(1);                                                                                                         \
-    }                                                                                                                  \
-  } while (0)
+#include <cstdint>
 
 constexpr int CLUSTER = 16, THREADS = 128; // the most a CTA has
 
