@@ -127,7 +127,7 @@ __device__ __forceinline__ int64_t st_key_row(const st_index_decode_params &p, i
   return ((int64_t)r * p.num_heads + h) * p.qlen + t;
 }
 
-// The warp-wise selection (common/bound_topk.cuh) runs first; the radix
+// The rank selection (common/bound_topk.cuh) runs first; the radix
 // select only when it gives up (many equal keys), so the two never hold
 // their shared memory at the same time.
 union st_select_smem {
@@ -157,7 +157,7 @@ __device__ void st_finish_columns(const st_index_decode_params &p, int r, int g,
 
 // Columns c0 .. c0+nc-1 of (r, g): load(cl, j) is the key of block j of
 // column c0+cl (j < nb_all; forced and invisible blocks hold 0). Writes
-// their topk_idx rows with the warp-wise selection and returns true, or
+// their topk_idx rows with the rank selection and returns true, or
 // returns false having written nothing (too many equal keys).
 template <class Load>
 __device__ bool st_select_fast(const st_index_decode_params &p, int r, int g, int seq, int c0, int nc, int nb_all,
@@ -182,7 +182,7 @@ __device__ void st_select_radix(const st_index_decode_params &p, int r, int g, i
 // The merge of (r, g): every split has written its blocks' keys to the
 // workspace (rows of max_blocks keys, one per column, consecutive for the
 // columns of (r, g)), read from L2: other CTAs of this launch wrote them.
-// The warp-wise selection reads them straight into registers; the radix
+// The rank selection reads them straight into registers; the radix
 // fallback stages up to sel_cols columns at a time in shared memory.
 __device__ void st_merge_from_workspace(const st_index_decode_params &p, int r, int g, int seq, uint32_t *buf,
                                         st_select_smem &sm) {

@@ -1,31 +1,34 @@
 // bound_topk.cuh - the whole CTA selects, for each of several columns, the
 // `want` largest of n keys (key 0 = absent, as common/score_key.cuh makes
-// it), warp by warp: no histogram, no radix passes.
+// it), by ranks: no histogram, no radix passes, no bit-by-bit search.
 //
-//  - n <= ST_BOUND_CHUNK: one warp per column holds the column in
-//    registers and selects it alone (common/warp_topk.cuh).
-//  - longer columns are cut into chunks of ST_BOUND_CHUNK keys spread over
-//    the column's warps. A chunk's want-th largest key is a lower bound of
-//    the column's (the chunk alone has `want` keys at or above it), so only
-//    keys >= the largest chunk bound can be chosen: those (the wanted ones
-//    plus a few on random scores) are gathered in shared memory and one
-//    warp selects among them.
+// A column's keys are spread over V = 32 x (1, 2 or 4 warps) lanes, up to
+// 8 keys a lane a round. Each lane's largest key goes to shared memory, and
+// the want-th largest of those V lane maxima bounds the column's want-th
+// largest key from below (want distinct keys are at or above it), so only
+// keys >= that bound can be chosen: on random scores want plus a handful.
+// Those candidates are gathered in shared memory (one atomic a warp and
+// round) and each is ranked against the others by one thread; rank < want
+// is chosen and the rank is its slot. Three barriers between the loads
+// and the emits, each step a few hundred cycles: the bit searches this
+// replaced (index_decode v5: 32 dependent warp reductions each, twice in
+// sequence, and a gather with one atomic and shuffle per key) made the
+// B = 1 128K merge 5.9 us of the row's 18 (docs/kernels/index_decode.md,
+// v6).
 //
-// With one chunk a warp (up to 1024 keys a column over 4 warps): two warp
-// bit searches in sequence and four barriers, where
-// common/cta_topk.cuh's radix select runs up to five passes of four
-// barriers each (index_decode v4.1: ~10000 cycles for 2 columns of 1024
-// keys; docs/kernels/index_decode.md, v5). More than st_bound_cap
-// candidates in a column (many keys equal to its bound) make the call
+// Ties: lane maxima and candidates are ranked by (key, position), so equal
+// keys are chosen in an arbitrary but consistent order, as the op contract
+// allows. More than st_bound_cap candidates in a column (many keys equal
+// to the bound, or want > V so that no bound exists and every present key
+// is a candidate: topk above 33 with one warp a column) make the call
 // return false with nothing emitted, and the caller falls back to
 // st_cta_topk.
 #ifndef ST_BOUND_TOPK_CUH
 #define ST_BOUND_TOPK_CUH
 
-#include "common/warp_topk.cuh"
+#include "common/cta_topk.cuh" // st_lanemask_lt
 
-constexpr int ST_BOUND_PER_LANE = 8; // keys a lane holds per chunk
-constexpr int ST_BOUND_CHUNK = 32 * ST_BOUND_PER_LANE;
+constexpr int ST_BOUND_PER_LANE = 8; // keys a lane holds a round
 // Candidates a column may gather: at most 2048 in all (16 KiB), so that
 // with the launchers' dynamic shared memory the kernels stay under the 48
 // KiB that need no opt-in; up to 8 columns: 256 each (want 64 over 4
@@ -34,32 +37,36 @@ template <int MAXC> constexpr int st_bound_cap() { return MAXC <= 8 ? 256 : 128;
 
 template <int MAXC> struct st_bound_topk_smem {
   static constexpr int CAP = st_bound_cap<MAXC>();
-  uint32_t bound[MAXC]; // largest chunk bound of the column
+  uint32_t bound[MAXC]; // the column's bound (0: none, every present key is a candidate)
+  int want[MAXC];       // want(c)
   int count[MAXC];      // candidates found (may exceed CAP)
   int chosen[MAXC];     // after the call: keys emitted for the column
   uint32_t key[MAXC][CAP];
-  int idx[MAXC][CAP];
+  int idx[MAXC][CAP]; // before the gathering: the lane maxima, ncols x V
 };
 
-// Chunk q of a column: lane l's key m is entry q * ST_BOUND_CHUNK + 32 m + l
-// (absent past n), read by load(c, i).
+// Key m of round s of lane v (of V) in a column: entry (8 s + m) V + v,
+// absent past n, read by load(c, i).
 template <class Load>
-__device__ __forceinline__ void st_bound_load_chunk(Load &load, int c, int q, int n,
+__device__ __forceinline__ void st_bound_load_round(Load &load, int c, int s, int v, int V, int n,
                                                     uint32_t (&key)[ST_BOUND_PER_LANE]) {
-  const int lane = threadIdx.x & 31;
 #pragma unroll
   for (int m = 0; m < ST_BOUND_PER_LANE; m++) {
-    const int i = q * ST_BOUND_CHUNK + 32 * m + lane;
+    const int i = (s * ST_BOUND_PER_LANE + m) * V + v;
     key[m] = i < n ? load(c, i) : 0u;
   }
 }
 
-// Keys of the chunk >= v, warp-wide (v = 1: the present ones).
-__device__ __forceinline__ int st_bound_count_ge(const uint32_t (&key)[ST_BOUND_PER_LANE], uint32_t v) {
-  unsigned c = 0;
-#pragma unroll
-  for (int m = 0; m < ST_BOUND_PER_LANE; m++) c = st_count_ge(c, key[m], v);
-  return (int)__reduce_add_sync(0xffffffffu, c);
+// How many of row[0, len) rank above `mine`, the entry at position `at`:
+// larger keys, and equal keys at lower positions.
+__device__ __forceinline__ int st_bound_rank(const uint32_t *row, int len, uint32_t mine, int at) {
+  int above = 0;
+#pragma unroll 4
+  for (int j = 0; j < len; j++) {
+    const uint32_t k = row[j];
+    above += (k > mine) | ((k == mine) & (j < at));
+  }
+  return above;
 }
 
 // Column c's key i is load(c, i), i < n (called up to twice per key, by
@@ -70,94 +77,100 @@ __device__ __forceinline__ int st_bound_count_ge(const uint32_t (&key)[ST_BOUND_
 // with nothing emitted.
 template <int MAXC, class Load, class Want, class Emit>
 __device__ bool st_bound_topk(int n, int ncols, Load load, Want want, st_bound_topk_smem<MAXC> &sm, Emit emit) {
+  constexpr int CAP = st_bound_topk_smem<MAXC>::CAP;
+  static_assert(CAP >= 128, "idx holds the lane maxima: ncols x V <= MAXC x 128");
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-  // Warps per column: several when there are fewer columns than warps.
-  const int wpc = ncols < nwarps ? nwarps / ncols : 1;
-  const int first_col = warp / wpc, sub = warp - first_col * wpc;
-  const int col_step = wpc == 1 ? nwarps : ncols; // past the last column after one step
-  const int nchunks = (n + ST_BOUND_CHUNK - 1) / ST_BOUND_CHUNK;
-  if (nchunks <= 1) {
-    for (int c = first_col; c < ncols && sub == 0; c += col_step) {
-      uint32_t key[ST_BOUND_PER_LANE];
-      st_bound_load_chunk(load, c, 0, n, key);
-      const int chosen = st_warp_topk(key, want(c), st_bound_count_ge(key, 1u), n,
-                                      [&](int m, int slot) { emit(c, 32 * m + lane, slot); });
-      if (lane == 0) sm.chosen[c] = chosen;
-    }
-    __syncthreads();
-    return true;
-  }
+  // Warps a column: several when there are fewer columns than warps, at
+  // most 4 (V <= 128 maxima to rank; a power of two, so e / V is a shift).
+  int wpc = ncols < nwarps ? nwarps / ncols : 1;
+  wpc = wpc >= 4 ? 4 : wpc >= 2 ? 2 : 1;
+  const int V = 32 * wpc, first_col = warp / wpc, v = (warp - first_col * wpc) * 32 + lane;
+  const int col_step = nwarps / wpc; // columns in flight at once
+  const int rounds = (n + V * ST_BOUND_PER_LANE - 1) / (V * ST_BOUND_PER_LANE);
+  uint32_t *lmax = reinterpret_cast<uint32_t *>(&sm.idx[0][0]);
   if ((int)threadIdx.x < ncols) {
     sm.bound[threadIdx.x] = 0u;
+    sm.want[threadIdx.x] = want(threadIdx.x);
     sm.count[threadIdx.x] = 0;
   }
-  __syncthreads();
-  // The warp's first chunk (column first_col, chunk sub) stays in registers
-  // for the gathering pass: usually the only one it has (1024 keys a
-  // column over 4 warps), which saves that pass an L2 round trip.
+  // The lane maxima. A warp's first round stays in registers for the
+  // gathering: usually the only one it has (up to 1024 keys a column over
+  // 4 warps), which saves that pass an L2 round trip.
   uint32_t kept[ST_BOUND_PER_LANE];
   for (int c = first_col; c < ncols; c += col_step) {
-    const int w = want(c);
-    if (w <= 0) continue;
-    uint32_t bound = 0u;
-    for (int q = sub; q < nchunks; q += wpc) {
+    uint32_t mx = 0u;
+    for (int s = 0; s < rounds; s++) {
       uint32_t key[ST_BOUND_PER_LANE];
-      st_bound_load_chunk(load, c, q, n, key);
-      if (c == first_col && q == sub)
+      st_bound_load_round(load, c, s, v, V, n, key);
 #pragma unroll
-        for (int m = 0; m < ST_BOUND_PER_LANE; m++) kept[m] = key[m];
-      // Only a chunk with `w` keys at or above the bound so far can raise it.
-      if (st_bound_count_ge(key, max(bound, 1u)) >= w) {
-        bool exact;
-        bound = st_warp_kth(key, w, &exact);
+      for (int m = 0; m < ST_BOUND_PER_LANE; m++) {
+        if (c == first_col && s == 0) kept[m] = key[m];
+        mx = max(mx, key[m]);
       }
     }
-    if (lane == 0 && bound != 0u) atomicMax(&sm.bound[c], bound);
+    lmax[c * V + v] = mx;
   }
   __syncthreads();
+  // The bound: the lane maximum of rank want - 1 (none when fewer than
+  // `want` lanes hold a key).
+  for (int e = threadIdx.x; e < ncols * V; e += blockDim.x) {
+    const int c = e / V, at = e - c * V, w = sm.want[c];
+    const uint32_t mine = lmax[e];
+    if (mine != 0u && w > 0 && st_bound_rank(lmax + c * V, V, mine, at) == w - 1) sm.bound[c] = mine;
+  }
+  __syncthreads();
+  // The candidates: every key >= the bound (>= 1 without one).
   const uint32_t below = st_lanemask_lt();
   for (int c = first_col; c < ncols; c += col_step) {
-    if (want(c) <= 0) continue;
+    if (sm.want[c] <= 0) continue;
     const uint32_t cut = max(sm.bound[c], 1u);
-    for (int q = sub; q < nchunks; q += wpc) {
+    for (int s = 0; s < rounds; s++) {
       uint32_t key[ST_BOUND_PER_LANE];
-      if (c == first_col && q == sub) {
+      if (c == first_col && s == 0) {
 #pragma unroll
         for (int m = 0; m < ST_BOUND_PER_LANE; m++) key[m] = kept[m];
       } else {
-        st_bound_load_chunk(load, c, q, n, key);
+        st_bound_load_round(load, c, s, v, V, n, key);
       }
+      uint32_t taken[ST_BOUND_PER_LANE];
+      int before[ST_BOUND_PER_LANE], total = 0;
 #pragma unroll
       for (int m = 0; m < ST_BOUND_PER_LANE; m++) {
-        const bool take = key[m] >= cut;
-        const uint32_t taken = __ballot_sync(0xffffffffu, take);
-        if (taken == 0u) continue;
-        int base = 0;
-        if (lane == 0) base = atomicAdd(&sm.count[c], __popc(taken));
-        base = __shfl_sync(0xffffffffu, base, 0) + __popc(taken & below);
-        if (take && base < sm.CAP) {
-          sm.key[c][base] = key[m];
-          sm.idx[c][base] = q * ST_BOUND_CHUNK + 32 * m + lane;
+        taken[m] = __ballot_sync(0xffffffffu, key[m] >= cut);
+        before[m] = total;
+        total += __popc(taken[m]);
+      }
+      if (total == 0) continue; // warp-uniform
+      int base = 0;
+      if (lane == 0) base = atomicAdd(&sm.count[c], total);
+      base = __shfl_sync(0xffffffffu, base, 0);
+#pragma unroll
+      for (int m = 0; m < ST_BOUND_PER_LANE; m++) {
+        const int slot = base + before[m] + __popc(taken[m] & below);
+        if (key[m] >= cut && slot < CAP) {
+          sm.key[c][slot] = key[m];
+          sm.idx[c][slot] = (s * ST_BOUND_PER_LANE + m) * V + v;
         }
       }
     }
   }
   __syncthreads();
   bool overflow = false;
-  for (int c = 0; c < ncols; c++) overflow |= sm.count[c] > sm.CAP; // the same in every thread
+  for (int c = 0; c < ncols; c++) overflow |= sm.count[c] > CAP; // the same in every thread
   if (overflow) {
     __syncthreads(); // the caller's fallback may reuse this shared memory
     return false;
   }
-  for (int c = warp; c < ncols; c += nwarps) {
-    constexpr int N = st_bound_topk_smem<MAXC>::CAP / 32;
-    const int cnt = sm.count[c]; // every candidate is present (>= cut >= 1)
-    uint32_t key[N];
-#pragma unroll
-    for (int m = 0; m < N; m++) key[m] = 32 * m + lane < cnt ? sm.key[c][32 * m + lane] : 0u;
-    const int chosen = st_warp_topk(key, want(c), cnt, cnt,
-                                    [&](int m, int slot) { emit(c, sm.idx[c][32 * m + lane], slot); });
-    if (lane == 0) sm.chosen[c] = chosen;
+  // Each candidate ranked against its column's others: rank < want is chosen.
+  const int tpc = blockDim.x / ncols, c = threadIdx.x / tpc, r0 = threadIdx.x - c * tpc;
+  if (c < ncols) {
+    const int cnt = sm.count[c], w = sm.want[c];
+    for (int i = r0; i < cnt; i += tpc) {
+      const uint32_t mine = sm.key[c][i];
+      const int rank = cnt <= w ? i : st_bound_rank(sm.key[c], cnt, mine, i);
+      if (rank < w) emit(c, sm.idx[c][i], rank);
+    }
+    if (r0 == 0) sm.chosen[c] = min(max(w, 0), cnt);
   }
   __syncthreads();
   return true;
