@@ -2,27 +2,25 @@
 // `want` largest of n keys (key 0 = absent, as common/score_key.cuh makes
 // it), by ranks: no histogram, no radix passes, no bit-by-bit search.
 //
-// A column's keys are spread over V = 32 x (1, 2 or 4 warps) lanes, up to
-// 8 keys a lane a round. Each lane's largest key goes to shared memory, and
-// the want-th largest of those V lane maxima bounds the column's want-th
-// largest key from below (want distinct keys are at or above it), so only
-// keys >= that bound can be chosen: on random scores want plus a handful.
-// Those candidates are gathered in shared memory (one atomic a warp and
-// round) and each is ranked against the others by one thread; rank < want
-// is chosen and the rank is its slot. Three barriers between the loads
-// and the emits, each step a few hundred cycles: the bit searches this
-// replaced (index_decode v5: 32 dependent warp reductions each, twice in
-// sequence, and a gather with one atomic and shuffle per key) made the
-// B = 1 128K merge 5.9 us of the row's 18 (docs/kernels/index_decode.md,
-// v6).
+// A column's keys are spread over the lanes of 1, 2 or 4 warps, 8 keys a
+// lane a round (one round up to 1024 keys). In each warp, the lane maximum
+// of rank want - 1 among the warp's 32 (ranked by shuffles) bounds the
+// column's want-th largest key from below (want distinct keys are at or
+// above it); the column's bound is the largest of its warps'. Only keys >=
+// the bound can be chosen: on random scores want plus a few dozen. Those
+// candidates are gathered in shared memory (one atomic a warp and round)
+// and each is ranked against the others by one thread; rank < want is
+// chosen and the rank is its slot. Two barriers between the loads and the
+// emits. This replaced two bit-by-bit warp searches in sequence (32
+// dependent warp reductions each) and a gather with an atomic and a
+// shuffle per key (index_decode v6, docs/kernels/index_decode.md).
 //
 // Ties: lane maxima and candidates are ranked by (key, position), so equal
 // keys are chosen in an arbitrary but consistent order, as the op contract
 // allows. More than st_bound_cap candidates in a column (many keys equal
-// to the bound, or want > V so that no bound exists and every present key
-// is a candidate: topk above 33 with one warp a column) make the call
-// return false with nothing emitted, and the caller falls back to
-// st_cta_topk.
+// to the bound, or want > 32: no lane maximum has that rank, so every
+// present key is a candidate) make the call return false with nothing
+// emitted, and the caller falls back to st_cta_topk.
 #ifndef ST_BOUND_TOPK_CUH
 #define ST_BOUND_TOPK_CUH
 
@@ -31,18 +29,17 @@
 constexpr int ST_BOUND_PER_LANE = 8; // keys a lane holds a round
 // Candidates a column may gather: at most 2048 in all (16 KiB), so that
 // with the launchers' dynamic shared memory the kernels stay under the 48
-// KiB that need no opt-in; up to 8 columns: 256 each (want 64 over 4
-// chunks).
+// KiB that need no opt-in; up to 8 columns: 256 each.
 template <int MAXC> constexpr int st_bound_cap() { return MAXC <= 8 ? 256 : 128; }
 
 template <int MAXC> struct st_bound_topk_smem {
   static constexpr int CAP = st_bound_cap<MAXC>();
-  uint32_t bound[MAXC]; // the column's bound (0: none, every present key is a candidate)
-  int want[MAXC];       // want(c)
-  int count[MAXC];      // candidates found (may exceed CAP)
-  int chosen[MAXC];     // after the call: keys emitted for the column
-  uint32_t key[MAXC][CAP];
-  int idx[MAXC][CAP]; // before the gathering: the lane maxima, ncols x V
+  uint32_t warp_bound[MAXC][4]; // each of the column's warps' bound (0: none)
+  int want[MAXC];               // want(c)
+  int count[MAXC];              // candidates found (may exceed CAP)
+  int chosen[MAXC];             // after the call: keys emitted for the column
+  alignas(16) uint32_t key[MAXC][CAP];
+  int idx[MAXC][CAP];
 };
 
 // Key m of round s of lane v (of V) in a column: entry (8 s + m) V + v,
@@ -58,13 +55,16 @@ __device__ __forceinline__ void st_bound_load_round(Load &load, int c, int s, in
 }
 
 // How many of row[0, len) rank above `mine`, the entry at position `at`:
-// larger keys, and equal keys at lower positions.
+// larger keys, and equal keys at lower positions. row is 16-byte aligned;
+// its entries past len are not counted.
 __device__ __forceinline__ int st_bound_rank(const uint32_t *row, int len, uint32_t mine, int at) {
   int above = 0;
-#pragma unroll 4
-  for (int j = 0; j < len; j++) {
-    const uint32_t k = row[j];
-    above += (k > mine) | ((k == mine) & (j < at));
+#pragma unroll 2
+  for (int j = 0; j < len; j += 4) {
+    const uint4 q = *reinterpret_cast<const uint4 *>(row + j);
+    const uint32_t k[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int u = 0; u < 4; u++) above += (j + u < len) & ((k[u] > mine) | ((k[u] == mine) & (j + u < at)));
   }
   return above;
 }
@@ -78,24 +78,22 @@ __device__ __forceinline__ int st_bound_rank(const uint32_t *row, int len, uint3
 template <int MAXC, class Load, class Want, class Emit>
 __device__ bool st_bound_topk(int n, int ncols, Load load, Want want, st_bound_topk_smem<MAXC> &sm, Emit emit) {
   constexpr int CAP = st_bound_topk_smem<MAXC>::CAP;
-  static_assert(CAP >= 128, "idx holds the lane maxima: ncols x V <= MAXC x 128");
+  constexpr uint32_t ALL = 0xffffffffu;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
   // Warps a column: several when there are fewer columns than warps, at
-  // most 4 (V <= 128 maxima to rank; a power of two, so e / V is a shift).
+  // most 4 (a power of two, so entry / V is a shift).
   int wpc = ncols < nwarps ? nwarps / ncols : 1;
   wpc = wpc >= 4 ? 4 : wpc >= 2 ? 2 : 1;
-  const int V = 32 * wpc, first_col = warp / wpc, v = (warp - first_col * wpc) * 32 + lane;
+  const int V = 32 * wpc, first_col = warp / wpc, sub = warp - first_col * wpc, v = sub * 32 + lane;
   const int col_step = nwarps / wpc; // columns in flight at once
   const int rounds = (n + V * ST_BOUND_PER_LANE - 1) / (V * ST_BOUND_PER_LANE);
-  uint32_t *lmax = reinterpret_cast<uint32_t *>(&sm.idx[0][0]);
   if ((int)threadIdx.x < ncols) {
-    sm.bound[threadIdx.x] = 0u;
     sm.want[threadIdx.x] = want(threadIdx.x);
     sm.count[threadIdx.x] = 0;
   }
-  // The lane maxima. A warp's first round stays in registers for the
-  // gathering: usually the only one it has (up to 1024 keys a column over
-  // 4 warps), which saves that pass an L2 round trip.
+  // Each warp's bound. Its first round stays in registers for the
+  // gathering: usually the only one it has, which saves that pass an L2
+  // round trip.
   uint32_t kept[ST_BOUND_PER_LANE];
   for (int c = first_col; c < ncols; c += col_step) {
     uint32_t mx = 0u;
@@ -108,22 +106,23 @@ __device__ bool st_bound_topk(int n, int ncols, Load load, Want want, st_bound_t
         mx = max(mx, key[m]);
       }
     }
-    lmax[c * V + v] = mx;
+    int above = 0;
+#pragma unroll
+    for (int j = 0; j < 32; j++) {
+      const uint32_t o = __shfl_sync(ALL, mx, j);
+      above += (o > mx) | ((o == mx) & (j < lane));
+    }
+    const uint32_t hit = __ballot_sync(ALL, mx != 0u && above == want(c) - 1);
+    const uint32_t b = __shfl_sync(ALL, mx, hit ? __ffs(hit) - 1 : 0);
+    if (lane == 0) sm.warp_bound[c][sub] = hit ? b : 0u;
   }
   __syncthreads();
-  // The bound: the lane maximum of rank want - 1 (none when fewer than
-  // `want` lanes hold a key).
-  for (int e = threadIdx.x; e < ncols * V; e += blockDim.x) {
-    const int c = e / V, at = e - c * V, w = sm.want[c];
-    const uint32_t mine = lmax[e];
-    if (mine != 0u && w > 0 && st_bound_rank(lmax + c * V, V, mine, at) == w - 1) sm.bound[c] = mine;
-  }
-  __syncthreads();
-  // The candidates: every key >= the bound (>= 1 without one).
+  // The candidates: every key >= the column's bound (>= 1 without one).
   const uint32_t below = st_lanemask_lt();
   for (int c = first_col; c < ncols; c += col_step) {
     if (sm.want[c] <= 0) continue;
-    const uint32_t cut = max(sm.bound[c], 1u);
+    uint32_t cut = 1u;
+    for (int w = 0; w < wpc; w++) cut = max(cut, sm.warp_bound[c][w]);
     for (int s = 0; s < rounds; s++) {
       uint32_t key[ST_BOUND_PER_LANE];
       if (c == first_col && s == 0) {
@@ -136,14 +135,14 @@ __device__ bool st_bound_topk(int n, int ncols, Load load, Want want, st_bound_t
       int before[ST_BOUND_PER_LANE], total = 0;
 #pragma unroll
       for (int m = 0; m < ST_BOUND_PER_LANE; m++) {
-        taken[m] = __ballot_sync(0xffffffffu, key[m] >= cut);
+        taken[m] = __ballot_sync(ALL, key[m] >= cut);
         before[m] = total;
         total += __popc(taken[m]);
       }
       if (total == 0) continue; // warp-uniform
       int base = 0;
       if (lane == 0) base = atomicAdd(&sm.count[c], total);
-      base = __shfl_sync(0xffffffffu, base, 0);
+      base = __shfl_sync(ALL, base, 0);
 #pragma unroll
       for (int m = 0; m < ST_BOUND_PER_LANE; m++) {
         const int slot = base + before[m] + __popc(taken[m] & below);
@@ -166,8 +165,7 @@ __device__ bool st_bound_topk(int n, int ncols, Load load, Want want, st_bound_t
   if (c < ncols) {
     const int cnt = sm.count[c], w = sm.want[c];
     for (int i = r0; i < cnt; i += tpc) {
-      const uint32_t mine = sm.key[c][i];
-      const int rank = cnt <= w ? i : st_bound_rank(sm.key[c], cnt, mine, i);
+      const int rank = cnt <= w ? i : st_bound_rank(sm.key[c], cnt, sm.key[c][i], i);
       if (rank < w) emit(c, sm.idx[c][i], rank);
     }
     if (r0 == 0) sm.chosen[c] = min(max(w, 0), cnt);
