@@ -1,8 +1,10 @@
 // bound_topk.cuh - the whole CTA selects, for each of several columns, the
 // `want` largest of n keys (key 0 = absent, as common/score_key.cuh makes
-// it), by ranks: no histogram, no radix passes, no bit-by-bit search.
+// it): short columns by one warp's bit search, longer ones by ranks; no
+// histogram, no radix passes.
 //
-// A column's keys are spread over the lanes of 1, 2 or 4 warps, 8 keys a
+// Up to ST_BOUND_WARP_MAX keys, one warp selects a column alone. Longer
+// columns' keys are spread over the lanes of 1, 2 or 4 warps, 8 keys a
 // lane a round (one round up to 1024 keys). In each warp, the lane maximum
 // of rank want - 1 among the warp's 32 (ranked by shuffles) bounds the
 // column's want-th largest key from below (want distinct keys are at or
@@ -24,9 +26,14 @@
 #ifndef ST_BOUND_TOPK_CUH
 #define ST_BOUND_TOPK_CUH
 
-#include "common/cta_topk.cuh" // st_lanemask_lt
+#include "common/warp_topk.cuh"
 
 constexpr int ST_BOUND_PER_LANE = 8; // keys a lane holds a round
+// Columns of at most this many keys are selected by one warp alone, in
+// registers (common/warp_topk.cuh's bit search, one barrier): at n = 64
+// (B = 1 8K) that measured 0.7-0.9 us faster than the ranks below, at n =
+// 256 (B = 8 32K) 0.2-0.5 us slower (index_decode v6).
+constexpr int ST_BOUND_WARP_MAX = 128;
 // Candidates a column may gather: at most 2048 in all (16 KiB), so that
 // with the launchers' dynamic shared memory the kernels stay under the 48
 // KiB that need no opt-in; up to 8 columns: 256 each.
@@ -87,6 +94,23 @@ __device__ bool st_bound_topk(int n, int ncols, Load load, Want want, st_bound_t
   const int V = 32 * wpc, first_col = warp / wpc, sub = warp - first_col * wpc, v = sub * 32 + lane;
   const int col_step = nwarps / wpc; // columns in flight at once
   const int rounds = (n + V * ST_BOUND_PER_LANE - 1) / (V * ST_BOUND_PER_LANE);
+  if (n <= ST_BOUND_WARP_MAX) {
+    for (int c = warp; c < ncols; c += nwarps) {
+      uint32_t key[ST_BOUND_WARP_MAX / 32];
+      unsigned present = 0;
+#pragma unroll
+      for (int m = 0; m < ST_BOUND_WARP_MAX / 32; m++) {
+        const int i = 32 * m + lane;
+        key[m] = i < n ? load(c, i) : 0u;
+        present += key[m] != 0u;
+      }
+      const int chosen = st_warp_topk(key, want(c), (int)__reduce_add_sync(ALL, present), n,
+                                      [&](int m, int slot) { emit(c, 32 * m + lane, slot); });
+      if (lane == 0) sm.chosen[c] = chosen;
+    }
+    __syncthreads();
+    return true;
+  }
   if ((int)threadIdx.x < ncols) {
     sm.want[threadIdx.x] = want(threadIdx.x);
     sm.count[threadIdx.x] = 0;
