@@ -150,9 +150,10 @@ static_assert(MERGE_SMEM <= REGION_BYTES_RAW, "the merging CTA reuses its tile r
 // CTAs per thread-block cluster: 1; 16 (a non-portable size; the launcher
 // allows it) for single kernels of at most 128 threads (pv_dims: 256, by
 // the raw launch's shared memory, the only one they run) of which two fit an
-// SM by shared memory; or 8 (portable) for single kernels of at most 2
-// stages, which merge 2-8 splits of wider CTAs (the generator's constraint
-// and the launcher's st_sparse_attn_decode_check_cluster). A cluster is
+// SM by shared memory; 8 (portable) for single kernels of at most 2
+// stages, which merge 2-8 splits of wider CTAs; or 4 for single pv_dims
+// kernels, which merge 2-4 splits (the generator's constraints and the
+// launcher's st_sparse_attn_decode_check_cluster). A cluster is
 // placed as a whole within one GPC, and large grids pay for it: clusters of
 // 16 cost 256-CTA grids 8% (bf16) to 68% (fp8) and save B = 1 about 2 us
 // (docs/kernels/sparse_attn_decode.md, v2.1): a tuned parameter.
