@@ -18,6 +18,11 @@
 //             the tuner and bench upload theirs (the others fill it by a
 //             kernel)
 // and a control with the 1024 blocks contiguous (32 MiB pool, each once).
+// A mode containing "tail" puts a one-CTA kernel after the gather in each
+// replay, as the split variants' merge follows their main kernel (an empty
+// one: adds its launch, ~1-2 us, to the period): does a second kernel a
+// replay change which SMs read which blocks from one replay to the next,
+// and with it what stays in L2 (thirty-third session)?
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o build/pool_mode_probe \
 //        docs/experiments/pool_mode_probe.cu -lcuda
 // (here: -L/usr/local/cuda/lib64/stubs). Run: build/pool_mode_probe MODE.
@@ -72,6 +77,11 @@ __global__ void __launch_bounds__(THREADS) gather(const char *pool, const int *p
     for (int i = 0; i < LOADS; i++) x ^= v[i].x ^ v[i].y ^ v[i].z ^ v[i].w;
   }
   if (x == 0x12345678u) out[blockIdx.x] = (float)x;
+}
+
+// The merge's stand-in: one CTA, no work.
+__global__ void tail(float *out) {
+  if (threadIdx.x == 1024) out[0] = 0.f; // never
 }
 
 // Random words (a hash of the index), as the kernels' random bf16 data.
@@ -164,7 +174,11 @@ int main(int argc, char **argv) {
     CK(cudaMemcpy(picks, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
     auto time = [&](auto kernel, const char *how) {
       for (int i = 0; i < 20000; i++) kernel<<<CTAS, THREADS, 0, st>>>(pool, picks, out); // clocks up (~0.3 s)
-      const float us = graph_time_us(st, [&](cudaStream_t s) { kernel<<<CTAS, THREADS, 0, s>>>(pool, picks, out); });
+      const bool with_tail = strstr(mode, "tail") != nullptr;
+      const float us = graph_time_us(st, [&](cudaStream_t s) {
+        kernel<<<CTAS, THREADS, 0, s>>>(pool, picks, out);
+        if (with_tail) tail<<<1, 256, 0, s>>>(out);
+      });
       printf("%-9s %-10s %-7s %8.2f us  %5.2f TB/s\n", mode, pass == 0 ? "random" : "contiguous", how, us,
              bytes / us / 1e6);
     };
