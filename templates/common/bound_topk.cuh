@@ -1,9 +1,12 @@
 // bound_topk.cuh - the whole CTA selects, for each of several columns, the
 // `want` largest of n keys (key 0 = absent, as common/score_key.cuh makes
-// it): short columns by one warp's bit search, longer ones by ranks; no
-// histogram, no radix passes.
+// it): short columns by ranks of every key or one warp's bit search,
+// longer ones by ranks of the keys above a bound; no histogram, no radix
+// passes.
 //
-// Up to ST_BOUND_WARP_MAX keys, one warp selects a column alone. Longer
+// Up to ST_BOUND_WARP_MAX keys: where the CTA has a thread for every key
+// of every column, each key is ranked against its column (st_rank_short);
+// otherwise one warp selects a column alone. Longer
 // columns' keys are spread over the lanes of 1, 2 or 4 warps, 8 keys a
 // lane a round (one round up to 1024 keys). In each warp, the lane maximum
 // of rank want - 1 among the warp's 32 (ranked by shuffles) bounds the
@@ -29,9 +32,10 @@
 #include "common/warp_topk.cuh"
 
 constexpr int ST_BOUND_PER_LANE = 8; // keys a lane holds a round
-// Columns of at most this many keys are selected by one warp alone, in
-// registers (common/warp_topk.cuh's bit search, one barrier): at n = 64
-// (B = 1 8K) that measured 0.7-0.9 us faster than the ranks below, at n =
+// Columns of at most this many keys are short: ranked whole
+// (st_rank_short) or selected by one warp alone in registers
+// (common/warp_topk.cuh's bit search, one barrier). At n = 64 (B = 1 8K)
+// the warp measured 0.7-0.9 us faster than the bound's ranks below, at n =
 // 256 (B = 8 32K) 0.2-0.5 us slower (index_decode v6).
 constexpr int ST_BOUND_WARP_MAX = 128;
 // Candidates a column may gather: at most 2048 in all (16 KiB), so that
@@ -61,19 +65,55 @@ __device__ __forceinline__ void st_bound_load_round(Load &load, int c, int s, in
   }
 }
 
-// How many of row[0, len) rank above `mine`, the entry at position `at`:
-// larger keys, and equal keys at lower positions. row is 16-byte aligned;
-// its entries past len are not counted.
-__device__ __forceinline__ int st_bound_rank(const uint32_t *row, int len, uint32_t mine, int at) {
+// How many of row[from, to) rank above `mine`, the entry at position `at`:
+// larger keys, and equal keys at lower positions. row is 16-byte aligned
+// and `from` a multiple of 4; entries at or past `to` are not counted.
+__device__ __forceinline__ int st_bound_rank(const uint32_t *row, int from, int to, uint32_t mine, int at) {
   int above = 0;
 #pragma unroll 2
-  for (int j = 0; j < len; j += 4) {
+  for (int j = from; j < to; j += 4) {
     const uint4 q = *reinterpret_cast<const uint4 *>(row + j);
     const uint32_t k[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
-    for (int u = 0; u < 4; u++) above += (j + u < len) & ((k[u] > mine) | ((k[u] == mine) & (j + u < at)));
+    for (int u = 0; u < 4; u++) above += (j + u < to) & ((k[u] > mine) | ((k[u] == mine) & (j + u < at)));
   }
   return above;
+}
+
+// Columns short enough that every key has a thread (ncols * n <= the
+// CTA's threads, n <= ST_BOUND_WARP_MAX): each key is ranked against its
+// whole column at once, by 1, 2 or 4 adjacent lanes (each a part of the
+// column, summed by shuffles); rank < want is chosen and the rank is its
+// slot. One L2 round trip, one barrier and a few dozen compares a thread,
+// in place of one warp a column searching bit by bit (14 or so dependent
+// warp reductions on random scores) while the other warps wait
+// (index_decode v7, docs/kernels/index_decode.md). Present keys (> 0)
+// rank above absent ones, so the largest chosen rank + 1 is min(want,
+// present). Same contract as st_bound_topk; all threads call.
+template <int MAXC, class Load, class Want, class Emit>
+__device__ void st_rank_short(int n, int ncols, Load &load, Want &want, st_bound_topk_smem<MAXC> &sm, Emit &emit) {
+  const int per = ncols * n, nthreads = blockDim.x;
+  const int span = nthreads >= 4 * per ? 4 : nthreads >= 2 * per ? 2 : 1;
+  const int k = threadIdx.x / span, part = threadIdx.x - k * span;
+  const int c = k / n, i = k - c * n; // a key when k < per
+  uint32_t mine = 0u;
+  if (k < per) {
+    mine = load(c, i);
+    if (part == 0) sm.key[c][i] = mine;
+  }
+  if ((int)threadIdx.x < ncols) {
+    sm.want[threadIdx.x] = want(threadIdx.x);
+    sm.chosen[threadIdx.x] = 0;
+  }
+  __syncthreads();
+  const int seg = (n + 4 * span - 1) / (4 * span) * 4; // each part's entries, a multiple of 4
+  int above = k < per && mine != 0u ? st_bound_rank(sm.key[c], part * seg, min(part * seg + seg, n), mine, i) : 0;
+  for (int o = 1; o < span; o <<= 1) above += __shfl_xor_sync(0xffffffffu, above, o);
+  if (k < per && part == 0 && mine != 0u && above < sm.want[c]) {
+    emit(c, i, above);
+    atomicMax(&sm.chosen[c], above + 1);
+  }
+  __syncthreads();
 }
 
 // Column c's key i is load(c, i), i < n (called up to twice per key, by
@@ -94,6 +134,10 @@ __device__ bool st_bound_topk(int n, int ncols, Load load, Want want, st_bound_t
   const int V = 32 * wpc, first_col = warp / wpc, sub = warp - first_col * wpc, v = sub * 32 + lane;
   const int col_step = nwarps / wpc; // columns in flight at once
   const int rounds = (n + V * ST_BOUND_PER_LANE - 1) / (V * ST_BOUND_PER_LANE);
+  if (n <= ST_BOUND_WARP_MAX && ncols * n <= nwarps * 32) {
+    st_rank_short(n, ncols, load, want, sm, emit);
+    return true;
+  }
   if (n <= ST_BOUND_WARP_MAX) {
     for (int c = warp; c < ncols; c += nwarps) {
       uint32_t key[ST_BOUND_WARP_MAX / 32];
@@ -189,7 +233,7 @@ __device__ bool st_bound_topk(int n, int ncols, Load load, Want want, st_bound_t
   if (c < ncols) {
     const int cnt = sm.count[c], w = sm.want[c];
     for (int i = r0; i < cnt; i += tpc) {
-      const int rank = cnt <= w ? i : st_bound_rank(sm.key[c], cnt, sm.key[c][i], i);
+      const int rank = cnt <= w ? i : st_bound_rank(sm.key[c], 0, cnt, sm.key[c][i], i);
       if (rank < w) emit(c, sm.idx[c][i], rank);
     }
     if (r0 == 0) sm.chosen[c] = min(max(w, 0), cnt);
