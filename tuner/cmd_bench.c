@@ -67,6 +67,8 @@ typedef struct bench_row {
   char status[16];
   char error[400];
   double us, spread, gbs, frac, peer_us;
+  /* sets of repetitions timed (tuner/timing.h: > 1 where one was disturbed) */
+  int attempts;
   double tflops; /* 0: not counted (decode ops) */
   double harness_us; /* --harness: the same variant through the op harness; 0: not timed */
   char harness_error[200];
@@ -162,8 +164,11 @@ static void bench_shape(const st_cu *cu, const st_device_info *dev, st_handle *r
   /* 200 ms of replays first: the case's CPU reference leaves the GPU idle
    * long enough to clock down (it idles at 345 MHz), and 20 replays of a
    * 10 us kernel are 0.2 ms of load. */
-  st_timing_opts o = {
-      .warmup = 20, .warmup_ms = 200.0, .reps = 5, .iters = h->bench_iters > 0 ? h->bench_iters : 40};
+  st_timing_opts o = {.warmup = 20,
+                      .warmup_ms = 200.0,
+                      .reps = 5,
+                      .iters = h->bench_iters > 0 ? h->bench_iters : 40,
+                      .retry_spread = ST_BENCH_RETRY_SPREAD};
   st_timing t;
   if ((cli->cold && st_cold_prepare(h, kase, dev, &o, &err) != ST_OK) ||
       st_time_graph(cu, stream, h->launch, bound, &o, &t, &err) != ST_OK) {
@@ -173,6 +178,7 @@ static void bench_shape(const st_cu *cu, const st_device_info *dev, st_handle *r
   snprintf(row->status, sizeof row->status, "ok");
   row->us = t.median_us;
   row->spread = t.spread;
+  row->attempts = t.attempts;
   row->gbs = h->min_bytes(kase) / (t.median_us * 1e-6) / 1e9;
   row->frac = copy_gbs > 0 ? row->gbs / copy_gbs : 0;
   row->tflops = h->flops ? h->flops(kase) / (t.median_us * 1e-6) / 1e12 : 0;
@@ -194,9 +200,10 @@ static void print_row(const st_cli *cli, const bench_row *r) {
   const char *shape = colon ? colon + 1 : r->shape->key;
   if (cli->json) {
     printf("{\"op\":\"%s\",\"shape\":\"%s\",\"status\":\"%s\",\"us\":%.3f,\"spread\":%.4f,\"gbs\":%.1f,"
-           "\"copy_fraction\":%.4f,\"tflops\":%.1f,\"peer_us\":%.2f,\"speedup\":%.3f,\"variant\":\"%s\"",
+           "\"copy_fraction\":%.4f,\"tflops\":%.1f,\"peer_us\":%.2f,\"speedup\":%.3f,\"variant\":\"%s\","
+           "\"attempts\":%d",
            r->shape->op, shape, r->status, r->us, r->spread, r->gbs, r->frac, r->tflops, r->peer_us,
-           r->us > 0 && r->peer_us > 0 ? r->peer_us / r->us : 0, r->variant);
+           r->us > 0 && r->peer_us > 0 ? r->peer_us / r->us : 0, r->variant, r->attempts);
     if (cli->harness) printf(",\"harness_us\":%.3f,\"harness_error\":\"%s\"", r->harness_us, r->harness_error);
     printf("}\n");
     return;
@@ -213,6 +220,7 @@ static void print_row(const st_cli *cli, const bench_row *r) {
   }
   printf("%-18s %-62s %8.2f %6.1f%% %8.0f %6.1f%% %7s %8s %8s  %s", r->shape->op, shape, r->us, 100 * r->spread,
          r->gbs, 100 * r->frac, rate, peer, speed, r->variant);
+  if (r->attempts > 1) printf("  (quietest of %d timings)", r->attempts);
   if (cli->harness && r->harness_us > 0)
     printf("  harness %.2f us", r->harness_us);
   else if (cli->harness)
@@ -394,8 +402,9 @@ int st_cmd_bench(int argc, char **argv) {
   if (!cli.json) {
     printf("bench: suite %s on %s (%s, %d SMs); copy bandwidth %.0f GB/s (read + write)\n", cli.suite, dev.name,
            dev.arch, dev.sm_count, copy_gbs);
-    printf("method: CUDA-graph replays, median of 5 x 40 (prefill ops: 5 x 10) after >= 200 ms of warm-up replays, "
-           "%s\n",
+    printf("method: CUDA-graph replays, median of 5 x 40 (prefill ops: 5 x 10) after >= 200 ms of warm-up replays "
+           "(a spread over %.0f%% timed again, up to %d times, the quietest kept), %s\n",
+           100 * ST_BENCH_RETRY_SPREAD, ST_TIMING_ATTEMPTS,
            cli.cold ? "paged caches cold in L2 (pools of 16x L2, other pages each replay)" : "same inputs each replay");
     printf("%-18s %-62s %8s %7s %8s %7s %7s %8s %8s  %s\n", "op", "shape", "us", "spread", "GB/s", "of copy", "TFLOP/s",
            "peer us", "speed-up", "variant (id name)");
