@@ -5,7 +5,8 @@
  * at the full context), launches the op through libsparsetune's dispatch
  * (the winners in the database), checks the result against the reference,
  * and times CUDA-graph replays: 5 repetitions of 40 replays after warm-up,
- * the median kept. In the same run it measures device-to-device copy
+ * the median kept (a set whose spread exceeds 3% is timed again, up to
+ * three sets, the quietest kept: tuner/timing.h). In the same run it measures device-to-device copy
  * bandwidth (bytes read + written), and prints per shape the time, the
  * bandwidth of the bytes the op must move, its fraction of the copy
  * bandwidth, and the peer's time where the suite records it. The run and
@@ -37,9 +38,11 @@ static const char usage[] =
     "Times the runtime's dispatch (the winners recorded in the database) on\n"
     "every shape of the suite, as ../shared/anchors.md measured the peer:\n"
     "CUDA-graph replays, median of 5 x 40 (prefill ops: 5 x 10), same inputs\n"
-    "each replay. Prints time, GB/s of the bytes the op must move, fraction of\n"
-    "the copy bandwidth measured in the same run, TFLOP/s for prefill ops (FLOPs\n"
-    "counted as the anchors count them) and the peer's time where known. Where\n"
+    "each replay; a set spread over more than 3% is timed again, up to three\n"
+    "sets, and the quietest is kept (its line says so). Prints time, GB/s of\n"
+    "the bytes the op must move, fraction of the copy bandwidth measured in\n"
+    "the same run, TFLOP/s for prefill ops (FLOPs counted as the anchors count\n"
+    "them) and the peer's time where known. Where\n"
     "the suite has both decode ops, it ends with one decode step: indexer and\n"
     "attention rows of the same dtype and batch added, against the peer's two;\n"
     "then (without --cold) each such step timed as one CUDA graph of both ops,\n"
