@@ -6,15 +6,15 @@
  * (the winners in the database), checks the result against the reference,
  * and times CUDA-graph replays: 5 repetitions of 40 replays after warm-up,
  * the median kept (a set whose spread exceeds 3% is timed again, up to
- * three sets, the quietest kept: tuner/timing.h). In the same run it measures device-to-device copy
- * bandwidth (bytes read + written), and prints per shape the time, the
- * bandwidth of the bytes the op must move, its fraction of the copy
- * bandwidth, and the peer's time where the suite records it. The run and
- * its measurements are stored (kind "bench"), so `regress` can compare
- * bench runs too. With --harness it also times the same variant launched
- * through the op harness (as `tune` launches it) on the same inputs in the
- * same process, to tell a difference of launch path from one of process
- * and memory layout when the two commands disagree. */
+ * three sets, the quietest kept: tuner/timing.h). In the same run it
+ * measures device-to-device copy bandwidth (bytes read + written), and
+ * prints per shape the time, the bandwidth of the bytes the op must move,
+ * its fraction of the copy bandwidth, and the peer's time where the suite
+ * records it. The run and its measurements are stored (kind "bench"), so
+ * `regress` can compare bench runs too. With --harness it also times the
+ * same variant launched through the op harness (as `tune` launches it) on
+ * the same inputs in the same process, to tell a difference of launch path
+ * from one of process and memory layout when the two commands disagree. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,11 +42,11 @@ static const char usage[] =
     "sets, and the quietest is kept (its line says so). Prints time, GB/s of\n"
     "the bytes the op must move, fraction of the copy bandwidth measured in\n"
     "the same run, TFLOP/s for prefill ops (FLOPs counted as the anchors count\n"
-    "them) and the peer's time where known. Where\n"
-    "the suite has both decode ops, it ends with one decode step: indexer and\n"
-    "attention rows of the same dtype and batch added, against the peer's two;\n"
-    "then (without --cold) each such step timed as one CUDA graph of both ops,\n"
-    "plain and with programmatic dependent launch, as an engine's graph runs it.\n"
+    "them) and the peer's time where known. Where the suite has both decode\n"
+    "ops, it ends with one decode step: indexer and attention rows of the same\n"
+    "dtype and batch added, against the peer's two; then (without --cold) each\n"
+    "such step timed as one CUDA graph of both ops, plain and with\n"
+    "programmatic dependent launch, as an engine's graph runs it.\n"
     "\n"
     "  --suite NAME   shape suite (default anchors)\n"
     "  --op OP        only this op of the suite (OP,OP,...: only these ops)\n"
