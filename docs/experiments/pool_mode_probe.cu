@@ -23,6 +23,15 @@
 // one: adds its launch, ~1-2 us, to the period): does a second kernel a
 // replay change which SMs read which blocks from one replay to the next,
 // and with it what stays in L2 (thirty-third session)?
+// A mode containing "bump" runs a one-thread kernel after the gather each
+// replay that advances a counter; "rot" does that and the gather's CTA x
+// reads the blocks of CTA (x + counter * 37) % CTAS, so the same blocks are
+// read each replay but by other SMs (thirty-fourth session). H100's L2 is
+// two partitions, each caching what the SMs of its half read: if a block
+// read from the other half the next replay is cached a second time there,
+// 33.5 MB read from changing SMs no longer fits, and "rot" runs at DRAM's
+// rate while "bump" stays in L2; if both stay in L2, that reading of the
+// process modes is wrong.
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o build/pool_mode_probe \
 //        docs/experiments/pool_mode_probe.cu -lcuda
 // (here: -L/usr/local/cuda/lib64/stubs). Run: build/pool_mode_probe MODE.
@@ -53,8 +62,8 @@ template <bool NC> __device__ __forceinline__ uint4 load16(const void *p) {
 }
 
 template <bool NC, bool SEQ>
-__global__ void __launch_bounds__(THREADS) gather(const char *pool, const int *picks, float *out) {
-  const int *my = picks + blockIdx.x * PER_CTA;
+__global__ void __launch_bounds__(THREADS) gather(const char *pool, const int *picks, float *out, const int *shift) {
+  const int *my = picks + (blockIdx.x + *shift * 37) % CTAS * PER_CTA;
   constexpr int PER_BLOCK = LOADS / PER_CTA;
   uint32_t x = 0;
   if (SEQ) {
@@ -83,6 +92,9 @@ __global__ void __launch_bounds__(THREADS) gather(const char *pool, const int *p
 __global__ void tail(float *out) {
   if (threadIdx.x == 1024) out[0] = 0.f; // never
 }
+
+// "bump", "rot": the next replay's shift.
+__global__ void bump(int *counter) { *counter += 1; }
 
 // Random words (a hash of the index), as the kernels' random bf16 data.
 __global__ void fill(uint32_t *p, size_t n) {
@@ -161,6 +173,13 @@ int main(int argc, char **argv) {
   float *out;
   CK(cudaMalloc(&picks, reads * 4));
   CK(cudaMalloc(&out, CTAS * 4));
+  int *counter, *zero; // "rot" shifts by the counter, the other modes by a zero
+  CK(cudaMalloc(&counter, 4));
+  CK(cudaMalloc(&zero, 4));
+  CK(cudaMemset(counter, 0, 4));
+  CK(cudaMemset(zero, 0, 4));
+  const int *shift = strstr(mode, "rot") ? counter : zero;
+  const bool with_bump = strstr(mode, "bump") || strstr(mode, "rot");
   cudaStream_t st;
   CK(cudaStreamCreate(&st));
   const double bytes = (double)reads * BLOCK_BYTES;
@@ -173,11 +192,15 @@ int main(int argc, char **argv) {
     if (pass == 1) std::shuffle(h.begin(), h.end(), rng);
     CK(cudaMemcpy(picks, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
     auto time = [&](auto kernel, const char *how) {
-      for (int i = 0; i < 20000; i++) kernel<<<CTAS, THREADS, 0, st>>>(pool, picks, out); // clocks up (~0.3 s)
+      for (int i = 0; i < 20000; i++) { // clocks up (~0.3 s)
+        kernel<<<CTAS, THREADS, 0, st>>>(pool, picks, out, shift);
+        if (with_bump) bump<<<1, 1, 0, st>>>(counter);
+      }
       const bool with_tail = strstr(mode, "tail") != nullptr;
       const float us = graph_time_us(st, [&](cudaStream_t s) {
-        kernel<<<CTAS, THREADS, 0, s>>>(pool, picks, out);
+        kernel<<<CTAS, THREADS, 0, s>>>(pool, picks, out, shift);
         if (with_tail) tail<<<1, 256, 0, s>>>(out);
+        if (with_bump) bump<<<1, 1, 0, s>>>(counter);
       });
       printf("%-9s %-10s %-7s %8.2f us  %5.2f TB/s\n", mode, pass == 0 ? "random" : "contiguous", how, us,
              bytes / us / 1e6);
