@@ -31,7 +31,9 @@
 // read from the other half the next replay is cached a second time there,
 // 33.5 MB read from changing SMs no longer fits, and "rot" runs at DRAM's
 // rate while "bump" stays in L2; if both stay in L2, that reading of the
-// process modes is wrong.
+// process modes is wrong. The "sm" modes ("smid", "smfix", "smrot")
+// test the remedy the same way: one CTA an SM reading its blocks by the
+// SM's own number, by block index, or rotated each replay (see gather_sm).
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o build/pool_mode_probe \
 //        docs/experiments/pool_mode_probe.cu -lcuda
 // (here: -L/usr/local/cuda/lib64/stubs). Run: build/pool_mode_probe MODE.
@@ -93,7 +95,47 @@ __global__ void tail(float *out) {
   if (threadIdx.x == 1024) out[0] = 0.f; // never
 }
 
-// "bump", "rot": the next replay's shift.
+// "sm" modes: one CTA an SM (its shared memory leaves no room for a
+// second), 1024 threads, each CTA reading the slots slot, slot + nsm, ...
+// (<= 8 blocks, all in flight), where slot is the SM's dense number
+// ("smid": the same SM reads the same blocks every replay), blockIdx.x
+// ("smfix": whichever SM the scheduler gives that CTA), or
+// (blockIdx.x + 37 * counter) % nsm ("smrot": other SMs every replay).
+constexpr int SM_THREADS = 1024, SM_MAX = 8;
+
+__device__ __forceinline__ int smid() {
+  int id;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+  return id;
+}
+
+// Once: each SM's dense number (%smid need not be contiguous).
+__global__ void number_sms(int *dense, int *next) {
+  extern __shared__ char pad[];
+  if (threadIdx.x == 0) dense[smid()] = atomicAdd(next, 1) + (pad[0] & 0);
+}
+
+template <int HOW>
+__global__ void __launch_bounds__(SM_THREADS) gather_sm(const char *pool, const int *picks, float *out,
+                                                        const int *shift, const int *dense, int reads) {
+  extern __shared__ char pad[];
+  const int nsm = gridDim.x;
+  const int slot = HOW == 0 ? dense[smid()] : (blockIdx.x + (HOW == 2 ? *shift * 37 : 0)) % nsm;
+  uint4 v[SM_MAX * 2];
+#pragma unroll
+  for (int k = 0; k < SM_MAX; k++) {
+    const int b = slot + k * nsm;
+    const uint4 *blk = (const uint4 *)(pool + (size_t)picks[b < reads ? b : slot] * BLOCK_BYTES);
+    v[2 * k] = b < reads ? __ldcg(blk + threadIdx.x) : make_uint4(0, 0, 0, 0);
+    v[2 * k + 1] = b < reads ? __ldcg(blk + SM_THREADS + threadIdx.x) : make_uint4(0, 0, 0, 0);
+  }
+  uint32_t x = pad[threadIdx.x] & 0;
+#pragma unroll
+  for (int i = 0; i < SM_MAX * 2; i++) x ^= v[i].x ^ v[i].y ^ v[i].z ^ v[i].w;
+  if (x == 0x12345678u) out[blockIdx.x] = (float)x;
+}
+
+// "bump", "rot", "smrot": the next replay's shift.
 __global__ void bump(int *counter) { *counter += 1; }
 
 // Random words (a hash of the index), as the kernels' random bf16 data.
@@ -205,6 +247,36 @@ int main(int argc, char **argv) {
       printf("%-9s %-10s %-7s %8.2f us  %5.2f TB/s\n", mode, pass == 0 ? "random" : "contiguous", how, us,
              bytes / us / 1e6);
     };
+    if (strstr(mode, "sm")) {
+      int nsm = 0, dev = 0;
+      CK(cudaGetDevice(&dev));
+      CK(cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev));
+      const int smem = 120 * 1024; // more than half an SM's 228 KiB: one CTA an SM
+      int *dense, *next;
+      CK(cudaMalloc(&dense, 1024 * 4));
+      CK(cudaMalloc(&next, 4));
+      CK(cudaMemset(next, 0, 4));
+      CK(cudaFuncSetAttribute(number_sms, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+      number_sms<<<nsm, 32, smem>>>(dense, next);
+      const int how = strstr(mode, "smid") ? 0 : strstr(mode, "smfix") ? 1 : 2;
+      auto k = how == 0 ? gather_sm<0> : how == 1 ? gather_sm<1> : gather_sm<2>;
+      CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+      if (nsm * SM_MAX < reads) {
+        fprintf(stderr, "%d SMs x %d blocks < %d reads\n", nsm, SM_MAX, reads);
+        exit(1);
+      }
+      auto launch = [&](cudaStream_t s) {
+        k<<<nsm, SM_THREADS, smem, s>>>(pool, picks, out, counter, dense, reads);
+        bump<<<1, 1, 0, s>>>(counter);
+      };
+      for (int i = 0; i < 20000; i++) launch(st);
+      const float us = graph_time_us(st, launch);
+      printf("%-9s %-10s %-7s %8.2f us  %5.2f TB/s\n", mode, pass == 0 ? "random" : "contiguous", "cg.sm", us,
+             bytes / us / 1e6);
+      CK(cudaFree(dense));
+      CK(cudaFree(next));
+      continue;
+    }
     time(gather<false, false>, "cg.all");
     time(gather<true, false>, "nc.all");
     time(gather<false, true>, "cg.seq");

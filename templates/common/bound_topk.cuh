@@ -127,18 +127,11 @@ __device__ bool st_bound_topk(int n, int ncols, Load load, Want want, st_bound_t
   constexpr int CAP = st_bound_topk_smem<MAXC>::CAP;
   constexpr uint32_t ALL = 0xffffffffu;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-  // Warps a column: several when there are fewer columns than warps, at
-  // most 4 (a power of two, so entry / V is a shift).
-  int wpc = ncols < nwarps ? nwarps / ncols : 1;
-  wpc = wpc >= 4 ? 4 : wpc >= 2 ? 2 : 1;
-  const int V = 32 * wpc, first_col = warp / wpc, sub = warp - first_col * wpc, v = sub * 32 + lane;
-  const int col_step = nwarps / wpc; // columns in flight at once
-  const int rounds = (n + V * ST_BOUND_PER_LANE - 1) / (V * ST_BOUND_PER_LANE);
-  if (n <= ST_BOUND_WARP_MAX && ncols * n <= nwarps * 32) {
-    st_rank_short(n, ncols, load, want, sm, emit);
-    return true;
-  }
   if (n <= ST_BOUND_WARP_MAX) {
+    if (ncols * n <= nwarps * 32) {
+      st_rank_short(n, ncols, load, want, sm, emit);
+      return true;
+    }
     for (int c = warp; c < ncols; c += nwarps) {
       uint32_t key[ST_BOUND_WARP_MAX / 32];
       unsigned present = 0;
@@ -155,6 +148,13 @@ __device__ bool st_bound_topk(int n, int ncols, Load load, Want want, st_bound_t
     __syncthreads();
     return true;
   }
+  // Warps a column: several when there are fewer columns than warps, at
+  // most 4 (a power of two, so entry / V is a shift).
+  int wpc = ncols < nwarps ? nwarps / ncols : 1;
+  wpc = wpc >= 4 ? 4 : wpc >= 2 ? 2 : 1;
+  const int V = 32 * wpc, first_col = warp / wpc, sub = warp - first_col * wpc, v = sub * 32 + lane;
+  const int col_step = nwarps / wpc; // columns in flight at once
+  const int rounds = (n + V * ST_BOUND_PER_LANE - 1) / (V * ST_BOUND_PER_LANE);
   if ((int)threadIdx.x < ncols) {
     sm.want[threadIdx.x] = want(threadIdx.x);
     sm.count[threadIdx.x] = 0;
