@@ -155,7 +155,8 @@ void st_test_every_variant(const char *op, const st_shape *shapes, int nshapes, 
       st = h->verify(bound, stream, &ok, &max_err, msg, sizeof msg, &err);
       if (st != ST_OK) fail_msg("%s on %s: CUDA failed: %s", v[i].row.name, shapes[s].key, err.msg);
       if (ok && v[i].row.is_default) { /* the tuner's timing path, captured in a graph */
-        const st_timing_opts to = {.warmup = 2, .reps = 3, .iters = 4};
+        const st_timing_opts to = {
+            .warmup = 2, .reps = 3, .iters = 4, .flush_bytes = ST_TIMING_FLUSH_L2 * dev.l2_bytes};
         st_timing t;
         if (st_time_graph(cu, stream, h->launch, bound, &to, &t, &err) != ST_OK)
           fail_msg("timing %s on %s: %s", v[i].row.name, shapes[s].key, err.msg);

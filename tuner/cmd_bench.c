@@ -171,7 +171,8 @@ static void bench_shape(const st_cu *cu, const st_device_info *dev, st_handle *r
                       .warmup_ms = 200.0,
                       .reps = 5,
                       .iters = h->bench_iters > 0 ? h->bench_iters : 40,
-                      .retry_spread = ST_BENCH_RETRY_SPREAD};
+                      .retry_spread = ST_BENCH_RETRY_SPREAD,
+                      .flush_bytes = ST_TIMING_FLUSH_L2 * dev->l2_bytes};
   st_timing t;
   if ((cli->cold && st_cold_prepare(h, kase, dev, &o, &err) != ST_OK) ||
       st_time_graph(cu, stream, h->launch, bound, &o, &t, &err) != ST_OK) {

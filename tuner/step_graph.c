@@ -38,8 +38,12 @@ st_status st_step_graph_time(const st_cu *cu, const st_device_info *dev, st_hand
   const st_case_opts co = {.seed = seed, .threads = threads, .cold = 0};
   st_status s = step_op_make(cu, dev, rt, stream, index, &co, &c.index, err);
   if (s == ST_OK) s = step_op_make(cu, dev, rt, stream, attn, &co, &c.attn, err);
-  const st_timing_opts o = {
-      .warmup = 20, .warmup_ms = 200.0, .reps = 5, .iters = 40, .retry_spread = ST_BENCH_RETRY_SPREAD};
+  const st_timing_opts o = {.warmup = 20,
+                            .warmup_ms = 200.0,
+                            .reps = 5,
+                            .iters = 40,
+                            .retry_spread = ST_BENCH_RETRY_SPREAD,
+                            .flush_bytes = ST_TIMING_FLUSH_L2 * dev->l2_bytes};
   for (int pdl = 0; pdl < 2 && s == ST_OK; pdl++) {
     c.index.h->set_pdl(c.index.kase, pdl);
     c.attn.h->set_pdl(c.attn.kase, pdl);

@@ -51,6 +51,18 @@ static st_status replay(graph_state *g, CUstream s, int n, float *ms, st_err *er
   return ST_OK;
 }
 
+/* Writes `bytes` of a scratch buffer, evicting from L2 what was there. */
+static st_status flush_l2(const st_cu *cu, CUstream s, int64_t bytes, st_err *err) {
+  CUdeviceptr buf = 0;
+  ST_CU_TRY(cu, cu->cuMemAlloc(&buf, (size_t)bytes), err);
+  CUresult rc = cu->cuMemsetD32Async(buf, 0x5a5a5a5au, (size_t)bytes / 4, s);
+  if (rc == CUDA_SUCCESS) rc = cu->cuStreamSynchronize(s);
+  const CUresult freed = cu->cuMemFree(buf);
+  if (rc != CUDA_SUCCESS) return st_cu_fail(cu, rc, "L2 flush", err);
+  if (freed != CUDA_SUCCESS) return st_cu_fail(cu, freed, "cuMemFree (L2 flush)", err);
+  return ST_OK;
+}
+
 /* fn's launches on `s`, captured into graph g->n and instantiated. */
 static st_status capture(graph_state *g, CUstream s, st_launch_fn fn, void *ctx, st_err *err) {
   const st_cu *cu = g->cu;
@@ -90,6 +102,7 @@ static st_status run(graph_state *g, CUstream s, st_launch_fn fn, void *ctx, con
   st_status st = capture_all(g, s, fn, ctx, o, err);
   if (st != ST_OK) return st;
   for (int i = 0; i < 2; i++) ST_CU_TRY(cu, cu->cuEventCreate(&g->ev[i], CU_EVENT_DEFAULT), err);
+  if (o->flush_bytes > 0 && (st = flush_l2(cu, s, o->flush_bytes, err)) != ST_OK) return st;
   float ms = 0;
   if (o->warmup > 0 && (st = replay(g, s, o->warmup, &ms, err)) != ST_OK) return st;
   for (float warm = ms; o->warmup > 0 && warm < o->warmup_ms; warm += ms)

@@ -14,6 +14,16 @@
  * attempt (least spread) is kept: the same method, on a set of
  * repetitions nothing disturbed.
  *
+ * With `flush_bytes` set, a scratch buffer that large (twice L2) is
+ * written before the warm-up, so that a measurement starts from the same
+ * cache state whatever was timed before it. Without it the tune's order
+ * leaked into its numbers: register-load index_decode variants timed after
+ * bulk-copy variants on the same pool inherited the pool's blocks in L2
+ * and kept them (B = 1 128K 12.6 us), while alone, as bench and an engine
+ * run them, they reach a steady state with less of it there (15.4 us), so
+ * the tune picked them over variants that run at 13.0 in every process
+ * (docs/kernels/index_decode.md, thirty-fifth session).
+ *
  * Cold-cache timing (`--cold`, tuner/cold.h): the op's harness readies
  * several input sets that read different pages of its paged pools; a
  * graph is captured for each, and the replays go through them in turn, so
@@ -24,6 +34,8 @@
 #include "cuda_driver.h"
 #include "error.h"
 
+#include <stdint.h>
+
 #define ST_TIMING_MAX_REPS 32
 
 typedef st_status (*st_launch_fn)(void *ctx, CUstream stream, st_err *err);
@@ -32,6 +44,8 @@ typedef st_status (*st_rotate_fn)(void *ctx, int i, st_err *err);
 
 #define ST_TIMING_MAX_ROTATIONS 128
 #define ST_TIMING_ATTEMPTS 3
+/* tune and bench: flush_bytes = this x the device's L2 size. */
+#define ST_TIMING_FLUSH_L2 2
 /* bench (and its decode steps) and tune: the spread above which a
  * measurement is taken again. Undisturbed decode rows measure 0.1-1%. */
 #define ST_BENCH_RETRY_SPREAD 0.03
@@ -51,6 +65,8 @@ typedef struct st_timing_opts {
                            graph each, replayed in turn; set 0 again at the end */
   st_rotate_fn rotate;
   double retry_spread; /* > 0: a spread above this is timed again (see above)  */
+  int64_t flush_bytes; /* > 0: this many bytes written before the warm-up, so
+                          nothing timed before is left in L2 (see above)     */
 } st_timing_opts;
 
 typedef struct st_timing {

@@ -152,6 +152,7 @@ static st_status child_setup(child *c, const st_op_harness *h, const st_params *
   const st_case_opts co = {.seed = o->seed, .threads = o->ref_threads, .cold = o->cold};
   if ((s = h->case_create(c->cu, &c->dev, shape, &co, &c->kase, err)) != ST_OK) return s;
   c->timing = o->timing;
+  c->timing.flush_bytes = ST_TIMING_FLUSH_L2 * c->dev.l2_bytes;
   return o->cold ? st_cold_prepare(h, c->kase, &c->dev, &c->timing, err) : ST_OK;
 }
 

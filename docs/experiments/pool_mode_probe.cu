@@ -48,6 +48,11 @@ namespace {
 
 constexpr int BLOCK_BYTES = 32 * 1024, THREADS = 256, PER_CTA = 4, CTAS = 256;
 constexpr int LOADS = PER_CTA * BLOCK_BYTES / 16 / THREADS; // 32 a thread
+// "cold": as bench --cold, a pool of 16 x L2 and 16 sets of picks, the
+// next set each replay, so every block comes from DRAM (and its page
+// often misses the TLB): the gather's own cold rate, to set beside the
+// kernels' 21.5 us (1.56 TB/s) cold at B = 1 128K.
+constexpr int COLD_SETS = 16;
 
 // NC: the index kernels' load (ld.global.nc.L1::no_allocate), else L2-only
 // (ld.global.cg). SEQ: one block at a time (the next block's address waits
@@ -64,8 +69,9 @@ template <bool NC> __device__ __forceinline__ uint4 load16(const void *p) {
 }
 
 template <bool NC, bool SEQ>
-__global__ void __launch_bounds__(THREADS) gather(const char *pool, const int *picks, float *out, const int *shift) {
-  const int *my = picks + (blockIdx.x + *shift * 37) % CTAS * PER_CTA;
+__global__ void __launch_bounds__(THREADS)
+    gather(const char *pool, const int *picks, float *out, const int *shift, const int *set) {
+  const int *my = picks + (*set % COLD_SETS) * CTAS * PER_CTA + (blockIdx.x + *shift * 37) % CTAS * PER_CTA;
   constexpr int PER_BLOCK = LOADS / PER_CTA;
   uint32_t x = 0;
   if (SEQ) {
@@ -196,7 +202,9 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i < 32; i += 2) CK(cudaFree(held[i]));
   }
-  const int pool_blocks = 4096, reads = CTAS * PER_CTA;
+  const bool cold = strstr(mode, "cold") != nullptr;
+  const int pool_blocks = cold ? 25600 : 4096, reads = CTAS * PER_CTA; // 800 MiB = 16 x 50 MiB cold
+  const int sets = cold ? COLD_SETS : 1;
   const size_t pool_bytes = (size_t)pool_blocks * BLOCK_BYTES;
   char *pool;
   if (strstr(mode, "vmm"))
@@ -213,7 +221,7 @@ int main(int argc, char **argv) {
   CK(cudaDeviceSynchronize());
   int *picks;
   float *out;
-  CK(cudaMalloc(&picks, reads * 4));
+  CK(cudaMalloc(&picks, (size_t)COLD_SETS * reads * 4));
   CK(cudaMalloc(&out, CTAS * 4));
   int *counter, *zero; // "rot" shifts by the counter, the other modes by a zero
   CK(cudaMalloc(&counter, 4));
@@ -221,7 +229,8 @@ int main(int argc, char **argv) {
   CK(cudaMemset(counter, 0, 4));
   CK(cudaMemset(zero, 0, 4));
   const int *shift = strstr(mode, "rot") ? counter : zero;
-  const bool with_bump = strstr(mode, "bump") || strstr(mode, "rot");
+  const int *set = cold ? counter : zero;
+  const bool with_bump = strstr(mode, "bump") || strstr(mode, "rot") || cold;
   cudaStream_t st;
   CK(cudaStreamCreate(&st));
   const double bytes = (double)reads * BLOCK_BYTES;
@@ -229,18 +238,21 @@ int main(int argc, char **argv) {
   // pass 1: the control, blocks 0 .. reads - 1 each once.
   for (int pass = 0; pass < 2; pass++) {
     std::mt19937 rng(20261127);
-    std::vector<int> h(reads);
-    for (int i = 0; i < reads; i++) h[i] = pass == 0 ? (int)(rng() % pool_blocks) : i;
-    if (pass == 1) std::shuffle(h.begin(), h.end(), rng);
+    std::vector<int> h((size_t)COLD_SETS * reads);
+    for (int s = 0; s < COLD_SETS; s++) {
+      for (int i = 0; i < reads; i++)
+        h[s * reads + i] = pass == 0 ? (int)(rng() % pool_blocks) : (s % sets) * reads + i;
+      if (pass == 1) std::shuffle(h.begin() + s * reads, h.begin() + (s + 1) * reads, rng);
+    }
     CK(cudaMemcpy(picks, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
     auto time = [&](auto kernel, const char *how) {
       for (int i = 0; i < 20000; i++) { // clocks up (~0.3 s)
-        kernel<<<CTAS, THREADS, 0, st>>>(pool, picks, out, shift);
+        kernel<<<CTAS, THREADS, 0, st>>>(pool, picks, out, shift, set);
         if (with_bump) bump<<<1, 1, 0, st>>>(counter);
       }
       const bool with_tail = strstr(mode, "tail") != nullptr;
       const float us = graph_time_us(st, [&](cudaStream_t s) {
-        kernel<<<CTAS, THREADS, 0, s>>>(pool, picks, out, shift);
+        kernel<<<CTAS, THREADS, 0, s>>>(pool, picks, out, shift, set);
         if (with_tail) tail<<<1, 256, 0, s>>>(out);
         if (with_bump) bump<<<1, 1, 0, s>>>(counter);
       });
