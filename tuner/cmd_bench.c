@@ -4,12 +4,13 @@
  * ../shared/anchors.md did (same pools, random block tables, every request
  * at the full context), launches the op through libsparsetune's dispatch
  * (the winners in the database), checks the result against the reference,
- * and times CUDA-graph replays: 5 repetitions of 40 replays after warm-up,
- * the median kept (a set whose spread exceeds 3% is timed again, up to
- * three sets, the quietest kept: tuner/timing.h). In the same run it
- * measures device-to-device copy bandwidth (bytes read + written), and
- * prints per shape the time, the bandwidth of the bytes the op must move,
- * its fraction of the copy bandwidth, and the peer's time where the suite
+ * and times CUDA-graph replays: 5 repetitions of 40 replays after warm-up
+ * from a flushed L2 (nothing of the rows before left in it), the median
+ * kept (a set whose spread exceeds 3% is timed again, up to three sets,
+ * the quietest kept: tuner/timing.h). In the same run it measures
+ * device-to-device copy bandwidth (bytes read + written), and prints per
+ * shape the time, the bandwidth of the bytes the op must move, its
+ * fraction of the copy bandwidth, and the peer's time where the suite
  * records it. The run and its measurements are stored (kind "bench"), so
  * `regress` can compare bench runs too. With --harness it also times the
  * same variant launched through the op harness (as `tune` launches it) on
@@ -38,15 +39,16 @@ static const char usage[] =
     "Times the runtime's dispatch (the winners recorded in the database) on\n"
     "every shape of the suite, as ../shared/anchors.md measured the peer:\n"
     "CUDA-graph replays, median of 5 x 40 (prefill ops: 5 x 10), same inputs\n"
-    "each replay; a set spread over more than 3% is timed again, up to three\n"
-    "sets, and the quietest is kept (its line says so). Prints time, GB/s of\n"
-    "the bytes the op must move, fraction of the copy bandwidth measured in\n"
-    "the same run, TFLOP/s for prefill ops (FLOPs counted as the anchors count\n"
-    "them) and the peer's time where known. Where the suite has both decode\n"
-    "ops, it ends with one decode step: indexer and attention rows of the same\n"
-    "dtype and batch added, against the peer's two; then (without --cold) each\n"
-    "such step timed as one CUDA graph of both ops, plain and with\n"
-    "programmatic dependent launch, as an engine's graph runs it.\n"
+    "each replay, the warm-up started from a flushed L2; a set spread over\n"
+    "more than 3% is timed again, up to three sets, and the quietest is kept\n"
+    "(its line says so). Prints time, GB/s of the bytes the op must move,\n"
+    "fraction of the copy bandwidth measured in the same run, TFLOP/s for\n"
+    "prefill ops (FLOPs counted as the anchors count them) and the peer's time\n"
+    "where known. Where the suite has both decode ops, it ends with one decode\n"
+    "step: indexer and attention rows of the same dtype and batch added,\n"
+    "against the peer's two; then (without --cold) each such step timed as one\n"
+    "CUDA graph of both ops, plain and with programmatic dependent launch, as\n"
+    "an engine's graph runs it.\n"
     "\n"
     "  --suite NAME   shape suite (default anchors)\n"
     "  --op OP        only this op of the suite (OP,OP,...: only these ops)\n"
@@ -407,7 +409,7 @@ int st_cmd_bench(int argc, char **argv) {
     printf("bench: suite %s on %s (%s, %d SMs); copy bandwidth %.0f GB/s (read + write)\n", cli.suite, dev.name,
            dev.arch, dev.sm_count, copy_gbs);
     printf("method: CUDA-graph replays, median of 5 x 40 (prefill ops: 5 x 10) after >= 200 ms of warm-up replays "
-           "(a spread over %.0f%% timed again, up to %d times, the quietest kept), %s\n",
+           "from a flushed L2 (a spread over %.0f%% timed again, up to %d times, the quietest kept), %s\n",
            100 * ST_BENCH_RETRY_SPREAD, ST_TIMING_ATTEMPTS,
            cli.cold ? "paged caches cold in L2 (pools of 16x L2, other pages each replay)" : "same inputs each replay");
     printf("%-18s %-62s %8s %7s %8s %7s %7s %8s %8s  %s\n", "op", "shape", "us", "spread", "GB/s", "of copy", "TFLOP/s",
