@@ -10,7 +10,7 @@
 // the s-th of `splits` equal slices of request r's visible blocks for the
 // HEADS_PER_CTA heads of group g and all qlen tokens ("columns" = heads x
 // tokens, at most 16): K rows are read once per CTA and multiplied against
-// every column with tensor-core mma (bf16 m16n8k16, or e4m3 m16n8k32).
+// every column with tensor-core mma (m16n8k16: bf16, or fp8 widened to f16).
 // A warp handles one 16-token tile of a block per step ("unit"); the max over
 // a tile's rows reduces in registers and shuffles, the max over a block's 8
 // tiles by atomicMax on integer keys in shared memory. Each CTA writes its
@@ -69,6 +69,9 @@ constexpr int BLOCK_BYTES = BLOCK_TOKENS * ROW_BYTES;
 static_assert(THREADS % 32 == 0 && THREADS >= 64, "whole warps");
 static_assert(ROW_BYTES % 64 == 0, "rows of whole 64-byte chunks");
 static_assert(MAX_COLS <= 16, "at most two mma column tiles");
+// Bulk variants: each warp takes BULK_TILES of a block's tiles.
+constexpr int BULK_TILES = TILES_PER_BLOCK / WARPS;
+static_assert(BULK_STAGES == 0 || TILES_PER_BLOCK % WARPS == 0, "a block's tiles shared evenly by the warps");
 
 struct st_column {
   int head;   // index head
@@ -214,42 +217,78 @@ __device__ void st_merge_from_workspace(const st_index_decode_params &p, int r, 
   }
 }
 
-// Scores one 16-token tile against every column: a[ch][0] / a[ch][1] hold
-// bytes [ch*64 + cq*16, +16) of the tile's rows gq and gq + 8 (the mma A
-// fragments), qf the same bytes of the columns' q rows. pos0 is the absolute
-// position of row gq; the tile's max per column goes to keys[n * chunk] by
-// atomicMax (a block's 8 tiles share the key).
-__device__ __forceinline__ void st_score_tile(const uint4 (&a)[CHUNKS][2], const uint4 (&qf)[NTILES][CHUNKS],
-                                              const int (&col_pos)[NTILES][2], int ncols, int pos0, uint32_t *keys,
-                                              int chunk) {
-  const int lane = threadIdx.x & 31, gq = lane >> 2, cq = lane & 3;
-  float acc[NTILES][4];
+// The columns' q as the products take it: per column tile nt and 64-byte
+// chunk ch, lane (gq, cq) holds bytes [ch*64 + cq*16, +16) of column
+// nt*8 + gq's row, the bytes its K loads cover (A and B share the lane's k
+// slots, so that k order needs no shuffles). fp8 holds them widened to f16
+// (two words a word), once per CTA: mma.sync e4m3 on Hopper widens both
+// operands at every call (ptxas emits 12 conversions and 2 f16 HMMA for
+// each), so the tiles now widen only K (v8, docs/kernels/index_decode.md).
+constexpr int QWORDS = IS_FP8 ? 8 : 4;
+struct st_q_frag {
+  uint32_t w[NTILES][CHUNKS][QWORDS];
+};
+
+// acc[nt] = one 16-token tile's rows x column tile nt. a[ch][0] / a[ch][1]
+// hold bytes [ch*64 + cq*16, +16) of rows gq and gq + 8 (the mma A
+// fragments). fp8: each 4-byte word of a row is two f16x2 (bytes 0-1 in k
+// slots 2cq.., 2-3 in 8 + 2cq.. of an m16n8k16), q's words the same.
+__device__ __forceinline__ void st_tile_products(const uint4 (&a)[CHUNKS][2], const st_q_frag &q, int ncols,
+                                                 float (&acc)[NTILES][4]) {
 #pragma unroll
   for (int nt = 0; nt < NTILES; nt++) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
 #pragma unroll
   for (int ch = 0; ch < CHUNKS; ch++) {
-    const uint4 lo = a[ch][0], hi = a[ch][1];
+    const uint32_t lo[4] = {a[ch][0].x, a[ch][0].y, a[ch][0].z, a[ch][0].w};
+    const uint32_t hi[4] = {a[ch][1].x, a[ch][1].y, a[ch][1].z, a[ch][1].w};
+    if (IS_FP8) {
+      uint32_t l16[8], h16[8];
 #pragma unroll
-    for (int nt = 0; nt < NTILES; nt++) {
-      if (nt * 8 >= ncols) break;
-      const uint4 b = qf[nt][ch];
-      if (IS_FP8) {
-        st_mma_e4m3_16832(acc[nt], lo.x, hi.x, lo.y, hi.y, b.x, b.y);
-        st_mma_e4m3_16832(acc[nt], lo.z, hi.z, lo.w, hi.w, b.z, b.w);
-      } else {
-        st_mma_bf16_16816(acc[nt], lo.x, hi.x, lo.y, hi.y, b.x, b.y);
-        st_mma_bf16_16816(acc[nt], lo.z, hi.z, lo.w, hi.w, b.z, b.w);
+      for (int k = 0; k < 4; k++) {
+        st_e4m3x4_to_f16x2x2(lo[k], l16[2 * k], l16[2 * k + 1]);
+        st_e4m3x4_to_f16x2x2(hi[k], h16[2 * k], h16[2 * k + 1]);
+      }
+#pragma unroll
+      for (int nt = 0; nt < NTILES; nt++) {
+        if (nt * 8 >= ncols) break;
+        const uint32_t *b = q.w[nt][ch];
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+          st_mma_f16_16816(acc[nt], l16[2 * k], h16[2 * k], l16[2 * k + 1], h16[2 * k + 1], b[2 * k], b[2 * k + 1]);
+      }
+    } else {
+#pragma unroll
+      for (int nt = 0; nt < NTILES; nt++) {
+        if (nt * 8 >= ncols) break;
+        const uint32_t *b = q.w[nt][ch];
+        st_mma_bf16_16816(acc[nt], lo[0], hi[0], lo[1], hi[1], b[0], b[1]);
+        st_mma_bf16_16816(acc[nt], lo[2], hi[2], lo[3], hi[3], b[2], b[3]);
       }
     }
   }
+}
+
+// The max per column of T tiles of one block (acc[t], whose row gq sits
+// at absolute position pos0[t]), positions past each column's query token
+// left out, into keys[n * chunk] by atomicMax (a block's tiles share the
+// key): the tiles are maxed in registers first, so T tiles cost one
+// shuffle reduction and one atomic.
+template <int T>
+__device__ __forceinline__ void st_tiles_key(const float (*acc)[NTILES][4], const int *pos0,
+                                             const int (&col_pos)[NTILES][2], int ncols, uint32_t *keys, int chunk) {
+  const int lane = threadIdx.x & 31, gq = lane >> 2, cq = lane & 3;
 #pragma unroll
   for (int nt = 0; nt < NTILES; nt++) {
     if (nt * 8 >= ncols) break;
 #pragma unroll
     for (int cc = 0; cc < 2; cc++) {
       const int lim = col_pos[nt][cc];
-      uint32_t key = pos0 <= lim ? st_score_key(acc[nt][cc]) : 0u;
-      if (pos0 + 8 <= lim) key = max(key, st_score_key(acc[nt][2 + cc]));
+      uint32_t key = 0u;
+#pragma unroll
+      for (int t = 0; t < T; t++) {
+        if (pos0[t] <= lim) key = max(key, st_score_key(acc[t][nt][cc]));
+        if (pos0[t] + 8 <= lim) key = max(key, st_score_key(acc[t][nt][2 + cc]));
+      }
       key = max(key, __shfl_xor_sync(0xffffffffu, key, 4));
       key = max(key, __shfl_xor_sync(0xffffffffu, key, 8));
       key = max(key, __shfl_xor_sync(0xffffffffu, key, 16));
@@ -274,8 +313,8 @@ __device__ __forceinline__ int st_stage_offset(const st_index_decode_params &p) 
 // warp 0's lanes copy it row by row (not reached yet: the launcher gives
 // strided pages to register variants until a GPU test covers this path).
 __device__ void st_score_bulk(const st_index_decode_params &p, const int32_t *s_pages, int nloc, int j0, int chunk,
-                              int ncols, const uint4 (&qf)[NTILES][CHUNKS], const int (&col_pos)[NTILES][2],
-                              uint32_t *s_keys, char *stages, uint64_t *full, uint64_t *empty) {
+                              int ncols, const st_q_frag &q, const int (&col_pos)[NTILES][2], uint32_t *s_keys,
+                              char *stages, uint64_t *full, uint64_t *empty) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, gq = lane >> 2, cq = lane & 3;
   const bool contiguous = p.k_stride_token * ELEM_BYTES == ROW_BYTES;
   const char *kbase = (const char *)p.k_cache;
@@ -298,16 +337,26 @@ __device__ void st_score_bulk(const st_index_decode_params &p, const int32_t *s_
     const int st = i % BULK_STAGES, parity = (i / BULK_STAGES) & 1;
     st_mbar_wait(st_smem_addr(&full[st]), parity);
     const char *blk = stages + st * BLOCK_BYTES;
-    for (int tile = warp; tile < TILES_PER_BLOCK; tile += WARPS) {
-      const char *row0 = blk + (tile * 16 + gq) * ROW_BYTES + cq * 16;
-      uint4 a[CHUNKS][2];
+    // The warp's tiles of the block at once (independent products, one key
+    // reduction): warp w takes tiles w, w + WARPS, ...
+    uint4 a[BULK_TILES][CHUNKS][2];
+#pragma unroll
+    for (int t = 0; t < BULK_TILES; t++) {
+      const char *row0 = blk + ((warp + t * WARPS) * 16 + gq) * ROW_BYTES + cq * 16;
 #pragma unroll
       for (int ch = 0; ch < CHUNKS; ch++) {
-        a[ch][0] = *(const uint4 *)(row0 + ch * 64);
-        a[ch][1] = *(const uint4 *)(row0 + 8 * ROW_BYTES + ch * 64);
+        a[t][ch][0] = *(const uint4 *)(row0 + ch * 64);
+        a[t][ch][1] = *(const uint4 *)(row0 + 8 * ROW_BYTES + ch * 64);
       }
-      st_score_tile(a, qf, col_pos, ncols, (j0 + i) * BLOCK_TOKENS + tile * 16 + gq, s_keys + i, chunk);
     }
+    float acc[BULK_TILES][NTILES][4];
+    int pos0[BULK_TILES];
+#pragma unroll
+    for (int t = 0; t < BULK_TILES; t++) {
+      st_tile_products(a[t], q, ncols, acc[t]);
+      pos0[t] = (j0 + i) * BLOCK_TOKENS + (warp + t * WARPS) * 16 + gq;
+    }
+    st_tiles_key<BULK_TILES>(acc, pos0, col_pos, ncols, s_keys + i, chunk);
     // Every thread releases its own reads of the stage (an arrive orders
     // only the arriving thread's accesses before the next copy's writes).
     st_mbar_arrive(st_smem_addr(&empty[st]));
@@ -359,10 +408,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) st_index_decode_main(co
   const int32_t *bt = p.block_table + (int64_t)r * p.bt_stride + j0;
   for (int i = threadIdx.x; i < nloc; i += THREADS) s_pages[i] = bt[i];
 
-  // q fragments: lane (gq = lane/4, cq = lane%4) holds column nt*8+gq,
-  // bytes [ch*64 + cq*16, +16) of its row, the same bytes its A loads cover.
+  // q fragments (st_q_frag).
   const int gq = lane >> 2, cq = lane & 3;
-  uint4 qf[NTILES][CHUNKS];
+  st_q_frag q;
 #pragma unroll
   for (int nt = 0; nt < NTILES; nt++) {
     const int n = nt * 8 + gq;
@@ -372,8 +420,17 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) st_index_decode_main(co
       qrow = (const char *)p.q + ((int64_t)(r * qlen + t) * p.q_stride_row + (int64_t)h * p.q_stride_head) * ELEM_BYTES;
     }
 #pragma unroll
-    for (int ch = 0; ch < CHUNKS; ch++)
-      qf[nt][ch] = qrow ? *(const uint4 *)(qrow + ch * 64 + cq * 16) : make_uint4(0, 0, 0, 0);
+    for (int ch = 0; ch < CHUNKS; ch++) {
+      const uint4 v = qrow ? *(const uint4 *)(qrow + ch * 64 + cq * 16) : make_uint4(0, 0, 0, 0);
+      const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int k = 0; k < 4; k++) {
+        if (IS_FP8)
+          st_e4m3x4_to_f16x2x2(words[k], q.w[nt][ch][2 * k % QWORDS], q.w[nt][ch][(2 * k + 1) % QWORDS]);
+        else
+          q.w[nt][ch][k] = words[k];
+      }
+    }
   }
   // Position limit of each accumulator column this lane holds (2 per tile).
   int col_pos[NTILES][2];
@@ -387,8 +444,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) st_index_decode_main(co
   __syncthreads();
 
   if (BULK_STAGES > 0) {
-    st_score_bulk(p, s_pages, nloc, j0, chunk, ncols, qf, col_pos, s_dyn, (char *)s_dyn + st_stage_offset(p),
-                  s_full, s_empty);
+    st_score_bulk(p, s_pages, nloc, j0, chunk, ncols, q, col_pos, s_dyn, (char *)s_dyn + st_stage_offset(p), s_full,
+                  s_empty);
   } else {
     const char *kbase = (const char *)p.k_cache;
     const int nunits = nloc * TILES_PER_BLOCK;
@@ -410,13 +467,20 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) st_index_decode_main(co
           }
         }
       }
+      // Every unit's products before any key reduction: independent chains.
+      float acc[UNITS][NTILES][4];
+#pragma unroll
+      for (int u = 0; u < UNITS; u++) {
+        if (base + u * WARPS >= nunits) break;
+        st_tile_products(a[u], q, ncols, acc[u]);
+      }
 #pragma unroll
       for (int u = 0; u < UNITS; u++) {
         const int unit = base + u * WARPS;
         if (unit >= nunits) break;
         const int jl = unit / TILES_PER_BLOCK;
         const int pos0 = (j0 + jl) * BLOCK_TOKENS + (unit % TILES_PER_BLOCK) * 16 + gq;
-        st_score_tile(a[u], qf, col_pos, ncols, pos0, s_dyn + jl, chunk);
+        st_tiles_key<1>(&acc[u], &pos0, col_pos, ncols, s_dyn + jl, chunk);
       }
     }
   }

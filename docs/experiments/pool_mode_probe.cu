@@ -46,7 +46,20 @@
 
 namespace {
 
-constexpr int BLOCK_BYTES = 32 * 1024, THREADS = 256, PER_CTA = 4, CTAS = 256;
+// The row's shape, B = 1 128K bf16, unless compiled with -D: e.g. fp8 B = 8
+// 32K (2048 blocks of 16 KiB, a 64 MiB pool, t128 s64: 512 CTAs of 128
+// threads, four blocks each) is -DPROBE_BLOCK_KIB=16 -DPROBE_THREADS=128
+// -DPROBE_CTAS=512 (thirty-sixth session).
+#ifndef PROBE_BLOCK_KIB
+#define PROBE_BLOCK_KIB 32
+#endif
+#ifndef PROBE_THREADS
+#define PROBE_THREADS 256
+#endif
+#ifndef PROBE_CTAS
+#define PROBE_CTAS 256
+#endif
+constexpr int BLOCK_BYTES = PROBE_BLOCK_KIB * 1024, THREADS = PROBE_THREADS, PER_CTA = 4, CTAS = PROBE_CTAS;
 constexpr int LOADS = PER_CTA * BLOCK_BYTES / 16 / THREADS; // 32 a thread
 // "cold": as bench --cold, a pool of 16 x L2 and 16 sets of picks, the
 // next set each replay, so every block comes from DRAM (and its page
@@ -68,10 +81,14 @@ template <bool NC> __device__ __forceinline__ uint4 load16(const void *p) {
   return v;
 }
 
-template <bool NC, bool SEQ>
+// DEP: the picks' address waits on a load (the shift and set words), as the
+// kernels' block-table reads wait on the request's length: two dependent
+// round trips before the data. Without (mode "nodep"): one, the picks.
+template <bool NC, bool SEQ, bool DEP = true>
 __global__ void __launch_bounds__(THREADS)
     gather(const char *pool, const int *picks, float *out, const int *shift, const int *set) {
-  const int *my = picks + (*set % COLD_SETS) * CTAS * PER_CTA + (blockIdx.x + *shift * 37) % CTAS * PER_CTA;
+  const int *my = DEP ? picks + (*set % COLD_SETS) * CTAS * PER_CTA + (blockIdx.x + *shift * 37) % CTAS * PER_CTA
+                      : picks + blockIdx.x * PER_CTA;
   constexpr int PER_BLOCK = LOADS / PER_CTA;
   uint32_t x = 0;
   if (SEQ) {
@@ -289,10 +306,17 @@ int main(int argc, char **argv) {
       CK(cudaFree(next));
       continue;
     }
-    time(gather<false, false>, "cg.all");
-    time(gather<true, false>, "nc.all");
-    time(gather<false, true>, "cg.seq");
-    time(gather<true, true>, "nc.seq");
+    if (strstr(mode, "nodep")) {
+      time(gather<false, false, false>, "cg.all");
+      time(gather<true, false, false>, "nc.all");
+      time(gather<false, true, false>, "cg.seq");
+      time(gather<true, true, false>, "nc.seq");
+    } else {
+      time(gather<false, false>, "cg.all");
+      time(gather<true, false>, "nc.all");
+      time(gather<false, true>, "cg.seq");
+      time(gather<true, true>, "nc.seq");
+    }
   }
   return 0;
 }

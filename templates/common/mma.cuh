@@ -21,20 +21,12 @@ __device__ __forceinline__ void st_mma_bf16_16816(float (&d)[4], uint32_t a0, ui
                : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// f16 x f16, K = 16: each register holds 2 f16 (the fp8 attention math,
-// whose e4m3 operands widen to f16 in one instruction).
+// f16 x f16, K = 16: each register holds 2 f16 (the fp8 attention and
+// decode-indexer math, whose e4m3 operands widen to f16 in one
+// instruction).
 __device__ __forceinline__ void st_mma_f16_16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
                                                  uint32_t a3, uint32_t b0, uint32_t b1) {
   asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-// e4m3 x e4m3, K = 32: each register holds 4 fp8 (sm_89 and later).
-__device__ __forceinline__ void st_mma_e4m3_16832(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                                  uint32_t a3, uint32_t b0, uint32_t b1) {
-  asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 "
                "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
