@@ -423,6 +423,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) st_index_decode_main(co
     for (int ch = 0; ch < CHUNKS; ch++) {
       const uint4 v = qrow ? *(const uint4 *)(qrow + ch * 64 + cq * 16) : make_uint4(0, 0, 0, 0);
       const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+      // (% QWORDS keeps the bf16 instantiation's dead fp8 branch in bounds.)
 #pragma unroll
       for (int k = 0; k < 4; k++) {
         if (IS_FP8)
