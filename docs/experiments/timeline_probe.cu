@@ -150,6 +150,16 @@ int main(int argc, char **argv) {
   for (int x : per_sm)
     if (x) lo = std::min(lo, x), hi = std::max(hi, x), used++;
   printf("  SMs used %d, CTAs an SM %d..%d\n", used, lo, hi);
+  // Do CTAs that share their SM with more CTAs end later (the scoring is
+  // the SM's issue, not the memory's)? Median end by the SM's CTA count.
+  for (int n = lo; n <= hi && used; n++) {
+    std::vector<double> v;
+    for (int c = 0; c < nctas; c++)
+      if (per_sm[t[c * ST_TL_SLOTS + 8] & 255] == n) v.push_back(rel(t[c * ST_TL_SLOTS + 7]));
+    if (v.empty()) continue;
+    std::sort(v.begin(), v.end());
+    printf("  SMs of %d CTAs: %zu CTAs, end median %.2f, max %.2f us\n", n, v.size(), v[v.size() / 2], v.back());
+  }
   printf("  running:");
   for (double x = 0; x < 16; x += 0.5) {
     int n = 0;
