@@ -401,16 +401,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) st_index_decode_main(co
     }
     st_mbar_init_fence();
   }
-  for (int i = threadIdx.x; i < ncols * chunk; i += THREADS) s_dyn[i] = 0u;
-  // The slice's pages, read once up front: the scoring loop's K loads then
-  // wait for nothing but themselves (one round trip per step, not two).
-  int32_t *s_pages = (int32_t *)(s_dyn + MAX_COLS * p.chunk_cap);
-  const int32_t *bt = p.block_table + (int64_t)r * p.bt_stride + j0;
-  for (int i = threadIdx.x; i < nloc; i += THREADS) s_pages[i] = bt[i];
-
-  // q fragments (st_q_frag).
+  // q's words first (held raw until after the setup barrier), so that
+  // nothing below waits for them.
   const int gq = lane >> 2, cq = lane & 3;
-  st_q_frag q;
+  uint4 q_raw[NTILES][CHUNKS];
 #pragma unroll
   for (int nt = 0; nt < NTILES; nt++) {
     const int n = nt * 8 + gq;
@@ -420,8 +414,49 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) st_index_decode_main(co
       qrow = (const char *)p.q + ((int64_t)(r * qlen + t) * p.q_stride_row + (int64_t)h * p.q_stride_head) * ELEM_BYTES;
     }
 #pragma unroll
+    for (int ch = 0; ch < CHUNKS; ch++)
+      q_raw[nt][ch] = qrow ? *(const uint4 *)(qrow + ch * 64 + cq * 16) : make_uint4(0, 0, 0, 0);
+  }
+  const int32_t *bt = p.block_table + (int64_t)r * p.bt_stride + j0;
+  // Register path: a warp's K rows of UNITS tiles (16 rows each) into
+  // mma fragments. The first batch is issued here with its pages read
+  // straight from the block table (a warp's lanes read one entry), so that
+  // its round trip runs under q's and the setup barrier's; later batches
+  // read their pages from s_pages.
+  const char *kbase = (const char *)p.k_cache;
+  const int nunits = nloc * TILES_PER_BLOCK;
+  uint4 a[UNITS][CHUNKS][2];
+  auto load_units = [&](int base, auto page_of) {
+#pragma unroll
+    for (int u = 0; u < UNITS; u++) {
+      const int unit = base + u * WARPS;
+      if (unit < nunits) {
+        const int page = page_of(unit / TILES_PER_BLOCK);
+        const int tok = (unit % TILES_PER_BLOCK) * 16 + gq;
+        const char *row0 = kbase + ((int64_t)page * p.k_stride_page + (int64_t)tok * p.k_stride_token) * ELEM_BYTES;
+        const char *row1 = row0 + (int64_t)8 * p.k_stride_token * ELEM_BYTES;
+#pragma unroll
+        for (int ch = 0; ch < CHUNKS; ch++) {
+          a[u][ch][0] = st_ld_stream16(row0 + ch * 64 + cq * 16);
+          a[u][ch][1] = st_ld_stream16(row1 + ch * 64 + cq * 16);
+        }
+      }
+    }
+  };
+  if (BULK_STAGES == 0) load_units(warp, [&](int jl) { return bt[jl]; });
+  for (int i = threadIdx.x; i < ncols * chunk; i += THREADS) s_dyn[i] = 0u;
+  // The slice's pages, read once up front: the scoring loop's K loads then
+  // wait for nothing but themselves (one round trip per step, not two).
+  int32_t *s_pages = (int32_t *)(s_dyn + MAX_COLS * p.chunk_cap);
+  for (int i = threadIdx.x; i < nloc; i += THREADS) s_pages[i] = bt[i];
+
+  // q fragments (st_q_frag).
+  st_q_frag q;
+#pragma unroll
+  for (int nt = 0; nt < NTILES; nt++) {
+#pragma unroll
     for (int ch = 0; ch < CHUNKS; ch++) {
-      const uint4 v = qrow ? *(const uint4 *)(qrow + ch * 64 + cq * 16) : make_uint4(0, 0, 0, 0);
+      const uint4 v = q_raw[nt][ch];
       const uint32_t words[4] = {v.x, v.y, v.z, v.w};
       // (% QWORDS keeps the bf16 instantiation's dead fp8 branch in bounds.)
 #pragma unroll
@@ -448,26 +483,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) st_index_decode_main(co
     st_score_bulk(p, s_pages, nloc, j0, chunk, ncols, q, col_pos, s_dyn, (char *)s_dyn + st_stage_offset(p), s_full,
                   s_empty);
   } else {
-    const char *kbase = (const char *)p.k_cache;
-    const int nunits = nloc * TILES_PER_BLOCK;
     for (int base = warp; base < nunits; base += WARPS * UNITS) {
-      uint4 a[UNITS][CHUNKS][2];
-#pragma unroll
-      for (int u = 0; u < UNITS; u++) {
-        const int unit = base + u * WARPS;
-        if (unit < nunits) {
-          const int page = s_pages[unit / TILES_PER_BLOCK];
-          const int tok = (unit % TILES_PER_BLOCK) * 16 + gq;
-          const char *row0 =
-              kbase + ((int64_t)page * p.k_stride_page + (int64_t)tok * p.k_stride_token) * ELEM_BYTES;
-          const char *row1 = row0 + (int64_t)8 * p.k_stride_token * ELEM_BYTES;
-#pragma unroll
-          for (int ch = 0; ch < CHUNKS; ch++) {
-            a[u][ch][0] = st_ld_stream16(row0 + ch * 64 + cq * 16);
-            a[u][ch][1] = st_ld_stream16(row1 + ch * 64 + cq * 16);
-          }
-        }
-      }
+      if (base != warp) load_units(base, [&](int jl) { return s_pages[jl]; });
       // Every unit's products before any key reduction: independent chains.
       float acc[UNITS][NTILES][4];
 #pragma unroll

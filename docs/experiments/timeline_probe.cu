@@ -11,7 +11,9 @@
 // max(4096, B * ctx / 128) pages, block tables uniformly random over it);
 // main then merge in one CUDA graph, timed as graph_time.cuh does, and the
 // marks of the last replay printed relative to its first CTA's start.
-//   make_timeline_probe.sh builds build/tl_<tag>; run: tl_<tag> B CTX SPLITS
+//   make_timeline_probe.sh builds build/tl_<tag>; run: tl_<tag> B CTX SPLITS [PDL]
+// (PDL 1, the default: the merge launched programmatically, as the runtime
+// does; 0: a plain launch).
 // (thirty-sixth session: fp8 B = 8 32K's main kernel takes ~9.5 us of a
 // replay where a plain gather of its bytes takes ~6).
 #include <cstdint>
@@ -41,16 +43,34 @@ __device__ unsigned long long *st_tl_main, *st_tl_merge;
 
 int main(int argc, char **argv) {
   if (argc < 4) {
-    fprintf(stderr, "usage: %s B CTX SPLITS\n", argv[0]);
+    fprintf(stderr, "usage: %s B CTX SPLITS [PDL]\n", argv[0]);
     return 2;
   }
   const int B = atoi(argv[1]), ctx = atoi(argv[2]), splits = atoi(argv[3]);
+  const int pdl = argc > 4 ? atoi(argv[4]) : 1; // the merge launched programmatically
   const int H = 2, D = HEAD_DIM, max_blocks = ctx / 128, cols = HEADS_PER_CTA * MAX_QLEN, groups = H / HEADS_PER_CTA;
   const int pages = std::max(4096, std::min(B * max_blocks, 65536));
   std::mt19937 rng(36);
   std::vector<uint8_t> pool((size_t)pages * 128 * D * ELEM_BYTES), hq((size_t)B * H * D * ELEM_BYTES);
-  for (auto &v : pool) v = (uint8_t)(rng() & 0x77); // finite e4m3 / bf16 halves
-  for (auto &v : hq) v = (uint8_t)(rng() & 0x77);
+  // Finite e4m3 bytes; bf16 from uniform floats in [-1, 1) (masked bytes
+  // would give bf16 so few distinct values that block maxima tie and the
+  // merge's selection runs its slow tie paths).
+  auto fill = [&](std::vector<uint8_t> &v) {
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    for (size_t i = 0; i < v.size(); i += ELEM_BYTES) {
+      if (ELEM_BYTES == 1) {
+        v[i] = (uint8_t)(rng() & 0x77);
+      } else {
+        const float f = u(rng);
+        uint32_t bits;
+        memcpy(&bits, &f, 4);
+        v[i] = (uint8_t)(bits >> 16);
+        v[i + 1] = (uint8_t)(bits >> 24);
+      }
+    }
+  };
+  fill(pool);
+  fill(hq);
   std::vector<int> bt((size_t)B * max_blocks), seq(B, ctx);
   for (auto &v : bt) v = (int)(rng() % pages);
   void *k, *q, *ws;
@@ -106,7 +126,21 @@ int main(int argc, char **argv) {
   CK(cudaStreamCreate(&st));
   const float us = graph_time_us(st, [&](cudaStream_t s) {
     st_index_decode_main<<<dim3(splits, B, groups), THREADS, smem, s>>>(p);
-    st_index_decode_merge<<<dim3(B, groups), THREADS, merge_smem, s>>>(p);
+    if (pdl) { // as runtime/ops/launch.c launches the merge
+      cudaLaunchAttribute attr = {};
+      attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attr.val.programmaticStreamSerializationAllowed = 1;
+      cudaLaunchConfig_t cfg = {};
+      cfg.gridDim = dim3(B, groups);
+      cfg.blockDim = dim3(THREADS);
+      cfg.dynamicSmemBytes = merge_smem;
+      cfg.stream = s;
+      cfg.attrs = &attr;
+      cfg.numAttrs = 1;
+      CK(cudaLaunchKernelEx(&cfg, st_index_decode_merge, p));
+    } else {
+      st_index_decode_merge<<<dim3(B, groups), THREADS, merge_smem, s>>>(p);
+    }
   });
   CK(cudaDeviceSynchronize());
   std::vector<unsigned long long> t((size_t)nctas * ST_TL_SLOTS), tm((size_t)nmerge * ST_TL_SLOTS);
@@ -115,8 +149,8 @@ int main(int argc, char **argv) {
   unsigned long long t0 = ~0ull;
   for (int c = 0; c < nctas; c++) t0 = std::min(t0, t[c * ST_TL_SLOTS]);
   auto rel = [&](unsigned long long v) { return (double)(v - t0) / 1e3; };
-  printf("B %d ctx %d splits %d: %d CTAs of %d threads, smem %d; replay %.2f us\n", B, ctx, splits, nctas, THREADS,
-         smem, us);
+  printf("B %d ctx %d splits %d pdl %d: %d CTAs of %d threads, smem %d; replay %.2f us\n", B, ctx, splits, pdl, nctas,
+         THREADS, smem, us);
   const char *names[] = {"start", "length", "setup", "block0", "block1", "block2", "block3", "end"};
   const int marks = BULK_STAGES > 0 ? 8 : 3;
   for (int m = 0; m < 8; m++) {
