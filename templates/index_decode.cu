@@ -305,34 +305,36 @@ __device__ __forceinline__ int st_stage_offset(const st_index_decode_params &p) 
   return ((MAX_COLS + 1) * p.chunk_cap * 4 + 127) / 128 * 128;
 }
 
-// BULK_STAGES > 0: the slice's nloc blocks pass through the stages in order.
-// Thread 0 copies block i + BULK_STAGES into stage i % BULK_STAGES once every
-// thread has released block i there (empty barrier); a warp waits for a
-// block's bytes (full barrier), scores its tiles, then releases. A page
-// whose rows are contiguous (k_stride_token = head_dim) is one copy; else
-// warp 0's lanes copy it row by row (not reached yet: the launcher gives
+// Warp 0 (all lanes) copies block i, at `page`, into stage i % BULK_STAGES.
+// A page whose rows are contiguous (k_stride_token = head_dim) is one copy;
+// else the lanes copy it row by row (not reached yet: the launcher gives
 // strided pages to register variants until a GPU test covers this path).
+__device__ __forceinline__ void st_issue_block(const st_index_decode_params &p, char *stages, uint64_t *full, int i,
+                                               int page) {
+  const int lane = threadIdx.x & 31;
+  const int st = i % BULK_STAGES;
+  const uint32_t bar = st_smem_addr(&full[st]), dst = st_smem_addr(stages + st * BLOCK_BYTES);
+  const char *src = (const char *)p.k_cache + (int64_t)page * p.k_stride_page * ELEM_BYTES;
+  if (lane == 0) st_mbar_arrive_expect_tx(bar, BLOCK_BYTES);
+  __syncwarp();
+  if (p.k_stride_token * ELEM_BYTES == ROW_BYTES) {
+    if (lane == 0) st_bulk_copy_g2s(dst, src, BLOCK_BYTES, bar);
+  } else {
+    for (int t = lane; t < BLOCK_TOKENS; t += 32)
+      st_bulk_copy_g2s(dst + t * ROW_BYTES, src + (int64_t)t * p.k_stride_token * ELEM_BYTES, ROW_BYTES, bar);
+  }
+}
+
+// BULK_STAGES > 0: the slice's nloc blocks pass through the stages in order.
+// The first min(BULK_STAGES, nloc) copies were issued before the setup
+// barrier (st_index_decode_main); warp 0 copies block i + BULK_STAGES into
+// stage i % BULK_STAGES once every thread has released block i there (empty
+// barrier); a warp waits for a block's bytes (full barrier), scores its
+// tiles, then releases.
 __device__ void st_score_bulk(const st_index_decode_params &p, const int32_t *s_pages, int nloc, int j0, int chunk,
                               int ncols, const st_q_frag &q, const int (&col_pos)[NTILES][2], uint32_t *s_keys,
                               char *stages, uint64_t *full, uint64_t *empty) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, gq = lane >> 2, cq = lane & 3;
-  const bool contiguous = p.k_stride_token * ELEM_BYTES == ROW_BYTES;
-  const char *kbase = (const char *)p.k_cache;
-  auto issue = [&](int i) { // warp 0, all lanes
-    const int st = i % BULK_STAGES;
-    const uint32_t bar = st_smem_addr(&full[st]), dst = st_smem_addr(stages + st * BLOCK_BYTES);
-    const char *src = kbase + (int64_t)s_pages[i] * p.k_stride_page * ELEM_BYTES;
-    if (lane == 0) st_mbar_arrive_expect_tx(bar, BLOCK_BYTES);
-    __syncwarp();
-    if (contiguous) {
-      if (lane == 0) st_bulk_copy_g2s(dst, src, BLOCK_BYTES, bar);
-    } else {
-      for (int t = lane; t < BLOCK_TOKENS; t += 32)
-        st_bulk_copy_g2s(dst + t * ROW_BYTES, src + (int64_t)t * p.k_stride_token * ELEM_BYTES, ROW_BYTES, bar);
-    }
-  };
-  if (warp == 0)
-    for (int i = 0; i < min(BULK_STAGES, nloc); i++) issue(i);
   for (int i = 0; i < nloc; i++) {
     const int st = i % BULK_STAGES, parity = (i / BULK_STAGES) & 1;
     st_mbar_wait(st_smem_addr(&full[st]), parity);
@@ -362,7 +364,7 @@ __device__ void st_score_bulk(const st_index_decode_params &p, const int32_t *s_
     st_mbar_arrive(st_smem_addr(&empty[st]));
     if (warp == 0 && i + BULK_STAGES < nloc) {
       st_mbar_wait(st_smem_addr(&empty[st]), parity);
-      issue(i + BULK_STAGES);
+      st_issue_block(p, stages, full, i + BULK_STAGES, s_pages[i + BULK_STAGES]);
     }
   }
 }
@@ -444,6 +446,16 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) st_index_decode_main(co
     }
   };
   if (BULK_STAGES == 0) load_units(warp, [&](int jl) { return bt[jl]; });
+  // Bulk path: warp 0 issues the first stages' copies now, their pages read
+  // straight from the block table (lane i reads block i's), for the same
+  // reason; thread 0 initialized the barriers above.
+  if (BULK_STAGES > 0 && warp == 0) {
+    const int first = min(BULK_STAGES, nloc);
+    const int page = lane < first ? bt[lane] : 0;
+    __syncwarp();
+    for (int i = 0; i < first; i++)
+      st_issue_block(p, (char *)s_dyn + st_stage_offset(p), s_full, i, __shfl_sync(0xffffffffu, page, i));
+  }
   for (int i = threadIdx.x; i < ncols * chunk; i += THREADS) s_dyn[i] = 0u;
   // The slice's pages, read once up front: the scoring loop's K loads then
   // wait for nothing but themselves (one round trip per step, not two).
