@@ -16,6 +16,13 @@ st_status st_case_shape_int(const st_params *shape, const char *key, long long l
   return s;
 }
 
+void st_case_table_garbage(int32_t *bt, int R, int cols, const int32_t *seq, int64_t pages) {
+  const int32_t garbage[] = {-1, INT32_MIN, pages > INT32_MAX ? INT32_MAX : (int32_t)pages, INT32_MAX};
+  for (int r = 0; r < R; r++)
+    for (int j = seq[r] > 0 ? (seq[r] - 1) / 128 + 1 : 0; j < cols; j++)
+      bt[(size_t)r * cols + j] = garbage[(r + j) % 4];
+}
+
 st_status st_case_seq_lens(int32_t *seq, int R, int ctx, const char *lens, uint64_t *rng, st_err *err) {
   if (lens && lens[0] >= '0' && lens[0] <= '9') {
     const char *p = lens;

@@ -19,6 +19,12 @@ st_status st_case_shape_int(const st_params *shape, const char *key, long long l
  * length (edge cases), R entries, each at most ctx. NULL means "full". */
 st_status st_case_seq_lens(int32_t *seq, int R, int ctx, const char *lens, uint64_t *rng, st_err *err);
 
+/* Block-table entries past each request's last visible block (all of a
+ * padding request's row) set to garbage (-1, INT32_MIN, pages, INT32_MAX in
+ * turn): the contract asks nothing of them, so a kernel that copies from
+ * such a page faults or is caught by memcheck. bt is [R, cols]. */
+void st_case_table_garbage(int32_t *bt, int R, int cols, const int32_t *seq, int64_t pages);
+
 /* A varlen batch "q_len:prefix;..." (seq_len = prefix + q_len; an item
  * "q_len:prefix*count" stands for count such requests; at most 4096):
  * *cu_seqlens_q [R+1] and *seq_lens [R], allocated here (the caller frees

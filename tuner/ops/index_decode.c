@@ -2,7 +2,6 @@
  * on them. Inputs follow ../shared/anchors.md: an index-K pool of
  * max(4096, min(B*ctx/128, 65536)) pages, block tables uniformly random over
  * the pool, q and K uniform random (bf16 in [-1,1), fp8 in [-4,4)). */
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,13 +111,7 @@ static st_status case_create(const st_cu *cu, const st_device_info *dev, const s
     case_destroy(c);
     return s;
   }
-  /* Entries past a request's last visible block may hold anything (the
-   * engine keeps no page there; a padding request's whole row): garbage, so
-   * that a kernel which loads such a page faults, or is caught by memcheck. */
-  const int32_t garbage[] = {-1, INT32_MIN, (int32_t)pages, INT32_MAX};
-  for (int r = 0; r < B; r++)
-    for (int j = c->h_seq[r] > 0 ? (c->h_seq[r] - 1) / 128 + 1 : 0; j < max_blocks; j++)
-      c->h_bt[(size_t)r * max_blocks + j] = garbage[(r + j) % 4];
+  st_case_table_garbage(c->h_bt, B, max_blocks, c->h_seq, pages);
 
   c->ref = (st_ref_index_decode){.dtype = dt,
                                  .R = B,

@@ -96,13 +96,15 @@ static st_status fill_host(sad_case *c, const char *lens, const char *sel, int m
   /* Each request's partial last block gets a page of its own (the top B
    * pages, where the pool has room) with NaN past the request's length:
    * copies of whole pages must not let those slots into the products. The
-   * other entries draw from the pages below. */
+   * other visible entries draw from the pages below; entries past the
+   * request's length are garbage (st_case_table_garbage). */
   const int64_t tails = (int64_t)c->B <= c->kv.pages / 4 ? c->B : 0;
   uint64_t rng = seed ^ 0x62;
   for (size_t i = 0; i < (size_t)c->B * (size_t)max_blocks; i++)
     c->h_bt[i] = (int32_t)st_rand_below(&rng, (uint64_t)(c->kv.pages - tails));
   st_status st = st_case_seq_lens(c->h_seq, c->B, c->ctx, lens, &rng, err);
   if (st != ST_OK) return st;
+  st_case_table_garbage(c->h_bt, c->B, max_blocks, c->h_seq, c->kv.pages);
   for (int64_t r = 0; r < tails; r++) {
     const int len = c->h_seq[r], blk = (len - 1) / BLOCK_TOKENS;
     if (len <= 0 || len % BLOCK_TOKENS == 0 || blk >= max_blocks) continue;
