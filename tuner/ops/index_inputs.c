@@ -44,7 +44,8 @@ static st_status read_shape(st_index_case *c, const st_params *shape, int cold, 
   return ST_OK;
 }
 
-/* Random q, pool (with NaNs) and block tables, then the reference scores. */
+/* Random q, pool (with NaNs) and block tables (garbage past each request's
+ * length: st_case_table_garbage), then the reference scores. */
 static st_status fill_inputs(st_index_case *c, uint64_t seed, int threads, st_err *err) {
   const st_ref_index_prefill *r = &c->ref;
   const size_t eb = (size_t)st_dtype_bytes(r->dtype);
@@ -66,6 +67,7 @@ static st_status fill_inputs(st_index_case *c, uint64_t seed, int threads, st_er
   }
   uint64_t rng = seed ^ 0x62;
   for (size_t i = 0; i < bt_elems; i++) c->h_bt[i] = (int32_t)st_rand_below(&rng, (uint64_t)r->pages);
+  st_case_table_garbage(c->h_bt, r->R, r->bt_cols, c->h_seq, r->pages);
   c->ref.q = c->h_q;
   c->ref.k_pool = c->h_pool;
   c->ref.block_table = c->h_bt;

@@ -119,6 +119,7 @@ static st_status fill_host(sa_case *c, const char *sel, int max_blocks, uint64_t
    * kernel that merges blocks by page mixes up their positions). */
   const int nb0 = (c->h_seq[0] + BLOCK_TOKENS - 1) / BLOCK_TOKENS;
   if (nb0 >= 2) c->h_bt[nb0 - 1] = c->h_bt[0];
+  st_case_table_garbage(c->h_bt, c->R, max_blocks, c->h_seq, c->kv.pages);
   for (size_t g = 0; g < Hkv; g++)
     for (size_t i = 0; i < rows; i++) {
       int r;
