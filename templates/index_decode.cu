@@ -448,11 +448,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) st_index_decode_main(co
   if (BULK_STAGES == 0) load_units(warp, [&](int jl) { return bt[jl]; });
   // Bulk path: warp 0 issues the first stages' copies now, their pages read
   // straight from the block table (lane i reads block i's), for the same
-  // reason; thread 0 initialized the barriers above.
+  // reason; thread 0 initialized the barriers above (st_issue_block's
+  // __syncwarp orders that before any other lane's copy).
   if (BULK_STAGES > 0 && warp == 0) {
     const int first = min(BULK_STAGES, nloc);
     const int page = lane < first ? bt[lane] : 0;
-    __syncwarp();
     for (int i = 0; i < first; i++)
       st_issue_block(p, (char *)s_dyn + st_stage_offset(p), s_full, i, __shfl_sync(0xffffffffu, page, i));
   }
