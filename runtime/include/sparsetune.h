@@ -56,6 +56,10 @@ typedef enum st_dtype {
 
 #define ST_MAX_DIMS 6
 
+/* The op contract's sparse block: 128 tokens, one page of a paged cache
+ * (a block_table entry names a page of this many tokens). */
+#define ST_BLOCK_TOKENS 128
+
 /* A strided view of device memory. Shapes and strides are in elements; the
  * last dimension must have stride 1. The library never frees `data`. */
 typedef struct st_tensor {

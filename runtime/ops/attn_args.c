@@ -6,8 +6,6 @@
 
 #include "ops/tensor_check.h"
 
-#define ST_BLOCK_TOKENS 128
-
 /* A view [pages, Hkv, 128, D] of a cache, checked against k_cache. */
 static st_status check_cache(const st_tensor *t, const char *name, const st_tensor *k, int64_t D, st_err *err) {
   st_status s = st_check_tensor(t, name, k->dtype, 4, err);

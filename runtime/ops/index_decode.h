@@ -20,7 +20,6 @@
 #define ST_INDEX_DECODE_MERGE_KERNEL "st_index_decode_merge"
 #define ST_INDEX_DECODE_MAX_QLEN 4
 #define ST_INDEX_DECODE_MAX_TOPK 64
-#define ST_BLOCK_TOKENS 128
 
 typedef enum st_index_decode_algo {
   ST_INDEX_DECODE_SINGLE = 0, /* one launch: the last CTA of a request merges  */

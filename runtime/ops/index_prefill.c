@@ -10,7 +10,6 @@
 #include "ops/tensor_check.h"
 #include "ops/tensor_map.h"
 
-#define ST_BLOCK_TOKENS 128
 #define ST_WS_ALIGN 256
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }

@@ -9,7 +9,6 @@
 #include "ops/tensor_check.h"
 #include "ops/tensor_map.h"
 
-#define ST_BLOCK_TOKENS 128
 #define ST_DEFAULT_SMEM_WITHOUT_OPT_IN (48 * 1024)
 /* Fewer blocks per CTA than this and the q tile, loaded by every CTA,
  * costs more than a quarter of the K traffic. */

@@ -6,7 +6,6 @@
 
 #include "ops/tensor_check.h"
 
-#define ST_BLOCK_TOKENS 128
 /* Dynamic shared memory one CTA may opt in to on sm_90 (the static part,
  * the selection's histograms, is at most 8 columns x 1 KiB). */
 #define ST_INDEX_TOPK_MAX_SMEM (210 * 1024)

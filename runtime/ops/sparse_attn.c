@@ -11,7 +11,6 @@
 #include "ops/tensor_check.h"
 #include "ops/tensor_map.h"
 
-#define ST_BLOCK_TOKENS 128
 /* Dynamic shared memory one CTA may opt in to on sm_90. */
 #define ST_SPARSE_ATTN_MAX_SMEM (220 * 1024)
 #define ST_DEFAULT_SMEM_WITHOUT_OPT_IN (48 * 1024)

@@ -12,7 +12,6 @@
 #include "ops/tensor_check.h"
 #include "ops/tensor_map.h"
 
-#define ST_BLOCK_TOKENS 128
 #define ST_WS_ALIGN 256
 /* Dynamic shared memory one CTA may opt in to on sm_90 (227 KiB less the
  * kernel's static part). */

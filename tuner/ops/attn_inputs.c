@@ -9,8 +9,6 @@
 #include "ops/tensor_check.h"
 #include "random_fill.h"
 
-#define BLOCK_TOKENS 128
-
 static st_status one_of(const char *v, const char *field, const char *const *allowed, int n, int *index, st_err *err) {
   for (int i = 0; v && i < n; i++)
     if (strcmp(v, allowed[i]) == 0) {
@@ -49,27 +47,29 @@ st_status st_attn_kv_read_shape(const st_params *shape, st_attn_kv_case *kv, con
 }
 
 static size_t pool_elems(const st_attn_kv_case *kv) {
-  return (size_t)kv->pages * 2 * BLOCK_TOKENS * (size_t)kv->Hkv * (size_t)kv->D;
+  return (size_t)kv->pages * 2 * ST_BLOCK_TOKENS * (size_t)kv->Hkv * (size_t)kv->D;
 }
 
-static size_t scale_elems(const st_attn_kv_case *kv) { return 2 * (size_t)kv->pages * BLOCK_TOKENS * (size_t)kv->Hkv; }
+static size_t scale_elems(const st_attn_kv_case *kv) {
+  return 2 * (size_t)kv->pages * ST_BLOCK_TOKENS * (size_t)kv->Hkv;
+}
 
 int64_t st_attn_kv_page_bytes(const st_attn_kv_case *kv) {
-  return 2 * BLOCK_TOKENS * (int64_t)kv->Hkv * kv->D * st_dtype_bytes(kv->dtype);
+  return 2 * ST_BLOCK_TOKENS * (int64_t)kv->Hkv * kv->D * st_dtype_bytes(kv->dtype);
 }
 
 st_status st_attn_kv_fill(st_attn_kv_case *kv, int64_t pages, uint64_t seed, int threads, st_err *err) {
   kv->pages = pages;
   if (kv->interleaved) {
-    kv->stride[0] = (int64_t)kv->Hkv * BLOCK_TOKENS * 2 * kv->D;
-    kv->stride[1] = (int64_t)BLOCK_TOKENS * 2 * kv->D;
+    kv->stride[0] = (int64_t)kv->Hkv * ST_BLOCK_TOKENS * 2 * kv->D;
+    kv->stride[1] = (int64_t)ST_BLOCK_TOKENS * 2 * kv->D;
     kv->stride[2] = 2 * (int64_t)kv->D;
     kv->v_offset = kv->D;
   } else {
-    kv->stride[0] = 2 * (int64_t)BLOCK_TOKENS * kv->Hkv * kv->D;
+    kv->stride[0] = 2 * (int64_t)ST_BLOCK_TOKENS * kv->Hkv * kv->D;
     kv->stride[1] = kv->D;
     kv->stride[2] = (int64_t)kv->Hkv * kv->D;
-    kv->v_offset = (int64_t)BLOCK_TOKENS * kv->Hkv * kv->D;
+    kv->v_offset = (int64_t)ST_BLOCK_TOKENS * kv->Hkv * kv->D;
   }
   const size_t bytes = pool_elems(kv) * (size_t)st_dtype_bytes(kv->dtype);
   kv->h_pool = malloc(bytes);
@@ -85,7 +85,7 @@ st_status st_attn_kv_fill(st_attn_kv_case *kv, int64_t pages, uint64_t seed, int
 void st_attn_kv_poison_tail(st_attn_kv_case *kv, int64_t page, int from) {
   const int bytes = st_dtype_bytes(kv->dtype);
   for (int h = 0; h < kv->Hkv; h++)
-    for (int slot = from; slot < BLOCK_TOKENS; slot++)
+    for (int slot = from; slot < ST_BLOCK_TOKENS; slot++)
       for (int which = 0; which < 2; which++) {
         const int64_t at = page * kv->stride[0] + h * kv->stride[1] + slot * kv->stride[2] + which * kv->v_offset;
         for (int d = 0; d < kv->D; d++) {
@@ -117,7 +117,7 @@ static void cache_tensor(st_tensor *t, const st_attn_kv_case *kv, int64_t offset
   t->data = (void *)(uintptr_t)(kv->d_pool + (CUdeviceptr)(offset_elems * st_dtype_bytes(kv->dtype)));
   t->dtype = kv->dtype;
   t->ndim = 4;
-  const int64_t shape[4] = {kv->pages, kv->Hkv, BLOCK_TOKENS, kv->D};
+  const int64_t shape[4] = {kv->pages, kv->Hkv, ST_BLOCK_TOKENS, kv->D};
   for (int i = 0; i < 4; i++) t->shape[i] = shape[i];
   for (int i = 0; i < 3; i++) t->stride[i] = kv->stride[i];
   t->stride[3] = 1;
@@ -131,8 +131,8 @@ static void scale_tensor(st_tensor *t, const st_attn_kv_case *kv, CUdeviceptr ba
   t->ndim = 3;
   t->shape[0] = kv->pages;
   t->shape[1] = kv->Hkv;
-  t->shape[2] = BLOCK_TOKENS;
-  t->stride[0] = (int64_t)BLOCK_TOKENS * kv->Hkv;
+  t->shape[2] = ST_BLOCK_TOKENS;
+  t->stride[0] = (int64_t)ST_BLOCK_TOKENS * kv->Hkv;
   t->stride[1] = 1;
   t->stride[2] = kv->Hkv;
 }
@@ -148,7 +148,7 @@ void st_attn_kv_tensors(const st_attn_kv_case *kv, st_tensor *k, st_tensor *v, s
 }
 
 void st_attn_make_selection(int32_t *row, int topk, int pos, int max_blocks, const char *sel, uint64_t *rng) {
-  const int nb = pos >= 0 ? pos / BLOCK_TOKENS + 1 : 0;
+  const int nb = pos >= 0 ? pos / ST_BLOCK_TOKENS + 1 : 0;
   int n = 0;
   if (strcmp(sel, "local") == 0) {
     for (int j = nb - 1; j >= 0 && n < topk; j--) row[n++] = j;
@@ -187,7 +187,7 @@ void st_attn_make_selection(int32_t *row, int topk, int pos, int max_blocks, con
 }
 
 int st_attn_selected_blocks(const int32_t *row, int topk, int pos) {
-  const int nb = pos >= 0 ? pos / BLOCK_TOKENS + 1 : 0;
+  const int nb = pos >= 0 ? pos / ST_BLOCK_TOKENS + 1 : 0;
   int n = 0;
   for (int i = 0; i < topk; i++) n += row[i] >= 0 && row[i] < nb;
   return n;

@@ -8,8 +8,6 @@
 #include "random_fill.h"
 #include "sparsetune.h"
 
-#define BLOCK_TOKENS 128 /* a KV page, the op contract's block */
-
 st_status st_case_shape_int(const st_params *shape, const char *key, long long lo, long long hi, int *out,
                             st_err *err) {
   long long v;
@@ -21,7 +19,7 @@ st_status st_case_shape_int(const st_params *shape, const char *key, long long l
 void st_case_table_garbage(int32_t *bt, int R, int cols, const int32_t *seq, int64_t pages) {
   const int32_t garbage[] = {-1, INT32_MIN, pages > INT32_MAX ? INT32_MAX : (int32_t)pages, INT32_MAX};
   for (int r = 0; r < R; r++)
-    for (int j = seq[r] > 0 ? (seq[r] - 1) / BLOCK_TOKENS + 1 : 0; j < cols; j++)
+    for (int j = seq[r] > 0 ? (seq[r] - 1) / ST_BLOCK_TOKENS + 1 : 0; j < cols; j++)
       bt[(size_t)r * cols + j] = garbage[(r + j) % 4];
 }
 

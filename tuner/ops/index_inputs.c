@@ -8,7 +8,6 @@
 #include "ops/tensor_check.h"
 #include "random_fill.h"
 
-#define BLOCK_TOKENS 128
 #define POOL_NAN_EVERY 4099
 
 static st_status read_shape(st_index_case *c, const st_params *shape, int cold, int64_t l2_bytes, st_err *err) {
@@ -23,12 +22,12 @@ static st_status read_shape(st_index_case *c, const st_params *shape, int cold, 
   const char *dts = st_params_get(shape, "dtype");
   if (!dts || (strcmp(dts, "bf16") && strcmp(dts, "fp8")))
     return st_fail(err, ST_ERR_INVALID_ARG, "shape dtype='%s' is not bf16 or fp8", dts ? dts : "(missing)");
-  const int max_blocks = (c->max_context + BLOCK_TOKENS - 1) / BLOCK_TOKENS;
+  const int max_blocks = (c->max_context + ST_BLOCK_TOKENS - 1) / ST_BLOCK_TOKENS;
   int64_t blocks = 0;
-  for (int r = 0; r < R; r++) blocks += (c->h_seq[r] + BLOCK_TOKENS - 1) / BLOCK_TOKENS;
+  for (int r = 0; r < R; r++) blocks += (c->h_seq[r] + ST_BLOCK_TOKENS - 1) / ST_BLOCK_TOKENS;
   int64_t pages = blocks < 65536 ? blocks : 65536;
   if (pages < 4096) pages = 4096;
-  pages = st_cold_pool_pages(cold, pages, BLOCK_TOKENS * (int64_t)D * (strcmp(dts, "bf16") == 0 ? 2 : 1), l2_bytes);
+  pages = st_cold_pool_pages(cold, pages, ST_BLOCK_TOKENS * (int64_t)D * (strcmp(dts, "bf16") == 0 ? 2 : 1), l2_bytes);
   c->amp = strcmp(dts, "bf16") == 0 ? 1.0f : 4.0f;
   c->ref = (st_ref_index_prefill){.dtype = strcmp(dts, "bf16") == 0 ? ST_DTYPE_BF16 : ST_DTYPE_FP8_E4M3,
                                   .R = R,
@@ -49,7 +48,7 @@ static st_status read_shape(st_index_case *c, const st_params *shape, int cold, 
 static st_status fill_inputs(st_index_case *c, uint64_t seed, int threads, st_err *err) {
   const st_ref_index_prefill *r = &c->ref;
   const size_t eb = (size_t)st_dtype_bytes(r->dtype);
-  const size_t q_elems = (size_t)c->total_q * r->H * r->D, pool_elems = (size_t)r->pages * BLOCK_TOKENS * r->D;
+  const size_t q_elems = (size_t)c->total_q * r->H * r->D, pool_elems = (size_t)r->pages * ST_BLOCK_TOKENS * r->D;
   const size_t bt_elems = (size_t)r->R * r->bt_cols, score_elems = (size_t)r->H * c->total_q * r->max_blocks;
   c->h_q = malloc(q_elems * eb);
   c->h_pool = malloc(pool_elems * eb);
@@ -79,7 +78,7 @@ static st_status fill_inputs(st_index_case *c, uint64_t seed, int threads, st_er
 static st_status upload(const st_cu *cu, st_index_case *c, st_err *err) {
   const st_ref_index_prefill *r = &c->ref;
   const size_t eb = (size_t)st_dtype_bytes(r->dtype);
-  const size_t q_elems = (size_t)c->total_q * r->H * r->D, pool_elems = (size_t)r->pages * BLOCK_TOKENS * r->D;
+  const size_t q_elems = (size_t)c->total_q * r->H * r->D, pool_elems = (size_t)r->pages * ST_BLOCK_TOKENS * r->D;
   st_status st;
   if ((st = st_case_upload(cu, &c->d_q, c->h_q, q_elems * eb, err)) ||
       (st = st_case_upload(cu, &c->d_pool, c->h_pool, pool_elems * eb, err)) ||
@@ -121,7 +120,8 @@ void st_index_case_tensors(const st_index_case *c, st_tensor *q, st_tensor *k_ca
                            st_tensor *cu_seqlens_q, st_tensor *seq_lens) {
   const st_ref_index_prefill *r = &c->ref;
   st_tensor_contiguous(q, (void *)(uintptr_t)c->d_q, r->dtype, 3, (int64_t[]){c->total_q, r->H, r->D});
-  st_tensor_contiguous(k_cache, (void *)(uintptr_t)c->d_pool, r->dtype, 3, (int64_t[]){r->pages, BLOCK_TOKENS, r->D});
+  st_tensor_contiguous(k_cache, (void *)(uintptr_t)c->d_pool, r->dtype, 3,
+                       (int64_t[]){r->pages, ST_BLOCK_TOKENS, r->D});
   st_tensor_contiguous(block_table, (void *)(uintptr_t)c->d_bt, ST_DTYPE_INT32, 2, (int64_t[]){r->R, r->bt_cols});
   st_tensor_contiguous(cu_seqlens_q, (void *)(uintptr_t)c->d_cu, ST_DTYPE_INT32, 1, (int64_t[]){r->R + 1});
   st_tensor_contiguous(seq_lens, (void *)(uintptr_t)c->d_seq, ST_DTYPE_INT32, 1, (int64_t[]){r->R});
@@ -131,7 +131,7 @@ double st_index_case_visible_blocks(const st_index_case *c) {
   double blocks = 0;
   for (int i = 0; i < c->total_q; i++) {
     const int pos = st_ref_index_prefill_position(&c->ref, i, NULL);
-    blocks += pos >= 0 ? pos / BLOCK_TOKENS + 1 : 0;
+    blocks += pos >= 0 ? pos / ST_BLOCK_TOKENS + 1 : 0;
   }
   return blocks;
 }

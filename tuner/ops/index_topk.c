@@ -17,8 +17,6 @@
 #include "random_fill.h"
 #include "reference/index_prefill.h"
 
-#define BLOCK_TOKENS 128
-
 typedef struct it_case {
   const st_cu *cu;
   st_device_info dev;
@@ -66,7 +64,7 @@ static st_status read_shape(it_case *c, const st_params *shape, st_err *err) {
     return st;
   if (B != c->total_q)
     return st_fail(err, ST_ERR_INVALID_ARG, "shape B=%d is not the %d query tokens of its requests", B, c->total_q);
-  c->max_blocks = (c->max_context + BLOCK_TOKENS - 1) / BLOCK_TOKENS;
+  c->max_blocks = (c->max_context + ST_BLOCK_TOKENS - 1) / ST_BLOCK_TOKENS;
   c->ref = (st_ref_index_prefill){.dtype = ST_DTYPE_BF16,
                                   .R = c->R,
                                   .H = H,
@@ -231,7 +229,7 @@ static double min_bytes(const void *pc) {
   double blocks = 0;
   for (int i = 0; i < c->total_q; i++) {
     const int pos = st_ref_index_prefill_position(&c->ref, i, NULL);
-    blocks += pos >= 0 ? pos / BLOCK_TOKENS + 1 : 0;
+    blocks += pos >= 0 ? pos / ST_BLOCK_TOKENS + 1 : 0;
   }
   return (blocks * 4.0 + (double)c->total_q * c->ref.topk * 4.0) * c->ref.H;
 }

@@ -21,7 +21,6 @@
 #include "reference/sparse_attn.h"
 #include "timing.h"
 
-#define BLOCK_TOKENS 128
 /* The relative L2 error design.md allows for attention outputs. */
 #define ATTN_TOL 2e-2
 
@@ -117,7 +116,7 @@ static st_status fill_host(sa_case *c, const char *sel, int max_blocks, uint64_t
     c->h_bt[i] = (int32_t)st_rand_below(&rng, (uint64_t)c->kv.pages);
   /* Two blocks of request 0 on one page (random tables do it by chance; a
    * kernel that merges blocks by page mixes up their positions). */
-  const int nb0 = (c->h_seq[0] + BLOCK_TOKENS - 1) / BLOCK_TOKENS;
+  const int nb0 = (c->h_seq[0] + ST_BLOCK_TOKENS - 1) / ST_BLOCK_TOKENS;
   if (nb0 >= 2) c->h_bt[nb0 - 1] = c->h_bt[0];
   st_case_table_garbage(c->h_bt, c->R, max_blocks, c->h_seq, c->kv.pages);
   for (size_t g = 0; g < Hkv; g++)
@@ -189,9 +188,9 @@ static st_status case_create(const st_cu *cu, const st_device_info *dev, const s
   const char *sel = NULL;
   st_status st = read_shape(c, shape, &sel, err);
   if (st != ST_OK) goto fail;
-  const int max_blocks = (c->max_context + BLOCK_TOKENS - 1) / BLOCK_TOKENS;
+  const int max_blocks = (c->max_context + ST_BLOCK_TOKENS - 1) / ST_BLOCK_TOKENS;
   int64_t pages = 0;
-  for (int r = 0; r < c->R; r++) pages += (c->h_seq[r] + BLOCK_TOKENS - 1) / BLOCK_TOKENS;
+  for (int r = 0; r < c->R; r++) pages += (c->h_seq[r] + ST_BLOCK_TOKENS - 1) / ST_BLOCK_TOKENS;
   if (pages > 32768) pages = 32768;
   if (pages < 4096) pages = 4096;
   pages = st_cold_pool_pages(o->cold, pages, st_attn_kv_page_bytes(&c->kv), dev->l2_bytes);
@@ -347,10 +346,10 @@ static double min_bytes(const void *pc) {
       if (i == r->cu_seqlens_q[req])
         blocks += st_attn_selected_blocks(r->topk_idx + ((size_t)g * (size_t)r->total_q + (size_t)i) * (size_t)r->topk,
                                           r->topk, pos);
-      else if (pos % BLOCK_TOKENS == 0)
+      else if (pos % ST_BLOCK_TOKENS == 0)
         blocks += 1;
     }
-  double bytes = blocks * BLOCK_TOKENS * r->D * 2 * eb;
+  double bytes = blocks * ST_BLOCK_TOKENS * r->D * 2 * eb;
   bytes += (double)r->total_q * r->Hq * r->D * 2 * 2; /* q and o */
   if (c->want_lse) bytes += (double)r->total_q * r->Hq * 4;
   return bytes;
@@ -369,7 +368,7 @@ static double flops(const void *pc) {
       blocks += st_attn_selected_blocks(r->topk_idx + ((size_t)g * (size_t)r->total_q + (size_t)i) * (size_t)r->topk,
                                         r->topk, pos);
     }
-  return blocks * 4.0 * r->D * (r->Hq / r->Hkv) * BLOCK_TOKENS;
+  return blocks * 4.0 * r->D * (r->Hq / r->Hkv) * ST_BLOCK_TOKENS;
 }
 
 const st_op_harness st_sparse_attn_harness = {

@@ -19,7 +19,6 @@
 #include "random_fill.h"
 #include "reference/sparse_attn_decode.h"
 
-#define BLOCK_TOKENS 128
 /* The relative L2 error design.md allows for attention outputs. */
 #define ATTN_TOL 2e-2
 
@@ -106,11 +105,11 @@ static st_status fill_host(sad_case *c, const char *lens, const char *sel, int m
   if (st != ST_OK) return st;
   st_case_table_garbage(c->h_bt, c->B, max_blocks, c->h_seq, c->kv.pages);
   for (int64_t r = 0; r < tails; r++) {
-    const int len = c->h_seq[r], blk = (len - 1) / BLOCK_TOKENS;
-    if (len <= 0 || len % BLOCK_TOKENS == 0 || blk >= max_blocks) continue;
+    const int len = c->h_seq[r], blk = (len - 1) / ST_BLOCK_TOKENS;
+    if (len <= 0 || len % ST_BLOCK_TOKENS == 0 || blk >= max_blocks) continue;
     const int64_t page = c->kv.pages - 1 - r;
     c->h_bt[r * max_blocks + blk] = (int32_t)page;
-    st_attn_kv_poison_tail(&c->kv, page, len % BLOCK_TOKENS);
+    st_attn_kv_poison_tail(&c->kv, page, len % ST_BLOCK_TOKENS);
   }
   for (size_t g = 0; g < Hkv; g++)
     for (size_t row = 0; row < rows; row++) {
@@ -179,7 +178,7 @@ static st_status case_create(const st_cu *cu, const st_device_info *dev, const s
   const char *sel = NULL;
   st_status st = read_shape(c, shape, &sel, err);
   if (st != ST_OK) goto fail;
-  const int max_blocks = (c->ctx + BLOCK_TOKENS - 1) / BLOCK_TOKENS;
+  const int max_blocks = (c->ctx + ST_BLOCK_TOKENS - 1) / ST_BLOCK_TOKENS;
   int64_t pages = (int64_t)c->B * max_blocks;
   if (pages > 32768) pages = 32768;
   if (pages < 4096) pages = 4096;
@@ -329,7 +328,7 @@ static double min_bytes(const void *pc) {
       blocks += st_attn_selected_blocks(r->topk_idx + ((size_t)g * (size_t)rows + (size_t)row) * (size_t)r->topk,
                                         r->topk, pos);
     }
-  double bytes = blocks * BLOCK_TOKENS * r->D * 2 * eb;
+  double bytes = blocks * ST_BLOCK_TOKENS * r->D * 2 * eb;
   bytes += rows * r->Hq * r->D * 2 * 2; /* q and o */
   if (c->want_lse) bytes += rows * r->Hq * 4;
   return bytes;
