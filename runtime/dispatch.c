@@ -104,7 +104,7 @@ static int add_if_fits(cand_list *l, const st_dispatch_variant *v, st_dispatch_r
   if (listed(l, v)) return 0;
   st_err reason;
   if (l->hooks->fit(l->hooks->fit_ctx, l->op, v, l->args, &reason) != ST_OK) {
-    if (l->why) st_fail(l->why, ST_ERR_NO_VARIANT, "%s: %s", v->name, reason.msg);
+    if (l->why) st_err_format(l->why, "%s: %s", v->name, reason.msg);
     return 0;
   }
   l->out[l->n++] = (st_dispatch_candidate){.v = v, .rule = rule, .batch = batch, .context = context};

@@ -3,14 +3,12 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-st_status st_fail(st_err *err, st_status status, const char *fmt, ...) {
-  if (err) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-    va_end(ap);
-  }
-  return status;
+void st_err_format(st_err *err, const char *fmt, ...) {
+  if (!err) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+  va_end(ap);
 }
 
 const char *st_status_name(st_status status) {

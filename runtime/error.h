@@ -14,9 +14,15 @@ typedef struct st_err {
   char msg[ST_ERR_MSG_MAX];
 } st_err;
 
-/* Formats the message into `err` (if not NULL) and returns `status`, so a
- * failure reads `return st_fail(err, ST_ERR_INVALID_ARG, "topk=%d ...", k);`. */
-st_status st_fail(st_err *err, st_status status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* Formats the message into `err` if it is not NULL (printf's rules,
+ * truncated to fit). */
+void st_err_format(st_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Formats the message into `err` (if not NULL) and is `status`, so a
+ * failure reads `return st_fail(err, ST_ERR_INVALID_ARG, "topk=%d ...", k);`.
+ * A macro, not a function in error.c, so that the status is visible where
+ * it is returned: a static analyzer then follows a failure as a failure,
+ * not as an unknown value that might be ST_OK (clang-tidy, .clang-tidy). */
+#define st_fail(err, status, ...) (st_err_format((err), __VA_ARGS__), (st_status)(status))
 
 #endif

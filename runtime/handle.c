@@ -210,7 +210,7 @@ typedef struct skip_log {
 } skip_log;
 
 static void note_skipped(skip_log *log, const char *what, const char *name, const st_err *why) {
-  if (log->n++ == 0) st_fail(&log->first, ST_OK, "%s %s: %s", what, name, why->msg);
+  if (log->n++ == 0) st_err_format(&log->first, "%s %s: %s", what, name, why->msg);
 }
 
 typedef struct winner_rows {
@@ -329,11 +329,11 @@ static st_status load_op(st_handle *h, st_op_id op, st_err *err) {
   if (st != ST_OK) return ST_ERR_DB;
 
   if (skipped.n > 0)
-    st_fail(&t->note, ST_OK,
-            "st_open left out %d recorded variant%s whose parameters this "
-            "build cannot read, "
-            "the first: %s",
-            skipped.n, skipped.n == 1 ? "" : "s", skipped.first.msg);
+    st_err_format(&t->note,
+                  "st_open left out %d recorded variant%s whose parameters this "
+                  "build cannot read, "
+                  "the first: %s",
+                  skipped.n, skipped.n == 1 ? "" : "s", skipped.first.msg);
   st_dispatch_sort_winners(t->winners, t->n_winners);
   st_dispatch_sort_defaults(t->defaults, t->n_defaults);
   st_handle_bind_tables(h);

@@ -127,7 +127,7 @@ static void unload(const st_module_cache *c, st_module *m) {
 static st_status add_entry(st_module_cache *c, st_module *m, st_err *err) {
   if (c->n == c->cap) {
     size_t cap = c->cap ? 2 * c->cap : 8;
-    st_module **grown = realloc(c->entries, cap * sizeof *grown);
+    st_module **grown = realloc(c->entries, cap * sizeof *grown); // NOLINT(bugprone-sizeof-expression): pointers
     if (!grown) return st_fail(err, ST_ERR_NOMEM, "out of host memory growing the module cache to %zu", cap);
     c->entries = grown;
     c->cap = cap;

@@ -77,7 +77,7 @@ static int put_escaped(char *buf, size_t cap, size_t *len, const char *s) {
     else snprintf(tmp, sizeof tmp, "%c", c);
     size_t n = strlen(tmp);
     if (*len + n >= cap) return -1;
-    memcpy(buf + *len, tmp, n);
+    memcpy(buf + *len, tmp, n + 1); /* with its terminator: the buffer stays a string */
     *len += n;
   }
   return 0;
@@ -86,7 +86,7 @@ static int put_escaped(char *buf, size_t cap, size_t *len, const char *s) {
 static int put_raw(char *buf, size_t cap, size_t *len, const char *s) {
   size_t n = strlen(s);
   if (*len + n >= cap) return -1;
-  memcpy(buf + *len, s, n);
+  memcpy(buf + *len, s, n + 1);
   *len += n;
   return 0;
 }

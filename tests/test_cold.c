@@ -1,5 +1,6 @@
 /* test_cold.c - cold-cache timing's arithmetic (tuner/cold.h) without a GPU:
  * how many input sets, how large the pools, what refuses. */
+#include <math.h>
 #include <stdint.h>
 
 #include "cold.h"
@@ -16,7 +17,8 @@ static void test_rotations_cover_the_cycle(void **state) {
   assert_int_equal(st_cold_rotations(64 * MIB, L2), 3);
   assert_int_equal(st_cold_rotations(4096 * MIB, L2), 2); /* far past L2: still two sets */
   assert_int_equal(st_cold_rotations(0, L2), ST_TIMING_MAX_ROTATIONS);
-  for (double mib = 0.5; mib < 8192; mib *= 1.7) {
+  for (int k = 0; k < 19; k++) { /* 0.5 MiB .. 7 GiB */
+    const double mib = 0.5 * pow(1.7, k);
     const int n = st_cold_rotations(mib * MIB, L2);
     assert_true(n >= 2 && n <= ST_TIMING_MAX_ROTATIONS);
     if (n < ST_TIMING_MAX_ROTATIONS) assert_true(n * mib * MIB >= ST_COLD_CYCLE_L2 * (double)L2);

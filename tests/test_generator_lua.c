@@ -59,12 +59,10 @@ static void expect(lua_State *L, const char *code, const char *want) {
 
 static void expect_error_containing(lua_State *L, const char *code, const char *part) {
   char *got = eval(L, code);
-  if (strncmp(got, "ERROR: ", 7) != 0 || !strstr(got, part)) {
-    print_error("expected an error containing '%s', got: %s\n", part, got);
-    free(got);
-    fail();
-  }
+  const int ok = strncmp(got, "ERROR: ", 7) == 0 && strstr(got, part);
+  if (!ok) print_error("expected an error containing '%s', got: %s\n", part, got);
   free(got);
+  assert_true(ok);
 }
 
 /* ---- render.lua --------------------------------------------------------- */

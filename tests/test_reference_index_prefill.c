@@ -204,11 +204,11 @@ static void test_scores_equal_a_hand_computation_with_masking_in_the_own_block(v
           assert_true(fabs(got - want) <= 1e-12 * (1 + fabs(want)));
       }
   /* Any number of threads gives the same bits. */
-  double *again = malloc(sizeof(double) * (size_t)(2 * b.total_q * b.in.max_blocks));
+  double *again = malloc(sizeof(double) * 2 * (size_t)b.total_q * (size_t)b.in.max_blocks);
   assert_int_equal(st_ref_index_score(&b.in, again, 1), 0);
-  assert_memory_equal(again, b.score, sizeof(double) * (size_t)(2 * b.total_q * b.in.max_blocks));
+  assert_memory_equal(again, b.score, sizeof(double) * 2 * (size_t)b.total_q * (size_t)b.in.max_blocks);
   assert_int_equal(st_ref_index_score(&b.in, again, 5), 0);
-  assert_memory_equal(again, b.score, sizeof(double) * (size_t)(2 * b.total_q * b.in.max_blocks));
+  assert_memory_equal(again, b.score, sizeof(double) * 2 * (size_t)b.total_q * (size_t)b.in.max_blocks);
   free(again);
   release(&b);
 }
@@ -217,7 +217,7 @@ static void test_scale_multiplies_every_score(void **state) {
   (void)state;
   const int seq[] = {1000, 130}, q_len[] = {40, 3};
   batch b = make(ST_DTYPE_BF16, 2, seq, q_len, 2, 32, 4, 0, 1);
-  const size_t n = (size_t)(2 * b.total_q * b.in.max_blocks);
+  const size_t n = 2 * (size_t)b.total_q * (size_t)b.in.max_blocks;
   double *scaled = malloc(sizeof(double) * n);
   b.in.scale = 0.3;
   assert_int_equal(st_ref_index_score(&b.in, scaled, 2), 0);
@@ -341,16 +341,16 @@ static void composition_matches_decode(st_dtype dt) {
                              .k_pool = b.k,
                              .block_table = b.bt,
                              .seq_lens = b.seq};
-  const size_t n = (size_t)(H * R * QLEN * b.in.max_blocks);
+  const size_t n = (size_t)H * R * QLEN * (size_t)b.in.max_blocks;
   double *scores = malloc(sizeof(double) * n);
-  int32_t *ids = malloc(sizeof(int32_t) * (size_t)(H * R * QLEN * TOPK));
+  int32_t *ids = malloc(sizeof(int32_t) * (size_t)H * R * QLEN * TOPK);
   assert_int_equal(st_ref_index_decode_scores(&dec, scores, 3), 0);
   st_ref_index_decode_select(&dec, scores, ids);
   /* Same sums in the same order: the same bits, hence the same ids. */
   assert_memory_equal(scores, b.score, sizeof(double) * n);
-  assert_memory_equal(ids, b.idx, sizeof(int32_t) * (size_t)(H * R * QLEN * TOPK));
+  assert_memory_equal(ids, b.idx, sizeof(int32_t) * (size_t)H * R * QLEN * TOPK);
   int picked = 0;
-  for (size_t e = 0; e < (size_t)(H * R * QLEN * TOPK); e++) picked += ids[e] >= 0;
+  for (size_t e = 0; e < (size_t)H * R * QLEN * TOPK; e++) picked += ids[e] >= 0;
   /* seq 3000: 3 * 8; seq 5: 3 * 1; seq 129 (positions 126..128): 1 + 1 + 2; seq 2 (positions -1..1): 0 + 1 + 1 */
   assert_int_equal(picked, H * (3 * TOPK + 3 + 4 + 0 + 2));
   free(scores);

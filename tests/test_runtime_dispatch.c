@@ -142,9 +142,9 @@ static const char *choose(const st_dispatch_table *t, fake *f, const call *c, st
   st_dispatch_choice ch;
   memset(&ch, 0, sizeof ch);
   *st = st_dispatch_choose(t, c->key, &c->fields, &c->args, &h, &ch, err);
+  if (rule) *rule = ch.rule;
   if (*st != ST_OK) return "";
   assert_ptr_equal(ch.loaded, ch.v);
-  if (rule) *rule = ch.rule;
   return ch.v->id;
 }
 

@@ -112,7 +112,7 @@ void st_test_every_variant(const char *op, const st_shape *shapes, int nshapes, 
   const char *match = getenv("ST_TEST_MATCH");
   const int verbose = getenv("ST_TEST_VERBOSE") != NULL;
   const char *shape_match = getenv("ST_TEST_SHAPE"); /* shapes whose key holds it */
-  CUmodule *mods = calloc((size_t)nv, sizeof *mods);
+  CUmodule *mods = calloc((size_t)nv, sizeof *mods); // NOLINT(bugprone-sizeof-expression): handles
   int pairs = 0, failures = 0, shapes_run = 0;
   for (int s = 0; s < nshapes; s++) {
     if (shape_match && !strstr(shapes[s].key, shape_match)) continue;

@@ -134,7 +134,7 @@ static st_status table_row(table *t, st_err *err, ...) {
   va_start(ap, err);
   int c = 0;
   for (; c < t->ncols; c++) {
-    const char *v = va_arg(ap, const char *);
+    const char *v = va_arg(ap, const char *); // NOLINT(clang-analyzer-valist.Uninitialized): va_start above
     row[c] = strdup(v ? v : "");
     if (!row[c]) break;
     for (char *p = row[c]; *p; p++)
@@ -296,7 +296,7 @@ static st_status runs_text(FILE *out, const run_list *l, st_err *err) {
     st = table_row(&t, err, fmt_int(id, sizeof id, (long long)e->run.id), e->run.kind, e->run.op, e->run.suite, device,
                    e->run.status, e->run.started, e->run.finished[0] ? e->run.finished : "-",
                    fmt_int(ok, sizeof ok, (long long)e->counts.ok),
-                   fmt_int(failed, sizeof failed, (long long)(e->counts.wrong + e->counts.failed)),
+                   fmt_int(failed, sizeof failed, (long long)e->counts.wrong + e->counts.failed),
                    fmt_int(pruned, sizeof pruned, (long long)e->counts.pruned));
   }
   if (st == ST_OK) st = table_print(&t, out, err);
@@ -619,7 +619,7 @@ static void warn(warnings *w, const char *fmt, ...) {
   if (w->n == MAX_WARNINGS) return;
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(w->text[w->n++], sizeof w->text[0], fmt, ap);
+  vsnprintf(w->text[w->n++], sizeof w->text[0], fmt, ap); // NOLINT(clang-analyzer-valist.Uninitialized): as above
   va_end(ap);
 }
 

@@ -11,7 +11,8 @@
 
 /* Whether a run's args end with the cold mark. */
 static inline int st_cold_run(const char *args) {
-  const size_t n = args ? strlen(args) : 0, m = strlen(" " ST_COLD_RUN_ARG);
+  if (!args) return 0;
+  const size_t n = strlen(args), m = strlen(" " ST_COLD_RUN_ARG);
   return n >= m && strcmp(args + n - m, " " ST_COLD_RUN_ARG) == 0;
 }
 

@@ -23,9 +23,11 @@ static int index_of(const char **names, int n, const char *s) {
 static int pick_key(const st_win_input *in, const int *idx, int m, st_win_result *r) {
   const char **shapes = malloc(sizeof *shapes * (size_t)m);
   double *best = malloc(sizeof *best * (size_t)m);
-  if (!shapes || !best) {
+  int *slot = malloc(sizeof *slot * (size_t)m); /* entry idx[i]'s shape: shapes[slot[i]] */
+  if (!shapes || !best || !slot) {
     free(shapes);
     free(best);
+    free(slot);
     return -1;
   }
   int ns = 0;
@@ -37,6 +39,7 @@ static int pick_key(const st_win_input *in, const int *idx, int m, st_win_result
       shapes[s] = e->shape_key;
       best[s] = 0;
     }
+    slot[i] = s;
     if (e->us > 0 && (best[s] <= 0 || e->us < best[s])) best[s] = e->us;
   }
   memset(r, 0, sizeof *r);
@@ -50,7 +53,7 @@ static int pick_key(const st_win_input *in, const int *idx, int m, st_win_result
     while (j < m && !strcmp(in[idx[j]].variant_id, in[idx[i]].variant_id)) {
       const st_win_input *e = &in[idx[j]];
       if (e->us > 0) {
-        const int s = index_of(shapes, ns, e->shape_key);
+        const int s = slot[j];
         covered++;
         if (e->us / best[s] > regret) regret = e->us / best[s];
         if (e->us > worst) worst = e->us;
@@ -74,6 +77,7 @@ static int pick_key(const st_win_input *in, const int *idx, int m, st_win_result
   }
   free(shapes);
   free(best);
+  free(slot);
   return 0;
 }
 

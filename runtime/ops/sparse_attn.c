@@ -494,6 +494,7 @@ static void set_workspace(const st_sparse_attn_plan *plan, char *ws, st_sparse_a
   p->ws_key = (int32_t *)(ws + plan->off_key);
   p->ws_rank = (int32_t *)(ws + plan->off_rank);
   p->ws_item_rec = (int32_t *)(ws + plan->off_item_rec);
+  // cppcheck-suppress invalidPointerCast ; a device address, aligned for floats by the plan
   p->ws_part_ml = (float *)(ws + plan->off_part_ml);
   p->ws_part_o = ws + plan->off_part_o;
 }

@@ -339,7 +339,9 @@ st_status st_sparse_attn_decode_launch(const st_cu *cu, CUfunction main_fn, CUfu
   char *ws = workspace;
   if (plan->workspace_bytes > 0) {
     params.counters = (uint32_t *)(ws + plan->counters_offset);
+    // cppcheck-suppress invalidPointerCast ; device addresses, aligned for floats by the plan
     params.part_o = (float *)(ws + plan->part_o_offset);
+    // cppcheck-suppress invalidPointerCast
     params.part_ml = (float *)(ws + plan->part_ml_offset);
   }
   /* Past 48 KiB of shared memory a kernel must opt in (static part: at most

@@ -176,7 +176,7 @@ void st_attn_make_selection(int32_t *row, int topk, int pos, int max_blocks, con
       if (u == 0)
         row[i] = -1;
       else if (u == 1)
-        row[i] = nb + (int)st_rand_below(rng, (uint64_t)(max_blocks - nb + 1)); /* past its own */
+        row[i] = nb + (int)st_rand_below(rng, (uint64_t)max_blocks - (uint64_t)nb + 1); /* past its own */
     }
   for (int i = topk - 1; i > 0; i--) {
     const int k = (int)st_rand_below(rng, (uint64_t)i + 1);

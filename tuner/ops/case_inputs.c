@@ -136,8 +136,8 @@ st_status st_case_requests(const char *reqs, int32_t **cu_seqlens_q, int32_t **s
       if (seq[r] > *max_context) *max_context = seq[r];
     }
   }
-  *R = (int)n;
-  *total_q = cu[n];
+  *R = (int)r; /* == n: both passes parse the same text */
+  *total_q = cu[r];
   return ST_OK;
 bad:
   return st_fail(err, ST_ERR_INVALID_ARG, "shape reqs='%s' is not a list of q_len:prefix[*count]", reqs);

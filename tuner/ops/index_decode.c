@@ -209,7 +209,7 @@ static st_status bind_runtime(void *pc, void *rt, void **out, st_err *err) {
   st_status s = st_index_decode_workspace_size(rt, &c->args, &bytes);
   if (s == ST_OK) s = st_index_decode_prepare(rt, &c->args);
   if (s != ST_OK) {
-    st_fail(err, s, "runtime: %s", st_last_error(rt));
+    st_err_format(err, "runtime: %s", st_last_error(rt));
     unbind(b);
     return s;
   }

@@ -141,7 +141,7 @@ static st_status bind_runtime(void *pc, void *rt, void **out, st_err *err) {
   size_t bytes = 0;
   st_status s = st_index_prefill_workspace_size(rt, &c->args, &bytes);
   if (s == ST_OK) s = st_index_prefill_prepare(rt, &c->args);
-  if (s != ST_OK) st_fail(err, s, "runtime: %s", st_last_error(rt));
+  if (s != ST_OK) st_err_format(err, "runtime: %s", st_last_error(rt));
   if (s == ST_OK) s = alloc_workspace(b, bytes, err);
   if (s != ST_OK) {
     unbind(b);

@@ -174,7 +174,7 @@ static st_status bind_runtime(void *pc, void *rt, void **out, st_err *err) {
   if (s == ST_OK && bytes)
     s = st_fail(err, ST_ERR_UNSUPPORTED, "index_topk asked for %zu bytes of workspace", bytes);
   else if (s != ST_OK)
-    st_fail(err, s, "runtime: %s", st_last_error(rt));
+    st_err_format(err, "runtime: %s", st_last_error(rt));
   if (s != ST_OK) {
     unbind(b);
     return s;

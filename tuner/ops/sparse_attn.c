@@ -258,7 +258,7 @@ static st_status bind_runtime(void *pc, void *rt, void **out, st_err *err) {
   st_status s = st_sparse_attn_workspace_size(rt, &c->args, &bytes);
   if (s == ST_OK) s = st_sparse_attn_prepare(rt, &c->args);
   if (s != ST_OK) {
-    st_fail(err, s, "runtime: %s", st_last_error(rt));
+    st_err_format(err, "runtime: %s", st_last_error(rt));
     unbind(b);
     return s;
   }
@@ -368,7 +368,8 @@ static double flops(const void *pc) {
       blocks += st_attn_selected_blocks(r->topk_idx + ((size_t)g * (size_t)r->total_q + (size_t)i) * (size_t)r->topk,
                                         r->topk, pos);
     }
-  return blocks * 4.0 * r->D * (r->Hq / r->Hkv) * ST_BLOCK_TOKENS;
+  const int group = r->Hq / r->Hkv; /* q heads a kv head */
+  return blocks * 4.0 * r->D * group * ST_BLOCK_TOKENS;
 }
 
 const st_op_harness st_sparse_attn_harness = {
