@@ -144,7 +144,8 @@ function M.new(templates_dir)
     for _, v in ipairs(list) do
       local kid = space.canonical(v.kernel)
       if not source_of[kid] then
-        sources[#sources + 1] = render.render(templates_dir, template_of(op, v.kernel), op.render_values(v.kernel), read)
+        local template = template_of(op, v.kernel)
+        sources[#sources + 1] = render.render(templates_dir, template, op.render_values(v.kernel), read)
         source_of[kid] = #sources
       end
       v.source = source_of[kid]

@@ -160,7 +160,8 @@ end
 -- The optional peer_us fact of a shape (the peer's time from
 -- ../shared/anchors.md): absent, or a positive time.
 function M.check_peer(s)
-  if s.peer_us ~= nil and not ((tonumber(s.peer_us) or 0) > 0) then
+  -- not (x > 0), not x <= 0: NaN is no positive time either
+  if s.peer_us ~= nil and not ((tonumber(s.peer_us) or 0) > 0) then -- luacheck: ignore 581
     return false, string.format("shape field peer_us=%s is not a positive time", tostring(s.peer_us))
   end
   return true

@@ -159,7 +159,8 @@ function M.constraint(k)
   end
   local smem = shared_bytes(k)
   if smem > SHARED_BUDGET then
-    return false, string.format("shared memory of tokens=%d, topk=%d, stages=%d (%s, head_dim %d) = %d bytes exceeds %d",
+    return false, string.format(
+      "shared memory of tokens=%d, topk=%d, stages=%d (%s, head_dim %d) = %d bytes exceeds %d",
       k.tokens, k.topk, k.stages, k.dtype, k.head_dim, smem, SHARED_BUDGET)
   end
   return true

@@ -255,8 +255,8 @@ function M.check_shape(s)
   if not fields_ok then
     return false, fields_why
   end
-  local why = space.int_fields_outside(s, { { "B", 1, 65535 }, { "D", 16, 512 }, { "Hq", 1, 65535 }, { "Hkv", 1, 65535 },
-    { "qlen", 1, 4 }, { "topk", 1, 64 }, { "lse", 0, 1 }, { "ctx", 1 } })
+  local why = space.int_fields_outside(s, { { "B", 1, 65535 }, { "D", 16, 512 }, { "Hq", 1, 65535 },
+    { "Hkv", 1, 65535 }, { "qlen", 1, 4 }, { "topk", 1, 64 }, { "lse", 0, 1 }, { "ctx", 1 } })
   if why then
     return false, why
   end
