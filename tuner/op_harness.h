@@ -38,10 +38,12 @@ typedef struct st_op_harness {
    * `st_handle *`, with a workspace of the size it reports. */
   st_status (*bind_runtime)(void *c, void *rt, void **bound, st_err *err);
   st_status (*launch)(void *bound, CUstream stream, st_err *err);
-  /* Poisons the outputs, launches twice (the second run also checks that the
-   * workspace was left ready for a replay), synchronizes and compares each
-   * result with the reference. *ok = 0 with `msg` when wrong; *max_err is the
-   * op's error measure. A non-OK status means CUDA failed (a fault). */
+  /* Poisons the outputs, launches twice (the second time as a CUDA graph
+   * replay, which also checks that the workspace was left ready for one),
+   * synchronizes and compares each result with the reference
+   * (st_verify_twice, verify_twice.h). *ok = 0 with `msg` when wrong;
+   * *max_err is the op's error measure. A non-OK status means CUDA failed
+   * (a fault). */
   st_status (*verify)(void *bound, CUstream stream, int *ok, double *max_err, char *msg, size_t cap, st_err *err);
   void (*unbind)(void *bound);
   /* Cold-cache timing (tuner/cold.h), for a case built cold: readies `n`

@@ -15,6 +15,7 @@
 #include "ops/index_inputs.h"
 #include "ops/index_prefill.h"
 #include "ops/tensor_check.h"
+#include "verify_twice.h"
 
 typedef struct ip_case {
   const st_cu *cu;
@@ -161,38 +162,23 @@ static st_status launch(void *pb, CUstream stream, st_err *err) {
   return st_index_prefill_launch(b->c->cu, b->main_fn, b->merge_fn, &b->plan, ws, stream, err);
 }
 
-static st_status verify(void *pb, CUstream stream, int *ok, double *max_err, char *msg, size_t cap, st_err *err) {
-  ip_bound *b = pb;
-  ip_case *c = b->c;
+/* The kernel ranks fp32 products the reference sums in double: a block may
+ * swap with one within their rounding (relative to the row's largest score;
+ * e4m3 wgmma keeps fewer accumulator bits). */
+static int check(void *pc, double *worst, char *why, size_t cap) {
+  const ip_case *c = pc;
   const st_index_case *in = &c->in;
-  const st_cu *cu = c->cu;
-  const int topk = in->ref.topk;
-  const size_t n = (size_t)in->ref.H * in->total_q * topk;
-  /* The kernel ranks fp32 products the reference sums in double: a block
-   * may swap with one within their rounding (relative to the row's largest
-   * score; e4m3 wgmma keeps fewer accumulator bits). */
   const double rel_tol = in->ref.dtype == ST_DTYPE_BF16 ? 1e-5 : 2e-3;
-  *ok = 1;
-  *max_err = 0;
-  for (int run = 0; run < 2; run++) {
-    ST_CU_TRY(cu, cu->cuMemsetD32Async(c->d_out, 0x7fff0000u + (unsigned)run, n, stream), err);
-    st_status s = launch(b, stream, err);
-    if (s != ST_OK) return s;
-    ST_CU_TRY(cu, cu->cuStreamSynchronize(stream), err);
-    ST_CU_TRY(cu, cu->cuMemcpyDtoH(c->got, c->d_out, n * 4), err);
-    double viol = 0;
-    char why[400];
-    const int bad = st_ref_index_topk_verify(&in->ref, in->ref_score, c->got, (int64_t)in->total_q * topk, topk,
-                                             rel_tol, &viol, why, sizeof why);
-    if (viol > *max_err) *max_err = viol;
-    if (bad) {
-      *ok = 0;
-      snprintf(msg, cap, "%s%d wrong row%s; first: %s", run ? "on the second launch: " : "", bad, bad == 1 ? "" : "s",
-               why);
-      return ST_OK;
-    }
-  }
-  return ST_OK;
+  return st_ref_index_topk_verify(&in->ref, in->ref_score, c->got, (int64_t)in->total_q * in->ref.topk, in->ref.topk,
+                                  rel_tol, worst, why, cap);
+}
+
+static st_status verify(void *pb, CUstream stream, int *ok, double *max_err, char *msg, size_t cap, st_err *err) {
+  ip_case *c = ((ip_bound *)pb)->c;
+  const size_t n = (size_t)c->in.ref.H * c->in.total_q * c->in.ref.topk;
+  /* Poison: an id no row can hold, so an unwritten slot fails the check. */
+  const st_verify_out out = {.buf = {{c->d_out, c->got, n, 4, 0x7fff0000u}}, .check = check, .ctx = c, .item = "row"};
+  return st_verify_twice(c->cu, stream, launch, pb, &out, ok, max_err, msg, cap, err);
 }
 
 /* q once, each request's index-K rows once, the ids written once. */

@@ -14,6 +14,7 @@
 #include "ops/index_inputs.h"
 #include "ops/index_score.h"
 #include "ops/tensor_check.h"
+#include "verify_twice.h"
 
 #define SCORE_PAD_COLS 3
 
@@ -132,39 +133,26 @@ static st_status launch(void *pb, CUstream stream, st_err *err) {
   return st_index_score_launch(b->c->cu, b->main_fn, &b->plan, stream, err);
 }
 
-static st_status verify(void *pb, CUstream stream, int *ok, double *max_err, char *msg, size_t cap, st_err *err) {
-  is_bound *b = pb;
-  is_case *c = b->c;
-  const st_cu *cu = c->cu;
+/* fp32 sums of D products: bf16 wgmma accumulates in fp32; e4m3 wgmma
+ * keeps fewer accumulator bits (about 14 below the leading one), so fp8 gets
+ * a tolerance on the scale of D * amp^2 * 2^-13. */
+static int check(void *pc, double *worst, char *why, size_t cap) {
+  const is_case *c = pc;
   const st_index_case *in = &c->in;
-  const size_t n = (size_t)in->ref.H * in->total_q * c->score_cols;
-  /* fp32 sums of D products: bf16 wgmma accumulates in fp32; e4m3 wgmma
-   * keeps fewer accumulator bits (about 14 below the leading one), so fp8
-   * gets a tolerance on the scale of D * amp^2 * 2^-13. */
   const double mag = in->ref.D * (double)in->amp * in->amp * in->ref.scale;
   const double atol = in->ref.dtype == ST_DTYPE_BF16 ? 1e-5 * mag : 1.5e-4 * mag;
   const double rtol = in->ref.dtype == ST_DTYPE_BF16 ? 1e-5 : 1e-3;
-  *ok = 1;
-  *max_err = 0;
-  for (int run = 0; run < 2; run++) {
-    ST_CU_TRY(cu, cu->cuMemsetD32Async(c->d_score, 0x7fbad000u + (unsigned)run, n, stream), err); /* NaN */
-    st_status s = launch(b, stream, err);
-    if (s != ST_OK) return s;
-    ST_CU_TRY(cu, cu->cuStreamSynchronize(stream), err);
-    ST_CU_TRY(cu, cu->cuMemcpyDtoH(c->got, c->d_score, n * 4), err);
-    double worst = 0;
-    char why[400];
-    const int bad = st_ref_index_score_verify(&in->ref, in->ref_score, c->got, (int64_t)in->total_q * c->score_cols,
-                                              c->score_cols, atol, rtol, &worst, why, sizeof why);
-    if (worst > *max_err) *max_err = worst;
-    if (bad) {
-      *ok = 0;
-      snprintf(msg, cap, "%s%d wrong score%s; first: %s", run ? "on the second launch: " : "", bad, bad == 1 ? "" : "s",
-               why);
-      return ST_OK;
-    }
-  }
-  return ST_OK;
+  return st_ref_index_score_verify(&in->ref, in->ref_score, c->got, (int64_t)in->total_q * c->score_cols, c->score_cols,
+                                   atol, rtol, worst, why, cap);
+}
+
+static st_status verify(void *pb, CUstream stream, int *ok, double *max_err, char *msg, size_t cap, st_err *err) {
+  is_case *c = ((is_bound *)pb)->c;
+  const size_t n = (size_t)c->in.ref.H * c->in.total_q * c->score_cols;
+  /* Poison: NaN, so an unwritten score fails the check. */
+  const st_verify_out out = {
+      .buf = {{c->d_score, c->got, n, 4, 0x7fbad000u}}, .check = check, .ctx = c, .item = "score"};
+  return st_verify_twice(c->cu, stream, launch, pb, &out, ok, max_err, msg, cap, err);
 }
 
 /* q once, each request's index-K rows once, the visible scores once. */

@@ -16,6 +16,7 @@
 #include "ops/tensor_check.h"
 #include "random_fill.h"
 #include "reference/index_prefill.h"
+#include "verify_twice.h"
 
 typedef struct it_case {
   const st_cu *cu;
@@ -192,35 +193,20 @@ static st_status launch(void *pb, CUstream stream, st_err *err) {
   return st_index_topk_launch(b->c->cu, b->main_fn, &b->plan, stream, err);
 }
 
+/* The kernel selects on the very fp32 values the reference reads: only
+ * ties may differ. */
+static int check(void *pc, double *worst, char *why, size_t cap) {
+  const it_case *c = pc;
+  return st_ref_index_topk_verify(&c->ref, c->ref_score, c->got, (int64_t)c->total_q * c->ref.topk, c->ref.topk, 1e-7,
+                                  worst, why, cap);
+}
+
 static st_status verify(void *pb, CUstream stream, int *ok, double *max_err, char *msg, size_t cap, st_err *err) {
-  it_bound *b = pb;
-  it_case *c = b->c;
-  const st_cu *cu = c->cu;
+  it_case *c = ((it_bound *)pb)->c;
   const size_t n = (size_t)c->ref.H * (size_t)c->total_q * (size_t)c->ref.topk;
-  *ok = 1;
-  *max_err = 0;
-  for (int run = 0; run < 2; run++) {
-    /* Poison: an id no row can hold, so an unwritten slot fails the check. */
-    ST_CU_TRY(cu, cu->cuMemsetD32Async(c->d_out, 0x7fff0000u + (unsigned)run, n, stream), err);
-    st_status s = launch(b, stream, err);
-    if (s != ST_OK) return s;
-    ST_CU_TRY(cu, cu->cuStreamSynchronize(stream), err);
-    ST_CU_TRY(cu, cu->cuMemcpyDtoH(c->got, c->d_out, n * 4), err);
-    double viol = 0;
-    char why[400];
-    /* The kernel selects on the very fp32 values the reference reads:
-     * only ties may differ. */
-    const int bad = st_ref_index_topk_verify(&c->ref, c->ref_score, c->got, (int64_t)c->total_q * c->ref.topk,
-                                             c->ref.topk, 1e-7, &viol, why, sizeof why);
-    if (viol > *max_err) *max_err = viol;
-    if (bad) {
-      *ok = 0;
-      snprintf(msg, cap, "%s%d wrong row%s; first: %s", run ? "on the second launch: " : "", bad, bad == 1 ? "" : "s",
-               why);
-      return ST_OK;
-    }
-  }
-  return ST_OK;
+  /* Poison: an id no row can hold, so an unwritten slot fails the check. */
+  const st_verify_out out = {.buf = {{c->d_out, c->got, n, 4, 0x7fff0000u}}, .check = check, .ctx = c, .item = "row"};
+  return st_verify_twice(c->cu, stream, launch, pb, &out, ok, max_err, msg, cap, err);
 }
 
 /* The visible scores once and the ids. */

@@ -20,6 +20,7 @@
 #include "random_fill.h"
 #include "reference/sparse_attn.h"
 #include "timing.h"
+#include "verify_twice.h"
 
 /* The relative L2 error design.md allows for attention outputs. */
 #define ATTN_TOL 2e-2
@@ -281,38 +282,24 @@ static st_status launch(void *pb, CUstream stream, st_err *err) {
                                b->plan.workspace_bytes, stream, &b->c->side, err);
 }
 
+static int check(void *pc, double *worst, char *why, size_t cap) {
+  const sa_case *c = pc;
+  return st_ref_sparse_attn_verify(&c->ref, c->ref_o, c->d_lse ? c->ref_lse : NULL, c->got_o,
+                                   c->d_lse ? c->got_lse : NULL, ATTN_TOL, worst, why, cap);
+}
+
+/* The second launch, a CUDA graph replay, also checks that the overlapped
+ * chunks' fork onto the side stream and join back hold in a graph. */
 static st_status verify(void *pb, CUstream stream, int *ok, double *max_err, char *msg, size_t cap, st_err *err) {
-  sa_bound *b = pb;
-  sa_case *c = b->c;
-  const st_cu *cu = c->cu;
+  sa_case *c = ((sa_bound *)pb)->c;
   const size_t n_lse = (size_t)c->total_q * (size_t)c->Hq, n_o = n_lse * (size_t)c->kv.D;
-  *ok = 1;
-  *max_err = 0;
-  for (int run = 0; run < 2; run++) {
-    /* Poison: NaN in o and lse, so an unwritten element fails the check. */
-    ST_CU_TRY(cu, cu->cuMemsetD16Async(c->d_o, (unsigned short)(0x7fc0u + (unsigned)run), n_o, stream), err);
-    if (c->d_lse) ST_CU_TRY(cu, cu->cuMemsetD32Async(c->d_lse, 0x7fc00000u + (unsigned)run, n_lse, stream), err);
-    /* The second launch as a CUDA graph replay: the overlapped chunks' fork
-     * onto the side stream and join back must hold in a graph, as the
-     * timing and engines run it. */
-    st_status s = run ? st_replay_once(cu, stream, launch, b, err) : launch(b, stream, err);
-    if (s != ST_OK) return s;
-    ST_CU_TRY(cu, cu->cuStreamSynchronize(stream), err);
-    ST_CU_TRY(cu, cu->cuMemcpyDtoH(c->got_o, c->d_o, n_o * 2), err);
-    if (c->d_lse) ST_CU_TRY(cu, cu->cuMemcpyDtoH(c->got_lse, c->d_lse, n_lse * 4), err);
-    double e = 0;
-    char why[400];
-    const int bad = st_ref_sparse_attn_verify(&c->ref, c->ref_o, c->d_lse ? c->ref_lse : NULL, c->got_o,
-                                              c->d_lse ? c->got_lse : NULL, ATTN_TOL, &e, why, sizeof why);
-    if (e > *max_err) *max_err = e;
-    if (bad) {
-      *ok = 0;
-      snprintf(msg, cap, "%s%d wrong (token, head) pair%s; first: %s",
-               run ? "on the second launch (a CUDA graph replay): " : "", bad, bad == 1 ? "" : "s", why);
-      return ST_OK;
-    }
-  }
-  return ST_OK;
+  /* Poison: NaN in o and lse, so an unwritten element fails the check. */
+  const st_verify_out out = {
+      .buf = {{c->d_o, c->got_o, n_o, 2, 0x7fc0u}, {c->d_lse, c->got_lse, n_lse, 4, 0x7fc00000u}},
+      .check = check,
+      .ctx = c,
+      .item = "(token, head) pair"};
+  return st_verify_twice(c->cu, stream, launch, pb, &out, ok, max_err, msg, cap, err);
 }
 
 static st_status cold_sets(void *pc, int n, st_err *err) {

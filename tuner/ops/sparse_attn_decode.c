@@ -18,6 +18,7 @@
 #include "ops/tensor_check.h"
 #include "random_fill.h"
 #include "reference/sparse_attn_decode.h"
+#include "verify_twice.h"
 
 /* The relative L2 error design.md allows for attention outputs. */
 #define ATTN_TOL 2e-2
@@ -269,35 +270,22 @@ static st_status launch(void *pb, CUstream stream, st_err *err) {
                                       b->plan.workspace_bytes, stream, err);
 }
 
+static int check(void *pc, double *worst, char *why, size_t cap) {
+  const sad_case *c = pc;
+  return st_ref_sparse_attn_decode_verify(&c->ref, c->ref_o, c->d_lse ? c->ref_lse : NULL, c->got_o,
+                                          c->d_lse ? c->got_lse : NULL, ATTN_TOL, worst, why, cap);
+}
+
 static st_status verify(void *pb, CUstream stream, int *ok, double *max_err, char *msg, size_t cap, st_err *err) {
-  sad_bound *b = pb;
-  sad_case *c = b->c;
-  const st_cu *cu = c->cu;
+  sad_case *c = ((sad_bound *)pb)->c;
   const size_t n_lse = (size_t)c->ref.R * (size_t)c->ref.qlen * (size_t)c->ref.Hq, n_o = n_lse * (size_t)c->ref.D;
-  *ok = 1;
-  *max_err = 0;
-  for (int run = 0; run < 2; run++) {
-    /* Poison: NaN in o and lse, so an unwritten element fails the check. */
-    ST_CU_TRY(cu, cu->cuMemsetD16Async(c->d_o, (unsigned short)(0x7fc0u + (unsigned)run), n_o, stream), err);
-    if (c->d_lse) ST_CU_TRY(cu, cu->cuMemsetD32Async(c->d_lse, 0x7fc00000u + (unsigned)run, n_lse, stream), err);
-    st_status s = launch(b, stream, err);
-    if (s != ST_OK) return s;
-    ST_CU_TRY(cu, cu->cuStreamSynchronize(stream), err);
-    ST_CU_TRY(cu, cu->cuMemcpyDtoH(c->got_o, c->d_o, n_o * 2), err);
-    if (c->d_lse) ST_CU_TRY(cu, cu->cuMemcpyDtoH(c->got_lse, c->d_lse, n_lse * 4), err);
-    double e = 0;
-    char why[400];
-    const int bad = st_ref_sparse_attn_decode_verify(&c->ref, c->ref_o, c->d_lse ? c->ref_lse : NULL, c->got_o,
-                                                     c->d_lse ? c->got_lse : NULL, ATTN_TOL, &e, why, sizeof why);
-    if (e > *max_err) *max_err = e;
-    if (bad) {
-      *ok = 0;
-      snprintf(msg, cap, "%s%d wrong (row, head) pair%s; first: %s",
-               run ? "on the second launch (workspace not left clean?): " : "", bad, bad == 1 ? "" : "s", why);
-      return ST_OK;
-    }
-  }
-  return ST_OK;
+  /* Poison: NaN in o and lse, so an unwritten element fails the check. */
+  const st_verify_out out = {
+      .buf = {{c->d_o, c->got_o, n_o, 2, 0x7fc0u}, {c->d_lse, c->got_lse, n_lse, 4, 0x7fc00000u}},
+      .check = check,
+      .ctx = c,
+      .item = "(row, head) pair"};
+  return st_verify_twice(c->cu, stream, launch, pb, &out, ok, max_err, msg, cap, err);
 }
 
 static st_status cold_sets(void *pc, int n, st_err *err) {
