@@ -4,6 +4,7 @@ st_add_test(NAME test_decode_step LABEL cpu SOURCES test_decode_step.c LIBS st_t
 st_add_test(NAME test_eta LABEL cpu SOURCES test_eta.c LIBS st_tuner_core)
 st_add_test(NAME test_cold LABEL cpu SOURCES test_cold.c LIBS st_tuner_core)
 st_add_test(NAME test_timing_retry LABEL cpu SOURCES test_timing_retry.c LIBS st_tuner_core)
+st_add_test(NAME test_verify_twice LABEL cpu SOURCES test_verify_twice.c LIBS st_tuner_core)
 st_add_test(NAME test_case_requests LABEL cpu SOURCES test_case_requests.c LIBS st_tuner_core)
 st_add_test(NAME test_attn_selection LABEL cpu SOURCES test_attn_selection.c LIBS st_tuner_core)
 add_test(NAME test_cli_refuses_bad_input
