@@ -151,23 +151,34 @@ static st_verify_out outputs(variant *v) {
   return out;
 }
 
-static st_status verify(variant *v, int *ok, double *max_err, char *msg, size_t cap) {
+/* What st_verify_twice said of a variant. */
+typedef struct verdict {
+  st_status status;
+  int ok;
+  double max_err;
+  char msg[256];
+} verdict;
+
+/* st_verify_twice of `v` on the fake driver; with_lse 0: lse is no device
+ * output (the check then sees what its host copy already holds). */
+static verdict verify(variant *v, int with_lse) {
   const st_cu cu = fake_driver();
-  const st_verify_out out = outputs(v);
+  st_verify_out out = outputs(v);
+  if (!with_lse) out.buf[1].d = 0;
   st_err err = {{0}};
+  verdict r = {.ok = -1, .max_err = -1};
   memset(&g_drv, 0, sizeof g_drv);
-  return st_verify_twice(&cu, NULL, variant_launch, v, &out, ok, max_err, msg, cap, &err);
+  r.status = st_verify_twice(&cu, NULL, variant_launch, v, &out, &r.ok, &r.max_err, r.msg, sizeof r.msg, &err);
+  return r;
 }
 
 static void test_a_right_variant_passes_a_launch_and_a_graph_replay(void **state) {
   (void)state;
   variant v = {0};
-  int ok = 0;
-  double max_err = -1;
-  char msg[256] = "";
-  assert_int_equal(verify(&v, &ok, &max_err, msg, sizeof msg), ST_OK);
-  assert_int_equal(ok, 1);
-  assert_true(max_err == 0);
+  const verdict r = verify(&v, 1);
+  assert_int_equal(r.status, ST_OK);
+  assert_int_equal(r.ok, 1);
+  assert_true(r.max_err == 0);
   assert_int_equal(v.launches, 2);              /* the plain launch and the replayed node */
   assert_int_equal(g_drv.graph_launches, 1);    /* the second launch went through a graph */
   assert_int_equal(g_drv.poisoned[0], 0x7fc1u); /* the second poisoning differs from the first */
@@ -177,43 +188,32 @@ static void test_a_right_variant_passes_a_launch_and_a_graph_replay(void **state
 static void test_unwritten_items_fail_on_the_first_launch(void **state) {
   (void)state;
   variant v = {.wrong_items = 3};
-  int ok = 1;
-  double max_err = 0;
-  char msg[256] = "";
-  assert_int_equal(verify(&v, &ok, &max_err, msg, sizeof msg), ST_OK);
-  assert_int_equal(ok, 0);
-  assert_true(max_err == 1);
-  assert_int_equal(v.launches, 1);                                  /* no replay once the first launch is wrong */
-  assert_string_equal(msg, "3 wrong rows; first: item 0: o 32704"); /* 0x7fc0: the poison, unwritten */
+  const verdict r = verify(&v, 1);
+  assert_int_equal(r.status, ST_OK);
+  assert_int_equal(r.ok, 0);
+  assert_true(r.max_err == 1);
+  assert_int_equal(v.launches, 1);                                    /* no replay once the first launch is wrong */
+  assert_string_equal(r.msg, "3 wrong rows; first: item 0: o 32704"); /* 0x7fc0: the poison, unwritten */
 }
 
 static void test_a_variant_right_launched_but_not_replayed_fails(void **state) {
   (void)state;
   variant v = {.lost_in_graph = 1};
-  int ok = 1;
-  double max_err = 0;
-  char msg[256] = "";
-  assert_int_equal(verify(&v, &ok, &max_err, msg, sizeof msg), ST_OK);
-  assert_int_equal(ok, 0);
+  const verdict r = verify(&v, 1);
+  assert_int_equal(r.status, ST_OK);
+  assert_int_equal(r.ok, 0);
   assert_int_equal(g_drv.graph_launches, 1);
-  assert_non_null(strstr(msg, "on the second launch (a CUDA graph replay"));
-  assert_non_null(strstr(msg, "6 wrong rows; first: item 0: o 32705")); /* the second poison, 0x7fc1 */
+  assert_non_null(strstr(r.msg, "on the second launch (a CUDA graph replay"));
+  assert_non_null(strstr(r.msg, "6 wrong rows; first: item 0: o 32705")); /* the second poison, 0x7fc1 */
 }
 
 static void test_an_absent_output_is_neither_poisoned_nor_read(void **state) {
   (void)state;
   variant v = {0};
-  const st_cu cu = fake_driver();
-  st_verify_out out = outputs(&v);
-  out.buf[1].d = 0; /* no lse: the check sees what the host copy holds */
   for (int i = 0; i < N; i++) v.host_lse[i] = 200u + (uint32_t)i;
-  int ok = 0;
-  double max_err = -1;
-  char msg[256] = "";
-  st_err err = {{0}};
-  memset(&g_drv, 0, sizeof g_drv);
-  assert_int_equal(st_verify_twice(&cu, NULL, variant_launch, &v, &out, &ok, &max_err, msg, sizeof msg, &err), ST_OK);
-  assert_int_equal(ok, 1);
+  const verdict r = verify(&v, 0);
+  assert_int_equal(r.status, ST_OK);
+  assert_int_equal(r.ok, 1);
   assert_int_equal(g_drv.memsets, 2); /* o only, once a launch */
 }
 
