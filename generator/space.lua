@@ -157,12 +157,35 @@ function M.int_fields_outside(s, ranges)
   return nil
 end
 
--- The optional peer_us fact of a shape (the peer's time from
--- ../shared/anchors.md): absent, or a positive time.
+-- The facts a shape may carry beside its fields, in neither of its keys: the
+-- peer's time from ../shared/anchors.md and the device it was measured on
+-- (`sparsetune bench` gives a speed-up only on that device).
+local PEER_FACTS = { "peer_us", "peer_device" }
+
+-- The keys a shape of an op may hold: its `fields` and the peer's facts.
+function M.shape_field_set(fields)
+  local set = {}
+  for _, list in ipairs({ fields, PEER_FACTS }) do
+    for _, f in ipairs(list) do
+      set[f] = true
+    end
+  end
+  return set
+end
+
+-- The optional peer facts of a shape: none, or peer_us a positive time
+-- and peer_device the non-empty name of the device it was measured on (a
+-- time means nothing without its device).
 function M.check_peer(s)
   -- not (x > 0), not x <= 0: NaN is no positive time either
   if s.peer_us ~= nil and not ((tonumber(s.peer_us) or 0) > 0) then -- luacheck: ignore 581
     return false, string.format("shape field peer_us=%s is not a positive time", tostring(s.peer_us))
+  end
+  if s.peer_device ~= nil and (type(s.peer_device) ~= "string" or s.peer_device == "") then
+    return false, string.format("shape field peer_device=%s is not a device name", tostring(s.peer_device))
+  end
+  if (s.peer_us == nil) ~= (s.peer_device == nil) then
+    return false, "shape fields peer_us and peer_device go together (the peer's time and the device it was measured on)"
   end
   return true
 end

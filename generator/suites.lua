@@ -90,10 +90,11 @@ local function index_prefill(dtype, reqs, over)
   return { op = "index_prefill", shape = s }
 end
 
--- peer_us: vLLM's Triton kernels on our H100, ../shared/anchors.md. The
--- attention reads topk blocks whatever the context, so its rows there say
--- ctx "any" (here 32768) and give a range of times: peer_us is its lower
--- end.
+-- peer_us: vLLM's Triton kernels on our H100, ../shared/anchors.md (M.get
+-- names that device in each such row's peer_device). The attention reads
+-- topk blocks whatever the context, so its rows there say ctx "any" (here
+-- 32768) and give a range of times: peer_us is its lower end.
+local PEER_DEVICE = "NVIDIA H100 80GB HBM3"
 local function anchor_rows()
   return {
     index_decode("bf16", 1, 8192, { peer_us = 10.6 }),
@@ -225,10 +226,20 @@ function M.names()
   return names
 end
 
--- The rows of suite `name`, or nil when there is no such suite.
+-- The rows of suite `name`, or nil when there is no such suite. Every peer
+-- time in these suites was measured on PEER_DEVICE.
 function M.get(name)
   local make = SUITES[name]
-  return make and make() or nil
+  if not make then
+    return nil
+  end
+  local rows = make()
+  for _, row in ipairs(rows) do
+    if row.shape.peer_us then
+      row.shape.peer_device = PEER_DEVICE
+    end
+  end
+  return rows
 end
 
 return M

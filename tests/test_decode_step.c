@@ -51,7 +51,9 @@ static void test_rows_pair_by_dtype_batch_topk_qlen_and_lens(void **state) {
   assert_int_equal(p[2].index_row, 5);
   assert_int_equal(p[2].attn_row, 7);
   const double want = cbrt((17.6 / 15.0) * (23.6 / 26.0) * (120.5 / 123.0));
-  assert_true(fabs(st_decode_step_geomean(p, 3) - want) < 1e-12);
+  int counted = 0;
+  assert_true(fabs(st_decode_step_geomean(p, 3, &counted) - want) < 1e-12);
+  assert_int_equal(counted, 3);
   /* A short buffer: the count is still all of them, only cap are filled. */
   st_step_pair one[1];
   assert_int_equal(st_decode_steps(rows, 10, one, 1), 3);
@@ -61,9 +63,39 @@ static void test_rows_pair_by_dtype_batch_topk_qlen_and_lens(void **state) {
 
 static void test_geomean_of_nothing_is_zero_and_of_opposites_one(void **state) {
   (void)state;
-  assert_true(st_decode_step_geomean(NULL, 0) == 0);
-  const st_step_pair p[] = {{0, 1, 1.0, 2.0, 2.0}, {2, 3, 2.0, 1.0, 0.5}};
-  assert_true(fabs(st_decode_step_geomean(p, 2) - 1.0) < 1e-12);
+  assert_true(st_decode_step_geomean(NULL, 0, NULL) == 0);
+  const st_step_pair p[] = {{0, 1, 1.0, 2.0, 2.0}, {2, 3, 2.0, 1.0, 0.5}, {4, 5, 3.0, 0.0, 0.0}};
+  int counted = -1;
+  /* The third pair has no peer time: it takes no part. */
+  assert_true(fabs(st_decode_step_geomean(p, 3, &counted) - 1.0) < 1e-12);
+  assert_int_equal(counted, 2);
+  assert_true(st_decode_step_geomean(p + 2, 1, &counted) == 0);
+  assert_int_equal(counted, 0);
+}
+
+/* Peer times of another device come as 0 (tuner/cmd_bench.c): the steps
+ * still pair and add up, without a speed-up; one side's peer time alone
+ * gives none either. */
+static void test_steps_without_peer_times_pair_without_a_speedup(void **state) {
+  (void)state;
+  st_shape sh[] = {shape("index_decode", "bf16", 1, 16, 8192), shape("sparse_attn_decode", "bf16", 1, 16, 32768),
+                   shape("index_decode", "fp8", 1, 16, 8192), shape("sparse_attn_decode", "fp8", 1, 16, 32768)};
+  const st_step_row rows[] = {{&sh[0], 6.33, 0.0}, {&sh[1], 7.33, 0.0}, {&sh[2], 6.11, 10.0}, {&sh[3], 7.31, 0.0}};
+  st_step_pair p[4];
+  assert_int_equal(st_decode_steps(rows, 4, p, 4), 2);
+  assert_true(fabs(p[0].us - 13.66) < 1e-12 && p[0].peer_us == 0 && p[0].speedup == 0);
+  assert_true(fabs(p[1].us - 13.42) < 1e-12 && p[1].peer_us == 0 && p[1].speedup == 0);
+  char *buf = NULL;
+  size_t size = 0;
+  FILE *f = open_memstream(&buf, &size);
+  assert_non_null(f);
+  st_decode_step_print(f, rows, p, 2, 0);
+  assert_int_equal(fclose(f), 0);
+  printf("%s", buf);
+  assert_non_null(strstr(buf, "  bf16 B=1    ctx=8192        13.66 us (6.33 + 7.33)  (no peer time on this device)\n"));
+  assert_non_null(strstr(buf, "no speed-up: the peer was not timed on this device"));
+  assert_null(strstr(buf, "geometric mean"));
+  free(buf);
 }
 
 static void test_a_shape_without_the_fields_never_pairs(void **state) {
@@ -122,6 +154,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_rows_pair_by_dtype_batch_topk_qlen_and_lens),
       cmocka_unit_test(test_geomean_of_nothing_is_zero_and_of_opposites_one),
+      cmocka_unit_test(test_steps_without_peer_times_pair_without_a_speedup),
       cmocka_unit_test(test_a_shape_without_the_fields_never_pairs),
       cmocka_unit_test(test_the_table_and_the_json_line),
   };

@@ -242,8 +242,9 @@ static void test_suite_shape_and_dispatch_keys_are_canonical(void **state) {
       find_shape(s, n, "index_decode:B=8,D=128,H=2,ctx=32768,dtype=bf16,init=1,lens=full,local=2,qlen=1,topk=16");
   assert_non_null(b8);
   assert_string_equal(b8->dispatch_key, "index_decode:B=8,D=128,H=2,ctx=32768,dtype=bf16,qlen=1,topk=16");
-  assert_int_equal(b8->params.n, 11); /* the ten fields of the key, and the peer's time */
+  assert_int_equal(b8->params.n, 12); /* the ten fields of the key, the peer's time and its device */
   assert_string_equal(st_params_get(&b8->params, "peer_us"), "26.7");
+  assert_string_equal(st_params_get(&b8->params, "peer_device"), "NVIDIA H100 80GB HBM3");
   assert_string_equal(st_params_get(&b8->params, "lens"), "full");
   assert_string_equal(st_params_get(&b8->params, "local"), "2");
   int mixed = 0;
@@ -587,7 +588,7 @@ static void test_suite_sparse_attn_decode_shapes_cross_the_bridge(void **state) 
     assert_string_equal(s[i].key, want);
     snprintf(want, sizeof want, "sparse_attn_decode:B=%d,D=128,Hkv=2,Hq=32,dtype=%s,qlen=1,topk=%d", B, dtype, topk);
     assert_string_equal(s[i].dispatch_key, want);
-    assert_int_equal(s[i].params.n, 14); /* the 13 fields of the key, and the peer's time */
+    assert_int_equal(s[i].params.n, 15); /* the 13 fields of the key, the peer's time and its device */
     assert_string_equal(st_params_get(&s[i].params, "peer_us"), peer);
   }
   free(s);

@@ -546,12 +546,15 @@ static void test_sparse_attn_decode_defaults_satisfy_the_constraints(void **stat
 }
 
 static void test_sparse_attn_decode_shape_and_dispatch_keys(void **state) {
-  /* peer_us is a fact about the shape, in neither key. */
-  expect(*state, "local op = require('ops.sparse_attn_decode')\n" SAD_SHAPE "s.peer_us = 10.5\nreturn op.shape_key(s)",
+  /* The peer's facts are about the shape, in neither key. */
+  expect(*state,
+         "local op = require('ops.sparse_attn_decode')\n" SAD_SHAPE
+         "s.peer_us = 10.5; s.peer_device = 'GPU X'\nreturn op.shape_key(s)",
          "sparse_attn_decode:B=8,D=128,Hkv=2,Hq=32,ctx=32768,dtype=bf16,layout=pages2,lens=full,lse=0,qlen=1,"
          "scale=none,sel=random,topk=16");
   expect(*state,
-         "local op = require('ops.sparse_attn_decode')\n" SAD_SHAPE "s.peer_us = 10.5\nreturn op.dispatch_key(s)",
+         "local op = require('ops.sparse_attn_decode')\n" SAD_SHAPE
+         "s.peer_us = 10.5; s.peer_device = 'GPU X'\nreturn op.dispatch_key(s)",
          "sparse_attn_decode:B=8,D=128,Hkv=2,Hq=32,dtype=bf16,qlen=1,topk=16");
 }
 
@@ -565,7 +568,8 @@ static void test_sparse_attn_decode_check_shape_names_what_is_wrong(void **state
   SHAPE("", "true: nil");
   SHAPE("s.dtype = 'fp8'; s.scale = 'tensor'; s.layout = 'interleaved'; s.lens = '0;1;127;128;129;4133;32768;9'",
         "true: nil");
-  SHAPE("s.sel = 'holes'; s.lse = 1; s.qlen = 4; s.topk = 64; s.peer_us = '7.6'", "true: nil");
+  SHAPE("s.sel = 'holes'; s.lse = 1; s.qlen = 4; s.topk = 64; s.peer_us = '7.6'; s.peer_device = 'NVIDIA H100'",
+        "true: nil");
   SHAPE("s.dtype = 'fp8'; s.sel = 'local'", "true: nil"); /* fp8 may come unscaled */
   SHAPE("s.Hq = 64", "true: nil");                        /* a group of 32 */
   SHAPE("s.Hq = 66", "false: Hq/Hkv = 66/2 = 33 q heads per kv head exceed 32");
@@ -585,6 +589,11 @@ static void test_sparse_attn_decode_check_shape_names_what_is_wrong(void **state
   SHAPE("s.sel = nil", "false: shape field 'sel' is missing");
   SHAPE("s.H = 2", "false: 'H' is not a shape field of sparse_attn_decode");
   SHAPE("s.peer_us = 0", "false: shape field peer_us=0 is not a positive time");
+  SHAPE("s.peer_us = 7.6", "false: shape fields peer_us and peer_device go together (the peer's time and the device "
+                           "it was measured on)");
+  SHAPE("s.peer_device = 'NVIDIA H100'", "false: shape fields peer_us and peer_device go together (the peer's time "
+                                         "and the device it was measured on)");
+  SHAPE("s.peer_us = 7.6; s.peer_device = ''", "false: shape field peer_device= is not a device name");
 #undef SHAPE
 }
 

@@ -44,7 +44,9 @@ static const char usage[] =
     "(its line says so). Prints time, GB/s of the bytes the op must move,\n"
     "fraction of the copy bandwidth measured in the same run, TFLOP/s for\n"
     "prefill ops (FLOPs counted as the anchors count them) and the peer's time\n"
-    "where known. Where the suite has both decode ops, it ends with one decode\n"
+    "where known, with the speed-up only where the peer was timed on this\n"
+    "device (the anchors' peer: an H100 80GB HBM3; elsewhere its time is\n"
+    "marked *). Where the suite has both decode ops, it ends with one decode\n"
     "step: indexer and attention rows of the same dtype and batch added,\n"
     "against the peer's two; then (without --cold) each such step timed as one\n"
     "CUDA graph of both ops, plain and with programmatic dependent launch, as\n"
@@ -72,6 +74,10 @@ typedef struct bench_row {
   char status[16];
   char error[400];
   double us, spread, gbs, frac, peer_us;
+  /* The device the peer was timed on (the suite's peer_device); a speed-up
+   * is computed only when that is this device. */
+  const char *peer_device;
+  int peer_here;
   /* sets of repetitions timed (tuner/timing.h: > 1 where one was disturbed) */
   int attempts;
   double tflops; /* 0: not counted (decode ops) */
@@ -201,15 +207,26 @@ done:
   st_bench_case_free(&bc);
 }
 
+/* The device of the first peer time in `shapes` not timed on `device`, or
+ * NULL when every peer time (if any) was timed on it. */
+static const char *peer_elsewhere(const st_shape *shapes, int n, const char *device) {
+  for (int i = 0; i < n; i++) {
+    const char *on = st_params_get(&shapes[i].params, "peer_device");
+    if (st_params_get(&shapes[i].params, "peer_us") && (!on || strcmp(on, device))) return on ? on : "a device not named";
+  }
+  return NULL;
+}
+
 static void print_row(const st_cli *cli, const bench_row *r) {
   const char *colon = strchr(r->shape->key, ':');
   const char *shape = colon ? colon + 1 : r->shape->key;
   if (cli->json) {
     printf("{\"op\":\"%s\",\"shape\":\"%s\",\"status\":\"%s\",\"us\":%.3f,\"spread\":%.4f,\"gbs\":%.1f,"
-           "\"copy_fraction\":%.4f,\"tflops\":%.1f,\"peer_us\":%.2f,\"speedup\":%.3f,\"variant\":\"%s\","
-           "\"attempts\":%d",
+           "\"copy_fraction\":%.4f,\"tflops\":%.1f,\"peer_us\":%.2f,\"peer_device\":\"%s\",\"speedup\":%.3f,"
+           "\"variant\":\"%s\",\"attempts\":%d",
            r->shape->op, shape, r->status, r->us, r->spread, r->gbs, r->frac, r->tflops, r->peer_us,
-           r->us > 0 && r->peer_us > 0 ? r->peer_us / r->us : 0, r->variant, r->attempts);
+           r->peer_device ? r->peer_device : "", r->us > 0 && r->peer_here ? r->peer_us / r->us : 0, r->variant,
+           r->attempts);
     if (cli->harness) printf(",\"harness_us\":%.3f,\"harness_error\":\"%s\"", r->harness_us, r->harness_error);
     printf("}\n");
     return;
@@ -220,10 +237,8 @@ static void print_row(const st_cli *cli, const bench_row *r) {
   }
   char peer[16] = "-", speed[16] = "-", rate[16] = "-";
   if (r->tflops > 0) snprintf(rate, sizeof rate, "%.0f", r->tflops);
-  if (r->peer_us > 0) {
-    snprintf(peer, sizeof peer, "%.1f", r->peer_us);
-    snprintf(speed, sizeof speed, "%.2fx", r->peer_us / r->us);
-  }
+  if (r->peer_us > 0) snprintf(peer, sizeof peer, "%.1f%s", r->peer_us, r->peer_here ? "" : "*");
+  if (r->peer_here) snprintf(speed, sizeof speed, "%.2fx", r->peer_us / r->us);
   printf("%-18s %-62s %8.2f %6.1f%% %8.0f %6.1f%% %7s %8s %8s  %s", r->shape->op, shape, r->us, 100 * r->spread,
          r->gbs, 100 * r->frac, rate, peer, speed, r->variant);
   if (r->attempts > 1) printf("  (quietest of %d timings)", r->attempts);
@@ -284,7 +299,7 @@ static void print_decode_step(const st_cli *cli, const st_cu *cu, const st_devic
   for (int i = 0; i < n; i++) {
     in[i].shape = rows[i].shape;
     in[i].us = strcmp(rows[i].status, "ok") == 0 ? rows[i].us : 0;
-    in[i].peer_us = rows[i].peer_us;
+    in[i].peer_us = rows[i].peer_here ? rows[i].peer_us : 0;
   }
   const int np = st_decode_steps(in, n, pairs, n); /* an indexer row pairs once: np <= n */
   st_decode_step_print(stdout, in, pairs, np, cli->json);
@@ -412,6 +427,10 @@ int st_cmd_bench(int argc, char **argv) {
            "from a flushed L2 (a spread over %.0f%% timed again, up to %d times, the quietest kept), %s\n",
            100 * ST_BENCH_RETRY_SPREAD, ST_TIMING_ATTEMPTS,
            cli.cold ? "paged caches cold in L2 (pools of 16x L2, other pages each replay)" : "same inputs each replay");
+    const char *elsewhere = peer_elsewhere(shapes, nshapes, dev.name);
+    if (elsewhere)
+      printf("peer us*: timed on %s, not on this device: no speed-up is given (compare the fractions of copy)\n",
+             elsewhere);
     printf("%-18s %-62s %8s %7s %8s %7s %7s %8s %8s  %s\n", "op", "shape", "us", "spread", "GB/s", "of copy", "TFLOP/s",
            "peer us", "speed-up", "variant (id name)");
   } else {
@@ -423,6 +442,8 @@ int st_cmd_bench(int argc, char **argv) {
     rows[i].shape = &shapes[i];
     const char *peer = st_params_get(&shapes[i].params, "peer_us");
     rows[i].peer_us = peer ? atof(peer) : 0;
+    rows[i].peer_device = st_params_get(&shapes[i].params, "peer_device");
+    rows[i].peer_here = rows[i].peer_us > 0 && rows[i].peer_device && !strcmp(rows[i].peer_device, dev.name);
     bench_shape(cu, &dev, rt, db, stream, &cli, copy_gbs, &rows[i]);
     failures += strcmp(rows[i].status, "ok") != 0;
     print_row(&cli, &rows[i]);

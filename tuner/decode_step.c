@@ -6,7 +6,7 @@
 
 #include "report.h"
 
-static int measured(const st_step_row *r) { return r->us > 0 && r->peer_us > 0; }
+static int measured(const st_step_row *r) { return r->us > 0; }
 
 static int same_field(const st_shape *a, const st_shape *b, const char *key) {
   const char *x = st_params_get(&a->params, key), *y = st_params_get(&b->params, key);
@@ -35,8 +35,10 @@ int st_decode_steps(const st_step_row *rows, int n, st_step_pair *pairs, int cap
         p->index_row = i;
         p->attn_row = j;
         p->us = rows[i].us + rows[j].us;
-        p->peer_us = rows[i].peer_us + rows[j].peer_us;
-        p->speedup = p->peer_us / p->us;
+        /* Both peer times, or no comparison: half a peer step is no step. */
+        const int peer = rows[i].peer_us > 0 && rows[j].peer_us > 0;
+        p->peer_us = peer ? rows[i].peer_us + rows[j].peer_us : 0;
+        p->speedup = peer ? p->peer_us / p->us : 0;
       }
       found++;
       break;
@@ -45,16 +47,22 @@ int st_decode_steps(const st_step_row *rows, int n, st_step_pair *pairs, int cap
   return found;
 }
 
-double st_decode_step_geomean(const st_step_pair *pairs, int n) {
-  if (n <= 0) return 0;
+double st_decode_step_geomean(const st_step_pair *pairs, int n, int *counted) {
   double log_sum = 0;
-  for (int i = 0; i < n; i++) log_sum += log(pairs[i].speedup);
-  return exp(log_sum / n);
+  int c = 0;
+  for (int i = 0; i < n; i++) {
+    if (pairs[i].speedup <= 0) continue;
+    log_sum += log(pairs[i].speedup);
+    c++;
+  }
+  if (counted) *counted = c;
+  return c ? exp(log_sum / c) : 0;
 }
 
 void st_decode_step_print(FILE *f, const st_step_row *rows, const st_step_pair *pairs, int np, int json) {
   if (np <= 0) return;
-  const double g = st_decode_step_geomean(pairs, np);
+  int counted = 0;
+  const double g = st_decode_step_geomean(pairs, np, &counted);
   if (json) {
     fprintf(f, "{\"decode_step\":{\"geomean\":%.4f,\"pairs\":[", g);
     for (int k = 0; k < np; k++) {
@@ -73,8 +81,15 @@ void st_decode_step_print(FILE *f, const st_step_row *rows, const st_step_pair *
     const st_step_pair *p = &pairs[k];
     const st_params *ps = &rows[p->index_row].shape->params;
     const char *dtype = st_params_get(ps, "dtype"), *B = st_params_get(ps, "B"), *ctx = st_params_get(ps, "ctx");
-    fprintf(f, "  %-4s B=%-4s ctx=%-7s %9.2f us (%.2f + %.2f)  peer %8.1f  %.2fx\n", dtype, B, ctx ? ctx : "-", p->us,
-            rows[p->index_row].us, rows[p->attn_row].us, p->peer_us, p->speedup);
+    fprintf(f, "  %-4s B=%-4s ctx=%-7s %9.2f us (%.2f + %.2f)", dtype, B, ctx ? ctx : "-", p->us,
+            rows[p->index_row].us, rows[p->attn_row].us);
+    if (p->speedup > 0)
+      fprintf(f, "  peer %8.1f  %.2fx\n", p->peer_us, p->speedup);
+    else
+      fprintf(f, "  (no peer time on this device)\n");
   }
-  fprintf(f, "  geometric mean over %d rows: %.2fx the peer\n", np, g);
+  if (counted)
+    fprintf(f, "  geometric mean over %d rows: %.2fx the peer\n", counted, g);
+  else
+    fprintf(f, "  no speed-up: the peer was not timed on this device\n");
 }

@@ -54,13 +54,8 @@ local SHAPE_FIELDS = { "B", "D", "H", "ctx", "dtype", "init", "lens", "local", "
 -- max_context (nearest in log2 distance with B when not exact).
 local DISPATCH_FIELDS = { "B", "D", "H", "ctx", "dtype", "qlen", "topk" }
 local LENS = { "full", "mixed" }
-local SHAPE_FIELD_SET = {}
-for _, f in ipairs(SHAPE_FIELDS) do
-  SHAPE_FIELD_SET[f] = true
-end
--- Facts about a shape that are not part of it (left out of its keys): the
--- peer's time from ../shared/anchors.md, for `sparsetune bench`.
-SHAPE_FIELD_SET.peer_us = true
+-- The fields, and the peer's facts (space.shape_field_set).
+local SHAPE_FIELD_SET = space.shape_field_set(SHAPE_FIELDS)
 -- ties=1 (GPU tests): every index-K row equal, so all blocks tie; an input
 -- pattern, not a shape.
 SHAPE_FIELD_SET.ties = true

@@ -29,10 +29,7 @@ M.kernel_domains.algo = { "fused", "composed" }
 local SHARED_LIMIT = 226 * 1024
 local SHAPE_FIELDS = { "B", "D", "H", "dtype", "init", "local", "reqs", "topk" }
 local DISPATCH_FIELDS = { "B", "D", "H", "dtype", "topk" }
-local SHAPE_FIELD_SET = { peer_us = true }
-for _, f in ipairs(SHAPE_FIELDS) do
-  SHAPE_FIELD_SET[f] = true
-end
+local SHAPE_FIELD_SET = space.shape_field_set(SHAPE_FIELDS)
 
 -- The launcher's st_index_prefill_smem_bytes: row lists (keys and block
 -- ids, topk + 1 words per row), then index_score's CTA.
@@ -105,7 +102,7 @@ function M.check_shape(s)
     return false, fields_why
   end
   local scoring = {}
-  for _, f in ipairs({ "B", "D", "H", "dtype", "reqs", "peer_us" }) do
+  for _, f in ipairs({ "B", "D", "H", "dtype", "reqs", "peer_us", "peer_device" }) do
     scoring[f] = s[f]
   end
   local ok, why = score.check_shape(scoring)

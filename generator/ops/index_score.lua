@@ -38,10 +38,7 @@ local SHAPE_FIELDS = { "B", "D", "H", "dtype", "reqs" }
 -- The host-known subset the runtime dispatches on (st_index_score_dispatch_key);
 -- B is total_q.
 local DISPATCH_FIELDS = { "B", "D", "H", "dtype" }
-local SHAPE_FIELD_SET = { peer_us = true }
-for _, f in ipairs(SHAPE_FIELDS) do
-  SHAPE_FIELD_SET[f] = true
-end
+local SHAPE_FIELD_SET = space.shape_field_set(SHAPE_FIELDS)
 
 local function row_bytes(k)
   return k.head_dim * DTYPE_BYTES[k.dtype]

@@ -34,10 +34,7 @@ local SHAPE_FIELDS = { "B", "H", "init", "local", "reqs", "topk" }
 local DISPATCH_FIELDS = { "B", "H", "topk" }
 local BLOCK_TOKENS = 128
 local LANES = 32
-local SHAPE_FIELD_SET = { peer_us = true }
-for _, f in ipairs(SHAPE_FIELDS) do
-  SHAPE_FIELD_SET[f] = true
-end
+local SHAPE_FIELD_SET = space.shape_field_set(SHAPE_FIELDS)
 
 -- The constraints of the kernel space: ok, or false and why.
 function M.constraint(k)

@@ -67,11 +67,8 @@ local LAYOUTS = { "pages2", "interleaved" }
 -- last topk visible blocks; repeats: random with some entries a copy of
 -- another entry of the row (a block listed twice counts twice).
 local SELS = { "random", "holes", "local", "repeats" }
-local SHAPE_FIELD_SET = {}
-for _, f in ipairs(SHAPE_FIELDS) do
-  SHAPE_FIELD_SET[f] = true
-end
-SHAPE_FIELD_SET.peer_us = true
+-- The fields, and the peer's facts (space.shape_field_set).
+local SHAPE_FIELD_SET = space.shape_field_set(SHAPE_FIELDS)
 
 -- The kernel's shared memory (templates/sparse_attn.cu lays it out,
 -- st_sparse_attn_smem_bytes computes the same): the q tile, the K/V stages

@@ -93,13 +93,8 @@ local LENS = { "full", "mixed" }
 -- random: topk distinct random visible blocks per row; holes: the same with
 -- some entries -1; local: the last topk visible blocks.
 local SELS = { "random", "holes", "local" }
-local SHAPE_FIELD_SET = {}
-for _, f in ipairs(SHAPE_FIELDS) do
-  SHAPE_FIELD_SET[f] = true
-end
--- Facts about a shape that are not part of it (left out of its keys): the
--- peer's time from ../shared/anchors.md, for `sparsetune bench`.
-SHAPE_FIELD_SET.peer_us = true
+-- The fields, and the peer's facts (space.shape_field_set).
+local SHAPE_FIELD_SET = space.shape_field_set(SHAPE_FIELDS)
 -- Optional: q drawn from [-2^q_log2, 2^q_log2) instead of [-1, 1) (the GPU
 -- test's q beyond f16's range, which the fp8 kernels' f16 q must survive).
 SHAPE_FIELD_SET.q_log2 = true
