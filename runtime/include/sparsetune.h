@@ -100,6 +100,11 @@ ST_API const char *st_last_error(const st_handle *handle);
 /* A short name for a status code ("ST_ERR_INVALID_ARG"); never NULL. */
 ST_API const char *st_status_name(st_status status);
 
+/* The library's version, its SPARSETUNE_VERSION_STRING ("0.1.0"); a static
+ * string, never NULL. Lets a program check that the header it was built with
+ * matches the library it runs with. */
+ST_API const char *st_version(void);
+
 /* Zero-fills `bytes` of `workspace` on `stream`. A workspace must be zeroed
  * once before its first use; the kernels leave it zeroed after every launch,
  * so graph replays need no further clearing. */
