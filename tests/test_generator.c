@@ -108,6 +108,29 @@ static void test_open_reports_missing_directories(void **state) {
   assert_contains(err.msg, "has no main.lua");
 }
 
+/* Each place the folders can come from says so: a binary in its build tree
+ * (this test) has no installed tree beside it and reads the source tree's;
+ * tests/test_install.sh checks the installed binary. */
+static void test_locate_says_where_and_why(void **state) {
+  (void)state;
+  char dir[4096];
+  const char *why = NULL;
+  st_err err = {{0}};
+  unsetenv("SPARSETUNE_HOME");
+  assert_int_equal(st_gen_locate(NULL, "templates", dir, sizeof dir, &why, &err), ST_OK);
+  assert_string_equal(dir, ST_SOURCE_DIR "/templates");
+  assert_string_equal(why, "from the source tree");
+  assert_int_equal(st_gen_locate(TEST_TEMPLATES, "templates", dir, sizeof dir, &why, &err), ST_OK);
+  assert_string_equal(dir, TEST_TEMPLATES);
+  assert_string_equal(why, "as given");
+  setenv("SPARSETUNE_HOME", "/nonexistent/home", 1);
+  const st_status s = st_gen_locate(NULL, "generator", dir, sizeof dir, &why, &err);
+  unsetenv("SPARSETUNE_HOME");
+  assert_int_equal(s, ST_ERR_INVALID_ARG);
+  assert_string_equal(why, "from $SPARSETUNE_HOME");
+  assert_contains(err.msg, "generator directory '/nonexistent/home/generator' does not exist (from $SPARSETUNE_HOME)");
+}
+
 /* A generator directory whose main.lua is `text`: st_gen_open must fail
  * with a message containing `part`, and free everything (ASan builds). */
 static void expect_open_failure(const char *text, const char *part) {
@@ -780,6 +803,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_open_lists_ops_and_suites),
       cmocka_unit_test(test_open_reports_missing_directories),
+      cmocka_unit_test(test_locate_says_where_and_why),
       cmocka_unit_test(test_open_reports_lua_errors),
       cmocka_unit_test(test_open_finds_directories_under_sparsetune_home),
       cmocka_unit_test(test_suite_shape_and_dispatch_keys_are_canonical),

@@ -180,6 +180,17 @@ static void status_names_are_never_null(void **state) {
   for (int s = -2; s < 20; s++) assert_non_null(st_status_name((st_status)s));
 }
 
+/* The library says the version of the header it was built with; the
+ * header's three numbers spell its string. */
+static void version_is_the_headers(void **state) {
+  (void)state;
+  assert_string_equal(st_version(), SPARSETUNE_VERSION_STRING);
+  char spelled[32];
+  snprintf(spelled, sizeof spelled, "%d.%d.%d", SPARSETUNE_VERSION_MAJOR, SPARSETUNE_VERSION_MINOR,
+           SPARSETUNE_VERSION_PATCH);
+  assert_string_equal(st_version(), spelled);
+}
+
 /* ---- calls on a handle
  * ------------------------------------------------------------ */
 
@@ -346,6 +357,7 @@ int main(void) {
       cmocka_unit_test(open_rejects_bad_arguments_by_name),
       cmocka_unit_test(every_call_rejects_a_null_handle),
       cmocka_unit_test(status_names_are_never_null),
+      cmocka_unit_test(version_is_the_headers),
       cmocka_unit_test(null_arguments_are_named),
       cmocka_unit_test(invalid_arguments_carry_the_launcher_message),
       cmocka_unit_test(no_variant_names_the_shape),

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <lauxlib.h>
 #include <lua.h>
@@ -45,23 +46,56 @@ static int is_file(const char *path) {
   return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* `explicit`, else $SPARSETUNE_HOME/<sub>, else ST_SOURCE_DIR/<sub>. */
-static st_status resolve_dir(const char *explicit, const char *sub, char *out, size_t cap, st_err *err) {
+/* The installed tree beside the running binary, <folder of
+ * /proc/self/exe>/ST_DATA_FROM_BIN (../share/sparsetune from bin/), goes to
+ * `out` (canonical where it exists); 1 if it exists. A binary in its build
+ * tree has none. */
+static int installed_root(char *out, size_t cap) {
+  char exe[PATH_MAX];
+  out[0] = '\0';
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return 0;
+  exe[n] = '\0';
+  char *slash = strrchr(exe, '/');
+  if (!slash) return 0;
+  *slash = '\0';
+  const int len = snprintf(out, cap, "%s/%s", exe, ST_DATA_FROM_BIN);
+  if (len < 0 || (size_t)len >= cap) {
+    out[0] = '\0';
+    return 0;
+  }
+  if (!is_dir(out)) return 0;
+  char *canonical = realpath(out, NULL); /* the path without its "../" */
+  if (canonical && strlen(canonical) < cap) snprintf(out, cap, "%s", canonical);
+  free(canonical);
+  return 1;
+}
+
+st_status st_gen_locate(const char *explicit, const char *sub, char *out, size_t cap, const char **why, st_err *err) {
   const char *home = getenv("SPARSETUNE_HOME");
-  int n;
-  if (explicit)
+  char installed[PATH_MAX] = "";
+  int n, from_source = 0;
+  if (explicit) {
+    *why = "as given";
     n = snprintf(out, cap, "%s", explicit);
-  else if (home && *home)
+  } else if (home && *home) {
+    *why = "from $SPARSETUNE_HOME";
     n = snprintf(out, cap, "%s/%s", home, sub);
-  else
+  } else if (installed_root(installed, sizeof installed)) {
+    *why = "installed beside the binary";
+    n = snprintf(out, cap, "%s/%s", installed, sub);
+  } else {
+    *why = "from the source tree";
+    from_source = 1;
     n = snprintf(out, cap, "%s/%s", ST_SOURCE_DIR, sub);
+  }
   if (n < 0 || (size_t)n >= cap) return st_fail(err, ST_ERR_INVALID_ARG, "%s directory path is too long", sub);
-  if (!is_dir(out))
-    return st_fail(err, ST_ERR_INVALID_ARG, "%s directory '%s' does not exist (%s)", sub, out,
-                   explicit        ? "as given"
-                   : home && *home ? "from $SPARSETUNE_HOME"
-                                   : "from the source tree");
-  return ST_OK;
+  if (is_dir(out)) return ST_OK;
+  if (from_source && installed[0])
+    return st_fail(err, ST_ERR_INVALID_ARG,
+                   "%s directory '%s' does not exist (%s; nor is there an installed tree at '%s')", sub, out, *why,
+                   installed);
+  return st_fail(err, ST_ERR_INVALID_ARG, "%s directory '%s' does not exist (%s)", sub, out, *why);
 }
 
 /* The message handler: the error text plus a traceback. */
@@ -228,9 +262,10 @@ st_status st_gen_open(const char *generator_dir, const char *templates_dir, st_g
   if (!out) return st_fail(err, ST_ERR_INVALID_ARG, "st_gen_open: out is NULL");
   *out = NULL;
   char gen_dir[PATH_MAX], tpl_dir[PATH_MAX], main_path[PATH_MAX + 16], package_path[PATH_MAX + 16];
+  const char *why;
   st_status s;
-  if ((s = resolve_dir(generator_dir, "generator", gen_dir, sizeof gen_dir, err)) != ST_OK) return s;
-  if ((s = resolve_dir(templates_dir, "templates", tpl_dir, sizeof tpl_dir, err)) != ST_OK) return s;
+  if ((s = st_gen_locate(generator_dir, "generator", gen_dir, sizeof gen_dir, &why, err)) != ST_OK) return s;
+  if ((s = st_gen_locate(templates_dir, "templates", tpl_dir, sizeof tpl_dir, &why, err)) != ST_OK) return s;
   if (strpbrk(gen_dir, ";?"))
     return st_fail(err, ST_ERR_INVALID_ARG,
                    "generator directory '%s' contains ';' or '?', which Lua's "

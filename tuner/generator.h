@@ -33,9 +33,18 @@ typedef struct st_gen_variant {
   char *source; /* owned; freed by st_gen_free_variants */
 } st_gen_variant;
 
+/* Where `sub` ("generator" or "templates") is read from: `explicit` if not
+ * NULL, else $SPARSETUNE_HOME/<sub> if that is set, else
+ * <the binary's folder>/../share/sparsetune/<sub> if ../share/sparsetune
+ * exists (an installed tree, wherever it was moved: both folders come from
+ * it or neither), else the source tree this binary was built from. The path
+ * goes to `out`; *why says which of the four ("installed beside the binary";
+ * a static string). A folder that does not exist is ST_ERR_INVALID_ARG with
+ * a message saying where it was looked for. */
+st_status st_gen_locate(const char *explicit, const char *sub, char *out, size_t cap, const char **why, st_err *err);
+
 /* Loads generator/main.lua from `generator_dir`; templates are read from
- * `templates_dir`. Either NULL: the directories of the source tree this
- * binary was built from (or $SPARSETUNE_HOME/generator and /templates). */
+ * `templates_dir`. Either NULL: found by st_gen_locate. */
 st_status st_gen_open(const char *generator_dir, const char *templates_dir, st_gen **out, st_err *err);
 void st_gen_close(st_gen *g);
 

@@ -34,6 +34,15 @@ extern "C" {
 #define SPARSETUNE_VERSION_PATCH 0
 #define SPARSETUNE_VERSION_STRING "0.1.0"
 
+/* ST_API marks the functions of this header, the library's whole ABI: the
+ * library is built with hidden visibility, so nothing else it holds is
+ * exported (GCC and Clang; other compilers export as they do by default). */
+#if defined(__GNUC__) || defined(__clang__)
+#define ST_API __attribute__((visibility("default")))
+#else
+#define ST_API
+#endif
+
 typedef enum st_status {
   ST_OK = 0,
   ST_ERR_INVALID_ARG = 1, /* a shape, stride, dtype, pointer or limit is wrong */
@@ -77,25 +86,29 @@ typedef struct st_handle st_handle;
  * to the primary context of CUDA device `device_ordinal`, which it retains
  * until st_close. Loads the winners recorded for this device model.
  * On success *out owns a handle the caller releases with st_close. */
-st_status st_open(const char *db_path, int device_ordinal, st_handle **out);
+ST_API st_status st_open(const char *db_path, int device_ordinal, st_handle **out);
 
 /* Unloads modules, releases the primary context and frees the handle.
  * NULL is accepted. No launch may be in flight on another thread. */
-void st_close(st_handle *handle);
+ST_API void st_close(st_handle *handle);
 
 /* The message of the calling thread's last failed call on `handle` (NULL: the
  * last failed st_open of this thread), or "" if there is none. The string is
  * owned by the library and valid until the thread's next call. */
-const char *st_last_error(const st_handle *handle);
+ST_API const char *st_last_error(const st_handle *handle);
 
 /* A short name for a status code ("ST_ERR_INVALID_ARG"); never NULL. */
-const char *st_status_name(st_status status);
+ST_API const char *st_status_name(st_status status);
+
+/* The library's version, its SPARSETUNE_VERSION_STRING ("0.1.0"); a static
+ * string, never NULL. Lets a program check that the header it was built with
+ * matches the library it runs with. */
+ST_API const char *st_version(void);
 
 /* Zero-fills `bytes` of `workspace` on `stream`. A workspace must be zeroed
  * once before its first use; the kernels leave it zeroed after every launch,
  * so graph replays need no further clearing. */
-st_status st_workspace_clear(st_handle *handle, void *workspace, size_t bytes,
-                             void *stream);
+ST_API st_status st_workspace_clear(st_handle *handle, void *workspace, size_t bytes, void *stream);
 
 /* ---- index_decode: lightning-indexer block selection for a decode batch ---
  *
@@ -132,21 +145,17 @@ typedef struct st_index_decode_args {
 
 /* Bytes of workspace st_index_decode needs for these arguments (pointers in
  * `args` are not read). */
-st_status st_index_decode_workspace_size(st_handle *handle,
-                                         const st_index_decode_args *args,
-                                         size_t *bytes);
+ST_API st_status st_index_decode_workspace_size(st_handle *handle, const st_index_decode_args *args, size_t *bytes);
 
 /* Loads the module that st_index_decode would launch for these arguments, so
  * a later call can be captured in a CUDA graph without loading anything. */
-st_status st_index_decode_prepare(st_handle *handle,
-                                  const st_index_decode_args *args);
+ST_API st_status st_index_decode_prepare(st_handle *handle, const st_index_decode_args *args);
 
 /* Launches index_decode on `stream` (a CUstream; NULL = legacy default).
  * Asynchronous; no host synchronization, no allocation. `workspace` must hold
  * st_index_decode_workspace_size bytes and have been cleared once. */
-st_status st_index_decode(st_handle *handle, const st_index_decode_args *args,
-                          void *workspace, size_t workspace_bytes,
-                          void *stream);
+ST_API st_status st_index_decode(st_handle *handle, const st_index_decode_args *args, void *workspace,
+                                 size_t workspace_bytes, void *stream);
 
 /* ---- sparse_attn_decode: block-sparse GQA attention for a decode batch --
  *
@@ -195,21 +204,19 @@ typedef struct st_sparse_attn_decode_args {
 
 /* Bytes of workspace st_sparse_attn_decode needs for these arguments
  * (pointers in `args` are not read, except whether lse.data is NULL). */
-st_status st_sparse_attn_decode_workspace_size(st_handle *handle,
-                                               const st_sparse_attn_decode_args *args,
-                                               size_t *bytes);
+ST_API st_status st_sparse_attn_decode_workspace_size(st_handle *handle, const st_sparse_attn_decode_args *args,
+                                                      size_t *bytes);
 
 /* Loads the module that st_sparse_attn_decode would launch for these
  * arguments, so a later call can be captured in a CUDA graph. */
-st_status st_sparse_attn_decode_prepare(st_handle *handle,
-                                        const st_sparse_attn_decode_args *args);
+ST_API st_status st_sparse_attn_decode_prepare(st_handle *handle, const st_sparse_attn_decode_args *args);
 
 /* Launches sparse_attn_decode on `stream` (a CUstream; NULL = legacy
  * default). Asynchronous; no host synchronization, no allocation.
  * `workspace` must hold st_sparse_attn_decode_workspace_size bytes and have
  * been cleared once (st_workspace_clear); the kernels leave it cleared. */
-st_status st_sparse_attn_decode(st_handle *handle, const st_sparse_attn_decode_args *args,
-                                void *workspace, size_t workspace_bytes, void *stream);
+ST_API st_status st_sparse_attn_decode(st_handle *handle, const st_sparse_attn_decode_args *args, void *workspace,
+                                       size_t workspace_bytes, void *stream);
 
 /* ---- sparse_attn: block-sparse GQA attention for a varlen prefill batch --
  *
@@ -251,12 +258,12 @@ typedef struct st_sparse_attn_args {
  * that overlap one chunk's merge with the next chunk. The
  * workspace must be cleared once (st_workspace_clear); the kernels leave
  * it cleared. */
-st_status st_sparse_attn_workspace_size(st_handle *handle, const st_sparse_attn_args *args, size_t *bytes);
+ST_API st_status st_sparse_attn_workspace_size(st_handle *handle, const st_sparse_attn_args *args, size_t *bytes);
 
 /* Loads the module that st_sparse_attn would launch for these arguments,
  * and for variants that overlap chunks creates the handle's side stream.
  * Call it before capturing st_sparse_attn in a CUDA graph. */
-st_status st_sparse_attn_prepare(st_handle *handle, const st_sparse_attn_args *args);
+ST_API st_status st_sparse_attn_prepare(st_handle *handle, const st_sparse_attn_args *args);
 
 /* Launches sparse_attn on `stream` (a CUstream; NULL = legacy default).
  * Asynchronous; no host synchronization, no allocation; the grids depend on
@@ -269,8 +276,8 @@ st_status st_sparse_attn_prepare(st_handle *handle, const st_sparse_attn_args *a
  * instantiated with CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY, as
  * `sparsetune tune` and `bench` do (without it every node runs at the
  * launch stream's priority; on the H100 either way timed within 1%). */
-st_status st_sparse_attn(st_handle *handle, const st_sparse_attn_args *args, void *workspace,
-                         size_t workspace_bytes, void *stream);
+ST_API st_status st_sparse_attn(st_handle *handle, const st_sparse_attn_args *args, void *workspace,
+                                size_t workspace_bytes, void *stream);
 
 /* ---- index_score: the indexer's block scores for a varlen prefill batch --
  *
@@ -295,15 +302,15 @@ typedef struct st_index_score_args {
 } st_index_score_args;
 
 /* Bytes of workspace st_index_score needs (0 for the current kernels). */
-st_status st_index_score_workspace_size(st_handle *handle, const st_index_score_args *args, size_t *bytes);
+ST_API st_status st_index_score_workspace_size(st_handle *handle, const st_index_score_args *args, size_t *bytes);
 
 /* Loads the module that st_index_score would launch for these arguments. */
-st_status st_index_score_prepare(st_handle *handle, const st_index_score_args *args);
+ST_API st_status st_index_score_prepare(st_handle *handle, const st_index_score_args *args);
 
 /* Launches index_score on `stream`; asynchronous, no host synchronization,
  * no allocation; the grid depends on total_q, R, H and max_context only. */
-st_status st_index_score(st_handle *handle, const st_index_score_args *args, void *workspace, size_t workspace_bytes,
-                         void *stream);
+ST_API st_status st_index_score(st_handle *handle, const st_index_score_args *args, void *workspace,
+                                size_t workspace_bytes, void *stream);
 
 /* ---- index_prefill: index_score and index_topk fused -------------------
  *
@@ -333,15 +340,15 @@ typedef struct st_index_prefill_args {
 
 /* Bytes of workspace st_index_prefill needs (each scoring CTA's row lists;
  * pointers in `args` are not read). */
-st_status st_index_prefill_workspace_size(st_handle *handle, const st_index_prefill_args *args, size_t *bytes);
+ST_API st_status st_index_prefill_workspace_size(st_handle *handle, const st_index_prefill_args *args, size_t *bytes);
 
 /* Loads the module that st_index_prefill would launch for these arguments. */
-st_status st_index_prefill_prepare(st_handle *handle, const st_index_prefill_args *args);
+ST_API st_status st_index_prefill_prepare(st_handle *handle, const st_index_prefill_args *args);
 
 /* Launches index_prefill (two kernels) on `stream`; asynchronous, no host
  * synchronization, no allocation; the workspace needs no clearing. */
-st_status st_index_prefill(st_handle *handle, const st_index_prefill_args *args, void *workspace,
-                           size_t workspace_bytes, void *stream);
+ST_API st_status st_index_prefill(st_handle *handle, const st_index_prefill_args *args, void *workspace,
+                                  size_t workspace_bytes, void *stream);
 
 /* ---- index_topk: the indexer's block selection for a varlen prefill batch
  *
@@ -364,19 +371,19 @@ typedef struct st_index_topk_args {
 } st_index_topk_args;
 
 /* Bytes of workspace st_index_topk needs (0 for the current kernels). */
-st_status st_index_topk_workspace_size(st_handle *handle, const st_index_topk_args *args, size_t *bytes);
+ST_API st_status st_index_topk_workspace_size(st_handle *handle, const st_index_topk_args *args, size_t *bytes);
 
 /* Loads the module that st_index_topk would launch for these arguments. */
-st_status st_index_topk_prepare(st_handle *handle, const st_index_topk_args *args);
+ST_API st_status st_index_topk_prepare(st_handle *handle, const st_index_topk_args *args);
 
 /* Launches index_topk on `stream`; asynchronous, no host synchronization,
  * no allocation; the grid depends on total_q and H only. */
-st_status st_index_topk(st_handle *handle, const st_index_topk_args *args, void *workspace, size_t workspace_bytes,
-                        void *stream);
+ST_API st_status st_index_topk(st_handle *handle, const st_index_topk_args *args, void *workspace,
+                               size_t workspace_bytes, void *stream);
 
 /* The variant id and name the last successful st_<op> call of this
  * thread on `handle` launched (for logs and tests); "" if none. */
-const char *st_last_variant(const st_handle *handle);
+ST_API const char *st_last_variant(const st_handle *handle);
 
 #ifdef __cplusplus
 }
