@@ -57,7 +57,11 @@ if [ -z "$version" ] || [ -z "$major" ] || [ -z "$minor" ]; then need "no versio
 
 # ---- the library: its SONAME link, and the header's functions exported, no others
 soname=$(readelf -d "$lib" | sed -nE 's/.*\(SONAME\).*\[(.*)\]$/\1/p')
-if [ -n "$soname" ] && [ -e "$prefix/$libdir/$soname" ]; then pass; else fail "no SONAME link '$soname' in $prefix/$libdir"; fi
+# 0.x: the SONAME names the minor version (a new one may change the ABI).
+if [ "$major" -eq 0 ]; then want_soname=libsparsetune.so.$major.$minor; else want_soname=libsparsetune.so.$major; fi
+if [ "$soname" != "$want_soname" ]; then
+  fail "the SONAME of $lib is '$soname', not $want_soname"
+elif [ -e "$prefix/$libdir/$soname" ]; then pass; else fail "no SONAME link '$soname' in $prefix/$libdir"; fi
 sed -nE 's/^ST_API [^(]*[ *]([A-Za-z_][A-Za-z0-9_]*)\(.*/\1/p' "$header" | sort >"$tmp/declared"
 nm -D --defined-only "$lib" | awk '{print $NF}' | sort >"$tmp/exported"
 if [ ! -s "$tmp/declared" ]; then
@@ -134,8 +138,8 @@ for consumer in "$cmake_consumer" "$pc_consumer"; do
     show "$consumer.out"
   fi
   # It ran the installed library, not the build's.
-  if ldd "$consumer" | grep -qF "libsparsetune.so.$major => $prefix/$libdir/"; then pass; else
-    fail "$consumer does not load $prefix/$libdir/libsparsetune.so.$major: $(ldd "$consumer" | grep sparsetune)"
+  if ldd "$consumer" | grep -qF "$soname => $prefix/$libdir/"; then pass; else
+    fail "$consumer does not load $prefix/$libdir/$soname: $(ldd "$consumer" | grep sparsetune)"
   fi
 done
 
