@@ -5,7 +5,10 @@
 #    header declares with ST_API;
 #  - tests/install_consumer builds against it through find_package (the
 #    header's MAJOR.MINOR is found, the next minor version refused) and,
-#    the same consumer.c, through pkg-config; both run and pass their checks;
+#    the same consumer.c, through pkg-config; both run and pass their checks
+#    (st_open of a missing database fails with the status this machine
+#    gives; with a driver, the database the installed command generated
+#    opens);
 #  - the installed `sparsetune`, run from elsewhere without SPARSETUNE_HOME,
 #    reads generator/ and templates/ from the prefix and generates a suite,
 #    and still does once the prefix is moved.
@@ -120,29 +123,6 @@ else
   pass
 fi
 
-# ---- both consumers run against the installed library
-# st_open loads the CUDA driver, then opens the device, then the database
-# (runtime/handle.c). Without libcuda.so.1 it stops at the driver. With it,
-# a missing database is ST_ERR_DB: open_db turns every st_db_open failure
-# but ST_ERR_NOMEM into ST_ERR_DB. (A machine with a driver and no GPU
-# would stop at ST_ERR_NO_DEVICE; none of ours is one.)
-ldconfig=$(command -v ldconfig || echo /sbin/ldconfig)
-if "$ldconfig" -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then expect=ST_ERR_DB; else expect=ST_ERR_NO_DRIVER; fi
-for consumer in "$cmake_consumer" "$pc_consumer"; do
-  [ -n "$consumer" ] || continue # its build failed, said above
-  if "$consumer" "$tmp/no-such.db" "$expect" >"$consumer.out" 2>&1 &&
-    grep -q "^consumer: libsparsetune $version; " "$consumer.out"; then
-    pass
-  else
-    fail "$consumer $tmp/no-such.db $expect:"
-    show "$consumer.out"
-  fi
-  # It ran the installed library, not the build's.
-  if ldd "$consumer" | grep -qF "$soname => $prefix/$libdir/"; then pass; else
-    fail "$consumer does not load $prefix/$libdir/$soname: $(ldd "$consumer" | grep sparsetune)"
-  fi
-done
-
 # ---- the installed command finds its data beside it, wherever the prefix is
 # check_cli PREFIX: `sparsetune version` and `generate` of the prefix's binary.
 check_cli() {
@@ -167,6 +147,36 @@ check_cli() {
   fi
 }
 check_cli "$prefix"
+# ---- both consumers run against the installed library
+# st_open loads the CUDA driver, then opens the device, then the database
+# (runtime/handle.c). Without libcuda.so.1 it stops at the driver. With it,
+# a missing database is ST_ERR_DB: open_db turns every st_db_open failure
+# but ST_ERR_NOMEM into ST_ERR_DB. (A machine with a driver and no GPU
+# would stop at ST_ERR_NO_DEVICE; none of ours is one.)
+ldconfig=$(command -v ldconfig || echo /sbin/ldconfig)
+if "$ldconfig" -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then expect=ST_ERR_DB; else expect=ST_ERR_NO_DRIVER; fi
+# With a driver, the database the installed command generated above opens
+# (variants and no winners yet: the handle is made, nothing is loaded).
+runs=("$tmp/no-such.db $expect")
+if [ "$expect" = ST_ERR_DB ] && [ -f "$tmp/g.db" ]; then runs+=("$tmp/g.db ST_OK"); fi
+for consumer in "$cmake_consumer" "$pc_consumer"; do
+  [ -n "$consumer" ] || continue # its build failed, said above
+  for run in "${runs[@]}"; do
+    read -r db want <<<"$run"
+    if "$consumer" "$db" "$want" >"$consumer.out" 2>&1 &&
+      grep -q "^consumer: libsparsetune $version; " "$consumer.out"; then
+      pass
+    else
+      fail "$consumer $db $want:"
+      show "$consumer.out"
+    fi
+  done
+  # It ran the installed library, not the build's.
+  if ldd "$consumer" | grep -qF "$soname => $prefix/$libdir/"; then pass; else
+    fail "$consumer does not load $prefix/$libdir/$soname: $(ldd "$consumer" | grep sparsetune)"
+  fi
+done
+
 mv "$prefix" "$tmp/moved"
 check_cli "$tmp/moved"
 

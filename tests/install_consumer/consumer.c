@@ -3,12 +3,13 @@
  * through the CMake package or pkg-config (tests/test_install.sh builds it
  * both ways).
  *
- *   consumer MISSING_DB EXPECTED_STATUS
+ *   consumer DB EXPECTED_STATUS
  *
  * Checks that the library is the header's version, that status names come
- * through, and that st_open on MISSING_DB (a path that does not exist)
- * fails with the status named EXPECTED_STATUS and a message. Exits 0 when
- * every check holds, 1 after naming each that did not, 2 on bad usage. */
+ * through, and that st_open on DB returns the status named EXPECTED_STATUS:
+ * a failure leaves the handle NULL and a message; ST_OK gives a handle,
+ * closed again. Exits 0 when every check holds, 1 after naming each that
+ * did not, 2 on bad usage. */
 #include <sparsetune.h>
 #include <stdio.h>
 #include <string.h>
@@ -23,7 +24,7 @@ static void check(int ok, const char *what, const char *got, const char *want) {
 
 int main(int argc, char **argv) {
   if (argc != 3) {
-    fprintf(stderr, "usage: consumer MISSING_DB EXPECTED_STATUS\n");
+    fprintf(stderr, "usage: consumer DB EXPECTED_STATUS\n");
     return 2;
   }
   check(!strcmp(st_version(), SPARSETUNE_VERSION_STRING), "st_version()", st_version(), SPARSETUNE_VERSION_STRING);
@@ -36,8 +37,9 @@ int main(int argc, char **argv) {
   const char *message = st_last_error(NULL);
   check(!strcmp(st_status_name(s), argv[2]), "st_open's status", st_status_name(s), argv[2]);
   check(s == ST_OK || h == NULL, "the handle of a failed st_open", h ? "set" : "NULL", "NULL");
+  check(s != ST_OK || (h != NULL && h != (st_handle *)&stale), "the handle of st_open", "not set", "a new handle");
   check(s == ST_OK || message[0], "st_last_error(NULL) after it", message, "a message");
-  if (s == ST_OK) st_close(h);
+  if (s == ST_OK && h != (st_handle *)&stale) st_close(h);
   printf("consumer: libsparsetune %s; st_open(%s): %s: %s\n", st_version(), argv[1], st_status_name(s), message);
   return failures ? 1 : 0;
 }
