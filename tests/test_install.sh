@@ -20,8 +20,12 @@
 set -u
 build=$1
 src=$2
+# The build's tools, else those on PATH (a GPU machine that runs a build
+# carried from elsewhere may have them at other paths).
 cmake=${CMAKE_COMMAND:-cmake}
+[ -x "$cmake" ] || cmake=cmake
 cc=${CC:-cc}
+[ -x "$cc" ] || cc=cc
 read -ra san <<<"${ST_SANITIZE_FLAGS:-}"
 bindir=${ST_INSTALL_BINDIR:-bin}
 libdir=${ST_INSTALL_LIBDIR:-lib}
