@@ -23,6 +23,18 @@ static st_shape shape(const char *op, const char *dtype, int B, int topk, int ct
   return s;
 }
 
+/* What st_decode_step_print writes for these pairs (json 0: the table,
+ * echoed), in a buffer the caller frees; *size its length. */
+static char *printed(const st_step_row *rows, const st_step_pair *p, int np, int json, size_t *size) {
+  char *buf = NULL;
+  FILE *f = open_memstream(&buf, size);
+  assert_non_null(f);
+  st_decode_step_print(f, rows, p, np, json);
+  assert_int_equal(fclose(f), 0);
+  if (!json) printf("%s", buf);
+  return buf;
+}
+
 static void test_rows_pair_by_dtype_batch_topk_qlen_and_lens(void **state) {
   (void)state;
   st_shape sh[] = {
@@ -85,13 +97,8 @@ static void test_steps_without_peer_times_pair_without_a_speedup(void **state) {
   assert_int_equal(st_decode_steps(rows, 4, p, 4), 2);
   assert_true(fabs(p[0].us - 13.66) < 1e-12 && p[0].peer_us == 0 && p[0].speedup == 0);
   assert_true(fabs(p[1].us - 13.42) < 1e-12 && p[1].peer_us == 0 && p[1].speedup == 0);
-  char *buf = NULL;
   size_t size = 0;
-  FILE *f = open_memstream(&buf, &size);
-  assert_non_null(f);
-  st_decode_step_print(f, rows, p, 2, 0);
-  assert_int_equal(fclose(f), 0);
-  printf("%s", buf);
+  char *buf = printed(rows, p, 2, 0, &size);
   assert_non_null(strstr(buf, "  bf16 B=1    ctx=8192        13.66 us (6.33 + 7.33)  (no peer time on this device)\n"));
   assert_non_null(strstr(buf, "no speed-up: the peer was not timed on this device"));
   assert_null(strstr(buf, "geometric mean"));
@@ -119,21 +126,13 @@ static void test_the_table_and_the_json_line(void **state) {
       {&sh[0], 7.37, 10.6}, {&sh[1], 8.14, 7.6}, {&sh[2], 705.39, 718.4}, {&sh[3], 58.56, 79.7}};
   st_step_pair p[4];
   assert_int_equal(st_decode_steps(rows, 4, p, 4), 2);
-  char *buf = NULL;
   size_t size = 0;
-  FILE *f = open_memstream(&buf, &size);
-  assert_non_null(f);
-  st_decode_step_print(f, rows, p, 2, 0);
-  assert_int_equal(fclose(f), 0);
-  printf("%s", buf);
+  char *buf = printed(rows, p, 2, 0, &size);
   assert_non_null(strstr(buf, "  bf16 B=1    ctx=8192        15.51 us (7.37 + 8.14)  peer     18.2  1.17x\n"));
   assert_non_null(strstr(buf, "  fp8  B=128  ctx=131072     763.95 us (705.39 + 58.56)  peer    798.1  1.04x\n"));
   assert_non_null(strstr(buf, "geometric mean over 2 rows: 1.11x the peer"));
   free(buf);
-  f = open_memstream(&buf, &size);
-  assert_non_null(f);
-  st_decode_step_print(f, rows, p, 2, 1);
-  assert_int_equal(fclose(f), 0);
+  buf = printed(rows, p, 2, 1, &size);
   assert_true(fx_json_valid(buf));
   char *key = fx_json_get(buf, "$.decode_step.pairs[1].attention");
   assert_string_equal(key, "sparse_attn_decode:B=128,dtype=fp8");
@@ -143,9 +142,7 @@ static void test_the_table_and_the_json_line(void **state) {
   free(g);
   free(buf);
   /* No pairs: nothing at all. */
-  f = open_memstream(&buf, &size);
-  st_decode_step_print(f, rows, p, 0, 1);
-  assert_int_equal(fclose(f), 0);
+  buf = printed(rows, p, 0, 1, &size);
   assert_int_equal(size, 0);
   free(buf);
 }
