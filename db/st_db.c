@@ -22,7 +22,9 @@
 
 #include <sqlite3.h>
 
+#include "schema_check.h"
 #include "st_db_migrations.h"
+#include "writer_lock.h"
 
 #define ST_DB_BUSY_TIMEOUT_MS 10000
 /* Room for any st_params as canonical JSON: every byte escaped as \u00XX. */
@@ -125,8 +127,10 @@ static const char SQL_EACH_WINNER[] =
     "WHERE d.name = ?1 AND (?2 IS NULL OR d.arch = ?2)) WHERE rn = 1 ORDER BY op, dispatch_key";
 
 struct st_db {
-  sqlite3 *conn;
+  sqlite3 *conn; /* NULL while detached                              */
   st_db_mode mode;
+  int immutable;       /* read with immutable=1 (open_reader says when)    */
+  st_writer_lock lock; /* held by read-write handles                       */
   int version;
   int in_tx;
   sqlite3_stmt *stmt[Q_COUNT];
@@ -162,11 +166,20 @@ static st_status check_writable(const st_db *db, const char *fn, st_err *err) {
   return ST_OK;
 }
 
+/* Between st_db_detach and st_db_attach the handle has no connection. */
+static st_status check_attached(const st_db *db, st_err *err) {
+  if (!db->conn)
+    return st_fail(err, ST_ERR_INVALID_ARG, "database '%s' is detached (st_db_detach): attach it first", db->path);
+  return ST_OK;
+}
+
 static st_status get_stmt(st_db *db, query_id q, sqlite3_stmt **out, st_err *err) {
+  st_status st = check_attached(db, err);
+  if (st != ST_OK) return st;
   if (!db->stmt[q]) {
     int rc = sqlite3_prepare_v3(db->conn, QUERY[q], -1, SQLITE_PREPARE_PERSISTENT, &db->stmt[q], NULL);
     if (rc != SQLITE_OK) {
-      st_status st = db_fail(db, err, "preparing a statement");
+      st = db_fail(db, err, "preparing a statement");
       sqlite3_finalize(db->stmt[q]);
       db->stmt[q] = NULL;
       return st;
@@ -178,6 +191,7 @@ static st_status get_stmt(st_db *db, query_id q, sqlite3_stmt **out, st_err *err
 
 static st_status prepare_fresh(st_db *db, const char *sql, sqlite3_stmt **out, st_err *err) {
   *out = NULL;
+  if (check_attached(db, err) != ST_OK) return ST_ERR_INVALID_ARG;
   if (sqlite3_prepare_v2(db->conn, sql, -1, out, NULL) != SQLITE_OK) {
     st_status st = db_fail(db, err, "preparing a statement");
     sqlite3_finalize(*out);
@@ -479,47 +493,72 @@ static st_status inspect_conn(sqlite3 *conn, const char *path, st_db_mode mode, 
                    "database '%s' has schema version %lld, older than this build's %d; run any "
                    "`sparsetune` command on it once to migrate it",
                    path, (long long)ver, ST_DB_SCHEMA_VERSION);
+  if ((st = st_db_check_schema(conn, path, (int)ver, err)) != ST_OK) return st;
   *kind = FILE_OURS;
   *version = (int)ver;
   return ST_OK;
 }
 
+/* ---- which connection reads the file -------------------------------------------- */
+
+static int has_wal_file(const char *path) {
+  char wal[4096 + 8];
+  snprintf(wal, sizeof wal, "%s-wal", path);
+  return path_exists(wal);
+}
+
+/* Whether this process may create files in the folder holding `path`. */
+static int folder_writable(const char *path) {
+  char dir[4096 + 8];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (!slash)
+    snprintf(dir, sizeof dir, ".");
+  else if (slash == dir)
+    slash[1] = '\0';
+  else
+    *slash = '\0';
+  return access(dir, W_OK) == 0;
+}
+
 /* A read-only connection to a WAL-mode file creates a -wal and a -shm next
- * to it when they are missing. For a file that may be someone else's, the
- * identity is therefore first read with immutable=1 (no locks, no side
- * files). That is safe exactly when no -wal exists: then the main file holds
- * every committed page, and a writer starting meanwhile only appends to a
- * new -wal. Our own files then get the ordinary read-only inspection. */
-static st_status inspect_identity_immutable(const char *path, st_err *err) {
-  char uri[3 * 4096 + 32];
+ * to it when they are missing, and cannot read the file at all where they
+ * cannot be created. immutable=1 (no locks, no side files) avoids both. It
+ * is safe exactly when no -wal exists, so that the main file holds every
+ * committed page, and no writer changes the main file while the connection
+ * reads it: a writer appends to a new -wal and copies it back only at its
+ * close or after many pages, so one short read (the identity) is safe
+ * always, and a long-lived connection where a writer cannot start: while
+ * this process holds the writer lock, or in a folder where no -wal can be
+ * created. Files sparsetune writes are left in rollback-journal mode when
+ * their writer closes, and need none of this. */
+static st_status open_reader(const char *path, int immutable, sqlite3 **out, st_err *err) {
+  char uri[3 * 4096 + 48];
   size_t n = (size_t)snprintf(uri, sizeof uri, "file:%s", path[0] == '/' ? "//" : "");
   for (const unsigned char *p = (const unsigned char *)path; *p && n + 4 < sizeof uri; p++) {
     int plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || strchr("/._~-", *p);
     n += (size_t)snprintf(uri + n, sizeof uri - n, plain ? "%c" : "%%%02X", *p);
   }
-  snprintf(uri + n, sizeof uri - n, "?immutable=1");
-  sqlite3 *conn = NULL;
-  int64_t app = 0, ver = 0, objects = 0;
-  st_status st = ST_OK;
-  int rc = sqlite3_open_v2(uri, &conn, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_EXRESCODE, NULL);
-  if (rc != SQLITE_OK)
-    st = conn ? conn_fail(conn, path, err, "opening read-only")
-              : st_fail(err, ST_ERR_NOMEM, "database '%s': out of memory opening it", path);
-  else if (read_identity(conn, &app, &ver, &objects) != SQLITE_OK)
-    st = classify_read_error(conn, path, err);
-  else
-    st = check_identity(path, app, ver, objects, err);
-  sqlite3_close_v2(conn);
-  return st;
+  snprintf(uri + n, sizeof uri - n, "?mode=ro%s", immutable ? "&immutable=1" : "");
+  *out = NULL;
+  int rc = sqlite3_open_v2(uri, out, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_EXRESCODE, NULL);
+  if (rc != SQLITE_OK) {
+    st_status st = *out ? conn_fail(*out, path, err, "opening read-only")
+                        : st_fail(err, ST_ERR_NOMEM, "database '%s': out of memory opening it", path);
+    sqlite3_close_v2(*out);
+    *out = NULL;
+    return st;
+  }
+  sqlite3_busy_timeout(*out, ST_DB_BUSY_TIMEOUT_MS);
+  return ST_OK;
 }
 
-/* Decides whether `path` may be opened in `mode`, without writing anything
- * to it. For a read-only open that passes, *ro_conn is the connection to keep. */
-static st_status inspect(const char *path, st_db_mode mode, file_kind *kind, int *version, sqlite3 **ro_conn,
-                         st_err *err) {
+/* The file at `path` before SQLite opens it: absent or empty (FILE_NEW,
+ * for a read-write open), else an SQLite file whose header does not name
+ * another application (FILE_OURS until inspection says more). */
+static st_status probe_file(const char *path, st_db_mode mode, file_kind *kind, int *wal_mode, st_err *err) {
   struct stat sb;
-  *ro_conn = NULL;
-  *version = 0;
+  *wal_mode = 0;
   if (stat(path, &sb) != 0) {
     if (errno == ENOENT && mode == ST_DB_READWRITE) {
       *kind = FILE_NEW;
@@ -537,31 +576,57 @@ static st_status inspect(const char *path, st_db_mode mode, file_kind *kind, int
     *kind = FILE_NEW;
     return ST_OK;
   }
-  int wal_mode = 0;
-  st_status st = inspect_header(path, (long long)sb.st_size, &wal_mode, err);
-  if (st != ST_OK) return st;
-  char wal[4096 + 8];
-  snprintf(wal, sizeof wal, "%s-wal", path);
-  if (wal_mode && !path_exists(wal)) {
-    st = inspect_identity_immutable(path, err);
-    if (st != ST_OK) return st;
-  }
+  *kind = FILE_OURS;
+  return inspect_header(path, (long long)sb.st_size, wal_mode, err);
+}
 
+/* The identity alone, through a connection that creates nothing beside the
+ * file, so that a file of another application is refused untouched. */
+static st_status check_identity_untouched(const char *path, int wal_mode, st_err *err) {
   sqlite3 *conn = NULL;
-  int rc = sqlite3_open_v2(path, &conn, SQLITE_OPEN_READONLY | SQLITE_OPEN_EXRESCODE, NULL);
-  if (rc != SQLITE_OK) {
-    st = conn ? conn_fail(conn, path, err, "opening read-only")
-              : st_fail(err, ST_ERR_NOMEM, "database '%s': out of memory opening it", path);
-  } else {
-    sqlite3_busy_timeout(conn, ST_DB_BUSY_TIMEOUT_MS);
-    st = inspect_conn(conn, path, mode, kind, version, err);
-  }
-  if (st == ST_OK && mode == ST_DB_READONLY) {
-    *ro_conn = conn;
-    return ST_OK;
-  }
+  int64_t app = 0, ver = 0, objects = 0;
+  st_status st = open_reader(path, wal_mode && !has_wal_file(path), &conn, err);
+  if (st != ST_OK) return st;
+  if (read_identity(conn, &app, &ver, &objects) != SQLITE_OK)
+    st = classify_read_error(conn, path, err);
+  else
+    st = check_identity(path, app, ver, objects, err);
   sqlite3_close_v2(conn);
   return st;
+}
+
+/* The whole inspection of a file that passed the identity check, through
+ * the reading connection db->conn (kept by read-only handles). A read-write
+ * open holds the writer lock here. */
+static st_status inspect(st_db *db, file_kind *kind, st_err *err) {
+  int wal_mode = 0;
+  st_status st = probe_file(db->path, db->mode, kind, &wal_mode, err);
+  if (st != ST_OK || *kind == FILE_NEW) return st;
+  /* Inspected untouched where that is safe for the length of a check; a
+   * read-only handle then keeps a connection that notices writers, unless
+   * no writer can start (open_reader). */
+  const int untouched = wal_mode && !has_wal_file(db->path);
+  db->immutable = untouched && (db->mode == ST_DB_READWRITE || !folder_writable(db->path));
+  st = open_reader(db->path, untouched, &db->conn, err);
+  if (st == ST_OK) st = inspect_conn(db->conn, db->path, db->mode, kind, &db->version, err);
+  if (st == ST_OK && untouched && !db->immutable) {
+    sqlite3_close_v2(db->conn);
+    db->conn = NULL;
+    st = open_reader(db->path, 0, &db->conn, err);
+  }
+  return st;
+}
+
+/* Why a read-only open of a WAL-mode file failed, where SQLite's own words
+ * ("unable to open database file") would not say: a log left behind by a
+ * writer that did not finish needs a -shm, which cannot be made here. */
+static st_status explain_left_wal(const char *path, st_status st, st_err *err) {
+  if (st != ST_ERR_DB || !has_wal_file(path) || folder_writable(path)) return st;
+  return st_fail(err, ST_ERR_DB,
+                 "database '%s' has a write-ahead log ('%s-wal') that a writer left behind, and its folder cannot be "
+                 "written, so it cannot be read safely; run a sparsetune command that writes to it once where it "
+                 "can be written (that folds the log in), then deploy it",
+                 path, path);
 }
 
 /* Inside the migration's transaction: its row, then the header fields that
@@ -706,14 +771,25 @@ st_status st_db_open(const char *path, st_db_mode mode, st_db **out, st_err *err
   if (!db) return st_fail(err, ST_ERR_NOMEM, "st_db_open: out of memory");
   memcpy(db->path, path, len + 1);
   db->mode = mode;
+  db->lock = ST_WRITER_LOCK_NONE;
 
+  /* Whose file it is comes first, so that a file of another application
+   * gets no lock file, -wal or -shm beside it. */
   file_kind kind = FILE_NEW;
-  st_status st = inspect(db->path, mode, &kind, &db->version, &db->conn, err);
-  if (st == ST_OK && mode == ST_DB_READONLY)
+  int wal_mode = 0;
+  st_status st = probe_file(db->path, mode, &kind, &wal_mode, err);
+  if (st == ST_OK && kind != FILE_NEW) st = check_identity_untouched(db->path, wal_mode, err);
+  if (st == ST_OK && mode == ST_DB_READWRITE) st = st_writer_lock_take(db->path, ST_DB_BUSY_TIMEOUT_MS, &db->lock, err);
+  if (st == ST_OK) st = inspect(db, &kind, err);
+  if (st == ST_OK && mode == ST_DB_READONLY) {
     st = exec_sql(db->conn, db->path, "PRAGMA query_only = ON", "making the connection read-only", err);
-  else if (st == ST_OK)
+  } else if (st == ST_OK) {
+    sqlite3_close_v2(db->conn); /* the inspection's; the writer opens its own */
+    db->conn = NULL;
     st = open_readwrite(db, kind, err);
+  }
   if (st != ST_OK) {
+    if (mode == ST_DB_READONLY && wal_mode) st = explain_left_wal(db->path, st, err);
     st_db_close(db);
     return st;
   }
@@ -721,14 +797,58 @@ st_status st_db_open(const char *path, st_db_mode mode, st_db **out, st_err *err
   return ST_OK;
 }
 
-void st_db_close(st_db *db) {
-  if (!db) return;
-  if (db->in_tx && db->conn) (void)sqlite3_exec(db->conn, "ROLLBACK", NULL, NULL, NULL);
-  for (int i = 0; i < Q_COUNT; i++) sqlite3_finalize(db->stmt[i]);
+/* A writer that closes for good leaves the file in rollback-journal mode:
+ * one self-contained file, which a read-only open anywhere (read-only
+ * media, a folder it cannot write) reads without creating anything beside
+ * it, and which can be copied alone. With other connections still open
+ * the switch is refused at once and the file stays in WAL mode. */
+static void leave_wal(st_db *db) {
+  sqlite3_busy_timeout(db->conn, 0);
+  (void)sqlite3_exec(db->conn, "PRAGMA journal_mode = DELETE", NULL, NULL, NULL);
+}
+
+/* Ends the connection, if any; the handle stays. */
+static void disconnect(st_db *db, int for_good) {
+  if (!db->conn) return;
+  if (db->in_tx) (void)sqlite3_exec(db->conn, "ROLLBACK", NULL, NULL, NULL);
+  db->in_tx = 0;
+  for (int i = 0; i < Q_COUNT; i++) {
+    sqlite3_finalize(db->stmt[i]);
+    db->stmt[i] = NULL;
+  }
+  if (for_good && db->mode == ST_DB_READWRITE && db->lock.owner == getpid()) leave_wal(db);
   /* Every statement is finalized, so close cannot be busy; close_v2 still
    * frees the connection when it somehow is. */
-  if (db->conn && sqlite3_close(db->conn) != SQLITE_OK) (void)sqlite3_close_v2(db->conn);
+  if (sqlite3_close(db->conn) != SQLITE_OK) (void)sqlite3_close_v2(db->conn);
+  db->conn = NULL;
+}
+
+void st_db_close(st_db *db) {
+  if (!db) return;
+  disconnect(db, 1);
+  st_writer_lock_release(db->path, &db->lock);
   free(db);
+}
+
+st_status st_db_detach(st_db *db, st_err *err) {
+  if (!db) return st_fail(err, ST_ERR_INVALID_ARG, "st_db_detach: db is NULL");
+  if (db->in_tx) return st_fail(err, ST_ERR_INVALID_ARG, "st_db_detach: a transaction is open");
+  disconnect(db, 0);
+  return ST_OK;
+}
+
+st_status st_db_attach(st_db *db, st_err *err) {
+  if (!db) return st_fail(err, ST_ERR_INVALID_ARG, "st_db_attach: db is NULL");
+  if (db->conn) return ST_OK;
+  st_status st = ST_OK;
+  if (db->mode == ST_DB_READWRITE)
+    st = open_readwrite(db, FILE_OURS, err);
+  else
+    st = open_reader(db->path, db->immutable, &db->conn, err);
+  if (st == ST_OK && db->mode == ST_DB_READONLY)
+    st = exec_sql(db->conn, db->path, "PRAGMA query_only = ON", "making the connection read-only", err);
+  if (st != ST_OK) disconnect(db, 0);
+  return st;
 }
 
 int st_db_schema_version(const st_db *db) { return db ? db->version : 0; }
@@ -738,6 +858,7 @@ int st_db_schema_version(const st_db *db) { return db ? db->version : 0; }
 st_status st_db_begin(st_db *db, st_err *err) {
   if (!db) return st_fail(err, ST_ERR_INVALID_ARG, "st_db_begin: db is NULL");
   if (db->in_tx) return st_fail(err, ST_ERR_INVALID_ARG, "st_db_begin: a transaction is already open (no nesting)");
+  if (check_attached(db, err) != ST_OK) return ST_ERR_INVALID_ARG;
   /* Read-only handles get a read transaction: one snapshot for many reads. */
   const char *sql = db->mode == ST_DB_READWRITE ? "BEGIN IMMEDIATE" : "BEGIN";
   st_status st = exec_sql(db->conn, db->path, sql, "st_db_begin", err);

@@ -1,7 +1,8 @@
 # db/ (schema, migrations, safety of opening, round trips, concurrency) and
 # the reports built on it (tuner/report.c, compiled in here until the tuner
 # library lists it).
-foreach(t test_db_refuses_foreign_files test_db_round_trips test_db_migrations test_db_concurrent_readers)
+foreach(t test_db_refuses_foreign_files test_db_round_trips test_db_migrations test_db_concurrent_readers
+          test_db_one_writer test_db_read_only_folder)
   st_add_test(NAME ${t} LABEL cpu SOURCES ${t}.c LIBS st_db)
 endforeach()
 

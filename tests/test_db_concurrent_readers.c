@@ -82,16 +82,6 @@ static void test_reader_snapshot_is_stable_within_its_transaction(void **state) 
   st_db_close(reader);
 }
 
-static void test_second_writer_opens_alongside(void **state) {
-  fixture *f = *state;
-  st_db *second = NULL;
-  st_err err = {{0}};
-  assert_int_equal(st_db_open(f->path, ST_DB_READWRITE, &second, &err), ST_OK);
-  fx_measure(second, f->run, f->v1, "B=8", "ok", 5, 0.01, NULL);
-  assert_int_equal(has(f->writer, f, f->v1, "B=8"), 1);
-  st_db_close(second);
-}
-
 static void test_read_only_open_leaves_the_file_unchanged(void **state) {
   fixture *f = *state;
   fx_measure(f->writer, f->run, f->v1, "B=16", "ok", 5, 0.01, NULL);
@@ -117,7 +107,6 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_reader_sees_committed_data_while_writer_is_open, setup, teardown),
       cmocka_unit_test_setup_teardown(test_reader_snapshot_is_stable_within_its_transaction, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_second_writer_opens_alongside, setup, teardown),
       cmocka_unit_test_setup_teardown(test_read_only_open_leaves_the_file_unchanged, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

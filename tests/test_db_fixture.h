@@ -2,7 +2,7 @@
  *
  * Each helper asserts (cmocka) that its database call succeeded, so a test
  * reads as the data it sets up. Temporary databases are removed with their
- * -wal and -shm files by fx_remove. JSON checks go through an in-memory
+ * -wal, -shm and -lock files by fx_remove. JSON checks go through an in-memory
  * SQLite connection (json_valid / json_extract). */
 #ifndef ST_TEST_DB_FIXTURE_H
 #define ST_TEST_DB_FIXTURE_H
@@ -24,6 +24,8 @@ static inline void fx_remove(const char *path) {
   snprintf(side, sizeof side, "%s-wal", path);
   unlink(side);
   snprintf(side, sizeof side, "%s-shm", path);
+  unlink(side);
+  snprintf(side, sizeof side, "%s-lock", path);
   unlink(side);
 }
 

@@ -1,6 +1,7 @@
 /* A file that is not a sparsetune database is refused with ST_ERR_DB and a
  * message naming the path and the reason, in both modes, and not one byte
- * of it changes (nor is a -wal/-shm left next to it). An empty file or a new
+ * of it changes (nor is a -wal, -shm or lock file left next to it). So is
+ * a database of ours whose schema was changed by hand. An empty file or a new
  * path becomes ours in read-write mode only. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,16 +13,25 @@
 
 static uint64_t g_seed;
 
+static const char *const SIDE_FILES[] = {"-wal", "-shm", "-journal", "-lock"};
+enum { NSIDE = sizeof SIDE_FILES / sizeof SIDE_FILES[0] };
+
+static void side_files(const char *path, int exists[NSIDE]) {
+  for (int i = 0; i < NSIDE; i++) {
+    char side[4200];
+    snprintf(side, sizeof side, "%s%s", path, SIDE_FILES[i]);
+    exists[i] = fx_exists(side);
+  }
+}
+
 /* Opens `path` in both modes and checks each is refused for `reason`, with
- * the file byte-for-byte unchanged and, unless it is a damaged file of ours
- * (`ours_damaged`: reading it in WAL mode may create an empty -wal), no side
- * file created. */
-static void assert_refused_file(const char *path, const char *reason, int ours_damaged) {
+ * the file byte-for-byte unchanged and no side file (-wal, -shm, -journal,
+ * the writer lock) created or removed. */
+static void assert_refused(const char *path, const char *reason) {
   size_t n0 = 0, n1 = 0;
   unsigned char *before = fx_read_file(path, &n0);
-  char side[4200];
-  snprintf(side, sizeof side, "%s-wal", path);
-  int had_wal = fx_exists(side);
+  int had[NSIDE], has[NSIDE];
+  side_files(path, had);
   st_db_mode modes[2] = {ST_DB_READONLY, ST_DB_READWRITE};
   for (int i = 0; i < 2; i++) {
     st_db *db = (st_db *)0x1;
@@ -36,12 +46,12 @@ static void assert_refused_file(const char *path, const char *reason, int ours_d
     assert_int_equal(n1, n0);
     assert_memory_equal(after, before, n0);
     free(after);
-    if (!ours_damaged) assert_int_equal(fx_exists(side), had_wal);
+    side_files(path, has);
+    for (int k = 0; k < NSIDE; k++)
+      if (has[k] != had[k]) fail_msg("%s%s was %s", path, SIDE_FILES[k], has[k] ? "created" : "removed");
   }
   free(before);
 }
-
-static void assert_refused(const char *path, const char *reason) { assert_refused_file(path, reason, 0); }
 
 static void test_text_file_is_refused(void **state) {
   (void)state;
@@ -83,8 +93,8 @@ static void test_damaged_header_is_refused(void **state) {
   fx_write_file(path, b, sizeof b);
   assert_refused(path, "not an SQLite database or its header is damaged");
   /* Read version 2 with another write version: SQLite still opens the WAL
-   * (a seed that drew b[19] = 2, b[18] = 50 left a -wal and a -shm behind
-   * in the twenty-third session's CI run). */
+   * (a header with b[19] = 2 and b[18] = 50 once left a -wal and a -shm
+   * behind). */
   b[18] = 50;
   b[19] = 2;
   fx_write_file(path, b, sizeof b);
@@ -143,6 +153,14 @@ static void make_ours(const char *path, int sources) {
   st_db_close(db);
 }
 
+/* Runs `sql` on the file with the plain API. */
+static void raw_exec(const char *path, const char *sql) {
+  sqlite3 *c = NULL;
+  assert_int_equal(sqlite3_open(path, &c), SQLITE_OK);
+  if (sqlite3_exec(c, sql, NULL, NULL, NULL) != SQLITE_OK) fail_msg("%s: %s", sql, sqlite3_errmsg(c));
+  assert_int_equal(sqlite3_close(c), SQLITE_OK);
+}
+
 static void test_newer_schema_is_refused(void **state) {
   (void)state;
   char path[256];
@@ -168,7 +186,15 @@ static void test_truncated_database_is_refused(void **state) {
   assert_true(n > 100000);
   fx_write_file(path, b, n / 2);
   free(b);
-  assert_refused_file(path, "corrupt", 1);
+  assert_refused(path, "corrupt");
+  fx_remove(path);
+  /* The same in WAL mode, as an older build left its files. */
+  make_ours(path, 200);
+  raw_exec(path, "PRAGMA journal_mode = WAL");
+  b = fx_read_file(path, &n);
+  fx_write_file(path, b, n / 2);
+  free(b);
+  assert_refused(path, "corrupt");
   fx_remove(path);
 }
 
@@ -184,7 +210,38 @@ static void test_overwritten_pages_are_refused(void **state) {
   for (size_t i = 4096; i < 10 * 4096 && i < n; i++) b[i] = (unsigned char)st_rand_next(&rng);
   fx_write_file(path, b, n);
   free(b);
-  assert_refused_file(path, "corrupt", 1);
+  assert_refused(path, "corrupt");
+  fx_remove(path);
+}
+
+static void test_schema_changed_by_hand_is_refused(void **state) {
+  (void)state;
+  static const struct {
+    const char *sql, *reason;
+  } cases[] = {
+      {"DROP TABLE winners", "lacks the table 'winners'"},
+      {"DROP INDEX devices_model", "lacks the index 'devices_model'"},
+      {"ALTER TABLE runs ADD COLUMN note TEXT", "its table 'runs' is not the one of schema version"},
+      {"CREATE TRIGGER keep_none AFTER INSERT ON winners BEGIN DELETE FROM winners; END",
+       "trigger 'keep_none' that sparsetune did not create"},
+  };
+  char path[256];
+  st_test_temp_path(path, sizeof path, ".db");
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    make_ours(path, 3);
+    raw_exec(path, cases[i].sql);
+    assert_refused(path, cases[i].reason);
+    fx_remove(path);
+  }
+  /* Objects of one's own beside ours are fine. */
+  make_ours(path, 3);
+  raw_exec(path, "CREATE TABLE my_notes (x TEXT); CREATE VIEW my_view AS SELECT hash FROM sources;");
+  st_db *db = NULL;
+  st_err err = {{0}};
+  assert_int_equal(st_db_open(path, ST_DB_READONLY, &db, &err), ST_OK);
+  st_db_close(db);
+  assert_int_equal(st_db_open(path, ST_DB_READWRITE, &db, &err), ST_OK);
+  st_db_close(db);
   fx_remove(path);
 }
 
@@ -278,6 +335,7 @@ int main(void) {
       cmocka_unit_test(test_newer_schema_is_refused),
       cmocka_unit_test(test_truncated_database_is_refused),
       cmocka_unit_test(test_overwritten_pages_are_refused),
+      cmocka_unit_test(test_schema_changed_by_hand_is_refused),
       cmocka_unit_test(test_missing_and_odd_paths),
       cmocka_unit_test(test_empty_file_becomes_ours_only_read_write),
       cmocka_unit_test(test_empty_sqlite_file_becomes_ours),
