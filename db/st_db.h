@@ -21,7 +21,7 @@
  *    caller holds one from st_db_begin.
  *  - One writer per database: a read-write handle holds the file's writer
  *    lock (writer_lock.h) from open to close; another read-write open waits
- *    up to ST_DB_BUSY_TIMEOUT_MS for it, then fails naming the holder. When
+ *    up to the busy timeout (10 s) for it, then fails naming the holder. When
  *    the writer closes, the file goes back to rollback-journal mode, so that
  *    at rest it is one self-contained file.
  *  - Read-only opens create nothing beside such a file, and read it on
@@ -86,7 +86,7 @@ st_status st_db_put_device(st_db *db, const st_device_info *dev, int64_t *device
 
 /* ---- sources and variants (written by `generate`) ---- */
 typedef struct st_variant_row {
-  char id[40]; /* content hash of op, params and source (hex)      */
+  char id[40];          /* content hash of op, params and source (hex)      */
   char op[32];
   char name[160];       /* human-readable, unique per op                    */
   char source_hash[40]; /* hash of the rendered source (hex)                */
@@ -104,27 +104,27 @@ st_status st_db_put_variant(st_db *db, const st_variant_row *v, st_err *err);
 st_status st_db_get_source(st_db *db, const char *source_hash, char **text, st_err *err);
 st_status st_db_get_variant(st_db *db, const char *variant_id, st_variant_row *out, st_err *err);
 /* Every variant of `op` with is_default = 1 (op NULL: all ops). */
-st_status st_db_each_default(st_db *db, const char *op, int (*cb)(void *ctx, const st_variant_row *v), void *ctx,
-                             st_err *err);
+st_status st_db_each_default(st_db *db, const char *op,
+                             int (*cb)(void *ctx, const st_variant_row *v), void *ctx, st_err *err);
 
 /* ---- binaries (written by `compile`) ---- */
 typedef struct st_binary_row {
   char source_hash[40];
   char arch[16];
-  char compiler[32]; /* NVRTC version, "13.0"                           */
-  int ok;            /* 0: compile failed, log says why                  */
-  void *cubin;       /* owned by the row when read back                  */
+  char compiler[32];   /* NVRTC version, "13.0"                           */
+  int ok;              /* 0: compile failed, log says why                  */
+  void *cubin;         /* owned by the row when read back                  */
   size_t cubin_size;
-  int registers;    /* per thread, of the kernel with the most          */
-  int spill_bytes;  /* spill stores + loads reported by ptxas           */
-  int shared_bytes; /* static shared memory                             */
-  int local_bytes;  /* stack frame                                      */
+  int registers;       /* per thread, of the kernel with the most          */
+  int spill_bytes;     /* spill stores + loads reported by ptxas           */
+  int shared_bytes;    /* static shared memory                             */
+  int local_bytes;     /* stack frame                                      */
   double compile_ms;
-  char *log; /* compiler log, owned by the row when read back    */
+  char *log;           /* compiler log, owned by the row when read back    */
 } st_binary_row;
 
-st_status st_db_has_binary(st_db *db, const char *source_hash, const char *arch, const char *compiler, int *found,
-                           st_err *err);
+st_status st_db_has_binary(st_db *db, const char *source_hash, const char *arch, const char *compiler,
+                           int *found, st_err *err);
 st_status st_db_put_binary(st_db *db, const st_binary_row *b, st_err *err);
 /* The binary for (hash, arch); compiler NULL picks the newest row. *found = 0
  * when there is none. On success with *found, free with st_db_binary_free. */
@@ -135,22 +135,22 @@ void st_db_binary_free(st_binary_row *b);
 /* ---- shapes ---- */
 /* key: canonical text of all shape parameters; dispatch_key: the subset the
  * runtime can know on the host (winners are per dispatch key). */
-st_status st_db_put_shape(st_db *db, const char *key, const char *op, const st_params *shape, const char *dispatch_key,
-                          st_err *err);
+st_status st_db_put_shape(st_db *db, const char *key, const char *op, const st_params *shape,
+                          const char *dispatch_key, st_err *err);
 
 /* ---- runs ---- */
 typedef struct st_run_row {
   int64_t id;
-  char kind[16]; /* "tune" or "bench"                                */
+  char kind[16];        /* "tune" or "bench"                                */
   char op[32];
   char suite[64];
   int64_t device_id;
   char device_name[128];
   char arch[16];
-  char status[16];   /* "running", "done", "interrupted", "failed"       */
-  char started[32];  /* UTC, ISO 8601                                    */
-  char finished[32]; /* "" while running                                 */
-  char args[256];    /* what the run was asked, for resuming             */
+  char status[16];      /* "running", "done", "interrupted", "failed"       */
+  char started[32];     /* UTC, ISO 8601                                    */
+  char finished[32];    /* "" while running                                 */
+  char args[256];       /* what the run was asked, for resuming             */
   char tool_version[32];
 } st_run_row;
 
@@ -161,7 +161,8 @@ st_status st_db_run_find_resumable(st_db *db, const st_run_row *like, int64_t *r
 st_status st_db_run_finish(st_db *db, int64_t run_id, const char *status, st_err *err);
 st_status st_db_get_run(st_db *db, int64_t run_id, st_run_row *out, int *found, st_err *err);
 /* Runs newest first; limit <= 0 means all. */
-st_status st_db_each_run(st_db *db, int limit, int (*cb)(void *ctx, const st_run_row *r), void *ctx, st_err *err);
+st_status st_db_each_run(st_db *db, int limit, int (*cb)(void *ctx, const st_run_row *r), void *ctx,
+                         st_err *err);
 
 /* Measurements of a run by status (for reports); all 0 for an unknown run. */
 typedef struct st_run_counts {
@@ -174,19 +175,19 @@ typedef struct st_measurement {
   int64_t run_id;
   char variant_id[40];
   char shape_key[256];
-  char status[16]; /* "ok", "wrong", "failed", "pruned"                */
-  char error[512]; /* why, when not ok                                 */
+  char status[16];      /* "ok", "wrong", "failed", "pruned"                */
+  char error[512];      /* why, when not ok                                 */
   double median_us, min_us, max_us;
-  double spread;      /* (max - min) / median of the repetitions          */
-  int reps, iters;    /* repetitions, launches per repetition             */
-  double max_err;     /* verification error measure (op-specific)         */
-  char samples[1024]; /* JSON array of per-repetition microseconds        */
+  double spread;        /* (max - min) / median of the repetitions          */
+  int reps, iters;      /* repetitions, launches per repetition             */
+  double max_err;       /* verification error measure (op-specific)         */
+  char samples[1024];   /* JSON array of per-repetition microseconds        */
 } st_measurement;
 
 /* INSERT OR REPLACE keyed by (run, variant, shape). */
 st_status st_db_put_measurement(st_db *db, const st_measurement *m, st_err *err);
-st_status st_db_has_measurement(st_db *db, int64_t run_id, const char *variant_id, const char *shape_key, int *found,
-                                st_err *err);
+st_status st_db_has_measurement(st_db *db, int64_t run_id, const char *variant_id, const char *shape_key,
+                                int *found, st_err *err);
 /* Measurements of a run, joined with the variant name (passed as `name`). */
 st_status st_db_each_measurement(st_db *db, int64_t run_id,
                                  int (*cb)(void *ctx, const st_measurement *m, const char *variant_name,
@@ -198,14 +199,14 @@ typedef struct st_winner_row {
   int64_t device_id;
   char op[32];
   char dispatch_key[256];
-  st_params dispatch; /* the dispatch key's fields                        */
+  st_params dispatch;   /* the dispatch key's fields                        */
   char variant_id[40];
   char variant_name[160];
   int64_t run_id;
-  double median_us; /* worst case over the dispatch key's shapes       */
-  double regret;    /* worst-case time / best time over those shapes    */
+  double median_us;     /* worst case over the dispatch key's shapes       */
+  double regret;        /* worst-case time / best time over those shapes    */
   char default_variant_id[40];
-  double default_us; /* the default variant, same measure; 0 if unknown  */
+  double default_us;    /* the default variant, same measure; 0 if unknown  */
 } st_winner_row;
 
 st_status st_db_put_winner(st_db *db, const st_winner_row *w, st_err *err);

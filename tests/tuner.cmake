@@ -10,3 +10,21 @@ st_add_test(NAME test_attn_selection LABEL cpu SOURCES test_attn_selection.c LIB
 add_test(NAME test_cli_refuses_bad_input
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/test_cli_refuses_bad_input.sh $<TARGET_FILE:sparsetune_cli>)
 set_tests_properties(test_cli_refuses_bad_input PROPERTIES LABELS cpu ENVIRONMENT "ST_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+
+# kill -9 of `sparsetune` (its pid, or its process group) at random moments,
+# then integrity_check and a resume that must end with an uninterrupted
+# run's rows: generate and compile here, tune (timing) where there is a GPU.
+add_executable(test_crash_consistency test_crash_consistency.c)
+target_link_libraries(test_crash_consistency PRIVATE st_testutil st_sqlite)
+target_compile_definitions(test_crash_consistency PRIVATE ST_CLI_PATH="$<TARGET_FILE:sparsetune_cli>")
+set_target_properties(test_crash_consistency PROPERTIES BUILD_RPATH "${CMAKE_BINARY_DIR}/lib;${ST_CUDA_ROOT}/lib64")
+add_dependencies(test_crash_consistency sparsetune_cli)
+foreach(w generate compile tune)
+  set(label cpu)
+  if(w STREQUAL tune)
+    set(label gpu)
+  endif()
+  add_test(NAME test_crash_consistency_${w} COMMAND test_crash_consistency ${w})
+  set_tests_properties(test_crash_consistency_${w} PROPERTIES LABELS ${label} SKIP_RETURN_CODE 77
+                       ENVIRONMENT "ST_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+endforeach()

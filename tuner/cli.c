@@ -1,6 +1,7 @@
 #include "cli.h"
 
 #include "compile.h"
+#include "fork_child.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -8,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 volatile sig_atomic_t st_cli_stop = 0;
@@ -276,20 +278,20 @@ static void compile_progress(void *ctx, int done, int total, int cached, int fai
   fflush(stderr);
 }
 
-/* The compile itself, with its own database connection (in a child). */
-static int compile_in_this_process(const st_cli *cli, const st_cli_suite *s, const char *arch) {
+/* The compile itself, in the child, on its own connection under the
+ * parent's writer lock. */
+static int compile_in_child(const st_cli *cli, st_db *db, const st_cli_suite *s, const char *arch) {
   st_err err = {{0}};
-  st_db *db = NULL;
-  if (st_db_open(cli->db_path, ST_DB_READWRITE, &db, &err) != ST_OK) {
+  if (st_db_attach(db, &err) != ST_OK) {
     st_cli_error(cli, "%s", err.msg);
     return ST_EXIT_FAIL;
   }
   compile_progress_ctx pc = {.tty = isatty(2), .last = 0};
   st_compile_stats stats;
   memset(&stats, 0, sizeof stats);
-  st_status st = st_compile_all(db, s->variants, s->nvariants, arch, cli->jobs, compile_progress, &pc, &st_cli_stop,
-                                &stats, &err);
-  st_db_close(db);
+  st_status st =
+      st_compile_all(db, s->variants, s->nvariants, arch, cli->jobs, compile_progress, &pc, &st_cli_stop, &stats, &err);
+  st_db_close(db); /* this process's copy; the lock stays with the parent */
   if (st != ST_OK) {
     st_cli_error(cli, "compile: %s", err.msg);
     return ST_EXIT_FAIL;
@@ -302,31 +304,68 @@ static int compile_in_this_process(const st_cli *cli, const st_cli_suite *s, con
   return stats.failed ? ST_EXIT_FAIL : ST_EXIT_OK;
 }
 
+static void on_stop_request(int sig) {
+  (void)sig;
+  st_cli_stop = 1;
+}
+
+/* The child stops when its parent says so (SIGUSR1), however the parent was
+ * asked: Ctrl-C reaches the whole process group and `kill -TERM` the
+ * parent alone, and either way the child hears it once. A parent that dies
+ * takes the child with it (fork_child.h). */
+static void stop_on_parents_word(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = SIG_IGN;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  sa.sa_handler = on_stop_request;
+  sigaction(SIGUSR1, &sa, NULL);
+}
+
+static void sleep_ms(int ms) {
+  struct timespec t = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+  nanosleep(&t, NULL); /* a signal ends it early, as it should */
+}
+
+/* Waits for the compile child, passing a stop on to it. */
+static int wait_for_compile(const st_cli *cli, pid_t pid) {
+  int status = 0, told = 0;
+  for (;;) {
+    if (st_cli_stop && !told) told = kill(pid, SIGUSR1) == 0;
+    const pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) break;
+    if (r < 0 && errno != EINTR) {
+      st_cli_error(cli, "waiting for the compiler process: %s", strerror(errno));
+      return ST_EXIT_FAIL;
+    }
+    sleep_ms(50);
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  st_cli_error(cli, "the compiler process died (signal %d)", WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  return ST_EXIT_FAIL;
+}
+
 /* NVRTC loads and initializes the CUDA driver when one is installed, and a
  * process that initialized CUDA cannot fork workers that use it. So the
  * compile runs in a child process of its own; the tuner stays CUDA-free. */
 int st_cli_compile(const st_cli *cli, st_db *db, const st_cli_suite *s, const char *arch) {
-  (void)db; /* the child opens its own connection; this one holds no transaction */
   st_err err = {{0}};
   if (st_compile_check_arch(arch, &err) != ST_OK) {
     st_cli_error(cli, "%s", err.msg);
     return ST_EXIT_USAGE;
   }
-  fflush(NULL);
-  const pid_t pid = fork();
-  if (pid < 0) {
-    st_cli_error(cli, "fork: %s", strerror(errno));
+  pid_t pid = -1;
+  if (st_fork_child(db, &pid, &err) != ST_OK) {
+    st_cli_error(cli, "starting the compiler process: %s", err.msg);
     return ST_EXIT_FAIL;
   }
   if (pid == 0) {
-    const int rc = compile_in_this_process(cli, s, arch);
+    stop_on_parents_word();
+    const int rc = compile_in_child(cli, db, s, arch);
     fflush(NULL);
     _exit(rc);
   }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  st_cli_error(cli, "the compiler process died (signal %d)", WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-  return ST_EXIT_FAIL;
+  return wait_for_compile(cli, pid);
 }

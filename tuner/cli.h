@@ -90,7 +90,9 @@ int st_cli_load_suite(const st_cli *cli, st_gen *gen, st_db *db, st_cli_suite *o
 void st_cli_suite_free(st_cli_suite *s);
 
 /* Compiles every variant of the suite for `arch` (cached ones skipped), with
- * a progress line. Returns an exit code. */
+ * a progress line, in a child process that writes through `db` (detached
+ * meanwhile, under this process's writer lock) and stops when this process
+ * is asked to (SIGINT, SIGTERM) or dies. Returns an exit code. */
 int st_cli_compile(const st_cli *cli, st_db *db, const st_cli_suite *s, const char *arch);
 
 /* Opens the generator and the database (read-write), printing errors. */

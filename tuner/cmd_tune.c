@@ -340,7 +340,8 @@ static int tune_shapes(const st_cli *cli, st_gen *gen, st_db *db, st_cli_suite *
                         .cold = cli->cold,
                         .prune_factor = 1.5,
                         .job_timeout_s = 60,
-                        .setup_timeout_s = 900};
+                        .setup_timeout_s = 900,
+                        .db = db};
     st_err err = {{0}};
     progress(&t);
     if (st_run_jobs(h, &sh->params, jobs, n, &o, record, &t, &st_cli_stop, &err) != ST_OK) {
@@ -375,11 +376,12 @@ int st_cmd_tune(int argc, char **argv) {
   binary_slot *bins = NULL;
   int nbins = 0;
   st_err err = {{0}};
-  if ((rc = st_cli_open(&cli, &gen, &db)) != ST_EXIT_OK) return rc;
-
+  /* The probe forks: before the database is open. */
   st_device_info dev;
   memset(&dev, 0, sizeof dev);
   const st_status probe = st_probe_device(cli.device, &dev, &err);
+  if ((rc = st_cli_open(&cli, &gen, &db)) != ST_EXIT_OK) return rc;
+
   const int have_gpu = probe == ST_OK;
   const char *arch = have_gpu ? dev.arch : cli.arch ? cli.arch : ST_DEFAULT_ARCH;
   if (have_gpu && cli.arch && strcmp(cli.arch, dev.arch)) {

@@ -12,6 +12,7 @@
 
 #include "cold.h"
 #include "cuda_driver.h"
+#include "fork_child.h"
 
 enum { MSG_READY = 1, MSG_RESULT = 2, MSG_SETUP_FAILED = 3 };
 
@@ -230,12 +231,12 @@ st_status st_run_jobs(const st_op_harness *h, const st_params *shape, const st_j
     if (stop && *stop) return ST_OK;
     int fds[2];
     if (pipe(fds) != 0) return st_fail(err, ST_ERR_NOMEM, "pipe: %s", strerror(errno));
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
+    pid_t pid = -1;
+    const st_status forked = st_fork_child(o->db, &pid, err);
+    if (forked != ST_OK) {
       close(fds[0]);
       close(fds[1]);
-      return st_fail(err, ST_ERR_NOMEM, "fork: %s", strerror(errno));
+      return forked;
     }
     if (pid == 0) {
       close(fds[0]);
@@ -302,12 +303,12 @@ st_status st_probe_device(int ordinal, st_device_info *info, st_err *err) {
   } probe_msg;
   int fds[2];
   if (pipe(fds) != 0) return st_fail(err, ST_ERR_NOMEM, "pipe: %s", strerror(errno));
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid < 0) {
+  pid_t pid = -1;
+  const st_status forked = st_fork_child(NULL, &pid, err);
+  if (forked != ST_OK) {
     close(fds[0]);
     close(fds[1]);
-    return st_fail(err, ST_ERR_NOMEM, "fork: %s", strerror(errno));
+    return forked;
   }
   if (pid == 0) {
     close(fds[0]);

@@ -6,7 +6,8 @@
  * shape, which loads the driver, builds the case (inputs and reference) and
  * runs the jobs in order, sending one result per job through a pipe. If the
  * worker dies or stops answering, the job it was on is reported failed with
- * the reason, and a fresh worker goes on with the next job. */
+ * the reason, and a fresh worker goes on with the next job. A worker dies
+ * with the tuner, and never holds a database connection. */
 #ifndef ST_WORKER_H
 #define ST_WORKER_H
 
@@ -44,6 +45,8 @@ typedef struct st_worker_opts {
   double best_us;        /* best median known before the first job (0: none) */
   int job_timeout_s;     /* one job's verify + time                       */
   int setup_timeout_s;   /* building the case                             */
+  st_db *db;             /* the caller's database, detached across each
+                            fork (fork_child.h); NULL: none is open        */
 } st_worker_opts;
 
 typedef void (*st_outcome_fn)(void *ctx, int index, const st_job_outcome *out);
@@ -57,7 +60,8 @@ st_status st_run_jobs(const st_op_harness *h, const st_params *shape, const st_j
                       st_err *err);
 
 /* Device information read in a short-lived child, so this process never
- * initializes CUDA (which must not happen before fork). */
+ * initializes CUDA (which must not happen before fork). Call it before any
+ * database is open: the probe's child has no handle to detach. */
 st_status st_probe_device(int ordinal, st_device_info *info, st_err *err);
 
 #endif
