@@ -78,9 +78,12 @@ static const char *const QUERY[Q_COUNT] = {
     [Q_GET_VARIANT] = "SELECT " VARIANT_COLUMNS " FROM variants WHERE id = ?1",
     [Q_HAS_BINARY] = "SELECT 1 FROM binaries WHERE source_hash = ?1 AND arch = ?2 "
                      "AND (?3 IS NULL OR compiler = ?3) LIMIT 1",
-    [Q_PUT_BINARY] = "INSERT OR REPLACE INTO binaries (source_hash, arch, compiler, ok, cubin, registers, "
+    /* One source, target and compiler make one cubin: the first stored
+     * stays, and storing it again changes nothing. */
+    [Q_PUT_BINARY] = "INSERT INTO binaries (source_hash, arch, compiler, ok, cubin, registers, "
                      "spill_bytes, shared_bytes, local_bytes, compile_ms, log, created) "
-                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, " SQL_NOW ")",
+                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, " SQL_NOW ") "
+                     "ON CONFLICT (source_hash, arch, compiler) DO NOTHING",
     [Q_GET_BINARY] = "SELECT source_hash, arch, compiler, ok, cubin, registers, spill_bytes, shared_bytes, "
                      "local_bytes, compile_ms, log FROM binaries WHERE source_hash = ?1 AND arch = ?2 "
                      "AND (?3 IS NULL OR compiler = ?3) ORDER BY rowid DESC LIMIT 1",

@@ -125,6 +125,7 @@ typedef struct st_binary_row {
 
 st_status st_db_has_binary(st_db *db, const char *source_hash, const char *arch, const char *compiler,
                            int *found, st_err *err);
+/* Idempotent: a (source_hash, arch, compiler) already stored keeps its row. */
 st_status st_db_put_binary(st_db *db, const st_binary_row *b, st_err *err);
 /* The binary for (hash, arch); compiler NULL picks the newest row. *found = 0
  * when there is none. On success with *found, free with st_db_binary_free. */

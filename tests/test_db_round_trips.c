@@ -196,6 +196,19 @@ static void test_binary_round_trip_and_newest(void **state) {
   st_db_binary_free(&back);
   assert_null(back.cubin);
 
+  /* Stored again (a resumed or repeated compile): the first row stays. */
+  b.ok = 1;
+  b.cubin = cubin + 1;
+  b.cubin_size = sizeof cubin - 1;
+  snprintf(b.compiler, sizeof b.compiler, "12.8");
+  b.log = "another log";
+  assert_int_equal(st_db_put_binary(f->db, &b, &err), ST_OK);
+  assert_int_equal(st_db_get_binary(f->db, b.source_hash, "sm_90a", "12.8", &back, &found, &err), ST_OK);
+  assert_int_equal(back.cubin_size, sizeof cubin);
+  assert_memory_equal(back.cubin, cubin, sizeof cubin);
+  assert_string_equal(back.log, "ptxas info: Used 96 registers");
+  st_db_binary_free(&back);
+
   /* compiler NULL: the newest row, here the failed 13.0 compile. */
   assert_int_equal(st_db_get_binary(f->db, b.source_hash, "sm_90a", NULL, &back, &found, &err), ST_OK);
   assert_int_equal(found, 1);
