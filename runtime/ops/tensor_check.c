@@ -73,7 +73,8 @@ st_status st_check_selection(int topk, int max_topk, int init_blocks, int local_
   if (init_blocks < 0 || local_blocks < 0)
     return st_fail(err, ST_ERR_INVALID_ARG, "init_blocks=%d and local_blocks=%d must not be negative", init_blocks,
                    local_blocks);
-  if (init_blocks + local_blocks > topk)
+  /* Both are in 0..INT_MAX here, their sum perhaps not: compare without it. */
+  if (init_blocks > topk || local_blocks > topk - init_blocks)
     return st_fail(err, ST_ERR_INVALID_ARG, "init_blocks + local_blocks = %d + %d exceeds topk=%d", init_blocks,
                    local_blocks, topk);
   return ST_OK;
