@@ -57,6 +57,9 @@ static st_index_score_args score_view(const st_index_prefill_args *a) {
   const int64_t H = a->q.shape[1], total_q = a->q.shape[0];
   const int64_t cols = a->block_table.shape[1];
   st_tensor_contiguous(&s.score, a->topk_idx.data, ST_DTYPE_FP32, 3, (int64_t[]){H, total_q, cols});
+  /* Zero outer strides: the view's extent is one row's, so no size the
+   * caller never passed (H x total_q x columns floats) can fail the check. */
+  s.score.stride[0] = s.score.stride[1] = 0;
   s.scale = 1.0f;
   s.max_context = a->max_context;
   return s;
@@ -68,11 +71,12 @@ st_status st_index_prefill_check_args(const st_index_prefill_args *a, st_err *er
   if ((s = st_check_selection(a->topk, ST_INDEX_PREFILL_MAX_TOPK, a->init_blocks, a->local_blocks, err)) != ST_OK)
     return s;
   /* The shapes the score view is built from, before it is built. */
+  if (a->q.dtype != ST_DTYPE_BF16 && a->q.dtype != ST_DTYPE_FP8_E4M3)
+    return st_fail(err, ST_ERR_INVALID_ARG, "q.dtype=%d is not bf16 (%d) or fp8_e4m3 (%d)", (int)a->q.dtype,
+                   ST_DTYPE_BF16, ST_DTYPE_FP8_E4M3);
   if ((s = st_check_tensor(&a->q, "q", a->q.dtype, 3, err)) != ST_OK) return s;
   if ((s = st_check_tensor(&a->block_table, "block_table", ST_DTYPE_INT32, 2, err)) != ST_OK) return s;
   if ((s = st_check_tensor(&a->topk_idx, "topk_idx", ST_DTYPE_INT32, 3, err)) != ST_OK) return s;
-  if ((uintptr_t)a->topk_idx.data % 4)
-    return st_fail(err, ST_ERR_INVALID_ARG, "topk_idx.data=%p is not 4-byte aligned", a->topk_idx.data);
   const int64_t total_q = a->q.shape[0], H = a->q.shape[1];
   if (a->topk_idx.shape[0] != H || a->topk_idx.shape[1] != total_q || a->topk_idx.shape[2] != a->topk)
     return st_fail(err, ST_ERR_INVALID_ARG, "topk_idx.shape=[%lld,%lld,%lld] must be [H=%lld, total_q=%lld, topk=%d]",

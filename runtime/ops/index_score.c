@@ -87,8 +87,6 @@ st_status st_index_score_check_args(const st_index_score_args *a, st_err *err) {
     return st_fail(err, ST_ERR_INVALID_ARG, "score.shape=[%lld,%lld,%lld] must be [H=%lld, total_q=%lld, blocks]",
                    (long long)a->score.shape[0], (long long)a->score.shape[1], (long long)a->score.shape[2],
                    (long long)H, (long long)total_q);
-  if ((uintptr_t)a->score.data % 4)
-    return st_fail(err, ST_ERR_INVALID_ARG, "score.data=%p is not 4-byte aligned", a->score.data);
   if (!(a->scale > 0.0f) || isinf(a->scale))
     return st_fail(err, ST_ERR_INVALID_ARG, "scale=%g must be positive and finite", (double)a->scale);
   const int64_t cap = a->block_table.shape[1] < a->score.shape[2] ? a->block_table.shape[1] : a->score.shape[2];
