@@ -106,3 +106,5 @@ st_status st_check_selection(int topk, int max_topk, int init_blocks, int local_
                    local_blocks, topk);
   return ST_OK;
 }
+
+int64_t st_blocks_of(int tokens) { return ((int64_t)tokens + ST_BLOCK_TOKENS - 1) / ST_BLOCK_TOKENS; }

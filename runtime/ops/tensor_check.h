@@ -38,4 +38,8 @@ st_status st_check_selection(int topk, int max_topk, int init_blocks, int local_
  * the view). */
 void st_tensor_contiguous(st_tensor *t, void *data, st_dtype dtype, int ndim, const int64_t *shape);
 
+/* The 128-token blocks that hold `tokens` (max_context) tokens, in 64-bit
+ * arithmetic: (INT_MAX + 127) / 128 does not fit the int it came in. */
+int64_t st_blocks_of(int tokens);
+
 #endif
