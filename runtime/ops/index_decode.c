@@ -205,6 +205,8 @@ st_status st_index_decode_plan_make(const st_index_decode_config *cfg, const st_
   p->chunk_cap = (int32_t)chunk_cap;
   p->sel_cols = (int32_t)sel_cols;
 
+  /* R and H <= 65535, qlen <= 4, max_blocks < 2^24 (max_context is an
+   * int): every size here stays under 2^60 bytes. */
   size_t off = 0;
   if (cfg->algo == ST_INDEX_DECODE_SINGLE && !direct) {
     plan->counters_offset = off;

@@ -86,6 +86,24 @@ st_status st_index_prefill_check_args(const st_index_prefill_args *a, st_err *er
   return st_index_score_check_args(&view, err);
 }
 
+/* H x total_q rows (< 2^47: both checked) of `per_row` entries of
+ * `entry_bytes`, aligned. Up to 2^16 chunks of 512 bytes a row could pass
+ * 64 bits (the merge's candidate limit keeps real plans far below): so
+ * checked, not assumed. */
+static st_status workspace_bytes(const st_index_prefill_args *a, int64_t per_row, int64_t entry_bytes, size_t *out,
+                                 st_err *err) {
+  const int64_t H = a->q.shape[1], total_q = a->q.shape[0];
+  int64_t bytes;
+  if (__builtin_mul_overflow(H * total_q, per_row, &bytes) || __builtin_mul_overflow(bytes, entry_bytes, &bytes) ||
+      __builtin_add_overflow(bytes, ST_WS_ALIGN - 1, &bytes))
+    return st_fail(err, ST_ERR_INVALID_ARG,
+                   "q.shape[0]=%lld query tokens x H=%lld heads x %lld entries of %lld bytes: a workspace past 2^63 "
+                   "bytes",
+                   (long long)total_q, (long long)H, (long long)per_row, (long long)entry_bytes);
+  *out = (size_t)(bytes / ST_WS_ALIGN * ST_WS_ALIGN);
+  return ST_OK;
+}
+
 st_status st_index_prefill_plan_make(const st_index_prefill_config *cfg, const st_index_prefill_args *a, int sm_count,
                                      st_index_prefill_plan *plan, st_err *err) {
   memset(plan, 0, sizeof *plan);
@@ -133,10 +151,8 @@ st_status st_index_prefill_plan_make(const st_index_prefill_config *cfg, const s
   plan->merge_grid[1] = (unsigned)H;
   plan->merge_grid[2] = 1;
   plan->merge_block = ST_INDEX_PREFILL_MERGE_THREADS;
-  const size_t rows = (size_t)H * (size_t)total_q;
-  const size_t bytes = fused ? rows * (size_t)p->max_chunks * (size_t)a->topk * 8 : rows * (size_t)max_blocks * 4;
-  plan->workspace_bytes = (bytes + ST_WS_ALIGN - 1) / ST_WS_ALIGN * ST_WS_ALIGN;
-  return ST_OK;
+  return workspace_bytes(a, fused ? p->max_chunks : max_blocks, fused ? 8 * (int64_t)a->topk : 4,
+                         &plan->workspace_bytes, err);
 }
 
 st_status st_index_prefill_launch(const st_cu *cu, CUfunction main_fn, CUfunction merge_fn,

@@ -130,6 +130,8 @@ st_status st_index_score_plan_make(const st_index_score_config *cfg, const st_in
   const int64_t max_blocks = ceil_div(a->max_context, ST_BLOCK_TOKENS);
   const int64_t tokens = cfg->rows / H;
   /* Tiles never straddle requests: each request adds at most one partial. */
+  /* total_q < 2^31, R <= 65535, max_blocks < 2^24: products of tiles and
+   * blocks stay under 2^56. */
   const int64_t tiles = ceil_div(total_q, tokens) + R;
   const int64_t sms = sm_count > 0 ? sm_count : 1;
   int64_t chunk = cfg->chunk_blocks, grid_x = tiles, chunks = 1;

@@ -248,7 +248,9 @@ static int64_t block_items(int64_t Hkv, int64_t nq, int64_t topk, int64_t tokens
   return entries / tokens + (entries < max_keys ? entries : max_keys);
 }
 
-/* Workspace of block-major chunks of chunk_q tokens; sets the offsets. */
+/* Workspace of block-major chunks of chunk_q tokens; sets the offsets.
+ * chunk_q x topk < 2^23 (plan_block's max_chunk), Hkv <= 65535, group
+ * <= 32, head_dim <= 256, max_keys < 2^31: every piece under 2^55 bytes. */
 static size_t block_workspace(const st_sparse_attn_config *cfg, int64_t Hkv, int64_t topk, int64_t max_keys,
                               int64_t chunk_q, st_sparse_attn_plan *plan) {
   const size_t entries = (size_t)(Hkv * chunk_q * topk), states = entries * (size_t)cfg->group;

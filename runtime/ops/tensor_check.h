@@ -5,6 +5,9 @@
 #include "error.h"
 #include "sparsetune.h"
 
+/* Launchers plan workspace sizes in int64 and hand them out as size_t. */
+_Static_assert(SIZE_MAX >= INT64_MAX, "size_t holds every int64 workspace size");
+
 /* Bytes of one element of `d` (0 for an unknown dtype). */
 int st_dtype_bytes(st_dtype d);
 
