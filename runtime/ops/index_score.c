@@ -73,7 +73,7 @@ st_status st_index_score_check_args(const st_index_score_args *a, st_err *err) {
                    ST_BLOCK_TOKENS, (long long)D);
   if ((s = st_check_tensor(&a->seq_lens, "seq_lens", ST_DTYPE_INT32, 1, err)) != ST_OK) return s;
   const int64_t R = a->seq_lens.shape[0];
-  if (R > 65535) return st_fail(err, ST_ERR_INVALID_ARG, "%lld requests exceed the limit of 65535", (long long)R);
+  if (R > 65535) return st_fail(err, ST_ERR_INVALID_ARG, "seq_lens.shape[0]=%lld requests exceed 65535", (long long)R);
   if ((s = st_check_tensor(&a->cu_seqlens_q, "cu_seqlens_q", ST_DTYPE_INT32, 1, err)) != ST_OK) return s;
   if (a->cu_seqlens_q.shape[0] != R + 1)
     return st_fail(err, ST_ERR_INVALID_ARG, "cu_seqlens_q.shape[0]=%lld must be seq_lens.shape[0]=%lld + 1",
