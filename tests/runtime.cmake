@@ -6,3 +6,7 @@ st_add_test(NAME test_runtime_api LABEL cpu SOURCES test_runtime_api.c)
 st_add_test(NAME test_runtime_gpu_open LABEL gpu SOURCES test_runtime_gpu_open.c)
 st_add_test(NAME test_runtime_api_attention LABEL cpu SOURCES test_runtime_api_attention.c api_fixture.c)
 st_add_test(NAME test_runtime_api_indexer LABEL cpu SOURCES test_runtime_api_indexer.c api_fixture.c)
+# Every entry point of every op fed hostile arguments (a printed seed,
+# thousands of cases): refused cleanly or accepted within the header's
+# contract; meant for the sanitized build, where UBSan halts on overflow.
+st_add_test(NAME test_api_rejects_hostile_args LABEL cpu SOURCES test_api_rejects_hostile_args.c api_fixture.c)

@@ -57,6 +57,15 @@ static void test_malformed_lists_are_refused(void **state) {
     expect_refused(bad[i], "is not a list of q_len:prefix[*count]");
   expect_refused("1:0*4000;1:0*97", "lists more than 4096 requests");
   expect_refused("1:0*9223372036854775807", "lists more than 4096 requests");
+  /* Lengths past 2^24 tokens, also where q_len + prefix would pass LONG_MAX. */
+  const char *huge[] = {"16777216:1",
+                        "1:16777216",
+                        "9223372036854775807:1",
+                        "1:9223372036854775807",
+                        "9223372036854775807:9223372036854775807",
+                        "99999999999999999999:0"};
+  for (size_t i = 0; i < sizeof huge / sizeof huge[0]; i++)
+    expect_refused(huge[i], "is not a list of q_len:prefix[*count]");
   expect_refused(NULL, "reqs is missing");
 }
 

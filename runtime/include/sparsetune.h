@@ -70,7 +70,13 @@ typedef enum st_dtype {
 #define ST_BLOCK_TOKENS 128
 
 /* A strided view of device memory. Shapes and strides are in elements; the
- * last dimension must have stride 1. The library never frees `data`. */
+ * last dimension must have stride 1. The library never frees `data`.
+ * Every view an op reads must have: a dtype of st_dtype; each shape in
+ * 1..2^31-1; non-negative strides, each below 2^63 bytes; a largest
+ * element ending below 2^63 bytes from data, that is (1 + the sum of
+ * stride[i] x (shape[i] - 1)) x element bytes < 2^63; and data aligned to
+ * its element size (st_<op> checks data; the workspace and prepare calls
+ * read no pointer). */
 typedef struct st_tensor {
   void *data;
   st_dtype dtype;
@@ -130,15 +136,18 @@ ST_API st_status st_workspace_clear(st_handle *handle, void *workspace, size_t b
  * attribute after them is placed as they exit. 0 launches as usual.
  */
 typedef struct st_index_decode_args {
-  st_tensor q;           /* [R*qlen, H, D], bf16 or fp8 e4m3                 */
-  st_tensor k_cache;     /* [pages, 128, D], same dtype as q                  */
+  st_tensor q;           /* [R*qlen, H, D], bf16 or fp8 e4m3; R and H 1..65535;
+                            rows (D elements) 16-byte aligned: data, D x element
+                            bytes and the outer strides' bytes multiples of 16 */
+  st_tensor k_cache;     /* [pages, 128, D], same dtype as q, rows as q's     */
   st_tensor block_table; /* [R, max_blocks] int32: page of each 128-token block */
   st_tensor seq_lens;    /* [R] int32, tokens per request, 0 = padding row   */
   st_tensor topk_idx;    /* out: [H, R*qlen, topk] int32                      */
   int qlen;              /* 1..4 query tokens per request                     */
   int topk;              /* 1..64                                             */
-  int init_blocks;       /* forced first blocks, init + local <= topk         */
-  int local_blocks;      /* forced last blocks (the query's own included)     */
+  int init_blocks;       /* forced first blocks, 0..topk                      */
+  int local_blocks;      /* forced last blocks (the query's own included),
+                            0..topk - init_blocks                             */
   int max_context;       /* host-known bound on every seq_len, 1..max_blocks*128 */
   int pdl;               /* 0 or 1: programmatic dependent launch (below)      */
 } st_index_decode_args;
@@ -182,14 +191,19 @@ typedef enum st_kv_scale_mode {
 } st_kv_scale_mode;
 
 typedef struct st_sparse_attn_decode_args {
-  st_tensor q;           /* [R*qlen, Hq, D] bf16; Hq a multiple of Hkv          */
-  st_tensor k_cache;     /* [pages, Hkv, 128, D] bf16 or fp8 e4m3 (any strides, */
-  st_tensor v_cache;     /*   innermost 1); v_cache: same shape and dtype       */
+  st_tensor q;           /* [R*qlen, Hq, D] bf16, R*qlen 1..65535, D 64, 128 or
+                            256 (else ST_ERR_UNSUPPORTED); Hq a multiple of Hkv,
+                            Hq / Hkv <= 32 (else ST_ERR_UNSUPPORTED); rows
+                            16-byte aligned (as st_index_decode_args' q)      */
+  st_tensor k_cache;     /* [pages, Hkv, 128, D] bf16 or fp8 e4m3, Hkv 1..65535
+                            (any strides, innermost 1, rows 16-byte aligned); */
+  st_tensor v_cache;     /*   v_cache: same shape and dtype, its own strides    */
   st_kv_scale_mode scale_mode; /* fp8 caches only; NONE for bf16               */
   float k_scale, v_scale;      /* SCALAR: positive, finite                     */
   st_tensor k_scales;    /* TENSOR: [pages, Hkv, 128] fp32 (any non-negative   */
-  st_tensor v_scales;    /*   strides); other modes: ignored                    */
-  st_tensor topk_idx;    /* [Hkv, R*qlen, topk] int32 block ids, -1 = none      */
+  st_tensor v_scales;    /*   strides, innermost too); other modes: ignored     */
+  st_tensor topk_idx;    /* [Hkv, R*qlen, topk] int32 block ids, -1 = none;
+                            topk 1..64                                         */
   st_tensor block_table; /* [R, max_blocks] int32: page of each 128-token block */
   st_tensor seq_lens;    /* [R] int32, tokens per request, 0 = padding row      */
   st_tensor o;           /* out: [R*qlen, Hq, D] bf16                           */
@@ -230,14 +244,16 @@ ST_API st_status st_sparse_attn_decode(st_handle *handle, const st_sparse_attn_d
  * views and scale modes. A token with no key gets o = 0 and lse = -inf.
  */
 typedef struct st_sparse_attn_args {
-  st_tensor q;            /* [total_q, Hq, D] bf16; Hq a multiple of Hkv        */
-  st_tensor k_cache;      /* [pages, Hkv, 128, D] bf16 or fp8 e4m3 (any strides, */
-  st_tensor v_cache;      /*   innermost 1); v_cache: same shape and dtype       */
+  st_tensor q;            /* [total_q, Hq, D] bf16: D, Hq / Hkv and the rows'
+                             alignment as in st_sparse_attn_decode_args         */
+  st_tensor k_cache;      /* [pages, Hkv, 128, D] as st_sparse_attn_decode_args' */
+  st_tensor v_cache;      /*   v_cache: same shape and dtype, its own strides    */
   st_kv_scale_mode scale_mode; /* fp8 caches only; NONE for bf16                */
   float k_scale, v_scale;      /* SCALAR: positive, finite                      */
   st_tensor k_scales;     /* TENSOR: [pages, Hkv, 128] fp32 (any non-negative    */
-  st_tensor v_scales;     /*   strides); other modes: ignored                    */
-  st_tensor topk_idx;     /* [Hkv, total_q, topk] int32 block ids, -1 = none     */
+  st_tensor v_scales;     /*   strides, innermost too); other modes: ignored     */
+  st_tensor topk_idx;     /* [Hkv, total_q, topk] int32 block ids, -1 = none;
+                             topk 1..64                                         */
   st_tensor block_table;  /* [R, max_blocks] int32: page of each 128-token block */
   st_tensor cu_seqlens_q; /* [R+1] int32: 0, then running sums of q_len; the last
                              equals total_q (q.shape[0])                        */
@@ -245,7 +261,9 @@ typedef struct st_sparse_attn_args {
   st_tensor o;            /* out: [total_q, Hq, D] bf16                          */
   st_tensor lse;          /* out, optional: [total_q, Hq] fp32; data NULL = not wanted */
   float sm_scale;         /* positive, finite                                    */
-  int max_context;        /* host-known bound on every seq_len, 1..max_blocks*128 */
+  int max_context;        /* host-known bound on every seq_len, 1..max_blocks*128;
+                             R x ceil(max_context / 128) blocks at most 2^31 - 1
+                             (else ST_ERR_UNSUPPORTED)                           */
 } st_sparse_attn_args;
 
 /* Bytes of workspace st_sparse_attn needs for these arguments (pointers in
@@ -291,14 +309,16 @@ ST_API st_status st_sparse_attn(st_handle *handle, const st_sparse_attn_args *ar
  * in bf16, 128 in fp8 e4m3 (q and k_cache share the dtype).
  */
 typedef struct st_index_score_args {
-  st_tensor q;            /* [total_q, H, D] bf16 or fp8 e4m3, rows 16-byte aligned */
-  st_tensor k_cache;      /* [pages, 128, D], the dtype of q                        */
+  st_tensor q;            /* [total_q, H, D] bf16 or fp8 e4m3, H and R 1..65535,
+                             rows 16-byte aligned (as st_index_decode_args' q)     */
+  st_tensor k_cache;      /* [pages, 128, D], the dtype of q, rows as q's           */
   st_tensor block_table;  /* [R, max_blocks] int32: page of each 128-token block    */
   st_tensor cu_seqlens_q; /* [R+1] int32: 0, then running sums of q_len             */
   st_tensor seq_lens;     /* [R] int32, tokens per request (prefix + q_len)         */
   st_tensor score;        /* out: [H, total_q, >= ceil(max_context/128)] fp32       */
-  float scale;            /* > 0: multiplies every score                            */
-  int max_context;        /* host-known bound on every seq_len                      */
+  float scale;            /* > 0 and finite: multiplies every score                 */
+  int max_context;        /* host-known bound on every seq_len, 1..128 x the lesser
+                             of max_blocks and score.shape[2]                       */
 } st_index_score_args;
 
 /* Bytes of workspace st_index_score needs (0 for the current kernels). */
@@ -326,16 +346,17 @@ ST_API st_status st_index_score(st_handle *handle, const st_index_score_args *ar
  * index_topk.
  */
 typedef struct st_index_prefill_args {
-  st_tensor q;            /* [total_q, H, D] bf16 or fp8 e4m3, rows 16-byte aligned */
-  st_tensor k_cache;      /* [pages, 128, D], the dtype of q                        */
+  st_tensor q;            /* [total_q, H, D] as st_index_score_args' q              */
+  st_tensor k_cache;      /* [pages, 128, D], the dtype of q, rows as q's           */
   st_tensor block_table;  /* [R, max_blocks] int32                                  */
   st_tensor cu_seqlens_q; /* [R+1] int32                                            */
   st_tensor seq_lens;     /* [R] int32                                              */
   st_tensor topk_idx;     /* out: [H, total_q, topk] int32                          */
   int topk;               /* 1..64                                                  */
-  int init_blocks;        /* forced first blocks, init + local <= topk              */
-  int local_blocks;       /* forced last blocks (the query's own included)          */
-  int max_context;        /* host-known bound on every seq_len                      */
+  int init_blocks;        /* forced first blocks, 0..topk                           */
+  int local_blocks;       /* forced last blocks (the query's own included),
+                             0..topk - init_blocks                                  */
+  int max_context;        /* host-known bound on every seq_len, 1..max_blocks*128   */
 } st_index_prefill_args;
 
 /* Bytes of workspace st_index_prefill needs (each scoring CTA's row lists;
@@ -360,13 +381,15 @@ ST_API st_status st_index_prefill(st_handle *handle, const st_index_prefill_args
  * Unused slots are -1; ids within a row are in no particular order.
  */
 typedef struct st_index_topk_args {
-  st_tensor score;        /* [H, total_q, max_blocks] fp32 (any strides, innermost 1) */
+  st_tensor score;        /* [H, total_q, max_blocks] fp32 (any strides, innermost 1),
+                             H 1..65535                                             */
   st_tensor cu_seqlens_q; /* [R+1] int32: 0, then running sums of q_len            */
   st_tensor seq_lens;     /* [R] int32, tokens per request (prefix + q_len)        */
   st_tensor topk_idx;     /* out: [H, total_q, topk] int32                         */
   int topk;               /* 1..64                                                 */
-  int init_blocks;        /* forced first blocks, init + local <= topk             */
-  int local_blocks;       /* forced last blocks (the query's own included)         */
+  int init_blocks;        /* forced first blocks, 0..topk                          */
+  int local_blocks;       /* forced last blocks (the query's own included),
+                             0..topk - init_blocks                                 */
   int max_context;        /* host-known bound on every seq_len, 1..max_blocks*128   */
 } st_index_topk_args;
 

@@ -38,9 +38,9 @@ static st_status check_scales(const st_tensor *t, const char *name, const st_ten
     return st_fail(err, ST_ERR_INVALID_ARG, "%s.shape=[%lld,%lld,%lld] must be [pages=%lld, Hkv=%lld, %d]", name,
                    (long long)t->shape[0], (long long)t->shape[1], (long long)t->shape[2], (long long)cache->shape[0],
                    (long long)cache->shape[1], ST_BLOCK_TOKENS);
-  for (int i = 0; i < 3; i++)
-    if (t->stride[i] < 0)
-      return st_fail(err, ST_ERR_INVALID_ARG, "%s.stride[%d]=%lld is negative", name, i, (long long)t->stride[i]);
+  /* Any strides (the innermost too), but within int64 as every view's. */
+  const st_status s = st_check_extent(t, name, 3, err);
+  if (s != ST_OK) return s;
   if (!t->data) return st_fail(err, ST_ERR_INVALID_ARG, "%s.data is NULL (scale_mode is TENSOR)", name);
   if ((uintptr_t)t->data % 4)
     return st_fail(err, ST_ERR_INVALID_ARG, "%s.data=%p is not 4-byte aligned", name, t->data);
@@ -93,13 +93,11 @@ st_status st_attn_check_outputs(const st_tensor *o, const st_tensor *lse, int64_
     return st_fail(err, ST_ERR_INVALID_ARG, "o.shape=[%lld,%lld,%lld] must be q's [%lld,%lld,%lld]",
                    (long long)o->shape[0], (long long)o->shape[1], (long long)o->shape[2], (long long)rows,
                    (long long)Hq, (long long)D);
-  if ((uintptr_t)o->data % 2) return st_fail(err, ST_ERR_INVALID_ARG, "o.data=%p is not 2-byte aligned", o->data);
   if (!lse->data) return ST_OK; /* not wanted */
   if ((s = st_check_tensor(lse, "lse", ST_DTYPE_FP32, 2, err)) != ST_OK) return s;
   if (lse->shape[0] != rows || lse->shape[1] != Hq)
     return st_fail(err, ST_ERR_INVALID_ARG, "lse.shape=[%lld,%lld] must be [%s=%lld, Hq=%lld]",
                    (long long)lse->shape[0], (long long)lse->shape[1], rows_name, (long long)rows, (long long)Hq);
-  if ((uintptr_t)lse->data % 4) return st_fail(err, ST_ERR_INVALID_ARG, "lse.data=%p is not 4-byte aligned", lse->data);
   return ST_OK;
 }
 

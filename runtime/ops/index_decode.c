@@ -72,7 +72,9 @@ st_status st_index_decode_check_args(const st_index_decode_args *a, st_err *err)
   if (rows % a->qlen)
     return st_fail(err, ST_ERR_INVALID_ARG, "q.shape[0]=%lld is not a multiple of qlen=%d", (long long)rows, a->qlen);
   const int64_t R = rows / a->qlen;
-  if (R > 65535) return st_fail(err, ST_ERR_INVALID_ARG, "%lld requests exceed the limit of 65535", (long long)R);
+  if (R > 65535)
+    return st_fail(err, ST_ERR_INVALID_ARG, "q.shape[0]=%lld is %lld requests of qlen=%d, more than 65535",
+                   (long long)rows, (long long)R, a->qlen);
   if (H > 65535) return st_fail(err, ST_ERR_INVALID_ARG, "q.shape[1]=%lld heads exceed 65535", (long long)H);
   if ((s = st_check_tensor(&a->k_cache, "k_cache", a->q.dtype, 3, err)) != ST_OK) return s;
   if (a->k_cache.shape[1] != ST_BLOCK_TOKENS || a->k_cache.shape[2] != D)
@@ -205,6 +207,8 @@ st_status st_index_decode_plan_make(const st_index_decode_config *cfg, const st_
   p->chunk_cap = (int32_t)chunk_cap;
   p->sel_cols = (int32_t)sel_cols;
 
+  /* R and H <= 65535, qlen <= 4, max_blocks < 2^24 (max_context is an
+   * int): every size here stays under 2^60 bytes. */
   size_t off = 0;
   if (cfg->algo == ST_INDEX_DECODE_SINGLE && !direct) {
     plan->counters_offset = off;

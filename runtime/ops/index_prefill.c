@@ -57,6 +57,9 @@ static st_index_score_args score_view(const st_index_prefill_args *a) {
   const int64_t H = a->q.shape[1], total_q = a->q.shape[0];
   const int64_t cols = a->block_table.shape[1];
   st_tensor_contiguous(&s.score, a->topk_idx.data, ST_DTYPE_FP32, 3, (int64_t[]){H, total_q, cols});
+  /* Zero outer strides: the view's extent is one row's, so no size the
+   * caller never passed (H x total_q x columns floats) can fail the check. */
+  s.score.stride[0] = s.score.stride[1] = 0;
   s.scale = 1.0f;
   s.max_context = a->max_context;
   return s;
@@ -68,11 +71,12 @@ st_status st_index_prefill_check_args(const st_index_prefill_args *a, st_err *er
   if ((s = st_check_selection(a->topk, ST_INDEX_PREFILL_MAX_TOPK, a->init_blocks, a->local_blocks, err)) != ST_OK)
     return s;
   /* The shapes the score view is built from, before it is built. */
+  if (a->q.dtype != ST_DTYPE_BF16 && a->q.dtype != ST_DTYPE_FP8_E4M3)
+    return st_fail(err, ST_ERR_INVALID_ARG, "q.dtype=%d is not bf16 (%d) or fp8_e4m3 (%d)", (int)a->q.dtype,
+                   ST_DTYPE_BF16, ST_DTYPE_FP8_E4M3);
   if ((s = st_check_tensor(&a->q, "q", a->q.dtype, 3, err)) != ST_OK) return s;
   if ((s = st_check_tensor(&a->block_table, "block_table", ST_DTYPE_INT32, 2, err)) != ST_OK) return s;
   if ((s = st_check_tensor(&a->topk_idx, "topk_idx", ST_DTYPE_INT32, 3, err)) != ST_OK) return s;
-  if ((uintptr_t)a->topk_idx.data % 4)
-    return st_fail(err, ST_ERR_INVALID_ARG, "topk_idx.data=%p is not 4-byte aligned", a->topk_idx.data);
   const int64_t total_q = a->q.shape[0], H = a->q.shape[1];
   if (a->topk_idx.shape[0] != H || a->topk_idx.shape[1] != total_q || a->topk_idx.shape[2] != a->topk)
     return st_fail(err, ST_ERR_INVALID_ARG, "topk_idx.shape=[%lld,%lld,%lld] must be [H=%lld, total_q=%lld, topk=%d]",
@@ -80,6 +84,24 @@ st_status st_index_prefill_check_args(const st_index_prefill_args *a, st_err *er
                    (long long)H, (long long)total_q, a->topk);
   const st_index_score_args view = score_view(a);
   return st_index_score_check_args(&view, err);
+}
+
+/* H x total_q rows (< 2^47: both checked) of `per_row` entries of
+ * `entry_bytes`, aligned. Up to 2^16 chunks of 512 bytes a row could pass
+ * 64 bits (the merge's candidate limit keeps real plans far below): so
+ * checked, not assumed. */
+static st_status workspace_bytes(const st_index_prefill_args *a, int64_t per_row, int64_t entry_bytes, size_t *out,
+                                 st_err *err) {
+  const int64_t H = a->q.shape[1], total_q = a->q.shape[0];
+  int64_t bytes;
+  if (__builtin_mul_overflow(H * total_q, per_row, &bytes) || __builtin_mul_overflow(bytes, entry_bytes, &bytes) ||
+      __builtin_add_overflow(bytes, ST_WS_ALIGN - 1, &bytes))
+    return st_fail(err, ST_ERR_INVALID_ARG,
+                   "q.shape[0]=%lld query tokens x H=%lld heads x %lld entries of %lld bytes: a workspace past 2^63 "
+                   "bytes",
+                   (long long)total_q, (long long)H, (long long)per_row, (long long)entry_bytes);
+  *out = (size_t)(bytes / ST_WS_ALIGN * ST_WS_ALIGN);
+  return ST_OK;
 }
 
 st_status st_index_prefill_plan_make(const st_index_prefill_config *cfg, const st_index_prefill_args *a, int sm_count,
@@ -129,10 +151,8 @@ st_status st_index_prefill_plan_make(const st_index_prefill_config *cfg, const s
   plan->merge_grid[1] = (unsigned)H;
   plan->merge_grid[2] = 1;
   plan->merge_block = ST_INDEX_PREFILL_MERGE_THREADS;
-  const size_t rows = (size_t)H * (size_t)total_q;
-  const size_t bytes = fused ? rows * (size_t)p->max_chunks * (size_t)a->topk * 8 : rows * (size_t)max_blocks * 4;
-  plan->workspace_bytes = (bytes + ST_WS_ALIGN - 1) / ST_WS_ALIGN * ST_WS_ALIGN;
-  return ST_OK;
+  return workspace_bytes(a, fused ? p->max_chunks : max_blocks, fused ? 8 * (int64_t)a->topk : 4,
+                         &plan->workspace_bytes, err);
 }
 
 st_status st_index_prefill_launch(const st_cu *cu, CUfunction main_fn, CUfunction merge_fn,

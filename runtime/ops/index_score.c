@@ -73,7 +73,7 @@ st_status st_index_score_check_args(const st_index_score_args *a, st_err *err) {
                    ST_BLOCK_TOKENS, (long long)D);
   if ((s = st_check_tensor(&a->seq_lens, "seq_lens", ST_DTYPE_INT32, 1, err)) != ST_OK) return s;
   const int64_t R = a->seq_lens.shape[0];
-  if (R > 65535) return st_fail(err, ST_ERR_INVALID_ARG, "%lld requests exceed the limit of 65535", (long long)R);
+  if (R > 65535) return st_fail(err, ST_ERR_INVALID_ARG, "seq_lens.shape[0]=%lld requests exceed 65535", (long long)R);
   if ((s = st_check_tensor(&a->cu_seqlens_q, "cu_seqlens_q", ST_DTYPE_INT32, 1, err)) != ST_OK) return s;
   if (a->cu_seqlens_q.shape[0] != R + 1)
     return st_fail(err, ST_ERR_INVALID_ARG, "cu_seqlens_q.shape[0]=%lld must be seq_lens.shape[0]=%lld + 1",
@@ -87,8 +87,6 @@ st_status st_index_score_check_args(const st_index_score_args *a, st_err *err) {
     return st_fail(err, ST_ERR_INVALID_ARG, "score.shape=[%lld,%lld,%lld] must be [H=%lld, total_q=%lld, blocks]",
                    (long long)a->score.shape[0], (long long)a->score.shape[1], (long long)a->score.shape[2],
                    (long long)H, (long long)total_q);
-  if ((uintptr_t)a->score.data % 4)
-    return st_fail(err, ST_ERR_INVALID_ARG, "score.data=%p is not 4-byte aligned", a->score.data);
   if (!(a->scale > 0.0f) || isinf(a->scale))
     return st_fail(err, ST_ERR_INVALID_ARG, "scale=%g must be positive and finite", (double)a->scale);
   const int64_t cap = a->block_table.shape[1] < a->score.shape[2] ? a->block_table.shape[1] : a->score.shape[2];
@@ -132,6 +130,8 @@ st_status st_index_score_plan_make(const st_index_score_config *cfg, const st_in
   const int64_t max_blocks = ceil_div(a->max_context, ST_BLOCK_TOKENS);
   const int64_t tokens = cfg->rows / H;
   /* Tiles never straddle requests: each request adds at most one partial. */
+  /* total_q < 2^31, R <= 65535, max_blocks < 2^24: products of tiles and
+   * blocks stay under 2^56. */
   const int64_t tiles = ceil_div(total_q, tokens) + R;
   const int64_t sms = sm_count > 0 ? sm_count : 1;
   int64_t chunk = cfg->chunk_blocks, grid_x = tiles, chunks = 1;

@@ -55,8 +55,6 @@ st_status st_index_topk_check_args(const st_index_topk_args *a, st_err *err) {
   if ((s = st_check_tensor(&a->score, "score", ST_DTYPE_FP32, 3, err)) != ST_OK) return s;
   const int64_t H = a->score.shape[0], total_q = a->score.shape[1], cols = a->score.shape[2];
   if (H > 65535) return st_fail(err, ST_ERR_INVALID_ARG, "score.shape[0]=%lld heads exceed 65535", (long long)H);
-  if ((uintptr_t)a->score.data % 4)
-    return st_fail(err, ST_ERR_INVALID_ARG, "score.data=%p is not 4-byte aligned", a->score.data);
   if ((s = st_check_tensor(&a->cu_seqlens_q, "cu_seqlens_q", ST_DTYPE_INT32, 1, err)) != ST_OK) return s;
   if ((s = st_check_tensor(&a->seq_lens, "seq_lens", ST_DTYPE_INT32, 1, err)) != ST_OK) return s;
   if (a->cu_seqlens_q.shape[0] != a->seq_lens.shape[0] + 1)
@@ -73,9 +71,7 @@ st_status st_index_topk_check_args(const st_index_topk_args *a, st_err *err) {
   return ST_OK;
 }
 
-static int64_t max_blocks_of(const st_index_topk_args *a) {
-  return (a->max_context + ST_BLOCK_TOKENS - 1) / ST_BLOCK_TOKENS;
-}
+static int64_t max_blocks_of(const st_index_topk_args *a) { return st_blocks_of(a->max_context); }
 
 st_status st_index_topk_check_fit(const st_index_topk_config *cfg, const st_index_topk_args *a, st_err *err) {
   if (a->topk > cfg->topk_cap)
@@ -123,7 +119,8 @@ st_status st_index_topk_plan_make(const st_index_topk_config *cfg, const st_inde
   plan->grid[1] = (unsigned)a->score.shape[0];
   plan->grid[2] = 1;
   plan->block = (unsigned)cfg->threads;
-  plan->smem_bytes = cfg->algo == ST_INDEX_TOPK_WARP ? 0u : (unsigned)(cfg->rows * p->max_blocks * 4);
+  /* The fit check held this under ST_INDEX_TOPK_MAX_SMEM, in 64 bits. */
+  plan->smem_bytes = cfg->algo == ST_INDEX_TOPK_WARP ? 0u : (unsigned)((int64_t)cfg->rows * max_blocks_of(a) * 4);
   return ST_OK;
 }
 

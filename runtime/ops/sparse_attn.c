@@ -184,10 +184,11 @@ st_status st_sparse_attn_check_args(const st_sparse_attn_args *a, st_err *err) {
   if (a->max_context < 1 || a->max_context > cap)
     return st_fail(err, ST_ERR_INVALID_ARG, "max_context=%d is outside 1..%lld (block_table columns x %d)",
                    a->max_context, (long long)cap, ST_BLOCK_TOKENS);
-  /* The kernel names a block by request * max_blocks + block in an int32. */
-  if (R * ((a->max_context + ST_BLOCK_TOKENS - 1) / ST_BLOCK_TOKENS) > INT32_MAX)
-    return st_fail(err, ST_ERR_UNSUPPORTED, "%lld requests x %d blocks of max_context=%d exceed 2^31 blocks",
-                   (long long)R, (a->max_context + ST_BLOCK_TOKENS - 1) / ST_BLOCK_TOKENS, a->max_context);
+  /* The kernel names a block by request * max_blocks + block in an int32
+   * (R <= INT32_MAX and max_blocks < 2^24: the product fits int64). */
+  if (R * st_blocks_of(a->max_context) > INT32_MAX)
+    return st_fail(err, ST_ERR_UNSUPPORTED, "%lld requests x %lld blocks of max_context=%d exceed 2^31 blocks",
+                   (long long)R, (long long)st_blocks_of(a->max_context), a->max_context);
   if ((s = st_attn_check_outputs(&a->o, &a->lse, total_q, Hq, D, "total_q", err)) != ST_OK) return s;
   /* 16-byte vector loads of q rows. */
   return st_check_vector_rows(&a->q, "q", 16, err);
@@ -228,7 +229,7 @@ static void fill_params(const st_sparse_attn_args *a, st_sparse_attn_params *p) 
   p->total_q = (int32_t)a->q.shape[0];
   p->num_kv_heads = (int32_t)a->k_cache.shape[1];
   p->topk = (int32_t)a->topk_idx.shape[2];
-  p->max_blocks = (int32_t)((a->max_context + ST_BLOCK_TOKENS - 1) / ST_BLOCK_TOKENS);
+  p->max_blocks = (int32_t)st_blocks_of(a->max_context);
 }
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -247,7 +248,9 @@ static int64_t block_items(int64_t Hkv, int64_t nq, int64_t topk, int64_t tokens
   return entries / tokens + (entries < max_keys ? entries : max_keys);
 }
 
-/* Workspace of block-major chunks of chunk_q tokens; sets the offsets. */
+/* Workspace of block-major chunks of chunk_q tokens; sets the offsets.
+ * chunk_q x topk < 2^23 (plan_block's max_chunk), Hkv <= 65535, group
+ * <= 32, head_dim <= 256, max_keys < 2^31: every piece under 2^55 bytes. */
 static size_t block_workspace(const st_sparse_attn_config *cfg, int64_t Hkv, int64_t topk, int64_t max_keys,
                               int64_t chunk_q, st_sparse_attn_plan *plan) {
   const size_t entries = (size_t)(Hkv * chunk_q * topk), states = entries * (size_t)cfg->group;

@@ -289,6 +289,8 @@ st_status st_sparse_attn_decode_plan_make(const st_sparse_attn_decode_config *cf
   p->splits = splits;
   p->blocks_per_split = (int32_t)per_split;
 
+  /* R*qlen and Hkv <= 65535, splits <= 64, group <= 32, head_dim <= 256:
+   * every size here stays under 2^53 bytes. */
   size_t off = 0;
   if (splits > 1) {
     const size_t states = (size_t)items * (size_t)splits * (size_t)cfg->group;

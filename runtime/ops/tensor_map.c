@@ -75,7 +75,12 @@ static st_status page_geometry(const st_tensor *cache, const char *name, int64_t
   const int n = cache->ndim;
   if (n != 3 && n != 4)
     return st_fail(err, ST_ERR_INVALID_ARG, "%s has %d dimensions, not [pages, (heads,) 128, D]", name, n);
-  const int64_t elem = st_dtype_bytes(cache->dtype), row_bytes = cache->shape[n - 1] * elem;
+  /* On the launch path views come checked (st_check_tensor: strides and
+   * extent fit int64 in bytes); for any other caller a product that would
+   * overflow saturates, and is refused below as out of range. */
+  const int64_t elem = st_dtype_bytes(cache->dtype);
+  int64_t row_bytes;
+  if (__builtin_mul_overflow(cache->shape[n - 1], elem, &row_bytes)) row_bytes = INT64_MAX;
   if (elem > 0 && row_bytes % 128)
     return st_fail(err, ST_ERR_INVALID_ARG, "%s rows of %lld bytes are not whole 128-byte panels", name,
                    (long long)row_bytes);
@@ -85,7 +90,7 @@ static st_status page_geometry(const st_tensor *cache, const char *name, int64_t
     dims[d] = cache->shape[n - 1 - d];
     box[d] = d == 0 ? (uint32_t)(elem > 0 ? 128 / elem : 1) : d == 1 ? (uint32_t)cache->shape[n - 2] : 1u;
     if (d == 0) continue;
-    strides[d - 1] = cache->stride[n - 1 - d] * elem;
+    if (__builtin_mul_overflow(cache->stride[n - 1 - d], elem, &strides[d - 1])) strides[d - 1] = INT64_MAX;
     if (strides[d - 1] <= 0 || strides[d - 1] % 16 || strides[d - 1] >= (1ll << 40))
       return st_fail(err, ST_ERR_INVALID_ARG,
                      "%s.stride[%d]=%lld elements (%lld bytes) must be a positive multiple of 16 bytes below 2^40 for "

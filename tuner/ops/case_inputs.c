@@ -130,7 +130,9 @@ st_status st_case_requests(const char *reqs, int32_t **cu_seqlens_q, int32_t **s
   for (const char *p = reqs; *p;) {
     parse_request_item(&p, &q, &prefix, &count);
     for (long c = 0; c < count; c++, r++) {
-      if (q + prefix > (1L << 24) || cu[r] + q > (1L << 30)) goto bad;
+      /* q and prefix are what strtol read, up to LONG_MAX: each is bounded
+       * before a sum is formed (seq_len <= 2^24, total_q <= 2^30). */
+      if (q > (1L << 24) || prefix > (1L << 24) - q || q > (1L << 30) - cu[r]) goto bad;
       cu[r + 1] = cu[r] + (int32_t)q;
       seq[r] = (int32_t)(q + prefix);
       if (seq[r] > *max_context) *max_context = seq[r];
