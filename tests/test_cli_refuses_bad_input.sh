@@ -54,6 +54,19 @@ expect 2 "unknown op ''" -- "$bin" generate --op index_decode, --db gen.db
 expect 0 "--op OP.*comma|OP,OP" -- "$bin" bench --help
 expect 2 "sm_80a|arch" -- "$bin" compile --arch sm_80a --db gen.db --suite smoke
 
+# Suites that do not parse or fail as they load: Lua's reason with the file
+# and line, exit 1, and no database written.
+home=$dir/home
+mkdir "$home" && cp -R "$ST_SOURCE_DIR/generator" "$ST_SOURCE_DIR/templates" "$home"/ || exit 1
+sed -i '0,/^local M = {}$/s//local M = {/' "$home/generator/suites.lua"
+expect 1 "suites\.lua:[0-9]+: unexpected symbol near 'local'" -- \
+  env SPARSETUNE_HOME="$home" "$bin" generate --suite smoke --db broken.db
+cp "$ST_SOURCE_DIR/generator/suites.lua" "$home/generator/suites.lua"
+sed -i '0,/^local M = {}$/s//local M = nil + 1/' "$home/generator/suites.lua"
+expect 1 "suites\.lua:[0-9]+: attempt to perform arithmetic on a nil value" -- \
+  env SPARSETUNE_HOME="$home" "$bin" generate --suite smoke --db broken.db
+[ -e broken.db ] && { echo "FAIL: broken.db was created"; fails=$((fails + 1)); }
+
 # A file that is not SQLite, one of another application, a corrupt one: refused, untouched.
 printf 'not a database, just text\n' >foreign.txt
 sqlite3 other.db "CREATE TABLE notes(x); INSERT INTO notes VALUES (1);" 2>/dev/null ||

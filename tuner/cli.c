@@ -158,8 +158,9 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
 
 int st_cli_open(const st_cli *cli, st_gen **gen, st_db **db) {
   st_err err = {{0}};
+  /* The generator's messages say that they are the generator's. */
   if (gen && st_gen_open(NULL, NULL, gen, &err) != ST_OK) {
-    st_cli_error(cli, "generator: %s", err.msg);
+    st_cli_error(cli, "%s", err.msg);
     return ST_EXIT_FAIL;
   }
   if (db && st_db_open(cli->db_path, ST_DB_READWRITE, db, &err) != ST_OK) {
