@@ -29,6 +29,17 @@ expect() {
 expect 2 "unknown command 'frobnicate'" -- "$bin" frobnicate
 expect 2 "usage: sparsetune" -- "$bin"
 expect 0 "usage: sparsetune tune" -- "$bin" tune --help
+expect 0 "^sparsetune [0-9]+\.[0-9]+" -- "$bin" version
+expect 0 "usage: sparsetune version" -- "$bin" version --help
+expect 0 "usage: sparsetune version" -- "$bin" version -h
+expect 2 "version: unknown option --bogus" -- "$bin" version --bogus
+expect 2 "version: unexpected argument 'foo'" -- "$bin" version foo
+expect 2 "unexpected argument 'foo'" -- "$bin" --version foo
+expect 2 "option --db does not apply to this command" -- "$bin" version --db x.db
+expect 0 "usage: sparsetune regress" -- "$bin" help regress
+expect 0 "usage: sparsetune <command>" -- "$bin" help
+expect 2 "help: unknown command 'bogus'" -- "$bin" help bogus
+expect 2 "help: unexpected argument 'extra'" -- "$bin" help regress extra
 expect 2 "unknown option --colour" -- "$bin" show --colour
 expect 2 "option --arch does not apply to this command" -- "$bin" show --arch sm_90a
 expect 2 "option --match does not apply to this command" -- "$bin" bench --match .kr.
