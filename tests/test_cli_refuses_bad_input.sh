@@ -56,6 +56,11 @@ expect 2 "needs a value" -- "$bin" tune --suite
 expect 2 "--threshold=abc is not a fraction" -- "$bin" regress --base 1 --head 2 --threshold abc
 expect 2 "--base RUN and --head RUN are both required" -- "$bin" regress --base 1
 expect 2 "show run needs a run id" -- "$bin" show run
+expect 2 "unexpected argument '5'" -- "$bin" show runs 5
+expect 2 "unexpected argument 'extra'" -- "$bin" show run 3 extra
+expect 2 "unexpected argument 'extra'" -- "$bin" show winners "NVIDIA H200" extra
+expect 2 "show winners needs a device name" -- "$bin" show winners ""
+expect 0 "winners DEVICE" -- "$bin" show --help
 expect 2 "unknown report 'everything'" -- "$bin" show everything
 expect 2 "unexpected argument 'extra'" -- "$bin" generate extra
 expect 2 "suite.*nope" -- "$bin" generate --suite nope --db gen.db

@@ -48,6 +48,22 @@ static int parse_ll(const st_cli *cli, const char *name, const char *text, long 
   return 0;
 }
 
+/* show's words after the options: the report, then the run id of `run` or
+ * the device name of `winners`. Whatever follows is left to the caller's
+ * check for unexpected arguments. */
+static int parse_report(int argc, char **argv, st_cli *cli) {
+  cli->what = argv[optind++];
+  if (optind == argc) return 0;
+  if (!strcmp(cli->what, "winners")) {
+    cli->device_name = argv[optind++];
+    return 0;
+  }
+  if (strcmp(cli->what, "run")) return 0;
+  if (parse_ll(cli, "run", argv[optind], 1, (long long)(~0ULL >> 1), &cli->run)) return -2;
+  optind++;
+  return 0;
+}
+
 int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_cli *cli) {
   memset(cli, 0, sizeof *cli);
   cli->cmd = argv[0];
@@ -138,13 +154,7 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
     }
     }
   }
-  if (optind < argc && (allowed & ST_OPT_RUN)) {
-    cli->what = argv[optind++];
-    if (optind < argc) {
-      if (parse_ll(cli, "run", argv[optind], 1, (long long)(~0ULL >> 1), &cli->run)) return -2;
-      optind++;
-    }
-  }
+  if (optind < argc && (allowed & ST_OPT_RUN) && parse_report(argc, argv, cli)) return -2;
   if (optind < argc) {
     st_cli_error(cli, "unexpected argument '%s' (see --help)", argv[optind]);
     return -2;

@@ -38,6 +38,8 @@ typedef struct st_cli {
   double threshold;       /* regress */
   const char *what;       /* show: runs | run | winners */
   long long run;          /* show run N */
+  /* show winners DEVICE: the device model's name; NULL: every model */
+  const char *device_name;
   int print_source;       /* generate: print the rendered sources */
   int harness;            /* bench: also time the variant through the op harness */
   const char *match;      /* tune: only variants whose name contains this; NULL: all */
