@@ -70,6 +70,21 @@ expect 2 "unknown op ''" -- "$bin" generate --op index_decode, --db gen.db
 expect 0 "--op OP.*comma|OP,OP" -- "$bin" bench --help
 expect 2 "sm_80a|arch" -- "$bin" compile --arch sm_80a --db gen.db --suite smoke
 
+# A target NVRTC does not compile for is refused before anything is written:
+# no new database, and an existing one byte for byte as it was.
+for cmd in compile tune; do
+  expect 2 'arch="garbage" is not a GPU architecture' -- "$bin" $cmd --arch garbage --db new.db
+  expect 2 "arch=sm_30 is not supported by NVRTC" -- "$bin" $cmd --arch sm_30 --db new.db --suite smoke --op index_decode
+  [ -e new.db ] && { echo "FAIL: $cmd --arch garbage created new.db"; fails=$((fails + 1)); }
+  rm -f new.db new.db-wal new.db-shm
+done
+"$bin" generate --suite smoke --op index_decode --db kept.db >/dev/null || { echo "FAIL: generate kept.db"; exit 1; }
+before=$(md5sum kept.db)
+expect 2 "is not a GPU architecture" -- "$bin" compile --arch garbage --db kept.db --suite anchors --op index_decode
+expect 2 "is not a GPU architecture" -- "$bin" tune --arch sm_80a --db kept.db --suite anchors --op index_decode
+[ "$(md5sum kept.db)" = "$before" ] || { echo "FAIL: kept.db was modified"; fails=$((fails + 1)); }
+[ -e kept.db-wal ] && { echo "FAIL: kept.db-wal was created"; fails=$((fails + 1)); }
+
 # Suites that do not parse or fail as they load: Lua's reason with the file
 # and line, exit 1, and no database written.
 home=$dir/home

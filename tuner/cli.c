@@ -166,6 +166,14 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
   return 0;
 }
 
+int st_cli_check_arch(const st_cli *cli, const char *arch) {
+  st_err err = {{0}};
+  const st_status s = st_compile_check_arch(arch, &err);
+  if (s == ST_OK) return ST_EXIT_OK;
+  st_cli_error(cli, "%s", err.msg);
+  return s == ST_ERR_INVALID_ARG ? ST_EXIT_USAGE : ST_EXIT_FAIL;
+}
+
 int st_cli_open(const st_cli *cli, st_gen **gen, st_db **db) {
   st_err err = {{0}};
   /* The generator's messages say that they are the generator's. */

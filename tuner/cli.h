@@ -95,6 +95,12 @@ void st_cli_suite_free(st_cli_suite *s);
  * a progress line. Returns an exit code. */
 int st_cli_compile(const st_cli *cli, st_db *db, const st_cli_suite *s, const char *arch);
 
+/* Checks that NVRTC compiles for `arch` (st_compile_check_arch), printing
+ * why not. Commands call it before they open the database, so that a bad
+ * target writes nothing. Returns an exit code: 2 for a target that is not
+ * one, 1 when NVRTC cannot say. */
+int st_cli_check_arch(const st_cli *cli, const char *arch);
+
 /* Opens the generator and the database (read-write), printing errors. */
 int st_cli_open(const st_cli *cli, st_gen **gen, st_db **db);
 

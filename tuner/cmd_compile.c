@@ -37,6 +37,7 @@ int st_cmd_compile(int argc, char **argv) {
       arch = ST_DEFAULT_ARCH;
     }
   }
+  if ((rc = st_cli_check_arch(&cli, arch)) != ST_EXIT_OK) return rc;
   st_gen *gen = NULL;
   st_db *db = NULL;
   if ((rc = st_cli_open(&cli, &gen, &db)) != ST_EXIT_OK) return rc;
