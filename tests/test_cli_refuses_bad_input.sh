@@ -115,6 +115,14 @@ expect 2 "cannot be read" -- "$bin" bench --db missing.db
 expect 2 "cannot be read" -- "$bin" bench --harness --db missing.db
 expect 2 "cannot be read" -- "$bin" bench --cold --db missing.db
 expect 2 "does not apply to this command" -- "$bin" tune --harness
+# An option given is an option used: an abbreviated --suite is bench's suite
+# too, and compile's --device (the GPU whose target to take) is refused
+# beside --arch rather than ignored (--op none: nothing compiles either way).
+expect 2 "unknown suite 'nope'" -- "$bin" bench --sui nope --db gen.db
+expect 2 "unknown suite 'nope'" -- "$bin" bench --suite=nope --db gen.db
+expect 2 "--device picks the GPU whose architecture to target" -- \
+  "$bin" compile --arch sm_90a --device 1 --op none --db new.db
+[ -e new.db ] && { echo "FAIL: compile --arch --device created new.db"; fails=$((fails + 1)); }
 expect 2 "not in the database" -- "$bin" regress --base 1 --head 2 --db gen.db
 
 echo "$passes passed, $fails failed"

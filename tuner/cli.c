@@ -103,11 +103,14 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
                    argv[optind - 1]);
       return -2;
     }
-    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
-      if (need[i].c == c && !(allowed & need[i].flag)) { /* every option but -h is long: li names it */
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
+      if (need[i].c != c) continue;
+      if (!(allowed & need[i].flag)) { /* every option but -h is long: li names it */
         st_cli_error(cli, "option --%s does not apply to this command (see --help)", opts[li].name);
         return -2;
       }
+      cli->given |= need[i].flag;
+    }
     switch (c) {
     case 'd': cli->db_path = optarg; break;
     case 's': cli->suite = optarg; break;

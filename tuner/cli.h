@@ -44,6 +44,7 @@ typedef struct st_cli {
   int harness;            /* bench: also time the variant through the op harness */
   const char *match;      /* tune: only variants whose name contains this; NULL: all */
   int cold;               /* tune, bench: cold-cache timing (cold.h) */
+  unsigned given;         /* the ST_OPT_* flags of the options on the command line */
 } st_cli;
 
 /* Option flags a command accepts. */
