@@ -37,6 +37,10 @@ expect 2 "version: unexpected argument 'foo'" -- "$bin" version foo
 expect 2 "unexpected argument 'foo'" -- "$bin" --version foo
 expect 2 "option --db does not apply to this command" -- "$bin" version --db x.db
 expect 0 "usage: sparsetune regress" -- "$bin" help regress
+# A command's help names no file outside the source tree or the install.
+for cmd in generate compile tune bench show regress version; do
+  "$bin" $cmd --help | grep -q '\.\./' && { echo "FAIL: $cmd --help points outside the tree"; fails=$((fails + 1)); }
+done
 expect 0 "usage: sparsetune <command>" -- "$bin" help
 expect 2 "help: unknown command 'bogus'" -- "$bin" help bogus
 expect 2 "help: unexpected argument 'extra'" -- "$bin" help regress extra

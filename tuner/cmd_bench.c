@@ -37,7 +37,7 @@ static const char usage[] =
     "                        [--json]\n"
     "\n"
     "Times the runtime's dispatch (the winners recorded in the database) on\n"
-    "every shape of the suite, as ../shared/anchors.md measured the peer:\n"
+    "every shape of the suite, the way the peer's times in it were taken:\n"
     "CUDA-graph replays, median of 5 x 40 (prefill ops: 5 x 10), same inputs\n"
     "each replay, the warm-up started from a flushed L2; a set spread over\n"
     "more than 3% is timed again, up to three sets, and the quietest is kept\n"

@@ -42,7 +42,7 @@ static const char usage[] =
     "                 them (pools of 16x the L2 size, each replay reading other\n"
     "                 pages); the winners are then picked on those times. A\n"
     "                 cold run resumes only a cold run. Default: the same\n"
-    "                 inputs each replay, as ../shared/anchors.md timed the peer\n";
+    "                 inputs each replay, as the suites' peer times were taken\n";
 
 typedef struct binary_slot {
   char hash[40];
