@@ -29,6 +29,21 @@ expect() {
 expect 2 "unknown command 'frobnicate'" -- "$bin" frobnicate
 expect 2 "usage: sparsetune" -- "$bin"
 expect 0 "usage: sparsetune tune" -- "$bin" tune --help
+expect 0 "^sparsetune [0-9]+\.[0-9]+" -- "$bin" version
+expect 0 "usage: sparsetune version" -- "$bin" version --help
+expect 0 "usage: sparsetune version" -- "$bin" version -h
+expect 2 "version: unknown option --bogus" -- "$bin" version --bogus
+expect 2 "version: unexpected argument 'foo'" -- "$bin" version foo
+expect 2 "unexpected argument 'foo'" -- "$bin" --version foo
+expect 2 "option --db does not apply to this command" -- "$bin" version --db x.db
+expect 0 "usage: sparsetune regress" -- "$bin" help regress
+# A command's help names no file outside the source tree or the install.
+for cmd in generate compile tune bench show regress version; do
+  "$bin" $cmd --help | grep -q '\.\./' && { echo "FAIL: $cmd --help points outside the tree"; fails=$((fails + 1)); }
+done
+expect 0 "usage: sparsetune <command>" -- "$bin" help
+expect 2 "help: unknown command 'bogus'" -- "$bin" help bogus
+expect 2 "help: unexpected argument 'extra'" -- "$bin" help regress extra
 expect 2 "unknown option --colour" -- "$bin" show --colour
 expect 2 "option --arch does not apply to this command" -- "$bin" show --arch sm_90a
 expect 2 "option --match does not apply to this command" -- "$bin" bench --match .kr.
@@ -45,6 +60,11 @@ expect 2 "needs a value" -- "$bin" tune --suite
 expect 2 "--threshold=abc is not a fraction" -- "$bin" regress --base 1 --head 2 --threshold abc
 expect 2 "--base RUN and --head RUN are both required" -- "$bin" regress --base 1
 expect 2 "show run needs a run id" -- "$bin" show run
+expect 2 "unexpected argument '5'" -- "$bin" show runs 5
+expect 2 "unexpected argument 'extra'" -- "$bin" show run 3 extra
+expect 2 "unexpected argument 'extra'" -- "$bin" show winners "NVIDIA H200" extra
+expect 2 "show winners needs a device name" -- "$bin" show winners ""
+expect 0 "winners DEVICE" -- "$bin" show --help
 expect 2 "unknown report 'everything'" -- "$bin" show everything
 expect 2 "unexpected argument 'extra'" -- "$bin" generate extra
 expect 2 "suite.*nope" -- "$bin" generate --suite nope --db gen.db
@@ -53,6 +73,34 @@ expect 2 "unknown op 'bogus'" -- "$bin" generate --op index_decode,bogus --db ge
 expect 2 "unknown op ''" -- "$bin" generate --op index_decode, --db gen.db
 expect 0 "--op OP.*comma|OP,OP" -- "$bin" bench --help
 expect 2 "sm_80a|arch" -- "$bin" compile --arch sm_80a --db gen.db --suite smoke
+
+# A target NVRTC does not compile for is refused before anything is written:
+# no new database, and an existing one byte for byte as it was.
+for cmd in compile tune; do
+  expect 2 'arch="garbage" is not a GPU architecture' -- "$bin" $cmd --arch garbage --db new.db
+  expect 2 "arch=sm_30 is not supported by NVRTC" -- "$bin" $cmd --arch sm_30 --db new.db --suite smoke --op index_decode
+  [ -e new.db ] && { echo "FAIL: $cmd --arch garbage created new.db"; fails=$((fails + 1)); }
+  rm -f new.db new.db-wal new.db-shm
+done
+"$bin" generate --suite smoke --op index_decode --db kept.db >/dev/null || { echo "FAIL: generate kept.db"; exit 1; }
+before=$(md5sum kept.db)
+expect 2 "is not a GPU architecture" -- "$bin" compile --arch garbage --db kept.db --suite anchors --op index_decode
+expect 2 "is not a GPU architecture" -- "$bin" tune --arch sm_80a --db kept.db --suite anchors --op index_decode
+[ "$(md5sum kept.db)" = "$before" ] || { echo "FAIL: kept.db was modified"; fails=$((fails + 1)); }
+[ -e kept.db-wal ] && { echo "FAIL: kept.db-wal was created"; fails=$((fails + 1)); }
+
+# Suites that do not parse or fail as they load: Lua's reason with the file
+# and line, exit 1, and no database written.
+home=$dir/home
+mkdir "$home" && cp -R "$ST_SOURCE_DIR/generator" "$ST_SOURCE_DIR/templates" "$home"/ || exit 1
+sed -i '0,/^local M = {}$/s//local M = {/' "$home/generator/suites.lua"
+expect 1 "suites\.lua:[0-9]+: unexpected symbol near 'local'" -- \
+  env SPARSETUNE_HOME="$home" "$bin" generate --suite smoke --db broken.db
+cp "$ST_SOURCE_DIR/generator/suites.lua" "$home/generator/suites.lua"
+sed -i '0,/^local M = {}$/s//local M = nil + 1/' "$home/generator/suites.lua"
+expect 1 "suites\.lua:[0-9]+: attempt to perform arithmetic on a nil value" -- \
+  env SPARSETUNE_HOME="$home" "$bin" generate --suite smoke --db broken.db
+[ -e broken.db ] && { echo "FAIL: broken.db was created"; fails=$((fails + 1)); }
 
 # A file that is not SQLite, one of another application, a corrupt one: refused, untouched.
 printf 'not a database, just text\n' >foreign.txt
@@ -71,6 +119,14 @@ expect 2 "cannot be read" -- "$bin" bench --db missing.db
 expect 2 "cannot be read" -- "$bin" bench --harness --db missing.db
 expect 2 "cannot be read" -- "$bin" bench --cold --db missing.db
 expect 2 "does not apply to this command" -- "$bin" tune --harness
+# An option given is an option used: an abbreviated --suite is bench's suite
+# too, and compile's --device (the GPU whose target to take) is refused
+# beside --arch rather than ignored (--op none: nothing compiles either way).
+expect 2 "unknown suite 'nope'" -- "$bin" bench --sui nope --db gen.db
+expect 2 "unknown suite 'nope'" -- "$bin" bench --suite=nope --db gen.db
+expect 2 "--device picks the GPU whose architecture to target" -- \
+  "$bin" compile --arch sm_90a --device 1 --op none --db new.db
+[ -e new.db ] && { echo "FAIL: compile --arch --device created new.db"; fails=$((fails + 1)); }
 expect 2 "not in the database" -- "$bin" regress --base 1 --head 2 --db gen.db
 
 echo "$passes passed, $fails failed"

@@ -131,26 +131,50 @@ static void test_locate_says_where_and_why(void **state) {
   assert_contains(err.msg, "generator directory '/nonexistent/home/generator' does not exist (from $SPARSETUNE_HOME)");
 }
 
-/* A generator directory whose main.lua is `text`: st_gen_open must fail
- * with a message containing `part`, and free everything (ASan builds). */
-static void expect_open_failure(const char *text, const char *part) {
-  char dir[512], path[600];
-  st_test_temp_path(dir, sizeof dir, "-gen");
-  assert_int_equal(mkdir(dir, 0700), 0);
-  snprintf(path, sizeof path, "%s/main.lua", dir);
+/* A file of a generator directory made for a test. */
+typedef struct gen_file {
+  const char *name, *text;
+} gen_file;
+
+static void write_file(const char *dir, const gen_file *file) {
+  char path[700];
+  snprintf(path, sizeof path, "%s/%s", dir, file->name);
   FILE *f = fopen(path, "w");
   assert_non_null(f);
-  fputs(text, f);
-  fclose(f);
+  fputs(file->text, f);
+  assert_int_equal(fclose(f), 0);
+}
+
+/* A generator directory of `n` files (an ops/ folder is there for op
+ * modules): st_gen_open must fail with a message containing `part`, on one
+ * line, and free everything (ASan builds). */
+static void expect_open_failure_of(const gen_file *files, int n, const char *part) {
+  char dir[512], sub[600];
+  st_test_temp_path(dir, sizeof dir, "-gen");
+  assert_int_equal(mkdir(dir, 0700), 0);
+  snprintf(sub, sizeof sub, "%s/ops", dir);
+  assert_int_equal(mkdir(sub, 0700), 0);
+  for (int i = 0; i < n; i++) write_file(dir, &files[i]);
   st_gen *g = NULL;
   st_err err = {{0}};
   const st_status s = st_gen_open(dir, TEST_TEMPLATES, &g, &err);
-  unlink(path);
+  for (int i = 0; i < n; i++) {
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s", dir, files[i].name);
+    unlink(path);
+  }
+  rmdir(sub);
   rmdir(dir);
   assert_int_equal(s, ST_ERR_INVALID_ARG);
   assert_null(g);
   assert_contains(err.msg, part);
-  assert_null(strchr(err.msg, '\n')); /* the first line of the traceback only */
+  assert_null(strchr(err.msg, '\n'));
+}
+
+/* A generator directory whose main.lua is `text`. */
+static void expect_open_failure(const char *text, const char *part) {
+  const gen_file main_lua = {"main.lua", text};
+  expect_open_failure_of(&main_lua, 1, part);
 }
 
 static void test_open_reports_lua_errors(void **state) {
@@ -160,6 +184,43 @@ static void test_open_reports_lua_errors(void **state) {
   expect_open_failure("local x = nil\nreturn { new = function() return x.y end }",
                       "main.lua:2: attempt to index a nil value");
   expect_open_failure("return 42", "did not return a table");
+}
+
+/* A module that main.lua requires (the suites, an op) and that does not
+ * parse or fails as it loads: Lua's reason with the file and line reaches
+ * the message, which `require` puts on a line of its own. */
+static void test_open_reports_lua_errors_of_required_modules(void **state) {
+  (void)state;
+  static const char main_lua[] = "local suites = require('suites')\n"
+                                 "local op = require('ops.index_decode')\n"
+                                 "return { new = function() return {} end }\n";
+  const gen_file bad_suites[] = {{"main.lua", main_lua},
+                                 {"suites.lua", "local M = {\n  smoke = {\n}\nreturn M\n"},
+                                 {"ops/index_decode.lua", "return {}\n"}};
+  expect_open_failure_of(bad_suites, 3, "suites.lua:4: '}' expected (to close '{' at line 1) near 'return'");
+  const gen_file bad_op[] = {
+      {"main.lua", main_lua},
+      {"suites.lua", "return {}\n"},
+      {"ops/index_decode.lua", "local M = {}\nfunction M.check_shape(s)\n  return s.B >\nend\n"}};
+  expect_open_failure_of(bad_op, 3, "index_decode.lua:4: unexpected symbol near 'end'");
+  const gen_file raising[] = {{"main.lua", main_lua},
+                              {"suites.lua", "local x = nil\nreturn x.rows\n"},
+                              {"ops/index_decode.lua", "return {}\n"}};
+  expect_open_failure_of(raising, 3, "suites.lua:2: attempt to index a nil value (local 'x')");
+}
+
+/* Kernel parameters of index_decode that the stand-in template renders. */
+static void stand_in_kernel(st_params *k) {
+  st_err err = {{0}};
+  assert_int_equal(st_params_set(k, "dtype", "fp8", &err), ST_OK);
+  assert_int_equal(st_params_set(k, "algo", "split", &err), ST_OK);
+  assert_int_equal(st_params_set_int(k, "head_dim", 64, &err), ST_OK);
+  assert_int_equal(st_params_set_int(k, "topk", 8, &err), ST_OK);
+  assert_int_equal(st_params_set_int(k, "heads_per_cta", 2, &err), ST_OK);
+  assert_int_equal(st_params_set_int(k, "max_qlen", 3, &err), ST_OK);
+  assert_int_equal(st_params_set_int(k, "threads", 128, &err), ST_OK);
+  assert_int_equal(st_params_set_int(k, "units_in_flight", 4, &err), ST_OK);
+  assert_int_equal(st_params_set_int(k, "bulk_stages", 0, &err), ST_OK);
 }
 
 /* A temporary directory with `generator` and `templates` links. */
@@ -198,15 +259,7 @@ static void test_open_finds_directories_under_sparsetune_home(void **state) {
   }
   /* The stand-in template of tests/data proves which templates were used. */
   st_params k = {0};
-  assert_int_equal(st_params_set(&k, "dtype", "fp8", &err), ST_OK);
-  assert_int_equal(st_params_set(&k, "algo", "split", &err), ST_OK);
-  assert_int_equal(st_params_set_int(&k, "head_dim", 64, &err), ST_OK);
-  assert_int_equal(st_params_set_int(&k, "topk", 8, &err), ST_OK);
-  assert_int_equal(st_params_set_int(&k, "heads_per_cta", 2, &err), ST_OK);
-  assert_int_equal(st_params_set_int(&k, "max_qlen", 3, &err), ST_OK);
-  assert_int_equal(st_params_set_int(&k, "threads", 128, &err), ST_OK);
-  assert_int_equal(st_params_set_int(&k, "units_in_flight", 4, &err), ST_OK);
-  assert_int_equal(st_params_set_int(&k, "bulk_stages", 0, &err), ST_OK);
+  stand_in_kernel(&k);
   char *src = NULL;
   const st_status rs = st_gen_render(g, "index_decode", &k, &src, &err);
   remove_home(home);
@@ -535,6 +588,32 @@ static void test_variant_ids_follow_included_template_text(void **state) {
   st_gen_close(g);
 }
 
+/* A template error raised while rendering reaches the caller with the
+ * template file and line, through the bridge as through the renderer. */
+static void test_template_errors_name_the_file_and_line(void **state) {
+  (void)state;
+  char dir[512], tpl[600], hdr[600];
+  st_test_temp_path(dir, sizeof dir, "-templates");
+  assert_int_equal(mkdir(dir, 0700), 0);
+  snprintf(tpl, sizeof tpl, "%s/index_decode.cu", dir);
+  snprintf(hdr, sizeof hdr, "%s/common.h", dir);
+  copy_file(TEST_TEMPLATES "/index_decode.cu", tpl, NULL);
+  copy_file(TEST_TEMPLATES "/common.h", hdr, "constexpr int LOST = ${not_a_parameter};\n");
+  st_gen *g = open_gen(dir);
+  st_params k = {0};
+  stand_in_kernel(&k);
+  char *src = NULL;
+  st_err err = {{0}};
+  const st_status s = st_gen_render(g, "index_decode", &k, &src, &err);
+  unlink(tpl);
+  unlink(hdr);
+  rmdir(dir);
+  st_gen_close(g);
+  assert_int_equal(s, ST_ERR_INVALID_ARG);
+  assert_null(src);
+  assert_string_equal(err.msg, "generator: common.h:3: template parameter 'not_a_parameter' has no value");
+}
+
 static void test_render_fills_the_real_template(void **state) {
   (void)state;
   st_gen *g = open_gen(NULL);
@@ -805,6 +884,7 @@ int main(void) {
       cmocka_unit_test(test_open_reports_missing_directories),
       cmocka_unit_test(test_locate_says_where_and_why),
       cmocka_unit_test(test_open_reports_lua_errors),
+      cmocka_unit_test(test_open_reports_lua_errors_of_required_modules),
       cmocka_unit_test(test_open_finds_directories_under_sparsetune_home),
       cmocka_unit_test(test_suite_shape_and_dispatch_keys_are_canonical),
       cmocka_unit_test(test_suite_anchors_are_the_anchor_rows),
@@ -815,6 +895,7 @@ int main(void) {
       cmocka_unit_test(test_variants_are_unique_and_read_by_the_launcher),
       cmocka_unit_test(test_variant_ids_are_stable_across_runs),
       cmocka_unit_test(test_variant_ids_follow_included_template_text),
+      cmocka_unit_test(test_template_errors_name_the_file_and_line),
       cmocka_unit_test(test_render_fills_the_real_template),
       cmocka_unit_test(test_suite_sparse_attn_decode_shapes_cross_the_bridge),
       cmocka_unit_test(test_sparse_attn_decode_applies_over_text_parameters),

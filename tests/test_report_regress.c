@@ -340,6 +340,38 @@ static void test_cold_and_warm_runs_are_not_compared(void **state) {
   }
 }
 
+/* A run that measured nothing (stopped before its first shape) compares
+ * as empty on either side: every ok pair of the other run is "only in" it,
+ * in text and in JSON. */
+static void test_a_run_without_measurements_compares_as_empty(void **state) {
+  fixture *f = *state;
+  const int64_t empty = fx_run(f->db, "tune", "index_decode", f->device, "done");
+  const int64_t empty2 = fx_run(f->db, "tune", "index_decode", f->device, "done");
+  const int ok_in_base = f->expect.compared + f->expect.only_base;
+  const int ok_in_head = f->expect.compared + f->expect.only_head;
+  const struct {
+    int64_t b, h;
+    int only_base, only_head;
+  } cases[] = {{f->base, empty, ok_in_base, 0}, {empty, f->head, 0, ok_in_head}, {empty, empty2, 0, 0}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    for (int json = 0; json < 2; json++) {
+      st_regress_opts o = {cases[i].b, cases[i].h, 0.05, json ? ST_REPORT_JSON : ST_REPORT_TEXT};
+      st_regress_summary s;
+      st_err err = {{0}};
+      capture c;
+      capture_open(&c);
+      const st_status st = st_report_regress(f->db, c.f, &o, &s, &err);
+      capture_close(&c);
+      if (st != ST_OK) fail_msg("runs %lld, %lld: %s", (long long)cases[i].b, (long long)cases[i].h, err.msg);
+      assert_int_equal(s.compared, 0);
+      assert_int_equal(s.regressions, 0);
+      assert_int_equal(s.only_base, cases[i].only_base);
+      assert_int_equal(s.only_head, cases[i].only_head);
+      if (json) assert_true(fx_json_valid(c.buf));
+      free(c.buf);
+    }
+}
+
 static void test_runs_of_other_ops_and_devices_warn(void **state) {
   fixture *f = *state;
   int64_t h200 = fx_device(f->db, "NVIDIA H200", "sm_90a", "uuid-h200");
@@ -379,6 +411,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_bad_arguments_are_refused_without_output, setup, teardown),
       cmocka_unit_test_setup_teardown(test_runs_of_other_ops_and_devices_warn, setup, teardown),
       cmocka_unit_test_setup_teardown(test_cold_and_warm_runs_are_not_compared, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_a_run_without_measurements_compares_as_empty, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -50,6 +50,22 @@ static int parse_ll(const st_cli *cli, const char *name, const char *text, long 
   return 0;
 }
 
+/* show's words after the options: the report, then the run id of `run` or
+ * the device name of `winners`. Whatever follows is left to the caller's
+ * check for unexpected arguments. */
+static int parse_report(int argc, char **argv, st_cli *cli) {
+  cli->what = argv[optind++];
+  if (optind == argc) return 0;
+  if (!strcmp(cli->what, "winners")) {
+    cli->device_name = argv[optind++];
+    return 0;
+  }
+  if (strcmp(cli->what, "run")) return 0;
+  if (parse_ll(cli, "run", argv[optind], 1, (long long)(~0ULL >> 1), &cli->run)) return -2;
+  optind++;
+  return 0;
+}
+
 int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_cli *cli) {
   memset(cli, 0, sizeof *cli);
   cli->cmd = argv[0];
@@ -89,11 +105,14 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
                    argv[optind - 1]);
       return -2;
     }
-    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
-      if (need[i].c == c && !(allowed & need[i].flag)) { /* every option but -h is long: li names it */
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
+      if (need[i].c != c) continue;
+      if (!(allowed & need[i].flag)) { /* every option but -h is long: li names it */
         st_cli_error(cli, "option --%s does not apply to this command (see --help)", opts[li].name);
         return -2;
       }
+      cli->given |= need[i].flag;
+    }
     switch (c) {
     case 'd': cli->db_path = optarg; break;
     case 's': cli->suite = optarg; break;
@@ -140,13 +159,7 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
     }
     }
   }
-  if (optind < argc && (allowed & ST_OPT_RUN)) {
-    cli->what = argv[optind++];
-    if (optind < argc) {
-      if (parse_ll(cli, "run", argv[optind], 1, (long long)(~0ULL >> 1), &cli->run)) return -2;
-      optind++;
-    }
-  }
+  if (optind < argc && (allowed & ST_OPT_RUN) && parse_report(argc, argv, cli)) return -2;
   if (optind < argc) {
     st_cli_error(cli, "unexpected argument '%s' (see --help)", argv[optind]);
     return -2;
@@ -158,10 +171,19 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
   return 0;
 }
 
+int st_cli_check_arch(const st_cli *cli, const char *arch) {
+  st_err err = {{0}};
+  const st_status s = st_compile_check_arch(arch, &err);
+  if (s == ST_OK) return ST_EXIT_OK;
+  st_cli_error(cli, "%s", err.msg);
+  return s == ST_ERR_INVALID_ARG ? ST_EXIT_USAGE : ST_EXIT_FAIL;
+}
+
 int st_cli_open(const st_cli *cli, st_gen **gen, st_db **db) {
   st_err err = {{0}};
+  /* The generator's messages say that they are the generator's. */
   if (gen && st_gen_open(NULL, NULL, gen, &err) != ST_OK) {
-    st_cli_error(cli, "generator: %s", err.msg);
+    st_cli_error(cli, "%s", err.msg);
     return ST_EXIT_FAIL;
   }
   if (db && st_db_open(cli->db_path, ST_DB_READWRITE, db, &err) != ST_OK) {

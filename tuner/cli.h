@@ -38,10 +38,13 @@ typedef struct st_cli {
   double threshold;       /* regress */
   const char *what;       /* show: runs | run | winners */
   long long run;          /* show run N */
+  /* show winners DEVICE: the device model's name; NULL: every model */
+  const char *device_name;
   int print_source;       /* generate: print the rendered sources */
   int harness;            /* bench: also time the variant through the op harness */
   const char *match;      /* tune: only variants whose name contains this; NULL: all */
   int cold;               /* tune, bench: cold-cache timing (cold.h) */
+  unsigned given;         /* the ST_OPT_* flags of the options on the command line */
 } st_cli;
 
 /* Option flags a command accepts. */
@@ -94,6 +97,12 @@ void st_cli_suite_free(st_cli_suite *s);
  * meanwhile, under this process's writer lock) and stops when this process
  * is asked to (SIGINT, SIGTERM) or dies. Returns an exit code. */
 int st_cli_compile(const st_cli *cli, st_db *db, const st_cli_suite *s, const char *arch);
+
+/* Checks that NVRTC compiles for `arch` (st_compile_check_arch), printing
+ * why not. Commands call it before they open the database, so that a bad
+ * target writes nothing. Returns an exit code: 2 for a target that is not
+ * one, 1 when NVRTC cannot say. */
+int st_cli_check_arch(const st_cli *cli, const char *arch);
 
 /* Opens the generator and the database (read-write), printing errors. */
 int st_cli_open(const st_cli *cli, st_gen **gen, st_db **db);

@@ -18,7 +18,7 @@ static const char usage[] =
     "  --op OP        only this op of the suite (OP,OP,...: only these ops)\n"
     "  --db FILE      database (default ./sparsetune.db)\n"
     "  --arch SM      target, e.g. sm_90a (default: the GPU's, else sm_90a)\n"
-    "  --device N     the GPU whose architecture to target (default 0)\n"
+    "  --device N     the GPU whose architecture to target, without --arch (default 0)\n"
     "  --jobs N       compile threads (default: all CPUs)\n";
 
 int st_cmd_compile(int argc, char **argv) {
@@ -26,6 +26,11 @@ int st_cmd_compile(int argc, char **argv) {
   int rc = st_cli_parse(argc, argv, ST_OPT_DB | ST_OPT_SUITE | ST_OPT_OP | ST_OPT_ARCH | ST_OPT_DEVICE | ST_OPT_JOBS,
                         usage, &cli);
   if (rc) return rc == -1 ? ST_EXIT_OK : ST_EXIT_USAGE;
+  if (cli.arch && (cli.given & ST_OPT_DEVICE)) {
+    st_cli_error(&cli,
+                 "--device picks the GPU whose architecture to target and --arch names the target: give one of them");
+    return ST_EXIT_USAGE;
+  }
   st_cli_catch_signals();
   const char *arch = cli.arch;
   st_device_info dev;
@@ -37,6 +42,7 @@ int st_cmd_compile(int argc, char **argv) {
       arch = ST_DEFAULT_ARCH;
     }
   }
+  if ((rc = st_cli_check_arch(&cli, arch)) != ST_EXIT_OK) return rc;
   st_gen *gen = NULL;
   st_db *db = NULL;
   if ((rc = st_cli_open(&cli, &gen, &db)) != ST_EXIT_OK) return rc;

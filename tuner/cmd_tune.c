@@ -42,7 +42,7 @@ static const char usage[] =
     "                 them (pools of 16x the L2 size, each replay reading other\n"
     "                 pages); the winners are then picked on those times. A\n"
     "                 cold run resumes only a cold run. Default: the same\n"
-    "                 inputs each replay, as ../shared/anchors.md timed the peer\n";
+    "                 inputs each replay, as the suites' peer times were taken\n";
 
 typedef struct binary_slot {
   char hash[40];
@@ -369,32 +369,35 @@ int st_cmd_tune(int argc, char **argv) {
                         usage, &cli);
   if (rc) return rc == -1 ? ST_EXIT_OK : ST_EXIT_USAGE;
   st_cli_catch_signals();
+  /* The target is settled before the database is opened, so that a bad one
+   * writes nothing. NVRTC, which may load the CUDA driver, is asked only
+   * once the probe (a forked child) is done. */
+  st_err err = {{0}};
+  st_device_info dev;
+  memset(&dev, 0, sizeof dev);
+  const st_status probe = st_probe_device(cli.device, &dev, &err);
+  const int have_gpu = probe == ST_OK;
+  const char *arch = have_gpu ? dev.arch : cli.arch ? cli.arch : ST_DEFAULT_ARCH;
+  if (cli.arch && (rc = st_cli_check_arch(&cli, cli.arch)) != ST_EXIT_OK) return rc;
+  if (have_gpu && cli.arch && strcmp(cli.arch, dev.arch)) {
+    st_cli_error(&cli, "--arch=%s differs from the GPU's %s: tuning runs binaries built for the GPU", cli.arch,
+                 dev.arch);
+    return ST_EXIT_USAGE;
+  }
+  if (!have_gpu && probe != ST_ERR_NO_DRIVER && probe != ST_ERR_NO_DEVICE) {
+    st_cli_error(&cli, "%s", err.msg);
+    return ST_EXIT_FAIL;
+  }
+  /* The GPU's own target too: this NVRTC may predate the card. */
+  if (!cli.arch && (rc = st_cli_check_arch(&cli, arch)) != ST_EXIT_OK) return rc;
+
   st_gen *gen = NULL;
   st_db *db = NULL;
   st_cli_suite suite;
   memset(&suite, 0, sizeof suite);
   binary_slot *bins = NULL;
   int nbins = 0;
-  st_err err = {{0}};
-  /* The probe forks: before the database is open. */
-  st_device_info dev;
-  memset(&dev, 0, sizeof dev);
-  const st_status probe = st_probe_device(cli.device, &dev, &err);
   if ((rc = st_cli_open(&cli, &gen, &db)) != ST_EXIT_OK) return rc;
-
-  const int have_gpu = probe == ST_OK;
-  const char *arch = have_gpu ? dev.arch : cli.arch ? cli.arch : ST_DEFAULT_ARCH;
-  if (have_gpu && cli.arch && strcmp(cli.arch, dev.arch)) {
-    st_cli_error(&cli, "--arch=%s differs from the GPU's %s: tuning runs binaries built for the GPU", cli.arch,
-                 dev.arch);
-    rc = ST_EXIT_USAGE;
-    goto done;
-  }
-  if (!have_gpu && probe != ST_ERR_NO_DRIVER && probe != ST_ERR_NO_DEVICE) {
-    st_cli_error(&cli, "%s", err.msg);
-    rc = ST_EXIT_FAIL;
-    goto done;
-  }
   if ((rc = st_cli_load_suite(&cli, gen, db, &suite)) != ST_EXIT_OK) goto done;
   printf("suite %s: %d shapes, %d variants\n", cli.suite, suite.nshapes, suite.nvariants);
   if ((rc = st_cli_compile(&cli, db, &suite, arch)) != ST_EXIT_OK) goto done;

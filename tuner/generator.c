@@ -4,9 +4,10 @@
  * Every Lua interaction runs inside lua_pcall: each public function packs
  * its arguments and results into a small context struct and runs a C
  * function in protected mode. A Lua error (bad suite name, template error,
- * out of memory) unwinds to that pcall; the first line of its traceback ends
- * up in the caller's st_err, and whatever the context had allocated is freed
- * by the public function. No state outside the st_gen. */
+ * a module that does not parse, out of memory) unwinds to that pcall; its
+ * message, on one line, ends up in the caller's st_err, and whatever the
+ * context had allocated is freed by the public function. No state outside
+ * the st_gen. */
 #include "generator.h"
 
 #include <limits.h>
@@ -98,29 +99,48 @@ st_status st_gen_locate(const char *explicit, const char *sub, char *out, size_t
   return st_fail(err, ST_ERR_INVALID_ARG, "%s directory '%s' does not exist (%s)", sub, out, *why);
 }
 
-/* The message handler: the error text plus a traceback. */
-static int traceback(lua_State *L) {
-  const char *msg = lua_tostring(L, 1);
-  if (!msg) msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
-  luaL_traceback(L, L, msg, 1);
+/* The message handler: the error as text (an error object that is not a
+ * string says what it is). No traceback: the message alone goes to st_err,
+ * and Lua's messages already name the file and line where that helps. */
+static int error_text(lua_State *L) {
+  if (!lua_tostring(L, 1)) lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
   return 1;
 }
 
-/* Runs `fn(ctx)` in protected mode; on error, the first line of the
- * traceback goes to `err`. Leaves the stack as it found it. */
+/* Lua's message `msg` on one line in out[cap]: `require` puts the reason a
+ * module did not load ("suites.lua:42: '}' expected near ...") on a line of
+ * its own after "error loading module ... from file ...:", and that line is
+ * what says what to fix. A line break and the indentation after it become
+ * one space. */
+static void one_line(const char *msg, char *out, size_t cap) {
+  size_t n = 0;
+  for (const char *p = msg; *p && n + 1 < cap; p++) {
+    if (*p != '\n') {
+      out[n++] = *p;
+      continue;
+    }
+    while (p[1] == '\t' || p[1] == ' ') p++;
+    out[n++] = ' ';
+  }
+  while (n > 0 && out[n - 1] == ' ') n--;
+  out[n] = '\0';
+}
+
+/* Runs `fn(ctx)` in protected mode; on error, Lua's message goes to `err`
+ * on one line. Leaves the stack as it found it. */
 static st_status protected_call(st_gen *g, lua_CFunction fn, void *ctx, st_err *err) {
   lua_State *L = g->L;
   const int top = lua_gettop(L);
-  lua_pushcfunction(L, traceback);
+  lua_pushcfunction(L, error_text);
   lua_pushcfunction(L, fn);
   lua_pushlightuserdata(L, ctx);
   const int rc = lua_pcall(L, 1, 0, top + 1);
   st_status s = ST_OK;
   if (rc != LUA_OK) {
     const char *msg = lua_tostring(L, -1);
-    if (!msg) msg = "(no message)";
-    const size_t len = strcspn(msg, "\n");
-    s = st_fail(err, rc == LUA_ERRMEM ? ST_ERR_NOMEM : ST_ERR_INVALID_ARG, "generator: %.*s", (int)len, msg);
+    char text[ST_ERR_MSG_MAX];
+    one_line(msg ? msg : "(no message)", text, sizeof text);
+    s = st_fail(err, rc == LUA_ERRMEM ? ST_ERR_NOMEM : ST_ERR_INVALID_ARG, "generator: %s", text);
   }
   lua_settop(L, top);
   return s;

@@ -570,10 +570,17 @@ static verdict judge(double change, double noise, double threshold) {
   return V_UNCHANGED;
 }
 
+/* A run without measurements has no array at all (v == NULL), and qsort
+ * must not be given NULL even for zero elements. */
+static void sort_entries(meas_list *l) {
+  if (l->n < 2) return;
+  qsort(l->v, l->n, sizeof *l->v, cmp_entry);
+}
+
 /* Merges the two runs' measurements (sorted by variant id, shape). */
 static st_status compare_runs(meas_list *b, meas_list *h, double threshold, comparison *c, st_err *err) {
-  qsort(b->v, b->n, sizeof *b->v, cmp_entry);
-  qsort(h->v, h->n, sizeof *h->v, cmp_entry);
+  sort_entries(b);
+  sort_entries(h);
   c->pairs = calloc(b->n + 1, sizeof *c->pairs);
   c->only_base = calloc(b->n + 1, sizeof *c->only_base);
   c->only_head = calloc(h->n + 1, sizeof *c->only_head);

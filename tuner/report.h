@@ -34,12 +34,12 @@ typedef enum st_report_format {
  * are ok / wrong or failed / pruned. JSON: {"runs": [{...}, ...]}. */
 st_status st_report_runs(st_db *db, FILE *out, st_report_format format, int limit, st_err *err);
 
-/* `show --run ID`: one run's measurements (variant name, shape key, status,
+/* `show run ID`: one run's measurements (variant name, shape key, status,
  * median us, spread %, error). JSON: {"run": {...}, "measurements": [...]}.
  * An unknown run id is ST_ERR_INVALID_ARG naming it. */
 st_status st_report_run(st_db *db, FILE *out, st_report_format format, int64_t run_id, st_err *err);
 
-/* `show --winners DEVICE`: the winners the runtime would load for cards
+/* `show winners DEVICE`: the winners the runtime would load for cards
  * named `device_name` (arch NULL: any arch): op, dispatch key, variant, its
  * us, the default variant's us and the speed-up over it.
  * JSON: {"device": ..., "arch": ..., "winners": [...]}. No winner is not an
