@@ -11,7 +11,7 @@
  * the checks and a resume; a resume may be killed in turn, at most
  * KILLS_PER_CHAIN times, and the last one runs to its end.
  * $ST_CRASH_KILLS sets the number of kills (default: 25 for generate and
- * compile, 10 for tune). */
+ * compile, 20 for tune). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -35,15 +35,22 @@ extern char **environ;
 
 typedef struct workload {
   const char *name;
-  const char *args[12];  /* after `sparsetune`; --db is appended         */
-  const char *marker;    /* kill only after stdout shows this (NULL: any time) */
-  const char *tables[8]; /* "table: columns" compared with the reference */
+  const char *args[12];    /* after `sparsetune`; --db is appended          */
+  const char *prepare[12]; /* run once; every run starts from its database
+                              (a tune from compiled binaries); none: empty  */
+  const char *marker;      /* kill only after stdout shows this (NULL: any time) */
+  const char *tables[8];   /* "table: columns" compared with the reference  */
 } workload;
+
+/* The prefill indexer's three ops: 162 variants of 58 sources over three
+ * shapes, a few seconds of timing. */
+#define TUNED_OPS "index_topk,index_score,index_prefill"
 
 /* Rows that are facts of the work, not of when it was done: no times. */
 static const workload WORKLOADS[] = {
     {"generate",
      {"generate", "--suite", "smoke", NULL},
+     {NULL},
      NULL,
      {"sources: hash, op, kernel_params, text",
       "variants: id, op, name, source_hash, kernel_params, launch_params, "
@@ -51,11 +58,13 @@ static const workload WORKLOADS[] = {
       "shapes: op, key, params, dispatch_key", NULL}},
     {"compile",
      {"compile", "--suite", "smoke", "--op", "index_topk", "--arch", "sm_90a", "--jobs", "2", NULL},
+     {NULL},
      "suite smoke:",
      {"sources: hash, op, kernel_params, text", "variants: id, op, name, source_hash",
       "binaries: source_hash, arch, compiler, ok, cubin, registers, spill_bytes, shared_bytes, local_bytes", NULL}},
     {"tune",
-     {"tune", "--suite", "smoke", "--op", "index_topk", NULL},
+     {"tune", "--suite", "smoke", "--op", TUNED_OPS, NULL},
+     {"compile", "--suite", "smoke", "--op", TUNED_OPS, NULL},
      "\nrun ",
      {"binaries: source_hash, arch, compiler, ok, cubin", "runs: id, kind, op, suite, args",
       /* Whether a variant was pruned or timed to the end depends on the
@@ -88,13 +97,23 @@ static void remove_db(const char *path) {
   }
 }
 
+static void copy_file(const char *from, const char *to) {
+  FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+  if (!in || !out) fail_msg("copying %s to %s: %s", from, to, strerror(errno));
+  char buf[1 << 16];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, in)) > 0;)
+    if (fwrite(buf, 1, n, out) != n) fail_msg("writing %s: %s", to, strerror(errno));
+  fclose(in);
+  if (fclose(out) != 0) fail_msg("writing %s: %s", to, strerror(errno));
+}
+
 /* Starts `sparsetune <args> --db <db>` in a process group of its own, its
  * output in `log`. */
-static pid_t start(const workload *w, const char *db, const char *log) {
+static pid_t start_args(const char *const *args, const char *db, const char *log) {
   const char *argv[20];
   int n = 0;
   argv[n++] = g_cli;
-  for (int i = 0; w->args[i]; i++) argv[n++] = w->args[i];
+  for (int i = 0; args[i]; i++) argv[n++] = args[i];
   argv[n++] = "--db";
   argv[n++] = db;
   argv[n] = NULL;
@@ -112,6 +131,13 @@ static pid_t start(const workload *w, const char *db, const char *log) {
   posix_spawnattr_destroy(&at);
   if (rc != 0) fail_msg("spawning %s: %s", g_cli, strerror(rc));
   return pid;
+}
+
+/* A run of the workload on `db`, which starts as the prepared database. */
+static pid_t start(const workload *w, const char *db, const char *base, const char *log) {
+  struct stat sb;
+  if (base && stat(db, &sb) != 0) copy_file(base, db);
+  return start_args(w->args, db, log);
 }
 
 static int file_has(const char *path, const char *text) {
@@ -132,16 +158,40 @@ static void print_log(const char *log) {
   fclose(f);
 }
 
-/* Runs the workload to its end; its exit code must be 0. Returns seconds. */
-static double run_to_end(const workload *w, const char *db, const char *log) {
+/* Waits for the workload's marker in its log (none: at once); fails if
+ * the command ends first. */
+static void wait_for_marker(const workload *w, pid_t pid, const char *log) {
   const double t0 = now_s();
-  const pid_t pid = start(w, db, log);
-  int status = 0;
-  assert_int_equal(waitpid(pid, &status, 0), pid);
+  if (!w->marker) return;
+  while (!file_has(log, w->marker)) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      print_log(log);
+      fail_msg("`sparsetune %s` ended (0x%x) before '%s'", w->name, status, w->marker);
+    }
+    if (now_s() - t0 > 600) fail_msg("no '%s' from `sparsetune %s` in 600 s", w->marker, w->name);
+    sleep_s(0.005);
+  }
+}
+
+static void expect_clean_exit(const workload *w, int status, const char *log) {
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     print_log(log);
     fail_msg("`sparsetune %s` did not finish cleanly (status 0x%x)", w->name, status);
   }
+}
+
+/* Runs the workload to its end; its exit code must be 0. Returns the
+ * seconds from its marker (from its start when it has none) to its end:
+ * the time in which a kill lands in the phase the workload is about. */
+static double run_to_end(const workload *w, const char *db, const char *base, const char *log) {
+  double t0 = now_s();
+  const pid_t pid = start(w, db, base, log);
+  wait_for_marker(w, pid, log);
+  if (w->marker) t0 = now_s();
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  expect_clean_exit(w, status, log);
   return now_s() - t0;
 }
 
@@ -197,15 +247,35 @@ static void check_integrity(sqlite3 *c, const char *db) {
   sqlite3_finalize(s);
 }
 
-/* Rows of `spec`'s table in `a` that `b` lacks. */
+/* Prints the first rows of `sql` (for a failure's message). */
+static void print_rows(sqlite3 *c, const char *sql) {
+  sqlite3_stmt *s = NULL;
+  if (sqlite3_prepare_v2(c, sql, -1, &s, NULL) != SQLITE_OK) return;
+  for (int r = 0; r < 5 && sqlite3_step(s) == SQLITE_ROW; r++) {
+    printf("#   ");
+    for (int i = 0; i < sqlite3_column_count(s); i++)
+      printf("%s%.60s", i ? " | " : "",
+             sqlite3_column_type(s, i) == SQLITE_BLOB ? "<blob>" : (const char *)sqlite3_column_text(s, i));
+    printf("\n");
+  }
+  sqlite3_finalize(s);
+}
+
+/* Rows of `spec`'s table in `a` that `b` lacks (printed when there are). */
 static long long rows_missing(sqlite3 *c, const char *spec, const char *a, const char *b) {
   char table[64];
   const char *colon = strchr(spec, ':');
   snprintf(table, sizeof table, "%.*s", (int)(colon - spec), spec);
-  char sql[1024];
-  snprintf(sql, sizeof sql, "SELECT count(*) FROM (SELECT %s FROM %s.%s EXCEPT SELECT %s FROM %s.%s)", colon + 1, a,
-           table, colon + 1, b, table);
-  return query_count(c, sql);
+  char rows[1024], sql[1100];
+  snprintf(rows, sizeof rows, "SELECT %s FROM %s.%s EXCEPT SELECT %s FROM %s.%s", colon + 1, a, table, colon + 1, b,
+           table);
+  snprintf(sql, sizeof sql, "SELECT count(*) FROM (%s)", rows);
+  const long long n = query_count(c, sql);
+  if (n) {
+    printf("# in %s, not in %s (%s):\n", a, b, table);
+    print_rows(c, rows);
+  }
+  return n;
 }
 
 /* Every row of the database is a row of the reference; with `complete`,
@@ -230,22 +300,15 @@ static void compare_rows(const workload *w, const char *db, const char *ref, int
   sqlite3_close(c);
 }
 
-/* Kills the running command at a random moment (after its marker): its
- * pid alone or its whole group. Returns 1 if it was killed, 0 if it had
- * ended first (then it must have ended cleanly). */
+/* Kills the running command at a random moment after its marker, within
+ * `span` seconds: its pid alone or its whole group. Returns 1 if it was
+ * killed, 0 if it had ended first (then it must have ended cleanly). */
 static int kill_at_random(const workload *w, pid_t pid, const char *log, double span, int group) {
-  const double t0 = now_s();
-  if (w->marker)
-    while (!file_has(log, w->marker)) {
-      if (waitpid(pid, NULL, WNOHANG) == pid) fail_msg("`sparsetune %s` ended before '%s'", w->name, w->marker);
-      if (now_s() - t0 > 600) fail_msg("no '%s' from `sparsetune %s` in 600 s", w->marker, w->name);
-      sleep_s(0.01);
-    }
-  /* Within the first part of a whole run's time: a resume has less to do. */
-  sleep_s(st_rand_uniform(&g_rng, 0.0, 0.6 * span));
+  wait_for_marker(w, pid, log);
+  sleep_s(st_rand_uniform(&g_rng, 0.0, span));
   int status = 0;
   if (waitpid(pid, &status, WNOHANG) == pid) {
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) fail_msg("`sparsetune %s` failed (0x%x)", w->name, status);
+    expect_clean_exit(w, status, log);
     return 0;
   }
   assert_int_equal(kill(group ? -pid : pid, SIGKILL), 0);
@@ -271,24 +334,39 @@ static void run_workload(const workload *w, int kills) {
   st_test_temp_path(ref, sizeof ref, ".ref.db");
   st_test_temp_path(db, sizeof db, ".db");
   st_test_temp_path(log, sizeof log, ".log");
-  const double span = run_to_end(w, ref, log);
-  printf("# %s: uninterrupted in %.1f s\n", w->name, span);
+  char base_path[256];
+  const char *base = NULL;
+  if (w->prepare[0]) {
+    st_test_temp_path(base_path, sizeof base_path, ".base.db");
+    int status = 0;
+    const pid_t pid = start_args(w->prepare, base_path, log);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    expect_clean_exit(w, status, log);
+    base = base_path;
+  }
+  const double span = run_to_end(w, ref, base, log);
+  printf("# %s: uninterrupted, %.1f s %s\n", w->name, span, w->marker ? "from its marker to its end" : "in all");
   compare_rows(w, ref, ref, 1);
   int done = 0, chains = 0, of_group = 0;
   const double t0 = now_s();
   while (done < kills) {
     remove_db(db);
     chains++;
-    for (int k = 0; k < KILLS_PER_CHAIN && done < kills; k++) {
+    int finished = 0;
+    for (int k = 0; k < KILLS_PER_CHAIN && done < kills && !finished; k++) {
       const int group = (int)st_rand_int(&g_rng, 0, 1);
-      const pid_t pid = start(w, db, log);
-      if (!kill_at_random(w, pid, log, span, group)) break;
+      const pid_t pid = start(w, db, base, log);
+      /* A resume has less left to do than a whole run: aim early. */
+      if (!kill_at_random(w, pid, log, 0.8 * span, group)) {
+        finished = 1;
+        break;
+      }
       done++;
       of_group += group;
       wait_for_no_orphans(db);
       compare_rows(w, db, ref, 0);
     }
-    run_to_end(w, db, log);
+    if (!finished) run_to_end(w, db, base, log);
     compare_rows(w, db, ref, 1);
   }
   printf("# %s: %d kills (%d of the process group, %d of the pid alone) in %d chains, %.0f s: every database "
@@ -296,6 +374,7 @@ static void run_workload(const workload *w, int kills) {
          w->name, done, of_group, done - of_group, chains, now_s() - t0);
   remove_db(db);
   remove_db(ref);
+  if (base) remove_db(base);
   unlink(log);
 }
 
@@ -325,7 +404,7 @@ int main(int argc, char **argv) {
   }
   g_cli = ST_CLI_PATH;
   g_rng = st_test_seed("test_crash_consistency");
-  g_kills = getenv("ST_CRASH_KILLS") ? atoi(getenv("ST_CRASH_KILLS")) : gpu ? 10 : 25;
+  g_kills = getenv("ST_CRASH_KILLS") ? atoi(getenv("ST_CRASH_KILLS")) : gpu ? 20 : 25;
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_killed_command_loses_and_corrupts_nothing)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
