@@ -68,19 +68,6 @@ static int nearer(const st_dispatch_candidate *x, const st_dispatch_candidate *y
   return x->context > y->context;
 }
 
-const char *st_op_name(st_op_id op) {
-  switch (op) {
-  case ST_OP_INDEX_DECODE: return ST_INDEX_DECODE_OP;
-  case ST_OP_SPARSE_ATTN_DECODE: return ST_SPARSE_ATTN_DECODE_OP;
-  case ST_OP_SPARSE_ATTN: return ST_SPARSE_ATTN_OP;
-  case ST_OP_INDEX_TOPK: return ST_INDEX_TOPK_OP;
-  case ST_OP_INDEX_SCORE: return ST_INDEX_SCORE_OP;
-  case ST_OP_INDEX_PREFILL: return ST_INDEX_PREFILL_OP;
-  case ST_OP_COUNT: break;
-  }
-  return "?";
-}
-
 /* ---- candidates ---------------------------------------------------------- */
 
 typedef struct cand_list {

@@ -6,11 +6,5 @@ set(ST_DISPATCH_SOURCES
   last_error.c
   dispatch.c
   module_cache.c
-  api_common.c
-  api_index_decode.c
-  api_index_prefill.c
-  api_index_score.c
-  api_index_topk.c
-  api_sparse_attn.c
-  api_sparse_attn_decode.c
+  api.c
 )

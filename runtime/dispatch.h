@@ -24,38 +24,8 @@
 #include <stdint.h>
 
 #include "error.h"
-#include "ops/index_decode.h"
-#include "ops/index_prefill.h"
-#include "ops/index_score.h"
-#include "ops/index_topk.h"
-#include "ops/sparse_attn.h"
-#include "ops/sparse_attn_decode.h"
+#include "ops/op.h"
 #include "params.h"
-
-/* The ops the runtime dispatches; a handle keeps one table per op. */
-typedef enum st_op_id {
-  ST_OP_INDEX_DECODE = 0,
-  ST_OP_SPARSE_ATTN_DECODE = 1,
-  ST_OP_SPARSE_ATTN = 2,
-  ST_OP_INDEX_TOPK = 3,
-  ST_OP_INDEX_SCORE = 4,
-  ST_OP_INDEX_PREFILL = 5,
-  ST_OP_COUNT = 6
-} st_op_id;
-
-/* "index_decode", "sparse_attn_decode" (the generator's and database's op
- * names). */
-const char *st_op_name(st_op_id op);
-
-/* A variant's parsed config; which member is live is the table's op. */
-typedef union st_variant_config {
-  st_index_decode_config index_decode;
-  st_sparse_attn_decode_config sparse_attn_decode;
-  st_sparse_attn_config sparse_attn;
-  st_index_topk_config index_topk;
-  st_index_score_config index_score;
-  st_index_prefill_config index_prefill;
-} st_variant_config;
 
 /* The dispatch key field that holds the batch size (requests per call). */
 #define ST_DISPATCH_BATCH_FIELD "B"

@@ -11,72 +11,27 @@
  * keeps 0 meaning "no handle" in the per-thread records. */
 static atomic_uint_fast64_t g_last_serial;
 
-/* ---- per-op facts -----------------------------------------------------------
- */
+/* ---- recorded variants, through the op's descriptor ---------------------- */
 
 /* Parses a recorded variant's parameters into v->cfg for `op` and sets its
  * rank among defaults. */
 static st_status parse_config(st_op_id op, const st_params *kernel, const st_params *launch, st_dispatch_variant *v,
                               st_err *why) {
-  st_status st = ST_OK;
-  switch (op) {
-  case ST_OP_INDEX_DECODE:
-    st = st_index_decode_config_from_params(kernel, launch, &v->cfg.index_decode, why);
-    v->rank = v->cfg.index_decode.topk_cap; /* the smallest capacity that fits is the fastest */
-    return st;
-  case ST_OP_SPARSE_ATTN_DECODE:
-    st = st_sparse_attn_decode_config_from_params(kernel, launch, &v->cfg.sparse_attn_decode, why);
-    v->rank = 0;
-    return st;
-  case ST_OP_SPARSE_ATTN:
-    st = st_sparse_attn_config_from_params(kernel, launch, &v->cfg.sparse_attn, why);
-    v->rank = v->cfg.sparse_attn.topk_cap; /* the smallest lists that hold the call's topk */
-    return st;
-  case ST_OP_INDEX_TOPK:
-    st = st_index_topk_config_from_params(kernel, launch, &v->cfg.index_topk, why);
-    v->rank = v->cfg.index_topk.topk_cap;
-    return st;
-  case ST_OP_INDEX_SCORE:
-    st = st_index_score_config_from_params(kernel, launch, &v->cfg.index_score, why);
-    v->rank = 0;
-    return st;
-  case ST_OP_INDEX_PREFILL:
-    st = st_index_prefill_config_from_params(kernel, launch, &v->cfg.index_prefill, why);
-    /* Composed first where it fits (faster on the tuned shapes), then the
-     * shortest fused lists that hold the call's topk. */
-    v->rank = v->cfg.index_prefill.algo == ST_INDEX_PREFILL_COMPOSED ? 0 : v->cfg.index_prefill.topk_cap;
-    return st;
-  case ST_OP_COUNT: break;
-  }
-  return st_fail(why, ST_ERR_INVALID_ARG, "unknown op %d", (int)op);
+  const st_op_desc *d = st_op_desc_of(op);
+  if (!d) return st_fail(why, ST_ERR_INVALID_ARG, "unknown op %d", (int)op);
+  return d->parse_config(kernel, launch, &v->cfg, &v->rank, why);
 }
 
 /* ---- default hooks: the launcher's fit check and the module cache ------- */
 
 static st_status load_from_cache(void *ctx, st_op_id op, const st_dispatch_variant *v, void **loaded, st_err *err) {
   st_handle *h = ctx;
-  const char *main_name = ST_INDEX_DECODE_MAIN_KERNEL, *merge_name = ST_INDEX_DECODE_MERGE_KERNEL;
-  int need_merge = op == ST_OP_INDEX_DECODE && v->cfg.index_decode.algo == ST_INDEX_DECODE_SPLIT;
-  if (op == ST_OP_SPARSE_ATTN_DECODE) {
-    main_name = ST_SPARSE_ATTN_DECODE_MAIN_KERNEL;
-    merge_name = ST_SPARSE_ATTN_DECODE_MERGE_KERNEL;
-    need_merge = v->cfg.sparse_attn_decode.algo == ST_SPARSE_ATTN_DECODE_SPLIT;
-  } else if (op == ST_OP_INDEX_PREFILL) {
-    main_name = ST_INDEX_PREFILL_MAIN_KERNEL;
-    merge_name = ST_INDEX_PREFILL_MERGE_KERNEL;
-    need_merge = 1;
-  } else if (op == ST_OP_SPARSE_ATTN) {
-    main_name = ST_SPARSE_ATTN_MAIN_KERNEL;
-    merge_name = ST_SPARSE_ATTN_MERGE_KERNEL;
-    need_merge = v->cfg.sparse_attn.algo == ST_SPARSE_ATTN_BLOCK;
-  } else if (op == ST_OP_INDEX_TOPK || op == ST_OP_INDEX_SCORE) {
-    main_name = op == ST_OP_INDEX_TOPK ? ST_INDEX_TOPK_MAIN_KERNEL : ST_INDEX_SCORE_MAIN_KERNEL;
-    merge_name = NULL;
-    need_merge = 0;
-  }
+  const st_op_desc *d = st_op_desc_of(op);
+  if (!d) return st_fail(err, ST_ERR_INVALID_ARG, "unknown op %d", (int)op);
+  const int need_merge = d->merge_kernel && d->needs_merge(&v->cfg);
   st_module *m = NULL;
   st_err why;
-  st_status st = st_module_cache_get(&h->modules, v->source_hash, main_name, merge_name, need_merge, &m, &why);
+  st_status st = st_module_cache_get(&h->modules, v->source_hash, d->main_kernel, d->merge_kernel, need_merge, &m, &why);
   if (st != ST_OK) return st_fail(err, st, "variant %s (%.12s): %s", v->name, v->id, why.msg);
   *loaded = m;
   return ST_OK;
@@ -93,35 +48,11 @@ static st_status reserve_smem_in_cache(void *ctx, void *loaded, unsigned main_by
  * count depends on the multiprocessor count). */
 static st_status fit_on_device(void *ctx, st_op_id op, const st_dispatch_variant *v, const void *args, st_err *err) {
   const st_handle *h = ctx;
-  st_status st;
-  if (op == ST_OP_INDEX_DECODE) {
-    st_index_decode_plan plan;
-    if ((st = st_index_decode_check_fit(&v->cfg.index_decode, args, err)) != ST_OK) return st;
-    return st_index_decode_plan_make(&v->cfg.index_decode, args, h->dev.sm_count, &plan, err);
-  }
-  if (op == ST_OP_SPARSE_ATTN_DECODE) {
-    st_sparse_attn_decode_plan plan;
-    if ((st = st_sparse_attn_decode_check_fit(&v->cfg.sparse_attn_decode, args, err)) != ST_OK) return st;
-    return st_sparse_attn_decode_plan_make(&v->cfg.sparse_attn_decode, args, h->dev.sm_count, &plan, err);
-  }
-  if (op == ST_OP_SPARSE_ATTN) {
-    st_sparse_attn_plan plan;
-    if ((st = st_sparse_attn_check_fit(&v->cfg.sparse_attn, args, err)) != ST_OK) return st;
-    return st_sparse_attn_plan_make(&v->cfg.sparse_attn, args, h->dev.sm_count, &plan, err);
-  }
-  if (op == ST_OP_INDEX_TOPK) {
-    st_index_topk_plan plan;
-    return st_index_topk_plan_make(&v->cfg.index_topk, args, &plan, err); /* checks the fit first */
-  }
-  if (op == ST_OP_INDEX_SCORE) {
-    st_index_score_plan plan;
-    return st_index_score_plan_make(&v->cfg.index_score, args, h->dev.sm_count, &plan, err); /* fit first */
-  }
-  if (op == ST_OP_INDEX_PREFILL) {
-    st_index_prefill_plan plan;
-    return st_index_prefill_plan_make(&v->cfg.index_prefill, args, h->dev.sm_count, &plan, err);
-  }
-  return st_fail(err, ST_ERR_INVALID_ARG, "unknown op %d", (int)op);
+  const st_op_desc *d = st_op_desc_of(op);
+  if (!d) return st_fail(err, ST_ERR_INVALID_ARG, "unknown op %d", (int)op);
+  st_op_plan plan;
+  st_plan_info info;
+  return d->plan(&v->cfg, args, h->dev.sm_count, &plan, &info, err);
 }
 
 /* ---- allocation ---------------------------------------------------------- */

@@ -14,6 +14,7 @@
 #include "cuda_driver.h"
 #include "device_info.h"
 #include "error.h"
+#include "ops/op_list.h"
 #include "params.h"
 
 /* How a case is built, beyond its shape. */
@@ -69,11 +70,9 @@ typedef struct st_op_harness {
 /* The harness of `op`, or NULL. */
 const st_op_harness *st_harness_find(const char *op);
 
-extern const st_op_harness st_index_decode_harness;
-extern const st_op_harness st_sparse_attn_decode_harness;
-extern const st_op_harness st_sparse_attn_harness;
-extern const st_op_harness st_index_topk_harness;
-extern const st_op_harness st_index_score_harness;
-extern const st_op_harness st_index_prefill_harness;
+/* st_<op>_harness, defined in ops/<op>.c for each op of the runtime's list. */
+#define ST_HARNESS_DECL(name, NAME) extern const st_op_harness st_##name##_harness;
+ST_OP_LIST(ST_HARNESS_DECL)
+#undef ST_HARNESS_DECL
 
 #endif

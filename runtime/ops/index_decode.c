@@ -1,6 +1,7 @@
 /* ops/index_decode.c - validation, fit, launch math and launch of index_decode.
  * Shared by the tuner and the runtime: what was timed is what runs. */
 #include "ops/index_decode.h"
+#include "ops/op.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -288,3 +289,62 @@ st_status st_index_decode_dispatch_key(const st_index_decode_args *a, char *key,
     return s;
   return ST_OK;
 }
+
+/* ---- the op's descriptor (ops/op.h) ------------------------------------ */
+
+static st_status parse_config(const st_params *kernel, const st_params *launch, st_variant_config *c, int *rank,
+                              st_err *why) {
+  const st_status st = st_index_decode_config_from_params(kernel, launch, &c->index_decode, why);
+  *rank = c->index_decode.topk_cap; /* the smallest capacity that fits is the fastest */
+  return st;
+}
+
+static int needs_merge(const st_variant_config *cfg) { return cfg->index_decode.algo == ST_INDEX_DECODE_SPLIT; }
+
+static st_status check_args(const void *args, st_err *err) { return st_index_decode_check_args(args, err); }
+
+static void shape_only(const void *args, st_op_args *copy) {
+  const st_index_decode_args *a = args;
+  st_index_decode_args *c = &copy->index_decode;
+  *c = *a;
+  st_tensor *t[] = {&c->q, &c->k_cache, &c->block_table, &c->seq_lens, &c->topk_idx};
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) t[i]->data = ST_STAND_IN(i);
+}
+
+static int max_context(const void *args) { return ((const st_index_decode_args *)args)->max_context; }
+
+static st_status dispatch_key(const void *args, char *key, size_t cap, st_params *fields, st_err *err) {
+  return st_index_decode_dispatch_key(args, key, cap, fields, err);
+}
+
+static st_status plan(const st_variant_config *cfg, const void *args, int sm_count, st_op_plan *plan,
+                      st_plan_info *info, st_err *err) {
+  const st_index_decode_args *a = args;
+  st_status st = st_index_decode_check_fit(&cfg->index_decode, a, err);
+  if (st != ST_OK) return st;
+  st_index_decode_plan *p = &plan->index_decode;
+  if ((st = st_index_decode_plan_make(&cfg->index_decode, a, sm_count, p, err)) != ST_OK) return st;
+  *info = (st_plan_info){.workspace_bytes = p->workspace_bytes,
+                         .smem_bytes = p->smem_bytes,
+                         .merge_smem_bytes = p->merge_smem_bytes,
+                         .side_stream = 0};
+  return ST_OK;
+}
+
+static st_status launch(const st_cu *cu, CUfunction main_fn, CUfunction merge_fn, const st_op_plan *plan,
+                        void *workspace, size_t workspace_bytes, CUstream stream, st_side_stream *side, st_err *err) {
+  (void)side;
+  return st_index_decode_launch(cu, main_fn, merge_fn, &plan->index_decode, workspace, workspace_bytes, stream, err);
+}
+
+const st_op_desc st_index_decode_op = {.name = ST_INDEX_DECODE_OP,
+                                       .main_kernel = ST_INDEX_DECODE_MAIN_KERNEL,
+                                       .merge_kernel = ST_INDEX_DECODE_MERGE_KERNEL,
+                                       .parse_config = parse_config,
+                                       .needs_merge = needs_merge,
+                                       .check_args = check_args,
+                                       .shape_only = shape_only,
+                                       .max_context = max_context,
+                                       .dispatch_key = dispatch_key,
+                                       .plan = plan,
+                                       .launch = launch};

@@ -3,6 +3,7 @@
  * index_score's launcher on a view of the same inputs, so both ops run the
  * same loop with the same grid. */
 #include "ops/index_prefill.h"
+#include "ops/op.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -193,3 +194,65 @@ st_status st_index_prefill_dispatch_key(const st_index_prefill_args *a, char *ke
     return s;
   return ST_OK;
 }
+
+/* ---- the op's descriptor (ops/op.h) ------------------------------------ */
+
+static st_status parse_config(const st_params *kernel, const st_params *launch, st_variant_config *c, int *rank,
+                              st_err *why) {
+  const st_status st = st_index_prefill_config_from_params(kernel, launch, &c->index_prefill, why);
+  /* Composed first where it fits (faster on the tuned shapes), then the
+   * shortest fused lists that hold the call's topk. */
+  *rank = c->index_prefill.algo == ST_INDEX_PREFILL_COMPOSED ? 0 : c->index_prefill.topk_cap;
+  return st;
+}
+
+static int needs_merge(const st_variant_config *cfg) {
+  (void)cfg;
+  return 1;
+}
+
+static st_status check_args(const void *args, st_err *err) { return st_index_prefill_check_args(args, err); }
+
+static void shape_only(const void *args, st_op_args *copy) {
+  const st_index_prefill_args *a = args;
+  st_index_prefill_args *c = &copy->index_prefill;
+  *c = *a;
+  st_tensor *t[] = {&c->q, &c->k_cache, &c->block_table, &c->cu_seqlens_q, &c->seq_lens, &c->topk_idx};
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) t[i]->data = ST_STAND_IN(i);
+}
+
+static int max_context(const void *args) { return ((const st_index_prefill_args *)args)->max_context; }
+
+static st_status dispatch_key(const void *args, char *key, size_t cap, st_params *fields, st_err *err) {
+  return st_index_prefill_dispatch_key(args, key, cap, fields, err);
+}
+
+static st_status plan(const st_variant_config *cfg, const void *args, int sm_count, st_op_plan *plan,
+                      st_plan_info *info, st_err *err) {
+  const st_index_prefill_args *a = args;
+  st_index_prefill_plan *p = &plan->index_prefill;
+  const st_status st = st_index_prefill_plan_make(&cfg->index_prefill, a, sm_count, p, err); /* checks the fit first */
+  if (st != ST_OK) return st;
+  *info = (st_plan_info){
+      .workspace_bytes = p->workspace_bytes, .smem_bytes = p->smem_bytes, .merge_smem_bytes = 0, .side_stream = 0};
+  return ST_OK;
+}
+
+static st_status launch(const st_cu *cu, CUfunction main_fn, CUfunction merge_fn, const st_op_plan *plan,
+                        void *workspace, size_t workspace_bytes, CUstream stream, st_side_stream *side, st_err *err) {
+  (void)side;
+  (void)workspace_bytes;
+  return st_index_prefill_launch(cu, main_fn, merge_fn, &plan->index_prefill, workspace, stream, err);
+}
+
+const st_op_desc st_index_prefill_op = {.name = ST_INDEX_PREFILL_OP,
+                                        .main_kernel = ST_INDEX_PREFILL_MAIN_KERNEL,
+                                        .merge_kernel = ST_INDEX_PREFILL_MERGE_KERNEL,
+                                        .parse_config = parse_config,
+                                        .needs_merge = needs_merge,
+                                        .check_args = check_args,
+                                        .shape_only = shape_only,
+                                        .max_context = max_context,
+                                        .dispatch_key = dispatch_key,
+                                        .plan = plan,
+                                        .launch = launch};

@@ -1,6 +1,7 @@
 /* ops/index_score.c - validation, fit, launch math and launch of index_score.
  * Shared by the tuner and the runtime: what was timed is what runs. */
 #include "ops/index_score.h"
+#include "ops/op.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -217,3 +218,65 @@ st_status st_index_score_dispatch_key(const st_index_score_args *a, char *key, s
     return s;
   return ST_OK;
 }
+
+/* ---- the op's descriptor (ops/op.h) ------------------------------------ */
+
+static st_status parse_config(const st_params *kernel, const st_params *launch, st_variant_config *c, int *rank,
+                              st_err *why) {
+  const st_status st = st_index_score_config_from_params(kernel, launch, &c->index_score, why);
+  *rank = 0;
+  return st;
+}
+
+static int needs_merge(const st_variant_config *cfg) {
+  (void)cfg;
+  return 0;
+}
+
+static st_status check_args(const void *args, st_err *err) { return st_index_score_check_args(args, err); }
+
+static void shape_only(const void *args, st_op_args *copy) {
+  const st_index_score_args *a = args;
+  st_index_score_args *c = &copy->index_score;
+  *c = *a;
+  st_tensor *t[] = {&c->q, &c->k_cache, &c->block_table, &c->cu_seqlens_q, &c->seq_lens, &c->score};
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) t[i]->data = ST_STAND_IN(i);
+}
+
+static int max_context(const void *args) { return ((const st_index_score_args *)args)->max_context; }
+
+static st_status dispatch_key(const void *args, char *key, size_t cap, st_params *fields, st_err *err) {
+  return st_index_score_dispatch_key(args, key, cap, fields, err);
+}
+
+static st_status plan(const st_variant_config *cfg, const void *args, int sm_count, st_op_plan *plan,
+                      st_plan_info *info, st_err *err) {
+  const st_index_score_args *a = args;
+  st_index_score_plan *p = &plan->index_score;
+  const st_status st = st_index_score_plan_make(&cfg->index_score, a, sm_count, p, err); /* checks the fit first */
+  if (st != ST_OK) return st;
+  *info = (st_plan_info){
+      .workspace_bytes = p->workspace_bytes, .smem_bytes = p->smem_bytes, .merge_smem_bytes = 0, .side_stream = 0};
+  return ST_OK;
+}
+
+static st_status launch(const st_cu *cu, CUfunction main_fn, CUfunction merge_fn, const st_op_plan *plan,
+                        void *workspace, size_t workspace_bytes, CUstream stream, st_side_stream *side, st_err *err) {
+  (void)side;
+  (void)merge_fn;
+  (void)workspace;
+  (void)workspace_bytes;
+  return st_index_score_launch(cu, main_fn, &plan->index_score, stream, err);
+}
+
+const st_op_desc st_index_score_op = {.name = ST_INDEX_SCORE_OP,
+                                      .main_kernel = ST_INDEX_SCORE_MAIN_KERNEL,
+                                      .merge_kernel = NULL,
+                                      .parse_config = parse_config,
+                                      .needs_merge = needs_merge,
+                                      .check_args = check_args,
+                                      .shape_only = shape_only,
+                                      .max_context = max_context,
+                                      .dispatch_key = dispatch_key,
+                                      .plan = plan,
+                                      .launch = launch};

@@ -2,6 +2,7 @@
  * sparse_attn_decode. Shared by the tuner and the runtime: what was timed is
  * what runs. */
 #include "ops/sparse_attn_decode.h"
+#include "ops/op.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -389,3 +390,65 @@ st_status st_sparse_attn_decode_dispatch_key(const st_sparse_attn_decode_args *a
     return s;
   return ST_OK;
 }
+
+/* ---- the op's descriptor (ops/op.h) ------------------------------------ */
+
+static st_status parse_config(const st_params *kernel, const st_params *launch, st_variant_config *c, int *rank,
+                              st_err *why) {
+  const st_status st = st_sparse_attn_decode_config_from_params(kernel, launch, &c->sparse_attn_decode, why);
+  *rank = 0;
+  return st;
+}
+
+static int needs_merge(const st_variant_config *cfg) {
+  return cfg->sparse_attn_decode.algo == ST_SPARSE_ATTN_DECODE_SPLIT;
+}
+
+static st_status check_args(const void *args, st_err *err) { return st_sparse_attn_decode_check_args(args, err); }
+
+static void shape_only(const void *args, st_op_args *copy) {
+  const st_sparse_attn_decode_args *a = args;
+  st_sparse_attn_decode_args *c = &copy->sparse_attn_decode;
+  *c = *a;
+  st_tensor *t[] = {&c->q,        &c->k_cache,     &c->v_cache,  &c->k_scales, &c->v_scales,
+                    &c->topk_idx, &c->block_table, &c->seq_lens, &c->o};
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) t[i]->data = ST_STAND_IN(i);
+  if (a->lse.data) c->lse.data = ST_STAND_IN(sizeof t / sizeof t[0]); /* NULL: not wanted, stays NULL */
+}
+
+static int max_context(const void *args) { return ((const st_sparse_attn_decode_args *)args)->max_context; }
+
+static st_status dispatch_key(const void *args, char *key, size_t cap, st_params *fields, st_err *err) {
+  return st_sparse_attn_decode_dispatch_key(args, key, cap, fields, err);
+}
+
+static st_status plan(const st_variant_config *cfg, const void *args, int sm_count, st_op_plan *plan,
+                      st_plan_info *info, st_err *err) {
+  const st_sparse_attn_decode_args *a = args;
+  st_status st = st_sparse_attn_decode_check_fit(&cfg->sparse_attn_decode, a, err);
+  if (st != ST_OK) return st;
+  st_sparse_attn_decode_plan *p = &plan->sparse_attn_decode;
+  if ((st = st_sparse_attn_decode_plan_make(&cfg->sparse_attn_decode, a, sm_count, p, err)) != ST_OK) return st;
+  *info = (st_plan_info){
+      .workspace_bytes = p->workspace_bytes, .smem_bytes = p->smem_bytes, .merge_smem_bytes = 0, .side_stream = 0};
+  return ST_OK;
+}
+
+static st_status launch(const st_cu *cu, CUfunction main_fn, CUfunction merge_fn, const st_op_plan *plan,
+                        void *workspace, size_t workspace_bytes, CUstream stream, st_side_stream *side, st_err *err) {
+  (void)side;
+  return st_sparse_attn_decode_launch(cu, main_fn, merge_fn, &plan->sparse_attn_decode, workspace, workspace_bytes,
+                                      stream, err);
+}
+
+const st_op_desc st_sparse_attn_decode_op = {.name = ST_SPARSE_ATTN_DECODE_OP,
+                                             .main_kernel = ST_SPARSE_ATTN_DECODE_MAIN_KERNEL,
+                                             .merge_kernel = ST_SPARSE_ATTN_DECODE_MERGE_KERNEL,
+                                             .parse_config = parse_config,
+                                             .needs_merge = needs_merge,
+                                             .check_args = check_args,
+                                             .shape_only = shape_only,
+                                             .max_context = max_context,
+                                             .dispatch_key = dispatch_key,
+                                             .plan = plan,
+                                             .launch = launch};

@@ -1,10 +1,13 @@
+/* ops/harness_list.c - the tuner's harnesses, one per op of the runtime's
+ * list (runtime/ops/op_list.h). */
 #include <string.h>
 
 #include "op_harness.h"
+#include "ops/op_list.h"
 
-static const st_op_harness *const all[] = {&st_index_decode_harness, &st_sparse_attn_decode_harness,
-                                           &st_sparse_attn_harness,  &st_index_topk_harness,
-                                           &st_index_score_harness,  &st_index_prefill_harness};
+#define ST_HARNESS_ENTRY(name, NAME) &st_##name##_harness,
+static const st_op_harness *const all[] = {ST_OP_LIST(ST_HARNESS_ENTRY)};
+#undef ST_HARNESS_ENTRY
 
 const st_op_harness *st_harness_find(const char *op) {
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
