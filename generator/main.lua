@@ -1,6 +1,7 @@
 -- main.lua - the generator's entry point (loaded by tuner/generator.c).
 --
--- new(templates_dir) returns a generator whose functions the C bridge calls:
+-- new(templates_dir, op_names) returns a generator over the ops named (each
+-- op's module is ops/<name>.lua) whose functions the C bridge calls:
 --   ops()                       op names, sorted
 --   suites()                    suite names, sorted
 --   suite(name, op)             shapes of suite `name` (op nil: every op) as
@@ -19,14 +20,9 @@ local render = require("render")
 local suites = require("suites")
 local variants = require("variants")
 
-local OPS = {
-  index_decode = require("ops.index_decode"),
-  index_prefill = require("ops.index_prefill"),
-  index_score = require("ops.index_score"),
-  index_topk = require("ops.index_topk"),
-  sparse_attn = require("ops.sparse_attn"),
-  sparse_attn_decode = require("ops.sparse_attn_decode"),
-}
+-- The op modules (ops/<name>.lua) of the names new() is given: the
+-- runtime's one list of ops, which the C bridge passes.
+local OPS = {}
 
 local M = {}
 
@@ -85,9 +81,18 @@ local function template_of(op, kernel)
   return op.template_of and op.template_of(kernel) or op.template
 end
 
-function M.new(templates_dir)
+function M.new(templates_dir, names)
   if type(templates_dir) ~= "string" or templates_dir == "" then
     fail("generator needs the templates directory")
+  end
+  if type(names) ~= "table" or #names == 0 then
+    fail("generator needs the list of op names")
+  end
+  for _, name in ipairs(names) do
+    if type(name) ~= "string" or not name:match("^[a-z][a-z0-9_]*$") then
+      fail("op name '%s' is not a lower-case identifier", tostring(name))
+    end
+    OPS[name] = require("ops." .. name)
   end
   local self = {}
 

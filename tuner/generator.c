@@ -23,6 +23,8 @@
 #include <lualib.h>
 #include <xxhash.h>
 
+#include "ops/op_list.h"
+
 struct st_gen {
   lua_State *L;
   int instance;         /* registry reference of the table main.lua's new() returned */
@@ -241,6 +243,19 @@ static void take_names(lua_State *L, char ***out, int *n) {
   lua_pop(L, 1);
 }
 
+
+/* The runtime's one list of ops (ops/op_list.h), as a Lua array: the
+ * generator loads the module of each. */
+static void push_op_names(lua_State *L) {
+#define ST_OP_NAME(name, NAME) #name,
+  static const char *const names[] = {ST_OP_LIST(ST_OP_NAME)};
+#undef ST_OP_NAME
+  lua_createtable(L, (int)(sizeof names / sizeof names[0]), 0);
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    lua_pushstring(L, names[i]);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+}
 static int open_protected(lua_State *L) {
   const open_ctx *c = lua_touserdata(L, 1);
   /* No os, io is needed for reading templates, no debug or coroutine. */
@@ -264,7 +279,8 @@ static int open_protected(lua_State *L) {
   if (lua_type(L, -1) != LUA_TTABLE) gen_raise(L, "%s did not return a table", c->main_path);
   lua_getfield(L, -1, "new");
   lua_pushstring(L, c->templates_dir);
-  lua_call(L, 1, 1);
+  push_op_names(L);
+  lua_call(L, 2, 1);
   if (lua_type(L, -1) != LUA_TTABLE) gen_raise(L, "%s: new() did not return a table", c->main_path);
   lua_pushvalue(L, -1);
   c->g->instance = luaL_ref(L, LUA_REGISTRYINDEX);
