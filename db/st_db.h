@@ -1,4 +1,8 @@
-/* st_db.h - the one module that talks to SQLite.
+/* st_db.h - the one module that talks to SQLite: opening and reading.
+ *
+ * The module is a reader, linked into libsparsetune, and a writer that
+ * only the tuner links (st_db_write.h: the read-write open and every
+ * insert and update).
  *
  * The database is the single source of truth between generator, compiler,
  * tuner and runtime. Schema and migrations live in db/migrations/NNN_*.sql
@@ -61,7 +65,9 @@ typedef struct st_db st_db;
 
 typedef enum st_db_mode { ST_DB_READONLY = 0, ST_DB_READWRITE = 1 } st_db_mode;
 
-st_status st_db_open(const char *path, st_db_mode mode, st_db **out, st_err *err);
+/* Opens an existing database for reading only: what the runtime does.
+ * Nothing is written to the file or created beside it. */
+st_status st_db_open_readonly(const char *path, st_db **out, st_err *err);
 void st_db_close(st_db *db);
 
 /* Closes the handle's connection but keeps the handle, and a read-write
@@ -80,10 +86,6 @@ st_status st_db_begin(st_db *db, st_err *err);
 st_status st_db_commit(st_db *db, st_err *err);
 void st_db_rollback(st_db *db);
 
-/* ---- devices ---- */
-/* Inserts or updates the row of this card (by uuid); returns its id. */
-st_status st_db_put_device(st_db *db, const st_device_info *dev, int64_t *device_id, st_err *err);
-
 /* ---- sources and variants (written by `generate`) ---- */
 typedef struct st_variant_row {
   char id[40];          /* content hash of op, params and source (hex)      */
@@ -95,11 +97,6 @@ typedef struct st_variant_row {
   int is_default;       /* the op's fallback for shapes with no winner      */
 } st_variant_row;
 
-/* INSERT OR IGNORE of the source text under its hash. */
-st_status st_db_put_source(st_db *db, const char *source_hash, const char *op, const st_params *kernel,
-                           const char *text, st_err *err);
-/* INSERT OR IGNORE of the variant (ids are content hashes: same id, same row). */
-st_status st_db_put_variant(st_db *db, const st_variant_row *v, st_err *err);
 /* Source text of a hash; *text is malloc'ed, caller frees. */
 st_status st_db_get_source(st_db *db, const char *source_hash, char **text, st_err *err);
 st_status st_db_get_variant(st_db *db, const char *variant_id, st_variant_row *out, st_err *err);
@@ -125,19 +122,11 @@ typedef struct st_binary_row {
 
 st_status st_db_has_binary(st_db *db, const char *source_hash, const char *arch, const char *compiler,
                            int *found, st_err *err);
-/* Idempotent: a (source_hash, arch, compiler) already stored keeps its row. */
-st_status st_db_put_binary(st_db *db, const st_binary_row *b, st_err *err);
 /* The binary for (hash, arch); compiler NULL picks the newest row. *found = 0
  * when there is none. On success with *found, free with st_db_binary_free. */
 st_status st_db_get_binary(st_db *db, const char *source_hash, const char *arch, const char *compiler,
                            st_binary_row *out, int *found, st_err *err);
 void st_db_binary_free(st_binary_row *b);
-
-/* ---- shapes ---- */
-/* key: canonical text of all shape parameters; dispatch_key: the subset the
- * runtime can know on the host (winners are per dispatch key). */
-st_status st_db_put_shape(st_db *db, const char *key, const char *op, const st_params *shape,
-                          const char *dispatch_key, st_err *err);
 
 /* ---- runs ---- */
 typedef struct st_run_row {
@@ -155,11 +144,9 @@ typedef struct st_run_row {
   char tool_version[32];
 } st_run_row;
 
-st_status st_db_run_begin(st_db *db, const st_run_row *run, int64_t *run_id, st_err *err);
 /* The newest run with the same kind, op, suite, device and args whose status is
  * "running" or "interrupted"; *run_id = 0 when there is none. */
 st_status st_db_run_find_resumable(st_db *db, const st_run_row *like, int64_t *run_id, st_err *err);
-st_status st_db_run_finish(st_db *db, int64_t run_id, const char *status, st_err *err);
 st_status st_db_get_run(st_db *db, int64_t run_id, st_run_row *out, int *found, st_err *err);
 /* Runs newest first; limit <= 0 means all. */
 st_status st_db_each_run(st_db *db, int limit, int (*cb)(void *ctx, const st_run_row *r), void *ctx,
@@ -185,8 +172,6 @@ typedef struct st_measurement {
   char samples[1024];   /* JSON array of per-repetition microseconds        */
 } st_measurement;
 
-/* INSERT OR REPLACE keyed by (run, variant, shape). */
-st_status st_db_put_measurement(st_db *db, const st_measurement *m, st_err *err);
 st_status st_db_has_measurement(st_db *db, int64_t run_id, const char *variant_id, const char *shape_key,
                                 int *found, st_err *err);
 /* Measurements of a run, joined with the variant name (passed as `name`). */
@@ -210,7 +195,6 @@ typedef struct st_winner_row {
   double default_us;    /* the default variant, same measure; 0 if unknown  */
 } st_winner_row;
 
-st_status st_db_put_winner(st_db *db, const st_winner_row *w, st_err *err);
 /* Winners of every device whose name and arch match (the runtime's view:
  * a model of card, not one card); arch NULL matches any arch. Where several
  * cards of the model have a winner for one (op, dispatch key), the newest

@@ -2,7 +2,8 @@
  *
  * Generated at build time from db/migrations/NNN_name.sql by embed_sql.cmake:
  * entry i holds migration number i + 1, whose SQL takes the schema from
- * version i to i + 1. Only st_db.c reads this. */
+ * version i to i + 1. db_write.c applies them; schema_check.c builds the
+ * schema a version promises from them. */
 #ifndef ST_DB_MIGRATIONS_H
 #define ST_DB_MIGRATIONS_H
 

@@ -128,7 +128,7 @@ static st_status open_device(st_handle *h, int ordinal, st_err *err) {
 
 static st_status open_db(st_handle *h, const char *path, st_err *err) {
   if (!(h->db_path = strdup(path))) return st_fail(err, ST_ERR_NOMEM, "out of host memory copying db_path");
-  st_status st = st_db_open(path, ST_DB_READONLY, &h->db, err);
+  st_status st = st_db_open_readonly(path, &h->db, err);
   if (st != ST_OK) h->db = NULL;
   return st == ST_OK || st == ST_ERR_NOMEM ? st : ST_ERR_DB;
 }

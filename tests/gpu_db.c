@@ -7,7 +7,7 @@
 
 #include "compile.h"
 #include "cuda_driver.h"
-#include "st_db.h"
+#include "st_db_write.h"
 #include "testutil.h"
 
 static const st_variant_row *pick_winner(const st_gen_variant *v, int nv, const char *algo, const char *splits) {

@@ -3,7 +3,7 @@
 # checks and loaders; the GPU suite needs a driver and a device.
 st_add_test(NAME test_runtime_dispatch LABEL cpu SOURCES test_runtime_dispatch.c)
 st_add_test(NAME test_runtime_api LABEL cpu SOURCES test_runtime_api.c)
-st_add_test(NAME test_runtime_gpu_open LABEL gpu SOURCES test_runtime_gpu_open.c)
+st_add_test(NAME test_runtime_gpu_open LABEL gpu SOURCES test_runtime_gpu_open.c LIBS st_db_writer)
 st_add_test(NAME test_runtime_api_attention LABEL cpu SOURCES test_runtime_api_attention.c api_fixture.c)
 st_add_test(NAME test_runtime_api_indexer LABEL cpu SOURCES test_runtime_api_indexer.c api_fixture.c)
 # Every entry point of every op fed hostile arguments (a printed seed,

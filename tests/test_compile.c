@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "compile.h"
-#include "st_db.h"
+#include "st_db_write.h"
 #include "testutil.h"
 
 #define ARCH "sm_90a"

@@ -98,8 +98,17 @@ static void remove_db(const char *path) {
 }
 
 static void copy_file(const char *from, const char *to) {
-  FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
-  if (!in || !out) fail_msg("copying %s to %s: %s", from, to, strerror(errno));
+  FILE *in = fopen(from, "rb");
+  if (!in) {
+    fail_msg("reading %s: %s", from, strerror(errno));
+    return;
+  }
+  FILE *out = fopen(to, "wb");
+  if (!out) {
+    fclose(in);
+    fail_msg("writing %s: %s", to, strerror(errno));
+    return;
+  }
   char buf[1 << 16];
   for (size_t n; (n = fread(buf, 1, sizeof buf, in)) > 0;)
     if (fwrite(buf, 1, n, out) != n) fail_msg("writing %s: %s", to, strerror(errno));
@@ -404,7 +413,8 @@ int main(int argc, char **argv) {
   }
   g_cli = ST_CLI_PATH;
   g_rng = st_test_seed("test_crash_consistency");
-  g_kills = getenv("ST_CRASH_KILLS") ? atoi(getenv("ST_CRASH_KILLS")) : gpu ? 20 : 25;
+  const char *kills = getenv("ST_CRASH_KILLS");
+  g_kills = kills ? atoi(kills) : gpu ? 20 : 25;
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_killed_command_loses_and_corrupts_nothing)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,7 +15,7 @@
 
 #include <sqlite3.h>
 
-#include "st_db.h"
+#include "st_db_write.h"
 #include "testutil.h"
 
 static inline void fx_remove(const char *path) {

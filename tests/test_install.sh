@@ -80,6 +80,19 @@ else
   pass
 fi
 
+# ---- the library reads databases and never writes one: the database
+# module's writer (read-write open, inserts, the writer lock) is the
+# tuner's alone. Its own functions are local symbols, which nm lists too.
+nm "$lib" | awk '{print $NF}' | sort -u >"$tmp/all_symbols"
+writes=$(grep -E '^(st_db_open|st_db_put_.*|st_db_run_begin|st_db_run_finish|st_writer_lock_.*)$' "$tmp/all_symbols")
+if ! grep -qx st_db_open_readonly "$tmp/all_symbols"; then
+  fail "$lib lists no st_db_open_readonly: its local symbols cannot be read (stripped?), so the next check proves nothing"
+elif [ -n "$writes" ]; then
+  fail "$lib holds database write functions: $(echo $writes)"
+else
+  pass
+fi
+
 # ---- the consumer, built through the CMake package
 consumer_src=$src/tests/install_consumer
 # configure_consumer DIR VERSION: configures the consumer asking for VERSION.

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "sparsetune.h"
-#include "st_db.h"
+#include "st_db_write.h"
 #include "testutil.h"
 
 #define NOBODY 65534

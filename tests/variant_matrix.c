@@ -15,7 +15,7 @@
 #include "compile.h"
 #include "generator.h"
 #include "op_harness.h"
-#include "st_db.h"
+#include "st_db_write.h"
 #include "testutil.h"
 #include "timing.h"
 

@@ -11,7 +11,7 @@
 
 #include "device_info.h"
 #include "generator.h"
-#include "st_db.h"
+#include "st_db_write.h"
 
 #define ST_EXIT_OK 0
 #define ST_EXIT_FAIL 1

@@ -18,7 +18,7 @@
 
 #include "error.h"
 #include "generator.h"
-#include "st_db.h"
+#include "st_db_write.h"
 
 /* The result of one compile. bin.source_hash is left empty (st_compile_one
  * does not know it); bin.cubin and bin.log are malloc'ed and owned by the

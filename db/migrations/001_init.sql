@@ -1,6 +1,6 @@
 -- 001_init.sql - schema v1 of the sparsetune database.
 --
--- Applied by db/st_db.c inside one transaction, which then sets
+-- Applied by db/db_write.c inside one transaction, which then sets
 -- PRAGMA user_version = 1 and PRAGMA application_id = 0x53705475 ("SpTu").
 -- A migration file holds no BEGIN/COMMIT and no PRAGMA of its own.
 --
