@@ -83,14 +83,37 @@ static st_status resolve(st_handle *h, st_op_id op, const void *a, st_dispatch_c
   return st;
 }
 
+/* The size each op's argument block has in this library (sparsetune.h:
+ * blocks of other sizes are refused). */
+#define ST_OP_ARGS_SIZE(name, NAME) [ST_OP_##NAME] = sizeof(st_##name##_args),
+static const size_t args_size[ST_OP_COUNT] = {ST_OP_LIST(ST_OP_ARGS_SIZE)};
+#undef ST_OP_ARGS_SIZE
+
+/* A block begins with its struct_size (every st_<op>_args does). */
+static st_status check_struct_size(st_op_id op, const void *args, st_err *err) {
+  size_t size;
+  memcpy(&size, args, sizeof size);
+  if (size == args_size[op]) return ST_OK;
+  const char *name = st_op_name(op);
+  if (size == 0)
+    return st_fail(err, ST_ERR_INVALID_ARG, "args.struct_size=0: call st_%s_args_init(&args) before filling it in",
+                   name);
+  return st_fail(err, ST_ERR_INVALID_ARG,
+                 "args.struct_size=%zu, but st_%s_args has %zu bytes in this library (version %s): build against "
+                 "its sparsetune.h and call st_%s_args_init first",
+                 size, name, args_size[op], SPARSETUNE_VERSION_STRING, name);
+}
+
 /* Validation and choice for the calls that read no pointer. */
 static st_status resolve_shape(st_handle *h, st_op_id op, const void *args, st_op_plan *plan, st_plan_info *info,
                                st_err *err) {
   if (!args) return st_fail(err, ST_ERR_INVALID_ARG, "args is NULL");
+  st_status st = check_struct_size(op, args, err);
+  if (st != ST_OK) return st;
   const st_op_desc *d = st_op_desc_of(op);
   st_op_args a;
   d->shape_only(args, &a);
-  st_status st = d->check_args(&a, err);
+  st = d->check_args(&a, err);
   if (st != ST_OK) return st;
   st_dispatch_choice choice;
   return resolve(h, op, &a, &choice, plan, info, err);
@@ -158,7 +181,8 @@ static st_status run(st_handle *handle, st_op_id op, const void *args, void *wor
   err.msg[0] = '\0'; /* the launch path touches no more than it must */
   if (!handle) return st_api_fail(NULL, st_fail(&err, ST_ERR_INVALID_ARG, "handle is NULL"), &err);
   if (!args) return st_api_fail(handle, st_fail(&err, ST_ERR_INVALID_ARG, "args is NULL"), &err);
-  st_status st = st_op_desc_of(op)->check_args(args, &err);
+  st_status st = check_struct_size(op, args, &err);
+  if (st == ST_OK) st = st_op_desc_of(op)->check_args(args, &err);
   if (st != ST_OK) return st_api_fail(handle, st, &err);
   st_dispatch_choice choice;
   st_op_plan plan;
@@ -171,8 +195,13 @@ static st_status run(st_handle *handle, st_op_id op, const void *args, void *wor
   return ST_OK;
 }
 
-/* The three entry points of each op, as sparsetune.h declares them. */
+/* The four entry points of each op, as sparsetune.h declares them. */
 #define ST_API_ENTRY_POINTS(name, NAME)                                                                          \
+  void st_##name##_args_init(st_##name##_args *args) {                                                         \
+    if (!args) return;                                                                                           \
+    memset(args, 0, sizeof *args);                                                                               \
+    args->struct_size = sizeof *args;                                                                            \
+  }                                                                                                              \
   st_status st_##name##_workspace_size(st_handle *handle, const st_##name##_args *args, size_t *bytes) {        \
     return workspace_size(handle, ST_OP_##NAME, args, bytes);                                                    \
   }                                                                                                              \

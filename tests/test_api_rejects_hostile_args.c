@@ -383,7 +383,7 @@ static int ws_at_least(size_t ws, i128 least, char *why, size_t cap) {
 
 static void index_decode_valid(void *p, int flavor) {
   st_index_decode_args *a = p;
-  memset(a, 0, sizeof *a);
+  st_index_decode_args_init(a);
   const st_dtype dt = flavor ? ST_DTYPE_FP8_E4M3 : ST_DTYPE_BF16;
   st_tensor_contiguous(&a->q, FAKE_PTR(1), dt, 3, (int64_t[]){8, 2, 128});
   st_tensor_contiguous(&a->k_cache, FAKE_PTR(2), dt, 3, (int64_t[]){1024, 128, 128});
@@ -549,7 +549,7 @@ static int attn_common_ok(const attn_view *a, int64_t rows, int ptrs, int64_t *h
 
 static void sparse_attn_decode_valid(void *p, int flavor) {
   st_sparse_attn_decode_args *a = p;
-  memset(a, 0, sizeof *a);
+  st_sparse_attn_decode_args_init(a);
   st_tensor_contiguous(&a->q, FAKE_PTR(1), ST_DTYPE_BF16, 3, (int64_t[]){8, 32, 128});
   SET_KV(a, flavor);
   st_tensor_contiguous(&a->topk_idx, FAKE_PTR(3), ST_DTYPE_INT32, 3, (int64_t[]){2, 8, 16});
@@ -638,7 +638,7 @@ static st_dispatch_variant sparse_attn_decode_variant(const char *id, st_dtype d
 
 static void sparse_attn_valid(void *p, int flavor) {
   st_sparse_attn_args *a = p;
-  memset(a, 0, sizeof *a);
+  st_sparse_attn_args_init(a);
   st_tensor_contiguous(&a->q, FAKE_PTR(1), ST_DTYPE_BF16, 3, (int64_t[]){1000, 32, 128});
   SET_KV(a, flavor);
   st_tensor_contiguous(&a->topk_idx, FAKE_PTR(3), ST_DTYPE_INT32, 3, (int64_t[]){2, 1000, 16});
@@ -745,7 +745,7 @@ static const st_index_score_config score_config = {
 
 static void index_score_valid(void *p, int flavor) {
   st_index_score_args *a = p;
-  memset(a, 0, sizeof *a);
+  st_index_score_args_init(a);
   SET_INDEX_INPUTS(a, flavor ? ST_DTYPE_FP8_E4M3 : ST_DTYPE_BF16);
   st_tensor_contiguous(&a->score, FAKE_PTR(6), ST_DTYPE_FP32, 3, (int64_t[]){2, 1000, 512});
   a->scale = 0.088f;
@@ -792,7 +792,7 @@ static st_dispatch_variant index_score_variant(const char *id, int balanced, int
 
 static void index_prefill_valid(void *p, int flavor) {
   st_index_prefill_args *a = p;
-  memset(a, 0, sizeof *a);
+  st_index_prefill_args_init(a);
   SET_INDEX_INPUTS(a, flavor ? ST_DTYPE_FP8_E4M3 : ST_DTYPE_BF16);
   st_tensor_contiguous(&a->topk_idx, FAKE_PTR(7), ST_DTYPE_INT32, 3, (int64_t[]){2, 1000, 16});
   a->topk = 16;
@@ -846,7 +846,7 @@ static st_dispatch_variant index_prefill_variant(const char *id, st_index_prefil
 static void index_topk_valid(void *p, int flavor) {
   (void)flavor;
   st_index_topk_args *a = p;
-  memset(a, 0, sizeof *a);
+  st_index_topk_args_init(a);
   st_tensor_contiguous(&a->score, FAKE_PTR(6), ST_DTYPE_FP32, 3, (int64_t[]){2, 1000, 512});
   st_tensor_contiguous(&a->cu_seqlens_q, FAKE_PTR(4), ST_DTYPE_INT32, 1, (int64_t[]){3});
   st_tensor_contiguous(&a->seq_lens, FAKE_PTR(5), ST_DTYPE_INT32, 1, (int64_t[]){2});

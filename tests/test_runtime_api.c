@@ -41,7 +41,7 @@ static st_tensor tensor(st_dtype dt, int ndim, const int64_t *shape, void *data)
 
 static st_index_decode_args make_args(int R, int H, int D, st_dtype dt, int qlen, int topk, int max_blocks) {
   st_index_decode_args a;
-  memset(&a, 0, sizeof a);
+  st_index_decode_args_init(&a);
   a.q = tensor(dt, 3, (int64_t[]){(int64_t)R * qlen, H, D}, FAKE_PTR(1));
   a.k_cache = tensor(dt, 3, (int64_t[]){1024, 128, D}, FAKE_PTR(2));
   a.block_table = tensor(ST_DTYPE_INT32, 2, (int64_t[]){R, max_blocks}, FAKE_PTR(3));
@@ -189,6 +189,40 @@ static void version_is_the_headers(void **state) {
   snprintf(spelled, sizeof spelled, "%d.%d.%d", SPARSETUNE_VERSION_MAJOR, SPARSETUNE_VERSION_MINOR,
            SPARSETUNE_VERSION_PATCH);
   assert_string_equal(st_version(), spelled);
+  assert_int_equal(st_version_number(), SPARSETUNE_VERSION_NUMBER);
+  assert_int_equal(SPARSETUNE_VERSION_NUMBER,
+                   SPARSETUNE_VERSION_MAJOR * 10000 + SPARSETUNE_VERSION_MINOR * 100 + SPARSETUNE_VERSION_PATCH);
+}
+
+/* An argument block that st_<op>_args_init did not set up, or one of
+ * another size, is refused by every entry point, before anything else. */
+static void argument_blocks_must_be_initialized(void **state) {
+  (void)state;
+  fake_loader f = {0};
+  st_handle *h = bare_handle(NULL, 0, &f);
+  size_t bytes = 0;
+  st_index_decode_args a = make_args(8, 2, 128, ST_DTYPE_BF16, 1, 16, 64);
+  assert_int_equal(a.struct_size, sizeof a);
+  a.struct_size = 0; /* as a block filled without the init */
+  assert_int_equal(st_index_decode_workspace_size(h, &a, &bytes), ST_ERR_INVALID_ARG);
+  assert_contains(st_last_error(h), "st_index_decode_args_init");
+  assert_int_equal(st_index_decode_prepare(h, &a), ST_ERR_INVALID_ARG);
+  assert_int_equal(st_index_decode(h, &a, FAKE_PTR(9), 64, NULL), ST_ERR_INVALID_ARG);
+  assert_contains(st_last_error(h), "struct_size=0");
+  a.struct_size = sizeof a + 8; /* a block of a later version */
+  assert_int_equal(st_index_decode_prepare(h, &a), ST_ERR_INVALID_ARG);
+  assert_contains(st_last_error(h), "in this library");
+  assert_int_equal(f.loads, 0);
+  /* The init zeroes everything else. */
+  st_sparse_attn_args b;
+  memset(&b, 0x5a, sizeof b);
+  st_sparse_attn_args_init(&b);
+  assert_int_equal(b.struct_size, sizeof b);
+  assert_null(b.q.data);
+  assert_null(b.lse.data);
+  assert_int_equal(b.scale_mode, ST_KV_SCALE_NONE);
+  st_index_topk_args_init(NULL); /* accepted, does nothing */
+  close_bare(h);
 }
 
 /* ---- calls on a handle
@@ -358,6 +392,7 @@ int main(void) {
       cmocka_unit_test(every_call_rejects_a_null_handle),
       cmocka_unit_test(status_names_are_never_null),
       cmocka_unit_test(version_is_the_headers),
+      cmocka_unit_test(argument_blocks_must_be_initialized),
       cmocka_unit_test(null_arguments_are_named),
       cmocka_unit_test(invalid_arguments_carry_the_launcher_message),
       cmocka_unit_test(no_variant_names_the_shape),

@@ -57,7 +57,7 @@ static st_dispatch_variant prefill_variant(const char *id) {
 
 static st_sparse_attn_decode_args decode_args(int R) {
   st_sparse_attn_decode_args a;
-  memset(&a, 0, sizeof a);
+  st_sparse_attn_decode_args_init(&a);
   st_tensor_contiguous(&a.q, FAKE_PTR(1), ST_DTYPE_BF16, 3, (int64_t[]){R, 32, 128});
   SET_CACHES(a, 4096, 2, 128);
   st_tensor_contiguous(&a.topk_idx, FAKE_PTR(3), ST_DTYPE_INT32, 3, (int64_t[]){2, R, 16});
@@ -72,7 +72,7 @@ static st_sparse_attn_decode_args decode_args(int R) {
 
 static st_sparse_attn_args prefill_args(int total_q) {
   st_sparse_attn_args a;
-  memset(&a, 0, sizeof a);
+  st_sparse_attn_args_init(&a);
   st_tensor_contiguous(&a.q, FAKE_PTR(1), ST_DTYPE_BF16, 3, (int64_t[]){total_q, 32, 128});
   SET_CACHES(a, 4096, 2, 128);
   st_tensor_contiguous(&a.topk_idx, FAKE_PTR(3), ST_DTYPE_INT32, 3, (int64_t[]){2, total_q, 16});

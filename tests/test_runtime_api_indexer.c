@@ -27,7 +27,7 @@ enum { TOTAL_Q = 1000, H = 2, D = 128, R = 2, COLS = 512, TOPK = 16 };
 
 static st_index_score_args score_args(void) {
   st_index_score_args a;
-  memset(&a, 0, sizeof a);
+  st_index_score_args_init(&a);
   SET_INPUTS(a);
   st_tensor_contiguous(&a.score, FAKE_PTR(6), ST_DTYPE_FP32, 3, (int64_t[]){H, TOTAL_Q, COLS});
   a.scale = 0.088f;
@@ -36,7 +36,7 @@ static st_index_score_args score_args(void) {
 
 static st_index_prefill_args prefill_args(void) {
   st_index_prefill_args a;
-  memset(&a, 0, sizeof a);
+  st_index_prefill_args_init(&a);
   SET_INPUTS(a);
   st_tensor_contiguous(&a.topk_idx, FAKE_PTR(7), ST_DTYPE_INT32, 3, (int64_t[]){H, TOTAL_Q, TOPK});
   a.topk = TOPK;
@@ -47,7 +47,7 @@ static st_index_prefill_args prefill_args(void) {
 
 static st_index_topk_args topk_args(void) {
   st_index_topk_args a;
-  memset(&a, 0, sizeof a);
+  st_index_topk_args_init(&a);
   st_tensor_contiguous(&a.score, FAKE_PTR(6), ST_DTYPE_FP32, 3, (int64_t[]){H, TOTAL_Q, COLS});
   st_tensor_contiguous(&a.cu_seqlens_q, FAKE_PTR(4), ST_DTYPE_INT32, 1, (int64_t[]){R + 1});
   st_tensor_contiguous(&a.seq_lens, FAKE_PTR(5), ST_DTYPE_INT32, 1, (int64_t[]){R});

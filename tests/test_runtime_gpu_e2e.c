@@ -118,6 +118,7 @@ static void session_open(session *s) {
   assert_int_equal(cu->cuMemcpyHtoD(s->dbt, s->bt, sizeof s->bt), CUDA_SUCCESS);
 
   st_index_decode_args *a = &s->a;
+  st_index_decode_args_init(a);
   st_tensor_contiguous(&a->q, (void *)(uintptr_t)s->dq, ST_DTYPE_BF16, 3, (int64_t[]){R * QLEN, H, D});
   st_tensor_contiguous(&a->k_cache, (void *)(uintptr_t)s->dpool, ST_DTYPE_BF16, 3, (int64_t[]){PAGES, 128, D});
   st_tensor_contiguous(&a->block_table, (void *)(uintptr_t)s->dbt, ST_DTYPE_INT32, 2, (int64_t[]){R, MB});

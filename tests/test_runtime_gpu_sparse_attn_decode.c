@@ -106,7 +106,7 @@ static CUdeviceptr upload(const st_cu *cu, const void *h, size_t bytes) {
 
 static st_sparse_attn_decode_args make_args(const io *t) {
   st_sparse_attn_decode_args a;
-  memset(&a, 0, sizeof a);
+  st_sparse_attn_decode_args_init(&a);
   st_tensor_contiguous(&a.q, (void *)(uintptr_t)t->dq, ST_DTYPE_BF16, 3, (int64_t[]){ROWS, HQ, D});
   /* (pages, 2, 128, Hkv, D): K then V of a page. */
   st_tensor_contiguous(&a.k_cache, (void *)(uintptr_t)t->dpool, ST_DTYPE_BF16, 4, (int64_t[]){PAGES, HKV, 128, D});

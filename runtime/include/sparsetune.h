@@ -33,6 +33,11 @@ extern "C" {
 #define SPARSETUNE_VERSION_MINOR 1
 #define SPARSETUNE_VERSION_PATCH 0
 #define SPARSETUNE_VERSION_STRING "0.1.0"
+/* One number that grows with every version: 10000 x major + 100 x minor +
+ * patch (0.1.0 is 100), for comparisons in the preprocessor and at run time
+ * (st_version_number). */
+#define SPARSETUNE_VERSION_NUMBER \
+  (SPARSETUNE_VERSION_MAJOR * 10000 + SPARSETUNE_VERSION_MINOR * 100 + SPARSETUNE_VERSION_PATCH)
 
 /* ST_API marks the functions of this header, the library's whole ABI: the
  * library is built with hidden visibility, so nothing else it holds is
@@ -111,10 +116,25 @@ ST_API const char *st_status_name(st_status status);
  * matches the library it runs with. */
 ST_API const char *st_version(void);
 
+/* The library's SPARSETUNE_VERSION_NUMBER. */
+ST_API unsigned st_version_number(void);
+
 /* Zero-fills `bytes` of `workspace` on `stream`. A workspace must be zeroed
  * once before its first use; the kernels leave it zeroed after every launch,
  * so graph replays need no further clearing. */
 ST_API st_status st_workspace_clear(st_handle *handle, void *workspace, size_t bytes, void *stream);
+
+/* ---- argument blocks ------------------------------------------------------
+ *
+ * Each op takes its arguments in one struct, st_<op>_args, which begins
+ * with `struct_size`. Call st_<op>_args_init on a block first: it sets
+ * struct_size and every other field to zero (views NULL, pdl 0, lse not
+ * wanted, scale mode none), then fill in the fields. Every entry point
+ * refuses (ST_ERR_INVALID_ARG) a block whose struct_size is not one this
+ * library knows, so a block that was never initialized is caught, and a
+ * later version of the library can add fields at the end of a block and
+ * still take blocks of the sizes before.
+ */
 
 /* ---- index_decode: lightning-indexer block selection for a decode batch ---
  *
@@ -136,6 +156,7 @@ ST_API st_status st_workspace_clear(st_handle *handle, void *workspace, size_t b
  * attribute after them is placed as they exit. 0 launches as usual.
  */
 typedef struct st_index_decode_args {
+  size_t struct_size;    /* set by st_index_decode_args_init */
   st_tensor q;           /* [R*qlen, H, D], bf16 or fp8 e4m3; R and H 1..65535;
                             rows (D elements) 16-byte aligned: data, D x element
                             bytes and the outer strides' bytes multiples of 16 */
@@ -151,6 +172,9 @@ typedef struct st_index_decode_args {
   int max_context;       /* host-known bound on every seq_len, 1..max_blocks*128 */
   int pdl;               /* 0 or 1: programmatic dependent launch (below)      */
 } st_index_decode_args;
+
+/* Sets args->struct_size and every other field to zero. */
+ST_API void st_index_decode_args_init(st_index_decode_args *args);
 
 /* Bytes of workspace st_index_decode needs for these arguments (pointers in
  * `args` are not read). */
@@ -191,6 +215,7 @@ typedef enum st_kv_scale_mode {
 } st_kv_scale_mode;
 
 typedef struct st_sparse_attn_decode_args {
+  size_t struct_size;    /* set by st_sparse_attn_decode_args_init */
   st_tensor q;           /* [R*qlen, Hq, D] bf16, R*qlen 1..65535, D 64, 128 or
                             256 (else ST_ERR_UNSUPPORTED); Hq a multiple of Hkv,
                             Hq / Hkv <= 32 (else ST_ERR_UNSUPPORTED); rows
@@ -215,6 +240,9 @@ typedef struct st_sparse_attn_decode_args {
   int pdl;               /* 0 or 1: programmatic dependent launch (see
                             st_index_decode_args)                              */
 } st_sparse_attn_decode_args;
+
+/* Sets args->struct_size and every other field to zero. */
+ST_API void st_sparse_attn_decode_args_init(st_sparse_attn_decode_args *args);
 
 /* Bytes of workspace st_sparse_attn_decode needs for these arguments
  * (pointers in `args` are not read, except whether lse.data is NULL). */
@@ -244,6 +272,7 @@ ST_API st_status st_sparse_attn_decode(st_handle *handle, const st_sparse_attn_d
  * views and scale modes. A token with no key gets o = 0 and lse = -inf.
  */
 typedef struct st_sparse_attn_args {
+  size_t struct_size;    /* set by st_sparse_attn_args_init */
   st_tensor q;            /* [total_q, Hq, D] bf16: D, Hq / Hkv and the rows'
                              alignment as in st_sparse_attn_decode_args         */
   st_tensor k_cache;      /* [pages, Hkv, 128, D] as st_sparse_attn_decode_args' */
@@ -265,6 +294,9 @@ typedef struct st_sparse_attn_args {
                              R x ceil(max_context / 128) blocks at most 2^31 - 1
                              (else ST_ERR_UNSUPPORTED)                           */
 } st_sparse_attn_args;
+
+/* Sets args->struct_size and every other field to zero. */
+ST_API void st_sparse_attn_args_init(st_sparse_attn_args *args);
 
 /* Bytes of workspace st_sparse_attn needs for these arguments (pointers in
  * `args` are not read, except whether lse.data is NULL): 0 for the
@@ -309,6 +341,7 @@ ST_API st_status st_sparse_attn(st_handle *handle, const st_sparse_attn_args *ar
  * in bf16, 128 in fp8 e4m3 (q and k_cache share the dtype).
  */
 typedef struct st_index_score_args {
+  size_t struct_size;    /* set by st_index_score_args_init */
   st_tensor q;            /* [total_q, H, D] bf16 or fp8 e4m3, H and R 1..65535,
                              rows 16-byte aligned (as st_index_decode_args' q)     */
   st_tensor k_cache;      /* [pages, 128, D], the dtype of q, rows as q's           */
@@ -320,6 +353,9 @@ typedef struct st_index_score_args {
   int max_context;        /* host-known bound on every seq_len, 1..128 x the lesser
                              of max_blocks and score.shape[2]                       */
 } st_index_score_args;
+
+/* Sets args->struct_size and every other field to zero. */
+ST_API void st_index_score_args_init(st_index_score_args *args);
 
 /* Bytes of workspace st_index_score needs (0 for the current kernels). */
 ST_API st_status st_index_score_workspace_size(st_handle *handle, const st_index_score_args *args, size_t *bytes);
@@ -346,6 +382,7 @@ ST_API st_status st_index_score(st_handle *handle, const st_index_score_args *ar
  * index_topk.
  */
 typedef struct st_index_prefill_args {
+  size_t struct_size;    /* set by st_index_prefill_args_init */
   st_tensor q;            /* [total_q, H, D] as st_index_score_args' q              */
   st_tensor k_cache;      /* [pages, 128, D], the dtype of q, rows as q's           */
   st_tensor block_table;  /* [R, max_blocks] int32                                  */
@@ -358,6 +395,9 @@ typedef struct st_index_prefill_args {
                              0..topk - init_blocks                                  */
   int max_context;        /* host-known bound on every seq_len, 1..max_blocks*128   */
 } st_index_prefill_args;
+
+/* Sets args->struct_size and every other field to zero. */
+ST_API void st_index_prefill_args_init(st_index_prefill_args *args);
 
 /* Bytes of workspace st_index_prefill needs (each scoring CTA's row lists;
  * pointers in `args` are not read). */
@@ -381,6 +421,7 @@ ST_API st_status st_index_prefill(st_handle *handle, const st_index_prefill_args
  * Unused slots are -1; ids within a row are in no particular order.
  */
 typedef struct st_index_topk_args {
+  size_t struct_size;    /* set by st_index_topk_args_init */
   st_tensor score;        /* [H, total_q, max_blocks] fp32 (any strides, innermost 1),
                              H 1..65535                                             */
   st_tensor cu_seqlens_q; /* [R+1] int32: 0, then running sums of q_len            */
@@ -392,6 +433,9 @@ typedef struct st_index_topk_args {
                              0..topk - init_blocks                                 */
   int max_context;        /* host-known bound on every seq_len, 1..max_blocks*128   */
 } st_index_topk_args;
+
+/* Sets args->struct_size and every other field to zero. */
+ST_API void st_index_topk_args_init(st_index_topk_args *args);
 
 /* Bytes of workspace st_index_topk needs (0 for the current kernels). */
 ST_API st_status st_index_topk_workspace_size(st_handle *handle, const st_index_topk_args *args, size_t *bytes);

@@ -146,6 +146,7 @@ static st_status case_create(const st_cu *cu, const st_device_info *dev, const s
     return st_cu_fail(cu, rc, "cuMemAlloc", err);
   }
   st_index_decode_args *a = &c->args;
+  st_index_decode_args_init(a);
   st_tensor_contiguous(&a->q, (void *)(uintptr_t)c->d_q, dt, 3, (int64_t[]){(int64_t)rows, H, D});
   st_tensor_contiguous(&a->k_cache, (void *)(uintptr_t)c->d_pool, dt, 3, (int64_t[]){pages, 128, D});
   st_tensor_contiguous(&a->block_table, (void *)(uintptr_t)c->d_bt, ST_DTYPE_INT32, 2, (int64_t[]){B, max_blocks});

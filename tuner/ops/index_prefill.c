@@ -61,7 +61,7 @@ static st_status make_output(ip_case *c, const st_params *shape, st_err *err) {
   if (!c->got) return st_fail(err, ST_ERR_NOMEM, "out of host memory for %zu ids", n);
   ST_CU_TRY(c->cu, c->cu->cuMemAlloc(&c->d_out, n * 4), err);
   st_index_prefill_args *a = &c->args;
-  memset(a, 0, sizeof *a);
+  st_index_prefill_args_init(a);
   st_index_case_tensors(in, &a->q, &a->k_cache, &a->block_table, &a->cu_seqlens_q, &a->seq_lens);
   st_tensor_contiguous(&a->topk_idx, (void *)(uintptr_t)c->d_out, ST_DTYPE_INT32, 3,
                        (int64_t[]){in->ref.H, in->total_q, topk});

@@ -52,7 +52,7 @@ static st_status make_output(is_case *c, st_err *err) {
   if (!c->got) return st_fail(err, ST_ERR_NOMEM, "out of host memory for %zu scores", n);
   ST_CU_TRY(c->cu, c->cu->cuMemAlloc(&c->d_score, n * 4), err);
   st_index_score_args *a = &c->args;
-  memset(a, 0, sizeof *a);
+  st_index_score_args_init(a);
   st_index_case_tensors(in, &a->q, &a->k_cache, &a->block_table, &a->cu_seqlens_q, &a->seq_lens);
   st_tensor_contiguous(&a->score, (void *)(uintptr_t)c->d_score, ST_DTYPE_FP32, 3,
                        (int64_t[]){in->ref.H, in->total_q, c->score_cols});

@@ -109,7 +109,7 @@ static st_status upload_all(it_case *c, st_err *err) {
     return st;
   ST_CU_TRY(cu, cu->cuMemAlloc(&c->d_out, (size_t)c->ref.H * (size_t)c->total_q * (size_t)c->ref.topk * 4), err);
   st_index_topk_args *a = &c->args;
-  memset(a, 0, sizeof *a);
+  st_index_topk_args_init(a);
   st_tensor_contiguous(&a->score, (void *)(uintptr_t)c->d_score, ST_DTYPE_FP32, 3,
                        (int64_t[]){c->ref.H, c->total_q, c->max_blocks});
   st_tensor_contiguous(&a->cu_seqlens_q, (void *)(uintptr_t)c->d_cu, ST_DTYPE_INT32, 1, (int64_t[]){c->R + 1});

@@ -164,7 +164,7 @@ static st_status upload_all(sa_case *c, int max_blocks, st_err *err) {
 
 static void fill_args(sa_case *c, int max_blocks) {
   st_sparse_attn_args *a = &c->args;
-  memset(a, 0, sizeof *a);
+  st_sparse_attn_args_init(a);
   const int64_t rows = c->total_q, Hkv = c->kv.Hkv, D = c->kv.D;
   st_tensor_contiguous(&a->q, (void *)(uintptr_t)c->d_q, ST_DTYPE_BF16, 3, (int64_t[]){rows, c->Hq, D});
   ST_ATTN_KV_ARGS(a, &c->kv);
