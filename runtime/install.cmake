@@ -1,5 +1,5 @@
 # `cmake --install`: libsparsetune (with its SONAME links), sparsetune.h, a
-# CMake package (find_package(sparsetune 0.1 CONFIG) -> sparsetune::sparsetune)
+# CMake package (find_package(sparsetune 0.2 CONFIG) -> sparsetune::sparsetune)
 # and a pkg-config file (sparsetune.pc). Both describe the tree relative to
 # where they lie, so an installed prefix can be moved.
 set(ST_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/sparsetune)
@@ -10,7 +10,7 @@ install(EXPORT sparsetune-targets NAMESPACE sparsetune:: DESTINATION ${ST_CMAKE_
 
 configure_package_config_file(${CMAKE_CURRENT_SOURCE_DIR}/sparsetune-config.cmake.in
                               ${CMAKE_CURRENT_BINARY_DIR}/sparsetune-config.cmake INSTALL_DESTINATION ${ST_CMAKE_DIR})
-# 0.x: a new minor version may change the ABI, so only 0.1.* satisfies 0.1.
+# 0.x: a new minor version may change the ABI, so only 0.2.* satisfies 0.2.
 write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/sparsetune-config-version.cmake
                                  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/sparsetune-config.cmake

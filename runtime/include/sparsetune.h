@@ -30,11 +30,11 @@ extern "C" {
 #endif
 
 #define SPARSETUNE_VERSION_MAJOR 0
-#define SPARSETUNE_VERSION_MINOR 1
+#define SPARSETUNE_VERSION_MINOR 2
 #define SPARSETUNE_VERSION_PATCH 0
-#define SPARSETUNE_VERSION_STRING "0.1.0"
+#define SPARSETUNE_VERSION_STRING "0.2.0"
 /* One number that grows with every version: 10000 x major + 100 x minor +
- * patch (0.1.0 is 100), for comparisons in the preprocessor and at run time
+ * patch (0.2.0 is 200), for comparisons in the preprocessor and at run time
  * (st_version_number). */
 #define SPARSETUNE_VERSION_NUMBER \
   (SPARSETUNE_VERSION_MAJOR * 10000 + SPARSETUNE_VERSION_MINOR * 100 + SPARSETUNE_VERSION_PATCH)
@@ -111,7 +111,7 @@ ST_API const char *st_last_error(const st_handle *handle);
 /* A short name for a status code ("ST_ERR_INVALID_ARG"); never NULL. */
 ST_API const char *st_status_name(st_status status);
 
-/* The library's version, its SPARSETUNE_VERSION_STRING ("0.1.0"); a static
+/* The library's version, its SPARSETUNE_VERSION_STRING ("0.2.0"); a static
  * string, never NULL. Lets a program check that the header it was built with
  * matches the library it runs with. */
 ST_API const char *st_version(void);
