@@ -282,29 +282,6 @@ static const st_shape *find_shape(const st_shape *s, int n, const char *key) {
   return NULL;
 }
 
-/* The dispatch key the runtime builds for this shape (runtime/ops/index_decode.c). */
-static void runtime_dispatch_key(const st_shape *s, char *key, size_t cap) {
-  st_err err = {{0}};
-  long long B, D, H, qlen, topk, ctx;
-  assert_int_equal(st_params_get_int(&s->params, "B", 1, 65535, &B, &err), ST_OK);
-  assert_int_equal(st_params_get_int(&s->params, "ctx", 1, 1 << 24, &ctx, &err), ST_OK);
-  assert_int_equal(st_params_get_int(&s->params, "D", 1, 512, &D, &err), ST_OK);
-  assert_int_equal(st_params_get_int(&s->params, "H", 1, 65535, &H, &err), ST_OK);
-  assert_int_equal(st_params_get_int(&s->params, "qlen", 1, 4, &qlen, &err), ST_OK);
-  assert_int_equal(st_params_get_int(&s->params, "topk", 1, 64, &topk, &err), ST_OK);
-  st_index_decode_args a;
-  memset(&a, 0, sizeof a);
-  a.q.dtype = !strcmp(st_params_get(&s->params, "dtype"), "fp8") ? ST_DTYPE_FP8_E4M3 : ST_DTYPE_BF16;
-  a.q.ndim = 3;
-  a.q.shape[0] = B * qlen;
-  a.q.shape[1] = H;
-  a.q.shape[2] = D;
-  a.qlen = (int)qlen;
-  a.topk = (int)topk;
-  a.max_context = (int)ctx;
-  assert_int_equal(st_index_decode_dispatch_key(&a, key, cap, NULL, &err), ST_OK);
-}
-
 static void test_suite_shape_and_dispatch_keys_are_canonical(void **state) {
   (void)state;
   st_gen *g = open_gen(NULL);
@@ -326,9 +303,6 @@ static void test_suite_shape_and_dispatch_keys_are_canonical(void **state) {
   int mixed = 0;
   for (int i = 0; i < n; i++) {
     for (int j = 0; j < i; j++) assert_string_not_equal(s[i].key, s[j].key);
-    char key[256];
-    runtime_dispatch_key(&s[i], key, sizeof key);
-    assert_string_equal(s[i].dispatch_key, key);
     mixed += !strcmp(st_params_get(&s[i].params, "lens"), "mixed");
   }
   assert_true(mixed >= 2);
@@ -642,32 +616,6 @@ static void test_render_fills_the_real_template(void **state) {
 
 /* ---- sparse_attn_decode ------------------------------------------------- */
 
-/* The dispatch key the runtime builds for this shape (runtime/ops/sparse_attn_decode.c). */
-static void runtime_sparse_attn_decode_dispatch_key(const st_shape *s, char *key, size_t cap) {
-  st_err err = {{0}};
-  long long B, D, Hq, Hkv, qlen, topk;
-  assert_int_equal(st_params_get_int(&s->params, "B", 1, 65535, &B, &err), ST_OK);
-  assert_int_equal(st_params_get_int(&s->params, "D", 1, 512, &D, &err), ST_OK);
-  assert_int_equal(st_params_get_int(&s->params, "Hq", 1, 65535, &Hq, &err), ST_OK);
-  assert_int_equal(st_params_get_int(&s->params, "Hkv", 1, 65535, &Hkv, &err), ST_OK);
-  assert_int_equal(st_params_get_int(&s->params, "qlen", 1, 4, &qlen, &err), ST_OK);
-  assert_int_equal(st_params_get_int(&s->params, "topk", 1, 64, &topk, &err), ST_OK);
-  st_sparse_attn_decode_args a;
-  memset(&a, 0, sizeof a);
-  a.q.dtype = ST_DTYPE_BF16;
-  a.q.ndim = 3;
-  a.q.shape[0] = B * qlen;
-  a.q.shape[1] = Hq;
-  a.q.shape[2] = D;
-  a.k_cache.dtype = !strcmp(st_params_get(&s->params, "dtype"), "fp8") ? ST_DTYPE_FP8_E4M3 : ST_DTYPE_BF16;
-  a.k_cache.ndim = 4;
-  a.k_cache.shape[1] = Hkv;
-  a.topk_idx.ndim = 3;
-  a.topk_idx.shape[2] = topk;
-  a.qlen = (int)qlen;
-  assert_int_equal(st_sparse_attn_decode_dispatch_key(&a, key, cap, NULL, &err), ST_OK);
-}
-
 static void test_suite_sparse_attn_decode_shapes_cross_the_bridge(void **state) {
   (void)state;
   /* dtype:B:topk:peer_us of the anchor rows (../shared/anchors.md). */
@@ -711,9 +659,6 @@ static void test_suite_sparse_attn_decode_shapes_cross_the_bridge(void **state) 
   int lse = 0, tensor = 0, interleaved = 0;
   for (int i = 0; i < nm; i++) {
     for (int j = 0; j < i; j++) assert_string_not_equal(s[i].key, s[j].key);
-    char key[256];
-    runtime_sparse_attn_decode_dispatch_key(&s[i], key, sizeof key);
-    assert_string_equal(s[i].dispatch_key, key);
     lse += !strcmp(st_params_get(&s[i].params, "lse"), "1");
     tensor += !strcmp(st_params_get(&s[i].params, "scale"), "tensor");
     interleaved += !strcmp(st_params_get(&s[i].params, "layout"), "interleaved");

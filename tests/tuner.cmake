@@ -29,3 +29,7 @@ foreach(w generate compile tune)
   set_tests_properties(test_crash_consistency_${w} PROPERTIES LABELS ${label} SKIP_RETURN_CODE 77
                        ENVIRONMENT "ST_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
 endforeach()
+
+# The runtime's dispatch key of every suite shape (the harnesses'
+# dispatch_args, no GPU) against the generator's.
+st_add_test(NAME test_dispatch_keys LABEL cpu SOURCES test_dispatch_keys.c LIBS st_tuner_core)

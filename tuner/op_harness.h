@@ -31,6 +31,15 @@ typedef struct st_op_harness {
   st_status (*case_create)(const st_cu *cu, const st_device_info *dev, const st_params *shape, const st_case_opts *o,
                            void **out, st_err *err);
   void (*case_destroy)(void *c);
+  /* The arguments the runtime is called with for `shape`, without a
+   * device: `args` (an st_<op>_args, e.g. the op's member of st_op_args)
+   * gets every tensor with the shape, strides and dtype case_create gives
+   * it (one function of the harness makes the geometry of both; paged
+   * pools have a warm case's pages), every data pointer a stand-in
+   * (ST_STAND_IN, ops/op.h), NULL where the shape does not want the tensor
+   * (lse=0). They pass the op's check_args, so what the runtime would run
+   * for a shape (its dispatch key, its plan) is known without a GPU. */
+  st_status (*dispatch_args)(const st_params *shape, void *args, st_err *err);
   /* Checks the variant fits, plans it, takes its kernels from `mod` and a
    * cleared workspace. ST_ERR_NO_VARIANT: does not fit this shape. */
   st_status (*bind)(void *c, const st_params *kernel, const st_params *launch, CUmodule mod, void **bound, st_err *err);

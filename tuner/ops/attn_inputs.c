@@ -1,6 +1,7 @@
 /* ops/attn_inputs.c - the K/V side of attention cases (attn_inputs.h). */
 #include "ops/attn_inputs.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,11 +55,13 @@ static size_t scale_elems(const st_attn_kv_case *kv) {
   return 2 * (size_t)kv->pages * ST_BLOCK_TOKENS * (size_t)kv->Hkv;
 }
 
+double st_attn_sm_scale(const st_attn_kv_case *kv) { return 1.0 / sqrt((double)kv->D); }
+
 int64_t st_attn_kv_page_bytes(const st_attn_kv_case *kv) {
   return 2 * ST_BLOCK_TOKENS * (int64_t)kv->Hkv * kv->D * st_dtype_bytes(kv->dtype);
 }
 
-st_status st_attn_kv_fill(st_attn_kv_case *kv, int64_t pages, uint64_t seed, int threads, st_err *err) {
+void st_attn_kv_layout(st_attn_kv_case *kv, int64_t pages) {
   kv->pages = pages;
   if (kv->interleaved) {
     kv->stride[0] = (int64_t)kv->Hkv * ST_BLOCK_TOKENS * 2 * kv->D;
@@ -71,6 +74,9 @@ st_status st_attn_kv_fill(st_attn_kv_case *kv, int64_t pages, uint64_t seed, int
     kv->stride[2] = (int64_t)kv->Hkv * kv->D;
     kv->v_offset = (int64_t)ST_BLOCK_TOKENS * kv->Hkv * kv->D;
   }
+}
+
+st_status st_attn_kv_fill(st_attn_kv_case *kv, uint64_t seed, int threads, st_err *err) {
   const size_t bytes = pool_elems(kv) * (size_t)st_dtype_bytes(kv->dtype);
   kv->h_pool = malloc(bytes);
   if (kv->scale == ST_KV_SCALE_TENSOR) kv->h_scales = malloc(scale_elems(kv) * 4);
@@ -112,9 +118,8 @@ void st_attn_kv_free(const st_cu *cu, st_attn_kv_case *kv) {
   kv->h_scales = NULL;
 }
 
-static void cache_tensor(st_tensor *t, const st_attn_kv_case *kv, int64_t offset_elems) {
+static void cache_tensor(st_tensor *t, const st_attn_kv_case *kv) {
   memset(t, 0, sizeof *t);
-  t->data = (void *)(uintptr_t)(kv->d_pool + (CUdeviceptr)(offset_elems * st_dtype_bytes(kv->dtype)));
   t->dtype = kv->dtype;
   t->ndim = 4;
   const int64_t shape[4] = {kv->pages, kv->Hkv, ST_BLOCK_TOKENS, kv->D};
@@ -124,9 +129,8 @@ static void cache_tensor(st_tensor *t, const st_attn_kv_case *kv, int64_t offset
 }
 
 /* [pages, Hkv, 128] over the slot-major arrays [pages][128][Hkv]. */
-static void scale_tensor(st_tensor *t, const st_attn_kv_case *kv, CUdeviceptr base) {
+static void scale_tensor(st_tensor *t, const st_attn_kv_case *kv) {
   memset(t, 0, sizeof *t);
-  t->data = (void *)(uintptr_t)base;
   t->dtype = ST_DTYPE_FP32;
   t->ndim = 3;
   t->shape[0] = kv->pages;
@@ -138,13 +142,23 @@ static void scale_tensor(st_tensor *t, const st_attn_kv_case *kv, CUdeviceptr ba
 }
 
 void st_attn_kv_tensors(const st_attn_kv_case *kv, st_tensor *k, st_tensor *v, st_tensor *ks, st_tensor *vs) {
-  cache_tensor(k, kv, 0);
-  cache_tensor(v, kv, kv->v_offset);
+  cache_tensor(k, kv);
+  cache_tensor(v, kv);
   memset(ks, 0, sizeof *ks);
   memset(vs, 0, sizeof *vs);
+  if (kv->scale != ST_KV_SCALE_TENSOR) return;
+  scale_tensor(ks, kv);
+  scale_tensor(vs, kv);
+}
+
+/* V starts v_offset elements into the pool; the V scales follow the K
+ * scales (st_attn_kv_fill: K then V). */
+void st_attn_kv_point(const st_attn_kv_case *kv, st_tensor *k, st_tensor *v, st_tensor *ks, st_tensor *vs) {
+  k->data = (void *)(uintptr_t)kv->d_pool;
+  v->data = (void *)(uintptr_t)(kv->d_pool + (CUdeviceptr)(kv->v_offset * st_dtype_bytes(kv->dtype)));
   if (!kv->d_scales) return;
-  scale_tensor(ks, kv, kv->d_scales);
-  scale_tensor(vs, kv, kv->d_scales + (CUdeviceptr)(scale_elems(kv) / 2 * 4));
+  ks->data = (void *)(uintptr_t)kv->d_scales;
+  vs->data = (void *)(uintptr_t)(kv->d_scales + (CUdeviceptr)(scale_elems(kv) / 2 * 4));
 }
 
 void st_attn_make_selection(int32_t *row, int topk, int pos, int max_blocks, const char *sel, uint64_t *rng) {

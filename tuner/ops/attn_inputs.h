@@ -31,12 +31,21 @@ typedef struct st_attn_kv_case {
  * returned in *sel: random, holes, local or repeats). */
 st_status st_attn_kv_read_shape(const st_params *shape, st_attn_kv_case *kv, const char **sel, st_err *err);
 
+/* The softmax scale of every attention case, 1/sqrt(D): the reference's,
+ * and the call's sm_scale as fp32. */
+double st_attn_sm_scale(const st_attn_kv_case *kv);
+
 /* Bytes of one page of the pool (K and V of every kv head). */
 int64_t st_attn_kv_page_bytes(const st_attn_kv_case *kv);
 
-/* Allocates and fills the pool of `pages` pages (K, V uniform: bf16 in
- * [-1, 1), fp8 in [-4, 4)) and, in TENSOR mode, scales in [0.25, 2). */
-st_status st_attn_kv_fill(st_attn_kv_case *kv, int64_t pages, uint64_t seed, int threads, st_err *err);
+/* The pool's geometry: `pages` pages in the shape's layout (strides and
+ * v_offset). */
+void st_attn_kv_layout(st_attn_kv_case *kv, int64_t pages);
+
+/* Allocates and fills the pool that st_attn_kv_layout laid out (K, V
+ * uniform: bf16 in [-1, 1), fp8 in [-4, 4)) and, in TENSOR mode, scales in
+ * [0.25, 2). */
+st_status st_attn_kv_fill(st_attn_kv_case *kv, uint64_t seed, int threads, st_err *err);
 
 /* Writes NaN into K and V of every kv head at slots `from` .. 127 of
  * `page` (filled, not uploaded yet): the slots past a request's length,
@@ -49,9 +58,10 @@ st_status st_attn_kv_upload(const st_cu *cu, st_attn_kv_case *kv, st_err *err);
 /* Frees host and device memory (cu may be NULL when nothing was uploaded). */
 void st_attn_kv_free(const st_cu *cu, st_attn_kv_case *kv);
 
-/* The device views of the args: k_cache, v_cache, k_scales, v_scales, the
- * scale mode and scalar scales of an st_sparse_attn_args or
- * st_sparse_attn_decode_args (same field names). */
+/* The views of the args: k_cache, v_cache, k_scales, v_scales (those two
+ * in TENSOR mode only, else left without dims), the scale mode and scalar
+ * scales of an st_sparse_attn_args or st_sparse_attn_decode_args (same
+ * field names); every data pointer NULL (the geometry of a laid-out pool). */
 void st_attn_kv_tensors(const st_attn_kv_case *kv, st_tensor *k, st_tensor *v, st_tensor *ks, st_tensor *vs);
 #define ST_ATTN_KV_ARGS(a, kv)                                                                                         \
   do {                                                                                                                 \
@@ -60,6 +70,10 @@ void st_attn_kv_tensors(const st_attn_kv_case *kv, st_tensor *k, st_tensor *v, s
     (a)->k_scale = (kv)->k_scale;                                                                                      \
     (a)->v_scale = (kv)->v_scale;                                                                                      \
   } while (0)
+
+/* Points those views at the uploaded pool and scales. */
+void st_attn_kv_point(const st_attn_kv_case *kv, st_tensor *k, st_tensor *v, st_tensor *ks, st_tensor *vs);
+#define ST_ATTN_KV_POINT(a, kv) st_attn_kv_point((kv), &(a)->k_cache, &(a)->v_cache, &(a)->k_scales, &(a)->v_scales)
 
 /* The host views of a reference input (st_ref_sparse_attn or
  * st_ref_sparse_attn_decode: same field names). */

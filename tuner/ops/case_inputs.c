@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/op.h"
 #include "random_fill.h"
 #include "sparsetune.h"
 
@@ -14,6 +15,11 @@ st_status st_case_shape_int(const st_params *shape, const char *key, long long l
   st_status s = st_params_get_int(shape, key, lo, hi, &v, err);
   if (s == ST_OK) *out = (int)v;
   return s;
+}
+
+void st_case_stand_ins(st_tensor *const *t, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (t[i]->ndim > 0) t[i]->data = ST_STAND_IN(i);
 }
 
 void st_case_table_garbage(int32_t *bt, int R, int cols, const int32_t *seq, int64_t pages) {

@@ -9,6 +9,7 @@
 #include "cuda_driver.h"
 #include "error.h"
 #include "params.h"
+#include "sparsetune.h"
 
 /* Integer shape field `key` in lo..hi into *out. */
 st_status st_case_shape_int(const st_params *shape, const char *key, long long lo, long long hi, int *out, st_err *err);
@@ -32,6 +33,12 @@ void st_case_table_garbage(int32_t *bt, int R, int cols, const int32_t *seq, int
  * seq_len, at least 1). */
 st_status st_case_requests(const char *reqs, int32_t **cu_seqlens_q, int32_t **seq_lens, int *R, int *total_q,
                            int *max_context, st_err *err);
+
+/* Points t[i] at ST_STAND_IN(i) (runtime/ops/op.h) for each tensor of
+ * t[0..n-1] that has dims: the arguments of a harness's dispatch_args. A
+ * tensor left without dims (ndim 0) is one the call does not want (lse=0,
+ * the scales of a scale mode without them) and stays NULL. */
+void st_case_stand_ins(st_tensor *const *t, size_t n);
 
 /* Zeroed host memory of `size` bytes aligned to `align` (a power of two),
  * freed with free(); NULL when out of memory. For the harnesses' bound

@@ -55,47 +55,81 @@ static void case_destroy(void *p) {
   free(c);
 }
 
+/* What a shape makes of a call, for case_create and dispatch_args alike:
+ * its sizes, the index-K pool's pages (grown where `cold`, for an L2 of
+ * l2_bytes) and the arguments with every data pointer NULL. */
+typedef struct id_geometry {
+  st_dtype dtype;
+  int B, qlen, H, D, topk, init, local, ctx, max_blocks;
+  int64_t pages;
+  st_index_decode_args args;
+} id_geometry;
+
+static st_status read_geometry(const st_params *shape, int cold, int64_t l2_bytes, id_geometry *g, st_err *err) {
+  memset(g, 0, sizeof *g);
+  st_status s;
+  if ((s = st_case_shape_int(shape, "D", 1, 1024, &g->D, err)) ||
+      (s = st_case_shape_int(shape, "H", 1, 64, &g->H, err)) ||
+      (s = st_case_shape_int(shape, "qlen", 1, 4, &g->qlen, err)) ||
+      (s = st_case_shape_int(shape, "topk", 1, 64, &g->topk, err)) ||
+      (s = st_case_shape_int(shape, "init", 0, 64, &g->init, err)) ||
+      (s = st_case_shape_int(shape, "local", 0, 64, &g->local, err)) ||
+      (s = st_case_shape_int(shape, "B", 1, 65535, &g->B, err)) ||
+      (s = st_case_shape_int(shape, "ctx", 1, 1 << 24, &g->ctx, err)))
+    return s;
+  const char *dts = st_params_get(shape, "dtype");
+  if (!dts || (strcmp(dts, "bf16") && strcmp(dts, "fp8")))
+    return st_fail(err, ST_ERR_INVALID_ARG, "shape dtype='%s' is not bf16 or fp8", dts ? dts : "(missing)");
+  g->dtype = strcmp(dts, "bf16") == 0 ? ST_DTYPE_BF16 : ST_DTYPE_FP8_E4M3;
+  g->max_blocks = (g->ctx + 127) / 128;
+  int64_t pages = (int64_t)g->B * g->max_blocks;
+  if (pages > 65536) pages = 65536;
+  if (pages < 4096) pages = 4096;
+  g->pages = st_cold_pool_pages(cold, pages, 128 * (int64_t)g->D * st_dtype_bytes(g->dtype), l2_bytes);
+  const int64_t rows = (int64_t)g->B * g->qlen;
+  st_index_decode_args *a = &g->args;
+  st_index_decode_args_init(a);
+  st_tensor_contiguous(&a->q, NULL, g->dtype, 3, (int64_t[]){rows, g->H, g->D});
+  st_tensor_contiguous(&a->k_cache, NULL, g->dtype, 3, (int64_t[]){g->pages, 128, g->D});
+  st_tensor_contiguous(&a->block_table, NULL, ST_DTYPE_INT32, 2, (int64_t[]){g->B, g->max_blocks});
+  st_tensor_contiguous(&a->seq_lens, NULL, ST_DTYPE_INT32, 1, (int64_t[]){g->B});
+  st_tensor_contiguous(&a->topk_idx, NULL, ST_DTYPE_INT32, 3, (int64_t[]){g->H, rows, g->topk});
+  a->qlen = g->qlen;
+  a->topk = g->topk;
+  a->init_blocks = g->init;
+  a->local_blocks = g->local;
+  a->max_context = g->ctx;
+  return ST_OK;
+}
+
 static st_status case_create(const st_cu *cu, const st_device_info *dev, const st_params *shape,
                              const st_case_opts *o, void **out, st_err *err) {
   const uint64_t seed = o->seed;
   const int threads = o->threads;
-  int D, H, qlen, topk, init, local, B, ctx;
-  st_status s;
-  if ((s = st_case_shape_int(shape, "D", 1, 1024, &D, err)) || (s = st_case_shape_int(shape, "H", 1, 64, &H, err)) ||
-      (s = st_case_shape_int(shape, "qlen", 1, 4, &qlen, err)) ||
-      (s = st_case_shape_int(shape, "topk", 1, 64, &topk, err)) ||
-      (s = st_case_shape_int(shape, "init", 0, 64, &init, err)) ||
-      (s = st_case_shape_int(shape, "local", 0, 64, &local, err)) ||
-      (s = st_case_shape_int(shape, "B", 1, 65535, &B, err)) ||
-      (s = st_case_shape_int(shape, "ctx", 1, 1 << 24, &ctx, err)))
-    return s;
+  id_geometry g;
+  st_status s = read_geometry(shape, o->cold, dev->l2_bytes, &g, err);
+  if (s != ST_OK) return s;
   /* Optional ties=1 (GPU tests): the selection's many-equal-keys path. */
   int ties = 0;
-  if (st_params_get(shape, "ties") && (s = st_case_shape_int(shape, "ties", 0, 1, &ties, err)))
-    return s;
-  const char *dts = st_params_get(shape, "dtype"), *lens = st_params_get(shape, "lens");
-  if (!dts || (strcmp(dts, "bf16") && strcmp(dts, "fp8")))
-    return st_fail(err, ST_ERR_INVALID_ARG, "shape dtype='%s' is not bf16 or fp8", dts ? dts : "(missing)");
-  const st_dtype dt = strcmp(dts, "bf16") == 0 ? ST_DTYPE_BF16 : ST_DTYPE_FP8_E4M3;
-  const size_t eb = dt == ST_DTYPE_BF16 ? 2 : 1;
+  if (st_params_get(shape, "ties") && (s = st_case_shape_int(shape, "ties", 0, 1, &ties, err))) return s;
+  const char *lens = st_params_get(shape, "lens");
+  const st_dtype dt = g.dtype;
+  const size_t eb = (size_t)st_dtype_bytes(dt);
+  const int B = g.B, max_blocks = g.max_blocks;
+  const int64_t pages = g.pages;
 
   id_case *c = calloc(1, sizeof *c);
   if (!c) return st_fail(err, ST_ERR_NOMEM, "out of host memory");
   c->cu = cu;
   c->dev = *dev;
-  const int max_blocks = (ctx + 127) / 128;
-  int64_t pages = (int64_t)B * max_blocks;
-  if (pages > 65536) pages = 65536;
-  if (pages < 4096) pages = 4096;
-  pages = st_cold_pool_pages(o->cold, pages, 128 * (int64_t)D * (int64_t)eb, dev->l2_bytes);
-  const size_t rows = (size_t)B * (size_t)qlen;
-  const size_t q_elems = rows * (size_t)H * (size_t)D, pool_elems = (size_t)pages * 128 * (size_t)D;
-  const size_t bt_elems = (size_t)B * (size_t)max_blocks, out_elems = (size_t)H * rows * (size_t)topk;
+  const size_t rows = (size_t)B * (size_t)g.qlen;
+  const size_t q_elems = rows * (size_t)g.H * (size_t)g.D, pool_elems = (size_t)pages * 128 * (size_t)g.D;
+  const size_t bt_elems = (size_t)B * (size_t)max_blocks, out_elems = (size_t)g.H * rows * (size_t)g.topk;
   c->h_q = malloc(q_elems * eb);
   c->h_pool = malloc(pool_elems * eb);
   c->h_bt = malloc(bt_elems * 4);
   c->h_seq = malloc((size_t)B * 4);
-  c->scores = malloc(sizeof(double) * (size_t)H * rows * (size_t)max_blocks);
+  c->scores = malloc(sizeof(double) * (size_t)g.H * rows * (size_t)max_blocks);
   c->h_out = malloc(out_elems * 4);
   if (!c->h_q || !c->h_pool || !c->h_bt || !c->h_seq || !c->scores || !c->h_out) {
     case_destroy(c);
@@ -108,7 +142,7 @@ static st_status case_create(const st_cu *cu, const st_device_info *dev, const s
     for (size_t e = 1; e < pool_elems; e++) memcpy((char *)c->h_pool + e * eb, c->h_pool, eb);
   uint64_t rng = seed ^ 0x62;
   for (size_t i = 0; i < bt_elems; i++) c->h_bt[i] = (int32_t)st_rand_below(&rng, (uint64_t)pages);
-  if ((s = st_case_seq_lens(c->h_seq, B, ctx, lens, &rng, err)) != ST_OK) {
+  if ((s = st_case_seq_lens(c->h_seq, B, g.ctx, lens, &rng, err)) != ST_OK) {
     case_destroy(c);
     return s;
   }
@@ -116,12 +150,12 @@ static st_status case_create(const st_cu *cu, const st_device_info *dev, const s
 
   c->ref = (st_ref_index_decode){.dtype = dt,
                                  .R = B,
-                                 .qlen = qlen,
-                                 .H = H,
-                                 .D = D,
-                                 .topk = topk,
-                                 .init_blocks = init,
-                                 .local_blocks = local,
+                                 .qlen = g.qlen,
+                                 .H = g.H,
+                                 .D = g.D,
+                                 .topk = g.topk,
+                                 .init_blocks = g.init,
+                                 .local_blocks = g.local,
                                  .max_blocks = max_blocks,
                                  .bt_cols = max_blocks,
                                  .pages = pages,
@@ -146,24 +180,31 @@ static st_status case_create(const st_cu *cu, const st_device_info *dev, const s
     return st_cu_fail(cu, rc, "cuMemAlloc", err);
   }
   st_index_decode_args *a = &c->args;
-  st_index_decode_args_init(a);
-  st_tensor_contiguous(&a->q, (void *)(uintptr_t)c->d_q, dt, 3, (int64_t[]){(int64_t)rows, H, D});
-  st_tensor_contiguous(&a->k_cache, (void *)(uintptr_t)c->d_pool, dt, 3, (int64_t[]){pages, 128, D});
-  st_tensor_contiguous(&a->block_table, (void *)(uintptr_t)c->d_bt, ST_DTYPE_INT32, 2, (int64_t[]){B, max_blocks});
-  st_tensor_contiguous(&a->seq_lens, (void *)(uintptr_t)c->d_seq, ST_DTYPE_INT32, 1, (int64_t[]){B});
-  st_tensor_contiguous(&a->topk_idx, (void *)(uintptr_t)c->d_out, ST_DTYPE_INT32, 3,
-                       (int64_t[]){H, (int64_t)rows, topk});
-  a->qlen = qlen;
-  a->topk = topk;
-  a->init_blocks = init;
-  a->local_blocks = local;
-  a->max_context = ctx;
+  *a = g.args;
+  a->q.data = (void *)(uintptr_t)c->d_q;
+  a->k_cache.data = (void *)(uintptr_t)c->d_pool;
+  a->block_table.data = (void *)(uintptr_t)c->d_bt;
+  a->seq_lens.data = (void *)(uintptr_t)c->d_seq;
+  a->topk_idx.data = (void *)(uintptr_t)c->d_out;
   c->cold = (st_cold_tables){.own = c->d_bt, .entries = bt_elems, .pages = pages, .seed = seed};
   if ((s = st_index_decode_check_args(a, err)) != ST_OK) {
     case_destroy(c);
     return s;
   }
   *out = c;
+  return ST_OK;
+}
+
+/* The pool has a warm case's pages: a cold case's larger pool changes no
+ * field of the key and no check. */
+static st_status dispatch_args(const st_params *shape, void *args, st_err *err) {
+  id_geometry g;
+  const st_status s = read_geometry(shape, 0, 0, &g, err);
+  if (s != ST_OK) return s;
+  st_index_decode_args *a = args;
+  *a = g.args;
+  st_tensor *const t[] = {&a->q, &a->k_cache, &a->block_table, &a->seq_lens, &a->topk_idx};
+  st_case_stand_ins(t, sizeof t / sizeof t[0]);
   return ST_OK;
 }
 
@@ -277,6 +318,7 @@ const st_op_harness st_index_decode_harness = {
     .op = ST_INDEX_DECODE_OP,
     .case_create = case_create,
     .case_destroy = case_destroy,
+    .dispatch_args = dispatch_args,
     .bind = bind,
     .bind_runtime = bind_runtime,
     .launch = launch,

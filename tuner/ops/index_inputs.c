@@ -89,13 +89,14 @@ static st_status upload(const st_cu *cu, st_index_case *c, st_err *err) {
   return ST_OK;
 }
 
-st_status st_index_case_build(const st_cu *cu, const st_params *shape, const st_case_opts *o, int64_t l2_bytes,
-                              st_index_case *c, st_err *err) {
+st_status st_index_case_shape(const st_params *shape, int cold, int64_t l2_bytes, st_index_case *c, st_err *err) {
   memset(c, 0, sizeof *c);
+  return read_shape(c, shape, cold, l2_bytes, err);
+}
+
+st_status st_index_case_build(const st_cu *cu, const st_case_opts *o, st_index_case *c, st_err *err) {
   st_status st;
-  if ((st = read_shape(c, shape, o->cold, l2_bytes, err)) || (st = fill_inputs(c, o->seed, o->threads, err)) ||
-      (st = upload(cu, c, err)))
-    return st;
+  if ((st = fill_inputs(c, o->seed, o->threads, err)) || (st = upload(cu, c, err))) return st;
   c->cold = (st_cold_tables){
       .own = c->d_bt, .entries = (size_t)c->ref.R * c->ref.bt_cols, .pages = c->ref.pages, .seed = o->seed};
   return ST_OK;
@@ -119,12 +120,20 @@ void st_index_case_free(const st_cu *cu, st_index_case *c) {
 void st_index_case_tensors(const st_index_case *c, st_tensor *q, st_tensor *k_cache, st_tensor *block_table,
                            st_tensor *cu_seqlens_q, st_tensor *seq_lens) {
   const st_ref_index_prefill *r = &c->ref;
-  st_tensor_contiguous(q, (void *)(uintptr_t)c->d_q, r->dtype, 3, (int64_t[]){c->total_q, r->H, r->D});
-  st_tensor_contiguous(k_cache, (void *)(uintptr_t)c->d_pool, r->dtype, 3,
-                       (int64_t[]){r->pages, ST_BLOCK_TOKENS, r->D});
-  st_tensor_contiguous(block_table, (void *)(uintptr_t)c->d_bt, ST_DTYPE_INT32, 2, (int64_t[]){r->R, r->bt_cols});
-  st_tensor_contiguous(cu_seqlens_q, (void *)(uintptr_t)c->d_cu, ST_DTYPE_INT32, 1, (int64_t[]){r->R + 1});
-  st_tensor_contiguous(seq_lens, (void *)(uintptr_t)c->d_seq, ST_DTYPE_INT32, 1, (int64_t[]){r->R});
+  st_tensor_contiguous(q, NULL, r->dtype, 3, (int64_t[]){c->total_q, r->H, r->D});
+  st_tensor_contiguous(k_cache, NULL, r->dtype, 3, (int64_t[]){r->pages, ST_BLOCK_TOKENS, r->D});
+  st_tensor_contiguous(block_table, NULL, ST_DTYPE_INT32, 2, (int64_t[]){r->R, r->bt_cols});
+  st_tensor_contiguous(cu_seqlens_q, NULL, ST_DTYPE_INT32, 1, (int64_t[]){r->R + 1});
+  st_tensor_contiguous(seq_lens, NULL, ST_DTYPE_INT32, 1, (int64_t[]){r->R});
+}
+
+void st_index_case_point(const st_index_case *c, st_tensor *q, st_tensor *k_cache, st_tensor *block_table,
+                         st_tensor *cu_seqlens_q, st_tensor *seq_lens) {
+  q->data = (void *)(uintptr_t)c->d_q;
+  k_cache->data = (void *)(uintptr_t)c->d_pool;
+  block_table->data = (void *)(uintptr_t)c->d_bt;
+  cu_seqlens_q->data = (void *)(uintptr_t)c->d_cu;
+  seq_lens->data = (void *)(uintptr_t)c->d_seq;
 }
 
 double st_index_case_visible_blocks(const st_index_case *c) {

@@ -29,19 +29,28 @@ typedef struct st_index_case {
   st_cold_tables cold; /* cold: the block tables of the other input sets (cold.h) */
 } st_index_case;
 
-/* Reads the shape fields B, H, D, dtype and reqs, fills the inputs from
- * o->seed (o->cold: the pool grown as cold.h says, for an L2 of l2_bytes),
+/* The geometry of the inputs: reads the shape fields B, H, D, dtype and
+ * reqs (the requests' lengths on the host) and sizes the pool (grown where
+ * `cold`, as cold.h says, for an L2 of l2_bytes). On failure *c holds what
+ * was made: free it. */
+st_status st_index_case_shape(const st_params *shape, int cold, int64_t l2_bytes, st_index_case *c, st_err *err);
+
+/* Fills the inputs of a case st_index_case_shape sized from o->seed,
  * computes the reference scores on o->threads CPU threads and uploads the
  * inputs. On failure *c holds what was made: free it. */
-st_status st_index_case_build(const st_cu *cu, const st_params *shape, const st_case_opts *o, int64_t l2_bytes,
-                              st_index_case *c, st_err *err);
+st_status st_index_case_build(const st_cu *cu, const st_case_opts *o, st_index_case *c, st_err *err);
 
-/* Frees host and device memory (a zeroed case is fine). */
+/* Frees host and device memory (a zeroed case is fine, cu NULL too where
+ * nothing was uploaded). */
 void st_index_case_free(const st_cu *cu, st_index_case *c);
 
-/* The device inputs as dense tensors. */
+/* The inputs as dense tensors, every data pointer NULL (the geometry). */
 void st_index_case_tensors(const st_index_case *c, st_tensor *q, st_tensor *k_cache, st_tensor *block_table,
                            st_tensor *cu_seqlens_q, st_tensor *seq_lens);
+
+/* Points those tensors at the uploaded inputs. */
+void st_index_case_point(const st_index_case *c, st_tensor *q, st_tensor *k_cache, st_tensor *block_table,
+                         st_tensor *cu_seqlens_q, st_tensor *seq_lens);
 
 /* Visible blocks summed over the query tokens (one head). */
 double st_index_case_visible_blocks(const st_index_case *c);

@@ -45,30 +45,43 @@ static void case_destroy(void *p) {
   free(c);
 }
 
-static st_status make_output(ip_case *c, const st_params *shape, st_err *err) {
+/* What a shape makes of a call, for case_create and dispatch_args alike:
+ * the inputs' geometry (st_index_case_shape; pool grown where `cold`, for
+ * an L2 of l2_bytes), the selection's topk, init and local, and c->args
+ * with every data pointer NULL. On failure c holds what was made:
+ * case_destroy frees it. */
+static st_status read_geometry(ip_case *c, const st_params *shape, int cold, int64_t l2_bytes, st_err *err) {
   st_index_case *in = &c->in;
   int topk = 0, init = 0, local = 0;
   st_status st;
-  if ((st = st_case_shape_int(shape, "topk", 1, 64, &topk, err)) ||
+  if ((st = st_index_case_shape(shape, cold, l2_bytes, in, err)) ||
+      (st = st_case_shape_int(shape, "topk", 1, 64, &topk, err)) ||
       (st = st_case_shape_int(shape, "init", 0, 64, &init, err)) ||
       (st = st_case_shape_int(shape, "local", 0, 64, &local, err)))
     return st;
   in->ref.topk = topk;
   in->ref.init_blocks = init;
   in->ref.local_blocks = local;
-  const size_t n = (size_t)in->ref.H * in->total_q * topk;
-  c->got = malloc(n * 4);
-  if (!c->got) return st_fail(err, ST_ERR_NOMEM, "out of host memory for %zu ids", n);
-  ST_CU_TRY(c->cu, c->cu->cuMemAlloc(&c->d_out, n * 4), err);
   st_index_prefill_args *a = &c->args;
   st_index_prefill_args_init(a);
   st_index_case_tensors(in, &a->q, &a->k_cache, &a->block_table, &a->cu_seqlens_q, &a->seq_lens);
-  st_tensor_contiguous(&a->topk_idx, (void *)(uintptr_t)c->d_out, ST_DTYPE_INT32, 3,
-                       (int64_t[]){in->ref.H, in->total_q, topk});
+  st_tensor_contiguous(&a->topk_idx, NULL, ST_DTYPE_INT32, 3, (int64_t[]){in->ref.H, in->total_q, topk});
   a->topk = topk;
   a->init_blocks = init;
   a->local_blocks = local;
   a->max_context = in->max_context;
+  return ST_OK;
+}
+
+static st_status make_output(ip_case *c, st_err *err) {
+  const st_index_case *in = &c->in;
+  const size_t n = (size_t)in->ref.H * in->total_q * in->ref.topk;
+  c->got = malloc(n * 4);
+  if (!c->got) return st_fail(err, ST_ERR_NOMEM, "out of host memory for %zu ids", n);
+  ST_CU_TRY(c->cu, c->cu->cuMemAlloc(&c->d_out, n * 4), err);
+  st_index_prefill_args *a = &c->args;
+  st_index_case_point(in, &a->q, &a->k_cache, &a->block_table, &a->cu_seqlens_q, &a->seq_lens);
+  a->topk_idx.data = (void *)(uintptr_t)c->d_out;
   return st_index_prefill_check_args(a, err);
 }
 
@@ -78,14 +91,30 @@ static st_status case_create(const st_cu *cu, const st_device_info *dev, const s
   if (!c) return st_fail(err, ST_ERR_NOMEM, "out of host memory");
   c->cu = cu;
   c->dev = *dev;
-  st_status st = st_index_case_build(cu, shape, o, dev->l2_bytes, &c->in, err);
-  if (st == ST_OK) st = make_output(c, shape, err);
-  if (st != ST_OK) {
+  st_status st;
+  if ((st = read_geometry(c, shape, o->cold, dev->l2_bytes, err)) || (st = st_index_case_build(cu, o, &c->in, err)) ||
+      (st = make_output(c, err))) {
     case_destroy(c);
     return st;
   }
   *out = c;
   return ST_OK;
+}
+
+/* The pool has a warm case's pages: a cold case's larger pool changes no
+ * field of the key and no check. */
+static st_status dispatch_args(const st_params *shape, void *args, st_err *err) {
+  ip_case *c = calloc(1, sizeof *c);
+  if (!c) return st_fail(err, ST_ERR_NOMEM, "out of host memory");
+  const st_status st = read_geometry(c, shape, 0, 0, err);
+  if (st == ST_OK) {
+    st_index_prefill_args *a = args;
+    *a = c->args;
+    st_tensor *const t[] = {&a->q, &a->k_cache, &a->block_table, &a->cu_seqlens_q, &a->seq_lens, &a->topk_idx};
+    st_case_stand_ins(t, sizeof t / sizeof t[0]);
+  }
+  case_destroy(c);
+  return st;
 }
 
 static void unbind(void *p) {
@@ -210,6 +239,7 @@ const st_op_harness st_index_prefill_harness = {
     .op = ST_INDEX_PREFILL_OP,
     .case_create = case_create,
     .case_destroy = case_destroy,
+    .dispatch_args = dispatch_args,
     .bind = bind,
     .bind_runtime = bind_runtime,
     .launch = launch,

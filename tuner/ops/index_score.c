@@ -45,6 +45,25 @@ static void case_destroy(void *p) {
   free(c);
 }
 
+/* What a shape makes of a call, for case_create and dispatch_args alike:
+ * the inputs' geometry (st_index_case_shape; pool grown where `cold`, for
+ * an L2 of l2_bytes), the score matrix SCORE_PAD_COLS wider than the blocks
+ * and c->args with every data pointer NULL. On failure c holds what was
+ * made: case_destroy frees it. */
+static st_status read_geometry(is_case *c, const st_params *shape, int cold, int64_t l2_bytes, st_err *err) {
+  const st_status st = st_index_case_shape(shape, cold, l2_bytes, &c->in, err);
+  if (st != ST_OK) return st;
+  const st_index_case *in = &c->in;
+  c->score_cols = in->ref.max_blocks + SCORE_PAD_COLS;
+  st_index_score_args *a = &c->args;
+  st_index_score_args_init(a);
+  st_index_case_tensors(in, &a->q, &a->k_cache, &a->block_table, &a->cu_seqlens_q, &a->seq_lens);
+  st_tensor_contiguous(&a->score, NULL, ST_DTYPE_FP32, 3, (int64_t[]){in->ref.H, in->total_q, c->score_cols});
+  a->scale = (float)in->ref.scale;
+  a->max_context = in->max_context;
+  return ST_OK;
+}
+
 static st_status make_output(is_case *c, st_err *err) {
   const st_index_case *in = &c->in;
   const size_t n = (size_t)in->ref.H * in->total_q * c->score_cols;
@@ -52,12 +71,8 @@ static st_status make_output(is_case *c, st_err *err) {
   if (!c->got) return st_fail(err, ST_ERR_NOMEM, "out of host memory for %zu scores", n);
   ST_CU_TRY(c->cu, c->cu->cuMemAlloc(&c->d_score, n * 4), err);
   st_index_score_args *a = &c->args;
-  st_index_score_args_init(a);
-  st_index_case_tensors(in, &a->q, &a->k_cache, &a->block_table, &a->cu_seqlens_q, &a->seq_lens);
-  st_tensor_contiguous(&a->score, (void *)(uintptr_t)c->d_score, ST_DTYPE_FP32, 3,
-                       (int64_t[]){in->ref.H, in->total_q, c->score_cols});
-  a->scale = (float)in->ref.scale;
-  a->max_context = in->max_context;
+  st_index_case_point(in, &a->q, &a->k_cache, &a->block_table, &a->cu_seqlens_q, &a->seq_lens);
+  a->score.data = (void *)(uintptr_t)c->d_score;
   return st_index_score_check_args(a, err);
 }
 
@@ -67,17 +82,30 @@ static st_status case_create(const st_cu *cu, const st_device_info *dev, const s
   if (!c) return st_fail(err, ST_ERR_NOMEM, "out of host memory");
   c->cu = cu;
   c->dev = *dev;
-  st_status st = st_index_case_build(cu, shape, o, dev->l2_bytes, &c->in, err);
-  if (st == ST_OK) {
-    c->score_cols = c->in.ref.max_blocks + SCORE_PAD_COLS;
-    st = make_output(c, err);
-  }
-  if (st != ST_OK) {
+  st_status st;
+  if ((st = read_geometry(c, shape, o->cold, dev->l2_bytes, err)) || (st = st_index_case_build(cu, o, &c->in, err)) ||
+      (st = make_output(c, err))) {
     case_destroy(c);
     return st;
   }
   *out = c;
   return ST_OK;
+}
+
+/* The pool has a warm case's pages: a cold case's larger pool changes no
+ * field of the key and no check. */
+static st_status dispatch_args(const st_params *shape, void *args, st_err *err) {
+  is_case *c = calloc(1, sizeof *c);
+  if (!c) return st_fail(err, ST_ERR_NOMEM, "out of host memory");
+  const st_status st = read_geometry(c, shape, 0, 0, err);
+  if (st == ST_OK) {
+    st_index_score_args *a = args;
+    *a = c->args;
+    st_tensor *const t[] = {&a->q, &a->k_cache, &a->block_table, &a->cu_seqlens_q, &a->seq_lens, &a->score};
+    st_case_stand_ins(t, sizeof t / sizeof t[0]);
+  }
+  case_destroy(c);
+  return st;
 }
 
 static void unbind(void *p) { free(p); }
@@ -184,6 +212,7 @@ const st_op_harness st_index_score_harness = {
     .op = ST_INDEX_SCORE_OP,
     .case_create = case_create,
     .case_destroy = case_destroy,
+    .dispatch_args = dispatch_args,
     .bind = bind,
     .bind_runtime = bind_runtime,
     .launch = launch,

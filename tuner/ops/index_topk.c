@@ -99,6 +99,25 @@ static st_status fill_scores(it_case *c, uint64_t seed, int threads, st_err *err
   return ST_OK;
 }
 
+/* What a shape makes of a call, for case_create and dispatch_args alike:
+ * the shape's fields and requests (read_shape) and c->args with every data
+ * pointer NULL. On failure c holds what was made: case_destroy frees it. */
+static st_status read_geometry(it_case *c, const st_params *shape, st_err *err) {
+  const st_status st = read_shape(c, shape, err);
+  if (st != ST_OK) return st;
+  st_index_topk_args *a = &c->args;
+  st_index_topk_args_init(a);
+  st_tensor_contiguous(&a->score, NULL, ST_DTYPE_FP32, 3, (int64_t[]){c->ref.H, c->total_q, c->max_blocks});
+  st_tensor_contiguous(&a->cu_seqlens_q, NULL, ST_DTYPE_INT32, 1, (int64_t[]){c->R + 1});
+  st_tensor_contiguous(&a->seq_lens, NULL, ST_DTYPE_INT32, 1, (int64_t[]){c->R});
+  st_tensor_contiguous(&a->topk_idx, NULL, ST_DTYPE_INT32, 3, (int64_t[]){c->ref.H, c->total_q, c->ref.topk});
+  a->topk = c->ref.topk;
+  a->init_blocks = c->ref.init_blocks;
+  a->local_blocks = c->ref.local_blocks;
+  a->max_context = c->max_context;
+  return ST_OK;
+}
+
 static st_status upload_all(it_case *c, st_err *err) {
   const st_cu *cu = c->cu;
   const size_t n = (size_t)c->ref.H * (size_t)c->total_q * (size_t)c->max_blocks;
@@ -109,17 +128,10 @@ static st_status upload_all(it_case *c, st_err *err) {
     return st;
   ST_CU_TRY(cu, cu->cuMemAlloc(&c->d_out, (size_t)c->ref.H * (size_t)c->total_q * (size_t)c->ref.topk * 4), err);
   st_index_topk_args *a = &c->args;
-  st_index_topk_args_init(a);
-  st_tensor_contiguous(&a->score, (void *)(uintptr_t)c->d_score, ST_DTYPE_FP32, 3,
-                       (int64_t[]){c->ref.H, c->total_q, c->max_blocks});
-  st_tensor_contiguous(&a->cu_seqlens_q, (void *)(uintptr_t)c->d_cu, ST_DTYPE_INT32, 1, (int64_t[]){c->R + 1});
-  st_tensor_contiguous(&a->seq_lens, (void *)(uintptr_t)c->d_seq, ST_DTYPE_INT32, 1, (int64_t[]){c->R});
-  st_tensor_contiguous(&a->topk_idx, (void *)(uintptr_t)c->d_out, ST_DTYPE_INT32, 3,
-                       (int64_t[]){c->ref.H, c->total_q, c->ref.topk});
-  a->topk = c->ref.topk;
-  a->init_blocks = c->ref.init_blocks;
-  a->local_blocks = c->ref.local_blocks;
-  a->max_context = c->max_context;
+  a->score.data = (void *)(uintptr_t)c->d_score;
+  a->cu_seqlens_q.data = (void *)(uintptr_t)c->d_cu;
+  a->seq_lens.data = (void *)(uintptr_t)c->d_seq;
+  a->topk_idx.data = (void *)(uintptr_t)c->d_out;
   return st_index_topk_check_args(a, err);
 }
 
@@ -132,12 +144,27 @@ static st_status case_create(const st_cu *cu, const st_device_info *dev, const s
   c->cu = cu;
   c->dev = *dev;
   st_status st;
-  if ((st = read_shape(c, shape, err)) || (st = fill_scores(c, seed, threads, err)) || (st = upload_all(c, err))) {
+  if ((st = read_geometry(c, shape, err)) || (st = fill_scores(c, seed, threads, err)) || (st = upload_all(c, err))) {
     case_destroy(c);
     return st;
   }
   *out = c;
   return ST_OK;
+}
+
+/* index_topk reads no paged pool: its arguments are the case's as they are. */
+static st_status dispatch_args(const st_params *shape, void *args, st_err *err) {
+  it_case *c = calloc(1, sizeof *c);
+  if (!c) return st_fail(err, ST_ERR_NOMEM, "out of host memory");
+  const st_status st = read_geometry(c, shape, err);
+  if (st == ST_OK) {
+    st_index_topk_args *a = args;
+    *a = c->args;
+    st_tensor *const t[] = {&a->score, &a->cu_seqlens_q, &a->seq_lens, &a->topk_idx};
+    st_case_stand_ins(t, sizeof t / sizeof t[0]);
+  }
+  case_destroy(c);
+  return st;
 }
 
 static void unbind(void *p) { free(p); }
@@ -224,6 +251,7 @@ const st_op_harness st_index_topk_harness = {
     .op = ST_INDEX_TOPK_OP,
     .case_create = case_create,
     .case_destroy = case_destroy,
+    .dispatch_args = dispatch_args,
     .bind = bind,
     .bind_runtime = bind_runtime,
     .launch = launch,

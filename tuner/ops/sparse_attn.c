@@ -30,7 +30,7 @@ typedef struct sa_case {
   st_device_info dev;
   st_attn_kv_case kv;
   st_ref_sparse_attn ref; /* host inputs; points at the h_* arrays */
-  int R, total_q, Hq, topk, want_lse, max_context;
+  int R, total_q, Hq, topk, want_lse, max_context, max_blocks;
   uint16_t *h_q;
   int32_t *h_idx, *h_bt, *h_cu, *h_seq;
   double *ref_o, *ref_lse;
@@ -143,7 +143,7 @@ static void fill_reference(sa_case *c, int max_blocks) {
   ref->block_table = c->h_bt;
   ref->cu_seqlens_q = c->h_cu;
   ref->seq_lens = c->h_seq;
-  ref->sm_scale = 1.0 / sqrt((double)c->kv.D);
+  ref->sm_scale = st_attn_sm_scale(&c->kv);
 }
 
 static st_status upload_all(sa_case *c, int max_blocks, st_err *err) {
@@ -162,20 +162,52 @@ static st_status upload_all(sa_case *c, int max_blocks, st_err *err) {
   return ST_OK;
 }
 
-static void fill_args(sa_case *c, int max_blocks) {
+/* c->args with every data pointer NULL. */
+static void geometry_args(sa_case *c) {
   st_sparse_attn_args *a = &c->args;
   st_sparse_attn_args_init(a);
   const int64_t rows = c->total_q, Hkv = c->kv.Hkv, D = c->kv.D;
-  st_tensor_contiguous(&a->q, (void *)(uintptr_t)c->d_q, ST_DTYPE_BF16, 3, (int64_t[]){rows, c->Hq, D});
+  st_tensor_contiguous(&a->q, NULL, ST_DTYPE_BF16, 3, (int64_t[]){rows, c->Hq, D});
   ST_ATTN_KV_ARGS(a, &c->kv);
-  st_tensor_contiguous(&a->topk_idx, (void *)(uintptr_t)c->d_idx, ST_DTYPE_INT32, 3, (int64_t[]){Hkv, rows, c->topk});
-  st_tensor_contiguous(&a->block_table, (void *)(uintptr_t)c->d_bt, ST_DTYPE_INT32, 2, (int64_t[]){c->R, max_blocks});
-  st_tensor_contiguous(&a->cu_seqlens_q, (void *)(uintptr_t)c->d_cu, ST_DTYPE_INT32, 1, (int64_t[]){c->R + 1});
-  st_tensor_contiguous(&a->seq_lens, (void *)(uintptr_t)c->d_seq, ST_DTYPE_INT32, 1, (int64_t[]){c->R});
-  st_tensor_contiguous(&a->o, (void *)(uintptr_t)c->d_o, ST_DTYPE_BF16, 3, (int64_t[]){rows, c->Hq, D});
-  if (c->d_lse) st_tensor_contiguous(&a->lse, (void *)(uintptr_t)c->d_lse, ST_DTYPE_FP32, 2, (int64_t[]){rows, c->Hq});
-  a->sm_scale = (float)c->ref.sm_scale;
+  st_tensor_contiguous(&a->topk_idx, NULL, ST_DTYPE_INT32, 3, (int64_t[]){Hkv, rows, c->topk});
+  st_tensor_contiguous(&a->block_table, NULL, ST_DTYPE_INT32, 2, (int64_t[]){c->R, c->max_blocks});
+  st_tensor_contiguous(&a->cu_seqlens_q, NULL, ST_DTYPE_INT32, 1, (int64_t[]){c->R + 1});
+  st_tensor_contiguous(&a->seq_lens, NULL, ST_DTYPE_INT32, 1, (int64_t[]){c->R});
+  st_tensor_contiguous(&a->o, NULL, ST_DTYPE_BF16, 3, (int64_t[]){rows, c->Hq, D});
+  if (c->want_lse) st_tensor_contiguous(&a->lse, NULL, ST_DTYPE_FP32, 2, (int64_t[]){rows, c->Hq});
+  a->sm_scale = (float)st_attn_sm_scale(&c->kv);
   a->max_context = c->max_context;
+}
+
+/* What a shape makes of a call, for case_create and dispatch_args alike:
+ * the shape's fields and requests (*sel: its selections), the pool's pages
+ * and layout (grown where `cold`, for an L2 of l2_bytes) and c->args
+ * (geometry_args). On failure c holds what was made: case_destroy frees it. */
+static st_status read_geometry(sa_case *c, const st_params *shape, int cold, int64_t l2_bytes, const char **sel,
+                               st_err *err) {
+  const st_status st = read_shape(c, shape, sel, err);
+  if (st != ST_OK) return st;
+  c->max_blocks = (c->max_context + ST_BLOCK_TOKENS - 1) / ST_BLOCK_TOKENS;
+  int64_t pages = 0;
+  for (int r = 0; r < c->R; r++) pages += (c->h_seq[r] + ST_BLOCK_TOKENS - 1) / ST_BLOCK_TOKENS;
+  if (pages > 32768) pages = 32768;
+  if (pages < 4096) pages = 4096;
+  st_attn_kv_layout(&c->kv, st_cold_pool_pages(cold, pages, st_attn_kv_page_bytes(&c->kv), l2_bytes));
+  geometry_args(c);
+  return ST_OK;
+}
+
+/* Points c->args at the uploaded buffers (lse: 0 when not wanted). */
+static void point_args(sa_case *c) {
+  st_sparse_attn_args *a = &c->args;
+  a->q.data = (void *)(uintptr_t)c->d_q;
+  ST_ATTN_KV_POINT(a, &c->kv);
+  a->topk_idx.data = (void *)(uintptr_t)c->d_idx;
+  a->block_table.data = (void *)(uintptr_t)c->d_bt;
+  a->cu_seqlens_q.data = (void *)(uintptr_t)c->d_cu;
+  a->seq_lens.data = (void *)(uintptr_t)c->d_seq;
+  a->o.data = (void *)(uintptr_t)c->d_o;
+  a->lse.data = (void *)(uintptr_t)c->d_lse;
 }
 
 static st_status case_create(const st_cu *cu, const st_device_info *dev, const st_params *shape,
@@ -187,16 +219,10 @@ static st_status case_create(const st_cu *cu, const st_device_info *dev, const s
   c->cu = cu;
   c->dev = *dev;
   const char *sel = NULL;
-  st_status st = read_shape(c, shape, &sel, err);
+  st_status st = read_geometry(c, shape, o->cold, dev->l2_bytes, &sel, err);
   if (st != ST_OK) goto fail;
-  const int max_blocks = (c->max_context + ST_BLOCK_TOKENS - 1) / ST_BLOCK_TOKENS;
-  int64_t pages = 0;
-  for (int r = 0; r < c->R; r++) pages += (c->h_seq[r] + ST_BLOCK_TOKENS - 1) / ST_BLOCK_TOKENS;
-  if (pages > 32768) pages = 32768;
-  if (pages < 4096) pages = 4096;
-  pages = st_cold_pool_pages(o->cold, pages, st_attn_kv_page_bytes(&c->kv), dev->l2_bytes);
-  if ((st = st_attn_kv_fill(&c->kv, pages, seed, threads, err)) ||
-      (st = fill_host(c, sel, max_blocks, seed, threads, err)))
+  const int max_blocks = c->max_blocks;
+  if ((st = st_attn_kv_fill(&c->kv, seed, threads, err)) || (st = fill_host(c, sel, max_blocks, seed, threads, err)))
     goto fail;
   fill_reference(c, max_blocks);
   if (st_ref_sparse_attn_compute(&c->ref, c->ref_o, c->ref_lse, threads) != 0) {
@@ -204,13 +230,31 @@ static st_status case_create(const st_cu *cu, const st_device_info *dev, const s
     goto fail;
   }
   if ((st = upload_all(c, max_blocks, err)) != ST_OK) goto fail;
-  fill_args(c, max_blocks);
+  point_args(c);
   c->cold = (st_cold_tables){
-      .own = c->d_bt, .entries = (size_t)c->R * (size_t)max_blocks, .pages = pages, .seed = seed};
+      .own = c->d_bt, .entries = (size_t)c->R * (size_t)max_blocks, .pages = c->kv.pages, .seed = seed};
   if ((st = st_sparse_attn_check_args(&c->args, err)) != ST_OK) goto fail;
   *out = c;
   return ST_OK;
 fail:
+  case_destroy(c);
+  return st;
+}
+
+/* The pool has a warm case's pages: a cold case's larger pool changes no
+ * field of the key and no check. */
+static st_status dispatch_args(const st_params *shape, void *args, st_err *err) {
+  sa_case *c = calloc(1, sizeof *c);
+  if (!c) return st_fail(err, ST_ERR_NOMEM, "out of host memory");
+  const char *sel = NULL;
+  const st_status st = read_geometry(c, shape, 0, 0, &sel, err);
+  if (st == ST_OK) {
+    st_sparse_attn_args *a = args;
+    *a = c->args;
+    st_tensor *const t[] = {&a->q,           &a->k_cache,      &a->v_cache,  &a->k_scales, &a->v_scales, &a->topk_idx,
+                            &a->block_table, &a->cu_seqlens_q, &a->seq_lens, &a->o,        &a->lse};
+    st_case_stand_ins(t, sizeof t / sizeof t[0]);
+  }
   case_destroy(c);
   return st;
 }
@@ -363,6 +407,7 @@ const st_op_harness st_sparse_attn_harness = {
     .op = ST_SPARSE_ATTN_OP,
     .case_create = case_create,
     .case_destroy = case_destroy,
+    .dispatch_args = dispatch_args,
     .bind = bind,
     .bind_runtime = bind_runtime,
     .launch = launch,

@@ -28,7 +28,7 @@ typedef struct sad_case {
   st_device_info dev;
   st_attn_kv_case kv;
   st_ref_sparse_attn_decode ref; /* host inputs; points at the h_* arrays */
-  int B, qlen, Hq, topk, ctx, want_lse, q_log2;
+  int B, qlen, Hq, topk, ctx, want_lse, q_log2, max_blocks;
   uint16_t *h_q;
   int32_t *h_idx, *h_bt, *h_seq;
   double *ref_o, *ref_lse;
@@ -134,7 +134,7 @@ static void fill_reference(sad_case *c, int max_blocks) {
   ref->topk_idx = c->h_idx;
   ref->block_table = c->h_bt;
   ref->seq_lens = c->h_seq;
-  ref->sm_scale = 1.0 / sqrt((double)c->kv.D);
+  ref->sm_scale = st_attn_sm_scale(&c->kv);
 }
 
 static st_status upload_all(sad_case *c, int max_blocks, st_err *err) {
@@ -152,20 +152,49 @@ static st_status upload_all(sad_case *c, int max_blocks, st_err *err) {
   return ST_OK;
 }
 
-static void fill_args(sad_case *c, int max_blocks) {
+/* c->args with every data pointer NULL. */
+static void geometry_args(sad_case *c) {
   st_sparse_attn_decode_args *a = &c->args;
   st_sparse_attn_decode_args_init(a);
   const int64_t rows = (int64_t)c->B * c->qlen, Hkv = c->kv.Hkv, D = c->kv.D;
-  st_tensor_contiguous(&a->q, (void *)(uintptr_t)c->d_q, ST_DTYPE_BF16, 3, (int64_t[]){rows, c->Hq, D});
+  st_tensor_contiguous(&a->q, NULL, ST_DTYPE_BF16, 3, (int64_t[]){rows, c->Hq, D});
   ST_ATTN_KV_ARGS(a, &c->kv);
-  st_tensor_contiguous(&a->topk_idx, (void *)(uintptr_t)c->d_idx, ST_DTYPE_INT32, 3, (int64_t[]){Hkv, rows, c->topk});
-  st_tensor_contiguous(&a->block_table, (void *)(uintptr_t)c->d_bt, ST_DTYPE_INT32, 2, (int64_t[]){c->B, max_blocks});
-  st_tensor_contiguous(&a->seq_lens, (void *)(uintptr_t)c->d_seq, ST_DTYPE_INT32, 1, (int64_t[]){c->B});
-  st_tensor_contiguous(&a->o, (void *)(uintptr_t)c->d_o, ST_DTYPE_BF16, 3, (int64_t[]){rows, c->Hq, D});
-  if (c->d_lse) st_tensor_contiguous(&a->lse, (void *)(uintptr_t)c->d_lse, ST_DTYPE_FP32, 2, (int64_t[]){rows, c->Hq});
-  a->sm_scale = (float)c->ref.sm_scale;
+  st_tensor_contiguous(&a->topk_idx, NULL, ST_DTYPE_INT32, 3, (int64_t[]){Hkv, rows, c->topk});
+  st_tensor_contiguous(&a->block_table, NULL, ST_DTYPE_INT32, 2, (int64_t[]){c->B, c->max_blocks});
+  st_tensor_contiguous(&a->seq_lens, NULL, ST_DTYPE_INT32, 1, (int64_t[]){c->B});
+  st_tensor_contiguous(&a->o, NULL, ST_DTYPE_BF16, 3, (int64_t[]){rows, c->Hq, D});
+  if (c->want_lse) st_tensor_contiguous(&a->lse, NULL, ST_DTYPE_FP32, 2, (int64_t[]){rows, c->Hq});
+  a->sm_scale = (float)st_attn_sm_scale(&c->kv);
   a->qlen = c->qlen;
   a->max_context = c->ctx;
+}
+
+/* What a shape makes of a call, for case_create and dispatch_args alike:
+ * the shape's fields (*sel: its selections), the pool's pages and layout
+ * (grown where `cold`, for an L2 of l2_bytes) and c->args (geometry_args). */
+static st_status read_geometry(sad_case *c, const st_params *shape, int cold, int64_t l2_bytes, const char **sel,
+                               st_err *err) {
+  const st_status st = read_shape(c, shape, sel, err);
+  if (st != ST_OK) return st;
+  c->max_blocks = (c->ctx + ST_BLOCK_TOKENS - 1) / ST_BLOCK_TOKENS;
+  int64_t pages = (int64_t)c->B * c->max_blocks;
+  if (pages > 32768) pages = 32768;
+  if (pages < 4096) pages = 4096;
+  st_attn_kv_layout(&c->kv, st_cold_pool_pages(cold, pages, st_attn_kv_page_bytes(&c->kv), l2_bytes));
+  geometry_args(c);
+  return ST_OK;
+}
+
+/* Points c->args at the uploaded buffers (lse: 0 when not wanted). */
+static void point_args(sad_case *c) {
+  st_sparse_attn_decode_args *a = &c->args;
+  a->q.data = (void *)(uintptr_t)c->d_q;
+  ST_ATTN_KV_POINT(a, &c->kv);
+  a->topk_idx.data = (void *)(uintptr_t)c->d_idx;
+  a->block_table.data = (void *)(uintptr_t)c->d_bt;
+  a->seq_lens.data = (void *)(uintptr_t)c->d_seq;
+  a->o.data = (void *)(uintptr_t)c->d_o;
+  a->lse.data = (void *)(uintptr_t)c->d_lse;
 }
 
 static st_status case_create(const st_cu *cu, const st_device_info *dev, const st_params *shape,
@@ -177,14 +206,10 @@ static st_status case_create(const st_cu *cu, const st_device_info *dev, const s
   c->cu = cu;
   c->dev = *dev;
   const char *sel = NULL;
-  st_status st = read_shape(c, shape, &sel, err);
+  st_status st = read_geometry(c, shape, o->cold, dev->l2_bytes, &sel, err);
   if (st != ST_OK) goto fail;
-  const int max_blocks = (c->ctx + ST_BLOCK_TOKENS - 1) / ST_BLOCK_TOKENS;
-  int64_t pages = (int64_t)c->B * max_blocks;
-  if (pages > 32768) pages = 32768;
-  if (pages < 4096) pages = 4096;
-  pages = st_cold_pool_pages(o->cold, pages, st_attn_kv_page_bytes(&c->kv), dev->l2_bytes);
-  if ((st = st_attn_kv_fill(&c->kv, pages, seed, threads, err)) ||
+  const int max_blocks = c->max_blocks;
+  if ((st = st_attn_kv_fill(&c->kv, seed, threads, err)) ||
       (st = fill_host(c, st_params_get(shape, "lens"), sel, max_blocks, seed, threads, err)))
     goto fail;
   fill_reference(c, max_blocks);
@@ -193,13 +218,31 @@ static st_status case_create(const st_cu *cu, const st_device_info *dev, const s
     goto fail;
   }
   if ((st = upload_all(c, max_blocks, err)) != ST_OK) goto fail;
-  fill_args(c, max_blocks);
+  point_args(c);
   c->cold = (st_cold_tables){
-      .own = c->d_bt, .entries = (size_t)c->B * (size_t)max_blocks, .pages = pages, .seed = seed};
+      .own = c->d_bt, .entries = (size_t)c->B * (size_t)max_blocks, .pages = c->kv.pages, .seed = seed};
   if ((st = st_sparse_attn_decode_check_args(&c->args, err)) != ST_OK) goto fail;
   *out = c;
   return ST_OK;
 fail:
+  case_destroy(c);
+  return st;
+}
+
+/* The pool has a warm case's pages: a cold case's larger pool changes no
+ * field of the key and no check. */
+static st_status dispatch_args(const st_params *shape, void *args, st_err *err) {
+  sad_case *c = calloc(1, sizeof *c);
+  if (!c) return st_fail(err, ST_ERR_NOMEM, "out of host memory");
+  const char *sel = NULL;
+  const st_status st = read_geometry(c, shape, 0, 0, &sel, err);
+  if (st == ST_OK) {
+    st_sparse_attn_decode_args *a = args;
+    *a = c->args;
+    st_tensor *const t[] = {&a->q,        &a->k_cache,     &a->v_cache,  &a->k_scales, &a->v_scales,
+                            &a->topk_idx, &a->block_table, &a->seq_lens, &a->o,        &a->lse};
+    st_case_stand_ins(t, sizeof t / sizeof t[0]);
+  }
   case_destroy(c);
   return st;
 }
@@ -326,6 +369,7 @@ const st_op_harness st_sparse_attn_decode_harness = {
     .op = ST_SPARSE_ATTN_DECODE_OP,
     .case_create = case_create,
     .case_destroy = case_destroy,
+    .dispatch_args = dispatch_args,
     .bind = bind,
     .bind_runtime = bind_runtime,
     .launch = launch,
