@@ -1,23 +1,24 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine (through the `device` tool, which carries the build
-# folder made on the development machine): GPU tests and, on request, the
-# tuner and the benchmark. Logs go under $OUT (or ./out).
+# Runs the GPU steps on a machine with a GPU, from the build folder BUILD
+# (default build; it may have been made on another machine from the same
+# checkout path): GPU tests and, on request, the tuner and the benchmark.
+# Logs go under $OUT (or ./out).
 #   .ci/device.sh test            ctest -L gpu
 #   .ci/device.sh tune [SUITE]    sparsetune tune into $OUT/sparsetune.db
 #   .ci/device.sh bench           sparsetune bench --suite anchors on that db
 #   .ci/device.sh bench-cold      the same with the paged caches cold in L2
 #                                 (--cold, tuner/cold.h)
 #   .ci/device.sh decode          the anchors' decode rows only: tune both
-#                                 decode ops into $OUT/decode.db (~2.2 min
-#                                 on the H100), then bench them, with the
+#                                 decode ops into $OUT/decode.db (~2 min
+#                                 on an H200), then bench them, with the
 #                                 decode steps as one graph, plain and pdl
 #   .ci/device.sh sanitize        compute-sanitizer over the GPU tests
 #   .ci/device.sh repeat [N]      the two decode GPU tests N times (default 2),
 #                                 each with a fresh seed: a failure that
-#                                 comes and goes shows here (the 186 wrong
-#                                 pairs of the seventeenth and eighteenth
-#                                 sessions were one seed's inputs, fixed by
-#                                 v2.30; docs/kernels/sparse_attn_decode.md)
+#                                 comes and goes shows here (186 wrong pairs
+#                                 that one seed's inputs alone produced were
+#                                 fixed by v2.30, 2026-11-26;
+#                                 docs/kernels/sparse_attn_decode.md)
 # Several steps may be given in order: `.ci/device.sh test tune bench`.
 set -u -o pipefail
 cd "$(dirname "$0")/.."

@@ -158,7 +158,7 @@ function M.int_fields_outside(s, ranges)
 end
 
 -- The facts a shape may carry beside its fields, in neither of its keys: the
--- peer's time from ../shared/anchors.md and the device it was measured on
+-- peer's time (docs/method.md) and the device it was measured on
 -- (`sparsetune bench` gives a speed-up only on that device).
 local PEER_FACTS = { "peer_us", "peer_device" }
 

@@ -20,7 +20,8 @@
 --              the other KV layout, and a batch of mixed requests (prefixes
 --              not multiples of 128, a single-token request, selections
 --              with holes, the log-sum-exp output).
---   anchors    exactly the rows of /work/shared/anchors.md (bench).
+--   anchors    exactly the rows on which the peer was timed (bench;
+--              docs/method.md).
 --   smoke      a few tiny shapes for quick end-to-end checks.
 
 local space = require("space")
@@ -90,8 +91,9 @@ local function index_prefill(dtype, reqs, over)
   return { op = "index_prefill", shape = s }
 end
 
--- peer_us: vLLM's Triton kernels on our H100, ../shared/anchors.md (M.get
--- names that device in each such row's peer_device). The attention reads
+-- peer_us: vLLM's Triton kernels for MiniMax-M3 on an H100, timed by the
+-- method of docs/method.md (M.get names that device in each such row's
+-- peer_device). The attention reads
 -- topk blocks whatever the context, so its rows there say ctx "any" (here
 -- 32768) and give a range of times: peer_us is its lower end.
 local PEER_DEVICE = "NVIDIA H100 80GB HBM3"

@@ -4,7 +4,7 @@
 // neighbouring tokens, templates/sparse_attn.cu). With selections that
 // neighbouring tokens do not share (random blocks of a long prefix), the
 // token-major kernels read ~1 MiB of K/V per token and kv head from L2,
-// whose rate (~7 TB/s on the H100, docs/experiments/l2_block_probe.cu)
+// whose rate (~7 TB/s measured on the H100, all SMs reading 64 KiB blocks)
 // then bounds them; here each (block, TOKENS tokens) work item reads 64 KiB
 // once and leaves one partial softmax state per (token, selection entry),
 // which a merge combines (docs/kernels/sparse_attn.md).
@@ -296,8 +296,8 @@ __device__ void st_scan_keys(const st_sparse_attn_params &p, int r0, int nr, int
 // first, and a CTA adds each key's total to the global count once, where
 // one global atomic an entry had serialized (block 0, chosen by every
 // token of a request, took 2048 atomics a kv head in a chunk of 2048
-// tokens: the count step was 9-15 us, the H100 kernel timeline of the
-// fifteenth session). HIST_BLOCKS bounds the shared counts: entries of
+// tokens: the count step was 9-15 us in an H100 kernel timeline,
+// 2026-11-26). HIST_BLOCKS bounds the shared counts: entries of
 // other (kv head, request) pairs than the CTA's first entry's, or of blocks
 // past it, count globally as before.
 // The counts and the scan's sums are in dynamic shared memory
@@ -366,7 +366,7 @@ __device__ void st_count_entries(const st_sparse_attn_params &p) {
 // the whole warp, one entry's 2 x GROUP floats at a time: a thread writing
 // its own entry's 16 pairs stored 8 bytes a line per instruction (the
 // scatter took 15 us for a chunk of 2048 tokens of 4096:0, half of whose
-// entries are not valid; H100 kernel timeline, fifteenth session).
+// entries are not valid; H100 kernel timeline, 2026-11-26).
 __device__ void st_scatter_entries(const st_sparse_attn_params &p) {
   const int per_head = p.nq * p.topk, e = blockIdx.x * STEP_THREADS + threadIdx.x, lane = threadIdx.x & 31;
   const bool in = e < p.num_kv_heads * per_head;
@@ -880,7 +880,7 @@ __device__ __forceinline__ void st_store_partials(const st_sparse_attn_params &p
 // writes and reads as hazards, with named barriers too, even blocking ones
 // on both sides, so the report is taken for the tool's: it seems not to
 // order accesses across barriers that only some warps take;
-// docs/kernels/sparse_attn.md, thirteenth session.)
+// docs/kernels/sparse_attn.md, "racecheck and the record handoff".)
 // Barriers, at bar0 + 8 x index (s_pass_bar):
 enum : int {
   BAR_REC_FULL = 0,

@@ -557,7 +557,7 @@ static_assert(M_TILES * 16 * Q_LANES <= THREADS && Q_LANES <= 32 && 32 % Q_LANES
 // 16-byte load gives the mma its operand. Read from the row-major tile, a
 // fragment takes two rows' loads and four register moves (the fp8 B = 32
 // loop spent 109 of its 891 instructions a block on those moves, sm_90a
-// SASS, twenty-seventh session).
+// SASS, before v2.43).
 __device__ __forceinline__ uint32_t st_q_frag(int mt, int j, int h, int lane) {
   return (uint32_t)((((mt * (DK / 2) + j) * 2 + h) * 32 + lane) * 16);
 }
@@ -653,7 +653,7 @@ __device__ __forceinline__ void st_f16_row_scales(const float *unscale, int m0, 
 // rescale only where a row's maximum grows by more than ST_LAZY_SLACK, no
 // masks on whole tiles): with the f16 q fragments, fp8 B = 32's winner
 // 17.36 -> 16.50 us; bf16 B = 32's 29.35 -> 29.58, so bf16 keeps the
-// plain update (twenty-seventh session, docs/kernels/sparse_attn_decode.md).
+// plain update (v2.43, docs/kernels/sparse_attn_decode.md).
 __device__ __forceinline__ void st_block_softmax(int tok0, int lim, const float (&scale)[2],
                                                  st_softmax_state<HEAD_DIM> &st, float (&s)[NT][4]) {
   const int lims[2] = {lim, lim};
@@ -1184,7 +1184,7 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
       // them (the same commit order, so the waits' counts hold). Its wait
       // was the largest stall of fp8 B = 32's w4.s1 (ncu: 16% of the
       // samples); deeper pipelines have it in flight already, and bf16 B =
-      // 32's w4.s2 ran 0.4 us slower with it (twenty-sixth session).
+      // 32's w4.s2 ran 0.4 us slower with it (v2.42).
       if (STAGES == 1) st_issue_half_group(p, 0, it.g, s_page, s_ntok, i + 1, nblk, region, buf);
       // (the stage's K rows, then its V rows: fp8 raw, bf16 a tile)
       st_block_values_of<0>(st_kv::raw_k(region, buf) + (IS_FP8 ? BLOCK_TOKENS * HEAD_DIM : st_kv::TILE_BYTES),

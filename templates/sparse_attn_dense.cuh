@@ -9,7 +9,7 @@
 // over the request's first blocks, and the block-major path (a partial
 // state per entry, then a merge) moves ~3 KiB of partials an entry for it:
 // at 4096:0 the first 2048 tokens, a third of the replay's partials
-// (docs/kernels/sparse_attn.md, twenty-third session). Here such a tile
+// (docs/kernels/sparse_attn.md, v2.35). Here such a tile
 // is one work item of st_sparse_attn_dense: two consumer warpgroups of 64
 // rows keep O in registers over the tile's blocks (online softmax, each
 // K/V copy serving all 128 rows) and write o and lse themselves. The

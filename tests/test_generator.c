@@ -618,7 +618,7 @@ static void test_render_fills_the_real_template(void **state) {
 
 static void test_suite_sparse_attn_decode_shapes_cross_the_bridge(void **state) {
   (void)state;
-  /* dtype:B:topk:peer_us of the anchor rows (../shared/anchors.md). */
+  /* dtype:B:topk:peer_us of the anchor rows (generator/suites.lua). */
   static const char *rows[] = {"bf16:1:16:7.6",     "bf16:8:16:10.5", "bf16:32:16:31.5",
                                "bf16:128:16:100.2", "fp8:1:16:8.4",   "fp8:32:16:24.7",
                                "fp8:128:16:79.7",   "bf16:32:4:11.9", "bf16:32:32:54.3"};

@@ -844,7 +844,8 @@ static void test_every_suite_row_passes_its_ops_check_shape(void **state) {
 }
 
 static void test_suites_hold_the_sparse_attn_decode_anchor_rows(void **state) {
-  /* ../shared/anchors.md: ctx "any" is 32768, peer_us the range's lower end;
+  /* The peer's attention rows hold at any context: here ctx 32768, peer_us
+   * the lower end of its range;
    * m3-decode holds every decode anchor row, m3-prefill every prefill one. */
   expect(*state,
          "local suites = require('suites')\n"

@@ -20,8 +20,8 @@
 set -u
 build=$1
 src=$2
-# The build's tools, else those on PATH (a GPU machine that runs a build
-# carried from elsewhere may have them at other paths).
+# The build's tools, else those on PATH (a machine that runs a build made
+# elsewhere may have them at other paths).
 cmake=${CMAKE_COMMAND:-cmake}
 [ -x "$cmake" ] || cmake=cmake
 cc=${CC:-cc}

@@ -75,7 +75,7 @@ static void check(const st_ref_index_decode *in, const int32_t *got, const char 
 
 /* The handle on the test's database, a stream, the inputs on the host and
  * the device, and the arguments of one launch over them. */
-typedef struct session {
+typedef struct fixture {
   const st_cu *cu;
   st_handle *h;
   CUdevice d;
@@ -84,11 +84,11 @@ typedef struct session {
   int32_t bt[R * MB], seq[R];
   CUdeviceptr dq, dpool, dbt, dseq, dout;
   st_index_decode_args a;
-} session;
+} fixture;
 
 enum { OUT_ELEMS = H * R * QLEN * TOPK };
 
-static void session_open(session *s) {
+static void fixture_open(fixture *s) {
   memset(s, 0, sizeof *s);
   st_err err = {{0}};
   assert_int_equal(st_cu_load(&s->cu, &err), ST_OK);
@@ -131,7 +131,7 @@ static void session_open(session *s) {
   a->max_context = CTX;
 }
 
-static void session_close(session *s) {
+static void fixture_close(fixture *s) {
   const st_cu *cu = s->cu;
   CUdeviceptr bufs[] = {s->dq, s->dpool, s->dbt, s->dseq, s->dout};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cu->cuMemFree(bufs[i]);
@@ -142,8 +142,8 @@ static void session_close(session *s) {
   free(s->pool);
 }
 
-/* The reference's view of the session's inputs, for `R` requests. */
-static st_ref_index_decode reference_of(const session *s, const int32_t *seq_lens) {
+/* The reference's view of the fixture's inputs, for `R` requests. */
+static st_ref_index_decode reference_of(const fixture *s, const int32_t *seq_lens) {
   st_ref_index_decode in = {.dtype = ST_DTYPE_BF16,
                             .R = R,
                             .qlen = QLEN,
@@ -164,8 +164,8 @@ static st_ref_index_decode reference_of(const session *s, const int32_t *seq_len
 
 static void test_graph_replays_follow_new_seq_lens(void **state) {
   (void)state;
-  session ss;
-  session_open(&ss);
+  fixture ss;
+  fixture_open(&ss);
   const st_cu *cu = ss.cu;
   st_handle *h = ss.h;
   CUstream stream = ss.stream;
@@ -245,7 +245,7 @@ static void test_graph_replays_follow_new_seq_lens(void **state) {
   cu->cuGraphExecDestroy(exec);
   cu->cuGraphDestroy(graph);
   cu->cuMemFree(ws);
-  session_close(&ss);
+  fixture_close(&ss);
 }
 
 /* Two launches in one graph, the second with pdl = 1 and as its seq_lens the
@@ -259,8 +259,8 @@ static void test_graph_replays_follow_new_seq_lens(void **state) {
  * the first is done with them. */
 static void test_pdl_launch_reads_what_the_launch_before_wrote(void **state) {
   (void)state;
-  session ss;
-  session_open(&ss);
+  fixture ss;
+  fixture_open(&ss);
   const st_cu *cu = ss.cu;
   CUdeviceptr dout2 = 0, ws = 0;
   assert_int_equal(cu->cuMemAlloc(&dout2, OUT_ELEMS * 4), CUDA_SUCCESS);
@@ -310,7 +310,7 @@ static void test_pdl_launch_reads_what_the_launch_before_wrote(void **state) {
   cu->cuGraphDestroy(graph);
   cu->cuMemFree(dout2);
   cu->cuMemFree(ws);
-  session_close(&ss);
+  fixture_close(&ss);
 }
 
 int main(void) {

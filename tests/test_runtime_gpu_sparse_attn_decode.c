@@ -179,14 +179,14 @@ static void poison(const io *t, CUstream stream) {
 }
 
 /* The handle on the test's database, a stream, and the inputs on the device. */
-typedef struct session {
+typedef struct fixture {
   io t;
   st_handle *h;
   CUdevice d;
   CUstream stream;
-} session;
+} fixture;
 
-static void session_open(session *s) {
+static void fixture_open(fixture *s) {
   memset(s, 0, sizeof *s);
   io *t = &s->t;
   st_err err = {{0}};
@@ -208,7 +208,7 @@ static void session_open(session *s) {
   t->dlse = upload(cu, NULL, (size_t)ROWS * HQ * 4);
 }
 
-static void session_close(session *s) {
+static void fixture_close(fixture *s) {
   io *t = &s->t;
   const st_cu *cu = t->cu;
   CUdeviceptr bufs[] = {t->dq, t->dpool, t->dbt, t->dseq, t->didx, t->dout, t->dlse};
@@ -223,7 +223,7 @@ static void session_close(session *s) {
 }
 
 /* A cleared workspace of at least the bytes each of `args` needs. */
-static CUdeviceptr workspace_for(const session *s, const st_sparse_attn_decode_args *args, int n, size_t *bytes) {
+static CUdeviceptr workspace_for(const fixture *s, const st_sparse_attn_decode_args *args, int n, size_t *bytes) {
   *bytes = 0;
   for (int i = 0; i < n; i++) {
     size_t b = 0;
@@ -238,8 +238,8 @@ static CUdeviceptr workspace_for(const session *s, const st_sparse_attn_decode_a
 
 static void test_graph_replays_follow_new_seq_lens(void **state) {
   (void)state;
-  session ss;
-  session_open(&ss);
+  fixture ss;
+  fixture_open(&ss);
   io t = ss.t;
   const st_cu *cu = t.cu;
   st_handle *h = ss.h;
@@ -300,7 +300,7 @@ static void test_graph_replays_follow_new_seq_lens(void **state) {
   cu->cuGraphExecDestroy(exec);
   cu->cuGraphDestroy(graph);
   cu->cuMemFree(dws);
-  session_close(&ss);
+  fixture_close(&ss);
 }
 
 /* Two launches with pdl = 1 captured in one graph: the second's q is the
@@ -311,8 +311,8 @@ static void test_graph_replays_follow_new_seq_lens(void **state) {
  * half-written state. */
 static void test_pdl_launch_reads_what_the_launch_before_wrote(void **state) {
   (void)state;
-  session ss;
-  session_open(&ss);
+  fixture ss;
+  fixture_open(&ss);
   io *t = &ss.t;
   const st_cu *cu = t->cu;
   const size_t o_bytes = (size_t)ROWS * HQ * D * 2, lse_bytes = (size_t)ROWS * HQ * 4;
@@ -360,7 +360,7 @@ static void test_pdl_launch_reads_what_the_launch_before_wrote(void **state) {
   CUdeviceptr bufs[] = {dout2, dlse2, dws};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cu->cuMemFree(bufs[i]);
   free(q2);
-  session_close(&ss);
+  fixture_close(&ss);
 }
 
 int main(void) {

@@ -1,8 +1,8 @@
 /* cmd_bench.c - `sparsetune bench`: what an engine gets from the runtime.
  *
- * For each shape of the suite it builds the inputs the way
- * ../shared/anchors.md did (same pools, random block tables, every request
- * at the full context), launches the op through libsparsetune's dispatch
+ * For each shape of the suite it builds the inputs the way the peer's
+ * times were taken (same pools, random block tables, every request at the
+ * full context; docs/method.md), launches the op through libsparsetune's dispatch
  * (the winners in the database), checks the result against the reference,
  * and times CUDA-graph replays: 5 repetitions of 40 replays after warm-up
  * from a flushed L2 (nothing of the rows before left in it), the median
@@ -43,14 +43,15 @@ static const char usage[] =
     "more than 3% is timed again, up to three sets, and the quietest is kept\n"
     "(its line says so). Prints time, GB/s of the bytes the op must move,\n"
     "fraction of the copy bandwidth measured in the same run, TFLOP/s for\n"
-    "prefill ops (FLOPs counted as the anchors count them) and the peer's time\n"
-    "where known, with the speed-up only where the peer was timed on this\n"
-    "device (the anchors' peer: an H100 80GB HBM3; elsewhere its time is\n"
-    "marked *). Where the suite has both decode ops, it ends with one decode\n"
-    "step: indexer and attention rows of the same dtype and batch added,\n"
-    "against the peer's two; then (without --cold) each such step timed as one\n"
-    "CUDA graph of both ops, plain and with programmatic dependent launch, as\n"
-    "an engine's graph runs it.\n"
+    "prefill ops (FLOPs of whole 128-token blocks up to each query's own) and\n"
+    "the peer's time where known, with the speed-up only where the peer was\n"
+    "timed on this device (the anchors suite's peer times: an H100 80GB HBM3;\n"
+    "elsewhere its time is marked *). Where the suite has both decode ops, it\n"
+    "ends with one decode step: indexer and attention rows of the same dtype\n"
+    "and batch added, against the peer's two; then (without --cold) each such\n"
+    "step timed as one CUDA graph of both ops, plain and with programmatic\n"
+    "dependent launch, as an engine's graph runs it. The method and columns\n"
+    "in full: docs/method.md in the source tree.\n"
     "\n"
     "  --suite NAME   shape suite (default anchors)\n"
     "  --op OP        only this op of the suite (OP,OP,...: only these ops)\n"

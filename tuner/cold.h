@@ -1,8 +1,9 @@
 /* cold.h - cold-cache timing (`sparsetune tune --cold`, `bench --cold`).
  *
- * By default an op is timed as ../shared/anchors.md timed the peer: the
+ * By default an op is timed as the peer was timed (docs/method.md): the
  * same inputs every replay, so whatever of them fits in L2 stays there (a
- * decode batch of one request reads 1-32 MiB; the H100's L2 holds 50 MB).
+ * decode batch of one request reads 1-32 MiB; an H100's L2 holds 50 MB, an
+ * H200's 60 MB).
  * An engine sees its paged caches cold: between two calls of one layer's
  * op, the other layers read theirs. In cold mode every paged pool holds at
  * least ST_COLD_POOL_L2 times the L2 size, and the timed replays cycle

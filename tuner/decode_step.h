@@ -1,7 +1,7 @@
 /* decode_step.h - one decode step of the anchors (indexer plus attention)
- * from bench rows: the target of issue #3 and ../shared/anchors.md is the
- * geometric mean, over the decode rows, of the peer's two kernels' time
- * over ours.
+ * from bench rows: the figure compared with the peer is the geometric
+ * mean, over the decode rows, of the peer's two kernels' time over ours
+ * (docs/method.md).
  *
  * An index_decode row pairs with the first sparse_attn_decode row of the
  * same dtype, batch B, topk, qlen and lens (the attention rows hold at any

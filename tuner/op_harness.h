@@ -68,7 +68,7 @@ typedef struct st_op_harness {
   /* Bytes the op must move at least (each input read once, outputs written
    * once), for GB/s figures. */
   double (*min_bytes)(const void *c);
-  /* FLOPs as ../shared/anchors.md counts them, for TFLOP/s figures; NULL
+  /* FLOPs as docs/method.md counts them, for TFLOP/s figures; NULL
    * for the bandwidth-bound decode ops. */
   double (*flops)(const void *c);
   /* CUDA-graph replays per timed repetition in `sparsetune bench`, as the

@@ -22,7 +22,7 @@
  * and kept them (B = 1 128K 12.6 us), while alone, as bench and an engine
  * run them, they reach a steady state with less of it there (15.4 us), so
  * the tune picked them over variants that run at 13.0 in every process
- * (docs/kernels/index_decode.md, thirty-fifth session).
+ * (docs/kernels/index_decode.md, 2026-11-27).
  *
  * Cold-cache timing (`--cold`, tuner/cold.h): the op's harness readies
  * several input sets that read different pages of its paged pools; a

@@ -392,7 +392,7 @@ function M.worth(k, l, s, _is_default)
   -- Chunks of 256 tokens are in the space for small batches (the GPU
   -- tests' edge shapes run every overlapped path through them); past 2048
   -- tokens their many chunks' fixed costs lost by 30-50% on every anchors
-  -- row (H100, sixteenth session), and they were the slowest launches the
+  -- row (H100, 2026-11-26), and they were the slowest launches the
   -- tune timed.
   if chunk > 0 and chunk <= SMALL_CHUNK and s.B > 8 * SMALL_CHUNK then
     return false, string.format("chunk %d of a batch of %d tokens: %d chunks' fixed costs", chunk, s.B,

@@ -149,10 +149,8 @@ ST_API st_status st_workspace_clear(st_handle *handle, void *workspace, size_t b
  * is launched so that its CTAs may be placed while the kernel before it on
  * the stream finishes; they wait for that kernel's end and writes before
  * they touch memory, so results are those of a plain launch, and a CUDA
- * graph captures the pair as a programmatic edge. st_sparse_attn_decode
- * with pdl = 1 after st_index_decode ran one decode step 2-3% faster at
- * B <= 8 on an H100 (nothing at B >= 32). The ops' kernels do not signal
- * the launch after them early: a caller's kernel launched with the
+ * graph captures the pair as a programmatic edge. The ops' kernels do not
+ * signal the launch after them early: a caller's kernel launched with the
  * attribute after them is placed as they exit. 0 launches as usual.
  */
 typedef struct st_index_decode_args {
@@ -325,7 +323,7 @@ ST_API st_status st_sparse_attn_prepare(st_handle *handle, const st_sparse_attn_
  * graph, the side stream's priority holds only if the graph is
  * instantiated with CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY, as
  * `sparsetune tune` and `bench` do (without it every node runs at the
- * launch stream's priority; on the H100 either way timed within 1%). */
+ * launch stream's priority). */
 ST_API st_status st_sparse_attn(st_handle *handle, const st_sparse_attn_args *args, void *workspace,
                                 size_t workspace_bytes, void *stream);
 

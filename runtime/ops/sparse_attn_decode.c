@@ -357,7 +357,7 @@ st_status st_sparse_attn_decode_launch(const st_cu *cu, CUfunction main_fn, CUfu
   if (plan->cluster > ST_PORTABLE_CLUSTER)
     ST_CU_TRY(cu, cu->cuFuncSetAttribute(main_fn, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1), err);
   /* L2 fetches of a head's row: 256 bytes would bring an fp8 row's
-   * neighbour, another head's (docs/experiments/persistent_ring_probe.cu). */
+   * neighbour, another head's (runtime/ops/tensor_map.h). */
   const int promote = plan->k_cache.dtype == ST_DTYPE_FP8_E4M3 ? 128 : 256;
   st_status s;
   if (plan->kv_maps &&

@@ -12,8 +12,8 @@
 //              panels read transposed: 8 more wgmma.
 // Both products and the descriptors were checked against the CPU, and the
 // step timed from shared memory (622 TFLOP/s of the H100 with two
-// warpgroups a CTA, against 409 for eight warps on mma.sync), by
-// docs/experiments/wgmma_attn_probe.cu.
+// warpgroups a CTA, against 409 for eight warps on mma.sync), by a
+// standalone probe (kept on the branch experiments-archive).
 #ifndef ST_ATTN_WGMMA_CUH
 #define ST_ATTN_WGMMA_CUH
 

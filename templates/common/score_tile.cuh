@@ -126,7 +126,7 @@ __device__ __forceinline__ int st_visible_blocks(const st_index_score_params &p,
 // rows, written with the 128-byte swizzle wgmma reads), by one thread, the
 // stage's bytes announced on its `full` barrier. cp.async by the 32 lanes
 // of a warp cost the tensor cores a quarter of their rate
-// (docs/experiments/score_copy_probe.cu: 717-730 against 955-982 TFLOP/s).
+// (a probe of this loop, H100: 717-730 against 955-982 TFLOP/s).
 __device__ __forceinline__ void st_load_k_block(const st_index_score_params &p, int req, int j, uint32_t stage,
                                                 uint32_t full) {
   const int page = __ldg(p.block_table + (int64_t)req * p.bt_stride + j);

@@ -31,8 +31,8 @@ __device__ __forceinline__ uint64_t st_wgmma_desc(uint32_t smem_addr) {
 // 1): rows of 128 bytes along N (V's dims in its 64-dim panels, one row a
 // token), the 16 rows of a k-step from `smem_addr` on. Leading byte offset:
 // from one panel of 64 columns to the next (`panel_bytes`); stride: from one
-// 8-row atom to the next (1024). Settled on the H100 by
-// docs/experiments/wgmma_attn_probe.cu (the other order reads garbage).
+// 8-row atom to the next (1024). Settled on the H100 by a probe checked
+// against the CPU (the other order reads garbage).
 __device__ __forceinline__ uint64_t st_wgmma_desc_mn(uint32_t smem_addr, uint32_t panel_bytes) {
   return (uint64_t)((smem_addr & 0x3ffffu) >> 4) | ((uint64_t)(panel_bytes >> 4) << 16) |
          ((uint64_t)(1024 >> 4) << 32) | (1ull << 62);

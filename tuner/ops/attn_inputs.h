@@ -1,6 +1,6 @@
 /* ops/attn_inputs.h - the K/V side of an attention case, shared by the
  * sparse_attn and sparse_attn_decode harnesses: a paged pool in one of the
- * two layouts (as ../shared/anchors.md sizes it), fp8 scales, selections as
+ * two layouts (sized as docs/method.md says), fp8 scales, selections as
  * the indexer returns them, and the cache views for the reference (element
  * strides) and the kernels (st_tensor). */
 #ifndef ST_OPS_ATTN_INPUTS_H

@@ -88,7 +88,7 @@ st_status st_case_workspace(const st_cu *cu, void *rt, CUdeviceptr *d, size_t by
    * non-blocking stream, which does not wait for it. A fresh allocation
    * often holds the previous variant's workspace, whose data a launch that
    * overtook the clear read as counters (docs/kernels/sparse_attn_decode.md,
-   * seventeenth session). */
+   * 2026-11-26). */
   ST_CU_TRY(cu, cu->cuStreamSynchronize(NULL), err);
   return ST_OK;
 }

@@ -1,5 +1,5 @@
 /* tuner/ops/index_decode.c - builds index_decode cases and checks variants
- * on them. Inputs follow ../shared/anchors.md: an index-K pool of
+ * on them. Inputs follow docs/method.md: an index-K pool of
  * max(4096, min(B*ctx/128, 65536)) pages, block tables uniformly random over
  * the pool, q and K uniform random (bf16 in [-1,1), fp8 in [-4,4)). */
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* ops/index_inputs.h - the inputs of a prefill indexer case, shared by the
  * index_score and index_prefill harnesses: a varlen batch "q_len:prefix;...",
- * q and an index-K pool as ../shared/anchors.md sizes it (max(4096,
+ * q and an index-K pool sized as docs/method.md says (max(4096,
  * min(blocks of all requests, 65536)) pages, block tables uniformly random
  * over it, bf16 in [-1, 1) or fp8 in [-4, 4), every 4099th pool value a
  * NaN), on the host and the device, and the double-precision reference

@@ -202,7 +202,7 @@ static double min_bytes(const void *pc) {
   return st_index_case_input_bytes(&c->in) + st_index_case_visible_blocks(&c->in) * c->in.ref.H * 4.0;
 }
 
-/* As ../shared/anchors.md counts them: 2 x D x H x 128 per visible block. */
+/* As docs/method.md counts them: 2 x D x H x 128 per visible block. */
 static double flops(const void *pc) {
   const is_case *c = pc;
   return st_index_case_visible_blocks(&c->in) * 2.0 * c->in.ref.D * c->in.ref.H * 128;

@@ -387,7 +387,7 @@ static double min_bytes(const void *pc) {
 }
 
 /* 4 * D * G * 128 per (query token, kv head, selected visible block): whole
- * 128-token blocks, as ../shared/anchors.md counts them. */
+ * 128-token blocks, as docs/method.md counts them. */
 static double flops(const void *pc) {
   const sa_case *c = pc;
   const st_ref_sparse_attn *r = &c->ref;

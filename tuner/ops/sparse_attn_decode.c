@@ -1,5 +1,5 @@
 /* tuner/ops/sparse_attn_decode.c - builds sparse_attn_decode cases and
- * checks variants on them. Inputs follow ../shared/anchors.md: a KV pool of
+ * checks variants on them. Inputs follow docs/method.md: a KV pool of
  * max(4096, min(B*ctx/128, 32768)) pages in the shape's layout, block tables
  * uniformly random over the pool, q uniform in [-1, 1) bf16 (optional shape
  * field q_log2: [-2^q_log2, 2^q_log2)), sm_scale
@@ -345,7 +345,7 @@ static st_status rotate(void *pb, int i, st_err *err) {
 }
 
 /* The selected K and V blocks the op must read (whole blocks, as
- * ../shared/anchors.md counts them), q, o and lse. */
+ * docs/method.md counts them), q, o and lse. */
 static void set_pdl(void *pc, int on) { ((sad_case *)pc)->args.pdl = on; }
 
 static double min_bytes(const void *pc) {

@@ -28,8 +28,8 @@
  * Cost: one multiply-add per (visible key, q head, d) for the scores and one
  * for o, plus one exp per (visible key, q head). One request of 16384 query
  * tokens after a 56K prefix, Hq 32, Hkv 2, D 128, topk 16 is 2.4e11
- * multiply-adds: measured 5.8 s with 16 threads on the GPU machine (16 Xeon
- * cores), 24 s with 2 threads on an AMD EPYC (5e9 per second and core,
+ * multiply-adds: measured 5.8 s with 16 threads on 16 Xeon cores, 24 s
+ * with 2 threads on an AMD EPYC (5e9 per second and core,
  * -O2, baseline x86-64). Where the speed comes from: K is kept transposed
  * so that 16 keys' dot products run as independent vector sums (each still
  * summed left to right over d), o is accumulated 16 elements at a time
