@@ -2,6 +2,19 @@
 --
 -- render(dir, name, values) reads template `name` under directory `dir` and
 -- returns self-contained source text:
+--   * a line `#include "defaults/<file>"` is where the variant's
+--     compile-time constants arrive. That file (the template's default
+--     prelude) declares them, one `#define ST_P_<NAME> <integer>` line each,
+--     at values that let the template compile on its own. In the rendered
+--     text the include becomes the same lines, in the same order, with
+--     values[<name>] (the name in lower case, an integer) in place of the
+--     default, between `// ---- begin prelude <path>` and
+--     `// ---- end prelude <path>`; the defaults' comments are left out, so
+--     only the names and values are hashed. A name without a value, or a
+--     value that is not an integer, is an error naming the defaults file and
+--     line. Values no prelude names are ignored (an op's families share one
+--     table); values given to a render that includes no prelude are an
+--     error, as are two different preludes.
 --   * `${name}` is replaced by values[name] (an integer, a number or a
 --     string); a missing name or a value of another type is an error that
 --     names the template file and line. `$${` writes a literal `${`.
@@ -16,6 +29,12 @@
 -- Errors are raised with level 0: the message is the whole story.
 
 local M = {}
+
+-- Includes of files under this folder are preludes (see above).
+local PRELUDE_DIR = "defaults"
+-- The prefix of the constants' macros: ST_P_HEAD_DIM carries values.head_dim.
+local PRELUDE_PREFIX = "ST_P_"
+local PRELUDE_DEFINE = "^%s*#%s*define%s+(" .. PRELUDE_PREFIX .. "[%u%d_]+)%s+(%-?%d+)%s*$"
 
 -- A reader: path -> file text, or nil when the file cannot be read.
 -- Remembers what it read, so one reader shared by many renders reads each
@@ -125,6 +144,44 @@ local function each_line(text, fn)
   end
 end
 
+-- Whether a line of a defaults file is one the prelude leaves out: blank,
+-- a line comment, or the include guard a header carries for editors.
+local function prelude_skips(line)
+  return line:match("^%s*$") or line:match("^%s*//") or line:match("^%s*#%s*pragma%s+once%s*$")
+end
+
+-- The prelude of defaults file `rel` (text `text`): its #define lines with
+-- the variant's values.
+local function prelude(rel, text, values)
+  local out, defined, lineno = {}, {}, 0
+  each_line(text, function(line)
+    lineno = lineno + 1
+    if prelude_skips(line) then
+      return
+    end
+    local where = rel .. ":" .. lineno
+    local macro = line:match(PRELUDE_DEFINE)
+    if not macro then
+      fail("%s: a defaults file holds only '#define %s<NAME> <integer>' lines, comments and '#pragma once'", where,
+        PRELUDE_PREFIX)
+    end
+    if defined[macro] then
+      fail("%s: %s is defined twice (first on line %d)", where, macro, defined[macro])
+    end
+    defined[macro] = lineno
+    local name = macro:sub(#PRELUDE_PREFIX + 1):lower()
+    local v = values[name]
+    if v == nil then
+      fail("%s: template parameter '%s' has no value", where, name)
+    end
+    if math.type(v) ~= "integer" then
+      fail("%s: template parameter '%s' is a %s, not an integer", where, name, math.type(v) or type(v))
+    end
+    out[#out + 1] = string.format("#define %s %d\n", macro, v)
+  end)
+  return table.concat(out)
+end
+
 function M.render(dir, name, values, read)
   if type(dir) ~= "string" or type(name) ~= "string" then
     fail("render: template directory and name must be strings")
@@ -134,6 +191,7 @@ function M.render(dir, name, values, read)
   end
   read = read or M.file_reader()
   local out, seen = {}, {}
+  local prelude_of = nil -- the defaults file whose prelude was written
 
   local function emit(text)
     out[#out + 1] = text
@@ -166,6 +224,14 @@ function M.render(dir, name, values, read)
         emit(substitute(line, values, rel .. ":" .. lineno) .. eol)
       elseif seen[target] then
         emit("// ---- already included: " .. target .. "\n")
+      elseif target:sub(1, #PRELUDE_DIR + 1) == PRELUDE_DIR .. "/" then
+        if prelude_of then
+          fail("%s:%d: a second prelude, %s (the first: %s)", rel, lineno, target, prelude_of)
+        end
+        seen[target], prelude_of = true, target
+        emit("// ---- begin prelude " .. target .. "\n")
+        emit(prelude(target, read(dir .. "/" .. target), values))
+        emit("// ---- end prelude " .. target .. "\n")
       else
         emit("// ---- begin " .. target .. "\n")
         expand(target)

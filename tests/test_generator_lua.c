@@ -119,6 +119,47 @@ static void test_render_missing_template_is_an_error(void **state) {
                           "is not a path under the templates directory");
 }
 
+/* The include of a defaults file becomes the prelude: its #define lines at
+ * the variant's values, comments and guard left out; values it does not
+ * name are ignored, and a later include of it is already done. */
+static void test_render_writes_the_prelude_in_place_of_the_defaults(void **state) {
+  expect(*state, "return require('render').render(DATA, 'prelude.cu', {n = 3, long_name_2 = -7, unused = 5})",
+         "// a template that takes its constants from a prelude\n"
+         "// ---- begin prelude defaults/prelude.cuh\n"
+         "#define ST_P_N 3\n"
+         "#define ST_P_LONG_NAME_2 -7\n"
+         "// ---- end prelude defaults/prelude.cuh\n"
+         "constexpr int N = ST_P_N;\n"
+         "// ---- begin inc/prelude_again.h\n"
+         "// a header that includes the prelude too, as headers read alone may\n"
+         "// ---- already included: defaults/prelude.cuh\n"
+         "// ---- end inc/prelude_again.h\n");
+}
+
+static void test_render_prelude_name_without_value_names_defaults_file_and_line(void **state) {
+  expect_error_containing(*state, "return require('render').render(DATA, 'prelude.cu', {n = 3})",
+                          "defaults/prelude.cuh:5: template parameter 'long_name_2' has no value");
+}
+
+static void test_render_prelude_values_are_integers(void **state) {
+  expect_error_containing(*state, "return require('render').render(DATA, 'prelude.cu', {n = 3, long_name_2 = '4'})",
+                          "defaults/prelude.cuh:5: template parameter 'long_name_2' is a string, not an integer");
+  expect_error_containing(*state, "return require('render').render(DATA, 'prelude.cu', {n = 0.5, long_name_2 = 4})",
+                          "defaults/prelude.cuh:4: template parameter 'n' is a float, not an integer");
+}
+
+static void test_render_defaults_file_holds_only_integer_defines(void **state) {
+  expect_error_containing(*state, "return require('render').render(DATA, 'bad_prelude.cu', {n = 1, m = 2})",
+                          "defaults/bad.cuh:3: a defaults file holds only '#define ST_P_<NAME> <integer>' lines");
+  expect_error_containing(*state, "return require('render').render(DATA, 'twice.cu', {n = 1})",
+                          "defaults/twice.cuh:2: ST_P_N is defined twice (first on line 1)");
+}
+
+static void test_render_refuses_a_second_prelude(void **state) {
+  expect_error_containing(*state, "return require('render').render(DATA, 'two_preludes.cu', {n = 1, long_name_2 = 2})",
+                          "two_preludes.cu:2: a second prelude, defaults/other.cuh (the first: defaults/prelude.cuh)");
+}
+
 /* ---- space.lua ---------------------------------------------------------- */
 
 static void test_space_product_is_complete_and_ordered(void **state) {
@@ -904,6 +945,12 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_render_rejects_value_of_wrong_type, setup, teardown),
       cmocka_unit_test_setup_teardown(test_render_rejects_unterminated_placeholder, setup, teardown),
       cmocka_unit_test_setup_teardown(test_render_missing_template_is_an_error, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_render_writes_the_prelude_in_place_of_the_defaults, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_render_prelude_name_without_value_names_defaults_file_and_line, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_render_prelude_values_are_integers, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_render_defaults_file_holds_only_integer_defines, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_render_refuses_a_second_prelude, setup, teardown),
       cmocka_unit_test_setup_teardown(test_space_product_is_complete_and_ordered, setup, teardown),
       cmocka_unit_test_setup_teardown(test_space_filter_keeps_and_gives_reasons, setup, teardown),
       cmocka_unit_test_setup_teardown(test_space_canonical_sorts_keys_bytewise, setup, teardown),
