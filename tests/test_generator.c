@@ -628,8 +628,8 @@ static void test_render_fills_the_real_template(void **state) {
     assert_int_equal(st_gen_render(g, "index_decode", &v[i].row.kernel, &src, &err), ST_OK);
     assert_string_equal(src, v[i].source);
     assert_null(strstr(src, "${"));
-    assert_contains(src, "constexpr int HEAD_DIM = 128;");
-    assert_contains(src, "constexpr int HEADS_PER_CTA = 1;");
+    assert_contains(src, "\n#define ST_P_HEAD_DIM 128\n");
+    assert_contains(src, "\n#define ST_P_HEADS_PER_CTA 1\n");
     assert_contains(src, "// ---- begin common/st_types.h\n");
     /* self-contained: every quoted include was inlined */
     assert_null(strstr(src, "#include \""));
@@ -791,9 +791,9 @@ static void test_sparse_attn_decode_variants_render_the_real_template(void **sta
     assert_string_equal(h, r->source_hash);
     assert_null(strstr(v[i].source, "${"));
     const char *group = st_params_get(&r->kernel, "group");
-    snprintf(line, sizeof line, "constexpr int GROUP = %s;", group);
+    snprintf(line, sizeof line, "\n#define ST_P_GROUP %s\n", group);
     assert_contains(v[i].source, line);
-    snprintf(line, sizeof line, "constexpr int M_TILES = %d;", strcmp(group, "32") ? 1 : 2);
+    snprintf(line, sizeof line, "\n#define ST_P_M_TILES %d\n", strcmp(group, "32") ? 1 : 2);
     assert_contains(v[i].source, line);
     st_sparse_attn_decode_config cfg;
     st_err err = {{0}};
