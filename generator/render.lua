@@ -12,12 +12,9 @@
 --     `// ---- end prelude <path>`; the defaults' comments are left out, so
 --     only the names and values are hashed. A name without a value, or a
 --     value that is not an integer, is an error naming the defaults file and
---     line. Values no prelude names are ignored (an op's families share one
---     table); values given to a render that includes no prelude are an
---     error, as are two different preludes.
---   * `${name}` is replaced by values[name] (an integer, a number or a
---     string); a missing name or a value of another type is an error that
---     names the template file and line. `$${` writes a literal `${`.
+--     line. Values the prelude does not name are ignored (an op's
+--     families share one table); values given to a template that includes
+--     no defaults file are an error, as are two different defaults files.
 --   * a line `#include "path"` whose file exists under `dir` (looked up next
 --     to the including file first, then from `dir`) is replaced by that
 --     file's rendered text between `// ---- begin path` and `// ---- end path`
@@ -77,56 +74,6 @@ end
 
 local function dirname(path)
   return path:match("^(.*)/[^/]*$") or ""
-end
-
-local function value_text(values, name, where)
-  local v = values[name]
-  if v == nil then
-    fail("%s: template parameter '%s' has no value", where, name)
-  end
-  if math.type(v) == "integer" then
-    return string.format("%d", v)
-  elseif math.type(v) == "float" then
-    return string.format("%.17g", v)
-  elseif type(v) == "string" then
-    return v
-  end
-  fail("%s: template parameter '%s' is a %s, not a string or number", where, name, type(v))
-end
-
--- Replaces ${name} and $${ in one line.
-local function substitute(line, values, where)
-  if not line:find("$", 1, true) then
-    return line
-  end
-  local out, i = {}, 1
-  while true do
-    local s = line:find("$", i, true)
-    if not s then
-      out[#out + 1] = line:sub(i)
-      break
-    end
-    out[#out + 1] = line:sub(i, s - 1)
-    if line:sub(s, s + 2) == "$${" then
-      out[#out + 1] = "${"
-      i = s + 3
-    elseif line:sub(s, s + 1) == "${" then
-      local e = line:find("}", s + 2, true)
-      if not e then
-        fail("%s: '${' without a closing '}' (write '$${' for a literal '${')", where)
-      end
-      local name = line:sub(s + 2, e - 1)
-      if not name:match("^[%a_][%w_]*$") then
-        fail("%s: '${%s}' is not a parameter name", where, name)
-      end
-      out[#out + 1] = value_text(values, name, where)
-      i = e + 1
-    else
-      out[#out + 1] = "$"
-      i = s + 1
-    end
-  end
-  return table.concat(out)
 end
 
 -- Calls fn(line, eol) for each line of `text`; eol is "\n" or "" (last line).
@@ -221,7 +168,7 @@ function M.render(dir, name, values, read)
       local path = line:match('^%s*#%s*include%s*"([^"]+)"')
       local target = path and resolve(rel, path)
       if not target then
-        emit(substitute(line, values, rel .. ":" .. lineno) .. eol)
+        emit(line .. eol)
       elseif seen[target] then
         emit("// ---- already included: " .. target .. "\n")
       elseif target:sub(1, #PRELUDE_DIR + 1) == PRELUDE_DIR .. "/" then
@@ -248,6 +195,15 @@ function M.render(dir, name, values, read)
     fail("template name '%s' is not a path under the templates directory", name)
   end
   expand(top)
+  if not prelude_of and next(values) ~= nil then
+    local names = {}
+    for k in pairs(values) do
+      names[#names + 1] = tostring(k)
+    end
+    table.sort(names)
+    fail("template '%s' includes no %s/ file, so values %s have nowhere to go", top, PRELUDE_DIR,
+      table.concat(names, ", "))
+  end
   return table.concat(out)
 end
 

@@ -67,9 +67,10 @@ static void expect_error_containing(lua_State *L, const char *code, const char *
 
 /* ---- render.lua --------------------------------------------------------- */
 
-static void test_render_substitutes_inlines_once_and_unescapes(void **state) {
-  expect(*state, "return require('render').render(DATA, 'top.cu', {name = 'demo', n = 3})",
-         "// top demo x3\n"
+/* Text outside includes is copied as it is: there are no placeholders. */
+static void test_render_inlines_each_include_once(void **state) {
+  expect(*state, "return require('render').render(DATA, 'top.cu', {})",
+         "// top: its text is copied as it is, ${braces} and all\n"
          "// ---- begin inc/one.h\n"
          "// one\n"
          "// ---- begin inc/two.h\n"
@@ -79,37 +80,18 @@ static void test_render_substitutes_inlines_once_and_unescapes(void **state) {
          "// ---- end inc/one.h\n"
          "#include <stdint.h>\n"
          "#include \"not_here.h\"\n"
-         "const char *s = \"${literal} and $x\";\n"
          "// ---- already included: inc/one.h\n");
 }
 
-static void test_render_writes_strings_and_numbers(void **state) {
-  expect(*state,
-         "local r = require('render')\n"
-         "return r.render(DATA, 'inc/two.h', {n = 'x + 1'}) .. '|' .. r.render(DATA, 'inc/two.h', {n = -7})"
-         " .. '|' .. r.render(DATA, 'inc/two.h', {n = 0.5})",
-         "constexpr int B = x + 1;|constexpr int B = -7;|constexpr int B = 0.5;");
+static void test_render_error_in_an_included_file_names_that_file(void **state) {
+  expect_error_containing(*state, "return require('render').render(DATA, 'bad_include.cu', {n = 1, m = 2})",
+                          "defaults/bad.cuh:3: a defaults file holds only");
 }
 
-static void test_render_missing_name_names_template_and_line(void **state) {
-  expect_error_containing(*state, "return require('render').render(DATA, 'missing.cu', {n = 1})",
-                          "missing.cu:3: template parameter 'absent' has no value");
-}
-
-static void test_render_missing_name_in_include_names_that_file(void **state) {
-  expect_error_containing(*state, "return require('render').render(DATA, 'bad_include.cu', {})",
-                          "inc/bad.h:2: template parameter 'oops' has no value");
-}
-
-static void test_render_rejects_value_of_wrong_type(void **state) {
-  expect_error_containing(*state, "return require('render').render(DATA, 'inc/two.h', {n = {}})",
-                          "inc/two.h:1: template parameter 'n' is a table");
-  expect_error_containing(*state, "return require('render').render(DATA, 'inc/two.h', {n = true})", "is a boolean");
-}
-
-static void test_render_rejects_unterminated_placeholder(void **state) {
-  expect_error_containing(*state, "return require('render').render(DATA, 'unterminated.cu', {n = 1})",
-                          "unterminated.cu:1: '${' without a closing '}'");
+/* Values with no prelude to carry them mean a template lost its include. */
+static void test_render_values_without_a_prelude_are_an_error(void **state) {
+  expect_error_containing(*state, "return require('render').render(DATA, 'top.cu', {n = 1, head_dim = 64})",
+                          "template 'top.cu' includes no defaults/ file, so values head_dim, n have nowhere to go");
 }
 
 static void test_render_missing_template_is_an_error(void **state) {
@@ -938,12 +920,9 @@ static void test_every_sparse_attn_decode_suite_shape_has_tuned_variants_and_one
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_render_substitutes_inlines_once_and_unescapes, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_render_writes_strings_and_numbers, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_render_missing_name_names_template_and_line, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_render_missing_name_in_include_names_that_file, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_render_rejects_value_of_wrong_type, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_render_rejects_unterminated_placeholder, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_render_inlines_each_include_once, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_render_error_in_an_included_file_names_that_file, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_render_values_without_a_prelude_are_an_error, setup, teardown),
       cmocka_unit_test_setup_teardown(test_render_missing_template_is_an_error, setup, teardown),
       cmocka_unit_test_setup_teardown(test_render_writes_the_prelude_in_place_of_the_defaults, setup, teardown),
       cmocka_unit_test_setup_teardown(test_render_prelude_name_without_value_names_defaults_file_and_line, setup,
