@@ -15,6 +15,7 @@
 
 #define GEN_DIR ST_SOURCE_DIR "/generator"
 #define RENDER_DATA ST_SOURCE_DIR "/tests/data/render"
+#define TEMPLATES_DIR ST_SOURCE_DIR "/templates"
 
 static int setup(void **state) {
   lua_State *L = luaL_newstate();
@@ -26,6 +27,8 @@ static int setup(void **state) {
   lua_pop(L, 1);
   lua_pushstring(L, RENDER_DATA);
   lua_setglobal(L, "DATA");
+  lua_pushstring(L, TEMPLATES_DIR);
+  lua_setglobal(L, "TEMPLATES");
   *state = L;
   return 0;
 }
@@ -140,6 +143,46 @@ static void test_render_defaults_file_holds_only_integer_defines(void **state) {
 static void test_render_refuses_a_second_prelude(void **state) {
   expect_error_containing(*state, "return require('render').render(DATA, 'two_preludes.cu', {n = 1, long_name_2 = 2})",
                           "two_preludes.cu:2: a second prelude, defaults/other.cuh (the first: defaults/prelude.cuh)");
+}
+
+/* Each template's defaults file (the prelude it compiles with as written)
+ * holds a valid point of its op's space: the #define lines that rendering
+ * the op's first default variant of that template writes, or, for a family
+ * no default renders (sparse_attn's block), the first kernel config of the
+ * space that renders it. A mismatch prints the lines the file should hold. */
+static void test_template_defaults_are_each_ops_first_default(void **state) {
+  expect(*state,
+         "local render = require('render')\n"
+         "local gen = require('main').new(TEMPLATES)\n"
+         "local out = {}\n"
+         "for _, name in ipairs(gen.ops()) do\n"
+         "  local op = require('ops.' .. name)\n"
+         "  local function template_of(k) return op.template_of and op.template_of(k) or op.template end\n"
+         "  local first, order = {}, {}\n"
+         "  local function take(k)\n"
+         "    local t = template_of(k)\n"
+         "    if not first[t] then first[t] = k; order[#order + 1] = t end\n"
+         "  end\n"
+         "  for _, d in ipairs(op.defaults()) do take(d.kernel) end\n"
+         "  for _, k in ipairs(op.kernel_space()) do take(k) end\n"
+         "  for _, t in ipairs(order) do\n"
+         "    local path = 'defaults/' .. t:gsub('%.cu$', '.cuh')\n"
+         "    local text = render.render(TEMPLATES, t, op.render_values(first[t]))\n"
+         "    local _, head_end = text:find('// ---- begin prelude ' .. path .. '\\n', 1, true)\n"
+         "    local want = head_end and text:sub(head_end + 1, text:find('// ---- end prelude', head_end, true) - 1)\n"
+         "    local f = assert(io.open(TEMPLATES .. '/' .. path))\n"
+         "    local have = {}\n"
+         "    for line in f:lines() do\n"
+         "      if line:match('^#define ') then have[#have + 1] = line .. '\\n' end\n"
+         "    end\n"
+         "    f:close()\n"
+         "    if want ~= table.concat(have) then\n"
+         "      out[#out + 1] = string.format('%s should hold:\\n%s', path, tostring(want))\n"
+         "    end\n"
+         "  end\n"
+         "end\n"
+         "return #out == 0 and 'ok' or table.concat(out, '\\n')",
+         "ok");
 }
 
 /* ---- space.lua ---------------------------------------------------------- */
@@ -930,6 +973,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_render_prelude_values_are_integers, setup, teardown),
       cmocka_unit_test_setup_teardown(test_render_defaults_file_holds_only_integer_defines, setup, teardown),
       cmocka_unit_test_setup_teardown(test_render_refuses_a_second_prelude, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_template_defaults_are_each_ops_first_default, setup, teardown),
       cmocka_unit_test_setup_teardown(test_space_product_is_complete_and_ordered, setup, teardown),
       cmocka_unit_test_setup_teardown(test_space_filter_keeps_and_gives_reasons, setup, teardown),
       cmocka_unit_test_setup_teardown(test_space_canonical_sorts_keys_bytewise, setup, teardown),
