@@ -2,9 +2,19 @@
 --
 -- render(dir, name, values) reads template `name` under directory `dir` and
 -- returns self-contained source text:
---   * `${name}` is replaced by values[name] (an integer, a number or a
---     string); a missing name or a value of another type is an error that
---     names the template file and line. `$${` writes a literal `${`.
+--   * a line `#include "defaults/<file>"` is where the variant's
+--     compile-time constants arrive. That file (the template's default
+--     prelude) declares them, one `#define ST_P_<NAME> <integer>` line each,
+--     at values that let the template compile on its own. In the rendered
+--     text the include becomes the same lines, in the same order, with
+--     values[<name>] (the name in lower case, an integer) in place of the
+--     default, between `// ---- begin prelude <path>` and
+--     `// ---- end prelude <path>`; the defaults' comments are left out, so
+--     only the names and values are hashed. A name without a value, or a
+--     value that is not an integer, is an error naming the defaults file and
+--     line. Values the prelude does not name are ignored (an op's
+--     families share one table); values given to a template that includes
+--     no defaults file are an error, as are two different defaults files.
 --   * a line `#include "path"` whose file exists under `dir` (looked up next
 --     to the including file first, then from `dir`) is replaced by that
 --     file's rendered text between `// ---- begin path` and `// ---- end path`
@@ -16,6 +26,12 @@
 -- Errors are raised with level 0: the message is the whole story.
 
 local M = {}
+
+-- Includes of files under this folder are preludes (see above).
+local PRELUDE_DIR = "defaults"
+-- The prefix of the constants' macros: ST_P_HEAD_DIM carries values.head_dim.
+local PRELUDE_PREFIX = "ST_P_"
+local PRELUDE_DEFINE = "^%s*#%s*define%s+(" .. PRELUDE_PREFIX .. "[%u%d_]+)%s+(%-?%d+)%s*$"
 
 -- A reader: path -> file text, or nil when the file cannot be read.
 -- Remembers what it read, so one reader shared by many renders reads each
@@ -60,56 +76,6 @@ local function dirname(path)
   return path:match("^(.*)/[^/]*$") or ""
 end
 
-local function value_text(values, name, where)
-  local v = values[name]
-  if v == nil then
-    fail("%s: template parameter '%s' has no value", where, name)
-  end
-  if math.type(v) == "integer" then
-    return string.format("%d", v)
-  elseif math.type(v) == "float" then
-    return string.format("%.17g", v)
-  elseif type(v) == "string" then
-    return v
-  end
-  fail("%s: template parameter '%s' is a %s, not a string or number", where, name, type(v))
-end
-
--- Replaces ${name} and $${ in one line.
-local function substitute(line, values, where)
-  if not line:find("$", 1, true) then
-    return line
-  end
-  local out, i = {}, 1
-  while true do
-    local s = line:find("$", i, true)
-    if not s then
-      out[#out + 1] = line:sub(i)
-      break
-    end
-    out[#out + 1] = line:sub(i, s - 1)
-    if line:sub(s, s + 2) == "$${" then
-      out[#out + 1] = "${"
-      i = s + 3
-    elseif line:sub(s, s + 1) == "${" then
-      local e = line:find("}", s + 2, true)
-      if not e then
-        fail("%s: '${' without a closing '}' (write '$${' for a literal '${')", where)
-      end
-      local name = line:sub(s + 2, e - 1)
-      if not name:match("^[%a_][%w_]*$") then
-        fail("%s: '${%s}' is not a parameter name", where, name)
-      end
-      out[#out + 1] = value_text(values, name, where)
-      i = e + 1
-    else
-      out[#out + 1] = "$"
-      i = s + 1
-    end
-  end
-  return table.concat(out)
-end
-
 -- Calls fn(line, eol) for each line of `text`; eol is "\n" or "" (last line).
 local function each_line(text, fn)
   local pos = 1
@@ -125,6 +91,44 @@ local function each_line(text, fn)
   end
 end
 
+-- Whether a line of a defaults file is one the prelude leaves out: blank,
+-- a line comment, or the include guard a header carries for editors.
+local function prelude_skips(line)
+  return line:match("^%s*$") or line:match("^%s*//") or line:match("^%s*#%s*pragma%s+once%s*$")
+end
+
+-- The prelude of defaults file `rel` (text `text`): its #define lines with
+-- the variant's values.
+local function prelude(rel, text, values)
+  local out, defined, lineno = {}, {}, 0
+  each_line(text, function(line)
+    lineno = lineno + 1
+    if prelude_skips(line) then
+      return
+    end
+    local where = rel .. ":" .. lineno
+    local macro = line:match(PRELUDE_DEFINE)
+    if not macro then
+      fail("%s: a defaults file holds only '#define %s<NAME> <integer>' lines, comments and '#pragma once'", where,
+        PRELUDE_PREFIX)
+    end
+    if defined[macro] then
+      fail("%s: %s is defined twice (first on line %d)", where, macro, defined[macro])
+    end
+    defined[macro] = lineno
+    local name = macro:sub(#PRELUDE_PREFIX + 1):lower()
+    local v = values[name]
+    if v == nil then
+      fail("%s: template parameter '%s' has no value", where, name)
+    end
+    if math.type(v) ~= "integer" then
+      fail("%s: template parameter '%s' is a %s, not an integer", where, name, math.type(v) or type(v))
+    end
+    out[#out + 1] = string.format("#define %s %d\n", macro, v)
+  end)
+  return table.concat(out)
+end
+
 function M.render(dir, name, values, read)
   if type(dir) ~= "string" or type(name) ~= "string" then
     fail("render: template directory and name must be strings")
@@ -134,6 +138,7 @@ function M.render(dir, name, values, read)
   end
   read = read or M.file_reader()
   local out, seen = {}, {}
+  local prelude_of = nil -- the defaults file whose prelude was written
 
   local function emit(text)
     out[#out + 1] = text
@@ -163,9 +168,17 @@ function M.render(dir, name, values, read)
       local path = line:match('^%s*#%s*include%s*"([^"]+)"')
       local target = path and resolve(rel, path)
       if not target then
-        emit(substitute(line, values, rel .. ":" .. lineno) .. eol)
+        emit(line .. eol)
       elseif seen[target] then
         emit("// ---- already included: " .. target .. "\n")
+      elseif target:sub(1, #PRELUDE_DIR + 1) == PRELUDE_DIR .. "/" then
+        if prelude_of then
+          fail("%s:%d: a second prelude, %s (the first: %s)", rel, lineno, target, prelude_of)
+        end
+        seen[target], prelude_of = true, target
+        emit("// ---- begin prelude " .. target .. "\n")
+        emit(prelude(target, read(dir .. "/" .. target), values))
+        emit("// ---- end prelude " .. target .. "\n")
       else
         emit("// ---- begin " .. target .. "\n")
         expand(target)
@@ -182,6 +195,15 @@ function M.render(dir, name, values, read)
     fail("template name '%s' is not a path under the templates directory", name)
   end
   expand(top)
+  if not prelude_of and next(values) ~= nil then
+    local names = {}
+    for k in pairs(values) do
+      names[#names + 1] = tostring(k)
+    end
+    table.sort(names)
+    fail("template '%s' includes no %s/ file, so values %s have nowhere to go", top, PRELUDE_DIR,
+      table.concat(names, ", "))
+  end
   return table.concat(out)
 end
 

@@ -29,19 +29,22 @@
 // q, block table and block keys are small. FLOPs: 2 * 128 * D * columns per
 // visible block, on tensor cores: the op is bandwidth-bound.
 
-constexpr int IS_FP8 = ${is_fp8};
-constexpr int HEAD_DIM = ${head_dim};
-constexpr int TOPK_CAP = ${topk};
-constexpr int HEADS_PER_CTA = ${heads_per_cta};
-constexpr int MAX_QLEN = ${max_qlen};
-constexpr int THREADS = ${threads};
-constexpr int UNITS = ${units_in_flight};
-constexpr int ALGO_SPLIT = ${algo_split};
+// The compile-time constants ST_P_*: rendering puts a variant's values
+// in place of this include (generator/render.lua).
+#include "defaults/index_decode.cuh"
+constexpr int IS_FP8 = ST_P_IS_FP8;
+constexpr int HEAD_DIM = ST_P_HEAD_DIM;
+constexpr int TOPK_CAP = ST_P_TOPK;
+constexpr int HEADS_PER_CTA = ST_P_HEADS_PER_CTA;
+constexpr int MAX_QLEN = ST_P_MAX_QLEN;
+constexpr int THREADS = ST_P_THREADS;
+constexpr int UNITS = ST_P_UNITS_IN_FLIGHT;
+constexpr int ALGO_SPLIT = ST_P_ALGO_SPLIT;
 // 0: each warp loads its tiles' K rows straight into mma fragments
 // (units_in_flight tiles at a time). N > 0: one thread copies whole blocks
 // into N shared-memory stages with the bulk copy engine (cp.async.bulk,
 // mbarriers) and the warps read their tiles from there.
-constexpr int BULK_STAGES = ${bulk_stages};
+constexpr int BULK_STAGES = ST_P_BULK_STAGES;
 
 #include "params/index_decode.h"
 #include "common/load.cuh"

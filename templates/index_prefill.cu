@@ -17,13 +17,16 @@
 // row's candidates (common/warp_topk.cuh), and writes topk_idx as
 // index_topk does: forced ids, chosen ids, -1 after.
 
-constexpr int IS_FP8 = ${is_fp8};
-constexpr int HEAD_DIM = ${head_dim};
-constexpr int ROWS = ${rows};
-constexpr int WARPGROUPS = ${warpgroups};
-constexpr int STAGES = ${stages};
-constexpr int TOPK_CAP = ${topk};
-constexpr bool ALGO_FUSED = ${fused} != 0;
+// The compile-time constants ST_P_*: rendering puts a variant's values
+// in place of this include (generator/render.lua).
+#include "defaults/index_prefill.cuh"
+constexpr int IS_FP8 = ST_P_IS_FP8;
+constexpr int HEAD_DIM = ST_P_HEAD_DIM;
+constexpr int ROWS = ST_P_ROWS;
+constexpr int WARPGROUPS = ST_P_WARPGROUPS;
+constexpr int STAGES = ST_P_STAGES;
+constexpr int TOPK_CAP = ST_P_TOPK;
+constexpr bool ALGO_FUSED = ST_P_FUSED != 0;
 
 // The argument block first: it brings the fixed-width integer types the
 // common headers use under NVRTC (no C library there).

@@ -6,11 +6,14 @@
 // (tiles, chunks, the copying warp, the warpgroups' products and row
 // maxima) is common/score_tile.cuh; this kernel stores each max.
 
-constexpr int IS_FP8 = ${is_fp8};
-constexpr int HEAD_DIM = ${head_dim};
-constexpr int ROWS = ${rows};
-constexpr int WARPGROUPS = ${warpgroups};
-constexpr int STAGES = ${stages};
+// The compile-time constants ST_P_*: rendering puts a variant's values
+// in place of this include (generator/render.lua).
+#include "defaults/index_score.cuh"
+constexpr int IS_FP8 = ST_P_IS_FP8;
+constexpr int HEAD_DIM = ST_P_HEAD_DIM;
+constexpr int ROWS = ST_P_ROWS;
+constexpr int WARPGROUPS = ST_P_WARPGROUPS;
+constexpr int STAGES = ST_P_STAGES;
 
 // The argument block first: it brings the fixed-width integer types the
 // common headers use under NVRTC (no C library there).

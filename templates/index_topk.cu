@@ -29,11 +29,14 @@
 // or its instruction count (warp: 2*KEYS + 13 per searched bit, about 25
 // per KEYS group of 32 columns written; docs/kernels/index_topk.md v2).
 
-constexpr int ROWS = ${rows};
-constexpr int THREADS = ${threads};
-constexpr int TOPK_CAP = ${topk};
-constexpr bool ALGO_WARP = ${algo_warp} != 0;
-constexpr int KEYS = ${keys}; // warp: keys per lane; cta: 0
+// The compile-time constants ST_P_*: rendering puts a variant's values
+// in place of this include (generator/render.lua).
+#include "defaults/index_topk.cuh"
+constexpr int ROWS = ST_P_ROWS;
+constexpr int THREADS = ST_P_THREADS;
+constexpr int TOPK_CAP = ST_P_TOPK;
+constexpr bool ALGO_WARP = ST_P_ALGO_WARP != 0;
+constexpr int KEYS = ST_P_KEYS; // warp: keys per lane; cta: 0
 
 // The argument block first: it brings the fixed-width integer types the
 // common headers use under NVRTC (no C library there).

@@ -29,14 +29,17 @@
 // o; FLOPs: 4 * 16 * 128 * D per (block, m-tile of a warp with a selecting
 // row).
 
-constexpr int IS_FP8 = ${is_fp8};
-constexpr int HEAD_DIM = ${head_dim};
-constexpr int GROUP = ${group};
-constexpr int TOKENS = ${tokens};
-constexpr int TOPK_CAP = ${topk};
-constexpr int STAGES = ${stages};
-constexpr int WARPS = ${warps};
-constexpr int MTILES = ${mtiles}; // 16-row m-tiles a warp takes (2: common/attn_tile_x2.cuh)
+// The compile-time constants ST_P_*: rendering puts a variant's values
+// in place of this include (generator/render.lua).
+#include "defaults/sparse_attn.cuh"
+constexpr int IS_FP8 = ST_P_IS_FP8;
+constexpr int HEAD_DIM = ST_P_HEAD_DIM;
+constexpr int GROUP = ST_P_GROUP;
+constexpr int TOKENS = ST_P_TOKENS;
+constexpr int TOPK_CAP = ST_P_TOPK;
+constexpr int STAGES = ST_P_STAGES;
+constexpr int WARPS = ST_P_WARPS;
+constexpr int MTILES = ST_P_MTILES; // 16-row m-tiles a warp takes (2: common/attn_tile_x2.cuh)
 
 // The argument block first: it brings the fixed-width integer types the
 // common headers use under NVRTC (no C library there).

@@ -38,16 +38,19 @@
 // Keys are numbered within the chunk's requests r0 .. r0 + nr - 1: key
 // (g * nr + r - r0) * max_blocks + j, so the scan covers only them.
 
-constexpr int IS_FP8 = ${is_fp8};
-constexpr int HEAD_DIM = ${head_dim};
-constexpr int GROUP = ${group};
-constexpr int TOKENS = ${tokens};
-constexpr int WARPS = ${warps};
-constexpr int CTAS_PER_SM = ${ctas};
-constexpr int PART_F32 = ${part_f32};
-constexpr int STAGES = ${stages};
-constexpr int MTILES = ${mtiles}; // 16-row m-tiles a warp takes (2: common/attn_tile_x2.cuh; WGMMA: PASSES)
-constexpr int WGMMA = ${wgmma};   // 1: warpgroups of 64 rows on wgmma (common/attn_wgmma.cuh)
+// The compile-time constants ST_P_*: rendering puts a variant's values
+// in place of this include (generator/render.lua).
+#include "defaults/sparse_attn_block.cuh"
+constexpr int IS_FP8 = ST_P_IS_FP8;
+constexpr int HEAD_DIM = ST_P_HEAD_DIM;
+constexpr int GROUP = ST_P_GROUP;
+constexpr int TOKENS = ST_P_TOKENS;
+constexpr int WARPS = ST_P_WARPS;
+constexpr int CTAS_PER_SM = ST_P_CTAS;
+constexpr int PART_F32 = ST_P_PART_F32;
+constexpr int STAGES = ST_P_STAGES;
+constexpr int MTILES = ST_P_MTILES; // 16-row m-tiles a warp takes (2: common/attn_tile_x2.cuh; WGMMA: PASSES)
+constexpr int WGMMA = ST_P_WGMMA;   // 1: warpgroups of 64 rows on wgmma (common/attn_wgmma.cuh)
 
 #include "params/sparse_attn.h"
 #include "common/attn_tile.cuh"

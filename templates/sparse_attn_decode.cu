@@ -41,16 +41,19 @@
 // plus q and o; FLOPs: 4 * GROUP * 128 * D per block. At GROUP 16 that is
 // 16 FLOPs per byte of bf16 KV: bandwidth-bound on tensor cores.
 
-constexpr int IS_FP8 = ${is_fp8};
-constexpr int HEAD_DIM = ${head_dim};
-constexpr int GROUP = ${group};
-constexpr int M_TILES = ${m_tiles};
-constexpr int WARPS_N = ${warps_n};
-constexpr int STAGES = ${stages};
-constexpr int ALGO_SPLIT = ${algo_split};
+// The compile-time constants ST_P_*: rendering puts a variant's values
+// in place of this include (generator/render.lua).
+#include "defaults/sparse_attn_decode.cuh"
+constexpr int IS_FP8 = ST_P_IS_FP8;
+constexpr int HEAD_DIM = ST_P_HEAD_DIM;
+constexpr int GROUP = ST_P_GROUP;
+constexpr int M_TILES = ST_P_M_TILES;
+constexpr int WARPS_N = ST_P_WARPS_N;
+constexpr int STAGES = ST_P_STAGES;
+constexpr int ALGO_SPLIT = ST_P_ALGO_SPLIT;
 // fp8: 1 reads K's raw rows straight into the mma fragments; 2 also V's,
 // where scales are not per token (tensor mode runs as 1).
-constexpr int K_REGS = ${k_regs};
+constexpr int K_REGS = ST_P_K_REGS;
 // bf16 or fp8 k_regs 2, HEAD_DIM 128: 1 copies K and V with the bulk
 // tensor copy engine (one thread issues each half of a block, 16 KB fp8
 // or 32 KB bf16, by the launcher's tensor maps; a full mbarrier a slot
@@ -62,12 +65,12 @@ constexpr int K_REGS = ${k_regs};
 // path, with cp.async. (Without pv_dims, a ring of 2 * STAGES + 1 halves,
 // the next block's K a block earlier, measured the same: not kept, v2.44
 // in docs/kernels/sparse_attn_decode.md.)
-constexpr int TMA = ${tma};
+constexpr int TMA = ST_P_TMA;
 // pv_dims with one stage: 1 gives the ring one slot more (three halves):
 // V of the next block is copied a block ahead, as with two stages, in
 // 16 KB (fp8) less than a second stage, so that three CTAs fit an SM with
 // a cluster's receive area.
-constexpr int RING_EXTRA = ${ring_extra};
+constexpr int RING_EXTRA = ST_P_RING_EXTRA;
 constexpr int HALVES = TMA ? 2 * STAGES + RING_EXTRA : 0;
 // tma, one m tile, no per-token scales: 1 splits P.V by dimensions
 // instead of tokens. Warp w still scores tokens w * WARP_TOKENS ..; the
@@ -80,7 +83,7 @@ constexpr int HALVES = TMA ? 2 * STAGES + RING_EXTRA : 0;
 // maximum grows (two where one does); with 2 stages V of the next block is
 // in flight under this one's, with 1 it is copied after this block's
 // barrier (a CTA of one block, B = 1, copies nothing more).
-constexpr int PV_DIMS = ${pv_dims};
+constexpr int PV_DIMS = ST_P_PV_DIMS;
 
 #include "params/sparse_attn_decode.h"
 #include "common/attn_tile.cuh"
@@ -157,8 +160,8 @@ static_assert(MERGE_SMEM <= REGION_BYTES_RAW, "the merging CTA reuses its tile r
 // placed as a whole within one GPC, and large grids pay for it: clusters of
 // 16 cost 256-CTA grids 8% (bf16) to 68% (fp8) and save B = 1 about 2 us
 // (docs/kernels/sparse_attn_decode.md, v2.1): a tuned parameter.
-#if ${cluster} > 1
-#define ST_CLUSTER ${cluster}
+#if ST_P_CLUSTER > 1
+#define ST_CLUSTER ST_P_CLUSTER
 #define ST_CLUSTER_DIMS __cluster_dims__(ST_CLUSTER, 1, 1)
 #else
 #define ST_CLUSTER 1

@@ -267,9 +267,12 @@ static void test_open_finds_directories_under_sparsetune_home(void **state) {
   assert_int_equal(rs, ST_OK);
   assert_contains(src, "// A stand-in index_decode template");
   assert_contains(src, "// ---- begin common.h\n// common.h - shared by the stand-in template.\n");
-  assert_contains(src, "constexpr int IS_FP8 = 1;\nconstexpr int HEAD_DIM = 64;\nconstexpr int TOPK_CAP = 8;\n"
-                       "constexpr int HEADS_PER_CTA = 2;\nconstexpr int MAX_QLEN = 3;\nconstexpr int THREADS = 128;\n"
-                       "constexpr int UNITS = 4;\nconstexpr int ALGO_SPLIT = 1;\n");
+  assert_contains(src, "// ---- begin prelude defaults/index_decode.cuh\n"
+                       "#define ST_P_IS_FP8 1\n#define ST_P_HEAD_DIM 64\n#define ST_P_TOPK 8\n"
+                       "#define ST_P_HEADS_PER_CTA 2\n#define ST_P_MAX_QLEN 3\n#define ST_P_THREADS 128\n"
+                       "#define ST_P_UNITS_IN_FLIGHT 4\n#define ST_P_ALGO_SPLIT 1\n#define ST_P_BULK_STAGES 0\n"
+                       "// ---- end prelude defaults/index_decode.cuh\n"
+                       "constexpr int IS_FP8 = ST_P_IS_FP8;\n");
   free(src);
   st_gen_close(g);
 }
@@ -528,26 +531,47 @@ static void copy_file(const char *from, const char *to, const char *append) {
   assert_int_equal(fclose(out), 0);
 }
 
+/* The stand-in's files, in a temporary copy a test may change. */
+typedef struct stand_in_copy {
+  char dir[512], defaults_dir[600];
+  char tpl[640], hdr[640], defaults[640];
+} stand_in_copy;
+
+/* Copies the stand-in templates; `header_tail` and `defaults_tail` (may be
+ * NULL) are appended to common.h and to the defaults file. */
+static void copy_stand_in(stand_in_copy *c, const char *header_tail, const char *defaults_tail) {
+  st_test_temp_path(c->dir, sizeof c->dir, "-templates");
+  assert_int_equal(mkdir(c->dir, 0700), 0);
+  snprintf(c->defaults_dir, sizeof c->defaults_dir, "%s/defaults", c->dir);
+  assert_int_equal(mkdir(c->defaults_dir, 0700), 0);
+  snprintf(c->tpl, sizeof c->tpl, "%s/index_decode.cu", c->dir);
+  snprintf(c->hdr, sizeof c->hdr, "%s/common.h", c->dir);
+  snprintf(c->defaults, sizeof c->defaults, "%s/index_decode.cuh", c->defaults_dir);
+  copy_file(TEST_TEMPLATES "/index_decode.cu", c->tpl, NULL);
+  copy_file(TEST_TEMPLATES "/common.h", c->hdr, header_tail);
+  copy_file(TEST_TEMPLATES "/defaults/index_decode.cuh", c->defaults, defaults_tail);
+}
+
+static void remove_stand_in(const stand_in_copy *c) {
+  unlink(c->tpl);
+  unlink(c->hdr);
+  unlink(c->defaults);
+  rmdir(c->defaults_dir);
+  rmdir(c->dir);
+}
+
 static void test_variant_ids_follow_included_template_text(void **state) {
   (void)state;
-  char dir[512], tpl[600], hdr[600];
-  st_test_temp_path(dir, sizeof dir, "-templates");
-  assert_int_equal(mkdir(dir, 0700), 0);
-  snprintf(tpl, sizeof tpl, "%s/index_decode.cu", dir);
-  snprintf(hdr, sizeof hdr, "%s/common.h", dir);
-  copy_file(TEST_TEMPLATES "/index_decode.cu", tpl, NULL);
-  copy_file(TEST_TEMPLATES "/common.h", hdr, NULL);
-
-  st_gen *g = open_gen(dir);
+  stand_in_copy c;
+  copy_stand_in(&c, NULL, NULL);
+  st_gen *g = open_gen(c.dir);
   st_shape *s = NULL;
   const int ns = load_suite(g, "smoke", &s);
   st_gen_variant *before = NULL, *after = NULL;
   const int n0 = load_variants(g, s, ns, &before);
-  copy_file(TEST_TEMPLATES "/common.h", hdr, "// a changed line\n"); /* same handle: nothing cached */
+  copy_file(TEST_TEMPLATES "/common.h", c.hdr, "// a changed line\n"); /* same handle: nothing cached */
   const int n1 = load_variants(g, s, ns, &after);
-  unlink(tpl);
-  unlink(hdr);
-  rmdir(dir);
+  remove_stand_in(&c);
 
   assert_int_equal(n0, n1);
   for (int i = 0; i < n0; i++) {
@@ -562,30 +586,52 @@ static void test_variant_ids_follow_included_template_text(void **state) {
   st_gen_close(g);
 }
 
+/* The prelude is part of the hashed source: a kernel parameter that changes
+ * one value of it changes the source hash, and only that line. */
+static void test_each_prelude_value_is_in_the_hashed_source(void **state) {
+  (void)state;
+  st_gen *g = open_gen(TEST_TEMPLATES);
+  st_params k = {0};
+  stand_in_kernel(&k);
+  char *a = NULL, *b = NULL;
+  st_err err = {{0}};
+  assert_int_equal(st_gen_render(g, "index_decode", &k, &a, &err), ST_OK);
+  assert_int_equal(st_params_set_int(&k, "threads", 256, &err), ST_OK);
+  assert_int_equal(st_gen_render(g, "index_decode", &k, &b, &err), ST_OK);
+  st_gen_close(g);
+  char ha[33], hb[33];
+  st_hash_hex(a, strlen(a), ha);
+  st_hash_hex(b, strlen(b), hb);
+  assert_string_not_equal(ha, hb);
+  const char *at = strstr(a, "#define ST_P_THREADS 128\n"), *bt = strstr(b, "#define ST_P_THREADS 256\n");
+  assert_non_null(at);
+  assert_non_null(bt);
+  const size_t line = strlen("#define ST_P_THREADS 128\n");
+  assert_int_equal(at - a, bt - b);
+  assert_string_equal(at + line, bt + line);
+  assert_memory_equal(a, b, (size_t)(at - a));
+  free(a);
+  free(b);
+}
+
 /* A template error raised while rendering reaches the caller with the
  * template file and line, through the bridge as through the renderer. */
 static void test_template_errors_name_the_file_and_line(void **state) {
   (void)state;
-  char dir[512], tpl[600], hdr[600];
-  st_test_temp_path(dir, sizeof dir, "-templates");
-  assert_int_equal(mkdir(dir, 0700), 0);
-  snprintf(tpl, sizeof tpl, "%s/index_decode.cu", dir);
-  snprintf(hdr, sizeof hdr, "%s/common.h", dir);
-  copy_file(TEST_TEMPLATES "/index_decode.cu", tpl, NULL);
-  copy_file(TEST_TEMPLATES "/common.h", hdr, "constexpr int LOST = ${not_a_parameter};\n");
-  st_gen *g = open_gen(dir);
+  stand_in_copy c;
+  copy_stand_in(&c, NULL, "#define ST_P_NOT_A_PARAMETER 0\n");
+  st_gen *g = open_gen(c.dir);
   st_params k = {0};
   stand_in_kernel(&k);
   char *src = NULL;
   st_err err = {{0}};
   const st_status s = st_gen_render(g, "index_decode", &k, &src, &err);
-  unlink(tpl);
-  unlink(hdr);
-  rmdir(dir);
+  remove_stand_in(&c);
   st_gen_close(g);
   assert_int_equal(s, ST_ERR_INVALID_ARG);
   assert_null(src);
-  assert_string_equal(err.msg, "generator: common.h:3: template parameter 'not_a_parameter' has no value");
+  assert_string_equal(err.msg,
+                      "generator: defaults/index_decode.cuh:12: template parameter 'not_a_parameter' has no value");
 }
 
 static void test_render_fills_the_real_template(void **state) {
@@ -601,9 +647,8 @@ static void test_render_fills_the_real_template(void **state) {
     st_err err = {{0}};
     assert_int_equal(st_gen_render(g, "index_decode", &v[i].row.kernel, &src, &err), ST_OK);
     assert_string_equal(src, v[i].source);
-    assert_null(strstr(src, "${"));
-    assert_contains(src, "constexpr int HEAD_DIM = 128;");
-    assert_contains(src, "constexpr int HEADS_PER_CTA = 1;");
+    assert_contains(src, "\n#define ST_P_HEAD_DIM 128\n");
+    assert_contains(src, "\n#define ST_P_HEADS_PER_CTA 1\n");
     assert_contains(src, "// ---- begin common/st_types.h\n");
     /* self-contained: every quoted include was inlined */
     assert_null(strstr(src, "#include \""));
@@ -734,11 +779,10 @@ static void test_sparse_attn_decode_variants_render_the_real_template(void **sta
     char h[33], line[64];
     st_hash_hex(v[i].source, strlen(v[i].source), h);
     assert_string_equal(h, r->source_hash);
-    assert_null(strstr(v[i].source, "${"));
     const char *group = st_params_get(&r->kernel, "group");
-    snprintf(line, sizeof line, "constexpr int GROUP = %s;", group);
+    snprintf(line, sizeof line, "\n#define ST_P_GROUP %s\n", group);
     assert_contains(v[i].source, line);
-    snprintf(line, sizeof line, "constexpr int M_TILES = %d;", strcmp(group, "32") ? 1 : 2);
+    snprintf(line, sizeof line, "\n#define ST_P_M_TILES %d\n", strcmp(group, "32") ? 1 : 2);
     assert_contains(v[i].source, line);
     st_sparse_attn_decode_config cfg;
     st_err err = {{0}};
@@ -840,6 +884,7 @@ int main(void) {
       cmocka_unit_test(test_variants_are_unique_and_read_by_the_launcher),
       cmocka_unit_test(test_variant_ids_are_stable_across_runs),
       cmocka_unit_test(test_variant_ids_follow_included_template_text),
+      cmocka_unit_test(test_each_prelude_value_is_in_the_hashed_source),
       cmocka_unit_test(test_template_errors_name_the_file_and_line),
       cmocka_unit_test(test_render_fills_the_real_template),
       cmocka_unit_test(test_suite_sparse_attn_decode_shapes_cross_the_bridge),

@@ -15,6 +15,7 @@
 
 #define GEN_DIR ST_SOURCE_DIR "/generator"
 #define RENDER_DATA ST_SOURCE_DIR "/tests/data/render"
+#define TEMPLATES_DIR ST_SOURCE_DIR "/templates"
 
 static int setup(void **state) {
   lua_State *L = luaL_newstate();
@@ -26,6 +27,8 @@ static int setup(void **state) {
   lua_pop(L, 1);
   lua_pushstring(L, RENDER_DATA);
   lua_setglobal(L, "DATA");
+  lua_pushstring(L, TEMPLATES_DIR);
+  lua_setglobal(L, "TEMPLATES");
   *state = L;
   return 0;
 }
@@ -67,9 +70,10 @@ static void expect_error_containing(lua_State *L, const char *code, const char *
 
 /* ---- render.lua --------------------------------------------------------- */
 
-static void test_render_substitutes_inlines_once_and_unescapes(void **state) {
-  expect(*state, "return require('render').render(DATA, 'top.cu', {name = 'demo', n = 3})",
-         "// top demo x3\n"
+/* Text outside includes is copied as it is: there are no placeholders. */
+static void test_render_inlines_each_include_once(void **state) {
+  expect(*state, "return require('render').render(DATA, 'top.cu', {})",
+         "// top: its text is copied as it is, ${braces} and all\n"
          "// ---- begin inc/one.h\n"
          "// one\n"
          "// ---- begin inc/two.h\n"
@@ -79,37 +83,18 @@ static void test_render_substitutes_inlines_once_and_unescapes(void **state) {
          "// ---- end inc/one.h\n"
          "#include <stdint.h>\n"
          "#include \"not_here.h\"\n"
-         "const char *s = \"${literal} and $x\";\n"
          "// ---- already included: inc/one.h\n");
 }
 
-static void test_render_writes_strings_and_numbers(void **state) {
-  expect(*state,
-         "local r = require('render')\n"
-         "return r.render(DATA, 'inc/two.h', {n = 'x + 1'}) .. '|' .. r.render(DATA, 'inc/two.h', {n = -7})"
-         " .. '|' .. r.render(DATA, 'inc/two.h', {n = 0.5})",
-         "constexpr int B = x + 1;|constexpr int B = -7;|constexpr int B = 0.5;");
+static void test_render_error_in_an_included_file_names_that_file(void **state) {
+  expect_error_containing(*state, "return require('render').render(DATA, 'bad_include.cu', {n = 1, m = 2})",
+                          "defaults/bad.cuh:3: a defaults file holds only");
 }
 
-static void test_render_missing_name_names_template_and_line(void **state) {
-  expect_error_containing(*state, "return require('render').render(DATA, 'missing.cu', {n = 1})",
-                          "missing.cu:3: template parameter 'absent' has no value");
-}
-
-static void test_render_missing_name_in_include_names_that_file(void **state) {
-  expect_error_containing(*state, "return require('render').render(DATA, 'bad_include.cu', {})",
-                          "inc/bad.h:2: template parameter 'oops' has no value");
-}
-
-static void test_render_rejects_value_of_wrong_type(void **state) {
-  expect_error_containing(*state, "return require('render').render(DATA, 'inc/two.h', {n = {}})",
-                          "inc/two.h:1: template parameter 'n' is a table");
-  expect_error_containing(*state, "return require('render').render(DATA, 'inc/two.h', {n = true})", "is a boolean");
-}
-
-static void test_render_rejects_unterminated_placeholder(void **state) {
-  expect_error_containing(*state, "return require('render').render(DATA, 'unterminated.cu', {n = 1})",
-                          "unterminated.cu:1: '${' without a closing '}'");
+/* Values with no prelude to carry them mean a template lost its include. */
+static void test_render_values_without_a_prelude_are_an_error(void **state) {
+  expect_error_containing(*state, "return require('render').render(DATA, 'top.cu', {n = 1, head_dim = 64})",
+                          "template 'top.cu' includes no defaults/ file, so values head_dim, n have nowhere to go");
 }
 
 static void test_render_missing_template_is_an_error(void **state) {
@@ -117,6 +102,87 @@ static void test_render_missing_template_is_an_error(void **state) {
                           "template 'nope.cu' not found under");
   expect_error_containing(*state, "return require('render').render(DATA, '../escape.cu', {})",
                           "is not a path under the templates directory");
+}
+
+/* The include of a defaults file becomes the prelude: its #define lines at
+ * the variant's values, comments and guard left out; values it does not
+ * name are ignored, and a later include of it is already done. */
+static void test_render_writes_the_prelude_in_place_of_the_defaults(void **state) {
+  expect(*state, "return require('render').render(DATA, 'prelude.cu', {n = 3, long_name_2 = -7, unused = 5})",
+         "// a template that takes its constants from a prelude\n"
+         "// ---- begin prelude defaults/prelude.cuh\n"
+         "#define ST_P_N 3\n"
+         "#define ST_P_LONG_NAME_2 -7\n"
+         "// ---- end prelude defaults/prelude.cuh\n"
+         "constexpr int N = ST_P_N;\n"
+         "// ---- begin inc/prelude_again.h\n"
+         "// a header that includes the prelude too, as headers read alone may\n"
+         "// ---- already included: defaults/prelude.cuh\n"
+         "// ---- end inc/prelude_again.h\n");
+}
+
+static void test_render_prelude_name_without_value_names_defaults_file_and_line(void **state) {
+  expect_error_containing(*state, "return require('render').render(DATA, 'prelude.cu', {n = 3})",
+                          "defaults/prelude.cuh:5: template parameter 'long_name_2' has no value");
+}
+
+static void test_render_prelude_values_are_integers(void **state) {
+  expect_error_containing(*state, "return require('render').render(DATA, 'prelude.cu', {n = 3, long_name_2 = '4'})",
+                          "defaults/prelude.cuh:5: template parameter 'long_name_2' is a string, not an integer");
+  expect_error_containing(*state, "return require('render').render(DATA, 'prelude.cu', {n = 0.5, long_name_2 = 4})",
+                          "defaults/prelude.cuh:4: template parameter 'n' is a float, not an integer");
+}
+
+static void test_render_defaults_file_holds_only_integer_defines(void **state) {
+  expect_error_containing(*state, "return require('render').render(DATA, 'bad_prelude.cu', {n = 1, m = 2})",
+                          "defaults/bad.cuh:3: a defaults file holds only '#define ST_P_<NAME> <integer>' lines");
+  expect_error_containing(*state, "return require('render').render(DATA, 'twice.cu', {n = 1})",
+                          "defaults/twice.cuh:2: ST_P_N is defined twice (first on line 1)");
+}
+
+static void test_render_refuses_a_second_prelude(void **state) {
+  expect_error_containing(*state, "return require('render').render(DATA, 'two_preludes.cu', {n = 1, long_name_2 = 2})",
+                          "two_preludes.cu:2: a second prelude, defaults/other.cuh (the first: defaults/prelude.cuh)");
+}
+
+/* Each template's defaults file (the prelude it compiles with as written)
+ * holds a valid point of its op's space: the #define lines that rendering
+ * the op's first default variant of that template writes, or, for a family
+ * no default renders (sparse_attn's block), the first kernel config of the
+ * space that renders it. A mismatch prints the lines the file should hold. */
+static void test_template_defaults_are_each_ops_first_default(void **state) {
+  expect(*state,
+         "local render = require('render')\n"
+         "local gen = require('main').new(TEMPLATES)\n"
+         "local out = {}\n"
+         "for _, name in ipairs(gen.ops()) do\n"
+         "  local op = require('ops.' .. name)\n"
+         "  local function template_of(k) return op.template_of and op.template_of(k) or op.template end\n"
+         "  local first, order = {}, {}\n"
+         "  local function take(k)\n"
+         "    local t = template_of(k)\n"
+         "    if not first[t] then first[t] = k; order[#order + 1] = t end\n"
+         "  end\n"
+         "  for _, d in ipairs(op.defaults()) do take(d.kernel) end\n"
+         "  for _, k in ipairs(op.kernel_space()) do take(k) end\n"
+         "  for _, t in ipairs(order) do\n"
+         "    local path = 'defaults/' .. t:gsub('%.cu$', '.cuh')\n"
+         "    local text = render.render(TEMPLATES, t, op.render_values(first[t]))\n"
+         "    local _, head_end = text:find('// ---- begin prelude ' .. path .. '\\n', 1, true)\n"
+         "    local want = head_end and text:sub(head_end + 1, text:find('// ---- end prelude', head_end, true) - 1)\n"
+         "    local f = assert(io.open(TEMPLATES .. '/' .. path))\n"
+         "    local have = {}\n"
+         "    for line in f:lines() do\n"
+         "      if line:match('^#define ') then have[#have + 1] = line .. '\\n' end\n"
+         "    end\n"
+         "    f:close()\n"
+         "    if want ~= table.concat(have) then\n"
+         "      out[#out + 1] = string.format('%s should hold:\\n%s', path, tostring(want))\n"
+         "    end\n"
+         "  end\n"
+         "end\n"
+         "return #out == 0 and 'ok' or table.concat(out, '\\n')",
+         "ok");
 }
 
 /* ---- space.lua ---------------------------------------------------------- */
@@ -898,13 +964,17 @@ static void test_every_sparse_attn_decode_suite_shape_has_tuned_variants_and_one
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_render_substitutes_inlines_once_and_unescapes, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_render_writes_strings_and_numbers, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_render_missing_name_names_template_and_line, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_render_missing_name_in_include_names_that_file, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_render_rejects_value_of_wrong_type, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_render_rejects_unterminated_placeholder, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_render_inlines_each_include_once, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_render_error_in_an_included_file_names_that_file, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_render_values_without_a_prelude_are_an_error, setup, teardown),
       cmocka_unit_test_setup_teardown(test_render_missing_template_is_an_error, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_render_writes_the_prelude_in_place_of_the_defaults, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_render_prelude_name_without_value_names_defaults_file_and_line, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_render_prelude_values_are_integers, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_render_defaults_file_holds_only_integer_defines, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_render_refuses_a_second_prelude, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_template_defaults_are_each_ops_first_default, setup, teardown),
       cmocka_unit_test_setup_teardown(test_space_product_is_complete_and_ordered, setup, teardown),
       cmocka_unit_test_setup_teardown(test_space_filter_keeps_and_gives_reasons, setup, teardown),
       cmocka_unit_test_setup_teardown(test_space_canonical_sorts_keys_bytewise, setup, teardown),

@@ -217,7 +217,8 @@ end
 
 -- ---- rendering and naming ------------------------------------------------
 
--- The template's values (exactly the names templates/index_decode.cu uses).
+-- The template's values (exactly the names templates/defaults/index_decode.cuh
+-- declares, as ST_P_<NAME>).
 function M.render_values(k)
   return {
     is_fp8 = k.dtype == "fp8" and 1 or 0,

@@ -410,7 +410,9 @@ end
 
 -- ---- rendering and naming ------------------------------------------------
 
--- The template's values (exactly the names templates/sparse_attn.cu uses).
+-- The templates' values: every name templates/defaults/sparse_attn.cuh or
+-- sparse_attn_block.cuh declares (as ST_P_<NAME>); each family's prelude
+-- takes those of its own template.
 function M.render_values(k)
   return {
     is_fp8 = k.dtype == "fp8" and 1 or 0,

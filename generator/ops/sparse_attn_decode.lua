@@ -363,8 +363,8 @@ end
 
 -- ---- rendering and naming ------------------------------------------------
 
--- The template's values (exactly the names templates/sparse_attn_decode.cu
--- uses).
+-- The template's values (exactly the names
+-- templates/defaults/sparse_attn_decode.cuh declares, as ST_P_<NAME>).
 function M.render_values(k)
   return {
     is_fp8 = k.dtype == "fp8" and 1 or 0,

@@ -1,6 +1,5 @@
-// top ${name} x${n}
+// top: its text is copied as it is, ${braces} and all
 #include "inc/one.h"
 #include <stdint.h>
 #include "not_here.h"
-const char *s = "$${literal} and $x";
 #include "inc/one.h"

@@ -1,2 +1,2 @@
-// included, and broken on line 2
-constexpr int D = ${oops};
+// included, and including a broken defaults file
+#include "../defaults/bad.cuh"

@@ -1,1 +1,1 @@
-constexpr int B = ${n};
+constexpr int B = 3;

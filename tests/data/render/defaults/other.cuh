@@ -1,0 +1,1 @@
+#define ST_P_N 1

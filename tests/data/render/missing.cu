@@ -1,3 +1,0 @@
-// a template that uses a name nobody gives
-constexpr int A = ${n};
-constexpr int C = ${absent};

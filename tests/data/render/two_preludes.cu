@@ -1,0 +1,2 @@
+#include "defaults/prelude.cuh"
+#include "defaults/other.cuh"

@@ -1,1 +1,0 @@
-constexpr int E = ${n;
