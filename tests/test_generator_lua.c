@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/op_list.h"
 #include "testutil.h"
 
 #define GEN_DIR ST_SOURCE_DIR "/generator"
@@ -29,6 +30,17 @@ static int setup(void **state) {
   lua_setglobal(L, "DATA");
   lua_pushstring(L, TEMPLATES_DIR);
   lua_setglobal(L, "TEMPLATES");
+  /* OPS: the runtime's one list of op names, as the tuner passes it to
+   * main.lua's new(). */
+#define ST_OP_NAME(name, NAME) #name,
+  static const char *const ops[] = {ST_OP_LIST(ST_OP_NAME)};
+#undef ST_OP_NAME
+  lua_createtable(L, (int)(sizeof ops / sizeof ops[0]), 0);
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+    lua_pushstring(L, ops[i]);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  lua_setglobal(L, "OPS");
   *state = L;
   return 0;
 }
@@ -153,7 +165,7 @@ static void test_render_refuses_a_second_prelude(void **state) {
 static void test_template_defaults_are_each_ops_first_default(void **state) {
   expect(*state,
          "local render = require('render')\n"
-         "local gen = require('main').new(TEMPLATES)\n"
+         "local gen = require('main').new(TEMPLATES, OPS)\n"
          "local out = {}\n"
          "for _, name in ipairs(gen.ops()) do\n"
          "  local op = require('ops.' .. name)\n"
