@@ -91,53 +91,53 @@ local function index_prefill(dtype, reqs, over)
   return { op = "index_prefill", shape = s }
 end
 
--- peer_us: vLLM's Triton kernels for MiniMax-M3 on an H100, timed by the
--- method of docs/method.md (M.get names that device in each such row's
--- peer_device). The attention reads
--- topk blocks whatever the context, so its rows there say ctx "any" (here
--- 32768) and give a range of times: peer_us is its lower end.
-local PEER_DEVICE = "NVIDIA H100 80GB HBM3"
+-- peer_us: vLLM 0.33.0's Triton kernels for MiniMax-M3 on an NVIDIA H200
+-- (2026-11-28), CUDA-graph replays of the same inputs, median of 5 x 40
+-- replays (decode) or 5 x 10 (prefill), as docs/method.md describes (M.get
+-- names that device in each such row's peer_device). The attention reads
+-- topk blocks whatever the context: its rows are timed at 32768.
+local PEER_DEVICE = "NVIDIA H200"
 local function anchor_rows()
   return {
-    index_decode("bf16", 1, 8192, { peer_us = 10.6 }),
-    index_decode("bf16", 1, 131072, { peer_us = 16.7 }),
-    index_decode("bf16", 8, 8192, { peer_us = 11.9 }),
-    index_decode("bf16", 8, 32768, { peer_us = 26.7 }),
-    index_decode("bf16", 32, 32768, { peer_us = 89.2 }),
-    index_decode("bf16", 128, 131072, { peer_us = 1407.8 }),
-    index_decode("fp8", 1, 8192, { peer_us = 10.0 }),
-    index_decode("fp8", 8, 32768, { peer_us = 14.3 }),
-    index_decode("fp8", 128, 131072, { peer_us = 718.4 }),
-    sparse_attn_decode("bf16", 1, 32768, { peer_us = 7.6 }),
-    sparse_attn_decode("bf16", 8, 32768, { peer_us = 10.5 }),
-    sparse_attn_decode("bf16", 32, 32768, { peer_us = 31.5 }),
-    sparse_attn_decode("bf16", 128, 32768, { peer_us = 100.2 }),
-    sparse_attn_decode("fp8", 1, 32768, { peer_us = 8.4 }),
-    sparse_attn_decode("fp8", 32, 32768, { peer_us = 24.7 }),
-    sparse_attn_decode("fp8", 128, 32768, { peer_us = 79.7 }),
-    sparse_attn_decode("bf16", 32, 32768, { topk = 4, peer_us = 11.9 }),
-    sparse_attn_decode("bf16", 32, 32768, { topk = 32, peer_us = 54.3 }),
-    sparse_attn("bf16", "4096:0", { peer_us = 915.3 }),
-    sparse_attn("bf16", "16384:0", { peer_us = 4622.0 }),
-    sparse_attn("bf16", "8192:57344", { peer_us = 2517.7 }),
-    index_topk("4096:0", { peer_us = 14.0 }),
-    index_topk("16384:0", { peer_us = 70.5 }),
-    index_topk("8192:57344", { peer_us = 202.3 }),
-    index_score("bf16", "4096:0", { peer_us = 33.2 }),
-    index_score("bf16", "16384:0", { peer_us = 224.0 }),
-    index_score("bf16", "8192:57344", { peer_us = 645.5 }),
+    index_decode("bf16", 1, 8192, { peer_us = 9.1 }),
+    index_decode("bf16", 1, 131072, { peer_us = 15.0 }),
+    index_decode("bf16", 8, 8192, { peer_us = 13.2 }),
+    index_decode("bf16", 8, 32768, { peer_us = 22.4 }),
+    index_decode("bf16", 32, 32768, { peer_us = 63.2 }),
+    index_decode("bf16", 128, 131072, { peer_us = 982.0 }),
+    index_decode("fp8", 1, 8192, { peer_us = 8.9 }),
+    index_decode("fp8", 8, 32768, { peer_us = 15.1 }),
+    index_decode("fp8", 128, 131072, { peer_us = 502.9 }),
+    sparse_attn_decode("bf16", 1, 32768, { peer_us = 7.1 }),
+    sparse_attn_decode("bf16", 8, 32768, { peer_us = 10.2 }),
+    sparse_attn_decode("bf16", 32, 32768, { peer_us = 25.8 }),
+    sparse_attn_decode("bf16", 128, 32768, { peer_us = 73.7 }),
+    sparse_attn_decode("fp8", 1, 32768, { peer_us = 9.2 }),
+    sparse_attn_decode("fp8", 32, 32768, { peer_us = 25.2 }),
+    sparse_attn_decode("fp8", 128, 32768, { peer_us = 80.7 }),
+    sparse_attn_decode("bf16", 32, 32768, { topk = 4, peer_us = 11.5 }),
+    sparse_attn_decode("bf16", 32, 32768, { topk = 32, peer_us = 41.8 }),
+    sparse_attn("bf16", "4096:0", { peer_us = 857.1 }),
+    sparse_attn("bf16", "16384:0", { peer_us = 4084.8 }),
+    sparse_attn("bf16", "8192:57344", { peer_us = 2261.1 }),
+    index_topk("4096:0", { peer_us = 14.6 }),
+    index_topk("16384:0", { peer_us = 71.4 }),
+    index_topk("8192:57344", { peer_us = 210.7 }),
+    index_score("bf16", "4096:0", { peer_us = 34.3 }),
+    index_score("bf16", "16384:0", { peer_us = 225.6 }),
+    index_score("bf16", "8192:57344", { peer_us = 662.0 }),
   }
 end
 
 local function m3_prefill()
   return {
-    index_topk("4096:0", { peer_us = 14.0 }),
-    index_topk("16384:0", { peer_us = 70.5 }),
-    index_topk("8192:57344", { peer_us = 202.3 }),
+    index_topk("4096:0", { peer_us = 14.6 }),
+    index_topk("16384:0", { peer_us = 71.4 }),
+    index_topk("8192:57344", { peer_us = 210.7 }),
     index_topk("300:4133;1:0;1024:0;2000:20000;100:65536"),
-    index_score("bf16", "4096:0", { peer_us = 33.2 }),
-    index_score("bf16", "16384:0", { peer_us = 224.0 }),
-    index_score("bf16", "8192:57344", { peer_us = 645.5 }),
+    index_score("bf16", "4096:0", { peer_us = 34.3 }),
+    index_score("bf16", "16384:0", { peer_us = 225.6 }),
+    index_score("bf16", "8192:57344", { peer_us = 662.0 }),
     index_score("bf16", "1024:0"),
     index_score("fp8", "16384:0"),
     index_score("bf16", "300:4133;1:0;1024:0;2000:20000;100:65536"),
@@ -151,9 +151,9 @@ local function m3_prefill()
     index_prefill("fp8", "16384:0"),
     index_prefill("bf16", "300:4133;1:0;1024:0;2000:20000;100:65536"),
     index_prefill("bf16", "2048:30000", { D = 64, H = 1, topk = 32, init = 2, ["local"] = 4 }),
-    sparse_attn("bf16", "4096:0", { peer_us = 915.3 }),
-    sparse_attn("bf16", "16384:0", { peer_us = 4622.0 }),
-    sparse_attn("bf16", "8192:57344", { peer_us = 2517.7 }),
+    sparse_attn("bf16", "4096:0", { peer_us = 857.1 }),
+    sparse_attn("bf16", "16384:0", { peer_us = 4084.8 }),
+    sparse_attn("bf16", "8192:57344", { peer_us = 2261.1 }),
     sparse_attn("bf16", "1024:0"),
     sparse_attn("fp8", "4096:0"),
     sparse_attn("fp8", "8192:57344", { scale = "tensor", layout = "interleaved" }),
