@@ -52,8 +52,7 @@ static void pop_ctx(const st_handle *h) {
 
 /* Lets the chosen module's kernels use the plan's dynamic shared memory
  * (a driver call only the first time a larger size is needed). */
-static st_status reserve_smem(st_handle *h, const st_dispatch_choice *choice, const st_plan_info *info,
-                              st_err *err) {
+static st_status reserve_smem(st_handle *h, const st_dispatch_choice *choice, const st_plan_info *info, st_err *err) {
   if (info->smem_bytes <= ST_DEFAULT_DYNAMIC_SMEM_LIMIT && info->merge_smem_bytes <= ST_DEFAULT_DYNAMIC_SMEM_LIMIT)
     return ST_OK;
   pthread_mutex_lock(&h->lock);
@@ -167,8 +166,7 @@ static st_status launch(st_handle *h, st_op_id op, const st_dispatch_choice *cho
     pthread_mutex_lock(&h->side_lock);
     st = side_stream(h, err);
     if (st == ST_OK)
-      st = d->launch(h->cu, m->main_fn, m->merge_fn, plan, workspace, workspace_bytes, (CUstream)stream, &h->side,
-                     err);
+      st = d->launch(h->cu, m->main_fn, m->merge_fn, plan, workspace, workspace_bytes, (CUstream)stream, &h->side, err);
     pthread_mutex_unlock(&h->side_lock);
   }
   pop_ctx(h);
@@ -196,21 +194,21 @@ static st_status run(st_handle *handle, st_op_id op, const void *args, void *wor
 }
 
 /* The four entry points of each op, as sparsetune.h declares them. */
-#define ST_API_ENTRY_POINTS(name, NAME)                                                                          \
-  void st_##name##_args_init(st_##name##_args *args) {                                                         \
-    if (!args) return;                                                                                           \
-    memset(args, 0, sizeof *args);                                                                               \
-    args->struct_size = sizeof *args;                                                                            \
-  }                                                                                                              \
-  st_status st_##name##_workspace_size(st_handle *handle, const st_##name##_args *args, size_t *bytes) {        \
-    return workspace_size(handle, ST_OP_##NAME, args, bytes);                                                    \
-  }                                                                                                              \
-  st_status st_##name##_prepare(st_handle *handle, const st_##name##_args *args) {                              \
-    return prepare(handle, ST_OP_##NAME, args);                                                                  \
-  }                                                                                                              \
-  st_status st_##name(st_handle *handle, const st_##name##_args *args, void *workspace, size_t workspace_bytes, \
-                      void *stream) {                                                                            \
-    return run(handle, ST_OP_##NAME, args, workspace, workspace_bytes, stream, "st_" #name "_workspace_size");  \
+#define ST_API_ENTRY_POINTS(name, NAME)                                                                                \
+  void st_##name##_args_init(st_##name##_args *args) {                                                                 \
+    if (!args) return;                                                                                                 \
+    memset(args, 0, sizeof *args);                                                                                     \
+    args->struct_size = sizeof *args;                                                                                  \
+  }                                                                                                                    \
+  st_status st_##name##_workspace_size(st_handle *handle, const st_##name##_args *args, size_t *bytes) {               \
+    return workspace_size(handle, ST_OP_##NAME, args, bytes);                                                          \
+  }                                                                                                                    \
+  st_status st_##name##_prepare(st_handle *handle, const st_##name##_args *args) {                                     \
+    return prepare(handle, ST_OP_##NAME, args);                                                                        \
+  }                                                                                                                    \
+  st_status st_##name(st_handle *handle, const st_##name##_args *args, void *workspace, size_t workspace_bytes,        \
+                      void *stream) {                                                                                  \
+    return run(handle, ST_OP_##NAME, args, workspace, workspace_bytes, stream, "st_" #name "_workspace_size");         \
   }
 
 ST_OP_LIST(ST_API_ENTRY_POINTS)

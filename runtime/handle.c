@@ -28,7 +28,7 @@ static st_status load_from_cache(void *ctx, st_op_id op, const st_dispatch_varia
   st_handle *h = ctx;
   const st_op_desc *d = st_op_desc_of(op);
   if (!d) return st_fail(err, ST_ERR_INVALID_ARG, "unknown op %d", (int)op);
-  const int need_merge = d->merge_kernel && d->needs_merge(&v->cfg);
+  const int need_merge = d->merge_kernel && (!d->needs_merge || d->needs_merge(&v->cfg));
   st_module *m = NULL;
   st_err why;
   st_status st = st_module_cache_get(&h->modules, v->source_hash, d->main_kernel, d->merge_kernel, need_merge, &m, &why);

@@ -301,7 +301,7 @@ static st_status parse_config(const st_params *kernel, const st_params *launch, 
 
 static int needs_merge(const st_variant_config *cfg) { return cfg->index_decode.algo == ST_INDEX_DECODE_SPLIT; }
 
-static st_status check_args(const void *args, st_err *err) { return st_index_decode_check_args(args, err); }
+ST_OP_TYPED_ADAPTERS(index_decode)
 
 static void shape_only(const void *args, st_op_args *copy) {
   const st_index_decode_args *a = args;
@@ -309,12 +309,6 @@ static void shape_only(const void *args, st_op_args *copy) {
   *c = *a;
   st_tensor *t[] = {&c->q, &c->k_cache, &c->block_table, &c->seq_lens, &c->topk_idx};
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) t[i]->data = ST_STAND_IN(i);
-}
-
-static int max_context(const void *args) { return ((const st_index_decode_args *)args)->max_context; }
-
-static st_status dispatch_key(const void *args, char *key, size_t cap, st_params *fields, st_err *err) {
-  return st_index_decode_dispatch_key(args, key, cap, fields, err);
 }
 
 static st_status plan(const st_variant_config *cfg, const void *args, int sm_count, st_op_plan *plan,

@@ -206,12 +206,7 @@ static st_status parse_config(const st_params *kernel, const st_params *launch, 
   return st;
 }
 
-static int needs_merge(const st_variant_config *cfg) {
-  (void)cfg;
-  return 1;
-}
-
-static st_status check_args(const void *args, st_err *err) { return st_index_prefill_check_args(args, err); }
+ST_OP_TYPED_ADAPTERS(index_prefill)
 
 static void shape_only(const void *args, st_op_args *copy) {
   const st_index_prefill_args *a = args;
@@ -219,12 +214,6 @@ static void shape_only(const void *args, st_op_args *copy) {
   *c = *a;
   st_tensor *t[] = {&c->q, &c->k_cache, &c->block_table, &c->cu_seqlens_q, &c->seq_lens, &c->topk_idx};
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) t[i]->data = ST_STAND_IN(i);
-}
-
-static int max_context(const void *args) { return ((const st_index_prefill_args *)args)->max_context; }
-
-static st_status dispatch_key(const void *args, char *key, size_t cap, st_params *fields, st_err *err) {
-  return st_index_prefill_dispatch_key(args, key, cap, fields, err);
 }
 
 static st_status plan(const st_variant_config *cfg, const void *args, int sm_count, st_op_plan *plan,
@@ -249,7 +238,7 @@ const st_op_desc st_index_prefill_op = {.name = ST_INDEX_PREFILL_OP,
                                         .main_kernel = ST_INDEX_PREFILL_MAIN_KERNEL,
                                         .merge_kernel = ST_INDEX_PREFILL_MERGE_KERNEL,
                                         .parse_config = parse_config,
-                                        .needs_merge = needs_merge,
+                                        .needs_merge = NULL,
                                         .check_args = check_args,
                                         .shape_only = shape_only,
                                         .max_context = max_context,

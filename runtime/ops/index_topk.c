@@ -165,12 +165,7 @@ static st_status parse_config(const st_params *kernel, const st_params *launch, 
   return st;
 }
 
-static int needs_merge(const st_variant_config *cfg) {
-  (void)cfg;
-  return 0;
-}
-
-static st_status check_args(const void *args, st_err *err) { return st_index_topk_check_args(args, err); }
+ST_OP_TYPED_ADAPTERS(index_topk)
 
 static void shape_only(const void *args, st_op_args *copy) {
   const st_index_topk_args *a = args;
@@ -178,12 +173,6 @@ static void shape_only(const void *args, st_op_args *copy) {
   *c = *a;
   st_tensor *t[] = {&c->score, &c->cu_seqlens_q, &c->seq_lens, &c->topk_idx};
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) t[i]->data = ST_STAND_IN(i);
-}
-
-static int max_context(const void *args) { return ((const st_index_topk_args *)args)->max_context; }
-
-static st_status dispatch_key(const void *args, char *key, size_t cap, st_params *fields, st_err *err) {
-  return st_index_topk_dispatch_key(args, key, cap, fields, err);
 }
 
 static st_status plan(const st_variant_config *cfg, const void *args, int sm_count, st_op_plan *plan,
@@ -211,7 +200,7 @@ const st_op_desc st_index_topk_op = {.name = ST_INDEX_TOPK_OP,
                                      .main_kernel = ST_INDEX_TOPK_MAIN_KERNEL,
                                      .merge_kernel = NULL,
                                      .parse_config = parse_config,
-                                     .needs_merge = needs_merge,
+                                     .needs_merge = NULL,
                                      .check_args = check_args,
                                      .shape_only = shape_only,
                                      .max_context = max_context,

@@ -68,7 +68,8 @@ typedef struct st_op_desc {
    * parameter this build cannot read. */
   st_status (*parse_config)(const st_params *kernel, const st_params *launch, st_variant_config *cfg, int *rank,
                             st_err *why);
-  /* Whether a variant's module must have merge_kernel. */
+  /* Whether a variant's module must have merge_kernel; NULL: whenever the
+   * op has one. */
   int (*needs_merge)(const st_variant_config *cfg);
   /* The op contract (sparsetune.h); device data is not read. */
   st_status (*check_args)(const void *args, st_err *err);
@@ -88,6 +89,16 @@ typedef struct st_op_desc {
   st_status (*launch)(const st_cu *cu, CUfunction main_fn, CUfunction merge_fn, const st_op_plan *plan,
                       void *workspace, size_t workspace_bytes, CUstream stream, st_side_stream *side, st_err *err);
 } st_op_desc;
+
+/* The descriptor functions every op has alike: its launcher's typed
+ * check_args and dispatch_key behind void pointers, and its max_context
+ * field. An op's file expands it once and names these in its descriptor. */
+#define ST_OP_TYPED_ADAPTERS(name)                                                                          \
+  static st_status check_args(const void *args, st_err *err) { return st_##name##_check_args(args, err); } \
+  static int max_context(const void *args) { return ((const st_##name##_args *)args)->max_context; }        \
+  static st_status dispatch_key(const void *args, char *key, size_t cap, st_params *fields, st_err *err) {   \
+    return st_##name##_dispatch_key(args, key, cap, fields, err);                                          \
+  }
 
 #define ST_OP_DESC(name, NAME) extern const st_op_desc st_##name##_op;
 ST_OP_LIST(ST_OP_DESC)

@@ -649,7 +649,7 @@ static st_status parse_config(const st_params *kernel, const st_params *launch, 
 
 static int needs_merge(const st_variant_config *cfg) { return cfg->sparse_attn.algo == ST_SPARSE_ATTN_BLOCK; }
 
-static st_status check_args(const void *args, st_err *err) { return st_sparse_attn_check_args(args, err); }
+ST_OP_TYPED_ADAPTERS(sparse_attn)
 
 static void shape_only(const void *args, st_op_args *copy) {
   const st_sparse_attn_args *a = args;
@@ -659,12 +659,6 @@ static void shape_only(const void *args, st_op_args *copy) {
                     &c->topk_idx, &c->block_table, &c->seq_lens, &c->o,        &c->cu_seqlens_q};
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) t[i]->data = ST_STAND_IN(i);
   if (a->lse.data) c->lse.data = ST_STAND_IN(sizeof t / sizeof t[0]); /* NULL: not wanted, stays NULL */
-}
-
-static int max_context(const void *args) { return ((const st_sparse_attn_args *)args)->max_context; }
-
-static st_status dispatch_key(const void *args, char *key, size_t cap, st_params *fields, st_err *err) {
-  return st_sparse_attn_dispatch_key(args, key, cap, fields, err);
 }
 
 static st_status plan(const st_variant_config *cfg, const void *args, int sm_count, st_op_plan *plan,

@@ -404,7 +404,7 @@ static int needs_merge(const st_variant_config *cfg) {
   return cfg->sparse_attn_decode.algo == ST_SPARSE_ATTN_DECODE_SPLIT;
 }
 
-static st_status check_args(const void *args, st_err *err) { return st_sparse_attn_decode_check_args(args, err); }
+ST_OP_TYPED_ADAPTERS(sparse_attn_decode)
 
 static void shape_only(const void *args, st_op_args *copy) {
   const st_sparse_attn_decode_args *a = args;
@@ -414,12 +414,6 @@ static void shape_only(const void *args, st_op_args *copy) {
                     &c->topk_idx, &c->block_table, &c->seq_lens, &c->o};
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) t[i]->data = ST_STAND_IN(i);
   if (a->lse.data) c->lse.data = ST_STAND_IN(sizeof t / sizeof t[0]); /* NULL: not wanted, stays NULL */
-}
-
-static int max_context(const void *args) { return ((const st_sparse_attn_decode_args *)args)->max_context; }
-
-static st_status dispatch_key(const void *args, char *key, size_t cap, st_params *fields, st_err *err) {
-  return st_sparse_attn_decode_dispatch_key(args, key, cap, fields, err);
 }
 
 static st_status plan(const st_variant_config *cfg, const void *args, int sm_count, st_op_plan *plan,
