@@ -62,9 +62,10 @@ static st_status reserve_smem(st_handle *h, const st_dispatch_choice *choice, co
 }
 
 /* Chooses (memoized, under the handle's lock) and plans the launch of
- * valid arguments `a` of `op`. */
-static st_status resolve(st_handle *h, st_op_id op, const void *a, st_dispatch_choice *choice, st_op_plan *plan,
-                         st_plan_info *info, st_err *err) {
+ * valid arguments `a` of `op`. `stream` is the launch's (launch != 0): a
+ * built-in variant is not compiled while it is being captured. */
+static st_status resolve(st_handle *h, st_op_id op, const void *a, int launch, void *stream, st_dispatch_choice *choice,
+                         st_op_plan *plan, st_plan_info *info, st_err *err) {
   const st_op_desc *d = st_op_desc_of(op);
   char key[ST_DISPATCH_KEY_MAX];
   st_params fields;
@@ -74,6 +75,8 @@ static st_status resolve(st_handle *h, st_op_id op, const void *a, st_dispatch_c
     const st_dispatch_hooks hooks = {.fit = h->fit, .fit_ctx = h->fit_ctx, .load = h->load, .load_ctx = h->hook_ctx};
     st_op_tables *t = &h->ops[op];
     pthread_mutex_lock(&h->lock);
+    h->load_stream = (CUstream)stream;
+    h->load_stream_checked = launch;
     st = st_dispatch_resolve(&t->table, &t->memo, key, &fields, a, d->max_context(a), &hooks, choice, err);
     pthread_mutex_unlock(&h->lock);
   }
@@ -115,7 +118,7 @@ static st_status resolve_shape(st_handle *h, st_op_id op, const void *args, st_o
   st = d->check_args(&a, err);
   if (st != ST_OK) return st;
   st_dispatch_choice choice;
-  return resolve(h, op, &a, &choice, plan, info, err);
+  return resolve(h, op, &a, 0, NULL, &choice, plan, info, err);
 }
 
 static st_status workspace_size(st_handle *handle, st_op_id op, const void *args, size_t *bytes) {
@@ -185,7 +188,7 @@ static st_status run(st_handle *handle, st_op_id op, const void *args, void *wor
   st_dispatch_choice choice;
   st_op_plan plan;
   st_plan_info info;
-  if ((st = resolve(handle, op, args, &choice, &plan, &info, &err)) != ST_OK ||
+  if ((st = resolve(handle, op, args, 1, stream, &choice, &plan, &info, &err)) != ST_OK ||
       (st = check_workspace(info.workspace_bytes, choice.v, workspace, workspace_bytes, size_fn, &err)) != ST_OK ||
       (st = launch(handle, op, &choice, &plan, &info, workspace, workspace_bytes, stream, &err)) != ST_OK)
     return st_api_fail(handle, st, &err);

@@ -6,5 +6,8 @@ set(ST_DISPATCH_SOURCES
   last_error.c
   dispatch.c
   module_cache.c
+  builtin.c
+  nvrtc_loader.c
+  disk_cache.c
   api.c
 )

@@ -45,6 +45,8 @@ typedef struct st_dispatch_variant {
   st_variant_config cfg;
   int rank; /* order among defaults, smallest first (index_decode: its topk
                capacity) */
+  int builtin; /* 1 + its index in the built-in catalog (builtin.h); 0: a
+                  variant read from the database */
 } st_dispatch_variant;
 
 /* A winner recorded for one dispatch key of this device model. */

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "builtin.h"
+
 /* Handle serials only need to differ within the process; starting at 1
  * keeps 0 meaning "no handle" in the per-thread records. */
 static atomic_uint_fast64_t g_last_serial;
@@ -24,14 +26,27 @@ static st_status parse_config(st_op_id op, const st_params *kernel, const st_par
 
 /* ---- default hooks: the launcher's fit check and the module cache ------- */
 
+static st_status builtin_text(const void *ctx, char **text, size_t *len, st_err *err) {
+  return st_builtin_source(ctx, text, len, err);
+}
+
 static st_status load_from_cache(void *ctx, st_op_id op, const st_dispatch_variant *v, void **loaded, st_err *err) {
   st_handle *h = ctx;
   const st_op_desc *d = st_op_desc_of(op);
   if (!d) return st_fail(err, ST_ERR_INVALID_ARG, "unknown op %d", (int)op);
   const int need_merge = d->merge_kernel && (!d->needs_merge || d->needs_merge(&v->cfg));
+  char prepare_fn[64];
+  snprintf(prepare_fn, sizeof prepare_fn, "st_%s_prepare", d->name);
+  const st_module_source src = {.name = v->name,
+                                .text = builtin_text,
+                                .ctx = v,
+                                .check_capture = h->load_stream_checked,
+                                .stream = h->load_stream,
+                                .prepare_fn = prepare_fn};
   st_module *m = NULL;
   st_err why;
-  st_status st = st_module_cache_get(&h->modules, v->source_hash, d->main_kernel, d->merge_kernel, need_merge, &m, &why);
+  st_status st = st_module_cache_get(&h->modules, v->source_hash, d->main_kernel, d->merge_kernel, need_merge,
+                                     v->builtin ? &src : NULL, &m, &why);
   if (st != ST_OK) return st_fail(err, st, "variant %s (%.12s): %s", v->name, v->id, why.msg);
   *loaded = m;
   return ST_OK;
@@ -204,60 +219,24 @@ static st_status build_winners(st_handle *h, st_op_id op, const winner_rows *r, 
   return ST_OK;
 }
 
-typedef struct default_rows {
-  st_op_tables *t;
-  st_op_id op;
-  size_t cap;
-  skip_log *skipped;
-  int out_of_memory;
-} default_rows;
-
-static int collect_default(void *ctx, const st_variant_row *v) {
-  default_rows *r = ctx;
-  st_op_tables *t = r->t;
-  st_dispatch_variant parsed;
-  memset(&parsed, 0, sizeof parsed);
-  st_err why;
-  if (parse_config(r->op, &v->kernel, &v->launch, &parsed, &why) != ST_OK) {
-    note_skipped(r->skipped, "default variant", v->name, &why);
-    return 0;
-  }
-  if (t->n_defaults == r->cap) {
-    size_t cap = r->cap ? 2 * r->cap : 8;
-    st_dispatch_variant *grown = realloc(t->defaults, cap * sizeof *grown);
-    if (!grown) {
-      r->out_of_memory = 1;
-      return 1; /* stop */
-    }
-    t->defaults = grown;
-    r->cap = cap;
-  }
-  st_dispatch_variant *d = &t->defaults[t->n_defaults++];
-  *d = parsed;
-  snprintf(d->id, sizeof d->id, "%s", v->id);
-  snprintf(d->name, sizeof d->name, "%s", v->name);
-  snprintf(d->source_hash, sizeof d->source_hash, "%s", v->source_hash);
-  return 0;
-}
-
-/* Loads the winners of this device model and the defaults of `op`. */
+/* Loads the winners of this device model (when there is a database) and
+ * the built-in variants of `op`, which stand in where no winner fits. */
 static st_status load_op(st_handle *h, st_op_id op, st_err *err) {
   st_op_tables *t = &h->ops[op];
   skip_log skipped = {0};
-  winner_rows wr = {.op = st_op_name(op)};
-  st_status st = st_db_each_winner(h->db, h->dev.name, h->dev.arch, collect_winner, &wr, err);
-  if (wr.out_of_memory)
-    st = st_fail(err, ST_ERR_NOMEM, "out of host memory reading winners");
-  else if (st != ST_OK)
-    st = ST_ERR_DB;
-  if (st == ST_OK) st = build_winners(h, op, &wr, &skipped, err);
-  free(wr.rows);
-  if (st != ST_OK) return st;
-
-  default_rows dr = {.t = t, .op = op, .skipped = &skipped};
-  st = st_db_each_default(h->db, st_op_name(op), collect_default, &dr, err);
-  if (dr.out_of_memory) return st_fail(err, ST_ERR_NOMEM, "out of host memory reading default variants");
-  if (st != ST_OK) return ST_ERR_DB;
+  st_status st = ST_OK;
+  if (h->db) {
+    winner_rows wr = {.op = st_op_name(op)};
+    st = st_db_each_winner(h->db, h->dev.name, h->dev.arch, collect_winner, &wr, err);
+    if (wr.out_of_memory)
+      st = st_fail(err, ST_ERR_NOMEM, "out of host memory reading winners");
+    else if (st != ST_OK)
+      st = ST_ERR_DB;
+    if (st == ST_OK) st = build_winners(h, op, &wr, &skipped, err);
+    free(wr.rows);
+    if (st != ST_OK) return st;
+  }
+  if ((st = st_builtin_variants(op, &t->defaults, &t->n_defaults, err)) != ST_OK) return st;
 
   if (skipped.n > 0)
     st_err_format(&t->note,
@@ -266,7 +245,6 @@ static st_status load_op(st_handle *h, st_op_id op, st_err *err) {
                   "the first: %s",
                   skipped.n, skipped.n == 1 ? "" : "s", skipped.first.msg);
   st_dispatch_sort_winners(t->winners, t->n_winners);
-  st_dispatch_sort_defaults(t->defaults, t->n_defaults);
   st_handle_bind_tables(h);
   return ST_OK;
 }
@@ -284,8 +262,8 @@ st_status st_open(const char *db_path, int device_ordinal, st_handle **out) {
     goto cleanup;
   }
   *out = NULL;
-  if (!db_path || !db_path[0]) {
-    st = st_fail(&err, ST_ERR_INVALID_ARG, "db_path is %s", db_path ? "empty" : "NULL");
+  if (db_path && !db_path[0]) {
+    st = st_fail(&err, ST_ERR_INVALID_ARG, "db_path is empty (NULL opens no database)");
     goto cleanup;
   }
   if (device_ordinal < 0) {
@@ -296,7 +274,7 @@ st_status st_open(const char *db_path, int device_ordinal, st_handle **out) {
   if ((st = st_handle_alloc(&h, &err)) != ST_OK) goto cleanup;
   h->cu = cu;
   if ((st = open_device(h, device_ordinal, &err)) != ST_OK) goto cleanup;
-  if ((st = open_db(h, db_path, &err)) != ST_OK) goto cleanup;
+  if (db_path && (st = open_db(h, db_path, &err)) != ST_OK) goto cleanup;
   for (int op = 0; op < ST_OP_COUNT && st == ST_OK; op++) st = load_op(h, (st_op_id)op, &err);
   if (st != ST_OK) goto cleanup;
   st_module_cache_init(&h->modules, cu, h->ctx, h->db, h->dev.arch, h->db_path);

@@ -38,8 +38,8 @@ struct st_handle {
   st_device_info dev;
   CUdevice device;
   CUcontext ctx; /* retained primary context; NULL until retained    */
-  st_db *db;
-  char *db_path;
+  st_db *db;     /* NULL: no database (built-in variants only) */
+  char *db_path; /* NULL with db                                */
   pthread_mutex_t lock;
 
   st_op_tables ops[ST_OP_COUNT]; /* indexed by st_op_id */
@@ -61,6 +61,11 @@ struct st_handle {
   st_dispatch_fit_fn fit;
   void *fit_ctx;
   st_dispatch_load_fn load;
+  /* The stream of the call whose choice is being loaded, and whether to
+   * check it for a capture before compiling (the launch path sets them,
+   * under `lock`; module_cache.h). */
+  CUstream load_stream;
+  int load_stream_checked;
   st_status (*reserve_smem)(void *ctx, void *loaded, unsigned main_bytes, unsigned merge_bytes, st_err *err);
   void *hook_ctx;
 };

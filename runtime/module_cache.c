@@ -4,9 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "disk_cache.h"
+#include "nvrtc_loader.h"
+
 void st_module_cache_init(st_module_cache *c, const st_cu *cu, CUcontext ctx, st_db *db, const char *arch,
                           const char *db_path) {
-  *c = (st_module_cache){.cu = cu, .ctx = ctx, .db = db, .arch = arch, .db_path = db_path};
+  *c = (st_module_cache){.cu = cu, .ctx = ctx, .db = db, .arch = arch, .db_path = db_path ? db_path : "no database"};
+  st_disk_cache_dir(c->cache_dir, sizeof c->cache_dir);
 }
 
 /* Driver results that condemn the image itself, not the machine's state:
@@ -56,13 +60,13 @@ static void first_line(const char *log, char *buf, size_t cap) {
 }
 
 /* Reads the binary of m->source_hash for this arch; on ST_OK *row must be
- * freed. */
-static st_status read_binary(st_module_cache *c, const st_module *m, st_binary_row *row, st_err *err) {
-  int found = 0;
+ * freed. *found is 0 when the database (if any) has none. */
+static st_status read_binary(st_module_cache *c, const st_module *m, st_binary_row *row, int *found, st_err *err) {
+  *found = 0;
   memset(row, 0, sizeof *row);
-  st_status st = st_db_get_binary(c->db, m->source_hash, c->arch, NULL, row, &found, err);
+  st_status st = c->db ? st_db_get_binary(c->db, m->source_hash, c->arch, NULL, row, found, err) : ST_OK;
   if (st != ST_OK) return st;
-  if (!found)
+  if (!*found)
     return st_fail(err, ST_ERR_NO_VARIANT, "source %.12s has no binary for %s in %s; run sparsetune compile",
                    m->source_hash, c->arch, c->db_path);
   if (!row->ok || !row->cubin || row->cubin_size == 0) {
@@ -91,13 +95,47 @@ static st_status load_functions(st_module_cache *c, st_module *m, int need_merge
   return ST_OK;
 }
 
-static st_status load_module(st_module_cache *c, st_module *m, int need_merge, st_err *err) {
-  st_binary_row row;
-  st_status st = read_binary(c, m, &row, err);
+/* 1 when `src` may not compile now: its stream is being captured. */
+static int capturing(st_module_cache *c, const st_module_source *src) {
+  if (!src->check_capture) return 0;
+  if (push_ctx(c, NULL) != ST_OK) return 1;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUresult rc = c->cu->cuStreamIsCapturing(src->stream, &status);
+  pop_ctx(c);
+  return rc != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+/* The binary of a built-in variant: from the disk cache, else compiled
+ * (and then kept there). *later is set when it cannot be had now but may
+ * be later (during a capture). */
+static st_status builtin_binary(st_module_cache *c, const st_module *m, const st_module_source *src, void **cubin,
+                                size_t *size, int *later, st_err *err) {
+  const st_nvrtc *nvrtc = NULL;
+  st_status st = st_nvrtc_load(&nvrtc, err);
   if (st != ST_OK) return st;
-  st = push_ctx(c, err);
-  if (st != ST_OK) goto cleanup;
-  CUresult rc = c->cu->cuModuleLoadData(&m->module, row.cubin);
+  char path[4352];
+  st_disk_cache_path(c->cache_dir, m->source_hash, c->arch, st_nvrtc_name(nvrtc), path, sizeof path);
+  if (c->cache_dir[0] && st_disk_cache_read(path, cubin, size)) return ST_OK;
+  if (capturing(c, src)) {
+    *later = 1;
+    return st_fail(err, ST_ERR_NO_VARIANT,
+                   "built-in variant %s is not compiled yet, and compiling it during a CUDA graph capture would "
+                   "stall the capture: call %s with these arguments before capturing",
+                   src->name, src->prepare_fn);
+  }
+  char *text = NULL;
+  size_t len = 0;
+  if ((st = src->text(src->ctx, &text, &len, err)) != ST_OK) return st;
+  st = st_nvrtc_compile(nvrtc, text, src->name, c->arch, cubin, size, err);
+  free(text);
+  if (st == ST_OK && c->cache_dir[0]) (void)st_disk_cache_write(path, *cubin, *size); /* a convenience only */
+  return st;
+}
+
+static st_status load_image(st_module_cache *c, st_module *m, const void *image, int need_merge, st_err *err) {
+  st_status st = push_ctx(c, err);
+  if (st != ST_OK) return st;
+  CUresult rc = c->cu->cuModuleLoadData(&m->module, image);
   if (rc != CUDA_SUCCESS) {
     m->module = NULL;
     st = driver_fail(c, rc, "cuModuleLoadData", m->source_hash, err);
@@ -105,8 +143,24 @@ static st_status load_module(st_module_cache *c, st_module *m, int need_merge, s
     st = load_functions(c, m, need_merge, err);
   }
   pop_ctx(c);
-cleanup:
-  st_db_binary_free(&row);
+  return st;
+}
+
+static st_status load_module(st_module_cache *c, st_module *m, int need_merge, const st_module_source *src,
+                             int *later, st_err *err) {
+  st_binary_row row;
+  int found = 0;
+  st_status st = read_binary(c, m, &row, &found, err);
+  if (st == ST_OK) {
+    st = load_image(c, m, row.cubin, need_merge, err);
+    st_db_binary_free(&row);
+    return st;
+  }
+  if (found || !src || st != ST_ERR_NO_VARIANT) return st; /* a failed compile recorded, or no source */
+  void *cubin = NULL;
+  size_t size = 0;
+  if ((st = builtin_binary(c, m, src, &cubin, &size, later, err)) == ST_OK) st = load_image(c, m, cubin, need_merge, err);
+  free(cubin);
   return st;
 }
 
@@ -137,7 +191,8 @@ static st_status add_entry(st_module_cache *c, st_module *m, st_err *err) {
 }
 
 st_status st_module_cache_get(st_module_cache *c, const char *source_hash, const char *main_name,
-                              const char *merge_name, int need_merge, st_module **out, st_err *err) {
+                              const char *merge_name, int need_merge, const st_module_source *src, st_module **out,
+                              st_err *err) {
   st_module *m = find(c, source_hash);
   if (m && m->status != ST_OK) {
     if (err) *err = m->why;
@@ -162,9 +217,10 @@ st_status st_module_cache_get(st_module_cache *c, const char *source_hash, const
   m->main_name = main_name;
   m->merge_name = merge_name;
   m->smem_limit = m->merge_smem_limit = ST_DEFAULT_DYNAMIC_SMEM_LIMIT;
-  st_status st = load_module(c, m, need_merge, &m->why);
+  int later = 0;
+  st_status st = load_module(c, m, need_merge, src, &later, &m->why);
   if (err && st != ST_OK) *err = m->why;
-  if (st != ST_OK && st != ST_ERR_NO_VARIANT) goto cleanup; /* not the binary's fault: retried later */
+  if (st != ST_OK && (st != ST_ERR_NO_VARIANT || later)) goto cleanup; /* not the binary's fault: retried later */
   m->status = st;
   if (add_entry(c, m, err) != ST_OK) {
     st = ST_ERR_NOMEM;

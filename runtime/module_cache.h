@@ -1,4 +1,12 @@
-/* module_cache.h - cubins from the database, loaded as CUmodules once.
+/* module_cache.h - binaries from the database, or compiled from the
+ * built-in sources, loaded as CUmodules once.
+ *
+ * A binary comes from the database when it holds one for the source hash;
+ * else, for a built-in variant (st_module_source), from the disk cache
+ * (disk_cache.h), else from NVRTC (nvrtc_loader.h), after which the disk cache
+ * keeps it. A compile is never started while the launch stream is being
+ * captured into a CUDA graph (it would hold the capture for seconds): such
+ * a call fails, is not remembered, and the message says to prepare first.
  *
  * One entry per source hash (the binary is a function of the source and the
  * device arch, which is fixed per handle). An entry is created on the first
@@ -34,27 +42,45 @@ typedef struct st_module {
   unsigned merge_smem_limit;          /* and merge_fn                               */
 } st_module;
 
+/* Where a binary the database lacks comes from: a built-in variant's
+ * source. */
+typedef struct st_module_source {
+  const char *name; /* the variant's, for messages and the compiler */
+  /* Writes the malloc'ed source text (the variant's) into *text. */
+  st_status (*text)(const void *ctx, char **text, size_t *len, st_err *err);
+  const void *ctx;
+  /* Compiling is allowed unless `check_capture` is set and `stream` is
+   * being captured (or the query fails). */
+  int check_capture;
+  CUstream stream;
+  const char *prepare_fn; /* "st_index_decode_prepare": what to call first */
+} st_module_source;
+
 typedef struct st_module_cache {
   const st_cu *cu;
   CUcontext ctx; /* the primary context modules are loaded into     */
-  st_db *db;
+  st_db *db;     /* NULL: no database, built-in variants only       */
+  char cache_dir[4096]; /* disk_cache.h; "" keeps nothing              */
   const char *arch;    /* "sm_90a": which binary to read                   */
   const char *db_path; /* for messages                                    */
   st_module **entries;
   size_t n, cap;
 } st_module_cache;
 
-/* Binds an empty cache; nothing is loaded yet. The pointers must outlive it. */
+/* Binds an empty cache (db may be NULL) and names its disk cache folder;
+ * nothing is loaded yet. The pointers must outlive it. */
 void st_module_cache_init(st_module_cache *c, const st_cu *cu, CUcontext ctx, st_db *db, const char *arch,
                           const char *db_path);
 
 /* The loaded module of `source_hash`, whose kernels are called `main_name`
  * and `merge_name` (static strings: a source is one op's), with the merge
- * kernel resolved too when `need_merge`. ST_ERR_NO_VARIANT: no usable
+ * kernel resolved too when `need_merge`; `src` (NULL: none) is where a
+ * binary the database lacks may come from. ST_ERR_NO_VARIANT: no usable
  * binary (the message says why); ST_ERR_CUDA / ST_ERR_DB / ST_ERR_NOMEM:
  * could not tell. */
 st_status st_module_cache_get(st_module_cache *c, const char *source_hash, const char *main_name,
-                              const char *merge_name, int need_merge, st_module **out, st_err *err);
+                              const char *merge_name, int need_merge, const st_module_source *src, st_module **out,
+                              st_err *err);
 
 /* Lets m->main_fn use `main_bytes` and m->merge_fn `merge_bytes` of dynamic
  * shared memory (above 48 KiB a kernel must opt in); a no-op when they

@@ -16,6 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "nvrtc_options.h"
+
 /* Results stored per transaction at most: few enough that an interruption
  * loses little, enough to spare commits when compiles finish together. */
 #define ST_COMPILE_BATCH 16
@@ -210,7 +212,7 @@ st_status st_compile_one(const char *source, const char *name, const char *arch,
   char arch_opt[48];
   snprintf(arch_opt, sizeof arch_opt, "--gpu-architecture=%s", arch);
   /* The report option comes last so that explain_failure can drop it. */
-  const char *const opts[] = {arch_opt, "-std=c++17", "-default-device", "-lineinfo", "--ptxas-options=-v"};
+  const char *const opts[] = {arch_opt, ST_NVRTC_OPTIONS, "--ptxas-options=-v"};
   const int nopts = (int)(sizeof opts / sizeof opts[0]);
   const double t0 = now_s();
   nvrtcResult rc = NVRTC_SUCCESS;

@@ -21,7 +21,6 @@
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
-#include <xxhash.h>
 
 #include "ops/op_list.h"
 
@@ -33,11 +32,6 @@ struct st_gen {
 };
 
 /* ---- small helpers ------------------------------------------------------ */
-
-void st_hash_hex(const void *data, size_t len, char out[33]) {
-  const XXH128_hash_t h = XXH3_128bits(data, len);
-  snprintf(out, 33, "%016llx%016llx", (unsigned long long)h.high64, (unsigned long long)h.low64);
-}
 
 static int is_dir(const char *path) {
   struct stat st;
@@ -420,15 +414,11 @@ typedef struct variants_ctx {
   int n;
 } variants_ctx;
 
-/* id = H(op "\n" kernel JSON "\n" launch JSON "\n" source_hash). */
+/* The variant's id (identity.h). */
 static void variant_id(lua_State *L, st_variant_row *row) {
-  char kernel[4096], launch[4096], text[8192 + 128];
-  if (st_params_to_json(&row->kernel, kernel, sizeof kernel) < 0 ||
-      st_params_to_json(&row->launch, launch, sizeof launch) < 0)
-    gen_raise(L, "variant %s: parameters too long for JSON", row->name);
-  const int len = snprintf(text, sizeof text, "%s\n%s\n%s\n%s", row->op, kernel, launch, row->source_hash);
-  if (len < 0 || (size_t)len >= sizeof text) gen_raise(L, "variant %s: identity text too long", row->name);
-  st_hash_hex(text, (size_t)len, row->id);
+  st_err why;
+  if (st_variant_id(row->op, &row->kernel, &row->launch, row->source_hash, row->id, &why) != ST_OK)
+    gen_raise(L, "variant %s: %s", row->name, why.msg);
 }
 
 static int variants_protected(lua_State *L) {

@@ -11,6 +11,7 @@
 #define ST_GENERATOR_H
 
 #include "error.h"
+#include "identity.h"
 #include "params.h"
 #include "st_db.h"
 
@@ -71,8 +72,5 @@ st_status st_gen_applies(st_gen *g, const st_variant_row *v, const st_shape *s, 
 /* Renders one variant from its kernel parameters alone (used by tests and
  * `sparsetune generate --print`). *source is malloc'ed. */
 st_status st_gen_render(st_gen *g, const char *op, const st_params *kernel, char **source, st_err *err);
-
-/* XXH3-128 of `len` bytes as 32 lowercase hex digits plus NUL. */
-void st_hash_hex(const void *data, size_t len, char out[33]);
 
 #endif

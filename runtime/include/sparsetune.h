@@ -2,11 +2,13 @@
  * sparsetune.h - the C ABI of libsparsetune, the runtime dispatch library.
  *
  * An inference engine links libsparsetune, opens a tuning database written by
- * `sparsetune tune`, and calls one function per op. Each call picks the best
- * recorded kernel variant for its shape (exact shape, else the nearest batch
- * size and, for st_index_decode, max_context, else the op's default
- * variant), loads that variant's cubin from the
- * database the first time it is needed, and launches it on the caller's stream.
+ * `sparsetune tune` (or none), and calls one function per op. Each call picks
+ * the best recorded kernel variant for its shape (exact shape, else the
+ * nearest batch size and, for st_index_decode, max_context), else the op's
+ * built-in choice for the shape; it loads that variant's binary the first
+ * time it is needed (from the database, else, for a built-in variant, from
+ * the disk cache or compiled with NVRTC, which st_*_prepare does ahead of a
+ * graph capture), and launches it on the caller's stream.
  *
  * Rules every entry point follows:
  *  - It returns an st_status; ST_OK (0) is success. On failure nothing was
@@ -90,12 +92,16 @@ typedef struct st_tensor {
   int64_t stride[ST_MAX_DIMS];
 } st_tensor;
 
-/* Opaque handle: one open database bound to one CUDA device. */
+/* Opaque handle: one open database (or none) bound to one CUDA device. */
 typedef struct st_handle st_handle;
 
 /* Opens `db_path` read-only (the file is never modified) and binds the handle
  * to the primary context of CUDA device `device_ordinal`, which it retains
  * until st_close. Loads the winners recorded for this device model.
+ * db_path NULL: no database; every call runs the op's built-in variant for
+ * its shape, compiled at first use (NVRTC, loaded at run time) and kept in
+ * the disk cache: $SPARSETUNE_CACHE_DIR ("off": none), else
+ * $XDG_CACHE_HOME/sparsetune, else $HOME/.cache/sparsetune.
  * On success *out owns a handle the caller releases with st_close. */
 ST_API st_status st_open(const char *db_path, int device_ordinal, st_handle **out);
 

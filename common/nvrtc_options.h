@@ -1,0 +1,12 @@
+/* nvrtc_options.h - the options every kernel source is compiled with, by
+ * the tuner (tuner/compile.c) and by the runtime (runtime/nvrtc_loader.c), so that
+ * a built-in variant the runtime compiles is the binary the tuner timed.
+ * The architecture option comes first and is the caller's:
+ * "--gpu-architecture=sm_90a". */
+#ifndef ST_NVRTC_OPTIONS_H
+#define ST_NVRTC_OPTIONS_H
+
+#define ST_NVRTC_OPTIONS "-std=c++17", "-default-device", "-lineinfo"
+#define ST_NVRTC_OPTION_COUNT 3
+
+#endif

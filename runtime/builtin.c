@@ -1,0 +1,96 @@
+#include "builtin.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "builtin_catalog.h"
+#include "identity.h"
+
+static st_status entry_params(const st_builtin_param *list, st_params *out, st_err *err) {
+  out->n = 0;
+  for (const st_builtin_param *p = list; p->key; p++) {
+    st_status st = st_params_set(out, p->key, p->val, err);
+    if (st != ST_OK) return st;
+  }
+  return ST_OK;
+}
+
+static st_status join_source(const st_builtin_entry *e, char **text, size_t *len, st_err *err) {
+  if (e->part < 0 || e->part >= st_builtin_part_count)
+    return st_fail(err, ST_ERR_INVALID_ARG, "built-in variant %s names template part %d of %d", e->name, e->part,
+                   st_builtin_part_count);
+  const st_builtin_part *part = &st_builtin_parts[e->part];
+  const size_t prelude_len = strlen(e->prelude);
+  const size_t n = part->head_len + prelude_len + part->tail_len;
+  char *buf = malloc(n + 1);
+  if (!buf) return st_fail(err, ST_ERR_NOMEM, "out of host memory for the %zu-byte source of %s", n, e->name);
+  memcpy(buf, part->head, part->head_len);
+  memcpy(buf + part->head_len, e->prelude, prelude_len);
+  memcpy(buf + part->head_len + prelude_len, part->tail, part->tail_len);
+  buf[n] = '\0';
+  *text = buf;
+  *len = n;
+  return ST_OK;
+}
+
+/* One catalog entry as a dispatch variant: its config, rank, source hash
+ * and id. */
+static st_status make_variant(const st_op_desc *d, int index, st_dispatch_variant *v, st_err *err) {
+  const st_builtin_entry *e = &st_builtin_entries[index];
+  st_params kernel, launch;
+  st_err why;
+  st_status st = entry_params(e->kernel, &kernel, &why);
+  if (st == ST_OK) st = entry_params(e->launch, &launch, &why);
+  int rank = 0;
+  if (st == ST_OK) st = d->parse_config(&kernel, &launch, &v->cfg, &rank, &why);
+  if (st != ST_OK) return st_fail(err, st, "built-in variant %s: %s", e->name, why.msg);
+  char *source = NULL;
+  size_t len = 0;
+  if ((st = join_source(e, &source, &len, err)) != ST_OK) return st;
+  st_hash_hex(source, len, v->source_hash);
+  free(source);
+  if ((st = st_variant_id(e->op, &kernel, &launch, v->source_hash, v->id, err)) != ST_OK) return st;
+  snprintf(v->name, sizeof v->name, "%s", e->name);
+  v->rank = rank;
+  v->builtin = index + 1;
+  return ST_OK;
+}
+
+/* Dispatch order: rank, then the order of the op's defaults(). */
+static int cmp_builtin(const void *pa, const void *pb) {
+  const st_dispatch_variant *a = pa, *b = pb;
+  if (a->rank != b->rank) return a->rank < b->rank ? -1 : 1;
+  return (a->builtin > b->builtin) - (a->builtin < b->builtin);
+}
+
+st_status st_builtin_variants(st_op_id op, st_dispatch_variant **out, size_t *n, st_err *err) {
+  *out = NULL;
+  *n = 0;
+  const st_op_desc *d = st_op_desc_of(op);
+  if (!d) return st_fail(err, ST_ERR_INVALID_ARG, "unknown op %d", (int)op);
+  size_t count = 0;
+  for (int i = 0; i < st_builtin_entry_count; i++) count += strcmp(st_builtin_entries[i].op, d->name) == 0;
+  if (count == 0) return ST_OK;
+  st_dispatch_variant *vs = calloc(count, sizeof *vs);
+  if (!vs) return st_fail(err, ST_ERR_NOMEM, "out of host memory for %zu built-in variants", count);
+  size_t k = 0;
+  for (int i = 0; i < st_builtin_entry_count; i++) {
+    if (strcmp(st_builtin_entries[i].op, d->name) != 0) continue;
+    st_status st = make_variant(d, i, &vs[k++], err);
+    if (st != ST_OK) {
+      free(vs);
+      return st;
+    }
+  }
+  qsort(vs, count, sizeof *vs, cmp_builtin);
+  *out = vs;
+  *n = count;
+  return ST_OK;
+}
+
+st_status st_builtin_source(const st_dispatch_variant *v, char **text, size_t *len, st_err *err) {
+  if (v->builtin < 1 || v->builtin > st_builtin_entry_count)
+    return st_fail(err, ST_ERR_INVALID_ARG, "variant %s is not built in", v->name);
+  return join_source(&st_builtin_entries[v->builtin - 1], text, len, err);
+}

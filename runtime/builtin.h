@@ -1,0 +1,27 @@
+/* builtin.h - the built-in variants: what each op runs when the database
+ * has no winner for a call, or when there is no database.
+ *
+ * They are each op's defaults (generator/ops/<op>.lua defaults()), carried
+ * in the library (builtin_catalog.h) with the sources the generator renders
+ * for them, so they have the generator's source hashes and ids: a database
+ * that holds one's binary serves it; otherwise the module cache compiles
+ * its source with NVRTC at first use and keeps the binary on disk
+ * (disk_cache.h). */
+#ifndef ST_BUILTIN_H
+#define ST_BUILTIN_H
+
+#include <stddef.h>
+
+#include "dispatch.h"
+#include "error.h"
+
+/* The built-in variants of `op`, in dispatch order (the op's rank, then the
+ * order of its defaults()), as a malloc'ed array (NULL when none). Each
+ * has v->builtin set. */
+st_status st_builtin_variants(st_op_id op, st_dispatch_variant **out, size_t *n, st_err *err);
+
+/* The source of built-in variant `v` (v->builtin != 0): malloc'ed text of
+ * *len bytes and a NUL. */
+st_status st_builtin_source(const st_dispatch_variant *v, char **text, size_t *len, st_err *err);
+
+#endif
