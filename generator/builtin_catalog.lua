@@ -4,7 +4,8 @@
 --   lua5.4 builtin_catalog.lua GENERATOR_DIR TEMPLATES_DIR OUT.c OP [OP ...]
 --
 -- The built-in variants are each op's defaults() (generator/ops/<op>.lua),
--- in the order listed there. Their sources are what the generator renders,
+-- in the order listed there, each with the range of call loads it is meant
+-- for (its `load`, where given; runtime/dispatch.h). Their sources are what the generator renders,
 -- byte for byte, so their source hashes and ids are the ones `sparsetune
 -- generate` records: a database that holds the binary of a built-in variant
 -- serves it, and a tune times exactly the variant the runtime falls back to.
@@ -89,6 +90,16 @@ if not ok then
   fail("%s", tostring(gen))
 end
 
+-- The load range of each default by name (nil: any load).
+local function load_ranges(op)
+  local module = require("ops." .. op)
+  local ranges = {}
+  for _, d in ipairs(module.defaults()) do
+    ranges[module.variant_name(d.kernel, d.launch)] = d.load
+  end
+  return ranges
+end
+
 local parts = {}    -- template index -> {head, tail}
 local part_of = {}  -- "head\0tail" -> template index
 local entries = {}
@@ -97,6 +108,7 @@ for _, op in ipairs(names) do
   if not ok_list then
     fail("%s", tostring(list))
   end
+  local ranges = load_ranges(op)
   for _, v in ipairs(list) do
     if not v.is_default then
       fail("%s: variants() listed %s, which is no default, for no shape", op, v.name)
@@ -109,8 +121,9 @@ for _, op in ipairs(names) do
       at = #parts
       part_of[whole] = at
     end
+    local load = ranges[v.name] or { -1, -1 }
     entries[#entries + 1] = { op = op, name = v.name, kernel = param_pairs(v.kernel), launch = param_pairs(v.launch),
-      part = at - 1, prelude = prelude }
+      part = at - 1, prelude = prelude, load_lo = load[1], load_hi = load[2] }
   end
 end
 
@@ -146,8 +159,8 @@ for i, e in ipairs(entries) do
 end
 emit("\nconst st_builtin_entry st_builtin_entries[] = {\n")
 for i, e in ipairs(entries) do
-  emit(string.format("    {%s, %s, kernel%d, launch%d, %d,\n     %s},\n", c_string(e.op), c_string(e.name), i - 1,
-    i - 1, e.part, c_string(e.prelude)))
+  emit(string.format("    {%s, %s, kernel%d, launch%d, %d, %.17g, %.17g,\n     %s},\n", c_string(e.op),
+    c_string(e.name), i - 1, i - 1, e.part, e.load_lo, e.load_hi, c_string(e.prelude)))
 end
 emit("};\nconst int st_builtin_entry_count = " .. #entries .. ";\n")
 

@@ -72,7 +72,11 @@ static st_status resolve(st_handle *h, st_op_id op, const void *a, int launch, v
   fields.n = 0;
   st_status st = d->dispatch_key(a, key, sizeof key, &fields, err);
   if (st == ST_OK) {
-    const st_dispatch_hooks hooks = {.fit = h->fit, .fit_ctx = h->fit_ctx, .load = h->load, .load_ctx = h->hook_ctx};
+    const st_dispatch_hooks hooks = {.fit = h->fit,
+                                     .fit_ctx = h->fit_ctx,
+                                     .load = h->load,
+                                     .load_ctx = h->hook_ctx,
+                                     .call_load = d->load ? d->load(a, h->dev.sm_count > 0 ? h->dev.sm_count : 1) : -1};
     st_op_tables *t = &h->ops[op];
     pthread_mutex_lock(&h->lock);
     h->load_stream = (CUstream)stream;

@@ -54,6 +54,8 @@ static st_status make_variant(const st_op_desc *d, int index, st_dispatch_varian
   snprintf(v->name, sizeof v->name, "%s", e->name);
   v->rank = rank;
   v->builtin = index + 1;
+  v->load_lo = e->load_lo;
+  v->load_hi = e->load_hi;
   return ST_OK;
 }
 

@@ -98,6 +98,21 @@ static int add_if_fits(cand_list *l, const st_dispatch_variant *v, st_dispatch_r
   return 1;
 }
 
+static int load_in_range(const st_dispatch_variant *v, double load) {
+  return v->load_hi <= 0 || (load > v->load_lo && load <= v->load_hi);
+}
+
+/* Stable partition: the defaults meant for `load` first. */
+static void prefer_in_range(st_dispatch_candidate *c, size_t n, double load) {
+  size_t front = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!load_in_range(c[i].v, load)) continue;
+    st_dispatch_candidate x = c[i];
+    for (size_t j = i; j > front; j--) c[j] = c[j - 1];
+    c[front++] = x;
+  }
+}
+
 void st_dispatch_candidates(const st_dispatch_table *t, const st_params *fields, const void *args,
                             const st_dispatch_hooks *hooks, st_dispatch_candidate *out, size_t *n_fit, st_err *why) {
   cand_list l = {.out = out, .n = 0, .op = t->op, .args = args, .hooks = hooks, .why = why};
@@ -126,7 +141,9 @@ void st_dispatch_candidates(const st_dispatch_table *t, const st_params *fields,
     out[j] = c;
   }
 
+  const size_t first_default = l.n;
   for (size_t i = 0; i < t->n_defaults; i++) add_if_fits(&l, &t->defaults[i], ST_DISPATCH_DEFAULT, 0, 0);
+  if (hooks->call_load >= 0) prefer_in_range(out + first_default, l.n - first_default, hooks->call_load);
   *n_fit = l.n;
 }
 

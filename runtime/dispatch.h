@@ -8,7 +8,10 @@
  *      context ctx (keys that have one: index_decode) whose (B, ctx) is
  *      nearest in log2 distance, |log2 B'/B| + |log2 ctx'/ctx| (ties: the
  *      larger B, then the larger ctx), and fits;
- *   3. else the default variant that fits with the smallest topk capacity.
+ *   3. else the default variants that fit: those meant for the call's load
+ *      (st_dispatch_variant.load_lo/hi) first, each group in table order
+ *      (the op's rank, e.g. the smallest topk capacity, then the order of
+ *      the op's defaults).
  * Each candidate is then loaded through a hook; one that cannot be loaded
  * because its binary is missing or broken (ST_ERR_NO_VARIANT) is skipped in
  * favour of the next, any other failure ends the search.
@@ -47,6 +50,9 @@ typedef struct st_dispatch_variant {
                capacity) */
   int builtin; /* 1 + its index in the built-in catalog (builtin.h); 0: a
                   variant read from the database */
+  /* A default is preferred for calls whose load (st_op_desc.load) is in
+   * (load_lo, load_hi]; load_hi <= 0: for any. */
+  double load_lo, load_hi;
 } st_dispatch_variant;
 
 /* A winner recorded for one dispatch key of this device model. */
@@ -97,6 +103,7 @@ typedef struct st_dispatch_hooks {
   void *fit_ctx;
   st_dispatch_load_fn load;
   void *load_ctx;
+  double call_load; /* the call's load (st_op_desc.load); < 0: unknown */
 } st_dispatch_hooks;
 
 typedef struct st_dispatch_candidate {

@@ -301,6 +301,49 @@ static void default_prefers_the_smallest_topk_capacity_that_fits(void **state) {
   assert_string_equal(choose_ok(&t, &f, &c, NULL), "d64");
 }
 
+/* Defaults meant for the call's load come first, in table order; the rest
+ * follow, also in table order; an unknown load (< 0) reorders nothing. */
+static void defaults_meant_for_the_calls_load_come_first(void **state) {
+  (void)state;
+  st_dispatch_variant d[] = {make_variant("small", ST_DTYPE_BF16, 128, 16, 1),
+                             make_variant("middle", ST_DTYPE_BF16, 128, 16, 1),
+                             make_variant("any", ST_DTYPE_BF16, 128, 16, 1),
+                             make_variant("large", ST_DTYPE_BF16, 128, 16, 1)};
+  d[0].load_lo = 0, d[0].load_hi = 0.04;
+  d[1].load_lo = 0.04, d[1].load_hi = 1.0;
+  d[3].load_lo = 1.0, d[3].load_hi = 1e9;
+  st_dispatch_table t = {.op = ST_OP_INDEX_DECODE, .defaults = d, .n_defaults = 4, .source = "unit.db"};
+  call c = make_call(8, 128, 2, ST_DTYPE_BF16, 1, 16);
+  fake f = {0};
+  st_dispatch_hooks h = hooks_of(&f);
+  const struct {
+    double load;
+    const char *order[4];
+  } cases[] = {{0.01, {"small", "any", "middle", "large"}},
+               {0.04, {"small", "any", "middle", "large"}}, /* (lo, hi]: 0.04 is small's */
+               {0.5, {"middle", "any", "small", "large"}},
+               {3.0, {"any", "large", "small", "middle"}},
+               {-1, {"small", "middle", "any", "large"}}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    h.call_load = cases[i].load;
+    st_dispatch_candidate out[4];
+    size_t n = 0;
+    st_dispatch_candidates(&t, &c.fields, &c.args, &h, out, &n, NULL);
+    assert_int_equal(n, 4);
+    for (size_t j = 0; j < 4; j++) {
+      if (strcmp(out[j].v->id, cases[i].order[j]) != 0)
+        fail_msg("load %g: candidate %zu is %s, want %s", cases[i].load, j, out[j].v->id, cases[i].order[j]);
+    }
+  }
+  /* A default meant for the load that does not fit is passed over. */
+  f.rejected[0] = "middle";
+  h.call_load = 0.5;
+  st_dispatch_choice ch;
+  st_err err = {{0}};
+  assert_int_equal(st_dispatch_choose(&t, c.key, &c.fields, &c.args, &h, &ch, &err), ST_OK);
+  assert_string_equal(ch.v->id, "any");
+}
+
 static void nothing_fits_names_the_shape_and_the_database(void **state) {
   (void)state;
   st_dispatch_winner w[] = {make_winner("w8", 8, 2, 1)};
@@ -512,6 +555,7 @@ int main(void) {
       cmocka_unit_test(nearest_batch_tie_goes_to_the_larger_batch),
       cmocka_unit_test(nearest_batch_needs_every_other_field_equal),
       cmocka_unit_test(default_prefers_the_smallest_topk_capacity_that_fits),
+      cmocka_unit_test(defaults_meant_for_the_calls_load_come_first),
       cmocka_unit_test(nothing_fits_names_the_shape_and_the_database),
       cmocka_unit_test(winner_with_a_missing_binary_falls_back),
       cmocka_unit_test(candidates_are_ordered_and_listed_once),

@@ -100,13 +100,24 @@ function M.kernel_space()
   return (space.filter(space.product(domains), M.constraint))
 end
 
--- The fallbacks: one per dtype x head_dim x topk bucket, valid for every
--- shape of that kind (any H, qlen <= 4).
+-- The fallbacks, per dtype x head_dim x topk bucket in the order dispatch
+-- tries them (any qlen <= 4; the launcher picks the split count): the
+-- family that won the anchors (docs/kernels/index_decode.md), whole
+-- blocks copied by the bulk copy engine, two heads a CTA (one read of K for
+-- both; H even) or one; then loads into registers, valid for every shape of
+-- the kind.
 function M.defaults()
   local out = {}
   for _, dtype in ipairs(M.kernel_domains.dtype) do
     for _, head_dim in ipairs(M.kernel_domains.head_dim) do
       for _, topk in ipairs(M.kernel_domains.topk) do
+        for _, heads in ipairs({ 2, 1 }) do
+          local fast = { dtype = dtype, head_dim = head_dim, topk = topk, heads_per_cta = heads, max_qlen = 4,
+            threads = 256, units_in_flight = 1, bulk_stages = 2, algo = "split" }
+          if M.constraint(fast) then
+            out[#out + 1] = { kernel = fast, launch = { splits = 0 } }
+          end
+        end
         local k = { dtype = dtype, head_dim = head_dim, topk = topk, heads_per_cta = 1, max_qlen = 4,
           threads = 256, bulk_stages = 0, algo = "single" }
         for _, u in ipairs({ 2, 1 }) do
@@ -190,11 +201,11 @@ end
 
 -- Launch choices worth timing for a shape (the variant list is per
 -- (kernel, splits)).
-function M.worth(k, l, s, _is_default)
+function M.worth(k, l, s, is_default)
   local splits = l.splits
   if splits == 0 then
-    if k.algo == "split" then
-      return false, "algo split needs explicit splits >= 2"
+    if k.algo == "split" and not is_default then
+      return false, "algo split needs explicit splits >= 2 (the launcher's choice is timed as a default's)"
     end
     return true
   end

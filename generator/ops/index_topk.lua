@@ -69,11 +69,19 @@ function M.kernel_space()
   return (space.filter(space.product(domains), M.constraint))
 end
 
--- The fallbacks: one per topk capacity, algo cta (any max_blocks), 4 rows
--- of 256 threads.
+-- The fallbacks, per topk capacity in the order dispatch tries them: algo
+-- warp with 4 rows of 128 threads and the fewest keys per lane that hold
+-- the call's rows (the runtime's fit check refuses too few), the family
+-- that won every anchor shape (docs/kernels/index_topk.md); then algo cta,
+-- 4 rows of 256 threads, for any max_blocks.
 function M.defaults()
   local out = {}
   for _, topk in ipairs(M.kernel_domains.topk) do
+    for _, keys in ipairs(M.kernel_domains.keys) do
+      if keys > 0 then
+        out[#out + 1] = { kernel = { algo = "warp", keys = keys, rows = 4, threads = 128, topk = topk }, launch = {} }
+      end
+    end
     out[#out + 1] = { kernel = { algo = "cta", keys = 0, rows = 4, threads = 256, topk = topk }, launch = {} }
   end
   return out

@@ -221,13 +221,45 @@ function M.kernel_space()
   return (space.filter(space.product(M.kernel_domains), M.constraint))
 end
 
--- The fallbacks: one per dtype x head_dim x group, valid for every shape of
--- that kind (any B, qlen, topk, scale mode, layout).
+-- The families that won the anchors (docs/kernels/sparse_attn_decode.md),
+-- each for the calls whose load it won at: `load` = {lo, hi}, the call's
+-- (request, query token, KV head) items per multiprocessor in (lo, hi]
+-- (nil: any). Few items want a large cluster of CTAs splitting each item's
+-- blocks; many want one CTA an item streaming several blocks.
+local FAST = {
+  bf16 = {
+    { kernel = { warps_n = 4, stages = 1, tma = 1, pv_dims = 1, cluster = 16 }, load = { 0, 0.04 } },
+    { kernel = { warps_n = 4, stages = 1, tma = 1, pv_dims = 1, cluster = 8 }, load = { 0.04, 0.25 } },
+    { kernel = { warps_n = 4, stages = 3, tma = 1, cluster = 1 }, load = { 0.25, 1.0 } },
+  },
+  fp8 = {
+    { kernel = { warps_n = 4, stages = 1, k_regs = 2, tma = 1, pv_dims = 1, ring_extra = 1, cluster = 16 },
+      load = { 0, 0.04 } },
+    { kernel = { warps_n = 4, stages = 1, k_regs = 2, tma = 1, pv_dims = 1, ring_extra = 1, cluster = 4 },
+      load = { 0.04, 1.0 } },
+    { kernel = { warps_n = 4, stages = 1, k_regs = 2, tma = 1, pv_dims = 1, cluster = 1 } },
+  },
+}
+
+-- The fallbacks, per dtype x head_dim x group in the order dispatch tries
+-- them: the FAST families where the kind allows them (head_dim 128, the
+-- group they take), then one valid for every shape of the kind (any B,
+-- qlen, topk, scale mode, layout). The launcher picks the split count.
 function M.defaults()
   local out = {}
   for _, dtype in ipairs(M.kernel_domains.dtype) do
     for _, head_dim in ipairs(M.kernel_domains.head_dim) do
       for _, group in ipairs(M.kernel_domains.group) do
+        for _, f in ipairs(FAST[dtype]) do
+          local k = { dtype = dtype, head_dim = head_dim, group = group, algo = "single", k_regs = 0, tma = 0,
+            pv_dims = 0, ring_extra = 0 }
+          for name, v in pairs(f.kernel) do
+            k[name] = v
+          end
+          if M.constraint(k) then
+            out[#out + 1] = { kernel = k, launch = { splits = 0 }, load = f.load }
+          end
+        end
         local k = { dtype = dtype, head_dim = head_dim, group = group, warps_n = 4, stages = 1, algo = "single",
           cluster = 1, k_regs = 0, tma = 0, pv_dims = 0, ring_extra = 0 }
         local ok, why = M.constraint(k)

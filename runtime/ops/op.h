@@ -78,6 +78,10 @@ typedef struct st_op_desc {
   void (*shape_only)(const void *args, st_op_args *copy);
   /* The call's host-known bound on sequence lengths. */
   int (*max_context)(const void *args);
+  /* The call's load on a device of `sm_count` multiprocessors, in the op's
+   * own unit, which its defaults' load ranges use (generator/ops/<op>.lua);
+   * NULL: the op's defaults have none. */
+  double (*load)(const void *args, int sm_count);
   /* The dispatch key ("index_decode:B=8,...") and its fields. */
   st_status (*dispatch_key)(const void *args, char *key, size_t cap, st_params *fields, st_err *err);
   /* Whether the variant runs the (valid) call on a device of `sm_count`

@@ -239,7 +239,7 @@ st_status st_sparse_attn_decode_check_fit(const st_sparse_attn_decode_config *cf
 
 /* The variant's split count, or (0) enough CTAs for about two per
  * multiprocessor, rounded down to a power of two (so that it divides the
- * cluster: the cheap merge); at most topk (a split holds at least one
+ * cluster: the cheap merge) and no more than the cluster; at most topk (a split holds at least one
  * entry), at least 2 for the split algorithm. */
 static int choose_splits(const st_sparse_attn_decode_config *cfg, int64_t items, int64_t topk, int sm_count) {
   int64_t s = cfg->splits;
@@ -247,6 +247,7 @@ static int choose_splits(const st_sparse_attn_decode_config *cfg, int64_t items,
     const int64_t want = ceil_div(2 * (int64_t)sm_count, items);
     s = 1;
     while (2 * s <= want) s *= 2;
+    if (cfg->cluster > 1 && s > cfg->cluster) s = cfg->cluster; /* the cluster merges them */
   }
   if (s > topk) s = topk;
   if (cfg->algo == ST_SPARSE_ATTN_DECODE_SPLIT && s < 2) s = 2;
@@ -435,6 +436,13 @@ static st_status launch(const st_cu *cu, CUfunction main_fn, CUfunction merge_fn
                                       stream, err);
 }
 
+/* Items, (request, query token, KV head), per multiprocessor: the unit of
+ * the defaults' load ranges (generator/ops/sparse_attn_decode.lua FAST). */
+static double load(const void *args, int sm_count) {
+  const st_sparse_attn_decode_args *a = args;
+  return (double)a->q.shape[0] * (double)a->k_cache.shape[1] / (double)sm_count;
+}
+
 const st_op_desc st_sparse_attn_decode_op = {.name = ST_SPARSE_ATTN_DECODE_OP,
                                              .main_kernel = ST_SPARSE_ATTN_DECODE_MAIN_KERNEL,
                                              .merge_kernel = ST_SPARSE_ATTN_DECODE_MERGE_KERNEL,
@@ -443,6 +451,7 @@ const st_op_desc st_sparse_attn_decode_op = {.name = ST_SPARSE_ATTN_DECODE_OP,
                                              .check_args = check_args,
                                              .shape_only = shape_only,
                                              .max_context = max_context,
+                                             .load = load,
                                              .dispatch_key = dispatch_key,
                                              .plan = plan,
                                              .launch = launch};
