@@ -82,7 +82,8 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
       {"head", required_argument, 0, 'H'},   {"threshold", required_argument, 0, 't'},
       {"print", no_argument, 0, 'p'},        {"help", no_argument, 0, 'h'},
       {"harness", no_argument, 0, 'A'},      {"match", required_argument, 0, 'm'},
-      {"cold", no_argument, 0, 'C'},         {0, 0, 0, 0}};
+      {"cold", no_argument, 0, 'C'},         {"builtin", no_argument, 0, 'B'},
+      {0, 0, 0, 0}};
   static const struct {
     int c;
     unsigned flag;
@@ -90,7 +91,7 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
               {'g', ST_OPT_DEVICE},  {'j', ST_OPT_JOBS},    {'J', ST_OPT_JSON},    {'n', ST_OPT_FRESH},
               {'S', ST_OPT_SEED},    {'b', ST_OPT_REGRESS}, {'H', ST_OPT_REGRESS}, {'t', ST_OPT_REGRESS},
               {'p', ST_OPT_PRINT},   {'A', ST_OPT_HARNESS}, {'m', ST_OPT_MATCH},
-              {'C', ST_OPT_COLD}};
+              {'C', ST_OPT_COLD},    {'B', ST_OPT_BUILTIN}};
   optind = 1;
   opterr = 0;
   int c, li = -1;
@@ -123,6 +124,7 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
     case 'p': cli->print_source = 1; break;
     case 'A': cli->harness = 1; break;
     case 'C': cli->cold = 1; break;
+    case 'B': cli->builtin = 1; break;
     case 'm':
       if (!*optarg || strlen(optarg) > 100 || strpbrk(optarg, " \t\n")) {
         st_cli_error(cli, "--match needs 1 to 100 characters of a variant name, without spaces");

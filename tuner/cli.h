@@ -44,6 +44,7 @@ typedef struct st_cli {
   int harness;            /* bench: also time the variant through the op harness */
   const char *match;      /* tune: only variants whose name contains this; NULL: all */
   int cold;               /* tune, bench: cold-cache timing (cold.h) */
+  int builtin;            /* bench: the runtime with no database (built-in variants) */
   unsigned given;         /* the ST_OPT_* flags of the options on the command line */
 } st_cli;
 
@@ -63,7 +64,8 @@ enum {
   ST_OPT_RUN = 1 << 11,
   ST_OPT_HARNESS = 1 << 12,
   ST_OPT_MATCH = 1 << 13,
-  ST_OPT_COLD = 1 << 14
+  ST_OPT_COLD = 1 << 14,
+  ST_OPT_BUILTIN = 1 << 15
 };
 
 /* Parses argv (argv[0] = the command name) into `cli` with defaults set.

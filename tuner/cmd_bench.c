@@ -33,8 +33,8 @@
 #include "timing.h"
 
 static const char usage[] =
-    "usage: sparsetune bench [--suite NAME] [--op OP] [--db FILE] [--device N] [--seed N] [--harness] [--cold]\n"
-    "                        [--json]\n"
+    "usage: sparsetune bench [--suite NAME] [--op OP] [--db FILE | --builtin] [--device N] [--seed N] [--harness]\n"
+    "                        [--cold] [--json]\n"
     "\n"
     "Times the runtime's dispatch (the winners recorded in the database) on\n"
     "every shape of the suite, the way the peer's times in it were taken:\n"
@@ -56,6 +56,9 @@ static const char usage[] =
     "  --suite NAME   shape suite (default anchors)\n"
     "  --op OP        only this op of the suite (OP,OP,...: only these ops)\n"
     "  --db FILE      database with winners (default ./sparsetune.db)\n"
+    "  --builtin      no database: what libsparsetune runs untuned, each op's\n"
+    "                 built-in variants (compiled at first use, before timing);\n"
+    "                 nothing is recorded\n"
     "  --device N     CUDA device ordinal (default 0)\n"
     "  --seed N       input seed\n"
     "  --harness      also time the dispatched variant launched as `tune` launches\n"
@@ -360,7 +363,8 @@ int st_cmd_bench(int argc, char **argv) {
   st_cli cli;
   int rc = st_cli_parse(
       argc, argv,
-      ST_OPT_DB | ST_OPT_SUITE | ST_OPT_OP | ST_OPT_DEVICE | ST_OPT_SEED | ST_OPT_JSON | ST_OPT_HARNESS | ST_OPT_COLD,
+      ST_OPT_DB | ST_OPT_SUITE | ST_OPT_OP | ST_OPT_DEVICE | ST_OPT_SEED | ST_OPT_JSON | ST_OPT_HARNESS | ST_OPT_COLD |
+          ST_OPT_BUILTIN,
       usage, &cli);
   if (rc) return rc == -1 ? ST_EXIT_OK : ST_EXIT_USAGE;
   /* Its own default suite; the parser saw whether one was given, however
@@ -378,7 +382,11 @@ int st_cmd_bench(int argc, char **argv) {
   CUstream stream = NULL;
   CUdevice d = 0;
   st_device_info dev;
-  if (access(cli.db_path, R_OK) != 0) {
+  if (cli.builtin && (cli.given & (ST_OPT_DB | ST_OPT_HARNESS))) {
+    st_cli_error(&cli, "--builtin opens no database: it takes neither --db nor --harness");
+    return ST_EXIT_USAGE;
+  }
+  if (!cli.builtin && access(cli.db_path, R_OK) != 0) {
     st_cli_error(&cli, "database %s cannot be read: run `sparsetune tune` first (or pass --db)", cli.db_path);
     return ST_EXIT_USAGE;
   }
@@ -394,7 +402,7 @@ int st_cmd_bench(int argc, char **argv) {
     rc = ST_EXIT_FAIL;
     goto done;
   }
-  if (st_open(cli.db_path, cli.device, &rt) != ST_OK) {
+  if (st_open(cli.builtin ? NULL : cli.db_path, cli.device, &rt) != ST_OK) {
     st_cli_error(&cli, "%s", st_last_error(NULL));
     rc = ST_EXIT_FAIL;
     goto done;
@@ -451,7 +459,7 @@ int st_cmd_bench(int argc, char **argv) {
     fflush(stdout);
   }
   print_decode_step(&cli, cu, &dev, rt, stream, rows, nshapes);
-  record_rows(&cli, &dev, rows, nshapes);
+  if (!cli.builtin) record_rows(&cli, &dev, rows, nshapes);
   rc = failures ? ST_EXIT_FAIL : ST_EXIT_OK;
 done:
   if (stream) cu->cuStreamDestroy(stream);
