@@ -167,15 +167,24 @@ function M.kernel_space()
   return (space.filter(space.product(M.kernel_domains), M.constraint))
 end
 
--- The fallbacks: one per dtype x head_dim x group x topk capacity, valid for
--- every shape of that kind: one stage and the most tokens, up to 64 q rows
--- (4 warps), whose lists fit in shared memory.
+-- The fallbacks, per dtype x head_dim x group x topk capacity in the order
+-- dispatch tries them: the block family that won every anchor shape
+-- (docs/kernels/sparse_attn.md; wgmma over two m-tiles, 8 tokens a CTA,
+-- chunks of 3072 query tokens overlapped on the side stream) where the kind
+-- allows it; then the tile kernel with one stage and the most tokens, up to
+-- 64 q rows (4 warps), whose lists fit in shared memory, valid for every
+-- shape of the kind.
 function M.defaults()
   local out = {}
   for _, dtype in ipairs(M.kernel_domains.dtype) do
     for _, head_dim in ipairs(M.kernel_domains.head_dim) do
       for _, group in ipairs(M.kernel_domains.group) do
         for _, topk in ipairs(M.kernel_domains.topk) do
+          local block = { algo = "block", dtype = dtype, head_dim = head_dim, group = group, tokens = 8, topk = topk,
+            stages = 1, part = "bf16", ctas = 2, mtiles = 2, mma = "wgmma" }
+          if M.constraint(block) then
+            out[#out + 1] = { kernel = block, launch = { chunk = 3072, overlap = 1 } }
+          end
           local within, smallest, why
           for _, tokens in ipairs({ 16, 8, 4, 2, 1 }) do
             local k = { algo = "tile", dtype = dtype, head_dim = head_dim, group = group, tokens = tokens,

@@ -224,20 +224,23 @@ end
 -- The families that won the anchors (docs/kernels/sparse_attn_decode.md),
 -- each for the calls whose load it won at: `load` = {lo, hi}, the call's
 -- (request, query token, KV head) items per multiprocessor in (lo, hi]
--- (nil: any). Few items want a large cluster of CTAs splitting each item's
--- blocks; many want one CTA an item streaming several blocks.
+-- (nil: any), and the split count (`splits`; nil: the launcher's). Few
+-- items want a large cluster of CTAs splitting each item's blocks; many
+-- want one CTA an item streaming all its blocks (no merge).
 local FAST = {
   bf16 = {
     { kernel = { warps_n = 4, stages = 1, tma = 1, pv_dims = 1, cluster = 16 }, load = { 0, 0.04 } },
     { kernel = { warps_n = 4, stages = 1, tma = 1, pv_dims = 1, cluster = 8 }, load = { 0.04, 0.25 } },
-    { kernel = { warps_n = 4, stages = 3, tma = 1, cluster = 1 }, load = { 0.25, 1.0 } },
+    { kernel = { warps_n = 4, stages = 3, tma = 1, cluster = 1 }, splits = 1, load = { 0.25, 1.0 } },
+    { kernel = { warps_n = 4, stages = 1, cluster = 1 }, splits = 1, load = { 1.0, 1e9 } },
   },
   fp8 = {
     { kernel = { warps_n = 4, stages = 1, k_regs = 2, tma = 1, pv_dims = 1, ring_extra = 1, cluster = 16 },
       load = { 0, 0.04 } },
     { kernel = { warps_n = 4, stages = 1, k_regs = 2, tma = 1, pv_dims = 1, ring_extra = 1, cluster = 4 },
       load = { 0.04, 1.0 } },
-    { kernel = { warps_n = 4, stages = 1, k_regs = 2, tma = 1, pv_dims = 1, cluster = 1 } },
+    { kernel = { warps_n = 4, stages = 1, k_regs = 2, tma = 1, pv_dims = 1, cluster = 1 }, splits = 1,
+      load = { 1.0, 1e9 } },
   },
 }
 
@@ -257,7 +260,7 @@ function M.defaults()
             k[name] = v
           end
           if M.constraint(k) then
-            out[#out + 1] = { kernel = k, launch = { splits = 0 }, load = f.load }
+            out[#out + 1] = { kernel = k, launch = { splits = f.splits or 0 }, load = f.load }
           end
         end
         local k = { dtype = dtype, head_dim = head_dim, group = group, warps_n = 4, stages = 1, algo = "single",
