@@ -195,10 +195,13 @@ static void test_plans_size_grid_and_workspace(void **state) {
   pp.pdl = 0;
   assert_memory_equal(&p, &pp, sizeof p);
   a.pdl = 0;
-  /* auto splits: about two CTAs per SM, never more than the blocks. */
+  /* auto splits: the largest power of two giving at most two CTAs per SM
+   * (264 / 8 = 33 -> 32; fp8: four, 64), never more than the blocks. */
   c = config("bf16", 16, 2, 2, "single", 0);
   assert_int_equal(st_index_decode_plan_make(&c, &a, 132, &p, &err), ST_OK);
-  assert_int_equal(p.splits, 33);
+  assert_int_equal(p.splits, 32);
+  assert_int_equal(st_index_decode_plan_make(&c, &a, 100, &p, &err), ST_OK);
+  assert_int_equal(p.splits, 16); /* 200 / 8 = 25 */
   a.max_context = 200;
   assert_int_equal(st_index_decode_plan_make(&c, &a, 132, &p, &err), ST_OK);
   assert_int_equal(p.splits, 2);

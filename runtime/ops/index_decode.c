@@ -135,14 +135,19 @@ static size_t align_up(size_t x) { return (x + ST_WS_ALIGN - 1) / ST_WS_ALIGN * 
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/* Split count: the variant's, or (0) enough CTAs for two per multiprocessor;
- * never more than the blocks, and at least enough that one CTA's scores fit
- * in shared memory. */
+/* Split count: the variant's, or (0) the largest power of two that gives
+ * at most two CTAs per multiprocessor (four for fp8 keys, half the bytes a
+ * block), the counts that won the anchor shapes (docs/kernels/
+ * index_decode.md); never more than the blocks, and at least enough that
+ * one CTA's scores fit in shared memory. */
 static int choose_splits(const st_index_decode_config *cfg, int64_t R, int64_t groups, int64_t max_blocks,
                          int sm_count) {
   const int64_t cols = (int64_t)cfg->heads_per_cta * cfg->max_qlen;
   int64_t s = cfg->splits;
-  if (s == 0) s = ceil_div(2 * (int64_t)sm_count, R * groups);
+  if (s == 0) {
+    const int64_t want = (cfg->dtype == ST_DTYPE_FP8_E4M3 ? 4 : 2) * (int64_t)sm_count / (R * groups);
+    for (s = 1; 2 * s <= want;) s *= 2;
+  }
   if (s > max_blocks) s = max_blocks;
   /* Per block of a slice: a score key per column and the block's page. */
   const int64_t min_s = ceil_div(max_blocks * (cols + 1) * 4, ST_INDEX_DECODE_MAX_SMEM);
