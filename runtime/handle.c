@@ -81,7 +81,7 @@ void st_handle_bind_tables(st_handle *h) {
         .n_winners = t->n_winners,
         .defaults = t->defaults,
         .n_defaults = t->n_defaults,
-        .source = h->db_path,
+        .source = h->db_path ? h->db_path : "no database (built-in variants only)",
         .note = t->note.msg[0] ? t->note.msg : NULL,
     };
   }
