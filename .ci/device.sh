@@ -6,6 +6,10 @@
 #   .ci/device.sh test            ctest -L gpu
 #   .ci/device.sh tune [SUITE]    sparsetune tune into $OUT/sparsetune.db
 #   .ci/device.sh bench           sparsetune bench --suite anchors on that db
+#   .ci/device.sh builtin         sparsetune bench --builtin --suite anchors:
+#                                 no database, each op's built-in variants
+#                                 compiled at first use (an empty disk
+#                                 cache under $OUT)
 #   .ci/device.sh bench-cold      the same with the paged caches cold in L2
 #                                 (--cold, tuner/cold.h)
 #   .ci/device.sh decode          the anchors' decode rows only: tune both
@@ -37,7 +41,7 @@ while [ $# -gt 0 ]; do
     ;;
   tune)
     suite=m3-decode
-    if [ $# -gt 0 ] && [ "${1#-}" = "$1" ] && [ "$1" != test ] && [ "$1" != bench ] && [ "$1" != bench-cold ] &&
+    if [ $# -gt 0 ] && [ "${1#-}" = "$1" ] && [ "$1" != test ] && [ "$1" != bench ] && [ "$1" != bench-cold ] && [ "$1" != builtin ] &&
       [ "$1" != decode ] &&
       [ "$1" != sanitize ] &&
       [ "$1" != repeat ]; then
@@ -56,6 +60,10 @@ while [ $# -gt 0 ]; do
     tail -1 "$out/tune_decode.log"
     "$build/tuner/sparsetune" bench --suite anchors --op $ops --db "$out/decode.db" 2>&1 |
       tee "$out/bench_decode.log" || status=1
+    ;;
+  builtin)
+    SPARSETUNE_CACHE_DIR="$out/builtin-cache" "$build/tuner/sparsetune" bench --builtin --suite anchors 2>&1 |
+      tee "$out/bench_builtin.log" || status=1
     ;;
   bench-cold)
     "$build/tuner/sparsetune" bench --suite anchors --cold --db "$db" 2>&1 | tee "$out/bench_cold.log" || status=1
