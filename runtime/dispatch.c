@@ -98,6 +98,22 @@ static int add_if_fits(cand_list *l, const st_dispatch_variant *v, st_dispatch_r
   return 1;
 }
 
+static void reverse(st_dispatch_candidate *c, size_t n) {
+  for (size_t i = 0; i < n / 2; i++) {
+    st_dispatch_candidate x = c[i];
+    c[i] = c[n - 1 - i];
+    c[n - 1 - i] = x;
+  }
+}
+
+/* c[0..n) with its first k entries moved to the end, order kept. */
+static void rotate(st_dispatch_candidate *c, size_t k, size_t n) {
+  if (k == 0 || k == n) return;
+  reverse(c, k);
+  reverse(c + k, n - k);
+  reverse(c, n);
+}
+
 static int load_in_range(const st_dispatch_variant *v, double load) {
   return v->load_hi <= 0 || (load > v->load_lo && load <= v->load_hi);
 }
@@ -141,9 +157,17 @@ void st_dispatch_candidates(const st_dispatch_table *t, const st_params *fields,
     out[j] = c;
   }
 
+  /* Winners of shapes beyond the radius go after the defaults: there the
+   * measurements say little about the call, and the built-in choice is
+   * made for its shape. */
+  size_t far = tail;
+  while (far < l.n && distance(out[far].batch, out[far].context, want_batch, want_context) <=
+                          ST_DISPATCH_NEAREST_RADIUS + 1e-9)
+    far++;
   const size_t first_default = l.n;
   for (size_t i = 0; i < t->n_defaults; i++) add_if_fits(&l, &t->defaults[i], ST_DISPATCH_DEFAULT, 0, 0);
   if (hooks->call_load >= 0) prefer_in_range(out + first_default, l.n - first_default, hooks->call_load);
+  rotate(out + far, first_default - far, l.n - far);
   *n_fit = l.n;
 }
 

@@ -7,11 +7,13 @@
  *   2. else the winner with the same key fields except the batch B and the
  *      context ctx (keys that have one: index_decode) whose (B, ctx) is
  *      nearest in log2 distance, |log2 B'/B| + |log2 ctx'/ctx| (ties: the
- *      larger B, then the larger ctx), and fits;
+ *      larger B, then the larger ctx), and fits, if that distance is at
+ *      most ST_DISPATCH_NEAREST_RADIUS;
  *   3. else the default variants that fit: those meant for the call's load
  *      (st_dispatch_variant.load_lo/hi) first, each group in table order
  *      (the op's rank, e.g. the smallest topk capacity, then the order of
- *      the op's defaults).
+ *      the op's defaults);
+ *   4. else the winners beyond the radius, nearest first.
  * Each candidate is then loaded through a hook; one that cannot be loaded
  * because its binary is missing or broken (ST_ERR_NO_VARIANT) is skipped in
  * favour of the next, any other failure ends the search.
@@ -37,6 +39,11 @@
 #define ST_DISPATCH_CONTEXT_FIELD "ctx"
 /* Longest dispatch key text, NUL included (as st_winner_row stores it). */
 #define ST_DISPATCH_KEY_MAX 256
+/* How far (log2 distance) a winner's shape may be from the call's for it
+ * to go before the built-in choice: 1 = twice or half the batch, or the
+ * context. Farther, the built-in variants (chosen for the call's own shape)
+ * go first. */
+#define ST_DISPATCH_NEAREST_RADIUS 1.0
 /* Decisions remembered per handle and op; the oldest is replaced when full. */
 #define ST_DISPATCH_MEMO_SLOTS 64
 
@@ -132,8 +139,9 @@ typedef struct st_dispatch_memo {
 } st_dispatch_memo;
 
 /* Lists the variants of `t` that fit the call, best first, each once (by
- * id): exact winners (newest run first), nearest-shape winners, defaults
- * (smallest topk capacity first). `fields` are the call's dispatch key
+ * id): exact winners (newest run first), nearest-shape winners within the
+ * radius, defaults (those meant for the call's load first, then by rank),
+ * the farther winners. `fields` are the call's dispatch key
  * fields; only hooks->fit is used. `out` must hold n_winners + n_defaults
  * entries. *n_fit is the
  * count written; when it is 0, `why` (may be NULL) holds the last reason a

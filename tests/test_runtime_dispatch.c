@@ -344,6 +344,42 @@ static void defaults_meant_for_the_calls_load_come_first(void **state) {
   assert_string_equal(ch.v->id, "any");
 }
 
+/* A winner more than ST_DISPATCH_NEAREST_RADIUS (log2) from the call
+ * yields to the defaults; within it, it goes first. */
+static void winners_beyond_the_radius_follow_the_defaults(void **state) {
+  (void)state;
+  st_dispatch_winner w[] = {winner_at("b32c32k", 32, 32768), winner_at("b8c128k", 8, 131072)};
+  st_dispatch_variant d[] = {make_variant("d16", ST_DTYPE_BF16, 128, 16, 1)};
+  st_dispatch_table t = table_of(w, 2, d, 1);
+  fake f = {0};
+  st_dispatch_rule rule;
+  call c = call_at(16, 32768); /* 1 from b32c32k: within */
+  assert_string_equal(choose_ok(&t, &f, &c, &rule), "b32c32k");
+  assert_int_equal(rule, ST_DISPATCH_NEAREST);
+  c = call_at(8, 32768); /* 2 from both */
+  assert_string_equal(choose_ok(&t, &f, &c, &rule), "d16");
+  assert_int_equal(rule, ST_DISPATCH_DEFAULT);
+  /* Then the far winners, nearest first (the tie: the larger batch). */
+  st_dispatch_hooks h = hooks_of(&f);
+  h.call_load = -1;
+  st_dispatch_candidate out[3];
+  size_t n = 0;
+  st_dispatch_candidates(&t, &c.fields, &c.args, &h, out, &n, NULL);
+  assert_int_equal(n, 3);
+  assert_string_equal(out[0].v->id, "d16");
+  assert_string_equal(out[1].v->id, "b32c32k");
+  assert_string_equal(out[2].v->id, "b8c128k");
+  c = call_at(4, 262144); /* 2 and 6 away: both after the default */
+  st_dispatch_candidates(&t, &c.fields, &c.args, &h, out, &n, NULL);
+  assert_string_equal(out[0].v->id, "d16");
+  assert_string_equal(out[1].v->id, "b8c128k");
+  assert_string_equal(out[2].v->id, "b32c32k");
+  /* A far winner still runs where no default fits. */
+  f.rejected[0] = "d16";
+  assert_string_equal(choose_ok(&t, &f, &c, &rule), "b8c128k");
+  assert_int_equal(rule, ST_DISPATCH_NEAREST);
+}
+
 static void nothing_fits_names_the_shape_and_the_database(void **state) {
   (void)state;
   st_dispatch_winner w[] = {make_winner("w8", 8, 2, 1)};
@@ -421,15 +457,17 @@ static void candidates_are_ordered_and_listed_once(void **state) {
   st_dispatch_candidate out[7];
   size_t n = 0;
   st_dispatch_candidates(&t, &c.fields, &c.args, &h, out, &n, NULL);
-  const char *want[] = {"w8_new", "w8_old", "w4", "w32", "d16", "d32"};
+  /* w4 is within the radius, w32 and the winner of B=2 beyond it: after
+   * the defaults (d16 listed once, as that winner). */
+  const char *want[] = {"w8_new", "w8_old", "w4", "d32", "w32", "d16"};
   assert_int_equal(n, 6);
   for (size_t i = 0; i < n; i++) {
     if (strcmp(out[i].v->id, want[i]) != 0) fail_msg("candidate %zu is %s, expected %s", i, out[i].v->id, want[i]);
   }
   assert_int_equal(out[0].rule, ST_DISPATCH_EXACT);
   assert_int_equal(out[2].rule, ST_DISPATCH_NEAREST);
-  assert_int_equal(out[4].rule, ST_DISPATCH_NEAREST); /* d16 as the winner of B=2 */
-  assert_int_equal(out[5].rule, ST_DISPATCH_DEFAULT);
+  assert_int_equal(out[3].rule, ST_DISPATCH_DEFAULT);
+  assert_int_equal(out[5].rule, ST_DISPATCH_NEAREST); /* d16 as the winner of B=2 */
 }
 
 static void memo_answers_a_repeated_call_without_loading(void **state) {
@@ -556,6 +594,7 @@ int main(void) {
       cmocka_unit_test(nearest_batch_needs_every_other_field_equal),
       cmocka_unit_test(default_prefers_the_smallest_topk_capacity_that_fits),
       cmocka_unit_test(defaults_meant_for_the_calls_load_come_first),
+      cmocka_unit_test(winners_beyond_the_radius_follow_the_defaults),
       cmocka_unit_test(nothing_fits_names_the_shape_and_the_database),
       cmocka_unit_test(winner_with_a_missing_binary_falls_back),
       cmocka_unit_test(candidates_are_ordered_and_listed_once),
