@@ -23,7 +23,11 @@
 --   anchors    exactly the rows on which the peer was timed (bench;
 --              docs/method.md).
 --   smoke      a few tiny shapes for quick end-to-end checks.
+--   random-decode:SEED:N, random-prefill:SEED:N
+--              N engine-like decode steps or prefill batches drawn from
+--              SEED (random_shapes.lua), held out from every suite above.
 
+local random_shapes = require("random_shapes")
 local space = require("space")
 
 local M = {}
@@ -225,12 +229,20 @@ function M.names()
     names[#names + 1] = name
   end
   table.sort(names, space.bytewise_less)
+  names[#names + 1] = "random-decode:SEED:N"
+  names[#names + 1] = "random-prefill:SEED:N"
   return names
 end
 
 -- The rows of suite `name`, or nil when there is no such suite. Every peer
--- time in these suites was measured on PEER_DEVICE.
+-- time in these suites was measured on PEER_DEVICE. "random-decode:SEED:N"
+-- and "random-prefill:SEED:N" are shapes drawn from a seed
+-- (random_shapes.lua).
 function M.get(name)
+  local drawn = random_shapes.suite(name)
+  if drawn then
+    return drawn
+  end
   local make = SUITES[name]
   if not make then
     return nil

@@ -7,7 +7,7 @@
 // (tests/test_generator_lua.c checks them).
 #pragma once
 #define ST_P_ROWS 4
-#define ST_P_THREADS 256
+#define ST_P_THREADS 128
 #define ST_P_TOPK 4
-#define ST_P_ALGO_WARP 0
-#define ST_P_KEYS 0
+#define ST_P_ALGO_WARP 1
+#define ST_P_KEYS 1
