@@ -116,7 +116,8 @@ function M.new(templates_dir, names)
     end
     local rows = suites.get(name)
     if not rows then
-      fail("unknown suite '%s' (known: %s)", tostring(name), table.concat(suites.names(), ", "))
+      fail("unknown suite '%s' (known: %s; and shapes drawn from a seed: random-decode:SEED:N, random-prefill:SEED:N)",
+        tostring(name), table.concat(suites.names(), ", "))
     end
     local out, seen = {}, {}
     for i, row in ipairs(rows) do

@@ -229,8 +229,6 @@ function M.names()
     names[#names + 1] = name
   end
   table.sort(names, space.bytewise_less)
-  names[#names + 1] = "random-decode:SEED:N"
-  names[#names + 1] = "random-prefill:SEED:N"
   return names
 end
 

@@ -38,7 +38,7 @@ expect 2 "unexpected argument 'foo'" -- "$bin" --version foo
 expect 2 "option --db does not apply to this command" -- "$bin" version --db x.db
 expect 0 "usage: sparsetune regress" -- "$bin" help regress
 # A command's help names no file outside the source tree or the install.
-for cmd in generate compile tune bench show regress version; do
+for cmd in generate compile tune bench show regress eval version; do
   "$bin" $cmd --help | grep -q '\.\./' && { echo "FAIL: $cmd --help points outside the tree"; fails=$((fails + 1)); }
 done
 expect 0 "usage: sparsetune <command>" -- "$bin" help
@@ -116,6 +116,15 @@ for f in foreign.txt other.db random.bin; do
   [ -e "$f-wal" ] && { echo "FAIL: $f-wal was created"; fails=$((fails + 1)); }
 done
 expect 2 "cannot be read" -- "$bin" bench --db missing.db
+expect 2 "takes neither --db nor --harness" -- "$bin" bench --builtin --db missing.db
+expect 2 "cannot be read" -- "$bin" eval --db missing.db
+expect 2 "leave no shape" -- "$bin" eval --decode 0 --prefill 0
+expect 2 "--decode=-1 is not a whole number in 0..1000" -- "$bin" eval --decode -1
+expect 2 "--prefill=1001 is not a whole number" -- "$bin" eval --prefill 1001
+expect 2 "option --suite does not apply" -- "$bin" eval --suite anchors
+expect 2 "option --decode does not apply" -- "$bin" bench --decode 3
+expect 2 "unknown suite 'random-other:1:2'" -- "$bin" generate --suite random-other:1:2 --db random.db
+expect 2 "count 0 is not an integer in 1..1000" -- "$bin" generate --suite random-decode:1:0 --db random.db
 expect 2 "cannot be read" -- "$bin" bench --harness --db missing.db
 expect 2 "cannot be read" -- "$bin" bench --cold --db missing.db
 expect 2 "does not apply to this command" -- "$bin" tune --harness

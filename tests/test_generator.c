@@ -377,7 +377,8 @@ static void test_unknown_names_give_clear_errors(void **state) {
   assert_int_equal(st_gen_suite(g, "m3-decodee", NULL, &s, &n, &err), ST_ERR_INVALID_ARG);
   assert_null(s);
   assert_int_equal(n, 0);
-  assert_string_equal(err.msg, "generator: unknown suite 'm3-decodee' (known: anchors, m3-decode, m3-prefill, smoke)");
+  assert_string_equal(err.msg, "generator: unknown suite 'm3-decodee' (known: anchors, m3-decode, m3-prefill, smoke; "
+                               "and shapes drawn from a seed: random-decode:SEED:N, random-prefill:SEED:N)");
   assert_int_equal(st_gen_suite(g, "m3-decode", "index_decod", &s, &n, &err), ST_ERR_INVALID_ARG);
   assert_string_equal(
       err.msg,
@@ -409,7 +410,11 @@ static void test_unknown_names_give_clear_errors(void **state) {
 
 /* ---- variants ----------------------------------------------------------- */
 
-static void test_every_m3_shape_has_tuned_variants_and_one_default(void **state) {
+/* Every index_decode shape of m3-decode is timed with tuned variants and
+ * with its built-in ones: the bulk-copy split kernels (two heads a CTA
+ * where H is even, one) and the single-CTA fallback, all of its dtype,
+ * head_dim and topk bucket, with the launcher's split count. */
+static void test_every_m3_shape_has_tuned_variants_and_its_defaults(void **state) {
   (void)state;
   st_gen *g = open_gen(NULL);
   st_shape *s = NULL;
@@ -417,24 +422,27 @@ static void test_every_m3_shape_has_tuned_variants_and_one_default(void **state)
   st_gen_variant *v = NULL;
   const int nv = load_variants(g, s, n, &v);
   for (int i = 0; i < n; i++) {
-    int tuned = 0, defaults = 0;
-    const st_variant_row *def = NULL;
+    int tuned = 0, defaults = 0, fallback = 0;
     for (int j = 0; j < nv; j++) {
       if (!applies(g, &v[j].row, &s[i])) continue;
-      if (v[j].row.is_default) {
-        defaults++;
-        def = &v[j].row;
-      } else {
+      if (!v[j].row.is_default) {
         tuned++;
+        continue;
       }
+      const st_variant_row *def = &v[j].row;
+      defaults++;
+      fallback += strcmp(st_params_get(&def->kernel, "algo"), "single") == 0;
+      assert_string_equal(st_params_get(&def->kernel, "dtype"), st_params_get(&s[i].params, "dtype"));
+      assert_string_equal(st_params_get(&def->kernel, "head_dim"), st_params_get(&s[i].params, "D"));
+      assert_string_equal(st_params_get(&def->kernel, "topk"), "16");
+      assert_string_equal(st_params_get(&def->launch, "splits"), "0");
     }
-    if (tuned < 1 || defaults != 1) print_error("%s: %d tuned, %d defaults\n", s[i].key, tuned, defaults);
+    const int even_heads = atoi(st_params_get(&s[i].params, "H")) % 2 == 0;
+    if (tuned < 1 || defaults != 2 + even_heads || fallback != 1)
+      print_error("%s: %d tuned, %d defaults (%d fallback)\n", s[i].key, tuned, defaults, fallback);
     assert_true(tuned >= 1);
-    assert_int_equal(defaults, 1);
-    assert_string_equal(st_params_get(&def->kernel, "dtype"), st_params_get(&s[i].params, "dtype"));
-    assert_string_equal(st_params_get(&def->kernel, "head_dim"), st_params_get(&s[i].params, "D"));
-    assert_string_equal(st_params_get(&def->kernel, "topk"), "16");
-    assert_string_equal(st_params_get(&def->launch, "splits"), "0");
+    assert_int_equal(defaults, 2 + even_heads);
+    assert_int_equal(fallback, 1);
   }
   st_gen_free_variants(v, nv);
   free(s);
@@ -447,20 +455,21 @@ static int count_defaults(const st_gen_variant *v, int n) {
   return d;
 }
 
-static void test_variants_always_include_the_20_defaults(void **state) {
+static void test_variants_always_include_the_60_defaults(void **state) {
   (void)state;
   st_gen *g = open_gen(NULL);
   st_gen_variant *v = NULL;
   int n = load_variants(g, NULL, 0, &v);
-  assert_int_equal(n, 20);
-  assert_int_equal(count_defaults(v, n), 20);
-  assert_string_equal(v[0].row.name, "index_decode.bf16.d64.k4.h1.q4.t256.u2.single/auto");
+  assert_int_equal(n, 60);
+  assert_int_equal(count_defaults(v, n), 60);
+  assert_string_equal(v[0].row.name, "index_decode.bf16.d64.k4.h2.q4.t256.u1.b2.split/auto");
+  assert_string_equal(v[2].row.name, "index_decode.bf16.d64.k4.h1.q4.t256.u2.single/auto");
   st_gen_free_variants(v, n);
   st_shape *s = NULL;
   const int ns = load_suite(g, "smoke", &s);
   n = load_variants(g, s, ns, &v);
-  assert_true(n > 20);
-  assert_int_equal(count_defaults(v, n), 20);
+  assert_true(n > 60);
+  assert_int_equal(count_defaults(v, n), 60);
   st_gen_free_variants(v, n);
   free(s);
   st_gen_close(g);
@@ -648,7 +657,8 @@ static void test_render_fills_the_real_template(void **state) {
     assert_int_equal(st_gen_render(g, "index_decode", &v[i].row.kernel, &src, &err), ST_OK);
     assert_string_equal(src, v[i].source);
     assert_contains(src, "\n#define ST_P_HEAD_DIM 128\n");
-    assert_contains(src, "\n#define ST_P_HEADS_PER_CTA 1\n");
+    assert_contains(src, strcmp(st_params_get(&v[i].row.kernel, "heads_per_cta"), "2") ? "\n#define ST_P_HEADS_PER_CTA 1\n"
+                                                                                       : "\n#define ST_P_HEADS_PER_CTA 2\n");
     assert_contains(src, "// ---- begin common/st_types.h\n");
     /* self-contained: every quoted include was inlined */
     assert_null(strstr(src, "#include \""));
@@ -760,15 +770,20 @@ static void test_sparse_attn_decode_variants_render_the_real_template(void **sta
   st_gen *g = open_gen(NULL);
   st_gen_variant *v = NULL;
   int n = load_op_variants(g, "sparse_attn_decode", NULL, 0, &v);
-  assert_int_equal(n, 36); /* one per dtype x head_dim x group */
-  assert_int_equal(count_defaults(v, n), 36);
-  assert_string_equal(v[0].row.name, "sparse_attn_decode.bf16.d64.g1.w4.s1.single/auto");
+  /* a fallback per dtype x head_dim x group, and the fast families where
+   * the kind allows them */
+  assert_int_equal(n, 85);
+  assert_int_equal(count_defaults(v, n), 85);
+  /* the kind's one-split kernel for loads above one item an SM, then its
+   * fallback */
+  assert_string_equal(v[0].row.name, "sparse_attn_decode.bf16.d64.g1.w4.s1.single/s1");
+  assert_string_equal(v[1].row.name, "sparse_attn_decode.bf16.d64.g1.w4.s1.single/auto");
   st_gen_free_variants(v, n);
   st_shape *s = NULL;
   const int ns = load_op_suite(g, "m3-decode", "sparse_attn_decode", &s);
   n = load_op_variants(g, "sparse_attn_decode", s, ns, &v);
-  assert_true(n > 36);
-  assert_int_equal(count_defaults(v, n), 36);
+  assert_true(n > 85);
+  assert_int_equal(count_defaults(v, n), 85);
   for (int i = 0; i < n; i++) {
     const st_variant_row *r = &v[i].row;
     assert_string_equal(r->op, "sparse_attn_decode");
@@ -791,17 +806,21 @@ static void test_sparse_attn_decode_variants_render_the_real_template(void **sta
       fail();
     }
   }
-  /* Every m3-decode shape: tuned variants and exactly one default. */
+  /* Every m3-decode shape: tuned variants and its kind's defaults, the
+   * fallback (one stage, no cluster, the launcher's splits) among them. */
   for (int i = 0; i < ns; i++) {
-    int tuned = 0, defaults = 0;
+    int tuned = 0, defaults = 0, fallback = 0;
     for (int j = 0; j < n; j++) {
       if (!applies(g, &v[j].row, &s[i])) continue;
       defaults += v[j].row.is_default;
       tuned += !v[j].row.is_default;
+      fallback += v[j].row.is_default && strstr(v[j].row.name, ".w4.s1.single/auto") != NULL;
     }
-    if (tuned < 1 || defaults != 1) print_error("%s: %d tuned, %d defaults\n", s[i].key, tuned, defaults);
+    if (tuned < 1 || defaults < 1 || fallback != 1)
+      print_error("%s: %d tuned, %d defaults, %d fallbacks\n", s[i].key, tuned, defaults, fallback);
     assert_true(tuned >= 1);
-    assert_int_equal(defaults, 1);
+    assert_true(defaults >= 1);
+    assert_int_equal(fallback, 1);
   }
   st_gen_free_variants(v, n);
   free(s);
@@ -879,8 +898,8 @@ int main(void) {
       cmocka_unit_test(test_suite_anchors_are_the_anchor_rows),
       cmocka_unit_test(test_a_list_of_ops_selects_their_shapes),
       cmocka_unit_test(test_unknown_names_give_clear_errors),
-      cmocka_unit_test(test_every_m3_shape_has_tuned_variants_and_one_default),
-      cmocka_unit_test(test_variants_always_include_the_20_defaults),
+      cmocka_unit_test(test_every_m3_shape_has_tuned_variants_and_its_defaults),
+      cmocka_unit_test(test_variants_always_include_the_60_defaults),
       cmocka_unit_test(test_variants_are_unique_and_read_by_the_launcher),
       cmocka_unit_test(test_variant_ids_are_stable_across_runs),
       cmocka_unit_test(test_variant_ids_follow_included_template_text),

@@ -33,3 +33,4 @@ endforeach()
 # The runtime's dispatch key of every suite shape (the harnesses'
 # dispatch_args, no GPU) against the generator's.
 st_add_test(NAME test_dispatch_keys LABEL cpu SOURCES test_dispatch_keys.c LIBS st_tuner_core)
+st_add_test(NAME test_eval_stats LABEL cpu SOURCES test_eval_stats.c LIBS st_tuner_core)

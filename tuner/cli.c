@@ -70,6 +70,8 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
   memset(cli, 0, sizeof *cli);
   cli->cmd = argv[0];
   cli->db_path = ST_DEFAULT_DB;
+  cli->eval_decode = 100;
+  cli->eval_prefill = 30;
   cli->suite = ST_DEFAULT_SUITE;
   cli->threshold = 0.05;
   cli->seed = 20261122;
@@ -83,7 +85,8 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
       {"print", no_argument, 0, 'p'},        {"help", no_argument, 0, 'h'},
       {"harness", no_argument, 0, 'A'},      {"match", required_argument, 0, 'm'},
       {"cold", no_argument, 0, 'C'},         {"builtin", no_argument, 0, 'B'},
-      {0, 0, 0, 0}};
+      {"decode", required_argument, 0, 'D'}, {"prefill", required_argument, 0, 'P'},
+      {"oracle-db", required_argument, 0, 'O'}, {0, 0, 0, 0}};
   static const struct {
     int c;
     unsigned flag;
@@ -91,7 +94,8 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
               {'g', ST_OPT_DEVICE},  {'j', ST_OPT_JOBS},    {'J', ST_OPT_JSON},    {'n', ST_OPT_FRESH},
               {'S', ST_OPT_SEED},    {'b', ST_OPT_REGRESS}, {'H', ST_OPT_REGRESS}, {'t', ST_OPT_REGRESS},
               {'p', ST_OPT_PRINT},   {'A', ST_OPT_HARNESS}, {'m', ST_OPT_MATCH},
-              {'C', ST_OPT_COLD},    {'B', ST_OPT_BUILTIN}};
+              {'C', ST_OPT_COLD},    {'B', ST_OPT_BUILTIN}, {'D', ST_OPT_EVAL},     {'P', ST_OPT_EVAL},
+              {'O', ST_OPT_EVAL}};
   optind = 1;
   opterr = 0;
   int c, li = -1;
@@ -125,6 +129,21 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
     case 'A': cli->harness = 1; break;
     case 'C': cli->cold = 1; break;
     case 'B': cli->builtin = 1; break;
+    case 'D':
+      if (parse_ll(cli, "decode", optarg, 0, 1000, &v)) return -2;
+      cli->eval_decode = (int)v;
+      break;
+    case 'P':
+      if (parse_ll(cli, "prefill", optarg, 0, 1000, &v)) return -2;
+      cli->eval_prefill = (int)v;
+      break;
+    case 'O':
+      if (!*optarg) {
+        st_cli_error(cli, "--oracle-db needs a file name");
+        return -2;
+      }
+      cli->oracle_db = optarg;
+      break;
     case 'm':
       if (!*optarg || strlen(optarg) > 100 || strpbrk(optarg, " \t\n")) {
         st_cli_error(cli, "--match needs 1 to 100 characters of a variant name, without spaces");

@@ -45,6 +45,8 @@ typedef struct st_cli {
   const char *match;      /* tune: only variants whose name contains this; NULL: all */
   int cold;               /* tune, bench: cold-cache timing (cold.h) */
   int builtin;            /* bench: the runtime with no database (built-in variants) */
+  int eval_decode, eval_prefill; /* eval: random decode steps and prefill batches */
+  const char *oracle_db;  /* eval: where the held-out shapes are tuned; NULL: beside --db */
   unsigned given;         /* the ST_OPT_* flags of the options on the command line */
 } st_cli;
 
@@ -65,7 +67,8 @@ enum {
   ST_OPT_HARNESS = 1 << 12,
   ST_OPT_MATCH = 1 << 13,
   ST_OPT_COLD = 1 << 14,
-  ST_OPT_BUILTIN = 1 << 15
+  ST_OPT_BUILTIN = 1 << 15,
+  ST_OPT_EVAL = 1 << 16
 };
 
 /* Parses argv (argv[0] = the command name) into `cli` with defaults set.

@@ -24,6 +24,7 @@
 #include "cli.h"
 #include "cold.h"
 #include "bench_case.h"
+#include "bench_suite.h"
 #include "commands.h"
 #include "decode_step.h"
 #include "op_harness.h"
@@ -209,6 +210,45 @@ static void bench_shape(const st_cu *cu, const st_device_info *dev, st_handle *r
   }
 done:
   st_bench_case_free(&bc);
+}
+
+st_status st_bench_time_shapes(const st_shape *shapes, int n, const char *db_path, int device,
+                               unsigned long long seed, st_bench_time *out, st_err *err) {
+  const st_cu *cu = NULL;
+  st_device_info dev;
+  st_status s = st_cu_load(&cu, err);
+  if (s == ST_OK) s = st_cu_device_info(cu, device, &dev, err);
+  if (s != ST_OK) return s;
+  st_handle *rt = NULL;
+  if (st_open(db_path, device, &rt) != ST_OK) return st_fail(err, ST_ERR_DB, "%s", st_last_error(NULL));
+  CUdevice d = 0;
+  CUcontext ctx = NULL;
+  CUstream stream = NULL;
+  if (cu->cuDeviceGet(&d, device) || cu->cuDevicePrimaryCtxRetain(&ctx, d) || cu->cuCtxSetCurrent(ctx) ||
+      cu->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING)) {
+    s = st_fail(err, ST_ERR_CUDA, "could not set up the CUDA context of device %d", device);
+  } else {
+    st_cli cli;
+    memset(&cli, 0, sizeof cli);
+    cli.cmd = "eval";
+    cli.seed = seed;
+    for (int i = 0; i < n; i++) {
+      bench_row row;
+      memset(&row, 0, sizeof row);
+      row.shape = &shapes[i];
+      bench_shape(cu, &dev, rt, NULL, stream, &cli, 0, &row);
+      st_bench_time *t = &out[i];
+      memset(t, 0, sizeof *t);
+      snprintf(t->status, sizeof t->status, "%s", row.status);
+      snprintf(t->variant, sizeof t->variant, "%s", row.variant);
+      snprintf(t->error, sizeof t->error, "%s", row.error);
+      t->us = row.us;
+    }
+  }
+  if (stream) cu->cuStreamDestroy(stream);
+  if (ctx) cu->cuDevicePrimaryCtxRelease(d);
+  st_close(rt);
+  return s;
 }
 
 /* The device of the first peer time in `shapes` not timed on `device`, or

@@ -1,0 +1,309 @@
+/* cmd_eval.c - `sparsetune eval`: how well the runtime does on shapes no
+ * suite holds.
+ *
+ * It draws engine-like shapes from a seed (generator/random_shapes.lua:
+ * the suites random-decode:SEED:N and random-prefill:SEED:N), tunes them
+ * into an oracle database (`tune`, resumable), then times every shape
+ * three ways through libsparsetune, each as `bench` times (CUDA-graph
+ * replays, results checked): with the oracle database (the winner tuned on
+ * that very shape), with the database under test, and with no database
+ * (the built-in variants). A choice's regret on a shape is its time over
+ * the oracle's, less 1; the summary gives the median, the 95th percentile,
+ * the maximum and a histogram, per kind and in all. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench_suite.h"
+#include "cli.h"
+#include "commands.h"
+#include "cuda_driver.h"
+#include "eval_stats.h"
+
+static const char usage[] =
+    "usage: sparsetune eval [--db FILE] [--decode N] [--prefill N] [--seed N] [--oracle-db FILE] [--device N]\n"
+    "                       [--json]\n"
+    "\n"
+    "Judges the runtime's choices on engine-like shapes no suite holds: N\n"
+    "decode steps (an index_decode and a sparse_attn_decode shape each: batch\n"
+    "1-256, contexts 1K-256K, mixed lengths, topk 4-32, 1-4 heads, qlen 1-4,\n"
+    "bf16 and fp8) and N prefill batches (an index_prefill and a sparse_attn\n"
+    "shape each: 1-32K query tokens with prefixes), drawn from the seed (the\n"
+    "suites random-decode:SEED:N and random-prefill:SEED:N). It tunes them into\n"
+    "the oracle database (resumable: run the same command again), then times\n"
+    "each shape through libsparsetune as `bench` does, with the oracle's\n"
+    "winner, with the database's choice and with no database (the built-in\n"
+    "variants), and prints each choice's regret against the oracle (time /\n"
+    "oracle time - 1): median, 95th percentile, maximum and a histogram.\n"
+    "\n"
+    "  --db FILE         the database under test (default ./sparsetune.db); it is\n"
+    "                    only read\n"
+    "  --decode N        random decode steps (default 100; 0: none)\n"
+    "  --prefill N       random prefill batches (default 30; 0: none)\n"
+    "  --seed N          the shapes' and the inputs' seed (default 20261122)\n"
+    "  --oracle-db FILE  where the shapes are tuned (default FILE.eval-SEED.db\n"
+    "                    beside --db)\n"
+    "  --device N        CUDA device ordinal (default 0)\n"
+    "  --json            one JSON object instead of the table\n";
+
+typedef struct eval_row {
+  const st_shape *shape;
+  const char *kind; /* "decode" or "prefill" */
+  st_bench_time oracle, ours, builtin;
+  double regret_ours, regret_builtin; /* NaN when a time is missing */
+} eval_row;
+
+static double regret(const st_bench_time *t, const st_bench_time *oracle) {
+  if (strcmp(t->status, "ok") != 0 || strcmp(oracle->status, "ok") != 0 || oracle->us <= 0) return NAN;
+  return t->us / oracle->us - 1.0;
+}
+
+/* Runs `tune` on `suite` into the oracle database; its report goes to
+ * stderr when stdout carries JSON. */
+static int tune_oracle(const st_cli *cli, const char *suite, const char *oracle) {
+  char device[16], seed[32];
+  snprintf(device, sizeof device, "%d", cli->device);
+  snprintf(seed, sizeof seed, "%llu", cli->seed);
+  char *argv[] = {"tune", "--suite", (char *)suite, "--db", (char *)oracle, "--device", device, "--seed", seed, NULL};
+  fflush(stdout);
+  int saved = -1;
+  if (cli->json) {
+    saved = dup(STDOUT_FILENO);
+    if (saved >= 0) dup2(STDERR_FILENO, STDOUT_FILENO);
+  }
+  const int rc = st_cmd_tune((int)(sizeof argv / sizeof argv[0]) - 1, argv);
+  fflush(stdout);
+  if (saved >= 0) {
+    dup2(saved, STDOUT_FILENO);
+    close(saved);
+  }
+  return rc;
+}
+
+static void json_string(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    if (*s == '"' || *s == '\\')
+      fprintf(f, "\\%c", *s);
+    else if ((unsigned char)*s < 0x20)
+      fprintf(f, "\\u%04x", *s);
+    else
+      fputc(*s, f);
+  }
+  fputc('"', f);
+}
+
+static void json_time(FILE *f, const char *name, const st_bench_time *t) {
+  fprintf(f, ",\"%s_us\":", name);
+  if (strcmp(t->status, "ok") == 0)
+    fprintf(f, "%.3f", t->us);
+  else
+    fputs("null", f);
+  fprintf(f, ",\"%s_variant\":", name);
+  json_string(f, t->variant);
+}
+
+static void summarize(const eval_row *rows, int n, const char *kind, int ours, st_regret_summary *out) {
+  double *v = malloc((size_t)(n > 0 ? n : 1) * sizeof *v);
+  int m = 0;
+  for (int i = 0; v && i < n; i++)
+    if (!kind || strcmp(rows[i].kind, kind) == 0) v[m++] = ours ? rows[i].regret_ours : rows[i].regret_builtin;
+  st_regret_summarize(v, m, out);
+  free(v);
+}
+
+static void print_table(const st_cli *cli, const eval_row *rows, int n) {
+  printf("%-18s %-62s %10s %10s %7s %10s %7s\n", "op", "shape", "oracle us", "db us", "regret", "built-in", "regret");
+  for (int i = 0; i < n; i++) {
+    const eval_row *r = &rows[i];
+    const char *key = strchr(r->shape->key, ':') ? strchr(r->shape->key, ':') + 1 : r->shape->key;
+    printf("%-18s %-62s", r->shape->op, key);
+    const st_bench_time *t[3] = {&r->oracle, &r->ours, &r->builtin};
+    const double g[3] = {NAN, r->regret_ours, r->regret_builtin};
+    for (int k = 0; k < 3; k++) {
+      if (strcmp(t[k]->status, "ok") == 0)
+        printf(" %10.2f", t[k]->us);
+      else
+        printf(" %10s", t[k]->status);
+      if (k > 0 && isnan(g[k]))
+        printf(" %7s", "-");
+      else if (k > 0)
+        printf(" %6.1f%%", 100 * g[k]);
+    }
+    printf("\n");
+    for (int k = 0; k < 3; k++)
+      if (strcmp(t[k]->status, "ok") != 0)
+        printf("    %s: %s\n", k == 0 ? "oracle" : k == 1 ? "database" : "built-in", t[k]->error);
+  }
+  static const char *const kinds[] = {"decode", "prefill", NULL};
+  for (int k = 0; k < 3; k++) {
+    if (k < 2 && (k == 0 ? cli->eval_decode : cli->eval_prefill) == 0) continue;
+    char what[64];
+    st_regret_summary s;
+    summarize(rows, n, kinds[k], 1, &s);
+    snprintf(what, sizeof what, "regret of the database, %s", kinds[k] ? kinds[k] : "all");
+    st_regret_print(stdout, what, &s);
+    summarize(rows, n, kinds[k], 0, &s);
+    snprintf(what, sizeof what, "regret of the built-in variants, %s", kinds[k] ? kinds[k] : "all");
+    st_regret_print(stdout, what, &s);
+  }
+}
+
+static void print_json(const st_cli *cli, const char *oracle, const eval_row *rows, int n) {
+  printf("{\"db\":");
+  json_string(stdout, cli->db_path);
+  printf(",\"oracle_db\":");
+  json_string(stdout, oracle);
+  printf(",\"seed\":%llu,\"decode\":%d,\"prefill\":%d,\"shapes\":[", cli->seed, cli->eval_decode, cli->eval_prefill);
+  for (int i = 0; i < n; i++) {
+    const eval_row *r = &rows[i];
+    printf("%s{\"op\":", i ? "," : "");
+    json_string(stdout, r->shape->op);
+    printf(",\"shape\":");
+    json_string(stdout, r->shape->key);
+    json_time(stdout, "oracle", &r->oracle);
+    json_time(stdout, "db", &r->ours);
+    json_time(stdout, "builtin", &r->builtin);
+    printf("}");
+  }
+  printf("],\"summary\":{");
+  static const char *const kinds[] = {"decode", "prefill", NULL};
+  for (int k = 0; k < 3; k++) {
+    st_regret_summary s;
+    printf("%s\"%s\":{\"db\":", k ? "," : "", kinds[k] ? kinds[k] : "all");
+    summarize(rows, n, kinds[k], 1, &s);
+    st_regret_print_json(stdout, &s);
+    printf(",\"builtin\":");
+    summarize(rows, n, kinds[k], 0, &s);
+    st_regret_print_json(stdout, &s);
+    printf("}");
+  }
+  printf("}}\n");
+}
+
+/* The shapes of the two random suites, decode first. */
+static int draw(const st_cli *cli, char suites[2][64], st_shape **shapes, int *n, int *n_decode) {
+  st_gen *gen = NULL;
+  st_err err = {{0}};
+  *shapes = NULL;
+  *n = *n_decode = 0;
+  if (st_gen_open(NULL, NULL, &gen, &err) != ST_OK) {
+    st_cli_error(cli, "%s", err.msg);
+    return ST_EXIT_FAIL;
+  }
+  int rc = ST_EXIT_OK;
+  for (int k = 0; k < 2 && rc == ST_EXIT_OK; k++) {
+    if (!suites[k][0]) continue;
+    st_shape *part = NULL;
+    int m = 0;
+    if (st_gen_suite(gen, suites[k], NULL, &part, &m, &err) != ST_OK) {
+      st_cli_error(cli, "%s", err.msg);
+      rc = ST_EXIT_FAIL;
+      break;
+    }
+    st_shape *grown = realloc(*shapes, (size_t)(*n + m) * sizeof *grown);
+    if (!grown) {
+      free(part);
+      rc = ST_EXIT_FAIL;
+      break;
+    }
+    memcpy(grown + *n, part, (size_t)m * sizeof *part);
+    free(part);
+    *shapes = grown;
+    *n += m;
+    if (k == 0) *n_decode = m;
+  }
+  st_gen_close(gen);
+  return rc;
+}
+
+int st_cmd_eval(int argc, char **argv) {
+  st_cli cli;
+  int rc = st_cli_parse(argc, argv, ST_OPT_DB | ST_OPT_DEVICE | ST_OPT_SEED | ST_OPT_JSON | ST_OPT_EVAL, usage, &cli);
+  if (rc) return rc == -1 ? ST_EXIT_OK : ST_EXIT_USAGE;
+  if (cli.eval_decode == 0 && cli.eval_prefill == 0) {
+    st_cli_error(&cli, "--decode 0 and --prefill 0 leave no shape to judge");
+    return ST_EXIT_USAGE;
+  }
+  if (access(cli.db_path, R_OK) != 0) {
+    st_cli_error(&cli, "database %s cannot be read: run `sparsetune tune` first (or pass --db)", cli.db_path);
+    return ST_EXIT_USAGE;
+  }
+  char oracle[4200];
+  if (cli.oracle_db)
+    snprintf(oracle, sizeof oracle, "%s", cli.oracle_db);
+  else
+    snprintf(oracle, sizeof oracle, "%s.eval-%llu.db", cli.db_path, cli.seed);
+  char real_db[4096], real_oracle[4096];
+  if (realpath(cli.db_path, real_db) && realpath(oracle, real_oracle) && strcmp(real_db, real_oracle) == 0) {
+    st_cli_error(&cli, "--oracle-db is the database under test (%s): the oracle needs a file of its own", oracle);
+    return ST_EXIT_USAGE;
+  }
+  {
+    const st_cu *cu = NULL;
+    st_device_info dev;
+    st_err err = {{0}};
+    if (st_cu_load(&cu, &err) != ST_OK || st_cu_device_info(cu, cli.device, &dev, &err) != ST_OK) {
+      st_cli_error(&cli, "eval times kernels and needs a GPU: %s", err.msg);
+      return ST_EXIT_FAIL;
+    }
+  }
+  char suites[2][64] = {"", ""};
+  if (cli.eval_decode > 0) snprintf(suites[0], sizeof suites[0], "random-decode:%llu:%d", cli.seed, cli.eval_decode);
+  if (cli.eval_prefill > 0) snprintf(suites[1], sizeof suites[1], "random-prefill:%llu:%d", cli.seed, cli.eval_prefill);
+  st_shape *shapes = NULL;
+  int n = 0, n_decode = 0;
+  eval_row *rows = NULL;
+  st_bench_time *times = NULL;
+  if ((rc = draw(&cli, suites, &shapes, &n, &n_decode)) != ST_EXIT_OK) goto done;
+  for (int k = 0; k < 2; k++) {
+    if (!suites[k][0]) continue;
+    if ((rc = tune_oracle(&cli, suites[k], oracle)) != ST_EXIT_OK) {
+      if (rc != ST_EXIT_INTERRUPTED) st_cli_error(&cli, "tuning %s into %s failed (above)", suites[k], oracle);
+      goto done;
+    }
+  }
+  rows = calloc((size_t)n, sizeof *rows);
+  times = calloc((size_t)n, sizeof *times);
+  if (!rows || !times) {
+    st_cli_error(&cli, "out of host memory for %d shapes", n);
+    rc = ST_EXIT_FAIL;
+    goto done;
+  }
+  const char *sources[3] = {oracle, cli.db_path, NULL};
+  for (int k = 0; k < 3; k++) {
+    st_err err = {{0}};
+    if (!cli.json) {
+      printf("eval: timing %d shapes with %s\n", n, sources[k] ? sources[k] : "no database (the built-in variants)");
+      fflush(stdout);
+    }
+    if (st_bench_time_shapes(shapes, n, sources[k], cli.device, cli.seed, times, &err) != ST_OK) {
+      st_cli_error(&cli, "%s", err.msg);
+      rc = ST_EXIT_FAIL;
+      goto done;
+    }
+    for (int i = 0; i < n; i++) *(k == 0 ? &rows[i].oracle : k == 1 ? &rows[i].ours : &rows[i].builtin) = times[i];
+  }
+  for (int i = 0; i < n; i++) {
+    rows[i].shape = &shapes[i];
+    rows[i].kind = i < n_decode ? "decode" : "prefill";
+    rows[i].regret_ours = regret(&rows[i].ours, &rows[i].oracle);
+    rows[i].regret_builtin = regret(&rows[i].builtin, &rows[i].oracle);
+  }
+  if (cli.json)
+    print_json(&cli, oracle, rows, n);
+  else
+    print_table(&cli, rows, n);
+  rc = ST_EXIT_OK;
+  for (int i = 0; i < n; i++)
+    if (strcmp(rows[i].oracle.status, "ok") || strcmp(rows[i].ours.status, "ok") ||
+        strcmp(rows[i].builtin.status, "ok"))
+      rc = ST_EXIT_FAIL; /* a wrong or failed launch is a failure, whatever the regrets */
+done:
+  free(times);
+  free(rows);
+  free(shapes);
+  return rc;
+}
