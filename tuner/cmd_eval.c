@@ -19,8 +19,8 @@
 #include "bench_suite.h"
 #include "cli.h"
 #include "commands.h"
-#include "cuda_driver.h"
 #include "eval_stats.h"
+#include "worker.h"
 
 static const char usage[] =
     "usage: sparsetune eval [--db FILE] [--decode N] [--prefill N] [--seed N] [--oracle-db FILE] [--device N]\n"
@@ -242,10 +242,11 @@ int st_cmd_eval(int argc, char **argv) {
     return ST_EXIT_USAGE;
   }
   {
-    const st_cu *cu = NULL;
+    /* In a forked child, as tune asks: this process must not initialize
+     * CUDA before tune forks its workers. */
     st_device_info dev;
     st_err err = {{0}};
-    if (st_cu_load(&cu, &err) != ST_OK || st_cu_device_info(cu, cli.device, &dev, &err) != ST_OK) {
+    if (st_probe_device(cli.device, &dev, &err) != ST_OK) {
       st_cli_error(&cli, "eval times kernels and needs a GPU: %s", err.msg);
       return ST_EXIT_FAIL;
     }
