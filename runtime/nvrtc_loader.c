@@ -15,7 +15,7 @@
   X(nvrtcGetProgramLogSize) X(nvrtcGetProgramLog) X(nvrtcGetCUBINSize) X(nvrtcGetCUBIN)
 
 struct st_nvrtc {
-#define ST_NVRTC_FIELD(name) __typeof__(name) *name;
+#define ST_NVRTC_FIELD(name) __typeof__(name) *name; // NOLINT(bugprone-macro-parentheses): a declarator
   ST_NVRTC_FUNCS(ST_NVRTC_FIELD)
 #undef ST_NVRTC_FIELD
   char name[32];

@@ -259,6 +259,11 @@ int st_cmd_eval(int argc, char **argv) {
   eval_row *rows = NULL;
   st_bench_time *times = NULL;
   if ((rc = draw(&cli, suites, &shapes, &n, &n_decode)) != ST_EXIT_OK) goto done;
+  if (n == 0) {
+    st_cli_error(&cli, "the suites drew no shape");
+    rc = ST_EXIT_FAIL;
+    goto done;
+  }
   for (int k = 0; k < 2; k++) {
     if (!suites[k][0]) continue;
     if ((rc = tune_oracle(&cli, suites[k], oracle)) != ST_EXIT_OK) {
