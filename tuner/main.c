@@ -20,6 +20,7 @@ static const char usage[] = "usage: sparsetune <command> [options]   (sparsetune
                             "  bench      measure the runtime's choices on a suite (e.g. anchors)\n"
                             "  show       list runs, one run's measurements, or the winners\n"
                             "  regress    compare two runs; exit 1 on a regression beyond the noise\n"
+                            "  export     write a compact database of what the runtime reads, to ship\n"
                             "  version    print the version and where generator/ and templates/ come from\n"
                             "  help       this text; help COMMAND: the options of COMMAND\n"
                             "\n"
@@ -69,8 +70,9 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
-    {"generate", st_cmd_generate}, {"compile", st_cmd_compile}, {"tune", st_cmd_tune},    {"bench", st_cmd_bench},
-    {"show", st_cmd_show},         {"regress", st_cmd_regress}, {"version", cmd_version}, {"--version", cmd_version}};
+    {"generate", st_cmd_generate}, {"compile", st_cmd_compile}, {"tune", st_cmd_tune},
+    {"bench", st_cmd_bench},       {"show", st_cmd_show},       {"regress", st_cmd_regress},
+    {"export", st_cmd_export},     {"version", cmd_version},    {"--version", cmd_version}};
 
 static const command *find_command(const char *name) {
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
