@@ -151,8 +151,8 @@ static st_status db_inspect_conn(sqlite3 *conn, const char *path, st_db_mode mod
                    path, (long long)ver);
   if (ver < ST_DB_SCHEMA_VERSION && mode == ST_DB_READONLY)
     return st_fail(err, ST_ERR_DB,
-                   "database '%s' has schema version %lld, older than this build's %d; run any "
-                   "`sparsetune` command on it once to migrate it",
+                   "database '%s' has schema version %lld, older than this build's %d; run a "
+                   "`sparsetune` command that writes to it (generate, compile or tune) once to migrate it",
                    path, (long long)ver, ST_DB_SCHEMA_VERSION);
   if ((st = st_db_check_schema(conn, path, (int)ver, err)) != ST_OK) return st;
   *kind = FILE_OURS;

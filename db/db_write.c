@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "st_db_export.h"
 #include "st_db_migrations.h"
 
 #define VARIANT_COLUMNS "id, op, name, source_hash, kernel_params, launch_params, is_default"
@@ -234,6 +235,9 @@ st_status st_db_open(const char *path, st_db_mode mode, st_db **out, st_err *err
   if (st == ST_OK && kind != FILE_NEW) st = db_check_identity_untouched(db->path, wal_mode, err);
   if (st == ST_OK) st = st_writer_lock_take(db->path, ST_DB_BUSY_TIMEOUT_MS, &db->lock, err);
   if (st == ST_OK) st = db_inspect(db, &kind, err);
+  /* An export holds what the runtime reads and no more: rows written into
+   * it would be tuned on top of missing sources and measurements. */
+  if (st == ST_OK && kind == FILE_OURS) st = st_db_refuse_exported(db, err);
   if (st == ST_OK) {
     db_disconnect(db); /* the inspection's; the writer opens its own */
     st = open_readwrite(db, kind, err);

@@ -12,7 +12,9 @@
 /* Opens `path` in `mode`. ST_DB_READONLY is st_db_open_readonly.
  * ST_DB_READWRITE creates a new file or migrates an older one, and holds
  * the database's writer lock until st_db_close (waiting up to 10 s for
- * another writer to let go, then failing with its pid and command). */
+ * another writer to let go, then failing with its pid and command). It
+ * refuses, untouched, a database that st_db_export wrote (st_db_export.h):
+ * an export holds too little to tune into. */
 st_status st_db_open(const char *path, st_db_mode mode, st_db **out, st_err *err);
 
 /* Inserts or updates the row of this card (by uuid); returns its id. */

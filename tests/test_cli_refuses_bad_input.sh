@@ -38,7 +38,7 @@ expect 2 "unexpected argument 'foo'" -- "$bin" --version foo
 expect 2 "option --db does not apply to this command" -- "$bin" version --db x.db
 expect 0 "usage: sparsetune regress" -- "$bin" help regress
 # A command's help names no file outside the source tree or the install.
-for cmd in generate compile tune bench show regress eval version; do
+for cmd in generate compile tune bench show regress eval export version; do
   "$bin" $cmd --help | grep -q '\.\./' && { echo "FAIL: $cmd --help points outside the tree"; fails=$((fails + 1)); }
 done
 expect 0 "usage: sparsetune <command>" -- "$bin" help
@@ -137,6 +137,29 @@ expect 2 "--device picks the GPU whose architecture to target" -- \
   "$bin" compile --arch sm_90a --device 1 --op none --db new.db
 [ -e new.db ] && { echo "FAIL: compile --arch --device created new.db"; fails=$((fails + 1)); }
 expect 2 "not in the database" -- "$bin" regress --base 1 --head 2 --db gen.db
+
+# export: both files named, never the same one, known ops; a source that is
+# missing, not ours or corrupt refused; nothing written at --out either way
+# (tests/test_export.c checks the export itself).
+expect 0 "usage: sparsetune export" -- "$bin" export --help
+expect 0 "usage: sparsetune export" -- "$bin" help export
+expect 2 "--db SRC is required" -- "$bin" export --out out.db
+expect 2 "--out DST is required" -- "$bin" export --db gen.db
+expect 2 "--out needs a file name" -- "$bin" export --db gen.db --out ""
+expect 2 "is the file --db names" -- "$bin" export --db gen.db --out ./gen.db
+expect 2 "unknown op 'bogus'" -- "$bin" export --db gen.db --out out.db --op index_decode,bogus
+expect 2 "--device needs a device model's name" -- "$bin" export --db gen.db --out out.db --device ""
+expect 2 "option --suite does not apply to this command" -- "$bin" export --db gen.db --out out.db --suite smoke
+expect 2 "unexpected argument 'extra'" -- "$bin" export --db gen.db --out out.db extra
+expect 2 "cannot be read" -- "$bin" export --db missing.db --out out.db
+expect 1 "has no winners to export" -- "$bin" export --db gen.db --out out.db
+for f in foreign.txt other.db random.bin; do
+  before=$(md5sum "$f")
+  expect 1 "$f" -- "$bin" export --db "$f" --out out.db
+  [ "$(md5sum "$f")" = "$before" ] || { echo "FAIL: export modified $f"; fails=$((fails + 1)); }
+done
+[ -e out.db ] && { echo "FAIL: a refused export created out.db"; fails=$((fails + 1)); }
+ls | grep -q '\.export-' && { echo "FAIL: a refused export left a staged file"; fails=$((fails + 1)); }
 
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

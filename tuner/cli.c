@@ -2,6 +2,7 @@
 
 #include "compile.h"
 #include "fork_child.h"
+#include "st_db_export.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -86,7 +87,8 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
       {"harness", no_argument, 0, 'A'},      {"match", required_argument, 0, 'm'},
       {"cold", no_argument, 0, 'C'},         {"builtin", no_argument, 0, 'B'},
       {"decode", required_argument, 0, 'D'}, {"prefill", required_argument, 0, 'P'},
-      {"oracle-db", required_argument, 0, 'O'}, {0, 0, 0, 0}};
+      {"oracle-db", required_argument, 0, 'R'}, {"out", required_argument, 0, 'O'},
+      {"force", no_argument, 0, 'F'},        {0, 0, 0, 0}};
   static const struct {
     int c;
     unsigned flag;
@@ -95,7 +97,7 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
               {'S', ST_OPT_SEED},    {'b', ST_OPT_REGRESS}, {'H', ST_OPT_REGRESS}, {'t', ST_OPT_REGRESS},
               {'p', ST_OPT_PRINT},   {'A', ST_OPT_HARNESS}, {'m', ST_OPT_MATCH},
               {'C', ST_OPT_COLD},    {'B', ST_OPT_BUILTIN}, {'D', ST_OPT_EVAL},     {'P', ST_OPT_EVAL},
-              {'O', ST_OPT_EVAL}};
+              {'R', ST_OPT_EVAL},    {'O', ST_OPT_OUT},     {'F', ST_OPT_FORCE}};
   optind = 1;
   opterr = 0;
   int c, li = -1;
@@ -129,6 +131,7 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
     case 'A': cli->harness = 1; break;
     case 'C': cli->cold = 1; break;
     case 'B': cli->builtin = 1; break;
+    case 'F': cli->force = 1; break;
     case 'D':
       if (parse_ll(cli, "decode", optarg, 0, 1000, &v)) return -2;
       cli->eval_decode = (int)v;
@@ -137,12 +140,19 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
       if (parse_ll(cli, "prefill", optarg, 0, 1000, &v)) return -2;
       cli->eval_prefill = (int)v;
       break;
-    case 'O':
+    case 'R':
       if (!*optarg) {
         st_cli_error(cli, "--oracle-db needs a file name");
         return -2;
       }
       cli->oracle_db = optarg;
+      break;
+    case 'O':
+      if (!*optarg) {
+        st_cli_error(cli, "--out needs a file name");
+        return -2;
+      }
+      cli->out_path = optarg;
       break;
     case 'm':
       if (!*optarg || strlen(optarg) > 100 || strpbrk(optarg, " \t\n")) {
@@ -152,6 +162,14 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
       cli->match = optarg;
       break;
     case 'g':
+      if (allowed & ST_OPT_DEVICE_NAME) {
+        if (!*optarg) {
+          st_cli_error(cli, "--device needs a device model's name, as `sparsetune show runs` lists it");
+          return -2;
+        }
+        cli->device_name = optarg;
+        break;
+      }
       if (parse_ll(cli, "device", optarg, 0, 63, &v)) return -2;
       cli->device = (int)v;
       break;
@@ -216,6 +234,17 @@ int st_cli_open(const st_cli *cli, st_gen **gen, st_db **db) {
     return ST_EXIT_FAIL;
   }
   return ST_EXIT_OK;
+}
+
+int st_cli_refuse_exported(const st_cli *cli) {
+  st_db *db = NULL;
+  st_err err = {{0}};
+  if (st_db_open(cli->db_path, ST_DB_READONLY, &db, &err) != ST_OK) return ST_EXIT_OK;
+  const st_status s = st_db_refuse_exported(db, &err);
+  st_db_close(db);
+  if (s == ST_OK) return ST_EXIT_OK;
+  st_cli_error(cli, "%s", err.msg);
+  return ST_EXIT_FAIL;
 }
 
 void st_cli_suite_free(st_cli_suite *s) {

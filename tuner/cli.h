@@ -38,7 +38,8 @@ typedef struct st_cli {
   double threshold;       /* regress */
   const char *what;       /* show: runs | run | winners */
   long long run;          /* show run N */
-  /* show winners DEVICE: the device model's name; NULL: every model */
+  /* show winners DEVICE, export --device NAME: the device model's name;
+   * NULL: every model */
   const char *device_name;
   int print_source;       /* generate: print the rendered sources */
   int harness;            /* bench: also time the variant through the op harness */
@@ -47,6 +48,8 @@ typedef struct st_cli {
   int builtin;            /* bench: the runtime with no database (built-in variants) */
   int eval_decode, eval_prefill; /* eval: random decode steps and prefill batches */
   const char *oracle_db;  /* eval: where the held-out shapes are tuned; NULL: beside --db */
+  const char *out_path;   /* export: the file to write; NULL when not given */
+  int force;              /* export: replace an existing --out */
   unsigned given;         /* the ST_OPT_* flags of the options on the command line */
 } st_cli;
 
@@ -68,7 +71,12 @@ enum {
   ST_OPT_MATCH = 1 << 13,
   ST_OPT_COLD = 1 << 14,
   ST_OPT_BUILTIN = 1 << 15,
-  ST_OPT_EVAL = 1 << 16
+  ST_OPT_OUT = 1 << 16,
+  ST_OPT_FORCE = 1 << 17,
+  /* With ST_OPT_DEVICE: --device takes a device model's name (into
+   * device_name), not a GPU ordinal. */
+  ST_OPT_DEVICE_NAME = 1 << 18,
+  ST_OPT_EVAL = 1 << 19
 };
 
 /* Parses argv (argv[0] = the command name) into `cli` with defaults set.
@@ -111,6 +119,11 @@ int st_cli_check_arch(const st_cli *cli, const char *arch);
 
 /* Opens the generator and the database (read-write), printing errors. */
 int st_cli_open(const st_cli *cli, st_gen **gen, st_db **db);
+
+/* ST_EXIT_OK unless cli->db_path is an exported runtime database, which a
+ * command that records into it refuses before any work (printing why);
+ * a file that cannot be opened is left to the command's own open. */
+int st_cli_refuse_exported(const st_cli *cli);
 
 /* Seconds as "1m05s" / "42s". */
 void st_cli_format_duration(double seconds, char *buf, size_t cap);

@@ -430,6 +430,9 @@ int st_cmd_bench(int argc, char **argv) {
     st_cli_error(&cli, "database %s cannot be read: run `sparsetune tune` first (or pass --db)", cli.db_path);
     return ST_EXIT_USAGE;
   }
+  /* The run is recorded into the database at the end: an export takes no
+   * runs, and is refused before any timing. */
+  if (!cli.builtin && (rc = st_cli_refuse_exported(&cli)) != ST_EXIT_OK) return rc;
   if (st_gen_open(NULL, NULL, &gen, &err) != ST_OK || st_gen_suite(gen, cli.suite, cli.op, &shapes, &nshapes, &err)) {
     st_cli_error(&cli, "%s", err.msg);
     rc = ST_EXIT_USAGE;
