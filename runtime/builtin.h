@@ -1,7 +1,7 @@
 /* builtin.h - the built-in variants: what each op runs when the database
  * has no winner for a call, or when there is no database.
  *
- * They are each op's defaults (generator/ops/<op>.lua defaults()), carried
+ * They are each op's defaults (generator/ops/<op>.lua defaults()), held
  * in the library (builtin_catalog.h) with the sources the generator renders
  * for them, so they have the generator's source hashes and ids: a database
  * that holds one's binary serves it; otherwise the module cache compiles

@@ -10,7 +10,7 @@ st_add_test(NAME test_runtime_api_indexer LABEL cpu SOURCES test_runtime_api_ind
 # thousands of cases): refused cleanly or accepted within the header's
 # contract; meant for the sanitized build, where UBSan halts on overflow.
 st_add_test(NAME test_api_rejects_hostile_args LABEL cpu SOURCES test_api_rejects_hostile_args.c api_fixture.c)
-# The built-in variants carried by the library are the generator's defaults
+# The built-in variants the library holds are the generator's defaults
 # (sources byte for byte); the disk cache of their binaries.
 st_add_test(NAME test_builtin_variants LABEL cpu SOURCES test_builtin_variants.c LIBS st_tuner_core)
 st_add_test(NAME test_disk_cache LABEL cpu SOURCES test_disk_cache.c)
