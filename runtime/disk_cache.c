@@ -39,7 +39,7 @@ void st_disk_cache_path(const char *dir, const char *source_hash, const char *ar
   char tag[64];
   size_t j = 0;
   for (size_t i = 0; compiler[i] && j + 1 < sizeof tag; i++)
-    if (compiler[i] != ' ') tag[j++] = compiler[i]; /* "nvrtc 13.0" -> "nvrtc13.0" */
+    tag[j++] = compiler[i] == ' ' || compiler[i] == '/' ? '-' : compiler[i]; /* "nvrtc 13.0" -> "nvrtc-13.0" */
   tag[j] = '\0';
   int n = snprintf(buf, cap, "%s/%s.%s.%s.cubin", dir, source_hash, arch, tag);
   if (n < 0 || (size_t)n >= cap) buf[0] = '\0';

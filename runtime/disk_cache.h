@@ -3,8 +3,9 @@
  * A binary compiled at first use is kept in the cache folder:
  * $SPARSETUNE_CACHE_DIR if set (the value "off" keeps nothing), else
  * $XDG_CACHE_HOME/sparsetune, else $HOME/.cache/sparsetune. A file is named
- * by what decides its content: the source hash, the architecture and the
- * compiler ("<hash>.sm_90a.nvrtc13.0.cubin"). It holds a header (magic,
+ * by what decides its content: the source hash, the architecture, the
+ * compiler and the library, whose version fixes the compile options
+ * ("<hash>.sm_90a.nvrtc-13.0-sparsetune-0.2.0.cubin"). It holds a header (magic,
  * length, hash of the payload) that a read checks, so a truncated or
  * altered file is ignored and compiled again, never loaded. Writes go to a
  * temporary file in the folder and are renamed into place, so concurrent
@@ -20,7 +21,8 @@
  * (no HOME). */
 void st_disk_cache_dir(char *buf, size_t cap);
 
-/* The file of (source_hash, arch, compiler) in `dir`; "" if it does not fit. */
+/* The file of (source_hash, arch, compiler) in `dir` (spaces in `compiler`
+ * become dashes); "" if it does not fit. */
 void st_disk_cache_path(const char *dir, const char *source_hash, const char *arch, const char *compiler,
                         char *buf, size_t cap);
 

@@ -6,6 +6,7 @@
 
 #include "disk_cache.h"
 #include "nvrtc_loader.h"
+#include "sparsetune.h"
 
 void st_module_cache_init(st_module_cache *c, const st_cu *cu, CUcontext ctx, st_db *db, const char *arch,
                           const char *db_path) {
@@ -113,8 +114,9 @@ static st_status builtin_binary(st_module_cache *c, const st_module *m, const st
   const st_nvrtc *nvrtc = NULL;
   st_status st = st_nvrtc_load(&nvrtc, err);
   if (st != ST_OK) return st;
-  char path[4352];
-  st_disk_cache_path(c->cache_dir, m->source_hash, c->arch, st_nvrtc_name(nvrtc), path, sizeof path);
+  char path[4352], compiler[96];
+  snprintf(compiler, sizeof compiler, "%s sparsetune %s", st_nvrtc_name(nvrtc), SPARSETUNE_VERSION_STRING);
+  st_disk_cache_path(c->cache_dir, m->source_hash, c->arch, compiler, path, sizeof path);
   if (c->cache_dir[0] && st_disk_cache_read(path, cubin, size)) return ST_OK;
   if (capturing(c, src)) {
     *later = 1;

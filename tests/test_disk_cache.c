@@ -52,8 +52,8 @@ static void the_folder_follows_the_environment(void **state) {
 static void a_file_is_named_by_source_arch_and_compiler(void **state) {
   (void)state;
   char path[512];
-  st_disk_cache_path("/c", "0123abcd", "sm_90a", "nvrtc 13.0", path, sizeof path);
-  assert_string_equal(path, "/c/0123abcd.sm_90a.nvrtc13.0.cubin");
+  st_disk_cache_path("/c", "0123abcd", "sm_90a", "nvrtc 13.0 sparsetune 0.2.0", path, sizeof path);
+  assert_string_equal(path, "/c/0123abcd.sm_90a.nvrtc-13.0-sparsetune-0.2.0.cubin");
   char small[8];
   st_disk_cache_path("/c", "0123abcd", "sm_90a", "nvrtc 13.0", small, sizeof small);
   assert_string_equal(small, "");
@@ -83,7 +83,7 @@ static void a_binary_comes_back_whole(void **state) {
   (void)state;
   char dir[512], path[600];
   snprintf(dir, sizeof dir, "%s/a/b/sparsetune", g_root);
-  snprintf(path, sizeof path, "%s/h.sm_90a.nvrtc13.0.cubin", dir);
+  snprintf(path, sizeof path, "%s/h.sm_90a.nvrtc-13.0-sparsetune-0.2.0.cubin", dir);
   unsigned char data[5000];
   for (size_t i = 0; i < sizeof data; i++) data[i] = (unsigned char)(i * 131 + 7);
   write_then_read(path, data, sizeof data);
