@@ -3,9 +3,17 @@
 #include <stdio.h>
 #include <xxhash.h>
 
-void st_hash_hex(const void *data, size_t len, char out[ST_HASH_HEX_LEN + 1]) {
-  const XXH128_hash_t h = XXH3_128bits(data, len);
+static void hex(XXH128_hash_t h, char out[ST_HASH_HEX_LEN + 1]) {
   snprintf(out, ST_HASH_HEX_LEN + 1, "%016llx%016llx", (unsigned long long)h.high64, (unsigned long long)h.low64);
+}
+
+void st_hash_hex(const void *data, size_t len, char out[ST_HASH_HEX_LEN + 1]) { hex(XXH3_128bits(data, len), out); }
+
+void st_hash_hex_parts(const void *const *data, const size_t *len, int n, char out[ST_HASH_HEX_LEN + 1]) {
+  XXH3_state_t state;
+  (void)XXH3_128bits_reset(&state); /* cannot fail on a valid state */
+  for (int i = 0; i < n; i++) (void)XXH3_128bits_update(&state, data[i], len[i]);
+  hex(XXH3_128bits_digest(&state), out);
 }
 
 st_status st_variant_id(const char *op, const st_params *kernel, const st_params *launch, const char *source_hash,

@@ -19,6 +19,10 @@
 /* XXH3-128 of `data` as 32 lower-case hex digits and a NUL. */
 void st_hash_hex(const void *data, size_t len, char out[ST_HASH_HEX_LEN + 1]);
 
+/* The same of the n parts `data[i]` (`len[i]` bytes each) one after
+ * another, without joining them. */
+void st_hash_hex_parts(const void *const *data, const size_t *len, int n, char out[ST_HASH_HEX_LEN + 1]);
+
 /* A variant's id: the hash of op "\n" kernel JSON "\n" launch JSON "\n"
  * source_hash, the JSON canonical (st_params_to_json). ST_ERR_INVALID_ARG
  * when the parameters are too long to name. */

@@ -45,11 +45,15 @@ static st_status make_variant(const st_op_desc *d, int index, st_dispatch_varian
   int rank = 0;
   if (st == ST_OK) st = d->parse_config(&kernel, &launch, &v->cfg, &rank, &why);
   if (st != ST_OK) return st_fail(err, st, "built-in variant %s: %s", e->name, why.msg);
-  char *source = NULL;
-  size_t len = 0;
-  if ((st = join_source(e, &source, &len, err)) != ST_OK) return st;
-  st_hash_hex(source, len, v->source_hash);
-  free(source);
+  if (e->part < 0 || e->part >= st_builtin_part_count)
+    return st_fail(err, ST_ERR_INVALID_ARG, "built-in variant %s names template part %d of %d", e->name, e->part,
+                   st_builtin_part_count);
+  /* The joined source's hash, without joining it (st_open hashes every
+   * built-in source). */
+  const st_builtin_part *part = &st_builtin_parts[e->part];
+  const void *const parts[3] = {part->head, e->prelude, part->tail};
+  const size_t lens[3] = {part->head_len, strlen(e->prelude), part->tail_len};
+  st_hash_hex_parts(parts, lens, 3, v->source_hash);
   if ((st = st_variant_id(e->op, &kernel, &launch, v->source_hash, v->id, err)) != ST_OK) return st;
   snprintf(v->name, sizeof v->name, "%s", e->name);
   v->rank = rank;

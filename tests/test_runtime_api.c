@@ -24,29 +24,14 @@ static void assert_contains(const char *text, const char *part) {
 /* A fake device address: never dereferenced, aligned as the launcher wants. */
 #define FAKE_PTR(n) ((void *)(uintptr_t)(0x100000u * (n)))
 
-static st_tensor tensor(st_dtype dt, int ndim, const int64_t *shape, void *data) {
-  st_tensor t;
-  memset(&t, 0, sizeof t);
-  t.data = data;
-  t.dtype = dt;
-  t.ndim = ndim;
-  int64_t stride = 1;
-  for (int i = ndim - 1; i >= 0; i--) {
-    t.shape[i] = shape[i];
-    t.stride[i] = stride;
-    stride *= shape[i];
-  }
-  return t;
-}
-
 static st_index_decode_args make_args(int R, int H, int D, st_dtype dt, int qlen, int topk, int max_blocks) {
   st_index_decode_args a;
   st_index_decode_args_init(&a);
-  a.q = tensor(dt, 3, (int64_t[]){(int64_t)R * qlen, H, D}, FAKE_PTR(1));
-  a.k_cache = tensor(dt, 3, (int64_t[]){1024, 128, D}, FAKE_PTR(2));
-  a.block_table = tensor(ST_DTYPE_INT32, 2, (int64_t[]){R, max_blocks}, FAKE_PTR(3));
-  a.seq_lens = tensor(ST_DTYPE_INT32, 1, (int64_t[]){R}, FAKE_PTR(4));
-  a.topk_idx = tensor(ST_DTYPE_INT32, 3, (int64_t[]){H, (int64_t)R * qlen, topk}, FAKE_PTR(5));
+  a.q = st_test_tensor(dt, 3, (int64_t[]){(int64_t)R * qlen, H, D}, FAKE_PTR(1));
+  a.k_cache = st_test_tensor(dt, 3, (int64_t[]){1024, 128, D}, FAKE_PTR(2));
+  a.block_table = st_test_tensor(ST_DTYPE_INT32, 2, (int64_t[]){R, max_blocks}, FAKE_PTR(3));
+  a.seq_lens = st_test_tensor(ST_DTYPE_INT32, 1, (int64_t[]){R}, FAKE_PTR(4));
+  a.topk_idx = st_test_tensor(ST_DTYPE_INT32, 3, (int64_t[]){H, (int64_t)R * qlen, topk}, FAKE_PTR(5));
   a.qlen = qlen;
   a.topk = topk;
   a.init_blocks = 1;

@@ -82,21 +82,6 @@ static void every_op_runs_without_a_database(void **state) {
   cu->cuDevicePrimaryCtxRelease(d);
 }
 
-static st_tensor tensor(st_dtype dt, int ndim, const int64_t *shape, void *data) {
-  st_tensor t;
-  memset(&t, 0, sizeof t);
-  t.data = data;
-  t.dtype = dt;
-  t.ndim = ndim;
-  int64_t stride = 1;
-  for (int i = ndim - 1; i >= 0; i--) {
-    t.shape[i] = shape[i];
-    t.stride[i] = stride;
-    stride *= shape[i];
-  }
-  return t;
-}
-
 static void no_compile_inside_a_capture(void **state) {
   (void)state;
   setenv("SPARSETUNE_CACHE_DIR", "off", 1); /* nothing compiled yet, whatever ran before */
@@ -112,11 +97,11 @@ static void no_compile_inside_a_capture(void **state) {
   const int R = 2, H = 2, D = 64, MB = 8;
   st_index_decode_args a;
   st_index_decode_args_init(&a);
-  a.q = tensor(ST_DTYPE_BF16, 3, (int64_t[]){R, H, D}, base);
-  a.k_cache = tensor(ST_DTYPE_BF16, 3, (int64_t[]){16, 128, D}, base + (1 << 20));
-  a.block_table = tensor(ST_DTYPE_INT32, 2, (int64_t[]){R, MB}, base + (2 << 20));
-  a.seq_lens = tensor(ST_DTYPE_INT32, 1, (int64_t[]){R}, base + (3 << 20));
-  a.topk_idx = tensor(ST_DTYPE_INT32, 3, (int64_t[]){H, R, 8}, base + (4 << 20));
+  a.q = st_test_tensor(ST_DTYPE_BF16, 3, (int64_t[]){R, H, D}, base);
+  a.k_cache = st_test_tensor(ST_DTYPE_BF16, 3, (int64_t[]){16, 128, D}, base + (1 << 20));
+  a.block_table = st_test_tensor(ST_DTYPE_INT32, 2, (int64_t[]){R, MB}, base + (2 << 20));
+  a.seq_lens = st_test_tensor(ST_DTYPE_INT32, 1, (int64_t[]){R}, base + (3 << 20));
+  a.topk_idx = st_test_tensor(ST_DTYPE_INT32, 3, (int64_t[]){H, R, 8}, base + (4 << 20));
   a.qlen = 1;
   a.topk = 8;
   a.init_blocks = 1;

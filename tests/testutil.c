@@ -2,6 +2,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -50,4 +51,19 @@ void st_test_temp_path(char *buf, size_t cap, const char *suffix) {
   const char *dir = getenv("TMPDIR");
   static unsigned counter;
   snprintf(buf, cap, "%s/st_test_%d_%u%s", dir ? dir : "/tmp", (int)getpid(), counter++, suffix);
+}
+
+st_tensor st_test_tensor(st_dtype dt, int ndim, const int64_t *shape, void *data) {
+  st_tensor t;
+  memset(&t, 0, sizeof t);
+  t.data = data;
+  t.dtype = dt;
+  t.ndim = ndim;
+  int64_t stride = 1;
+  for (int i = ndim - 1; i >= 0; i--) {
+    t.shape[i] = shape[i];
+    t.stride[i] = stride;
+    stride *= shape[i];
+  }
+  return t;
 }

@@ -12,6 +12,8 @@
 
 #include <cmocka.h>
 
+#include "sparsetune.h"
+
 /* Exit code ctest treats as "skipped" (SKIP_RETURN_CODE). */
 #define ST_TEST_SKIP 77
 
@@ -38,5 +40,8 @@ const char *st_test_compile_only(void);
 /* A fresh temporary file path under $TMPDIR (file not created); the caller
  * unlinks it. */
 void st_test_temp_path(char *buf, size_t cap, const char *suffix);
+
+/* A dense row-major view of `data` (strides in elements, innermost 1). */
+st_tensor st_test_tensor(st_dtype dt, int ndim, const int64_t *shape, void *data);
 
 #endif
