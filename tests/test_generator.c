@@ -411,8 +411,9 @@ static void test_unknown_names_give_clear_errors(void **state) {
 /* ---- variants ----------------------------------------------------------- */
 
 /* Every index_decode shape of m3-decode is timed with tuned variants and
- * with its built-in ones: the bulk-copy split kernels (two heads a CTA
- * where H is even, one) and the single-CTA fallback, all of its dtype,
+ * with its built-in ones: the bulk-copy split kernels (four, two or one
+ * heads a CTA, as divide H; one query token a CTA or four) and the
+ * single-CTA fallback, all of its dtype,
  * head_dim and topk bucket, with the launcher's split count. */
 static void test_every_m3_shape_has_tuned_variants_and_its_defaults(void **state) {
   (void)state;
@@ -437,11 +438,14 @@ static void test_every_m3_shape_has_tuned_variants_and_its_defaults(void **state
       assert_string_equal(st_params_get(&def->kernel, "topk"), "16");
       assert_string_equal(st_params_get(&def->launch, "splits"), "0");
     }
-    const int even_heads = atoi(st_params_get(&s[i].params, "H")) % 2 == 0;
-    if (tuned < 1 || defaults != 2 + even_heads || fallback != 1)
+    /* bulk kernels: one per heads a CTA dividing H (4, 2, 1), for each
+     * max_qlen holding qlen (1 and 4) */
+    const int H = atoi(st_params_get(&s[i].params, "H")), qlen = atoi(st_params_get(&s[i].params, "qlen"));
+    const int bulk = (1 + (H % 2 == 0) + (H % 4 == 0)) * (qlen == 1 ? 2 : 1);
+    if (tuned < 1 || defaults != bulk + 1 || fallback != 1)
       print_error("%s: %d tuned, %d defaults (%d fallback)\n", s[i].key, tuned, defaults, fallback);
     assert_true(tuned >= 1);
-    assert_int_equal(defaults, 2 + even_heads);
+    assert_int_equal(defaults, bulk + 1);
     assert_int_equal(fallback, 1);
   }
   st_gen_free_variants(v, nv);
@@ -455,21 +459,22 @@ static int count_defaults(const st_gen_variant *v, int n) {
   return d;
 }
 
-static void test_variants_always_include_the_60_defaults(void **state) {
+static void test_variants_always_include_the_140_defaults(void **state) {
   (void)state;
   st_gen *g = open_gen(NULL);
   st_gen_variant *v = NULL;
   int n = load_variants(g, NULL, 0, &v);
-  assert_int_equal(n, 60);
-  assert_int_equal(count_defaults(v, n), 60);
-  assert_string_equal(v[0].row.name, "index_decode.bf16.d64.k4.h2.q4.t256.u1.b2.split/auto");
-  assert_string_equal(v[2].row.name, "index_decode.bf16.d64.k4.h1.q4.t256.u2.single/auto");
+  assert_int_equal(n, 140);
+  assert_int_equal(count_defaults(v, n), 140);
+  assert_string_equal(v[0].row.name, "index_decode.bf16.d64.k4.h4.q1.t256.u1.b2.split/auto");
+  assert_string_equal(v[6].row.name, "index_decode.bf16.d64.k4.h1.q4.t256.u2.single/auto");
+  assert_string_equal(v[7 * 10].row.name, "index_decode.fp8.d64.k4.h4.q1.t128.u1.b2.split/auto");
   st_gen_free_variants(v, n);
   st_shape *s = NULL;
   const int ns = load_suite(g, "smoke", &s);
   n = load_variants(g, s, ns, &v);
-  assert_true(n > 60);
-  assert_int_equal(count_defaults(v, n), 60);
+  assert_true(n > 140);
+  assert_int_equal(count_defaults(v, n), 140);
   st_gen_free_variants(v, n);
   free(s);
   st_gen_close(g);
@@ -657,8 +662,9 @@ static void test_render_fills_the_real_template(void **state) {
     assert_int_equal(st_gen_render(g, "index_decode", &v[i].row.kernel, &src, &err), ST_OK);
     assert_string_equal(src, v[i].source);
     assert_contains(src, "\n#define ST_P_HEAD_DIM 128\n");
-    assert_contains(src, strcmp(st_params_get(&v[i].row.kernel, "heads_per_cta"), "2") ? "\n#define ST_P_HEADS_PER_CTA 1\n"
-                                                                                       : "\n#define ST_P_HEADS_PER_CTA 2\n");
+    char heads[40];
+    snprintf(heads, sizeof heads, "\n#define ST_P_HEADS_PER_CTA %s\n", st_params_get(&v[i].row.kernel, "heads_per_cta"));
+    assert_contains(src, heads);
     assert_contains(src, "// ---- begin common/st_types.h\n");
     /* self-contained: every quoted include was inlined */
     assert_null(strstr(src, "#include \""));
@@ -772,18 +778,25 @@ static void test_sparse_attn_decode_variants_render_the_real_template(void **sta
   int n = load_op_variants(g, "sparse_attn_decode", NULL, 0, &v);
   /* a fallback per dtype x head_dim x group, and the fast families where
    * the kind allows them */
-  assert_int_equal(n, 85);
-  assert_int_equal(count_defaults(v, n), 85);
-  /* the kind's one-split kernel for loads above one item an SM, then its
+  assert_int_equal(n, 67);
+  assert_int_equal(count_defaults(v, n), 67);
+  /* head_dim 64 takes no bulk copies: the fallback alone; head_dim 128,
+   * group 16: the cluster 16, cluster 8 and one-split kernels, then the
    * fallback */
-  assert_string_equal(v[0].row.name, "sparse_attn_decode.bf16.d64.g1.w4.s1.single/s1");
-  assert_string_equal(v[1].row.name, "sparse_attn_decode.bf16.d64.g1.w4.s1.single/auto");
+  assert_string_equal(v[0].row.name, "sparse_attn_decode.bf16.d64.g1.w4.s1.single/auto");
+  assert_string_equal(v[1].row.name, "sparse_attn_decode.bf16.d64.g2.w4.s1.single/auto");
+  int at = 0;
+  while (at < n && strcmp(v[at].row.name, "sparse_attn_decode.bf16.d128.g16.w4.s1.tma.pvd.single.c16/auto")) at++;
+  assert_true(at + 3 < n);
+  assert_string_equal(v[at + 1].row.name, "sparse_attn_decode.bf16.d128.g16.w4.s1.tma.single.c8/auto");
+  assert_string_equal(v[at + 2].row.name, "sparse_attn_decode.bf16.d128.g16.w4.s1.tma.pvd.single/s1");
+  assert_string_equal(v[at + 3].row.name, "sparse_attn_decode.bf16.d128.g16.w4.s1.single/auto");
   st_gen_free_variants(v, n);
   st_shape *s = NULL;
   const int ns = load_op_suite(g, "m3-decode", "sparse_attn_decode", &s);
   n = load_op_variants(g, "sparse_attn_decode", s, ns, &v);
-  assert_true(n > 85);
-  assert_int_equal(count_defaults(v, n), 85);
+  assert_true(n > 67);
+  assert_int_equal(count_defaults(v, n), 67);
   for (int i = 0; i < n; i++) {
     const st_variant_row *r = &v[i].row;
     assert_string_equal(r->op, "sparse_attn_decode");
@@ -865,7 +878,8 @@ static void test_suite_sizes_stay_within_budget(void **state) {
   st_gen *g = open_gen(NULL);
   int sources = 0;
   report_suite(g, "m3-decode", "index_decode", &sources);
-  assert_true(sources < 400);
+  /* (140 of them are the built-in variants, compiled whatever the suite) */
+  assert_true(sources < 480);
   report_suite(g, "m3-decode", "sparse_attn_decode", &sources);
   assert_true(sources < 400);
   report_suite(g, "anchors", "index_decode", &sources);
@@ -899,7 +913,7 @@ int main(void) {
       cmocka_unit_test(test_a_list_of_ops_selects_their_shapes),
       cmocka_unit_test(test_unknown_names_give_clear_errors),
       cmocka_unit_test(test_every_m3_shape_has_tuned_variants_and_its_defaults),
-      cmocka_unit_test(test_variants_always_include_the_60_defaults),
+      cmocka_unit_test(test_variants_always_include_the_140_defaults),
       cmocka_unit_test(test_variants_are_unique_and_read_by_the_launcher),
       cmocka_unit_test(test_variant_ids_are_stable_across_runs),
       cmocka_unit_test(test_variant_ids_follow_included_template_text),

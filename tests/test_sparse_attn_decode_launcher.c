@@ -605,10 +605,16 @@ static void test_plans_size_grid_and_workspace(void **state) {
   pp.pdl = 0;
   assert_memory_equal(&p, &pp, sizeof p);
   a.pdl = 0;
-  /* auto: about two CTAs per SM over 32 items -> 9, a power of two -> 8. */
+  /* auto over 32 items of 16 blocks: at least 3.5 blocks a split -> 4
+   * (at most three CTAs an SM allows 8 of 132 SMs); of 40 SMs, at most
+   * three CTAs an SM -> 2; with no more SMs than items, one. */
   c = config("bf16", 16, 4, 2, "single", 0);
   assert_int_equal(st_sparse_attn_decode_plan_make(&c, &a, 132, &p, &err), ST_OK);
-  assert_int_equal(p.splits, 8);
+  assert_int_equal(p.splits, 4);
+  assert_int_equal(st_sparse_attn_decode_plan_make(&c, &a, 40, &p, &err), ST_OK);
+  assert_int_equal(p.splits, 2);
+  assert_int_equal(st_sparse_attn_decode_plan_make(&c, &a, 32, &p, &err), ST_OK);
+  assert_int_equal(p.splits, 1);
   /* Scales fold into the argument block: scalar K scale into the score scale.
    */
   a = valid_fp8_tensor_args();

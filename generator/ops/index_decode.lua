@@ -101,21 +101,27 @@ function M.kernel_space()
 end
 
 -- The fallbacks, per dtype x head_dim x topk bucket in the order dispatch
--- tries them (any qlen <= 4; the launcher picks the split count): the
--- family that won the anchors (docs/kernels/index_decode.md), whole
--- blocks copied by the bulk copy engine, two heads a CTA (one read of K for
--- both; H even) or one; then loads into registers, valid for every shape of
--- the kind.
+-- tries them (the launcher picks the split count): the family that won the
+-- anchors (docs/kernels/index_decode.md), whole blocks copied by the bulk
+-- copy engine, with as many heads a CTA as divide H (4, 2 or 1: the heads
+-- share K, so each CTA's read of a block serves them all) and a query
+-- token a CTA where qlen is 1 (four columns of scores, not sixteen);
+-- fp8 blocks (half the bytes) on 128 threads, which won 8 of 11 random
+-- fp8 shapes (docs/kernels/index_decode.md, "Built-in variants on random
+-- shapes"); then loads into registers, valid for every shape of the kind.
 function M.defaults()
   local out = {}
   for _, dtype in ipairs(M.kernel_domains.dtype) do
     for _, head_dim in ipairs(M.kernel_domains.head_dim) do
       for _, topk in ipairs(M.kernel_domains.topk) do
-        for _, heads in ipairs({ 2, 1 }) do
-          local fast = { dtype = dtype, head_dim = head_dim, topk = topk, heads_per_cta = heads, max_qlen = 4,
-            threads = 256, units_in_flight = 1, bulk_stages = 2, algo = "split" }
-          if M.constraint(fast) then
-            out[#out + 1] = { kernel = fast, launch = { splits = 0 } }
+        for _, heads in ipairs({ 4, 2, 1 }) do
+          for _, max_qlen in ipairs({ 1, 4 }) do
+            local fast = { dtype = dtype, head_dim = head_dim, topk = topk, heads_per_cta = heads,
+              max_qlen = max_qlen, threads = dtype == "fp8" and 128 or 256, units_in_flight = 1, bulk_stages = 2,
+              algo = "split" }
+            if M.constraint(fast) then
+              out[#out + 1] = { kernel = fast, launch = { splits = 0 } }
+            end
           end
         end
         local k = { dtype = dtype, head_dim = head_dim, topk = topk, heads_per_cta = 1, max_qlen = 4,

@@ -221,26 +221,27 @@ function M.kernel_space()
   return (space.filter(space.product(M.kernel_domains), M.constraint))
 end
 
--- The families that won the anchors (docs/kernels/sparse_attn_decode.md),
--- each for the calls whose load it won at: `load` = {lo, hi}, the call's
--- (request, query token, KV head) items per multiprocessor in (lo, hi]
--- (nil: any), and the split count (`splits`; nil: the launcher's). Few
--- items want a large cluster of CTAs splitting each item's blocks; many
--- want one CTA an item streaming all its blocks (no merge).
+-- The built-in families (docs/kernels/sparse_attn_decode.md, "Built-in
+-- splits"), each for the calls that want the split counts in `load` =
+-- {lo, hi}: the launcher's automatic count for the call (runtime/ops/
+-- sparse_attn_decode.c auto_splits: 1 where the (request, query token, KV
+-- head) items fill the multiprocessors, else a power of two leaving each
+-- split 3.5 blocks or more and at most three CTAs a multiprocessor), and
+-- the split count they launch (`splits`; nil: that automatic one, no more
+-- than the cluster). Many splits merge in a cluster of 16, a few in one
+-- of 8; one split streams all of an item's blocks with no merge.
 local FAST = {
   bf16 = {
-    { kernel = { warps_n = 4, stages = 1, tma = 1, pv_dims = 1, cluster = 16 }, load = { 0, 0.04 } },
-    { kernel = { warps_n = 4, stages = 1, tma = 1, pv_dims = 1, cluster = 8 }, load = { 0.04, 0.25 } },
-    { kernel = { warps_n = 4, stages = 3, tma = 1, cluster = 1 }, splits = 1, load = { 0.25, 1.0 } },
-    { kernel = { warps_n = 4, stages = 1, cluster = 1 }, splits = 1, load = { 1.0, 1e9 } },
+    { kernel = { warps_n = 4, stages = 1, tma = 1, pv_dims = 1, cluster = 16 }, load = { 8, 64 } },
+    { kernel = { warps_n = 4, stages = 1, tma = 1, cluster = 8 }, load = { 1, 8 } },
+    { kernel = { warps_n = 4, stages = 1, tma = 1, pv_dims = 1, cluster = 1 }, splits = 1, load = { 0, 1 } },
   },
   fp8 = {
     { kernel = { warps_n = 4, stages = 1, k_regs = 2, tma = 1, pv_dims = 1, ring_extra = 1, cluster = 16 },
-      load = { 0, 0.04 } },
-    { kernel = { warps_n = 4, stages = 1, k_regs = 2, tma = 1, pv_dims = 1, ring_extra = 1, cluster = 4 },
-      load = { 0.04, 1.0 } },
+      load = { 8, 64 } },
+    { kernel = { warps_n = 4, stages = 1, k_regs = 2, tma = 1, pv_dims = 1, cluster = 8 }, load = { 1, 8 } },
     { kernel = { warps_n = 4, stages = 1, k_regs = 2, tma = 1, pv_dims = 1, cluster = 1 }, splits = 1,
-      load = { 1.0, 1e9 } },
+      load = { 0, 1 } },
   },
 }
 
@@ -363,13 +364,14 @@ end
 
 -- Launch choices worth timing for a shape (the variant list is per
 -- (kernel, splits)).
-function M.worth(k, l, s, _is_default)
+function M.worth(k, l, s, is_default)
   local splits = l.splits
   if splits == 0 then
     if k.algo == "split" then
       return false, "algo split needs explicit splits >= 2"
     end
-    if k.cluster == 4 or k.cluster == 8 then
+    -- (a default launches them so: the count its calls want, <= cluster)
+    if (k.cluster == 4 or k.cluster == 8) and not is_default then
       return false, string.format("cluster %d merges explicit splits 2 .. %d", k.cluster, k.cluster)
     end
     return true

@@ -237,16 +237,28 @@ st_status st_sparse_attn_decode_check_fit(const st_sparse_attn_decode_config *cf
   return ST_OK;
 }
 
-/* The variant's split count, or (0) enough CTAs for about two per
- * multiprocessor, rounded down to a power of two (so that it divides the
- * cluster: the cheap merge) and no more than the cluster; at most topk (a split holds at least one
- * entry), at least 2 for the split algorithm. */
+/* The split count the launcher picks (splits 0) for `items` (request,
+ * query token, KV head) items of `topk` blocks: one where the items fill
+ * the multiprocessors already, else the largest power of two (it divides
+ * the cluster: the cheap merge) that leaves each split at least 3.5
+ * blocks (7 * s <= 2 * topk) and makes at most three CTAs a
+ * multiprocessor. Fitted on 20 random decode shapes of an H200, where
+ * the best split count of each shape's best kernel gave these bounds
+ * (docs/kernels/sparse_attn_decode.md, "Built-in splits"). */
+static int64_t auto_splits(int64_t items, int64_t topk, int sm_count) {
+  if (items >= sm_count) return 1;
+  int64_t s = 1;
+  while (7 * (2 * s) <= 2 * topk && items * (2 * s) <= 3 * (int64_t)sm_count) s *= 2;
+  return s;
+}
+
+/* The variant's split count, or (0) auto_splits's, no more than the
+ * cluster; at most topk (a split holds at least one entry), at least 2 for
+ * the split algorithm. */
 static int choose_splits(const st_sparse_attn_decode_config *cfg, int64_t items, int64_t topk, int sm_count) {
   int64_t s = cfg->splits;
   if (s <= 0) {
-    const int64_t want = ceil_div(2 * (int64_t)sm_count, items);
-    s = 1;
-    while (2 * s <= want) s *= 2;
+    s = auto_splits(items, topk, sm_count);
     if (cfg->cluster > 1 && s > cfg->cluster) s = cfg->cluster; /* the cluster merges them */
   }
   if (s > topk) s = topk;
@@ -436,11 +448,13 @@ static st_status launch(const st_cu *cu, CUfunction main_fn, CUfunction merge_fn
                                       stream, err);
 }
 
-/* Items, (request, query token, KV head), per multiprocessor: the unit of
- * the defaults' load ranges (generator/ops/sparse_attn_decode.lua FAST). */
+/* The split count the call wants (auto_splits): the unit of the
+ * defaults' load ranges (generator/ops/sparse_attn_decode.lua FAST), so
+ * that a call runs the kernel family made for that many splits. */
 static double load(const void *args, int sm_count) {
   const st_sparse_attn_decode_args *a = args;
-  return (double)a->q.shape[0] * (double)a->k_cache.shape[1] / (double)sm_count;
+  const int64_t items = a->q.shape[0] * a->k_cache.shape[1];
+  return (double)auto_splits(items, a->topk_idx.shape[2], sm_count > 0 ? sm_count : 1);
 }
 
 const st_op_desc st_sparse_attn_decode_op = {.name = ST_SPARSE_ATTN_DECODE_OP,

@@ -9,8 +9,8 @@
 #define ST_P_IS_FP8 0
 #define ST_P_HEAD_DIM 64
 #define ST_P_TOPK 4
-#define ST_P_HEADS_PER_CTA 2
-#define ST_P_MAX_QLEN 4
+#define ST_P_HEADS_PER_CTA 4
+#define ST_P_MAX_QLEN 1
 #define ST_P_THREADS 256
 #define ST_P_UNITS_IN_FLIGHT 1
 #define ST_P_ALGO_SPLIT 1
