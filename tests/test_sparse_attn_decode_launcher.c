@@ -606,15 +606,15 @@ static void test_plans_size_grid_and_workspace(void **state) {
   assert_memory_equal(&p, &pp, sizeof p);
   a.pdl = 0;
   /* auto over 32 items of 16 blocks: at least 3.5 blocks a split -> 4
-   * (at most three CTAs an SM allows 8 of 132 SMs); of 40 SMs, at most
-   * three CTAs an SM -> 2; with no more SMs than items, one. */
+   * (three CTAs an SM would allow 8 of 132 SMs); one split where 32 items
+   * are 40% of the SMs (80), four again just below that (81). */
   c = config("bf16", 16, 4, 2, "single", 0);
   assert_int_equal(st_sparse_attn_decode_plan_make(&c, &a, 132, &p, &err), ST_OK);
   assert_int_equal(p.splits, 4);
-  assert_int_equal(st_sparse_attn_decode_plan_make(&c, &a, 40, &p, &err), ST_OK);
-  assert_int_equal(p.splits, 2);
-  assert_int_equal(st_sparse_attn_decode_plan_make(&c, &a, 32, &p, &err), ST_OK);
+  assert_int_equal(st_sparse_attn_decode_plan_make(&c, &a, 80, &p, &err), ST_OK);
   assert_int_equal(p.splits, 1);
+  assert_int_equal(st_sparse_attn_decode_plan_make(&c, &a, 81, &p, &err), ST_OK);
+  assert_int_equal(p.splits, 4);
   /* Scales fold into the argument block: scalar K scale into the score scale.
    */
   a = valid_fp8_tensor_args();

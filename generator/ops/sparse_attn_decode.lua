@@ -222,26 +222,28 @@ function M.kernel_space()
 end
 
 -- The built-in families (docs/kernels/sparse_attn_decode.md, "Built-in
--- splits"), each for the calls that want the split counts in `load` =
--- {lo, hi}: the launcher's automatic count for the call (runtime/ops/
--- sparse_attn_decode.c auto_splits: 1 where the (request, query token, KV
--- head) items fill the multiprocessors, else a power of two leaving each
--- split 3.5 blocks or more and at most three CTAs a multiprocessor), and
--- the split count they launch (`splits`; nil: that automatic one, no more
--- than the cluster). Many splits merge in a cluster of 16, a few in one
--- of 8; one split streams all of an item's blocks with no merge.
+-- variants"), each for the calls whose load it won at: `load` = {lo, hi},
+-- the call's (request, query token, KV head) items per multiprocessor in
+-- (lo, hi], and the split count (`splits`; nil: the launcher's, which
+-- runtime/ops/sparse_attn_decode.c auto_splits picks by the items and
+-- topk). Under 0.4 items an SM the items' blocks are split, and the
+-- splits merge in a cluster (16 for the fewest items); above, one CTA an
+-- item streams all its blocks with no merge, three blocks in flight where
+-- the CTAs are fewer than the multiprocessors.
 local FAST = {
   bf16 = {
-    { kernel = { warps_n = 4, stages = 1, tma = 1, pv_dims = 1, cluster = 16 }, load = { 8, 64 } },
-    { kernel = { warps_n = 4, stages = 1, tma = 1, cluster = 8 }, load = { 1, 8 } },
-    { kernel = { warps_n = 4, stages = 1, tma = 1, pv_dims = 1, cluster = 1 }, splits = 1, load = { 0, 1 } },
+    { kernel = { warps_n = 4, stages = 1, tma = 1, pv_dims = 1, cluster = 16 }, load = { 0, 0.04 } },
+    { kernel = { warps_n = 4, stages = 1, tma = 1, cluster = 8 }, load = { 0.04, 0.4 } },
+    { kernel = { warps_n = 4, stages = 3, tma = 1, cluster = 1 }, splits = 1, load = { 0.4, 1.0 } },
+    { kernel = { warps_n = 4, stages = 1, tma = 1, pv_dims = 1, cluster = 1 }, splits = 1, load = { 1.0, 1e9 } },
   },
   fp8 = {
     { kernel = { warps_n = 4, stages = 1, k_regs = 2, tma = 1, pv_dims = 1, ring_extra = 1, cluster = 16 },
-      load = { 8, 64 } },
-    { kernel = { warps_n = 4, stages = 1, k_regs = 2, tma = 1, pv_dims = 1, cluster = 8 }, load = { 1, 8 } },
+      load = { 0, 0.04 } },
+    { kernel = { warps_n = 4, stages = 1, k_regs = 2, tma = 1, pv_dims = 1, cluster = 8 }, load = { 0.04, 0.4 } },
+    { kernel = { warps_n = 4, stages = 3, k_regs = 2, tma = 1, cluster = 1 }, splits = 1, load = { 0.4, 1.0 } },
     { kernel = { warps_n = 4, stages = 1, k_regs = 2, tma = 1, pv_dims = 1, cluster = 1 }, splits = 1,
-      load = { 0, 1 } },
+      load = { 1.0, 1e9 } },
   },
 }
 

@@ -238,17 +238,20 @@ st_status st_sparse_attn_decode_check_fit(const st_sparse_attn_decode_config *cf
 }
 
 /* The split count the launcher picks (splits 0) for `items` (request,
- * query token, KV head) items of `topk` blocks: one where the items fill
- * the multiprocessors already, else the largest power of two (it divides
- * the cluster: the cheap merge) that leaves each split at least 3.5
- * blocks (7 * s <= 2 * topk) and makes at most three CTAs a
- * multiprocessor. Fitted on 20 random decode shapes of an H200, where
- * the best split count of each shape's best kernel gave these bounds
- * (docs/kernels/sparse_attn_decode.md, "Built-in splits"). */
+ * query token, KV head) items of `topk` blocks. One where the items keep
+ * 40% of the multiprocessors busy already (each CTA then streams all of
+ * an item's blocks, with no merge). Else the largest power of two (it
+ * divides the cluster: the cheap merge) that leaves each split at least
+ * 3.5 blocks (7 * s <= 2 * topk) and makes at most three CTAs a
+ * multiprocessor, doubled while the grid has fewer than 24 CTAs (a few
+ * items need many CTAs in flight to hide the latency) and the blocks
+ * allow. Fitted on 20 random decode shapes and the anchors of an H200
+ * (docs/kernels/sparse_attn_decode.md, "Built-in variants"). */
 static int64_t auto_splits(int64_t items, int64_t topk, int sm_count) {
-  if (items >= sm_count) return 1;
+  if (5 * items >= 2 * (int64_t)sm_count) return 1;
   int64_t s = 1;
   while (7 * (2 * s) <= 2 * topk && items * (2 * s) <= 3 * (int64_t)sm_count) s *= 2;
+  while (items * s < 24 && 2 * s <= topk) s *= 2;
   return s;
 }
 
@@ -448,13 +451,11 @@ static st_status launch(const st_cu *cu, CUfunction main_fn, CUfunction merge_fn
                                       stream, err);
 }
 
-/* The split count the call wants (auto_splits): the unit of the
- * defaults' load ranges (generator/ops/sparse_attn_decode.lua FAST), so
- * that a call runs the kernel family made for that many splits. */
+/* Items, (request, query token, KV head), per multiprocessor: the unit of
+ * the defaults' load ranges (generator/ops/sparse_attn_decode.lua FAST). */
 static double load(const void *args, int sm_count) {
   const st_sparse_attn_decode_args *a = args;
-  const int64_t items = a->q.shape[0] * a->k_cache.shape[1];
-  return (double)auto_splits(items, a->topk_idx.shape[2], sm_count > 0 ? sm_count : 1);
+  return (double)a->q.shape[0] * (double)a->k_cache.shape[1] / (double)(sm_count > 0 ? sm_count : 1);
 }
 
 const st_op_desc st_sparse_attn_decode_op = {.name = ST_SPARSE_ATTN_DECODE_OP,
