@@ -778,8 +778,8 @@ static void test_sparse_attn_decode_variants_render_the_real_template(void **sta
   int n = load_op_variants(g, "sparse_attn_decode", NULL, 0, &v);
   /* a fallback per dtype x head_dim x group, and the fast families where
    * the kind allows them */
-  assert_int_equal(n, 79);
-  assert_int_equal(count_defaults(v, n), 79);
+  assert_int_equal(n, 73);
+  assert_int_equal(count_defaults(v, n), 73);
   /* head_dim 64 takes no bulk copies: the fallback alone; head_dim 128,
    * group 16: the cluster 16 and cluster 8 kernels, the one-split ones
    * (three stages, then P.V by dimensions), then the fallback */
@@ -796,8 +796,8 @@ static void test_sparse_attn_decode_variants_render_the_real_template(void **sta
   st_shape *s = NULL;
   const int ns = load_op_suite(g, "m3-decode", "sparse_attn_decode", &s);
   n = load_op_variants(g, "sparse_attn_decode", s, ns, &v);
-  assert_true(n > 79);
-  assert_int_equal(count_defaults(v, n), 79);
+  assert_true(n > 73);
+  assert_int_equal(count_defaults(v, n), 73);
   for (int i = 0; i < n; i++) {
     const st_variant_row *r = &v[i].row;
     assert_string_equal(r->op, "sparse_attn_decode");

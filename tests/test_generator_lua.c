@@ -630,7 +630,7 @@ static void test_sparse_attn_decode_defaults_satisfy_the_constraints(void **stat
          "  if have[id] then n = n + 1 else missing[#missing + 1] = id end\n"
          "end\n"
          "return #op.defaults() .. ' ' .. n .. ' missing: ' .. table.concat(missing, ' ')",
-         "79 36 missing: ");
+         "73 36 missing: ");
 }
 
 static void test_sparse_attn_decode_shape_and_dispatch_keys(void **state) {
@@ -1043,7 +1043,7 @@ static void test_every_sparse_attn_decode_suite_shape_has_tuned_variants_and_a_d
          "  out[#out + 1] = name .. ' ' .. #list\n"
          "end\n"
          "return table.concat(out, ', ')",
-         "anchors 1163, m3-decode 1163, m3-prefill 79, smoke 291");
+         "anchors 1158, m3-decode 1158, m3-prefill 73, smoke 285");
 }
 
 int main(void) {

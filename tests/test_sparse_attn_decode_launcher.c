@@ -606,8 +606,8 @@ static void test_plans_size_grid_and_workspace(void **state) {
   assert_memory_equal(&p, &pp, sizeof p);
   a.pdl = 0;
   /* auto over 32 items of 16 blocks: at least 3.5 blocks a split -> 4
-   * (three CTAs an SM would allow 8 of 132 SMs); one split where 32 items
-   * are 40% of the SMs (80), four again just below that (81). */
+   * (three CTAs an SM would allow 8 of 132 SMs); bf16: one split where
+   * 32 items are 40% of the SMs (80), four again just below that (81). */
   c = config("bf16", 16, 4, 2, "single", 0);
   assert_int_equal(st_sparse_attn_decode_plan_make(&c, &a, 132, &p, &err), ST_OK);
   assert_int_equal(p.splits, 4);
@@ -615,6 +615,15 @@ static void test_plans_size_grid_and_workspace(void **state) {
   assert_int_equal(p.splits, 1);
   assert_int_equal(st_sparse_attn_decode_plan_make(&c, &a, 81, &p, &err), ST_OK);
   assert_int_equal(p.splits, 4);
+  /* fp8 blocks are half the bytes: one split only from one item an SM. */
+  {
+    st_sparse_attn_decode_args f = valid_fp8_tensor_args();
+    st_sparse_attn_decode_config c8 = config("fp8", 16, 4, 2, "single", 0);
+    assert_int_equal(st_sparse_attn_decode_plan_make(&c8, &f, 80, &p, &err), ST_OK);
+    assert_int_equal(p.splits, 4);
+    assert_int_equal(st_sparse_attn_decode_plan_make(&c8, &f, 32, &p, &err), ST_OK);
+    assert_int_equal(p.splits, 1);
+  }
   /* Scales fold into the argument block: scalar K scale into the score scale.
    */
   a = valid_fp8_tensor_args();

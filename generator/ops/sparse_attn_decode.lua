@@ -225,11 +225,11 @@ end
 -- variants"), each for the calls whose load it won at: `load` = {lo, hi},
 -- the call's (request, query token, KV head) items per multiprocessor in
 -- (lo, hi], and the split count (`splits`; nil: the launcher's, which
--- runtime/ops/sparse_attn_decode.c auto_splits picks by the items and
--- topk). Under 0.4 items an SM the items' blocks are split, and the
--- splits merge in a cluster (16 for the fewest items); above, one CTA an
--- item streams all its blocks with no merge, three blocks in flight where
--- the CTAs are fewer than the multiprocessors.
+-- runtime/ops/sparse_attn_decode.c auto_splits picks by the items, topk
+-- and dtype). Few items split their blocks, the splits merging in a
+-- cluster (16 for the fewest items); from 0.4 items an SM (bf16) or one
+-- (fp8) one CTA an item streams all its blocks with no merge, three
+-- blocks in flight where the bf16 CTAs are fewer than the multiprocessors.
 local FAST = {
   bf16 = {
     { kernel = { warps_n = 4, stages = 1, tma = 1, pv_dims = 1, cluster = 16 }, load = { 0, 0.04 } },
@@ -240,8 +240,8 @@ local FAST = {
   fp8 = {
     { kernel = { warps_n = 4, stages = 1, k_regs = 2, tma = 1, pv_dims = 1, ring_extra = 1, cluster = 16 },
       load = { 0, 0.04 } },
-    { kernel = { warps_n = 4, stages = 1, k_regs = 2, tma = 1, pv_dims = 1, cluster = 8 }, load = { 0.04, 0.4 } },
-    { kernel = { warps_n = 4, stages = 3, k_regs = 2, tma = 1, cluster = 1 }, splits = 1, load = { 0.4, 1.0 } },
+    { kernel = { warps_n = 4, stages = 1, k_regs = 2, tma = 1, pv_dims = 1, ring_extra = 1, cluster = 8 },
+      load = { 0.04, 1.0 } },
     { kernel = { warps_n = 4, stages = 1, k_regs = 2, tma = 1, pv_dims = 1, cluster = 1 }, splits = 1,
       load = { 1.0, 1e9 } },
   },

@@ -239,16 +239,17 @@ st_status st_sparse_attn_decode_check_fit(const st_sparse_attn_decode_config *cf
 
 /* The split count the launcher picks (splits 0) for `items` (request,
  * query token, KV head) items of `topk` blocks. One where the items keep
- * 40% of the multiprocessors busy already (each CTA then streams all of
- * an item's blocks, with no merge). Else the largest power of two (it
- * divides the cluster: the cheap merge) that leaves each split at least
- * 3.5 blocks (7 * s <= 2 * topk) and makes at most three CTAs a
- * multiprocessor, doubled while the grid has fewer than 24 CTAs (a few
- * items need many CTAs in flight to hide the latency) and the blocks
- * allow. Fitted on 20 random decode shapes and the anchors of an H200
+ * the multiprocessors busy already, each CTA then streaming all of an
+ * item's blocks with no merge: from one item an SM with fp8 caches, from
+ * 0.4 with bf16 (whose blocks are twice the bytes). Else the largest
+ * power of two (it divides the cluster: the cheap merge) that leaves each
+ * split at least 3.5 blocks (7 * s <= 2 * topk) and makes at most three
+ * CTAs a multiprocessor, doubled while the grid has fewer than 24 CTAs (a
+ * few items need many CTAs in flight to hide the latency) and the blocks
+ * allow. Fitted on 40 random decode shapes and the anchors of an H200
  * (docs/kernels/sparse_attn_decode.md, "Built-in variants"). */
-static int64_t auto_splits(int64_t items, int64_t topk, int sm_count) {
-  if (5 * items >= 2 * (int64_t)sm_count) return 1;
+static int64_t auto_splits(int64_t items, int64_t topk, int sm_count, int fp8) {
+  if (fp8 ? items >= sm_count : 5 * items >= 2 * (int64_t)sm_count) return 1;
   int64_t s = 1;
   while (7 * (2 * s) <= 2 * topk && items * (2 * s) <= 3 * (int64_t)sm_count) s *= 2;
   while (items * s < 24 && 2 * s <= topk) s *= 2;
@@ -261,7 +262,7 @@ static int64_t auto_splits(int64_t items, int64_t topk, int sm_count) {
 static int choose_splits(const st_sparse_attn_decode_config *cfg, int64_t items, int64_t topk, int sm_count) {
   int64_t s = cfg->splits;
   if (s <= 0) {
-    s = auto_splits(items, topk, sm_count);
+    s = auto_splits(items, topk, sm_count, cfg->dtype == ST_DTYPE_FP8_E4M3);
     if (cfg->cluster > 1 && s > cfg->cluster) s = cfg->cluster; /* the cluster merges them */
   }
   if (s > topk) s = topk;
