@@ -22,14 +22,16 @@
  * device name and arch the runtime asks for (st_db_each_winner: newest per
  * (op, dispatch key) over the matching cards), the row it gets is among
  * these. The rowid is kept: it is the runtime's tie-break. ?1: a device
- * name or NULL; ?2: ",op,op," or NULL. */
+ * name or NULL; ?2: ",op,op," or NULL; ?3, ?4: the op and dispatch key
+ * left out, or NULL. */
 static const char SQL_PICK_WINNERS[] =
     "SELECT wid, device_id, op, dispatch_key, dispatch_params, variant_id, run_id, median_us, regret, "
     "default_variant_id, default_us, updated FROM (SELECT w.rowid AS wid, w.device_id, w.op, w.dispatch_key, "
     "w.dispatch_params, w.variant_id, w.run_id, w.median_us, w.regret, w.default_variant_id, w.default_us, "
     "w.updated, row_number() OVER (PARTITION BY d.name, d.arch, w.op, w.dispatch_key ORDER BY w.rowid DESC) AS rn "
     "FROM winners w JOIN devices d ON d.id = w.device_id JOIN variants v ON v.id = w.variant_id "
-    "WHERE (?1 IS NULL OR d.name = ?1) AND (?2 IS NULL OR instr(?2, ',' || w.op || ',') > 0)) "
+    "WHERE (?1 IS NULL OR d.name = ?1) AND (?2 IS NULL OR instr(?2, ',' || w.op || ',') > 0) "
+    "AND NOT (?3 IS NOT NULL AND w.op = ?3 AND w.dispatch_key = ?4)) "
     "WHERE rn = 1 ORDER BY wid";
 static const char SQL_PUT_WINNER[] =
     "INSERT INTO winners (rowid, device_id, op, dispatch_key, dispatch_params, variant_id, run_id, median_us, "
@@ -126,7 +128,9 @@ static st_status copy_winners(export_ctx *x, const st_db_export_filter *f) {
   /* ",a,b,": an op matches when ",op," is in it. */
   if (st == ST_OK && f->ops && !(ops = sqlite3_mprintf(",%s,", f->ops)))
     st = st_fail(x->err, ST_ERR_NOMEM, "out of host memory for the op filter");
-  if (st == ST_OK && db_bind(pick, "nn", f->device_name, ops) != SQLITE_OK)
+  const int leave_out = f->leave_out_op && f->leave_out_key;
+  if (st == ST_OK && db_bind(pick, "nnnn", f->device_name, ops, leave_out ? f->leave_out_op : NULL,
+                             leave_out ? f->leave_out_key : NULL) != SQLITE_OK)
     st = db_fail(x->src, x->err, "binding the winners' filter");
   if (st == ST_OK) st = copy_rows(x, pick, put, "winners");
   sqlite3_finalize(pick);
@@ -161,7 +165,10 @@ static st_status write_mark(export_ctx *x, const st_db_export_filter *f, const c
   char filter[320] = "";
   size_t n = 0;
   if (f->device_name) n += (size_t)snprintf(filter, sizeof filter, "device=%s", f->device_name);
-  if (f->ops && n < sizeof filter) snprintf(filter + n, sizeof filter - n, "%sop=%s", n ? " " : "", f->ops);
+  if (f->ops && n < sizeof filter)
+    n += (size_t)snprintf(filter + n, sizeof filter - n, "%sop=%s", n ? " " : "", f->ops);
+  if (f->leave_out_op && f->leave_out_key && n < sizeof filter)
+    snprintf(filter + n, sizeof filter - n, "%swithout=%s:%s", n ? " " : "", f->leave_out_op, f->leave_out_key);
   sqlite3_stmt *s = NULL;
   st_status st = db_prepare_fresh(x->dst, SQL_MARK, &s, x->err);
   if (st != ST_OK) return st;

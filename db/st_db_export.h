@@ -33,6 +33,10 @@
 typedef struct st_db_export_filter {
   const char *device_name; /* the device model named exactly so; NULL: every model */
   const char *ops;         /* "op" or "op,op,..." (names not checked here); NULL: every op */
+  /* The winners of this op and dispatch key left out (both set), as if
+   * that key had never been tuned (`sparsetune eval --leave-one-out`);
+   * NULL: none. */
+  const char *leave_out_op, *leave_out_key;
 } st_db_export_filter;
 
 typedef struct st_db_export_counts {
@@ -56,7 +60,7 @@ typedef struct st_db_export_mark {
   int exported;
   char from[4200];  /* the source database's path when it was exported   */
   char at[32];      /* UTC, ISO 8601                                     */
-  char filter[320]; /* "device=NAME op=OP,OP", or "" for everything       */
+  char filter[320]; /* "device=NAME op=OP,OP without=OP:KEY", or "" for everything */
   int64_t winners, variants, binaries;
 } st_db_export_mark;
 

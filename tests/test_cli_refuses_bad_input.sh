@@ -121,7 +121,11 @@ expect 2 "cannot be read" -- "$bin" eval --db missing.db
 expect 2 "leave no shape" -- "$bin" eval --decode 0 --prefill 0
 expect 2 "--decode=-1 is not a whole number in 0..1000" -- "$bin" eval --decode -1
 expect 2 "--prefill=1001 is not a whole number" -- "$bin" eval --prefill 1001
-expect 2 "option --suite does not apply" -- "$bin" eval --suite anchors
+expect 2 "--suite and --op choose the shapes of --leave-one-out" -- "$bin" eval --suite anchors
+expect 2 "--suite and --op choose the shapes of --leave-one-out" -- "$bin" eval --op index_decode
+expect 2 "--decode, --prefill and --oracle-db do not apply" -- "$bin" eval --leave-one-out --decode 5
+expect 2 "--decode, --prefill and --oracle-db do not apply" -- "$bin" eval --leave-one-out --oracle-db o.db
+expect 2 "cannot be read" -- "$bin" eval --leave-one-out --db missing.db
 expect 2 "option --decode does not apply" -- "$bin" bench --decode 3
 expect 2 "unknown suite 'random-other:1:2'" -- "$bin" generate --suite random-other:1:2 --db random.db
 expect 2 "count 0 is not an integer in 1..1000" -- "$bin" generate --suite random-decode:1:0 --db random.db

@@ -325,6 +325,41 @@ static void test_export_filters_by_device_and_op(void **state) {
   ef_destroy(&f);
 }
 
+/* A left-out (op, dispatch key) loses its winners, on every device model,
+ * and nothing else; the mark says which. */
+static void test_export_leaves_out_one_dispatch_key(void **state) {
+  (void)state;
+  ef_fixture f;
+  ef_build(&f, CUBIN_BYTES, g_seed);
+  export_ok(&f, NULL, NULL, NULL, NULL, NULL);
+  const long long all = ef_sql_int(f.out, "SELECT count(*) FROM winners");
+  char *op = ef_sql_text(f.out, "SELECT op FROM winners ORDER BY rowid LIMIT 1");
+  char *key = ef_sql_text(f.out, "SELECT dispatch_key FROM winners ORDER BY rowid LIMIT 1");
+  char sql[768];
+  snprintf(sql, sizeof sql, "SELECT count(*) FROM winners WHERE op = '%s' AND dispatch_key = '%s'", op, key);
+  const long long of_key = ef_sql_int(f.out, sql);
+  assert_true(of_key >= 1 && of_key < all);
+  char path[400];
+  snprintf(path, sizeof path, "%s/without.db", f.dir);
+  st_db *src = open_ro(f.src);
+  const st_db_export_filter filter = {.leave_out_op = op, .leave_out_key = key};
+  st_db_export_counts counts = {0};
+  st_err err = {{0}};
+  if (st_db_export(src, path, &filter, f.src, NULL, &counts, &err) != ST_OK) fail_msg("%s", err.msg);
+  st_db_close(src);
+  assert_int_equal(counts.winners, all - of_key);
+  assert_int_equal(ef_sql_int(path, "SELECT count(*) FROM winners"), all - of_key);
+  assert_int_equal(ef_sql_int(path, sql), 0);
+  char *mark = ef_sql_text(path, "SELECT value FROM meta WHERE key = 'exported_filter'");
+  char want[700];
+  snprintf(want, sizeof want, "without=%s:%s", op, key);
+  assert_string_equal(mark, want);
+  free(mark);
+  free(op);
+  free(key);
+  ef_destroy(&f);
+}
+
 static long long file_size(const char *path) {
   struct stat sb;
   assert_int_equal(stat(path, &sb), 0);
@@ -537,6 +572,7 @@ int main(void) {
       cmocka_unit_test(test_export_holds_only_what_the_runtime_reads),
       cmocka_unit_test(test_export_is_marked_with_its_source),
       cmocka_unit_test(test_export_filters_by_device_and_op),
+      cmocka_unit_test(test_export_leaves_out_one_dispatch_key),
       cmocka_unit_test(test_export_is_smaller_and_leaves_its_source_untouched),
       cmocka_unit_test(test_export_refuses_bad_input_and_creates_nothing),
       cmocka_unit_test(test_existing_out_is_kept_unless_force),

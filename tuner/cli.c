@@ -88,7 +88,8 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
       {"cold", no_argument, 0, 'C'},         {"builtin", no_argument, 0, 'B'},
       {"decode", required_argument, 0, 'D'}, {"prefill", required_argument, 0, 'P'},
       {"oracle-db", required_argument, 0, 'R'}, {"out", required_argument, 0, 'O'},
-      {"force", no_argument, 0, 'F'},        {0, 0, 0, 0}};
+      {"force", no_argument, 0, 'F'},        {"leave-one-out", no_argument, 0, 'L'},
+      {0, 0, 0, 0}};
   static const struct {
     int c;
     unsigned flag;
@@ -97,7 +98,7 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
               {'S', ST_OPT_SEED},    {'b', ST_OPT_REGRESS}, {'H', ST_OPT_REGRESS}, {'t', ST_OPT_REGRESS},
               {'p', ST_OPT_PRINT},   {'A', ST_OPT_HARNESS}, {'m', ST_OPT_MATCH},
               {'C', ST_OPT_COLD},    {'B', ST_OPT_BUILTIN}, {'D', ST_OPT_EVAL},     {'P', ST_OPT_EVAL},
-              {'R', ST_OPT_EVAL},    {'O', ST_OPT_OUT},     {'F', ST_OPT_FORCE}};
+              {'R', ST_OPT_EVAL},    {'O', ST_OPT_OUT},     {'F', ST_OPT_FORCE},   {'L', ST_OPT_EVAL}};
   optind = 1;
   opterr = 0;
   int c, li = -1;
@@ -132,13 +133,16 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
     case 'C': cli->cold = 1; break;
     case 'B': cli->builtin = 1; break;
     case 'F': cli->force = 1; break;
+    case 'L': cli->leave_one_out = 1; break;
     case 'D':
       if (parse_ll(cli, "decode", optarg, 0, 1000, &v)) return -2;
       cli->eval_decode = (int)v;
+      cli->eval_counts_given = 1;
       break;
     case 'P':
       if (parse_ll(cli, "prefill", optarg, 0, 1000, &v)) return -2;
       cli->eval_prefill = (int)v;
+      cli->eval_counts_given = 1;
       break;
     case 'R':
       if (!*optarg) {

@@ -47,6 +47,8 @@ typedef struct st_cli {
   int cold;               /* tune, bench: cold-cache timing (cold.h) */
   int builtin;            /* bench: the runtime with no database (built-in variants) */
   int eval_decode, eval_prefill; /* eval: random decode steps and prefill batches */
+  int eval_counts_given;          /* eval: --decode or --prefill was on the command line */
+  int leave_one_out;              /* eval: the suite's own shapes, each without its key's winners */
   const char *oracle_db;  /* eval: where the held-out shapes are tuned; NULL: beside --db */
   const char *out_path;   /* export: the file to write; NULL when not given */
   int force;              /* export: replace an existing --out */

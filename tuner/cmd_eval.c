@@ -9,7 +9,11 @@
  * that very shape), with the database under test, and with no database
  * (the built-in variants). A choice's regret on a shape is its time over
  * the oracle's, less 1; the summary gives the median, the 95th percentile,
- * the maximum and a histogram, per kind and in all. */
+ * the maximum and a histogram, per kind and in all.
+ *
+ * --leave-one-out judges the database on a suite it was tuned on instead:
+ * the oracle is the database itself, and each shape is timed again with
+ * its own dispatch key's winners left out (eval_leave_out.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,11 +23,14 @@
 #include "bench_suite.h"
 #include "cli.h"
 #include "commands.h"
+#include "eval_leave_out.h"
 #include "eval_stats.h"
 #include "worker.h"
 
 static const char usage[] =
     "usage: sparsetune eval [--db FILE] [--decode N] [--prefill N] [--seed N] [--oracle-db FILE] [--device N]\n"
+    "                       [--json]\n"
+    "       sparsetune eval --leave-one-out [--suite NAME] [--op OP] [--db FILE] [--seed N] [--device N]\n"
     "                       [--json]\n"
     "\n"
     "Judges the runtime's choices on engine-like shapes no suite holds: N\n"
@@ -38,6 +45,11 @@ static const char usage[] =
     "variants), and prints each choice's regret against the oracle (time /\n"
     "oracle time - 1): median, 95th percentile, maximum and a histogram.\n"
     "\n"
+    "With --leave-one-out the shapes are a suite's the database was tuned on,\n"
+    "and the oracle is the database: each shape is timed with it, then with\n"
+    "the database less its own dispatch key's winners (what the runtime would\n"
+    "choose had the key never been tuned), then with no database.\n"
+    "\n"
     "  --db FILE         the database under test (default ./sparsetune.db); it is\n"
     "                    only read\n"
     "  --decode N        random decode steps (default 100; 0: none)\n"
@@ -45,6 +57,9 @@ static const char usage[] =
     "  --seed N          the shapes' and the inputs' seed (default 20261122)\n"
     "  --oracle-db FILE  where the shapes are tuned (default FILE.eval-SEED.db\n"
     "                    beside --db)\n"
+    "  --leave-one-out   judge the suite's own shapes, each without its key\n"
+    "  --suite NAME      with --leave-one-out: the suite (default " ST_DEFAULT_SUITE ")\n"
+    "  --op OP           with --leave-one-out: only this op (OP,OP,...: these)\n"
     "  --device N        CUDA device ordinal (default 0)\n"
     "  --json            one JSON object instead of the table\n";
 
@@ -114,8 +129,33 @@ static void summarize(const eval_row *rows, int n, const char *kind, int ours, s
   free(v);
 }
 
+static int count_kind(const eval_row *rows, int n, const char *kind) {
+  int m = 0;
+  for (int i = 0; i < n; i++) m += !kind || strcmp(rows[i].kind, kind) == 0;
+  return m;
+}
+
+/* Per kind with shapes, then all: the database's regrets, then the
+ * built-in variants'. */
+static void print_summaries(const st_cli *cli, const eval_row *rows, int n) {
+  static const char *const kinds[] = {"decode", "prefill", NULL};
+  for (int k = 0; k < 3; k++) {
+    if (count_kind(rows, n, kinds[k]) == 0) continue;
+    char what[96];
+    st_regret_summary s;
+    summarize(rows, n, kinds[k], 1, &s);
+    snprintf(what, sizeof what, "regret of the database%s, %s", cli->leave_one_out ? " less each key" : "",
+             kinds[k] ? kinds[k] : "all");
+    st_regret_print(stdout, what, &s);
+    summarize(rows, n, kinds[k], 0, &s);
+    snprintf(what, sizeof what, "regret of the built-in variants, %s", kinds[k] ? kinds[k] : "all");
+    st_regret_print(stdout, what, &s);
+  }
+}
+
 static void print_table(const st_cli *cli, const eval_row *rows, int n) {
-  printf("%-18s %-62s %10s %10s %7s %10s %7s\n", "op", "shape", "oracle us", "db us", "regret", "built-in", "regret");
+  printf("%-18s %-62s %10s %10s %7s %10s %7s\n", "op", "shape", cli->leave_one_out ? "tuned us" : "oracle us",
+         cli->leave_one_out ? "held out" : "db us", "regret", "built-in", "regret");
   for (int i = 0; i < n; i++) {
     const eval_row *r = &rows[i];
     const char *key = strchr(r->shape->key, ':') ? strchr(r->shape->key, ':') + 1 : r->shape->key;
@@ -137,18 +177,7 @@ static void print_table(const st_cli *cli, const eval_row *rows, int n) {
       if (strcmp(t[k]->status, "ok") != 0)
         printf("    %s: %s\n", k == 0 ? "oracle" : k == 1 ? "database" : "built-in", t[k]->error);
   }
-  static const char *const kinds[] = {"decode", "prefill", NULL};
-  for (int k = 0; k < 3; k++) {
-    if (k < 2 && (k == 0 ? cli->eval_decode : cli->eval_prefill) == 0) continue;
-    char what[64];
-    st_regret_summary s;
-    summarize(rows, n, kinds[k], 1, &s);
-    snprintf(what, sizeof what, "regret of the database, %s", kinds[k] ? kinds[k] : "all");
-    st_regret_print(stdout, what, &s);
-    summarize(rows, n, kinds[k], 0, &s);
-    snprintf(what, sizeof what, "regret of the built-in variants, %s", kinds[k] ? kinds[k] : "all");
-    st_regret_print(stdout, what, &s);
-  }
+  print_summaries(cli, rows, n);
 }
 
 static void print_json(const st_cli *cli, const char *oracle, const eval_row *rows, int n) {
@@ -156,7 +185,14 @@ static void print_json(const st_cli *cli, const char *oracle, const eval_row *ro
   json_string(stdout, cli->db_path);
   printf(",\"oracle_db\":");
   json_string(stdout, oracle);
-  printf(",\"seed\":%llu,\"decode\":%d,\"prefill\":%d,\"shapes\":[", cli->seed, cli->eval_decode, cli->eval_prefill);
+  if (cli->leave_one_out) {
+    printf(",\"leave_one_out\":");
+    json_string(stdout, cli->suite);
+    printf(",\"seed\":%llu,\"shapes\":[", cli->seed);
+  } else {
+    printf(",\"seed\":%llu,\"decode\":%d,\"prefill\":%d,\"shapes\":[", cli->seed, cli->eval_decode,
+           cli->eval_prefill);
+  }
   for (int i = 0; i < n; i++) {
     const eval_row *r = &rows[i];
     printf("%s{\"op\":", i ? "," : "");
@@ -219,58 +255,161 @@ static int draw(const st_cli *cli, char suites[2][64], st_shape **shapes, int *n
   return rc;
 }
 
+/* The options that go together; a message and ST_EXIT_USAGE if not. */
+static int check_options(const st_cli *cli) {
+  if (cli->leave_one_out && (cli->eval_counts_given || cli->oracle_db)) {
+    st_cli_error(cli, "--leave-one-out judges a tuned suite's own shapes: --decode, --prefill and --oracle-db "
+                      "do not apply to it");
+    return ST_EXIT_USAGE;
+  }
+  if (!cli->leave_one_out && (cli->given & (ST_OPT_SUITE | ST_OPT_OP))) {
+    st_cli_error(cli, "--suite and --op choose the shapes of --leave-one-out; the random shapes take --decode "
+                      "and --prefill");
+    return ST_EXIT_USAGE;
+  }
+  if (!cli->leave_one_out && cli->eval_decode == 0 && cli->eval_prefill == 0) {
+    st_cli_error(cli, "--decode 0 and --prefill 0 leave no shape to judge");
+    return ST_EXIT_USAGE;
+  }
+  if (access(cli->db_path, R_OK) != 0) {
+    st_cli_error(cli, "database %s cannot be read: run `sparsetune tune` first (or pass --db)", cli->db_path);
+    return ST_EXIT_USAGE;
+  }
+  return ST_EXIT_OK;
+}
+
+typedef struct key_search {
+  const st_shape *shape;
+  int found;
+} key_search;
+
+static int find_key(void *ctx, const st_winner_row *w) {
+  key_search *k = ctx;
+  k->found = strcmp(w->op, k->shape->op) == 0 && strcmp(w->dispatch_key, k->shape->dispatch_key) == 0;
+  return k->found; /* nonzero stops the walk */
+}
+
+/* --leave-one-out: the suite's shapes, each of whose keys the database
+ * holds a winner for on this device's model (else the oracle would be no
+ * tuned choice). */
+static int suite_shapes(const st_cli *cli, const st_device_info *dev, st_shape **shapes, int *n) {
+  st_gen *gen = NULL;
+  st_db *db = NULL;
+  st_err err = {{0}};
+  int rc = ST_EXIT_FAIL;
+  *shapes = NULL;
+  *n = 0;
+  if (st_gen_open(NULL, NULL, &gen, &err) != ST_OK || st_gen_suite(gen, cli->suite, cli->op, shapes, n, &err) != ST_OK ||
+      st_db_open_readonly(cli->db_path, &db, &err) != ST_OK) {
+    st_cli_error(cli, "%s", err.msg);
+    goto done;
+  }
+  for (int i = 0; i < *n; i++) {
+    key_search k = {.shape = &(*shapes)[i]};
+    if (st_db_each_winner(db, dev->name, dev->arch, find_key, &k, &err) != ST_OK) {
+      st_cli_error(cli, "%s", err.msg);
+      goto done;
+    }
+    if (!k.found) {
+      st_cli_error(cli, "%s holds no winner of %s for %s on a %s: tune the suite %s into it first", cli->db_path,
+                   k.shape->op, k.shape->dispatch_key, dev->name, cli->suite);
+      rc = ST_EXIT_USAGE;
+      goto done;
+    }
+  }
+  rc = *n > 0 ? ST_EXIT_OK : ST_EXIT_FAIL;
+  if (*n == 0) st_cli_error(cli, "suite %s has no shapes%s%s", cli->suite, cli->op ? " of " : "", cli->op ? cli->op : "");
+done:
+  st_db_close(db);
+  st_gen_close(gen);
+  return rc;
+}
+/* The random shapes of --decode and --prefill, tuned into the oracle
+ * database. */
+static int random_shapes(const st_cli *cli, const char *oracle, st_shape **shapes, int *n, int *n_decode) {
+  char suites[2][64] = {"", ""};
+  if (cli->eval_decode > 0) snprintf(suites[0], sizeof suites[0], "random-decode:%llu:%d", cli->seed, cli->eval_decode);
+  if (cli->eval_prefill > 0)
+    snprintf(suites[1], sizeof suites[1], "random-prefill:%llu:%d", cli->seed, cli->eval_prefill);
+  int rc = draw(cli, suites, shapes, n, n_decode);
+  if (rc != ST_EXIT_OK) return rc;
+  if (*n == 0) {
+    st_cli_error(cli, "the suites drew no shape");
+    return ST_EXIT_FAIL;
+  }
+  for (int k = 0; k < 2; k++) {
+    if (!suites[k][0]) continue;
+    if ((rc = tune_oracle(cli, suites[k], oracle)) != ST_EXIT_OK) {
+      if (rc != ST_EXIT_INTERRUPTED) st_cli_error(cli, "tuning %s into %s failed (above)", suites[k], oracle);
+      return rc;
+    }
+  }
+  return ST_EXIT_OK;
+}
+
+/* Times the shapes three ways into rows: the oracle, the database under
+ * test (--leave-one-out: less each shape's key), no database. */
+static int time_rows(const st_cli *cli, const char *oracle, const st_shape *shapes, int n, eval_row *rows,
+                     st_bench_time *times) {
+  static const char *const what[3] = {"the oracle", "the database", "no database (the built-in variants)"};
+  const char *sources[3] = {oracle, cli->db_path, NULL};
+  for (int k = 0; k < 3; k++) {
+    st_err err = {{0}};
+    if (!cli->json) {
+      if (cli->leave_one_out && k == 1)
+        printf("eval: timing %d shapes with %s less each shape's dispatch key\n", n, cli->db_path);
+      else
+        printf("eval: timing %d shapes with %s (%s)\n", n, sources[k] ? sources[k] : "no database", what[k]);
+      fflush(stdout);
+    }
+    const st_status st = cli->leave_one_out && k == 1
+                             ? st_eval_leave_one_out(shapes, n, cli->db_path, cli->device, cli->seed, times, &err)
+                             : st_bench_time_shapes(shapes, n, sources[k], cli->device, cli->seed, times, &err);
+    if (st != ST_OK) {
+      st_cli_error(cli, "%s", err.msg);
+      return strcmp(err.msg, "interrupted") == 0 ? ST_EXIT_INTERRUPTED : ST_EXIT_FAIL;
+    }
+    for (int i = 0; i < n; i++) *(k == 0 ? &rows[i].oracle : k == 1 ? &rows[i].ours : &rows[i].builtin) = times[i];
+  }
+  return ST_EXIT_OK;
+}
+
 int st_cmd_eval(int argc, char **argv) {
   st_cli cli;
-  int rc = st_cli_parse(argc, argv, ST_OPT_DB | ST_OPT_DEVICE | ST_OPT_SEED | ST_OPT_JSON | ST_OPT_EVAL, usage, &cli);
+  int rc = st_cli_parse(argc, argv,
+                        ST_OPT_DB | ST_OPT_DEVICE | ST_OPT_SEED | ST_OPT_JSON | ST_OPT_EVAL | ST_OPT_SUITE | ST_OPT_OP,
+                        usage, &cli);
   if (rc) return rc == -1 ? ST_EXIT_OK : ST_EXIT_USAGE;
-  if (cli.eval_decode == 0 && cli.eval_prefill == 0) {
-    st_cli_error(&cli, "--decode 0 and --prefill 0 leave no shape to judge");
-    return ST_EXIT_USAGE;
-  }
-  if (access(cli.db_path, R_OK) != 0) {
-    st_cli_error(&cli, "database %s cannot be read: run `sparsetune tune` first (or pass --db)", cli.db_path);
-    return ST_EXIT_USAGE;
-  }
+  if ((rc = check_options(&cli)) != ST_EXIT_OK) return rc;
   char oracle[4200];
-  if (cli.oracle_db)
+  if (cli.leave_one_out)
+    snprintf(oracle, sizeof oracle, "%s", cli.db_path);
+  else if (cli.oracle_db)
     snprintf(oracle, sizeof oracle, "%s", cli.oracle_db);
   else
     snprintf(oracle, sizeof oracle, "%s.eval-%llu.db", cli.db_path, cli.seed);
   char real_db[4096], real_oracle[4096];
-  if (realpath(cli.db_path, real_db) && realpath(oracle, real_oracle) && strcmp(real_db, real_oracle) == 0) {
+  if (!cli.leave_one_out && realpath(cli.db_path, real_db) && realpath(oracle, real_oracle) &&
+      strcmp(real_db, real_oracle) == 0) {
     st_cli_error(&cli, "--oracle-db is the database under test (%s): the oracle needs a file of its own", oracle);
     return ST_EXIT_USAGE;
   }
+  /* In a forked child, as tune asks: this process must not initialize CUDA
+   * before tune forks its workers. */
+  st_device_info dev;
   {
-    /* In a forked child, as tune asks: this process must not initialize
-     * CUDA before tune forks its workers. */
-    st_device_info dev;
     st_err err = {{0}};
     if (st_probe_device(cli.device, &dev, &err) != ST_OK) {
       st_cli_error(&cli, "eval times kernels and needs a GPU: %s", err.msg);
       return ST_EXIT_FAIL;
     }
   }
-  char suites[2][64] = {"", ""};
-  if (cli.eval_decode > 0) snprintf(suites[0], sizeof suites[0], "random-decode:%llu:%d", cli.seed, cli.eval_decode);
-  if (cli.eval_prefill > 0) snprintf(suites[1], sizeof suites[1], "random-prefill:%llu:%d", cli.seed, cli.eval_prefill);
   st_shape *shapes = NULL;
   int n = 0, n_decode = 0;
   eval_row *rows = NULL;
   st_bench_time *times = NULL;
-  if ((rc = draw(&cli, suites, &shapes, &n, &n_decode)) != ST_EXIT_OK) goto done;
-  if (n == 0) {
-    st_cli_error(&cli, "the suites drew no shape");
-    rc = ST_EXIT_FAIL;
-    goto done;
-  }
-  for (int k = 0; k < 2; k++) {
-    if (!suites[k][0]) continue;
-    if ((rc = tune_oracle(&cli, suites[k], oracle)) != ST_EXIT_OK) {
-      if (rc != ST_EXIT_INTERRUPTED) st_cli_error(&cli, "tuning %s into %s failed (above)", suites[k], oracle);
-      goto done;
-    }
-  }
+  rc = cli.leave_one_out ? suite_shapes(&cli, &dev, &shapes, &n) : random_shapes(&cli, oracle, &shapes, &n, &n_decode);
+  if (rc != ST_EXIT_OK) goto done;
   rows = calloc((size_t)n, sizeof *rows);
   times = calloc((size_t)n, sizeof *times);
   if (!rows || !times) {
@@ -278,23 +417,11 @@ int st_cmd_eval(int argc, char **argv) {
     rc = ST_EXIT_FAIL;
     goto done;
   }
-  const char *sources[3] = {oracle, cli.db_path, NULL};
-  for (int k = 0; k < 3; k++) {
-    st_err err = {{0}};
-    if (!cli.json) {
-      printf("eval: timing %d shapes with %s\n", n, sources[k] ? sources[k] : "no database (the built-in variants)");
-      fflush(stdout);
-    }
-    if (st_bench_time_shapes(shapes, n, sources[k], cli.device, cli.seed, times, &err) != ST_OK) {
-      st_cli_error(&cli, "%s", err.msg);
-      rc = ST_EXIT_FAIL;
-      goto done;
-    }
-    for (int i = 0; i < n; i++) *(k == 0 ? &rows[i].oracle : k == 1 ? &rows[i].ours : &rows[i].builtin) = times[i];
-  }
+  if ((rc = time_rows(&cli, oracle, shapes, n, rows, times)) != ST_EXIT_OK) goto done;
   for (int i = 0; i < n; i++) {
     rows[i].shape = &shapes[i];
-    rows[i].kind = i < n_decode ? "decode" : "prefill";
+    rows[i].kind = cli.leave_one_out ? (strstr(shapes[i].op, "decode") ? "decode" : "prefill")
+                                     : (i < n_decode ? "decode" : "prefill");
     rows[i].regret_ours = regret(&rows[i].ours, &rows[i].oracle);
     rows[i].regret_builtin = regret(&rows[i].builtin, &rows[i].oracle);
   }
