@@ -663,7 +663,8 @@ static void test_render_fills_the_real_template(void **state) {
     assert_string_equal(src, v[i].source);
     assert_contains(src, "\n#define ST_P_HEAD_DIM 128\n");
     char heads[40];
-    snprintf(heads, sizeof heads, "\n#define ST_P_HEADS_PER_CTA %s\n", st_params_get(&v[i].row.kernel, "heads_per_cta"));
+    snprintf(heads, sizeof heads, "\n#define ST_P_HEADS_PER_CTA %s\n",
+             st_params_get(&v[i].row.kernel, "heads_per_cta"));
     assert_contains(src, heads);
     assert_contains(src, "// ---- begin common/st_types.h\n");
     /* self-contained: every quoted include was inlined */

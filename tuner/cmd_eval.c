@@ -190,8 +190,7 @@ static void print_json(const st_cli *cli, const char *oracle, const eval_row *ro
     json_string(stdout, cli->suite);
     printf(",\"seed\":%llu,\"shapes\":[", cli->seed);
   } else {
-    printf(",\"seed\":%llu,\"decode\":%d,\"prefill\":%d,\"shapes\":[", cli->seed, cli->eval_decode,
-           cli->eval_prefill);
+    printf(",\"seed\":%llu,\"decode\":%d,\"prefill\":%d,\"shapes\":[", cli->seed, cli->eval_decode, cli->eval_prefill);
   }
   for (int i = 0; i < n; i++) {
     const eval_row *r = &rows[i];
@@ -299,7 +298,8 @@ static int suite_shapes(const st_cli *cli, const st_device_info *dev, st_shape *
   int rc = ST_EXIT_FAIL;
   *shapes = NULL;
   *n = 0;
-  if (st_gen_open(NULL, NULL, &gen, &err) != ST_OK || st_gen_suite(gen, cli->suite, cli->op, shapes, n, &err) != ST_OK ||
+  if (st_gen_open(NULL, NULL, &gen, &err) != ST_OK ||
+      st_gen_suite(gen, cli->suite, cli->op, shapes, n, &err) != ST_OK ||
       st_db_open_readonly(cli->db_path, &db, &err) != ST_OK) {
     st_cli_error(cli, "%s", err.msg);
     goto done;
@@ -318,12 +318,14 @@ static int suite_shapes(const st_cli *cli, const st_device_info *dev, st_shape *
     }
   }
   rc = *n > 0 ? ST_EXIT_OK : ST_EXIT_FAIL;
-  if (*n == 0) st_cli_error(cli, "suite %s has no shapes%s%s", cli->suite, cli->op ? " of " : "", cli->op ? cli->op : "");
+  if (*n == 0)
+    st_cli_error(cli, "suite %s has no shapes%s%s", cli->suite, cli->op ? " of " : "", cli->op ? cli->op : "");
 done:
   st_db_close(db);
   st_gen_close(gen);
   return rc;
 }
+
 /* The random shapes of --decode and --prefill, tuned into the oracle
  * database. */
 static int random_shapes(const st_cli *cli, const char *oracle, st_shape **shapes, int *n, int *n_decode) {

@@ -58,8 +58,8 @@ static st_status time_key(st_db *src, const char *db_path, const st_shape *shape
   return st;
 }
 
-st_status st_eval_leave_one_out(const st_shape *shapes, int n, const char *db_path, int device,
-                                unsigned long long seed, st_bench_time *out, st_err *err) {
+st_status st_eval_leave_one_out(const st_shape *shapes, int n, const char *db_path, int device, unsigned long long seed,
+                                st_bench_time *out, st_err *err) {
   st_db *src = NULL;
   st_status st = st_db_open_readonly(db_path, &src, err);
   for (int i = 0; st == ST_OK && i < n; i++) {

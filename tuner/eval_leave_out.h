@@ -12,7 +12,7 @@
  * `seed`, results checked, as st_bench_time_shapes. out[i] is shape i's.
  * ST_OK unless nothing could be timed; an interrupt (st_cli_stop) stops it
  * with "interrupted". */
-st_status st_eval_leave_one_out(const st_shape *shapes, int n, const char *db_path, int device,
-                                unsigned long long seed, st_bench_time *out, st_err *err);
+st_status st_eval_leave_one_out(const st_shape *shapes, int n, const char *db_path, int device, unsigned long long seed,
+                                st_bench_time *out, st_err *err);
 
 #endif
