@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "path.h"
 #include "schema_check.h"
 
 static const char SQLITE_MAGIC[16] = "SQLite format 3";
@@ -169,15 +170,7 @@ static int db_has_wal_file(const char *path) {
 /* Whether this process may create files in the folder holding `path`. */
 static int db_folder_writable(const char *path) {
   char dir[4096 + 8];
-  snprintf(dir, sizeof dir, "%s", path);
-  char *slash = strrchr(dir, '/');
-  if (!slash)
-    snprintf(dir, sizeof dir, ".");
-  else if (slash == dir)
-    slash[1] = '\0';
-  else
-    *slash = '\0';
-  return access(dir, W_OK) == 0;
+  return st_path_folder(path, dir, sizeof dir) == 0 && access(dir, W_OK) == 0;
 }
 
 /* A read-only connection to a WAL-mode file creates a -wal and a -shm next

@@ -14,6 +14,7 @@
 #include "bench_case.h"
 #include "generator.h"
 #include "handle.h"
+#include "test_cuda.h"
 #include "testutil.h"
 
 static char g_cache[256];
@@ -66,12 +67,7 @@ static void every_op_runs_without_a_database(void **state) {
   st_device_info dev;
   assert_int_equal(st_cu_device_info(cu, 0, &dev, &err), ST_OK);
   CUdevice d;
-  CUcontext ctx;
-  CUstream stream;
-  assert_int_equal(cu->cuDeviceGet(&d, 0), CUDA_SUCCESS);
-  assert_int_equal(cu->cuDevicePrimaryCtxRetain(&ctx, d), CUDA_SUCCESS);
-  assert_int_equal(cu->cuCtxSetCurrent(ctx), CUDA_SUCCESS);
-  assert_int_equal(cu->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  CUstream stream = st_test_cuda_stream(cu, &d);
   const uint64_t seed = st_test_seed("test_runtime_gpu_builtin");
   const int first = run_smoke(cu, &dev, stream, seed);
   printf("# %d binaries compiled into the disk cache\n", first);

@@ -19,6 +19,7 @@
 #include "random_fill.h"
 #include "reference/index_decode.h"
 #include "sparsetune.h"
+#include "test_cuda.h"
 #include "testutil.h"
 
 enum { R = 4, QLEN = 2, H = 2, D = 128, TOPK = 8, CTX = 8192, MB = CTX / 128, PAGES = 4096 };
@@ -94,11 +95,7 @@ static void fixture_open(fixture *s) {
   assert_int_equal(st_cu_load(&s->cu, &err), ST_OK);
   const st_cu *cu = s->cu;
   if (st_open(g_db, 0, &s->h) != ST_OK) fail_msg("st_open: %s", st_last_error(NULL));
-  CUcontext ctx;
-  assert_int_equal(cu->cuDeviceGet(&s->d, 0), CUDA_SUCCESS);
-  assert_int_equal(cu->cuDevicePrimaryCtxRetain(&ctx, s->d), CUDA_SUCCESS);
-  assert_int_equal(cu->cuCtxSetCurrent(ctx), CUDA_SUCCESS);
-  assert_int_equal(cu->cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  s->stream = st_test_cuda_stream(cu, &s->d);
 
   const size_t q_elems = (size_t)R * QLEN * H * D, pool_elems = (size_t)PAGES * 128 * D;
   s->q = malloc(q_elems * 2);

@@ -19,6 +19,7 @@
 #include "random_fill.h"
 #include "reference/sparse_attn_decode.h"
 #include "sparsetune.h"
+#include "test_cuda.h"
 #include "testutil.h"
 
 enum { R = 4, QLEN = 2, HQ = 32, HKV = 2, D = 128, TOPK = 8, CTX = 8192, MB = CTX / 128, PAGES = 512 };
@@ -193,11 +194,7 @@ static void fixture_open(fixture *s) {
   assert_int_equal(st_cu_load(&t->cu, &err), ST_OK);
   const st_cu *cu = t->cu;
   if (st_open(g_db, 0, &s->h) != ST_OK) fail_msg("st_open: %s", st_last_error(NULL));
-  CUcontext ctx;
-  assert_int_equal(cu->cuDeviceGet(&s->d, 0), CUDA_SUCCESS);
-  assert_int_equal(cu->cuDevicePrimaryCtxRetain(&ctx, s->d), CUDA_SUCCESS);
-  assert_int_equal(cu->cuCtxSetCurrent(ctx), CUDA_SUCCESS);
-  assert_int_equal(cu->cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  s->stream = st_test_cuda_stream(cu, &s->d);
   make_inputs(t);
   t->dq = upload(cu, t->q, (size_t)ROWS * HQ * D * 2);
   t->dpool = upload(cu, t->pool, (size_t)POOL * 2);

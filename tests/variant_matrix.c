@@ -16,6 +16,7 @@
 #include "generator.h"
 #include "op_harness.h"
 #include "st_db_write.h"
+#include "test_cuda.h"
 #include "testutil.h"
 #include "timing.h"
 
@@ -99,12 +100,7 @@ void st_test_every_variant(const char *op, const st_shape *shapes, int nshapes, 
   }
 
   CUdevice d;
-  CUcontext ctx;
-  CUstream stream;
-  assert_int_equal(cu->cuDeviceGet(&d, 0), CUDA_SUCCESS);
-  assert_int_equal(cu->cuDevicePrimaryCtxRetain(&ctx, d), CUDA_SUCCESS);
-  assert_int_equal(cu->cuCtxSetCurrent(ctx), CUDA_SUCCESS);
-  assert_int_equal(cu->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  CUstream stream = st_test_cuda_stream(cu, &d);
   const st_op_harness *h = st_harness_find(op);
   assert_non_null(h);
   /* ST_TEST_MATCH=TEXT checks only variants whose name contains TEXT (to

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "path.h"
+
 st_status st_staged_create(st_staged_file *f, const char *final_path, const char *tag, st_err *err) {
   memset(f, 0, sizeof *f);
   if ((size_t)snprintf(f->final_path, sizeof f->final_path, "%s", final_path) >= sizeof f->final_path)
@@ -43,14 +45,7 @@ static st_status sync_path(const char *path, int flags, st_err *err) {
  * that cannot flush a folder has nothing to make durable there. */
 static void sync_folder(const char *path) {
   char dir[4200];
-  snprintf(dir, sizeof dir, "%s", path);
-  char *slash = strrchr(dir, '/');
-  if (!slash)
-    snprintf(dir, sizeof dir, ".");
-  else if (slash == dir)
-    slash[1] = '\0';
-  else
-    *slash = '\0';
+  if (st_path_folder(path, dir, sizeof dir) != 0) return;
   st_err ignored;
   (void)sync_path(dir, O_RDONLY | O_DIRECTORY, &ignored);
 }
