@@ -18,6 +18,15 @@
 // keys per column; no CTA selects on its own slice, because a slice's own
 // top-k must then be merged again and cost more than the selection itself
 // (docs/kernels/index_decode.md, v4).
+// Balanced (p.balanced, batches of more than one request): the grid is
+// (splits + 1, R, groups) and the CTAs of a head group share the batch's
+// visible blocks by the actual lengths, not `splits` to a request: with N
+// blocks in all, request r gets S_r = max(1, ceil(nb_r / W)) slices of
+// W = ceil(N / (R * splits)) blocks at most (sum S_r <= R * (splits + 1)),
+// in request order; the CTAs past the last slice exit. A batch of equal
+// lengths gets `splits` slices a request as before; in a batch of mixed
+// lengths the longest request no longer sets the time alone (one long
+// request among short ones took splits equal slices of its whole length).
 //   single: the last CTA of (r, g) to finish selects from every split's keys
 //           with the whole CTA and writes topk_idx (one launch; counters
 //           reset by that CTA).
@@ -372,16 +381,89 @@ __device__ void st_score_bulk(const st_index_decode_params &p, const int32_t *s_
   }
 }
 
+// Blocks of request r that any of its query tokens sees (0: padding).
+__device__ __forceinline__ int st_request_blocks(const st_index_decode_params &p, int seq) {
+  return seq > 0 ? min((seq - 1) / BLOCK_TOKENS + 1, p.max_blocks) : 0;
+}
+
+struct st_slice {
+  int r;      // request (-1: no slice, the CTA exits)
+  int split;  // which of the request's slices
+  int splits; // the request's slices
+};
+
+// The balanced schedule's slice of CTA number c (of gridDim.x * R). Warp 0
+// reads the lengths once (lane l holds requests l, l + 32, ...; the first
+// SLICE_RUNS runs stay in registers: one round trip for batches up to 256,
+// as many as reading the CTA's own length took), sums the blocks, then
+// scans S_r in request order, 32 requests a step, until it passes c. Every
+// CTA computes the same W from the same lengths, so the slices tile each
+// request exactly once.
+constexpr int SLICE_RUNS = 8;
+__device__ st_slice st_balanced_slice(const st_index_decode_params &p, int c) {
+  __shared__ st_slice s_slice;
+  if (threadIdx.x < 32) {
+    const int lane = threadIdx.x;
+    const int R = p.num_requests;
+    int held[SLICE_RUNS];
+    long long total = 0;
+#pragma unroll
+    for (int k = 0; k < SLICE_RUNS; k++) {
+      const int i = k * 32 + lane;
+      held[k] = i < R ? st_request_blocks(p, p.seq_lens[i]) : 0;
+      total += held[k];
+    }
+    for (int i = SLICE_RUNS * 32 + lane; i < R; i += 32) total += st_request_blocks(p, p.seq_lens[i]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) total += __shfl_xor_sync(0xffffffffu, total, o);
+    const long long slots = (long long)R * p.splits;
+    const int w = (int)max(1LL, (total + slots - 1) / slots);
+    if (lane == 0) s_slice = st_slice{-1, 0, 0};
+    __syncwarp();
+    int done = 0; // slices of the requests before this step's
+    for (int k = 0; k * 32 < R && done <= c; k++) {
+      const int i = k * 32 + lane;
+      int nb = 0;
+#pragma unroll
+      for (int j = 0; j < SLICE_RUNS; j++)
+        if (j == k) nb = held[j];
+      if (k >= SLICE_RUNS && i < R) nb = st_request_blocks(p, p.seq_lens[i]);
+      const int n = i < R ? max(1, (nb + w - 1) / w) : 0;
+      int incl = n;
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const int v = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o) incl += v;
+      }
+      const int first = done + incl - n;
+      if (n > 0 && c >= first && c < first + n) s_slice = st_slice{i, c - first, n};
+      done += __shfl_sync(0xffffffffu, incl, 31);
+    }
+  }
+  __syncthreads();
+  return s_slice;
+}
+
 extern "C" __global__ void __launch_bounds__(THREADS, 1) st_index_decode_main(const st_index_decode_params p) {
-  // [MAX_COLS][chunk_cap] score keys, [chunk_cap] pages; then the merge's buffers
-  extern __shared__ uint32_t s_dyn[];
+  // [MAX_COLS][chunk_cap] score keys, [chunk_cap] pages; then the merge's
+  // buffers. 128-byte aligned: the bulk copies' stages follow at a multiple
+  // of 128 from here, and a stage that starts off a 32-byte sector boundary
+  // (the static variables before it decide where it starts) streamed 30%
+  // slower (docs/kernels/index_decode.md, v11).
+  extern __shared__ __align__(128) uint32_t s_dyn[];
   __shared__ st_select_smem s_sel;
   __shared__ int s_last;
   __shared__ uint64_t s_full[BULK_STAGES > 0 ? BULK_STAGES : 1], s_empty[BULK_STAGES > 0 ? BULK_STAGES : 1];
 
-  const int split = blockIdx.x, r = blockIdx.y, g = blockIdx.z;
+  const int g = blockIdx.z;
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   st_pdl_wait(); // common/pdl.cuh: nothing global before this
+  st_slice sl{(int)blockIdx.y, (int)blockIdx.x, p.splits};
+  if (p.balanced) {
+    sl = st_balanced_slice(p, blockIdx.y * gridDim.x + blockIdx.x);
+    if (sl.r < 0) return;
+  }
+  const int split = sl.split, r = sl.r;
   const int seq = p.seq_lens[r];
   if (seq <= 0) {
     if (!ALGO_SPLIT && split == 0) st_write_padding(p, r, g);
@@ -389,8 +471,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) st_index_decode_main(co
   }
   const int qlen = p.qlen;
   const int ncols = HEADS_PER_CTA * qlen;
-  const int nb_all = min((seq - 1) / BLOCK_TOKENS + 1, p.max_blocks); // blocks of the last token
-  const int chunk = min((nb_all + p.splits - 1) / p.splits, p.chunk_cap);
+  const int nb_all = st_request_blocks(p, seq); // blocks of the last token
+  const int chunk = min((nb_all + sl.splits - 1) / sl.splits, p.chunk_cap);
   const int j0 = min(split * chunk, nb_all);
   const int nloc = min(chunk, nb_all - j0);
 
@@ -520,7 +602,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) st_index_decode_main(co
   __syncthreads();
 
   // Forced blocks are never chosen by score: their keys become 0.
-  const bool direct = !ALGO_SPLIT && p.splits == 1;
+  const bool direct = !ALGO_SPLIT && sl.splits == 1;
   for (int e = threadIdx.x; e < ncols * nloc; e += THREADS) {
     const int col = e / nloc, i = e - col * nloc;
     const st_column c = st_make_column(p, r, g, col, seq);
@@ -540,7 +622,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) st_index_decode_main(co
 
   // single: the last CTA of (r, g) to get here merges (common/last_cta.cuh).
   __syncthreads();
-  if (threadIdx.x == 0) s_last = st_last_to_arrive(&p.counters[r * gridDim.z + g], (uint32_t)p.splits);
+  if (threadIdx.x == 0) s_last = st_last_to_arrive(&p.counters[r * gridDim.z + g], (uint32_t)sl.splits);
   __syncthreads();
   if (!s_last) return;
   st_merge_from_workspace(p, r, g, seq, s_dyn, s_sel);

@@ -4,7 +4,9 @@
  * visible blocks, init/local blocks that overlap on short requests, bf16 and
  * fp8, head_dim 64 and 128, 1, 2 and 4 heads, and requests whose blocks all
  * tie (ties: every index-K row equal, the selection's fallback when too
- * many keys equal the bound). Each variant runs twice per
+ * many keys equal the bound), and a batch of 40 mixed lengths (the balanced
+ * slices' scan over more than one warp's worth of requests, padding rows
+ * among them). Each variant runs twice per
  * shape (the second run checks that the workspace was left ready for a
  * replay). Skips where there is no driver or GPU. */
 #include <stdio.h>
@@ -16,8 +18,9 @@
 typedef struct edge {
   const char *dtype;
   int D, H, qlen, topk, init, local, ctx;
-  const char *lens;
+  const char *lens; /* the lengths, or "mixed" for B random ones */
   int ties;
+  int B; /* "mixed" only */
 } edge;
 
 static const edge edges[] = {
@@ -30,13 +33,17 @@ static const edge edges[] = {
     {"bf16", 128, 2, 1, 64, 8, 8, 40000, "1;8000;40000", 0},
     {"bf16", 128, 1, 1, 5, 0, 1, 4133, "4133;128;129", 0},
     {"bf16", 128, 2, 2, 16, 1, 2, 131072, "131072;5000;300;0", 1},
+    {"bf16", 128, 2, 1, 16, 1, 2, 40000, "mixed", 0, 40},
 };
 
 static void make_shape(const edge *e, st_shape *s) {
   memset(s, 0, sizeof *s);
   st_err err = {{0}};
-  int B = 1;
-  for (const char *p = e->lens; *p; p++) B += *p == ';';
+  int B = e->B;
+  if (strcmp(e->lens, "mixed") != 0) {
+    B = 1;
+    for (const char *p = e->lens; *p; p++) B += *p == ';';
+  }
   snprintf(s->op, sizeof s->op, "index_decode");
   st_params_set(&s->params, "dtype", e->dtype, &err);
   st_params_set_int(&s->params, "D", e->D, &err);
@@ -49,8 +56,8 @@ static void make_shape(const edge *e, st_shape *s) {
   st_params_set_int(&s->params, "ctx", e->ctx, &err);
   st_params_set(&s->params, "lens", e->lens, &err);
   st_params_set_int(&s->params, "ties", e->ties, &err);
-  snprintf(s->key, sizeof s->key, "edge:%s,D=%d,H=%d,qlen=%d,topk=%d,lens=%s,ties=%d", e->dtype, e->D, e->H, e->qlen,
-           e->topk, e->lens, e->ties);
+  snprintf(s->key, sizeof s->key, "edge:%s,B=%d,D=%d,H=%d,qlen=%d,topk=%d,lens=%s,ties=%d", e->dtype, B, e->D, e->H,
+           e->qlen, e->topk, e->lens, e->ties);
 }
 
 static uint64_t g_seed;

@@ -155,10 +155,13 @@ static void test_plans_size_grid_and_workspace(void **state) {
   st_index_decode_args a = valid_args();
   st_err err = {{0}};
   st_index_decode_plan p;
-  /* single, 4 splits: counters + block keys, one launch. */
+  /* single, 4 splits: counters + block keys, one launch. Eight requests:
+   * balanced slices, one column of CTAs more than the splits. */
   st_index_decode_config c = config("bf16", 16, 2, 2, "single", 4);
   assert_int_equal(st_index_decode_plan_make(&c, &a, 132, &p, &err), ST_OK);
-  assert_int_equal(p.grid[0], 4);
+  assert_int_equal(p.params.balanced, 1);
+  assert_int_equal(p.params.splits, 4);
+  assert_int_equal(p.grid[0], 5);
   assert_int_equal(p.grid[1], 8);
   assert_int_equal(p.grid[2], 1);
   assert_int_equal(p.block, 256);
@@ -176,9 +179,20 @@ static void test_plans_size_grid_and_workspace(void **state) {
   c.bulk_stages = 0;
   assert_int_equal(st_index_decode_plan_make(&c, &a, 132, &p, &err), ST_OK);
   assert_int_equal(p.smem_bytes, 4096); /* the merge's 4 columns x 256 keys */
-  /* single with 1 split writes the output directly: no workspace. */
+  /* single with 1 split: balanced, a long request may still take two
+   * slices, so the keys and counters stay; one request writes its output
+   * directly and needs no workspace. */
   c = config("bf16", 16, 2, 2, "single", 1);
   assert_int_equal(st_index_decode_plan_make(&c, &a, 132, &p, &err), ST_OK);
+  assert_int_equal(p.grid[0], 2);
+  assert_true(p.workspace_bytes >= keys);
+  st_index_decode_args one = a;
+  one.q.shape[0] = 2; /* one request of qlen 2 */
+  one.block_table.shape[0] = one.seq_lens.shape[0] = 1;
+  one.topk_idx.shape[1] = 2;
+  assert_int_equal(st_index_decode_plan_make(&c, &one, 132, &p, &err), ST_OK);
+  assert_int_equal(p.params.balanced, 0);
+  assert_int_equal(p.grid[0], 1);
   assert_int_equal(p.workspace_bytes, 0);
   /* split: a merge launch over (R, groups). */
   c = config("bf16", 16, 1, 2, "split", 8);

@@ -166,7 +166,17 @@ st_status st_index_decode_plan_make(const st_index_decode_config *cfg, const st_
   const int splits = choose_splits(cfg, R, groups, max_blocks, sm_count > 0 ? sm_count : 1);
   const int64_t chunk_cap = ceil_div(max_blocks, splits);
   const int64_t cols = (int64_t)cfg->heads_per_cta * cfg->max_qlen;
-  const int direct = cfg->algo == ST_INDEX_DECODE_SINGLE && splits == 1;
+  /* More than one request: the CTAs share the blocks by the actual lengths
+   * (templates/index_decode.cu, "Balanced"), since a batch's lengths are
+   * device data; a slice never exceeds chunk_cap (W <= ceil(max_blocks /
+   * splits)), and any request may take more than one, so there is always a
+   * merge. */
+  const int balanced = R > 1;
+  const int direct = cfg->algo == ST_INDEX_DECODE_SINGLE && splits == 1 && !balanced;
+  /* The kernel numbers a head group's CTAs (and their slices) in an int. */
+  if (R * (splits + balanced) > INT32_MAX)
+    return st_fail(err, ST_ERR_UNSUPPORTED, "%lld requests x %d splits exceed the kernel's CTA numbering", (long long)R,
+                   splits);
   /* The merge stages sel_cols columns of max_blocks keys at a time. */
   const int64_t row_bytes = max_blocks * 4;
   int64_t sel_cols = ST_INDEX_DECODE_SELECT_SMEM / row_bytes;
@@ -214,6 +224,7 @@ st_status st_index_decode_plan_make(const st_index_decode_config *cfg, const st_
   p->splits = splits;
   p->chunk_cap = (int32_t)chunk_cap;
   p->sel_cols = (int32_t)sel_cols;
+  p->balanced = balanced;
 
   /* R and H <= 65535, qlen <= 4, max_blocks < 2^24 (max_context is an
    * int): every size here stays under 2^60 bytes. */
@@ -227,7 +238,7 @@ st_status st_index_decode_plan_make(const st_index_decode_config *cfg, const st_
     off = align_up(off + (size_t)R * (size_t)H * (size_t)a->qlen * (size_t)max_blocks * 4);
   }
   plan->workspace_bytes = off;
-  plan->grid[0] = (unsigned)splits;
+  plan->grid[0] = (unsigned)(splits + balanced);
   plan->grid[1] = (unsigned)R;
   plan->grid[2] = (unsigned)groups;
   plan->block = (unsigned)cfg->threads;

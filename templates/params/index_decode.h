@@ -29,11 +29,14 @@ typedef struct st_index_decode_params {
   int32_t init_blocks, local_blocks;
   int32_t max_blocks;         /* blocks any request may have: ceil(max_context/128),
                                  never more than block_table's columns          */
-  int32_t splits;             /* CTAs per (request, head group) = gridDim.x     */
+  int32_t splits;             /* CTAs per (request, head group) = gridDim.x;
+                                 balanced: slices a request at the mean length,
+                                 gridDim.x = splits + 1                         */
   int32_t chunk_cap;          /* blocks one CTA's score buffer holds:
                                  >= ceil(max_blocks / splits)                    */
   int32_t sel_cols;           /* columns the merge stages in shared memory at
                                  once (sel_cols * max_blocks keys)               */
+  int32_t balanced;           /* 1: slices by the actual lengths (R > 1)        */
 } st_index_decode_params;
 
 #endif
