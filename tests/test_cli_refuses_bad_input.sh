@@ -50,6 +50,9 @@ expect 2 "option --match does not apply to this command" -- "$bin" bench --match
 expect 2 "--match needs 1 to 100 characters" -- "$bin" tune --match ""
 expect 2 "needs a value" -- "$bin" tune --match
 expect 2 "without spaces" -- "$bin" tune --match "kr cache=cold"
+expect 2 "--search=some is not full or model" -- "$bin" tune --search some
+expect 2 "option --search does not apply to this command" -- "$bin" bench --search model
+expect 2 "--search model goes with show run ID" -- "$bin" show runs --search model
 expect 2 "option --cold does not apply to this command" -- "$bin" show --cold
 expect 2 "option --cold does not apply to this command" -- "$bin" compile --cold
 expect 0 "--cold" -- "$bin" bench --help

@@ -2,6 +2,8 @@
 st_add_test(NAME test_compile LABEL cpu SOURCES test_compile.c LIBS st_tuner_core)
 st_add_test(NAME test_decode_step LABEL cpu SOURCES test_decode_step.c LIBS st_tuner_core)
 st_add_test(NAME test_eta LABEL cpu SOURCES test_eta.c LIBS st_tuner_core)
+st_add_test(NAME test_search_model LABEL cpu SOURCES test_search_model.c LIBS st_tuner_core)
+st_add_test(NAME test_show_search LABEL cpu SOURCES test_show_search.c LIBS st_tuner_core)
 st_add_test(NAME test_cold LABEL cpu SOURCES test_cold.c LIBS st_tuner_core)
 st_add_test(NAME test_timing_retry LABEL cpu SOURCES test_timing_retry.c LIBS st_tuner_core)
 st_add_test(NAME test_verify_twice LABEL cpu SOURCES test_verify_twice.c LIBS st_tuner_core)

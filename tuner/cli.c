@@ -89,7 +89,7 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
       {"decode", required_argument, 0, 'D'}, {"prefill", required_argument, 0, 'P'},
       {"oracle-db", required_argument, 0, 'R'}, {"out", required_argument, 0, 'O'},
       {"force", no_argument, 0, 'F'},        {"leave-one-out", no_argument, 0, 'L'},
-      {0, 0, 0, 0}};
+      {"search", required_argument, 0, 'M'}, {0, 0, 0, 0}};
   static const struct {
     int c;
     unsigned flag;
@@ -98,7 +98,8 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
               {'S', ST_OPT_SEED},    {'b', ST_OPT_REGRESS}, {'H', ST_OPT_REGRESS}, {'t', ST_OPT_REGRESS},
               {'p', ST_OPT_PRINT},   {'A', ST_OPT_HARNESS}, {'m', ST_OPT_MATCH},
               {'C', ST_OPT_COLD},    {'B', ST_OPT_BUILTIN}, {'D', ST_OPT_EVAL},     {'P', ST_OPT_EVAL},
-              {'R', ST_OPT_EVAL},    {'O', ST_OPT_OUT},     {'F', ST_OPT_FORCE},   {'L', ST_OPT_EVAL}};
+              {'R', ST_OPT_EVAL},    {'O', ST_OPT_OUT},     {'F', ST_OPT_FORCE},   {'L', ST_OPT_EVAL},
+              {'M', ST_OPT_SEARCH}};
   optind = 1;
   opterr = 0;
   int c, li = -1;
@@ -157,6 +158,13 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
         return -2;
       }
       cli->out_path = optarg;
+      break;
+    case 'M':
+      if (strcmp(optarg, "full") && strcmp(optarg, "model")) {
+        st_cli_error(cli, "--search=%s is not full or model", optarg);
+        return -2;
+      }
+      cli->search_model = strcmp(optarg, "model") == 0;
       break;
     case 'm':
       if (!*optarg || strlen(optarg) > 100 || strpbrk(optarg, " \t\n")) {

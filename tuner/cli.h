@@ -45,6 +45,7 @@ typedef struct st_cli {
   int harness;            /* bench: also time the variant through the op harness */
   const char *match;      /* tune: only variants whose name contains this; NULL: all */
   int cold;               /* tune, bench: cold-cache timing (cold.h) */
+  int search_model;       /* tune: leave out variants the run found slow near a shape (search_model.h) */
   int builtin;            /* bench: the runtime with no database (built-in variants) */
   int eval_decode, eval_prefill; /* eval: random decode steps and prefill batches */
   int eval_counts_given;          /* eval: --decode or --prefill was on the command line */
@@ -78,7 +79,8 @@ enum {
   /* With ST_OPT_DEVICE: --device takes a device model's name (into
    * device_name), not a GPU ordinal. */
   ST_OPT_DEVICE_NAME = 1 << 18,
-  ST_OPT_EVAL = 1 << 19
+  ST_OPT_EVAL = 1 << 19,
+  ST_OPT_SEARCH = 1 << 20
 };
 
 /* Parses argv (argv[0] = the command name) into `cli` with defaults set.

@@ -6,12 +6,18 @@
 #include "cli.h"
 #include "commands.h"
 #include "report.h"
+#include "show_search.h"
 
 static const char usage[] =
-    "usage: sparsetune show [runs | run ID | winners [DEVICE]] [--db FILE] [--json]\n"
+    "usage: sparsetune show [runs | run ID [--search model] | winners [DEVICE]] [--db FILE] [--json]\n"
     "\n"
     "  runs          every run, newest first, with counts of ok/wrong/failed/pruned (default)\n"
     "  run ID        the measurements of run ID\n"
+    "  run ID --search model\n"
+    "                what `tune --search model` would have left out of run ID (a\n"
+    "                tune that ran every variant) and what it would have cost: per\n"
+    "                op, the pairs left out and the best kept variant's time\n"
+    "                against the best (docs/method.md)\n"
     "  winners       the winners per dispatch key for every device model in the\n"
     "                database (the runtime loads those of its own card)\n"
     "  winners DEVICE\n"
@@ -85,13 +91,14 @@ cleanup:
 static st_status show_report(const st_cli *cli, st_db *db, const char *what, st_err *err) {
   const st_report_format fmt = cli->json ? ST_REPORT_JSON : ST_REPORT_TEXT;
   if (!strcmp(what, "runs")) return st_report_runs(db, stdout, fmt, 0, err);
+  if (!strcmp(what, "run") && cli->search_model) return st_show_search_replay(cli, db, cli->run, err);
   if (!strcmp(what, "run")) return st_report_run(db, stdout, fmt, cli->run, err);
   return show_winners(cli, db, fmt, err);
 }
 
 int st_cmd_show(int argc, char **argv) {
   st_cli cli;
-  int rc = st_cli_parse(argc, argv, ST_OPT_DB | ST_OPT_JSON | ST_OPT_RUN, usage, &cli);
+  int rc = st_cli_parse(argc, argv, ST_OPT_DB | ST_OPT_JSON | ST_OPT_RUN | ST_OPT_SEARCH, usage, &cli);
   if (rc) return rc == -1 ? ST_EXIT_OK : ST_EXIT_USAGE;
   const char *what = cli.what ? cli.what : "runs";
   if (strcmp(what, "runs") && strcmp(what, "run") && strcmp(what, "winners")) {
@@ -100,6 +107,10 @@ int st_cmd_show(int argc, char **argv) {
   }
   if (!strcmp(what, "run") && cli.run <= 0) {
     st_cli_error(&cli, "show run needs a run id: sparsetune show run 3");
+    return ST_EXIT_USAGE;
+  }
+  if ((cli.given & ST_OPT_SEARCH) && (strcmp(what, "run") || !cli.search_model)) {
+    st_cli_error(&cli, "--search model goes with show run ID (the replay of a full tune)");
     return ST_EXIT_USAGE;
   }
   if (cli.device_name && !*cli.device_name) {

@@ -12,12 +12,14 @@
 #include "commands.h"
 #include "eta.h"
 #include "op_harness.h"
+#include "search_model.h"
 #include "winners.h"
 #include "worker.h"
 
 static const char usage[] =
     "usage: sparsetune tune [--suite NAME] [--op OP] [--db FILE] [--device N] [--arch SM]\n"
     "                       [--jobs N] [--seed N] [--new] [--match TEXT] [--cold]\n"
+    "                       [--search full|model]\n"
     "\n"
     "Generates every variant of the suite's ops, compiles them for the GPU\n"
     "(cached by source hash), then for each shape of the suite verifies each\n"
@@ -45,7 +47,13 @@ static const char usage[] =
     "                 them (pools of 16x the L2 size, each replay reading other\n"
     "                 pages); the winners are then picked on those times. A\n"
     "                 cold run resumes only a cold run. Default: the same\n"
-    "                 inputs each replay, as the suites' peer times were taken\n";
+    "                 inputs each replay, as the suites' peer times were taken\n"
+    "  --search MODE  full (default): every applicable variant of every shape;\n"
+    "                 model: a variant that the run found at least 1.3x the\n"
+    "                 best (or stopped, wrong, failed) on the 2 nearest shapes\n"
+    "                 of its op where it ran is left out of the next shape\n"
+    "                 (defaults always run). A model run resumes only a model\n"
+    "                 run\n";
 
 typedef struct binary_slot {
   char hash[40];
@@ -65,6 +73,8 @@ typedef struct tune_state {
   double best_us;
   char best_name[160];
   int tty;
+  st_search_model *model; /* --search model; NULL: full */
+  int skipped, skipped_here; /* variants the model left out: in all, on this shape */
 } tune_state;
 
 static double now_s(void) {
@@ -77,9 +87,11 @@ static void progress(const tune_state *t) {
   char eta[32] = "?";
   const double left = st_eta_left(&t->eta);
   if (left >= 0) st_cli_format_duration(left, eta, sizeof eta);
-  fprintf(stderr, "%s[shape %d/%d] %d/%d variants timed, %d failed; best here %.2f us %s; ETA %s%s",
-          t->tty ? "\r\033[K" : "", t->shape_index + 1, t->suite->nshapes, t->done_jobs, t->total_jobs, t->failed,
-          t->best_us, t->best_name, eta, t->tty ? "" : "\n");
+  char left_out[48] = "";
+  if (t->model) snprintf(left_out, sizeof left_out, ", %d left out here", t->skipped_here);
+  fprintf(stderr, "%s[shape %d/%d] %d/%d variants timed%s, %d failed; best here %.2f us %s; ETA %s%s",
+          t->tty ? "\r\033[K" : "", t->shape_index + 1, t->suite->nshapes, t->done_jobs, t->total_jobs, left_out,
+          t->failed, t->best_us, t->best_name, eta, t->tty ? "" : "\n");
   fflush(stderr);
 }
 
@@ -103,6 +115,8 @@ static void record(void *ctx, int index, const st_job_outcome *o) {
   st_timing_samples_json(&o->timing, m.samples, sizeof m.samples);
   st_err err = {{0}};
   if (st_db_put_measurement(t->db, &m, &err) != ST_OK) st_cli_error(t->cli, "recording a measurement: %s", err.msg);
+  if (t->model && st_search_model_add(t->model, t->shape, v->id, o->status, o->timing.median_us) != 0)
+    st_cli_error(t->cli, "out of memory for the search model: the next shapes run every variant");
   t->done_jobs++;
   st_eta_done(&t->eta, now_s());
   if (strcmp(o->status, "ok") && strcmp(o->status, "pruned")) {
@@ -151,10 +165,13 @@ static int load_binaries(const st_cli *cli, st_db *db, const st_cli_suite *s, co
 }
 
 /* Jobs of one shape: applicable variants with a binary, not yet measured in
- * this run; defaults first, so pruning has a baseline early. */
+ * this run and not left out by the search model (when there is one: never
+ * a default); defaults first, so pruning has a baseline early. */
 static int plan_jobs(const st_cli *cli, st_gen *gen, st_db *db, const st_cli_suite *s, const st_shape *shape,
-                     int64_t run_id, const binary_slot *bins, int nbins, st_job *jobs, int *njobs) {
+                     int64_t run_id, const binary_slot *bins, int nbins, st_search_model *model, st_job *jobs,
+                     int *njobs, int *skipped) {
   int n = 0;
+  *skipped = 0;
   for (int pass = 0; pass < 2; pass++)
     for (int i = 0; i < s->nvariants; i++) {
       const st_variant_row *v = &s->variants[i].row;
@@ -168,6 +185,10 @@ static int plan_jobs(const st_cli *cli, st_gen *gen, st_db *db, const st_cli_sui
         return ST_EXIT_FAIL;
       }
       if (!applies || found) continue;
+      if (model && !v->is_default && st_search_model_skip(model, shape, v->id, NULL, 0)) {
+        (*skipped)++;
+        continue;
+      }
       const binary_slot *b = find_binary(bins, nbins, v->source_hash);
       jobs[n].variant = v;
       jobs[n].cubin = b ? b->bin.cubin : NULL;
@@ -298,8 +319,24 @@ static int save_and_print_winners(const st_cli *cli, st_db *db, st_cli_suite *s,
 }
 
 static void run_args(const st_cli *cli, char *buf, size_t cap) {
-  snprintf(buf, cap, "suite=%s op=%s seed=%llu%s%s%s", cli->suite, cli->op ? cli->op : "*", cli->seed,
-           cli->match ? " match=" : "", cli->match ? cli->match : "", cli->cold ? " " ST_COLD_RUN_ARG : "");
+  snprintf(buf, cap, "suite=%s op=%s seed=%llu%s%s%s%s", cli->suite, cli->op ? cli->op : "*", cli->seed,
+           cli->match ? " match=" : "", cli->match ? cli->match : "", cli->cold ? " " ST_COLD_RUN_ARG : "",
+           cli->search_model ? " search=model" : "");
+}
+
+typedef struct feed_ctx {
+  st_search_model *model;
+  const st_cli_suite *suite;
+} feed_ctx;
+
+/* A resumed run's measurements into the search model. */
+static int feed_model(void *ctx, const st_measurement *m, const char *name, const char *op) {
+  (void)name;
+  (void)op;
+  const feed_ctx *f = ctx;
+  const st_shape *sh = shape_by_key(f->suite, m->shape_key);
+  if (!sh) return 0; /* another suite's shape */
+  return st_search_model_add(f->model, sh, m->variant_id, m->status, m->median_us) != 0;
 }
 
 static int tune_shapes(const st_cli *cli, st_gen *gen, st_db *db, st_cli_suite *s, int64_t run_id,
@@ -308,9 +345,22 @@ static int tune_shapes(const st_cli *cli, st_gen *gen, st_db *db, st_cli_suite *
   st_job *jobs = calloc((size_t)s->nvariants + 1, sizeof *jobs);
   if (!jobs) return ST_EXIT_FAIL;
   int rc = ST_EXIT_OK;
+  if (cli->search_model) {
+    const st_search_opts so = {
+        .threshold = ST_SEARCH_THRESHOLD, .neighbours = ST_SEARCH_NEIGHBOURS, .radius = ST_SEARCH_RADIUS};
+    st_err err = {{0}};
+    feed_ctx f = {.model = t.model = st_search_model_new(&so), .suite = s};
+    if (!t.model || st_db_each_measurement(db, run_id, feed_model, &f, &err) != ST_OK) {
+      st_cli_error(cli, "search model: %s", t.model ? err.msg : "out of host memory");
+      st_search_model_free(t.model);
+      free(jobs);
+      return ST_EXIT_FAIL;
+    }
+  }
+  int skipped = 0;
   for (int i = 0; i < s->nshapes && rc == ST_EXIT_OK; i++) { /* count for the ETA */
     int n = 0;
-    rc = plan_jobs(cli, gen, db, s, &s->shapes[i], run_id, bins, nbins, jobs, &n);
+    rc = plan_jobs(cli, gen, db, s, &s->shapes[i], run_id, bins, nbins, t.model, jobs, &n, &skipped);
     t.total_jobs += n;
     st_eta_plan(&t.eta, s->shapes[i].op, n);
   }
@@ -318,7 +368,11 @@ static int tune_shapes(const st_cli *cli, st_gen *gen, st_db *db, st_cli_suite *
   for (int i = 0; i < s->nshapes && rc == ST_EXIT_OK && !st_cli_stop; i++) {
     const st_shape *sh = &s->shapes[i];
     int n = 0;
-    if ((rc = plan_jobs(cli, gen, db, s, sh, run_id, bins, nbins, jobs, &n)) != ST_EXIT_OK || n == 0) continue;
+    if ((rc = plan_jobs(cli, gen, db, s, sh, run_id, bins, nbins, t.model, jobs, &n, &skipped)) != ST_EXIT_OK)
+      continue;
+    t.skipped += skipped;
+    t.skipped_here = skipped;
+    if (n == 0) continue;
     const st_op_harness *h = st_harness_find(sh->op);
     if (!h) {
       st_cli_error(cli, "no tuning harness for op %s", sh->op);
@@ -360,6 +414,10 @@ static int tune_shapes(const st_cli *cli, st_gen *gen, st_db *db, st_cli_suite *
     }
     if (t.tty) fputc('\n', stderr);
   }
+  if (t.model)
+    printf("search model: %d (variant, shape) pairs left out, slow on the nearest shapes where they ran\n",
+           t.skipped);
+  st_search_model_free(t.model);
   free(jobs);
   return rc;
 }
@@ -368,7 +426,7 @@ int st_cmd_tune(int argc, char **argv) {
   st_cli cli;
   int rc = st_cli_parse(argc, argv,
                         ST_OPT_DB | ST_OPT_SUITE | ST_OPT_OP | ST_OPT_ARCH | ST_OPT_DEVICE | ST_OPT_JOBS | ST_OPT_SEED |
-                            ST_OPT_FRESH | ST_OPT_MATCH | ST_OPT_COLD,
+                            ST_OPT_FRESH | ST_OPT_MATCH | ST_OPT_COLD | ST_OPT_SEARCH,
                         usage, &cli);
   if (rc) return rc == -1 ? ST_EXIT_OK : ST_EXIT_USAGE;
   st_cli_catch_signals();
