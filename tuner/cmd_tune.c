@@ -52,8 +52,8 @@ static const char usage[] =
     "                 model: a variant that the run found at least 1.3x the\n"
     "                 best (or stopped, wrong, failed) on the 2 nearest shapes\n"
     "                 of its op where it ran is left out of the next shape\n"
-    "                 (defaults always run). A model run resumes only a model\n"
-    "                 run\n";
+    "                 (defaults always run), and only what runs is compiled,\n"
+    "                 shape by shape. A model run resumes only a model run\n";
 
 typedef struct binary_slot {
   char hash[40];
@@ -162,6 +162,47 @@ static int load_binaries(const st_cli *cli, st_db *db, const st_cli_suite *s, co
   *out = b;
   *nout = n;
   return ST_EXIT_OK;
+}
+
+/* --search model compiles per shape, only what the shape will run: the
+ * sources of `jobs` that the database has no binary of yet, then their
+ * binaries into `bins` and the jobs. */
+static int compile_jobs(const st_cli *cli, st_db *db, const st_cli_suite *s, const char *arch, binary_slot *bins,
+                        int nbins, st_job *jobs, int njobs) {
+  st_gen_variant *want = calloc((size_t)njobs + 1, sizeof *want);
+  if (!want) return ST_EXIT_FAIL;
+  int n = 0;
+  for (int j = 0; j < njobs; j++) {
+    const char *h = jobs[j].variant->source_hash;
+    int listed = 0;
+    for (int k = 0; k < n && !listed; k++) listed = !strcmp(want[k].row.source_hash, h);
+    for (int b = 0; b < nbins && !listed; b++) listed = !strcmp(bins[b].hash, h) && bins[b].found;
+    if (listed) continue;
+    for (int i = 0; i < s->nvariants; i++) /* the generated variant, with its source text */
+      if (&s->variants[i].row == jobs[j].variant) want[n++] = s->variants[i];
+  }
+  int rc = ST_EXIT_OK;
+  if (n > 0) {
+    const st_cli_suite sub = {.variants = want, .nvariants = n};
+    rc = st_cli_compile(cli, db, &sub, arch);
+  }
+  free(want); /* a shallow copy: the sources belong to the suite */
+  for (int j = 0; j < njobs && rc == ST_EXIT_OK; j++)
+    for (int b = 0; b < nbins; b++) {
+      if (bins[b].found || strcmp(bins[b].hash, jobs[j].variant->source_hash)) continue;
+      st_err err = {{0}};
+      if (st_db_get_binary(db, bins[b].hash, arch, NULL, &bins[b].bin, &bins[b].found, &err) != ST_OK) {
+        st_cli_error(cli, "%s", err.msg);
+        rc = ST_EXIT_FAIL;
+      }
+      break;
+    }
+  for (int j = 0; j < njobs; j++) {
+    const binary_slot *b = find_binary(bins, nbins, jobs[j].variant->source_hash);
+    jobs[j].cubin = b ? b->bin.cubin : NULL;
+    jobs[j].cubin_size = b ? b->bin.cubin_size : 0;
+  }
+  return rc;
 }
 
 /* Jobs of one shape: applicable variants with a binary, not yet measured in
@@ -339,8 +380,8 @@ static int feed_model(void *ctx, const st_measurement *m, const char *name, cons
   return st_search_model_add(f->model, sh, m->variant_id, m->status, m->median_us) != 0;
 }
 
-static int tune_shapes(const st_cli *cli, st_gen *gen, st_db *db, st_cli_suite *s, int64_t run_id,
-                       const binary_slot *bins, int nbins) {
+static int tune_shapes(const st_cli *cli, st_gen *gen, st_db *db, st_cli_suite *s, int64_t run_id, const char *arch,
+                       binary_slot *bins, int nbins) {
   tune_state t = {.cli = cli, .db = db, .suite = s, .run_id = run_id, .tty = isatty(2)};
   st_job *jobs = calloc((size_t)s->nvariants + 1, sizeof *jobs);
   if (!jobs) return ST_EXIT_FAIL;
@@ -373,6 +414,7 @@ static int tune_shapes(const st_cli *cli, st_gen *gen, st_db *db, st_cli_suite *
     t.skipped += skipped;
     t.skipped_here = skipped;
     if (n == 0) continue;
+    if (t.model && (rc = compile_jobs(cli, db, s, arch, bins, nbins, jobs, n)) != ST_EXIT_OK) break;
     const st_op_harness *h = st_harness_find(sh->op);
     if (!h) {
       st_cli_error(cli, "no tuning harness for op %s", sh->op);
@@ -461,7 +503,11 @@ int st_cmd_tune(int argc, char **argv) {
   if ((rc = st_cli_open(&cli, &gen, &db)) != ST_EXIT_OK) return rc;
   if ((rc = st_cli_load_suite(&cli, gen, db, &suite)) != ST_EXIT_OK) goto done;
   printf("suite %s: %d shapes, %d variants\n", cli.suite, suite.nshapes, suite.nvariants);
-  if ((rc = st_cli_compile(&cli, db, &suite, arch)) != ST_EXIT_OK) goto done;
+  /* --search model on a GPU compiles shape by shape what it runs. */
+  if (cli.search_model && have_gpu)
+    printf("compiling shape by shape: only the variants the search model runs\n");
+  else if ((rc = st_cli_compile(&cli, db, &suite, arch)) != ST_EXIT_OK)
+    goto done;
   if (st_cli_stop) {
     rc = ST_EXIT_INTERRUPTED;
     goto done;
@@ -490,7 +536,7 @@ int st_cmd_tune(int argc, char **argv) {
   else if (st_db_run_begin(db, &run, &run_id, &err) != ST_OK) goto db_error;
   printf("run %lld on %s (%s, %d SMs)\n", (long long)run_id, dev.name, dev.arch, dev.sm_count);
   if ((rc = load_binaries(&cli, db, &suite, arch, &bins, &nbins)) != ST_EXIT_OK) goto done;
-  rc = tune_shapes(&cli, gen, db, &suite, run_id, bins, nbins);
+  rc = tune_shapes(&cli, gen, db, &suite, run_id, arch, bins, nbins);
   if (st_cli_stop) {
     st_db_run_finish(db, run_id, "interrupted", &err);
     printf("\ninterrupted: run %lld keeps what was measured; the same command resumes it\n", (long long)run_id);
