@@ -1,5 +1,6 @@
 #include "dispatch.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -8,7 +9,7 @@
 const char *st_dispatch_rule_name(st_dispatch_rule rule) {
   switch (rule) {
   case ST_DISPATCH_EXACT: return "exact";
-  case ST_DISPATCH_NEAREST: return "nearest shape";
+  case ST_DISPATCH_NEAREST: return "nearest key";
   case ST_DISPATCH_DEFAULT: return "default";
   }
   return "unknown";
@@ -16,25 +17,10 @@ const char *st_dispatch_rule_name(st_dispatch_rule rule) {
 
 /* ---- key fields ---------------------------------------------------------- */
 
-/* The numeric fields nearness is measured on: the batch and, where a key
- * has it, the context (index_decode: the call's max_context). */
-static int is_nearness_field(const char *key) {
-  return strcmp(key, ST_DISPATCH_BATCH_FIELD) == 0 || strcmp(key, ST_DISPATCH_CONTEXT_FIELD) == 0;
-}
-
-static int count_fields(const st_params *ps, int skip_nearness) {
-  int n = 0;
-  for (int i = 0; i < ps->n; i++)
-    if (!skip_nearness || !is_nearness_field(ps->p[i].key)) n++;
-  return n;
-}
-
-/* Same keys with the same values, ignoring the batch and context fields
- * when skip_nearness is set. */
-static int fields_equal(const st_params *a, const st_params *b, int skip_nearness) {
-  if (count_fields(a, skip_nearness) != count_fields(b, skip_nearness)) return 0;
+/* Same keys with the same values. */
+static int fields_equal(const st_params *a, const st_params *b) {
+  if (a->n != b->n) return 0;
   for (int i = 0; i < a->n; i++) {
-    if (skip_nearness && is_nearness_field(a->p[i].key)) continue;
     const char *v = st_params_get(b, a->p[i].key);
     if (!v || strcmp(v, a->p[i].val) != 0) return 0;
   }
@@ -47,23 +33,50 @@ long long st_dispatch_key_int(const st_params *fields, const char *name) {
   return v;
 }
 
-/* log2 distance of a winner's (batch, context) from the call's; a field
- * either side lacks counts nothing. */
-static double distance(long long batch, long long context, long long want_batch, long long want_context) {
+/* A field's value as a positive integer, or 0. */
+static long long positive_int(const char *s) {
+  char *end = NULL;
+  errno = 0;
+  const long long v = strtoll(s, &end, 10);
+  return errno == 0 && end != s && *end == '\0' && v > 0 ? v : 0;
+}
+
+/* How far a winner's key is from the call's: the sum over the fields that
+ * differ of |log2 w/c|, when both are positive integers; INFINITY when a
+ * text field differs (the dtype). A numeric field on one side only counts
+ * nothing (a key recorded before the field was added: the context), a text
+ * field on one side only makes the keys incomparable. */
+static double key_distance(const st_params *w, const st_params *call) {
+  for (int i = 0; i < call->n; i++)
+    if (!st_params_get(w, call->p[i].key) && !positive_int(call->p[i].val)) return INFINITY;
   double d = 0.0;
-  if (batch > 0 && want_batch > 0) d += fabs(log2((double)batch / (double)want_batch));
-  if (context > 0 && want_context > 0) d += fabs(log2((double)context / (double)want_context));
+  for (int i = 0; i < w->n; i++) {
+    const char *cv = st_params_get(call, w->p[i].key);
+    if (!cv) {
+      if (!positive_int(w->p[i].val)) return INFINITY;
+      continue;
+    }
+    if (strcmp(cv, w->p[i].val) == 0) continue;
+    const long long a = positive_int(w->p[i].val), b = positive_int(cv);
+    if (!a || !b) return INFINITY;
+    d += fabs(log2((double)a / (double)b));
+  }
   return d;
 }
 
-/* 1 if candidate x is nearer to the call than y; ties (within rounding of
- * the logarithms) go to the larger batch, then the larger context. */
-static int nearer(const st_dispatch_candidate *x, const st_dispatch_candidate *y, long long want_batch,
-                  long long want_context) {
-  const double dx = distance(x->batch, x->context, want_batch, want_context);
-  const double dy = distance(y->batch, y->context, want_batch, want_context);
-  if (dx < dy - 1e-9) return 1;
-  if (dx > dy + 1e-9) return 0;
+/* Whether the winner's own key says it beat the op's defaults there by the
+ * margin; a winner recorded without the defaults' time counts as having. */
+static int beat_defaults(const st_dispatch_winner *w) {
+  return w->default_us <= 0 || w->median_us <= 0 || w->default_us >= ST_DISPATCH_NEAREST_MARGIN * w->median_us;
+}
+
+/* 1 if candidate x goes before y among the nearest-key winners: supported
+ * ones first, then the nearer; ties (within rounding of the logarithms) to
+ * the larger batch, then the larger context. */
+static int before(const st_dispatch_candidate *x, const st_dispatch_candidate *y) {
+  if (x->supported != y->supported) return x->supported;
+  if (x->distance < y->distance - 1e-9) return 1;
+  if (x->distance > y->distance + 1e-9) return 0;
   if (x->batch != y->batch) return x->batch > y->batch;
   return x->context > y->context;
 }
@@ -87,14 +100,15 @@ static int listed(const cand_list *l, const st_dispatch_variant *v) {
 
 /* Appends `v` if it is new and fits; returns 1 if appended. */
 static int add_if_fits(cand_list *l, const st_dispatch_variant *v, st_dispatch_rule rule, long long batch,
-                       long long context) {
+                       long long context, double distance, int supported) {
   if (listed(l, v)) return 0;
   st_err reason;
   if (l->hooks->fit(l->hooks->fit_ctx, l->op, v, l->args, &reason) != ST_OK) {
     if (l->why) st_err_format(l->why, "%s: %s", v->name, reason.msg);
     return 0;
   }
-  l->out[l->n++] = (st_dispatch_candidate){.v = v, .rule = rule, .batch = batch, .context = context};
+  l->out[l->n++] = (st_dispatch_candidate){
+      .v = v, .rule = rule, .batch = batch, .context = context, .distance = distance, .supported = supported};
   return 1;
 }
 
@@ -133,39 +147,36 @@ void st_dispatch_candidates(const st_dispatch_table *t, const st_params *fields,
                             const st_dispatch_hooks *hooks, st_dispatch_candidate *out, size_t *n_fit, st_err *why) {
   cand_list l = {.out = out, .n = 0, .op = t->op, .args = args, .hooks = hooks, .why = why};
   if (why) why->msg[0] = '\0';
-  const long long want_batch = st_dispatch_key_int(fields, ST_DISPATCH_BATCH_FIELD);
-  const long long want_context = st_dispatch_key_int(fields, ST_DISPATCH_CONTEXT_FIELD);
 
   for (size_t i = 0; i < t->n_winners; i++) {
     const st_dispatch_winner *w = &t->winners[i];
-    if (fields_equal(&w->fields, fields, 0)) add_if_fits(&l, &w->v, ST_DISPATCH_EXACT, w->batch, w->context);
+    if (fields_equal(&w->fields, fields)) add_if_fits(&l, &w->v, ST_DISPATCH_EXACT, w->batch, w->context, 0.0, 1);
   }
 
-  /* Nearest (batch, context) next: insertion sort of the appended tail,
-   * stable, so winners of one shape keep the table's order (newest run
-   * first). */
-  size_t tail = l.n;
-  for (size_t i = 0; (want_batch > 0 || want_context > 0) && i < t->n_winners; i++) {
+  /* Nearest keys next: insertion sort of the appended tail, stable, so
+   * winners of one key keep the table's order (newest run first). */
+  const size_t tail = l.n;
+  for (size_t i = 0; i < t->n_winners; i++) {
     const st_dispatch_winner *w = &t->winners[i];
-    if (w->batch <= 0 && w->context <= 0) continue;
-    if (fields_equal(&w->fields, fields, 0)) continue; /* handled as exact */
-    if (!fields_equal(&w->fields, fields, 1)) continue;
-    if (!add_if_fits(&l, &w->v, ST_DISPATCH_NEAREST, w->batch, w->context)) continue;
+    if (fields_equal(&w->fields, fields)) continue; /* handled as exact */
+    const double d = key_distance(&w->fields, fields);
+    if (isinf(d)) continue;
+    const int supported = d <= ST_DISPATCH_NEAREST_RADIUS + 1e-9 && beat_defaults(w);
+    if (!add_if_fits(&l, &w->v, ST_DISPATCH_NEAREST, w->batch, w->context, d, supported)) continue;
     st_dispatch_candidate c = out[l.n - 1];
     size_t j = l.n - 1;
-    for (; j > tail && nearer(&c, &out[j - 1], want_batch, want_context); j--) out[j] = out[j - 1];
+    for (; j > tail && before(&c, &out[j - 1]); j--) out[j] = out[j - 1];
     out[j] = c;
   }
 
-  /* Winners of shapes beyond the radius go after the defaults: there the
+  /* The unsupported winners (beyond the radius, or no better than the
+   * defaults on their own keys) go after the defaults: there the
    * measurements say little about the call, and the built-in choice is
    * made for its shape. */
   size_t far = tail;
-  while (far < l.n && distance(out[far].batch, out[far].context, want_batch, want_context) <=
-                          ST_DISPATCH_NEAREST_RADIUS + 1e-9)
-    far++;
+  while (far < l.n && out[far].supported) far++;
   const size_t first_default = l.n;
-  for (size_t i = 0; i < t->n_defaults; i++) add_if_fits(&l, &t->defaults[i], ST_DISPATCH_DEFAULT, 0, 0);
+  for (size_t i = 0; i < t->n_defaults; i++) add_if_fits(&l, &t->defaults[i], ST_DISPATCH_DEFAULT, 0, 0, 0.0, 0);
   if (hooks->call_load >= 0) prefer_in_range(out + first_default, l.n - first_default, hooks->call_load);
   rotate(out + far, first_default - far, l.n - far);
   *n_fit = l.n;

@@ -4,11 +4,12 @@
  * default variants once (st_open) into an st_dispatch_table; a call turns
  * its arguments into a dispatch key and asks for a choice:
  *   1. a winner recorded for exactly this key whose config fits the call;
- *   2. else the winner with the same key fields except the batch B and the
- *      context ctx (keys that have one: index_decode) whose (B, ctx) is
- *      nearest in log2 distance, |log2 B'/B| + |log2 ctx'/ctx| (ties: the
- *      larger B, then the larger ctx), and fits, if that distance is at
- *      most ST_DISPATCH_NEAREST_RADIUS;
+ *   2. else the winner of the nearest key that fits, if it is within
+ *      ST_DISPATCH_NEAREST_RADIUS and beat the built-in choice on its own
+ *      key by ST_DISPATCH_NEAREST_MARGIN (or that is not recorded): keys
+ *      whose text fields (dtype) are the call's, at the distance of the
+ *      sum over their numeric fields (batch B, context ctx, heads, qlen,
+ *      topk) of |log2 w/c|; ties: the larger B, then the larger ctx;
  *   3. else the default variants that fit: those meant for the call's load
  *      (st_dispatch_variant.load_lo/hi) first, each group in table order
  *      (the op's rank, e.g. the smallest topk capacity, then the order of
@@ -39,11 +40,16 @@
 #define ST_DISPATCH_CONTEXT_FIELD "ctx"
 /* Longest dispatch key text, NUL included (as st_winner_row stores it). */
 #define ST_DISPATCH_KEY_MAX 256
-/* How far (log2 distance) a winner's shape may be from the call's for it
- * to go before the built-in choice: 1 = twice or half the batch, or the
- * context. Farther, the built-in variants (chosen for the call's own shape)
- * go first. */
+/* How far (log2 distance) a winner's key may be from the call's for it to
+ * go before the built-in choice: 1 = twice or half the batch, or the
+ * context, or the two a factor of 1.41 each. Farther, the built-in variants
+ * (chosen for the call's own shape) go first. */
 #define ST_DISPATCH_NEAREST_RADIUS 1.0
+/* A nearby winner goes before the built-in choice only if it was at least
+ * this much faster than the op's default variants on its own key (the
+ * winners table's default_us): where the built-in choice was about as good,
+ * it is the better guess for a shape nobody tuned, being chosen for it. */
+#define ST_DISPATCH_NEAREST_MARGIN 1.05
 /* Decisions remembered per handle and op; the oldest is replaced when full. */
 #define ST_DISPATCH_MEMO_SLOTS 64
 
@@ -70,6 +76,7 @@ typedef struct st_dispatch_winner {
   long long context; /* the value of ST_DISPATCH_CONTEXT_FIELD; 0 when absent */
   int64_t run_id;   /* the tuning run that picked it: newer runs win ties      */
   double median_us;
+  double default_us; /* the op's best default on the same key; 0: not recorded */
   st_dispatch_variant v;
 } st_dispatch_winner;
 
@@ -88,7 +95,7 @@ typedef struct st_dispatch_table {
 
 typedef enum st_dispatch_rule {
   ST_DISPATCH_EXACT = 0,         /* winner of this dispatch key            */
-  ST_DISPATCH_NEAREST = 1,       /* winner of the nearest (batch, context)  */
+  ST_DISPATCH_NEAREST = 1,       /* winner of the nearest key               */
   ST_DISPATCH_DEFAULT = 2        /* the op's fallback variant              */
 } st_dispatch_rule;
 
@@ -118,6 +125,8 @@ typedef struct st_dispatch_candidate {
   st_dispatch_rule rule;
   long long batch;   /* the winner's batch; 0 for a default   */
   long long context; /* the winner's context; 0 when none     */
+  double distance;   /* the winner's key from the call's (rule 2); 0 otherwise */
+  int supported;     /* a nearest winner that goes before the defaults */
 } st_dispatch_candidate;
 
 typedef struct st_dispatch_choice {
@@ -139,9 +148,9 @@ typedef struct st_dispatch_memo {
 } st_dispatch_memo;
 
 /* Lists the variants of `t` that fit the call, best first, each once (by
- * id): exact winners (newest run first), nearest-shape winners within the
- * radius, defaults (those meant for the call's load first, then by rank),
- * the farther winners. `fields` are the call's dispatch key
+ * id): exact winners (newest run first), nearest-key winners within the
+ * radius that beat the defaults on their keys, defaults (those meant for
+ * the call's load first, then by rank), the other winners, nearest first. `fields` are the call's dispatch key
  * fields; only hooks->fit is used. `out` must hold n_winners + n_defaults
  * entries. *n_fit is the
  * count written; when it is 0, `why` (may be NULL) holds the last reason a
@@ -180,7 +189,7 @@ void st_dispatch_sort_defaults(st_dispatch_variant *v, size_t n);
 /* The positive integer `name` of a key's fields, 0 when absent or not one. */
 long long st_dispatch_key_int(const st_params *fields, const char *name);
 
-/* "exact", "nearest shape", "default". */
+/* "exact", "nearest key", "default". */
 const char *st_dispatch_rule_name(st_dispatch_rule rule);
 
 #endif

@@ -211,6 +211,7 @@ static st_status build_winners(st_handle *h, st_op_id op, const winner_rows *r, 
     w->context = st_dispatch_key_int(&w->fields, ST_DISPATCH_CONTEXT_FIELD);
     w->run_id = row->run_id;
     w->median_us = row->median_us;
+    w->default_us = row->default_us;
     snprintf(w->v.id, sizeof w->v.id, "%s", vrow.id);
     snprintf(w->v.name, sizeof w->v.name, "%s", vrow.name);
     snprintf(w->v.source_hash, sizeof w->v.source_hash, "%s", vrow.source_hash);

@@ -1,8 +1,10 @@
-/* test_runtime_dispatch.c - choosing a variant: exact winner, nearest batch
- * and context, default by topk capacity, fallback past broken binaries, memo.
+/* test_runtime_dispatch.c - choosing a variant: exact winner, nearest key
+ * (batch, context and the other numbers), default by topk capacity, fallback
+ * past broken binaries, memo.
  *
  * Drives runtime/dispatch.c alone, with in-memory winner and default lists,
  * a stand-in fit check and a stand-in loader: no database, no GPU. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -274,13 +276,56 @@ static void nearest_batch_tie_goes_to_the_larger_batch(void **state) {
   assert_string_equal(choose_ok(&t2, &f, &c, NULL), "w8");
 }
 
-static void nearest_batch_needs_every_other_field_equal(void **state) {
+static void nearest_key_may_differ_in_any_number_but_not_in_text(void **state) {
   (void)state;
+  /* H 4 against 2: log2 distance 1, the radius; B 256 against 8: 5 */
   st_dispatch_winner w[] = {make_winner("h4", 8, 4, 1), make_winner("h2_far", 256, 2, 1)};
   st_dispatch_table t = table_of(w, 2, NULL, 0);
   fake f = {0};
+  st_dispatch_rule rule;
   call c = make_call(8, 128, 2, ST_DTYPE_BF16, 1, 16);
-  assert_string_equal(choose_ok(&t, &f, &c, NULL), "h2_far");
+  assert_string_equal(choose_ok(&t, &f, &c, &rule), "h4");
+  assert_int_equal(rule, ST_DISPATCH_NEAREST);
+  /* topk 32 against 20 (0.68), with a capacity that holds 20 */
+  st_dispatch_winner k32 = make_winner("k32", 8, 2, 1);
+  assert_int_equal(st_params_set_int(&k32.fields, "topk", 32, NULL), ST_OK);
+  k32.v = make_variant("k32", ST_DTYPE_BF16, 128, 32, 1);
+  st_dispatch_table tk = table_of(&k32, 1, NULL, 0);
+  c = make_call(8, 128, 2, ST_DTYPE_BF16, 1, 20);
+  assert_string_equal(choose_ok(&tk, &f, &c, &rule), "k32");
+  assert_int_equal(rule, ST_DISPATCH_NEAREST);
+  /* another dtype is no neighbour at any distance */
+  st_dispatch_winner fp8 = make_winner("fp8", 8, 2, 1);
+  assert_int_equal(st_params_set(&fp8.fields, "dtype", "fp8", NULL), ST_OK);
+  st_dispatch_table tf = table_of(&fp8, 1, NULL, 0);
+  st_status st;
+  st_err err = {{0}};
+  c = make_call(8, 128, 2, ST_DTYPE_BF16, 1, 16);
+  choose(&tf, &f, &c, &st, &err, NULL);
+  assert_int_equal(st, ST_ERR_NO_VARIANT);
+}
+
+static void a_near_winner_no_better_than_the_defaults_follows_them(void **state) {
+  (void)state;
+  st_dispatch_variant d[] = {make_variant("d16", ST_DTYPE_BF16, 128, 16, 1)};
+  st_dispatch_winner w = make_winner("w16", 16, 2, 1); /* distance 1 from B 8 */
+  w.median_us = 10.0;
+  w.default_us = 10.2; /* the defaults within 5% on its own key */
+  st_dispatch_table t = table_of(&w, 1, d, 1);
+  fake f = {0};
+  st_dispatch_rule rule;
+  call c = make_call(8, 128, 2, ST_DTYPE_BF16, 1, 16);
+  assert_string_equal(choose_ok(&t, &f, &c, &rule), "d16");
+  assert_int_equal(rule, ST_DISPATCH_DEFAULT);
+  w.default_us = 11.0; /* 10% better: before the defaults */
+  t = table_of(&w, 1, d, 1);
+  assert_string_equal(choose_ok(&t, &f, &c, &rule), "w16");
+  assert_int_equal(rule, ST_DISPATCH_NEAREST);
+  c = make_call(16, 128, 2, ST_DTYPE_BF16, 1, 16); /* its own key: exact, margin or not */
+  w.default_us = 10.0;
+  t = table_of(&w, 1, d, 1);
+  assert_string_equal(choose_ok(&t, &f, &c, &rule), "w16");
+  assert_int_equal(rule, ST_DISPATCH_EXACT);
 }
 
 static void default_prefers_the_smallest_topk_capacity_that_fits(void **state) {
@@ -555,18 +600,19 @@ static void nearest_batch_matches_brute_force_on_random_tables(void **state) {
     long long B = st_rand_int(&rng, 1, 600);
     call c = make_call(B, 128, 2, ST_DTYPE_BF16, 1, 16);
 
-    /* Brute force over the sorted table (newest run first among equals). */
+    /* Brute force over the sorted table (newest run first among equals):
+     * the least log2 distance, |log2 B'/B| + 1 for H 4 against the call's
+     * 2, the larger batch on a tie. */
     const st_dispatch_winner *best = NULL;
+    double best_d = 0.0;
     for (int i = 0; i < n; i++) {
       const st_dispatch_winner *x = &t.winners[i];
-      if (st_params_get_int(&x->fields, "H", 2, 2, &(long long){0}, NULL) != ST_OK) continue;
-      if (!best) {
+      const int h4 = st_params_get_int(&x->fields, "H", 4, 4, &(long long){0}, NULL) == ST_OK;
+      const double dx = fabs(log2((double)x->batch / (double)B)) + (h4 ? 1.0 : 0.0);
+      if (!best || dx < best_d - 1e-9 || (dx <= best_d + 1e-9 && x->batch > best->batch)) {
         best = x;
-        continue;
+        best_d = dx;
       }
-      double dx = x->batch > B ? (double)x->batch / B : (double)B / x->batch;
-      double db = best->batch > B ? (double)best->batch / B : (double)B / best->batch;
-      if (dx < db - 1e-12 || (dx <= db + 1e-12 && x->batch > best->batch)) best = x;
     }
     fake f = {0};
     st_status st;
@@ -591,7 +637,8 @@ int main(void) {
       cmocka_unit_test(nearest_shape_adds_the_log2_distances_of_batch_and_context),
       cmocka_unit_test(winners_recorded_without_a_context_match_by_batch),
       cmocka_unit_test(nearest_batch_tie_goes_to_the_larger_batch),
-      cmocka_unit_test(nearest_batch_needs_every_other_field_equal),
+      cmocka_unit_test(nearest_key_may_differ_in_any_number_but_not_in_text),
+      cmocka_unit_test(a_near_winner_no_better_than_the_defaults_follows_them),
       cmocka_unit_test(default_prefers_the_smallest_topk_capacity_that_fits),
       cmocka_unit_test(defaults_meant_for_the_calls_load_come_first),
       cmocka_unit_test(winners_beyond_the_radius_follow_the_defaults),
