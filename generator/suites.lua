@@ -23,10 +23,15 @@
 --   anchors    exactly the rows on which the peer was timed (bench;
 --              docs/method.md).
 --   smoke      a few tiny shapes for quick end-to-end checks.
+--   engine-decode, engine-prefill
+--              a fixed design over the range engines run (32 decode steps,
+--              12 prefill batches; engine_shapes.lua), to tune dispatch for
+--              shapes no other suite holds.
 --   random-decode:SEED:N, random-prefill:SEED:N
 --              N engine-like decode steps or prefill batches drawn from
 --              SEED (random_shapes.lua), held out from every suite above.
 
+local engine_shapes = require("engine_shapes")
 local random_shapes = require("random_shapes")
 local space = require("space")
 
@@ -221,6 +226,8 @@ local SUITES = {
   ["m3-prefill"] = m3_prefill,
   anchors = anchor_rows,
   smoke = smoke,
+  ["engine-decode"] = engine_shapes.decode,
+  ["engine-prefill"] = engine_shapes.prefill,
 }
 
 function M.names()

@@ -86,11 +86,13 @@ static void test_open_lists_ops_and_suites(void **state) {
   assert_string_equal(names[4], "sparse_attn");
   assert_string_equal(names[5], "sparse_attn_decode");
   assert_int_equal(st_gen_suites(g, &names, &n, &err), ST_OK);
-  assert_int_equal(n, 4);
+  assert_int_equal(n, 6);
   assert_string_equal(names[0], "anchors");
-  assert_string_equal(names[1], "m3-decode");
-  assert_string_equal(names[2], "m3-prefill");
-  assert_string_equal(names[3], "smoke");
+  assert_string_equal(names[1], "engine-decode");
+  assert_string_equal(names[2], "engine-prefill");
+  assert_string_equal(names[3], "m3-decode");
+  assert_string_equal(names[4], "m3-prefill");
+  assert_string_equal(names[5], "smoke");
   st_gen_close(g);
   st_gen_close(NULL);
 }
@@ -377,8 +379,9 @@ static void test_unknown_names_give_clear_errors(void **state) {
   assert_int_equal(st_gen_suite(g, "m3-decodee", NULL, &s, &n, &err), ST_ERR_INVALID_ARG);
   assert_null(s);
   assert_int_equal(n, 0);
-  assert_string_equal(err.msg, "generator: unknown suite 'm3-decodee' (known: anchors, m3-decode, m3-prefill, smoke; "
-                               "and shapes drawn from a seed: random-decode:SEED:N, random-prefill:SEED:N)");
+  assert_string_equal(err.msg, "generator: unknown suite 'm3-decodee' (known: anchors, engine-decode, engine-prefill, "
+                               "m3-decode, m3-prefill, smoke; and shapes drawn from a seed: random-decode:SEED:N, "
+                               "random-prefill:SEED:N)");
   assert_int_equal(st_gen_suite(g, "m3-decode", "index_decod", &s, &n, &err), ST_ERR_INVALID_ARG);
   assert_string_equal(
       err.msg,
