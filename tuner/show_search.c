@@ -1,6 +1,5 @@
 #include "show_search.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,9 +120,10 @@ static void print_ops(const st_cli *cli, const st_run_row *run, const st_search_
     printf("Note: this run was itself a --search model run; what it left out has no time to judge by.\n");
   for (int i = 0; i < nops; i++) {
     const op_sum *s = &ops[i];
-    printf("\n%s: %d shapes, %d of %d (variant, shape) pairs left out (%.0f%%); the best kept on %d shapes%s\n", s->op,
-           s->shapes, s->left_out, s->pairs, s->pairs ? 100.0 * s->left_out / s->pairs : 0.0, s->best_kept,
-           s->none_kept ? " (some shapes kept no correct variant)" : "");
+    printf("\n%s: %d shapes, %d of %d (variant, shape) pairs left out (%.0f%%); the best kept on %d shapes", s->op,
+           s->shapes, s->left_out, s->pairs, s->pairs ? 100.0 * s->left_out / s->pairs : 0.0, s->best_kept);
+    if (s->none_kept) printf("; %d shapes kept no variant that ran correctly", s->none_kept);
+    printf("\n");
     st_regret_summary r;
     st_regret_summarize(s->regret, s->nregret, &r);
     st_regret_print(stdout, "  best kept against the best", &r);
@@ -154,9 +154,8 @@ static st_status summarize(const st_cli *cli, const st_run_row *run, const st_sh
       s->pairs += r[j].pairs;
       s->left_out += r[j].left_out;
       if (r[j].best_us <= 0) continue;
-      if (r[j].kept_us <= 0) {
+      if (r[j].kept_us <= 0) { /* no kept variant ran correctly: counted apart, no finite regret */
         s->none_kept++;
-        s->regret[s->nregret++] = INFINITY;
         continue;
       }
       if (r[j].kept_us <= r[j].best_us) s->best_kept++;
