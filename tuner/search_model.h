@@ -1,9 +1,9 @@
 /* search_model.h - which variants a tune still tries on a shape, from what
  * the run measured on the shapes before it.
  *
- * Every variant of a shape is verified before it is timed, and the
- * verification costs as much as the timing, so the only saving is not to
- * run a variant at all. A variant v is left out of shape s when the run
+ * Every variant of a shape is verified before it is timed, so the probe
+ * that stops a slow variant's timing still pays for its verification: the
+ * saving is in not running a variant at all. A variant v is left out of shape s when the run
  * already tried v on at least `neighbours` shapes of the op near s (within
  * `radius`, by st_search_distance) and v was slow on every one of the
  * `neighbours` nearest: at least `threshold` times that shape's best, or
