@@ -38,14 +38,21 @@ const char *st_params_get(const st_params *ps, const char *key) {
   return NULL;
 }
 
+int st_params_whole_number(const char *text, long long *out) {
+  char *end = NULL;
+  errno = 0;
+  const long long x = strtoll(text, &end, 10);
+  if (errno || end == text || *end != '\0') return 0;
+  *out = x;
+  return 1;
+}
+
 st_status st_params_get_int(const st_params *ps, const char *key, long long lo, long long hi,
                             long long *out, st_err *err) {
   const char *v = st_params_get(ps, key);
   if (!v) return st_fail(err, ST_ERR_INVALID_ARG, "parameter '%s' is missing", key);
-  char *end = NULL;
-  errno = 0;
-  long long x = strtoll(v, &end, 10);
-  if (errno || end == v || *end != '\0')
+  long long x = 0;
+  if (!st_params_whole_number(v, &x))
     return st_fail(err, ST_ERR_INVALID_ARG, "parameter %s='%s' is not a whole number", key, v);
   if (x < lo || x > hi)
     return st_fail(err, ST_ERR_INVALID_ARG, "parameter %s=%lld is outside %lld..%lld", key, x, lo, hi);

@@ -29,6 +29,10 @@ st_status st_params_set_int(st_params *ps, const char *key, long long val, st_er
 /* The value of `key`, or NULL when absent. */
 const char *st_params_get(const st_params *ps, const char *key);
 
+/* 1 if `text` is a whole decimal number (all of it), with its value in
+ * *out; else 0. */
+int st_params_whole_number(const char *text, long long *out);
+
 /* Reads `key` as a whole decimal number in [lo, hi]; a missing key, text
  * that is not a number, or a value outside the range is an error that names
  * the key and value. */

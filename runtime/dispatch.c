@@ -1,6 +1,5 @@
 #include "dispatch.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -35,10 +34,8 @@ long long st_dispatch_key_int(const st_params *fields, const char *name) {
 
 /* A field's value as a positive integer, or 0. */
 static long long positive_int(const char *s) {
-  char *end = NULL;
-  errno = 0;
-  const long long v = strtoll(s, &end, 10);
-  return errno == 0 && end != s && *end == '\0' && v > 0 ? v : 0;
+  long long v = 0;
+  return st_params_whole_number(s, &v) && v > 0 ? v : 0;
 }
 
 /* How far a winner's key is from the call's: the sum over the fields that

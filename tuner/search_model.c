@@ -1,6 +1,5 @@
 #include "search_model.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -60,19 +59,10 @@ static void features(const st_shape *shape, st_params *out) {
   }
 }
 
-/* The value as a whole integer, if it is one. */
-static int as_number(const char *s, double *v) {
-  char *end = NULL;
-  errno = 0;
-  const long long x = strtoll(s, &end, 10);
-  if (errno || end == s || *end) return 0;
-  *v = (double)x;
-  return 1;
-}
-
 static double field_distance(const char *a, const char *b) {
-  double x, y;
-  if (as_number(a, &x) && as_number(b, &y) && x >= 0 && y >= 0) return fabs(log2((x + 1.0) / (y + 1.0)));
+  long long x, y;
+  if (st_params_whole_number(a, &x) && st_params_whole_number(b, &y) && x >= 0 && y >= 0)
+    return fabs(log2(((double)x + 1.0) / ((double)y + 1.0)));
   return strcmp(a, b) ? 1.0 : 0.0;
 }
 
