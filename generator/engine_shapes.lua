@@ -19,7 +19,7 @@
 -- in 1, 2 or 4 requests, prefixes of none, 4K or 64K tokens (not multiples
 -- of 128).
 
-local space = require("space")
+local step_rows = require("step_rows")
 
 local M = {}
 
@@ -56,11 +56,8 @@ function M.decode()
     local heads = level(HEADS, i, DECODE.heads)
     local qlen = level(QLENS, i, DECODE.qlen)
     local topk = level(TOPKS, i, DECODE.topk)
-    rows[#rows + 1] = { op = "index_decode", shape = { dtype = dtype, B = B, ctx = ctx, D = 128, H = heads,
-      qlen = qlen, topk = topk, init = 1, ["local"] = 2, lens = lens } }
-    rows[#rows + 1] = { op = "sparse_attn_decode", shape = { dtype = dtype, B = B, ctx = ctx, D = 128,
-      Hq = 16 * heads, Hkv = heads, qlen = qlen, topk = topk, scale = dtype == "fp8" and "scalar" or "none",
-      layout = "pages2", lens = lens, sel = "random", lse = i % 3 == 0 and 1 or 0 } }
+    step_rows.append(rows, step_rows.decode({ dtype = dtype, B = B, ctx = ctx, lens = lens, heads = heads, qlen = qlen,
+      topk = topk, lse = i % 3 == 0 and 1 or 0 }))
   end
   return rows
 end
@@ -88,11 +85,7 @@ function M.prefill()
     local text = table.concat(reqs, ";")
     local heads = level(HEADS, i, PREFILL.heads)
     local topk = level(TOPKS, i, PREFILL.topk)
-    rows[#rows + 1] = { op = "index_prefill", shape = { dtype = dtype, B = space.request_tokens(text), reqs = text,
-      D = 128, H = heads, topk = topk, init = 1, ["local"] = 2 } }
-    rows[#rows + 1] = { op = "sparse_attn", shape = { dtype = dtype, B = space.request_tokens(text), reqs = text,
-      D = 128, Hq = 16 * heads, Hkv = heads, topk = topk, scale = dtype == "fp8" and "scalar" or "none",
-      layout = "pages2", sel = "random", lse = i % 2 } }
+    step_rows.append(rows, step_rows.prefill({ dtype = dtype, reqs = text, heads = heads, topk = topk, lse = i % 2 }))
   end
   return rows
 end

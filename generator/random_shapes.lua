@@ -19,7 +19,7 @@
 -- The generator is splitmix64, so the shapes of a seed are the same on
 -- every machine and Lua build.
 
-local space = require("space")
+local step_rows = require("step_rows")
 
 local M = {}
 
@@ -77,11 +77,9 @@ function M.decode(seed, n)
     local topk = r.int(4, 32)
     local heads = r.int(1, 4)
     local qlen = r.unit() < 0.5 and 1 or r.int(2, 4)
-    rows[#rows + 1] = { op = "index_decode", shape = { dtype = dtype, B = B, ctx = ctx, D = 128, H = heads,
-      qlen = qlen, topk = topk, init = 1, ["local"] = 2, lens = lens } }
-    rows[#rows + 1] = { op = "sparse_attn_decode", shape = { dtype = dtype, B = B, ctx = ctx, D = 128,
-      Hq = 16 * heads, Hkv = heads, qlen = qlen, topk = topk, scale = dtype == "fp8" and "scalar" or "none",
-      layout = "pages2", lens = lens, sel = "random", lse = r.int(0, 1) } }
+    local lse = r.int(0, 1)
+    step_rows.append(rows, step_rows.decode({ dtype = dtype, B = B, ctx = ctx, lens = lens, heads = heads, qlen = qlen,
+      topk = topk, lse = lse }))
   end
   return rows
 end
@@ -105,11 +103,8 @@ function M.prefill(seed, n)
     local text = table.concat(reqs, ";")
     local topk = r.int(4, 32)
     local heads = r.int(1, 4)
-    rows[#rows + 1] = { op = "index_prefill", shape = { dtype = dtype, B = space.request_tokens(text), reqs = text,
-      D = 128, H = heads, topk = topk, init = 1, ["local"] = 2 } }
-    rows[#rows + 1] = { op = "sparse_attn", shape = { dtype = dtype, B = space.request_tokens(text), reqs = text,
-      D = 128, Hq = 16 * heads, Hkv = heads, topk = topk, scale = dtype == "fp8" and "scalar" or "none",
-      layout = "pages2", sel = "random", lse = r.int(0, 1) } }
+    local lse = r.int(0, 1)
+    step_rows.append(rows, step_rows.prefill({ dtype = dtype, reqs = text, heads = heads, topk = topk, lse = lse }))
   end
   return rows
 end
