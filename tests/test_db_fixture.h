@@ -78,13 +78,16 @@ static inline void fx_variant(st_db *db, const char *op, const char *name, int i
   memcpy(id, v.id, sizeof v.id);
 }
 
-static inline int64_t fx_run(st_db *db, const char *kind, const char *op, int64_t device_id, const char *status) {
+/* A run of `suite` (its args "suite=<suite> op=<op>"), finished with
+ * `status` unless that is NULL. */
+static inline int64_t fx_suite_run(st_db *db, const char *kind, const char *op, const char *suite, int64_t device_id,
+                                   const char *status) {
   st_run_row r;
   memset(&r, 0, sizeof r);
   snprintf(r.kind, sizeof r.kind, "%s", kind);
   snprintf(r.op, sizeof r.op, "%s", op);
-  snprintf(r.suite, sizeof r.suite, "quick");
-  snprintf(r.args, sizeof r.args, "suite=quick");
+  snprintf(r.suite, sizeof r.suite, "%s", suite);
+  snprintf(r.args, sizeof r.args, "suite=%s op=%s", suite, op);
   snprintf(r.tool_version, sizeof r.tool_version, "0.1.0");
   r.device_id = device_id;
   int64_t id = 0;
@@ -92,6 +95,10 @@ static inline int64_t fx_run(st_db *db, const char *kind, const char *op, int64_
   if (st_db_run_begin(db, &r, &id, &err) != ST_OK) fail_msg("run_begin: %s", err.msg);
   if (status && st_db_run_finish(db, id, status, &err) != ST_OK) fail_msg("run_finish: %s", err.msg);
   return id;
+}
+
+static inline int64_t fx_run(st_db *db, const char *kind, const char *op, int64_t device_id, const char *status) {
+  return fx_suite_run(db, kind, op, "quick", device_id, status);
 }
 
 static inline void fx_measure(st_db *db, int64_t run_id, const char *variant_id, const char *shape, const char *status,

@@ -68,17 +68,8 @@ static void test_a_variant_slow_on_two_near_shapes_is_left_out_of_the_third(void
   char def[40], v[40];
   fx_variant(db, "index_decode", "a_default", 1, def);
   fx_variant(db, "index_decode", "v", 0, v);
-  st_run_row r;
-  memset(&r, 0, sizeof r);
-  snprintf(r.kind, sizeof r.kind, "tune");
-  snprintf(r.op, sizeof r.op, "index_decode");
-  snprintf(r.suite, sizeof r.suite, "m3-decode");
-  snprintf(r.args, sizeof r.args, "suite=m3-decode op=index_decode");
-  snprintf(r.tool_version, sizeof r.tool_version, "0.2.0");
-  r.device_id = dev;
-  int64_t run_id = 0;
+  const int64_t run_id = fx_suite_run(db, "tune", "index_decode", "m3-decode", dev, NULL);
   st_err err = {{0}};
-  assert_int_equal(st_db_run_begin(db, &r, &run_id, &err), ST_OK);
   const char *ordered[3] = {NULL, NULL, NULL};
   suite_order(ordered);
   /* v: twice the default's time on the first two, half of it on the last,
