@@ -178,8 +178,9 @@ static int compile_jobs(const st_cli *cli, st_db *db, const st_cli_suite *s, con
     for (int k = 0; k < n && !listed; k++) listed = !strcmp(want[k].row.source_hash, h);
     for (int b = 0; b < nbins && !listed; b++) listed = !strcmp(bins[b].hash, h) && bins[b].found;
     if (listed) continue;
-    for (int i = 0; i < s->nvariants; i++) /* the generated variant, with its source text */
-      if (&s->variants[i].row == jobs[j].variant) want[n++] = s->variants[i];
+    /* The generated variant, with its source text: a job's row is one of the suite's. */
+    const size_t i = (size_t)(((const char *)jobs[j].variant - (const char *)s->variants) / sizeof *s->variants);
+    want[n++] = s->variants[i];
   }
   int rc = ST_EXIT_OK;
   if (n > 0) {
