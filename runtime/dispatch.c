@@ -109,22 +109,6 @@ static int add_if_fits(cand_list *l, const st_dispatch_variant *v, st_dispatch_r
   return 1;
 }
 
-static void reverse(st_dispatch_candidate *c, size_t n) {
-  for (size_t i = 0; i < n / 2; i++) {
-    st_dispatch_candidate x = c[i];
-    c[i] = c[n - 1 - i];
-    c[n - 1 - i] = x;
-  }
-}
-
-/* c[0..n) with its first k entries moved to the end, order kept. */
-static void rotate(st_dispatch_candidate *c, size_t k, size_t n) {
-  if (k == 0 || k == n) return;
-  reverse(c, k);
-  reverse(c + k, n - k);
-  reverse(c, n);
-}
-
 static int load_in_range(const st_dispatch_variant *v, double load) {
   return v->load_hi <= 0 || (load > v->load_lo && load <= v->load_hi);
 }
@@ -140,6 +124,26 @@ static void prefer_in_range(st_dispatch_candidate *c, size_t n, double load) {
   }
 }
 
+/* Appends the nearest-key winners of `t` (every winner whose key differs
+ * from the call's and is comparable) that are `supported` or not, nearest
+ * first: an insertion sort of the appended tail, stable, so winners of one
+ * key keep the table's order (newest run first). */
+static void add_nearest(cand_list *l, const st_dispatch_table *t, const st_params *fields, int supported) {
+  const size_t tail = l->n;
+  for (size_t i = 0; i < t->n_winners; i++) {
+    const st_dispatch_winner *w = &t->winners[i];
+    if (fields_equal(&w->fields, fields)) continue; /* handled as exact */
+    const double d = key_distance(&w->fields, fields);
+    if (isinf(d)) continue;
+    if ((d <= ST_DISPATCH_NEAREST_RADIUS + 1e-9 && beat_defaults(w)) != supported) continue;
+    if (!add_if_fits(l, &w->v, ST_DISPATCH_NEAREST, w->batch, w->context, d, supported)) continue;
+    st_dispatch_candidate c = l->out[l->n - 1];
+    size_t j = l->n - 1;
+    for (; j > tail && before(&c, &l->out[j - 1]); j--) l->out[j] = l->out[j - 1];
+    l->out[j] = c;
+  }
+}
+
 void st_dispatch_candidates(const st_dispatch_table *t, const st_params *fields, const void *args,
                             const st_dispatch_hooks *hooks, st_dispatch_candidate *out, size_t *n_fit, st_err *why) {
   cand_list l = {.out = out, .n = 0, .op = t->op, .args = args, .hooks = hooks, .why = why};
@@ -150,32 +154,16 @@ void st_dispatch_candidates(const st_dispatch_table *t, const st_params *fields,
     if (fields_equal(&w->fields, fields)) add_if_fits(&l, &w->v, ST_DISPATCH_EXACT, w->batch, w->context, 0.0, 1);
   }
 
-  /* Nearest keys next: insertion sort of the appended tail, stable, so
-   * winners of one key keep the table's order (newest run first). */
-  const size_t tail = l.n;
-  for (size_t i = 0; i < t->n_winners; i++) {
-    const st_dispatch_winner *w = &t->winners[i];
-    if (fields_equal(&w->fields, fields)) continue; /* handled as exact */
-    const double d = key_distance(&w->fields, fields);
-    if (isinf(d)) continue;
-    const int supported = d <= ST_DISPATCH_NEAREST_RADIUS + 1e-9 && beat_defaults(w);
-    if (!add_if_fits(&l, &w->v, ST_DISPATCH_NEAREST, w->batch, w->context, d, supported)) continue;
-    st_dispatch_candidate c = out[l.n - 1];
-    size_t j = l.n - 1;
-    for (; j > tail && before(&c, &out[j - 1]); j--) out[j] = out[j - 1];
-    out[j] = c;
-  }
-
-  /* The unsupported winners (beyond the radius, or no better than the
-   * defaults on their own keys) go after the defaults: there the
-   * measurements say little about the call, and the built-in choice is
-   * made for its shape. */
-  size_t far = tail;
-  while (far < l.n && out[far].supported) far++;
+  /* Nearest keys within the radius that beat the defaults on their own
+   * keys, then the defaults, then the other winners (beyond the radius, or
+   * no better than the defaults where tuned: there the measurements say
+   * little about the call, and the built-in choice is made for its shape).
+   * A default that is also such a winner keeps its place as a default. */
+  add_nearest(&l, t, fields, 1);
   const size_t first_default = l.n;
   for (size_t i = 0; i < t->n_defaults; i++) add_if_fits(&l, &t->defaults[i], ST_DISPATCH_DEFAULT, 0, 0, 0.0, 0);
   if (hooks->call_load >= 0) prefer_in_range(out + first_default, l.n - first_default, hooks->call_load);
-  rotate(out + far, first_default - far, l.n - far);
+  add_nearest(&l, t, fields, 0);
   *n_fit = l.n;
 }
 

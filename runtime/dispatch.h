@@ -150,10 +150,10 @@ typedef struct st_dispatch_memo {
 /* Lists the variants of `t` that fit the call, best first, each once (by
  * id): exact winners (newest run first), nearest-key winners within the
  * radius that beat the defaults on their keys, defaults (those meant for
- * the call's load first, then by rank), the other winners, nearest first. `fields` are the call's dispatch key
- * fields; only hooks->fit is used. `out` must hold n_winners + n_defaults
- * entries. *n_fit is the
- * count written; when it is 0, `why` (may be NULL) holds the last reason a
+ * the call's load first, then by rank; a default that is also one of the
+ * other winners is listed here), the other winners, nearest first. `fields`
+ * are the call's dispatch key fields; only hooks->fit is used. `out` must
+ * hold n_winners + n_defaults entries. *n_fit is the count written; when it is 0, `why` (may be NULL) holds the last reason a
  * recorded variant did not fit, or is empty. Never fails. */
 void st_dispatch_candidates(const st_dispatch_table *t, const st_params *fields, const void *args,
                             const st_dispatch_hooks *hooks, st_dispatch_candidate *out, size_t *n_fit, st_err *why);

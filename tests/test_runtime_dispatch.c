@@ -328,6 +328,38 @@ static void a_near_winner_no_better_than_the_defaults_follows_them(void **state)
   assert_int_equal(rule, ST_DISPATCH_EXACT);
 }
 
+/* A default that some key tuned to a win no better than the defaults
+ * (so an unsupported nearest winner) keeps its place among the defaults
+ * for the call's load: it is not sent to the end behind the general one. */
+static void a_default_that_is_also_a_far_winner_keeps_its_place(void **state) {
+  (void)state;
+  st_dispatch_variant d[] = {make_variant("fast", ST_DTYPE_BF16, 128, 16, 1),
+                             make_variant("general", ST_DTYPE_BF16, 128, 16, 1)};
+  d[0].load_lo = 0, d[0].load_hi = 1.0; /* "general" has no range: any load */
+  st_dispatch_table t = {.op = ST_OP_INDEX_DECODE, .defaults = d, .n_defaults = 2, .source = "unit.db"};
+  st_dispatch_winner w = make_winner("fast", 16, 2, 1); /* distance 1 from B 8 */
+  w.default_us = 10.0;                                 /* the default won its own key */
+  t.winners = &w;
+  t.n_winners = 1;
+  fake f = {0};
+  st_dispatch_hooks h = hooks_of(&f);
+  h.call_load = 0.5;
+  call c = make_call(8, 128, 2, ST_DTYPE_BF16, 1, 16);
+  st_dispatch_candidate out[3];
+  size_t n = 0;
+  st_dispatch_candidates(&t, &c.fields, &c.args, &h, out, &n, NULL);
+  assert_int_equal(n, 2);
+  assert_string_equal(out[0].v->id, "fast");
+  assert_int_equal(out[0].rule, ST_DISPATCH_DEFAULT);
+  assert_string_equal(out[1].v->id, "general");
+  /* Beyond the radius too. */
+  c = make_call(2, 128, 2, ST_DTYPE_BF16, 1, 16);
+  st_dispatch_candidates(&t, &c.fields, &c.args, &h, out, &n, NULL);
+  assert_int_equal(n, 2);
+  assert_string_equal(out[0].v->id, "fast");
+  assert_int_equal(out[0].rule, ST_DISPATCH_DEFAULT);
+}
+
 static void default_prefers_the_smallest_topk_capacity_that_fits(void **state) {
   (void)state;
   st_dispatch_variant d[] = {
@@ -503,16 +535,16 @@ static void candidates_are_ordered_and_listed_once(void **state) {
   size_t n = 0;
   st_dispatch_candidates(&t, &c.fields, &c.args, &h, out, &n, NULL);
   /* w4 is within the radius, w32 and the winner of B=2 beyond it: after
-   * the defaults (d16 listed once, as that winner). */
-  const char *want[] = {"w8_new", "w8_old", "w4", "d32", "w32", "d16"};
+   * the defaults (d16 listed once, as a default). */
+  const char *want[] = {"w8_new", "w8_old", "w4", "d16", "d32", "w32"};
   assert_int_equal(n, 6);
   for (size_t i = 0; i < n; i++) {
     if (strcmp(out[i].v->id, want[i]) != 0) fail_msg("candidate %zu is %s, expected %s", i, out[i].v->id, want[i]);
   }
   assert_int_equal(out[0].rule, ST_DISPATCH_EXACT);
   assert_int_equal(out[2].rule, ST_DISPATCH_NEAREST);
-  assert_int_equal(out[3].rule, ST_DISPATCH_DEFAULT);
-  assert_int_equal(out[5].rule, ST_DISPATCH_NEAREST); /* d16 as the winner of B=2 */
+  assert_int_equal(out[3].rule, ST_DISPATCH_DEFAULT); /* d16, also the winner of B=2 */
+  assert_int_equal(out[5].rule, ST_DISPATCH_NEAREST);
 }
 
 static void memo_answers_a_repeated_call_without_loading(void **state) {
@@ -639,6 +671,7 @@ int main(void) {
       cmocka_unit_test(nearest_batch_tie_goes_to_the_larger_batch),
       cmocka_unit_test(nearest_key_may_differ_in_any_number_but_not_in_text),
       cmocka_unit_test(a_near_winner_no_better_than_the_defaults_follows_them),
+      cmocka_unit_test(a_default_that_is_also_a_far_winner_keeps_its_place),
       cmocka_unit_test(default_prefers_the_smallest_topk_capacity_that_fits),
       cmocka_unit_test(defaults_meant_for_the_calls_load_come_first),
       cmocka_unit_test(winners_beyond_the_radius_follow_the_defaults),
