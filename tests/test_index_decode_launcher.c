@@ -209,19 +209,21 @@ static void test_plans_size_grid_and_workspace(void **state) {
   pp.pdl = 0;
   assert_memory_equal(&p, &pp, sizeof p);
   a.pdl = 0;
-  /* auto splits, bf16: the largest power of two giving at most two CTAs
-   * per SM (264 / 8 = 33 -> 32), never more than the blocks. */
+  /* auto splits: one wave, the largest power of two within three CTAs
+   * an SM for bf16 (8 x 32 <= 396 < 8 x 64; 100 SMs: 8 x 32 <= 300) and
+   * four for fp8 (8 x 64 <= 528), never more than the blocks. */
   c = config("bf16", 16, 2, 2, "single", 0);
   assert_int_equal(st_index_decode_plan_make(&c, &a, 132, &p, &err), ST_OK);
   assert_int_equal(p.splits, 32);
   assert_int_equal(st_index_decode_plan_make(&c, &a, 100, &p, &err), ST_OK);
-  assert_int_equal(p.splits, 16); /* 200 / 8 = 25 */
-  /* fp8: the smallest count giving at least two (33). */
+  assert_int_equal(p.splits, 32);
+  assert_int_equal(st_index_decode_plan_make(&c, &a, 60, &p, &err), ST_OK);
+  assert_int_equal(p.splits, 16); /* 8 x 16 <= 180 < 8 x 32 */
   st_index_decode_config c8 = config("fp8", 16, 2, 2, "single", 0);
   st_index_decode_args a8 = a;
   a8.q.dtype = a8.k_cache.dtype = ST_DTYPE_FP8_E4M3;
   assert_int_equal(st_index_decode_plan_make(&c8, &a8, 132, &p, &err), ST_OK);
-  assert_int_equal(p.splits, 33);
+  assert_int_equal(p.splits, 64);
   a.max_context = 200;
   assert_int_equal(st_index_decode_plan_make(&c, &a, 132, &p, &err), ST_OK);
   assert_int_equal(p.splits, 2);

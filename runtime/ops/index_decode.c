@@ -135,20 +135,20 @@ static size_t align_up(size_t x) { return (x + ST_WS_ALIGN - 1) / ST_WS_ALIGN * 
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/* Split count: the variant's, or (0) about two CTAs per multiprocessor:
- * for bf16 keys the largest power of two giving at most two, for fp8 keys
- * (half the bytes a block) the smallest count giving at least two, the
- * better of the two rules on each dtype's anchor shapes
- * (docs/kernels/index_decode.md); never more than the blocks, and at least
- * enough that one CTA's scores fit in shared memory. */
+/* Split count: the variant's, or (0) one wave: the largest power of two
+ * whose CTAs all fit on the multiprocessors at once, at three CTAs an SM
+ * for bf16 keys and four for fp8 (the bulk kernels' shared memory and
+ * registers). Fewer CTAs leave SMs idle; a second wave costs a whole CTA's
+ * time for the few in it (docs/kernels/index_decode.md, "Split count").
+ * Never more than the blocks, and at least enough that one CTA's scores fit
+ * in shared memory. */
 static int choose_splits(const st_index_decode_config *cfg, int64_t R, int64_t groups, int64_t max_blocks,
                          int sm_count) {
   const int64_t cols = (int64_t)cfg->heads_per_cta * cfg->max_qlen;
   int64_t s = cfg->splits;
-  if (s == 0 && cfg->dtype == ST_DTYPE_FP8_E4M3) s = ceil_div(2 * (int64_t)sm_count, R * groups);
   if (s == 0) {
-    const int64_t want = 2 * (int64_t)sm_count / (R * groups);
-    for (s = 1; 2 * s <= want;) s *= 2;
+    const int64_t slots = (cfg->dtype == ST_DTYPE_FP8_E4M3 ? 4 : 3) * (int64_t)sm_count;
+    for (s = 1; 2 * s * R * groups <= slots;) s *= 2;
   }
   if (s > max_blocks) s = max_blocks;
   /* Per block of a slice: a score key per column and the block's page. */
