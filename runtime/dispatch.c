@@ -135,7 +135,7 @@ static void add_nearest(cand_list *l, const st_dispatch_table *t, const st_param
     if (fields_equal(&w->fields, fields)) continue; /* handled as exact */
     const double d = key_distance(&w->fields, fields);
     if (isinf(d)) continue;
-    if ((d <= ST_DISPATCH_NEAREST_RADIUS + 1e-9 && beat_defaults(w)) != supported) continue;
+    if ((d <= t->nearest_radius + 1e-9 && beat_defaults(w)) != supported) continue;
     if (!add_if_fits(l, &w->v, ST_DISPATCH_NEAREST, w->batch, w->context, d, supported)) continue;
     st_dispatch_candidate c = l->out[l->n - 1];
     size_t j = l->n - 1;

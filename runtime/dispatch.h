@@ -4,9 +4,11 @@
  * default variants once (st_open) into an st_dispatch_table; a call turns
  * its arguments into a dispatch key and asks for a choice:
  *   1. a winner recorded for exactly this key whose config fits the call;
- *   2. else the winner of the nearest key that fits, if it is within
- *      ST_DISPATCH_NEAREST_RADIUS and beat the built-in choice on its own
- *      key by ST_DISPATCH_NEAREST_MARGIN (or that is not recorded): keys
+ *   2. else the winner of the nearest key that fits, if it is within the
+ *      table's nearest_radius (ST_DISPATCH_NEAREST_RADIUS, or 0 for ops
+ *      whose winners serve only their own keys) and beat the built-in
+ *      choice on its own key by ST_DISPATCH_NEAREST_MARGIN (or that is
+ *      not recorded): keys
  *      whose text fields (dtype) are the call's, at the distance of the
  *      sum over their numeric fields (batch B, context ctx, heads, qlen,
  *      topk) of |log2 w/c|; ties: the larger B, then the larger ctx;
@@ -91,6 +93,11 @@ typedef struct st_dispatch_table {
   const char *source; /* where the variants came from (the database path), for
                          messages */
   const char *note;   /* why some recorded variants were left out at load; NULL if none */
+  /* How far a winner's key may be from the call's for the winner to go
+   * before the defaults: ST_DISPATCH_NEAREST_RADIUS, or 0 for an op whose
+   * winners serve only their own keys (st_op_desc.exact_keys_only; a key
+   * that lacks a numeric field of the call's is still at distance 0). */
+  double nearest_radius;
 } st_dispatch_table;
 
 typedef enum st_dispatch_rule {

@@ -75,6 +75,7 @@ static st_status fit_on_device(void *ctx, st_op_id op, const st_dispatch_variant
 void st_handle_bind_tables(st_handle *h) {
   for (int op = 0; op < ST_OP_COUNT; op++) {
     st_op_tables *t = &h->ops[op];
+    const st_op_desc *d = st_op_desc_of((st_op_id)op);
     t->table = (st_dispatch_table){
         .op = (st_op_id)op,
         .winners = t->winners,
@@ -83,6 +84,7 @@ void st_handle_bind_tables(st_handle *h) {
         .n_defaults = t->n_defaults,
         .source = h->db_path ? h->db_path : "no database (built-in variants only)",
         .note = t->note.msg[0] ? t->note.msg : NULL,
+        .nearest_radius = d && d->exact_keys_only ? 0.0 : ST_DISPATCH_NEAREST_RADIUS,
     };
   }
 }

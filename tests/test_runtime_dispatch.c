@@ -133,8 +133,13 @@ static st_dispatch_hooks hooks_of(fake *f) {
 static st_dispatch_table table_of(st_dispatch_winner *w, size_t nw, st_dispatch_variant *d, size_t nd) {
   st_dispatch_sort_winners(w, nw);
   st_dispatch_sort_defaults(d, nd);
-  return (st_dispatch_table){
-      .op = ST_OP_INDEX_DECODE, .winners = w, .n_winners = nw, .defaults = d, .n_defaults = nd, .source = "unit.db"};
+  return (st_dispatch_table){.op = ST_OP_INDEX_DECODE,
+                             .winners = w,
+                             .n_winners = nw,
+                             .defaults = d,
+                             .n_defaults = nd,
+                             .source = "unit.db",
+                             .nearest_radius = ST_DISPATCH_NEAREST_RADIUS};
 }
 
 /* Chooses for `c` and returns the chosen id ("" on failure, with *st set). */
@@ -336,7 +341,7 @@ static void a_default_that_is_also_a_far_winner_keeps_its_place(void **state) {
   st_dispatch_variant d[] = {make_variant("fast", ST_DTYPE_BF16, 128, 16, 1),
                              make_variant("general", ST_DTYPE_BF16, 128, 16, 1)};
   d[0].load_lo = 0, d[0].load_hi = 1.0; /* "general" has no range: any load */
-  st_dispatch_table t = {.op = ST_OP_INDEX_DECODE, .defaults = d, .n_defaults = 2, .source = "unit.db"};
+  st_dispatch_table t = table_of(NULL, 0, d, 2);
   st_dispatch_winner w = make_winner("fast", 16, 2, 1); /* distance 1 from B 8 */
   w.default_us = 10.0;                                 /* the default won its own key */
   t.winners = &w;
@@ -358,6 +363,40 @@ static void a_default_that_is_also_a_far_winner_keeps_its_place(void **state) {
   assert_int_equal(n, 2);
   assert_string_equal(out[0].v->id, "fast");
   assert_int_equal(out[0].rule, ST_DISPATCH_DEFAULT);
+}
+
+/* An op whose winners serve only their own keys (radius 0): a winner one
+ * batch doubling away goes after the defaults however much it won; its own
+ * key, and a key lacking the call's context field (distance 0), still take
+ * it first. */
+static void exact_keys_only_puts_the_defaults_before_other_keys(void **state) {
+  (void)state;
+  st_dispatch_variant d[] = {make_variant("d16", ST_DTYPE_BF16, 128, 16, 1)};
+  st_dispatch_winner w = make_winner("w16", 16, 2, 1);
+  w.default_us = 20.0; /* twice as fast as the defaults on its own key */
+  st_dispatch_table t = table_of(&w, 1, d, 1);
+  t.nearest_radius = 0.0;
+  fake f = {0};
+  st_dispatch_rule rule;
+  call c = make_call(8, 128, 2, ST_DTYPE_BF16, 1, 16);
+  assert_string_equal(choose_ok(&t, &f, &c, &rule), "d16");
+  assert_int_equal(rule, ST_DISPATCH_DEFAULT);
+  c = make_call(16, 128, 2, ST_DTYPE_BF16, 1, 16);
+  assert_string_equal(choose_ok(&t, &f, &c, &rule), "w16");
+  assert_int_equal(rule, ST_DISPATCH_EXACT);
+  st_dispatch_winner old = make_winner("old", 16, 2, 1); /* recorded without ctx */
+  t = table_of(&old, 1, d, 1);
+  t.nearest_radius = 0.0;
+  c = call_at(16, 32768);
+  assert_string_equal(choose_ok(&t, &f, &c, &rule), "old");
+  assert_int_equal(rule, ST_DISPATCH_NEAREST);
+  /* With no default that fits, the other key's winner still runs. */
+  f.rejected[0] = "d16";
+  t = table_of(&w, 1, d, 1);
+  t.nearest_radius = 0.0;
+  c = make_call(8, 128, 2, ST_DTYPE_BF16, 1, 16);
+  assert_string_equal(choose_ok(&t, &f, &c, &rule), "w16");
+  assert_int_equal(rule, ST_DISPATCH_NEAREST);
 }
 
 static void default_prefers_the_smallest_topk_capacity_that_fits(void **state) {
@@ -672,6 +711,7 @@ int main(void) {
       cmocka_unit_test(nearest_key_may_differ_in_any_number_but_not_in_text),
       cmocka_unit_test(a_near_winner_no_better_than_the_defaults_follows_them),
       cmocka_unit_test(a_default_that_is_also_a_far_winner_keeps_its_place),
+      cmocka_unit_test(exact_keys_only_puts_the_defaults_before_other_keys),
       cmocka_unit_test(default_prefers_the_smallest_topk_capacity_that_fits),
       cmocka_unit_test(defaults_meant_for_the_calls_load_come_first),
       cmocka_unit_test(winners_beyond_the_radius_follow_the_defaults),

@@ -359,4 +359,5 @@ const st_op_desc st_index_decode_op = {.name = ST_INDEX_DECODE_OP,
                                        .max_context = max_context,
                                        .dispatch_key = dispatch_key,
                                        .plan = plan,
-                                       .launch = launch};
+                                       .launch = launch,
+                                       .exact_keys_only = 1};

@@ -92,6 +92,11 @@ typedef struct st_op_desc {
   /* Launches a plan (`side`: the handle's side stream, when info said so). */
   st_status (*launch)(const st_cu *cu, CUfunction main_fn, CUfunction merge_fn, const st_op_plan *plan,
                       void *workspace, size_t workspace_bytes, CUstream stream, st_side_stream *side, st_err *err);
+  /* 1: a winner serves only calls of its own dispatch key; the built-in
+   * choice goes before the winners of other keys (measured on held-out
+   * shapes, docs/method.md "How winners are picked"). 0: winners of keys
+   * within ST_DISPATCH_NEAREST_RADIUS go first. */
+  int exact_keys_only;
 } st_op_desc;
 
 /* The descriptor functions every op has alike: its launcher's typed

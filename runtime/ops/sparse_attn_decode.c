@@ -470,4 +470,5 @@ const st_op_desc st_sparse_attn_decode_op = {.name = ST_SPARSE_ATTN_DECODE_OP,
                                              .load = load,
                                              .dispatch_key = dispatch_key,
                                              .plan = plan,
-                                             .launch = launch};
+                                             .launch = launch,
+                                             .exact_keys_only = 1};
