@@ -95,7 +95,7 @@ static int template_compiles(const char *file) {
   assert_non_null(source);
   nvrtcProgram prog = NULL;
   assert_int_equal(nvrtcCreateProgram(&prog, source, file, 0, NULL, NULL), NVRTC_SUCCESS);
-  const char *const opts[] = {"--gpu-architecture=" ARCH, "-std=c++17", "-default-device", "-lineinfo",
+  const char *const opts[] = {"--gpu-architecture=" ARCH, "-std=c++17", "-default-device",
                               "--include-path=" TEMPLATES_DIR};
   const nvrtcResult rc = nvrtcCompileProgram(prog, (int)(sizeof opts / sizeof opts[0]), opts);
   if (rc != NVRTC_SUCCESS) {

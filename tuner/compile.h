@@ -2,7 +2,7 @@
  * database by (source hash, arch, compiler).
  *
  * Every variant's rendered source is self-contained CUDA C++; it is compiled
- * with -std=c++17 -default-device -lineinfo and IEEE math (no fast math: the
+ * with -std=c++17 -default-device and IEEE math (no fast math: the
  * kernels choose their own intrinsics), with ptxas -v so that the resource
  * report (registers, spills, static shared memory, stack frame) is read from
  * the log and kept next to the cubin.
