@@ -174,6 +174,7 @@ static void compile_one_refuses_null_arguments(void **state) {
 
 typedef struct fixture {
   char path[256];
+  char cache[256]; /* this test's disk cache (the sources' hashes are made up) */
   st_db *db;
   char *text[NSRC];
   st_gen_variant v[NSRC + 2];
@@ -208,21 +209,29 @@ static void add_variant(fixture *f, int src, const char *name, int source_in_db_
   g->source = source_in_db_only ? NULL : f->text[src];
 }
 
-static int setup_db(void **state) {
-  fixture *f = calloc(1, sizeof *f);
-  assert_non_null(f);
-  st_test_temp_path(f->path, sizeof f->path, ".db");
+/* The fixture's sources stored in `db`. */
+static void put_sources(fixture *f, st_db *db) {
   st_err err = {{0}};
-  if (st_db_open(f->path, ST_DB_READWRITE, &f->db, &err) != ST_OK) fail_msg("st_db_open: %s", err.msg);
   for (int i = 0; i < NSRC; i++) {
-    f->text[i] = i < NSRC - 1 ? render_valid(10 + i) : strdup(invalid_source);
     char hash[40];
     snprintf(hash, sizeof hash, "%032x", 0xabc00 + i);
     st_params kernel = {0};
     assert_int_equal(st_params_set_int(&kernel, "k", i, &err), ST_OK);
-    if (st_db_put_source(f->db, hash, "test_op", &kernel, f->text[i], &err) != ST_OK)
+    if (st_db_put_source(db, hash, "test_op", &kernel, f->text[i], &err) != ST_OK)
       fail_msg("st_db_put_source: %s", err.msg);
   }
+}
+
+static int setup_db(void **state) {
+  fixture *f = calloc(1, sizeof *f);
+  assert_non_null(f);
+  st_test_temp_path(f->path, sizeof f->path, ".db");
+  st_test_temp_path(f->cache, sizeof f->cache, ".cache");
+  setenv("SPARSETUNE_CACHE_DIR", f->cache, 1);
+  st_err err = {{0}};
+  if (st_db_open(f->path, ST_DB_READWRITE, &f->db, &err) != ST_OK) fail_msg("st_db_open: %s", err.msg);
+  for (int i = 0; i < NSRC; i++) f->text[i] = i < NSRC - 1 ? render_valid(10 + i) : strdup(invalid_source);
+  put_sources(f, f->db);
   add_variant(f, 0, "valid_a", 0);
   add_variant(f, 1, "valid_b", 1);        /* text read back from the database */
   add_variant(f, 0, "valid_a_split2", 0); /* same source, another launch config */
@@ -237,6 +246,10 @@ static int teardown_db(void **state) {
   st_db_close(f->db);
   for (int i = 0; i < NSRC; i++) free(f->text[i]);
   unlink(f->path);
+  char rm[300];
+  snprintf(rm, sizeof rm, "rm -rf '%s'", f->cache);
+  if (system(rm) != 0) fprintf(stderr, "# could not remove %s\n", f->cache);
+  unsetenv("SPARSETUNE_CACHE_DIR");
   char side[300];
   snprintf(side, sizeof side, "%s-wal", f->path);
   unlink(side);
@@ -296,6 +309,80 @@ static void compile_all_compiles_each_distinct_source_once(void **state) {
   assert_int_equal(p.last_done, NSRC);
 }
 
+/* Compiles the fixture's variants into a new database with its sources
+ * and checks its rows against the first database's (byte for byte when
+ * `same_bytes`: every row from the disk cache; a compile's log carries its
+ * own timing); returns the stats. */
+static st_compile_stats compile_into_new_db(fixture *f, int same_bytes) {
+  char path[256];
+  st_test_temp_path(path, sizeof path, ".db");
+  st_db *db = NULL;
+  st_err err = {{0}};
+  if (st_db_open(path, ST_DB_READWRITE, &db, &err) != ST_OK) fail_msg("st_db_open: %s", err.msg);
+  put_sources(f, db);
+  st_compile_stats st;
+  if (st_compile_all(db, f->v, f->nv, ARCH, 2, NULL, NULL, NULL, &st, &err) != ST_OK)
+    fail_msg("st_compile_all: %s", err.msg);
+  {
+    char compiler[32], hash[40];
+    assert_int_equal(st_compile_compiler(compiler, &err), ST_OK);
+    for (int i = 0; i < NSRC; i++) {
+      snprintf(hash, sizeof hash, "%032x", 0xabc00 + i);
+      st_binary_row a, b;
+      int found_a = 0, found_b = 0;
+      assert_int_equal(st_db_get_binary(f->db, hash, ARCH, compiler, &a, &found_a, &err), ST_OK);
+      assert_int_equal(st_db_get_binary(db, hash, ARCH, compiler, &b, &found_b, &err), ST_OK);
+      assert_true(found_a && found_b);
+      assert_int_equal(a.ok, b.ok);
+      assert_int_equal(a.registers, b.registers);
+      assert_int_equal(a.cubin_size > 0, b.cubin_size > 0);
+      if (same_bytes) {
+        assert_int_equal(a.cubin_size, b.cubin_size);
+        if (a.cubin_size) assert_memory_equal(a.cubin, b.cubin, a.cubin_size);
+        assert_string_equal(a.log, b.log);
+      }
+      st_db_binary_free(&a);
+      st_db_binary_free(&b);
+    }
+  }
+  st_db_close(db);
+  unlink(path);
+  return st;
+}
+
+/* A second database takes the results from the disk cache (compile_cache.h):
+ * the same rows, good and failed; a damaged file is compiled again; with
+ * the cache off everything is. */
+static void compile_all_takes_another_database_s_results_from_the_disk_cache(void **state) {
+  fixture *f = *state;
+  st_compile_stats st;
+  st_err err = {{0}};
+  assert_int_equal(st_compile_all(f->db, f->v, f->nv, ARCH, 2, NULL, NULL, NULL, &st, &err), ST_OK);
+  assert_int_equal(st.compiled, NSRC);
+  assert_int_equal(st.from_disk, 0);
+
+  st = compile_into_new_db(f, 1);
+  assert_int_equal(st.compiled, NSRC);
+  assert_int_equal(st.from_disk, NSRC);
+  assert_int_equal(st.failed, 1);
+
+  /* One file damaged: its source is compiled again, and kept again. */
+  char cmd[600];
+  snprintf(cmd, sizeof cmd,
+           "f=$(ls '%s'/*.row | head -n 1) && printf 'x' | dd of=\"$f\" bs=1 seek=100 conv=notrunc 2>/dev/null",
+           f->cache);
+  assert_int_equal(system(cmd), 0);
+  st = compile_into_new_db(f, 0);
+  assert_int_equal(st.from_disk, NSRC - 1);
+  st = compile_into_new_db(f, 0);
+  assert_int_equal(st.from_disk, NSRC);
+
+  setenv("SPARSETUNE_CACHE_DIR", "off", 1);
+  st = compile_into_new_db(f, 0);
+  assert_int_equal(st.from_disk, 0);
+  assert_int_equal(st.compiled, NSRC);
+}
+
 static void compile_all_stops_when_asked_and_resumes(void **state) {
   fixture *f = *state;
   volatile sig_atomic_t stop = 1;
@@ -347,6 +434,8 @@ int main(void) {
       cmocka_unit_test(compile_one_refuses_bad_arch_with_a_message),
       cmocka_unit_test(compile_one_refuses_null_arguments),
       cmocka_unit_test_setup_teardown(compile_all_compiles_each_distinct_source_once, setup_db, teardown_db),
+      cmocka_unit_test_setup_teardown(compile_all_takes_another_database_s_results_from_the_disk_cache, setup_db,
+                                      teardown_db),
       cmocka_unit_test_setup_teardown(compile_all_stops_when_asked_and_resumes, setup_db, teardown_db),
       cmocka_unit_test_setup_teardown(compile_all_refuses_bad_input, setup_db, teardown_db),
   };

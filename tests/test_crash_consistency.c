@@ -338,6 +338,20 @@ static void wait_for_no_orphans(const char *db) {
   }
 }
 
+/* A fresh, empty disk cache for the runs that follow (they inherit the
+ * environment): each chain compiles for real, so there is a compile to kill,
+ * and its cache files are written while kills land; a resume reads what a
+ * killed run left there. */
+static char g_cache[256];
+
+static void fresh_cache(void) {
+  if (!g_cache[0]) st_test_temp_path(g_cache, sizeof g_cache, ".cache");
+  char rm[300];
+  snprintf(rm, sizeof rm, "rm -rf '%s'", g_cache);
+  assert_int_equal(system(rm), 0);
+  assert_int_equal(setenv("SPARSETUNE_CACHE_DIR", g_cache, 1), 0);
+}
+
 static void run_workload(const workload *w, int kills) {
   char ref[256], db[256], log[256];
   st_test_temp_path(ref, sizeof ref, ".ref.db");
@@ -353,6 +367,7 @@ static void run_workload(const workload *w, int kills) {
     expect_clean_exit(w, status, log);
     base = base_path;
   }
+  fresh_cache();
   const double span = run_to_end(w, ref, base, log);
   printf("# %s: uninterrupted, %.1f s %s\n", w->name, span, w->marker ? "from its marker to its end" : "in all");
   compare_rows(w, ref, ref, 1);
@@ -360,6 +375,7 @@ static void run_workload(const workload *w, int kills) {
   const double t0 = now_s();
   while (done < kills) {
     remove_db(db);
+    fresh_cache();
     chains++;
     int finished = 0;
     for (int k = 0; k < KILLS_PER_CHAIN && done < kills && !finished; k++) {
@@ -385,6 +401,7 @@ static void run_workload(const workload *w, int kills) {
   remove_db(ref);
   if (base) remove_db(base);
   unlink(log);
+  fresh_cache(); /* removes the last chain's */
 }
 
 static const workload *g_workload;

@@ -1,5 +1,6 @@
 # tuner/ suites. NVRTC compiles run without a GPU, so they are `cpu` tests.
 st_add_test(NAME test_compile LABEL cpu SOURCES test_compile.c LIBS st_tuner_core)
+st_add_test(NAME test_compile_cache LABEL cpu SOURCES test_compile_cache.c LIBS st_tuner_core)
 st_add_test(NAME test_decode_step LABEL cpu SOURCES test_decode_step.c LIBS st_tuner_core)
 st_add_test(NAME test_eta LABEL cpu SOURCES test_eta.c LIBS st_tuner_core)
 st_add_test(NAME test_search_model LABEL cpu SOURCES test_search_model.c LIBS st_tuner_core)

@@ -382,8 +382,10 @@ static int compile_in_child(const st_cli *cli, st_db *db, const st_cli_suite *s,
   }
   char took[32];
   st_cli_format_duration(stats.seconds, took, sizeof took);
-  printf("compiled for %s: %d distinct sources, %d cached, %d compiled now (%d failed) in %s%s\n", arch, stats.total,
-         stats.cached, stats.compiled, stats.failed, took, stats.interrupted ? " (interrupted)" : "");
+  printf("compiled for %s: %d distinct sources, %d cached, %d compiled now, %d from the disk cache (%d failed) "
+         "in %s%s\n",
+         arch, stats.total, stats.cached, stats.compiled - stats.from_disk, stats.from_disk, stats.failed, took,
+         stats.interrupted ? " (interrupted)" : "");
   if (stats.interrupted) return ST_EXIT_INTERRUPTED;
   return stats.failed ? ST_EXIT_FAIL : ST_EXIT_OK;
 }

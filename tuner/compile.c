@@ -16,6 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "compile_cache.h"
+#include "disk_cache.h"
 #include "nvrtc_options.h"
 
 /* Results stored per transaction at most: few enough that an interruption
@@ -253,6 +255,7 @@ typedef struct job {
   char *owned_source;  /* read from the database                       */
   char prog_name[176]; /* "<name>.cu", what the log's messages name    */
   st_compiled result;
+  int from_disk; /* the result came from the disk cache (compile_cache.h) */
   st_status status;
   st_err err;
 } job;
@@ -262,6 +265,8 @@ typedef struct job {
  * until i is queued in `finished`. */
 typedef struct pool {
   const char *arch;
+  const char *compiler;
+  char cache_dir[4096]; /* "" when the disk cache is off */
   job *jobs;
   int njobs;
   volatile sig_atomic_t *stop;
@@ -273,6 +278,19 @@ typedef struct pool {
   int running;   /* workers that have not exited                       */
   int halt;      /* set by the caller after an error                   */
 } pool;
+
+/* A job's result from the disk cache, else compiled and kept there. */
+static st_status compile_job(const pool *p, job *j) {
+  char path[4608];
+  st_compile_cache_path(p->cache_dir, j->hash, p->arch, p->compiler, path, sizeof path);
+  if (path[0] && st_compile_cache_get(path, j->hash, p->arch, p->compiler, &j->result.bin)) {
+    j->from_disk = 1;
+    return ST_OK;
+  }
+  const st_status s = st_compile_one(j->source, j->prog_name, p->arch, &j->result, &j->err);
+  if (s == ST_OK && path[0]) (void)st_compile_cache_put(path, &j->result.bin); /* a convenience: never an error */
+  return s;
+}
 
 static void *worker_main(void *arg) {
   pool *p = arg;
@@ -287,7 +305,7 @@ static void *worker_main(void *arg) {
     job *j = &p->jobs[p->next++];
     pthread_mutex_unlock(&p->mu);
 
-    j->status = st_compile_one(j->source, j->prog_name, p->arch, &j->result, &j->err);
+    j->status = compile_job(p, j);
 
     pthread_mutex_lock(&p->mu);
     p->finished[p->nfinished++] = (int)(j - p->jobs);
@@ -396,7 +414,7 @@ static st_status plan(st_db *db, const st_gen_variant *v, int n, const char *arc
 static st_status store_batch(st_db *db, job *jobs, const int *which, int k, st_compile_stats *stats, st_err *err) {
   st_status s = st_db_begin(db, err), job_status = ST_OK;
   st_err job_err = {{0}};
-  int stored = 0, failed = 0;
+  int stored = 0, failed = 0, from_disk = 0;
   for (int i = 0; i < k && s == ST_OK; i++) {
     job *j = &jobs[which[i]];
     if (j->status != ST_OK) {
@@ -408,6 +426,7 @@ static st_status store_batch(st_db *db, job *jobs, const int *which, int k, st_c
     if ((s = st_db_put_binary(db, b, err)) != ST_OK) break;
     stored++;
     failed += !b->ok;
+    from_disk += j->from_disk;
   }
   if (s == ST_OK)
     s = st_db_commit(db, err);
@@ -417,6 +436,7 @@ static st_status store_batch(st_db *db, job *jobs, const int *which, int k, st_c
   if (s != ST_OK) return s;
   stats->compiled += stored;
   stats->failed += failed;
+  stats->from_disk += from_disk;
   if (job_status != ST_OK && err) *err = job_err;
   return job_status;
 }
@@ -500,7 +520,8 @@ st_status st_compile_all(st_db *db, const st_gen_variant *v, int n, const char *
   if ((s = plan(db, v, n, arch, compiler, &js, &njobs, stats, err)) != ST_OK) return s;
   if (progress) progress(ctx, stats->cached, stats->total, stats->cached, 0, njobs ? -1.0 : 0.0, NULL);
 
-  pool p = {.arch = arch, .jobs = js, .njobs = njobs, .stop = stop};
+  pool p = {.arch = arch, .compiler = compiler, .jobs = js, .njobs = njobs, .stop = stop};
+  st_disk_cache_dir(p.cache_dir, sizeof p.cache_dir);
   if (njobs) {
     p.finished = malloc(sizeof *p.finished * (size_t)njobs);
     if (!p.finished) s = st_fail(err, ST_ERR_NOMEM, "no memory for %d compile results", njobs);

@@ -58,6 +58,7 @@ typedef struct st_compile_stats {
   int total;       /* distinct source hashes among the variants          */
   int cached;      /* already in the database for (hash, arch, compiler) */
   int compiled;    /* compiled and stored by this call (ok or not)       */
+  int from_disk;   /* of those, taken from the disk cache (compile_cache.h) */
   int failed;      /* of those, ok = 0                                   */
   int interrupted; /* 1 when *stop ended the call before everything ran  */
   double seconds;  /* wall time of the call                              */
