@@ -89,8 +89,9 @@ static size_t payload(unsigned char *buf, const char *magic, const int ints[5], 
   memcpy(&bits, &ms, sizeof bits);
   for (int k = 0; k < 8; k++) *p++ = (unsigned char)(bits >> (8 * k));
   for (int k = 0; k < 8; k++) *p++ = (unsigned char)(log_len_field >> (8 * k));
-  memcpy(p, log, strlen(log));
-  p += strlen(log);
+  const size_t log_bytes = strlen(log);
+  memcpy(p, log, log_bytes); // NOLINT(bugprone-not-null-terminated-result): the file holds the bytes, no NUL
+  p += log_bytes;
   for (int k = 0; k < 8; k++) *p++ = (unsigned char)(cubin_len_field >> (8 * k));
   memset(p, 0x5a, cubin_bytes);
   p += cubin_bytes;
