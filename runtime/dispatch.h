@@ -8,10 +8,10 @@
  *      table's nearest_radius (ST_DISPATCH_NEAREST_RADIUS, or 0 for ops
  *      whose winners serve only their own keys) and beat the built-in
  *      choice on its own key by ST_DISPATCH_NEAREST_MARGIN (or that is
- *      not recorded): keys
- *      whose text fields (dtype) are the call's, at the distance of the
- *      sum over their numeric fields (batch B, context ctx, heads, qlen,
- *      topk) of |log2 w/c|; ties: the larger B, then the larger ctx;
+ *      not recorded): keys whose text fields (dtype) are the call's, at
+ *      the distance of the sum over their numeric fields (batch B, context
+ *      ctx, heads, qlen, topk) of |log2 w/c|; ties: the larger B, then the
+ *      larger ctx;
  *   3. else the default variants that fit: those meant for the call's load
  *      (st_dispatch_variant.load_lo/hi) first, each group in table order
  *      (the op's rank, e.g. the smallest topk capacity, then the order of
@@ -160,8 +160,9 @@ typedef struct st_dispatch_memo {
  * the call's load first, then by rank; a default that is also one of the
  * other winners is listed here), the other winners, nearest first. `fields`
  * are the call's dispatch key fields; only hooks->fit is used. `out` must
- * hold n_winners + n_defaults entries. *n_fit is the count written; when it is 0, `why` (may be NULL) holds the last reason a
- * recorded variant did not fit, or is empty. Never fails. */
+ * hold n_winners + n_defaults entries. *n_fit is the count written; when it
+ * is 0, `why` (may be NULL) holds the last reason a recorded variant did
+ * not fit, or is empty. Never fails. */
 void st_dispatch_candidates(const st_dispatch_table *t, const st_params *fields, const void *args,
                             const st_dispatch_hooks *hooks, st_dispatch_candidate *out, size_t *n_fit, st_err *why);
 

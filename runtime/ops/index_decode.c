@@ -139,7 +139,8 @@ static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
  * whose CTAs all fit on the multiprocessors at once, at three CTAs an SM
  * for bf16 keys and four for fp8 (the bulk kernels' shared memory and
  * registers). Fewer CTAs leave SMs idle; a second wave costs a whole CTA's
- * time for the few in it (docs/kernels/index_decode.md, "Split count").
+ * time for the few in it (docs/kernels/index_decode.md, "Split count for
+ * one wave").
  * Never more than the blocks, and at least enough that one CTA's scores fit
  * in shared memory. */
 static int choose_splits(const st_index_decode_config *cfg, int64_t R, int64_t groups, int64_t max_blocks,
