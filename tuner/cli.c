@@ -248,6 +248,17 @@ int st_cli_open(const st_cli *cli, st_gen **gen, st_db **db) {
   return ST_EXIT_OK;
 }
 
+int st_cli_is_exported(const st_cli *cli) {
+  st_db *db = NULL;
+  st_err err = {{0}};
+  if (st_db_open(cli->db_path, ST_DB_READONLY, &db, &err) != ST_OK) return 0;
+  st_db_export_mark *m = malloc(sizeof *m); /* a path inside: large */
+  const int exported = m && st_db_get_export_mark(db, m, &err) == ST_OK && m->exported;
+  free(m);
+  st_db_close(db);
+  return exported;
+}
+
 int st_cli_refuse_exported(const st_cli *cli) {
   st_db *db = NULL;
   st_err err = {{0}};

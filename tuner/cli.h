@@ -124,6 +124,10 @@ int st_cli_check_arch(const st_cli *cli, const char *arch);
 /* Opens the generator and the database (read-write), printing errors. */
 int st_cli_open(const st_cli *cli, st_gen **gen, st_db **db);
 
+/* 1 when cli->db_path opens and is an exported runtime database
+ * (`sparsetune export`), else 0. */
+int st_cli_is_exported(const st_cli *cli);
+
 /* ST_EXIT_OK unless cli->db_path is an exported runtime database, which a
  * command that records into it refuses before any work (printing why);
  * a file that cannot be opened is left to the command's own open. */

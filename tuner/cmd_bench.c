@@ -56,7 +56,8 @@ static const char usage[] =
     "\n"
     "  --suite NAME   shape suite (default anchors)\n"
     "  --op OP        only this op of the suite (OP,OP,...: only these ops)\n"
-    "  --db FILE      database with winners (default ./sparsetune.db)\n"
+    "  --db FILE      database with winners (default ./sparsetune.db); an\n"
+    "                 export (`sparsetune export`) is timed, nothing recorded\n"
     "  --builtin      no database: what libsparsetune runs untuned, each op's\n"
     "                 built-in variants (compiled at first use, before timing);\n"
     "                 nothing is recorded\n"
@@ -430,9 +431,15 @@ int st_cmd_bench(int argc, char **argv) {
     st_cli_error(&cli, "database %s cannot be read: run `sparsetune tune` first (or pass --db)", cli.db_path);
     return ST_EXIT_USAGE;
   }
-  /* The run is recorded into the database at the end: an export takes no
-   * runs, and is refused before any timing. */
-  if (!cli.builtin && (rc = st_cli_refuse_exported(&cli)) != ST_EXIT_OK) return rc;
+  /* The run is recorded into the database at the end; an export (what an
+   * engine ships) takes no runs: it is timed and nothing is recorded. Its
+   * modules are the winners' alone, so --harness needs the source database. */
+  const int exported = !cli.builtin && st_cli_is_exported(&cli);
+  if (exported && cli.harness) {
+    st_cli_error(&cli, "--harness needs the tuned database, not an export (%s): pass the source database",
+                 cli.db_path);
+    return ST_EXIT_USAGE;
+  }
   if (st_gen_open(NULL, NULL, &gen, &err) != ST_OK || st_gen_suite(gen, cli.suite, cli.op, &shapes, &nshapes, &err)) {
     st_cli_error(&cli, "%s", err.msg);
     rc = ST_EXIT_USAGE;
@@ -502,7 +509,8 @@ int st_cmd_bench(int argc, char **argv) {
     fflush(stdout);
   }
   print_decode_step(&cli, cu, &dev, rt, stream, rows, nshapes);
-  if (!cli.builtin) record_rows(&cli, &dev, rows, nshapes);
+  if (!cli.builtin && !exported) record_rows(&cli, &dev, rows, nshapes);
+  if (exported && !cli.json) printf("%s is an export: nothing recorded\n", cli.db_path);
   rc = failures ? ST_EXIT_FAIL : ST_EXIT_OK;
 done:
   if (stream) cu->cuStreamDestroy(stream);
