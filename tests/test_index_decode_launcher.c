@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ops/index_decode.h"
+#include "ops/op.h"
 #include "ops/tensor_check.h"
 #include "testutil.h"
 
@@ -238,6 +239,19 @@ static void test_plans_size_grid_and_workspace(void **state) {
   assert_memory_equal(p.grid, p2.grid, sizeof p.grid);
 }
 
+/* The call's load, which the defaults' ranges use: blocks of (request,
+ * index head) per SM; more heads a CTA only above half of their count. */
+static void test_load_counts_request_head_blocks_per_sm(void **state) {
+  (void)state;
+  st_index_decode_args a = valid_args(); /* 8 requests, 2 heads, 32768 tokens */
+  const st_op_desc *d = st_op_desc_of(ST_OP_INDEX_DECODE);
+  assert_non_null(d);
+  assert_non_null(d->load);
+  assert_float_equal(d->load(&a, 132), 8.0 * 2.0 * 256.0 / 132.0, 1e-12);
+  a.max_context = 129; /* two blocks */
+  assert_float_equal(d->load(&a, 64), 8.0 * 2.0 * 2.0 / 64.0, 1e-12);
+}
+
 static void test_dispatch_key_is_canonical(void **state) {
   (void)state;
   st_index_decode_args a = valid_args();
@@ -262,6 +276,7 @@ int main(void) {
       cmocka_unit_test(test_variant_fit_names_the_mismatch),
       cmocka_unit_test(test_bad_variant_parameters_are_refused),
       cmocka_unit_test(test_plans_size_grid_and_workspace),
+      cmocka_unit_test(test_load_counts_request_head_blocks_per_sm),
       cmocka_unit_test(test_dispatch_key_is_canonical),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

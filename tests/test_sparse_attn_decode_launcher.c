@@ -624,6 +624,23 @@ static void test_plans_size_grid_and_workspace(void **state) {
     assert_int_equal(st_sparse_attn_decode_plan_make(&c8, &f, 32, &p, &err), ST_OK);
     assert_int_equal(p.splits, 1);
   }
+  /* A cluster of 8, 32 items of 16 blocks: the largest power of two up to
+   * 8 that keeps three blocks a split once the CTAs pass one an SM (4);
+   * on 300 SMs 8 x 32 CTAs are under one an SM (8). topk 13: 8 splits
+   * would round to 7 (13 / 2 blocks), so 4. */
+  {
+    st_sparse_attn_decode_config cc = config_in("bf16", 16, 4, 1, "single", 0, 8);
+    assert_int_equal(st_sparse_attn_decode_plan_make(&cc, &a, 132, &p, &err), ST_OK);
+    assert_int_equal(p.splits, 4);
+    assert_int_equal(st_sparse_attn_decode_plan_make(&cc, &a, 300, &p, &err), ST_OK);
+    assert_int_equal(p.splits, 8);
+    st_sparse_attn_decode_args t13 = a;
+    t13.topk_idx.shape[2] = 13;
+    assert_int_equal(st_sparse_attn_decode_plan_make(&cc, &t13, 300, &p, &err), ST_OK);
+    assert_int_equal(p.splits, 4);
+    assert_int_equal(st_sparse_attn_decode_plan_make(&cc, &a, 80, &p, &err), ST_OK);
+    assert_int_equal(p.splits, 1); /* 32 items are 40% of 80 SMs: no split */
+  }
   /* Scales fold into the argument block: scalar K scale into the score scale.
    */
   a = valid_fp8_tensor_args();

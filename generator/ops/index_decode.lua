@@ -120,7 +120,11 @@ function M.defaults()
               max_qlen = max_qlen, threads = dtype == "fp8" and 128 or 256, units_in_flight = 1, bulk_stages = 2,
               algo = "split" }
             if M.constraint(fast) then
-              out[#out + 1] = { kernel = fast, launch = { splits = 0 } }
+              -- More heads a CTA only where the CTAs stay at least half
+              -- a wave: R x (H / heads) x blocks >= SMs / 2, that is a
+              -- load (runtime/ops/index_decode.c) above heads / 2.
+              local load = heads > 1 and { heads / 2, 1e9 } or nil
+              out[#out + 1] = { kernel = fast, launch = { splits = 0 }, load = load }
             end
           end
         end

@@ -350,6 +350,15 @@ static st_status launch(const st_cu *cu, CUfunction main_fn, CUfunction merge_fn
   return st_index_decode_launch(cu, main_fn, merge_fn, &plan->index_decode, workspace, workspace_bytes, stream, err);
 }
 
+/* Blocks of (request, index head) per multiprocessor, R x H x
+ * ceil(max_context / 128) / SMs: the unit of the defaults' load ranges
+ * (generator/ops/index_decode.lua), where a CTA of h heads takes h of them. */
+static double load(const void *args, int sm_count) {
+  const st_index_decode_args *a = args;
+  const double blocks = (double)ceil_div(a->max_context, ST_BLOCK_TOKENS);
+  return (double)(a->q.shape[0] / a->qlen) * (double)a->q.shape[1] * blocks / (double)(sm_count > 0 ? sm_count : 1);
+}
+
 const st_op_desc st_index_decode_op = {.name = ST_INDEX_DECODE_OP,
                                        .main_kernel = ST_INDEX_DECODE_MAIN_KERNEL,
                                        .merge_kernel = ST_INDEX_DECODE_MERGE_KERNEL,
@@ -358,6 +367,7 @@ const st_op_desc st_index_decode_op = {.name = ST_INDEX_DECODE_OP,
                                        .check_args = check_args,
                                        .shape_only = shape_only,
                                        .max_context = max_context,
+                                       .load = load,
                                        .dispatch_key = dispatch_key,
                                        .plan = plan,
                                        .launch = launch,
