@@ -225,6 +225,10 @@ static void test_plans_size_grid_and_workspace(void **state) {
   a8.q.dtype = a8.k_cache.dtype = ST_DTYPE_FP8_E4M3;
   assert_int_equal(st_index_decode_plan_make(&c8, &a8, 132, &p, &err), ST_OK);
   assert_int_equal(p.splits, 64);
+  /* fp8 with one head a CTA: six an SM (16 x 32 <= 600; four would give 16). */
+  c8 = config("fp8", 16, 1, 2, "single", 0);
+  assert_int_equal(st_index_decode_plan_make(&c8, &a8, 100, &p, &err), ST_OK);
+  assert_int_equal(p.splits, 32);
   a.max_context = 200;
   assert_int_equal(st_index_decode_plan_make(&c, &a, 132, &p, &err), ST_OK);
   assert_int_equal(p.splits, 2);

@@ -137,10 +137,11 @@ static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /* Split count: the variant's, or (0) one wave: the largest power of two
  * whose CTAs all fit on the multiprocessors at once, at three CTAs an SM
- * for bf16 keys and four for fp8 (the bulk kernels' shared memory and
- * registers). Fewer CTAs leave SMs idle; a second wave costs a whole CTA's
+ * for bf16 keys, four for fp8 and six for fp8 with one head a CTA (the
+ * bulk kernels' shared memory and registers; the six measured, not
+ * derived). Fewer CTAs leave SMs idle; a second wave costs a whole CTA's
  * time for the few in it (docs/kernels/index_decode.md, "Split count for
- * one wave").
+ * one wave", "Six fp8 CTAs an SM with one head").
  * Never more than the blocks, and at least enough that one CTA's scores fit
  * in shared memory. */
 static int choose_splits(const st_index_decode_config *cfg, int64_t R, int64_t groups, int64_t max_blocks,
@@ -148,7 +149,8 @@ static int choose_splits(const st_index_decode_config *cfg, int64_t R, int64_t g
   const int64_t cols = (int64_t)cfg->heads_per_cta * cfg->max_qlen;
   int64_t s = cfg->splits;
   if (s == 0) {
-    const int64_t slots = (cfg->dtype == ST_DTYPE_FP8_E4M3 ? 4 : 3) * (int64_t)sm_count;
+    const int fp8 = cfg->dtype == ST_DTYPE_FP8_E4M3;
+    const int64_t slots = (fp8 ? (cfg->heads_per_cta == 1 ? 6 : 4) : 3) * (int64_t)sm_count;
     for (s = 1; 2 * s * R * groups <= slots;) s *= 2;
   }
   if (s > max_blocks) s = max_blocks;
