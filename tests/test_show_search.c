@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "generator.h"
+#include "search_model.h"
 #include "show_search.h"
 #include "test_db_fixture.h"
 
@@ -65,19 +66,20 @@ static void test_a_variant_slow_on_two_near_shapes_is_left_out_of_the_third(void
   char path[256];
   st_db *db = fx_open_temp(path, sizeof path);
   const int64_t dev = fx_device(db, "GPU X", "sm_90a", "GPU-1");
-  char def[40], v[40];
+  char def[40], vid[40];
   fx_variant(db, "index_decode", "a_default", 1, def);
-  fx_variant(db, "index_decode", "v", 0, v);
+  fx_variant(db, "index_decode", "v", 0, vid);
   const int64_t run_id = fx_suite_run(db, "tune", "index_decode", "m3-decode", dev, NULL);
   st_err err = {{0}};
   const char *ordered[3] = {NULL, NULL, NULL};
   suite_order(ordered);
   /* v: twice the default's time on the first two, half of it on the last,
-   * which the model (two neighbours, 1.3x) leaves it out of. */
+   * which the model (its struct slow on the two nearest shapes) leaves it
+   * out of. */
   const double v_us[3] = {20.0, 20.0, 5.0};
   for (int i = 0; i < 3; i++) {
     fx_measure(db, run_id, def, ordered[i], "ok", 10.0, 0.01, NULL);
-    fx_measure(db, run_id, v, ordered[i], "ok", v_us[i], 0.01, NULL);
+    fx_measure(db, run_id, vid, ordered[i], "ok", v_us[i], 0.01, NULL);
   }
   assert_int_equal(st_db_run_finish(db, run_id, "done", &err), ST_OK);
 
@@ -94,10 +96,19 @@ static void test_a_variant_slow_on_two_near_shapes_is_left_out_of_the_third(void
   assert_non_null(max);
   assert_float_equal(atof(max), 1.0, 1e-9); /* 10 us kept against 5 */
   free(max);
+  char *v = fx_json_get(json, "$.by_struct.threshold");
+  assert_float_equal(atof(v), ST_SEARCH_STRUCT_THRESHOLD, 1e-9);
+  free(v);
+  v = fx_json_query("SELECT json_type(?1, ?2)", json, "$.by_family.radius"); /* any distance */
+  assert_string_equal(v, "null");
+  free(v);
   free(json);
   char *text = replay(path, db, run_id, 0, &s, &err);
   assert_int_equal(s, ST_OK);
-  if (!strstr(text, "index_decode: 3 shapes, 1 of 6 (variant, shape) pairs left out (17%); the best kept on 2 shapes"))
+  if (!strstr(text,
+              "index_decode: 3 shapes, 1 of 6 (variant, shape) pairs left out (17%); the best kept on 2 shapes") ||
+      !strstr(text, "at least 1.15x the best on the 2 nearest shapes before it\n") ||
+      !strstr(text, "(within distance 8.0), or its family at least 1.50x on the 2 nearest (at any distance)"))
     fail_msg("unexpected report:\n%s", text);
   free(text);
 
@@ -110,9 +121,77 @@ static void test_a_variant_slow_on_two_near_shapes_is_left_out_of_the_third(void
   fx_remove(path);
 }
 
+/* Variants of three structs; DEF the default. Names differ within their
+ * first 30 characters (fx_variant's ids). */
+#define DEF "index_decode.def.k16.q1/auto"
+#define FAST "index_decode.fast.k16.q1/s1"
+#define SLOW "index_decode.slow.k16.q1/s1"
+#define SLOW_K32 "index_decode.slow.k32.q2/s4"
+
+typedef struct timed_pair {
+  int shape; /* 0, 1, 2: near_keys in suite order */
+  const char *name, *status;
+  double us;
+} timed_pair;
+
+/* A tune run of `pairs` replayed: the pairs left out of index_decode. */
+static int left_out_of(const timed_pair *pairs, int n) {
+  char path[256];
+  st_db *db = fx_open_temp(path, sizeof path);
+  const int64_t dev = fx_device(db, "GPU X", "sm_90a", "GPU-1");
+  static const char *const names[] = {DEF, FAST, SLOW, SLOW_K32};
+  char ids[4][40];
+  for (int i = 0; i < 4; i++) fx_variant(db, "index_decode", names[i], i == 0, ids[i]);
+  const int64_t run_id = fx_suite_run(db, "tune", "index_decode", "m3-decode", dev, NULL);
+  const char *ordered[3] = {NULL, NULL, NULL};
+  suite_order(ordered);
+  for (int i = 0; i < n; i++) {
+    int k = 0;
+    while (strcmp(names[k], pairs[i].name)) k++;
+    fx_measure(db, run_id, ids[k], ordered[pairs[i].shape], pairs[i].status, pairs[i].us, 0.01, NULL);
+  }
+  st_err err = {{0}};
+  assert_int_equal(st_db_run_finish(db, run_id, "done", &err), ST_OK);
+  st_status s = ST_OK;
+  char *json = replay(path, db, run_id, 1, &s, &err);
+  assert_int_equal(s, ST_OK);
+  const int left_out = (int)fx_json_int(json, "$.ops[0].left_out");
+  free(json);
+  st_db_close(db);
+  fx_remove(path);
+  return left_out;
+}
+
+static void test_the_replay_judges_a_variant_against_what_applies_to_each_shape(void **state) {
+  (void)state;
+  /* SLOW is 1.6x FAST on the first two shapes. FAST has no pair on the
+   * third: there SLOW meets only DEF, which it beat, and is kept; with
+   * FAST there, it is left out. DEF, 4x FAST, is never left out. */
+  timed_pair pairs[] = {
+      {0, DEF, "ok", 20.0}, {0, FAST, "ok", 5.0},     {0, SLOW, "ok", 8.0},
+      {1, DEF, "ok", 20.0}, {1, FAST, "ok", 5.0},     {1, SLOW_K32, "ok", 8.0},
+      {2, DEF, "ok", 20.0}, {2, SLOW_K32, "ok", 8.0}, {2, FAST, "ok", 5.0},
+  };
+  assert_int_equal(left_out_of(pairs, 8), 0);
+  assert_int_equal(left_out_of(pairs, 9), 1);
+}
+
+static void test_the_replay_counts_a_pruned_variant_as_slow(void **state) {
+  (void)state;
+  /* Stopped by the probe on both shapes before, however close its probe's
+   * time: left out of the third, where it would have been the best. */
+  const timed_pair pairs[] = {
+      {0, DEF, "ok", 10.0},      {0, SLOW, "pruned", 10.5}, {1, DEF, "ok", 10.0},
+      {1, SLOW, "pruned", 10.5}, {2, DEF, "ok", 10.0},      {2, SLOW, "ok", 5.0},
+  };
+  assert_int_equal(left_out_of(pairs, 6), 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_a_variant_slow_on_two_near_shapes_is_left_out_of_the_third),
+      cmocka_unit_test(test_the_replay_judges_a_variant_against_what_applies_to_each_shape),
+      cmocka_unit_test(test_the_replay_counts_a_pruned_variant_as_slow),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

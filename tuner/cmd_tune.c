@@ -49,11 +49,17 @@ static const char usage[] =
     "                 cold run resumes only a cold run. Default: the same\n"
     "                 inputs each replay, as the suites' peer times were taken\n"
     "  --search MODE  full (default): every applicable variant of every shape;\n"
-    "                 model: a variant that the run found at least 1.3x the\n"
-    "                 best (or stopped, wrong, failed) on the 2 nearest shapes\n"
-    "                 of its op where it ran is left out of the next shape\n"
-    "                 (defaults always run), and only what runs is compiled,\n"
-    "                 shape by shape. A model run resumes only a model run\n";
+    "                 model: a variant is left out of a shape when its struct\n"
+    "                 (its family less the kN and qN tokens) was at least 1.15x\n"
+    "                 the best on the 2 nearest shapes before where it ran\n"
+    "                 (within distance 8), or its family at least 1.5x on the\n"
+    "                 2 nearest (any distance); the best among what applies to\n"
+    "                 the shape, stopped, wrong or failed counting as slow.\n"
+    "                 Defaults always run; only what runs is compiled, shape\n"
+    "                 by shape. Full tunes replayed (H200): engine-decode left\n"
+    "                 out 41% of its non-default pairs, ~27% of the time, the\n"
+    "                 best kept within 0.07% on every shape. A model run\n"
+    "                 resumes only a model run\n";
 
 typedef struct binary_slot {
   char hash[40];
@@ -115,7 +121,7 @@ static void record(void *ctx, int index, const st_job_outcome *o) {
   st_timing_samples_json(&o->timing, m.samples, sizeof m.samples);
   st_err err = {{0}};
   if (st_db_put_measurement(t->db, &m, &err) != ST_OK) st_cli_error(t->cli, "recording a measurement: %s", err.msg);
-  if (t->model && st_search_model_add(t->model, t->shape, v->id, o->status, o->timing.median_us) != 0)
+  if (t->model && st_search_model_add(t->model, t->shape, v->name, o->status, o->timing.median_us) != 0)
     st_cli_error(t->cli, "out of memory for the search model: the next shapes run every variant");
   t->done_jobs++;
   st_eta_done(&t->eta, now_s());
@@ -206,6 +212,34 @@ static int compile_jobs(const st_cli *cli, st_db *db, const st_cli_suite *s, con
   return rc;
 }
 
+/* Which of the suite's variants apply to `shape` (and match --match):
+ * applies[i] for s->variants[i]. With a model, their names begin the shape
+ * there: the competition the runs before are judged against. */
+static int find_applicable(const st_cli *cli, st_gen *gen, const st_cli_suite *s, const st_shape *shape,
+                           st_search_model *model, char *applies) {
+  const char **names = calloc((size_t)s->nvariants + 1, sizeof *names);
+  if (!names) return ST_EXIT_FAIL;
+  int n = 0;
+  for (int i = 0; i < s->nvariants; i++) {
+    const st_variant_row *v = &s->variants[i].row;
+    applies[i] = 0;
+    if (strcmp(v->op, shape->op) || (cli->match && !strstr(v->name, cli->match))) continue;
+    st_err err = {{0}};
+    int a = 0;
+    if (st_gen_applies(gen, v, shape, &a, &err) != ST_OK) {
+      st_cli_error(cli, "%s", err.msg);
+      free(names);
+      return ST_EXIT_FAIL;
+    }
+    applies[i] = (char)(a != 0);
+    if (a) names[n++] = v->name;
+  }
+  if (model && st_search_model_begin_shape(model, shape, names, n) != 0)
+    st_cli_error(cli, "out of memory for the search model: shape %s runs every variant", shape->key);
+  free(names);
+  return ST_EXIT_OK;
+}
+
 /* Jobs of one shape: applicable variants with a binary, not yet measured in
  * this run and not left out by the search model (when there is one: never
  * a default); defaults first, so pruning has a baseline early. */
@@ -214,20 +248,24 @@ static int plan_jobs(const st_cli *cli, st_gen *gen, st_db *db, const st_cli_sui
                      int *njobs, int *skipped) {
   int n = 0;
   *skipped = 0;
+  char *applies = calloc((size_t)s->nvariants + 1, 1);
+  if (!applies || find_applicable(cli, gen, s, shape, model, applies) != ST_EXIT_OK) {
+    free(applies);
+    return ST_EXIT_FAIL;
+  }
   for (int pass = 0; pass < 2; pass++)
     for (int i = 0; i < s->nvariants; i++) {
       const st_variant_row *v = &s->variants[i].row;
-      if (strcmp(v->op, shape->op) || v->is_default != (pass == 0)) continue;
-      if (cli->match && !strstr(v->name, cli->match)) continue;
+      if (!applies[i] || v->is_default != (pass == 0)) continue;
       st_err err = {{0}};
-      int applies = 0, found = 0;
-      if (st_gen_applies(gen, v, shape, &applies, &err) != ST_OK ||
-          st_db_has_measurement(db, run_id, v->id, shape->key, &found, &err) != ST_OK) {
+      int found = 0;
+      if (st_db_has_measurement(db, run_id, v->id, shape->key, &found, &err) != ST_OK) {
         st_cli_error(cli, "%s", err.msg);
+        free(applies);
         return ST_EXIT_FAIL;
       }
-      if (!applies || found) continue;
-      if (model && !v->is_default && st_search_model_skip(model, shape, v->id, NULL, 0)) {
+      if (found) continue;
+      if (model && !v->is_default && st_search_model_skip(model, v->name, NULL, 0)) {
         (*skipped)++;
         continue;
       }
@@ -237,6 +275,7 @@ static int plan_jobs(const st_cli *cli, st_gen *gen, st_db *db, const st_cli_sui
       jobs[n].cubin_size = b ? b->bin.cubin_size : 0;
       n++;
     }
+  free(applies);
   *njobs = n;
   return ST_EXIT_OK;
 }
@@ -373,12 +412,11 @@ typedef struct feed_ctx {
 
 /* A resumed run's measurements into the search model. */
 static int feed_model(void *ctx, const st_measurement *m, const char *name, const char *op) {
-  (void)name;
   (void)op;
   const feed_ctx *f = ctx;
   const st_shape *sh = shape_by_key(f->suite, m->shape_key);
   if (!sh) return 0; /* another suite's shape */
-  return st_search_model_add(f->model, sh, m->variant_id, m->status, m->median_us) != 0;
+  return st_search_model_add(f->model, sh, name, m->status, m->median_us) != 0;
 }
 
 static int tune_shapes(const st_cli *cli, st_gen *gen, st_db *db, st_cli_suite *s, int64_t run_id, const char *arch,
@@ -388,8 +426,7 @@ static int tune_shapes(const st_cli *cli, st_gen *gen, st_db *db, st_cli_suite *
   if (!jobs) return ST_EXIT_FAIL;
   int rc = ST_EXIT_OK;
   if (cli->search_model) {
-    const st_search_opts so = {
-        .threshold = ST_SEARCH_THRESHOLD, .neighbours = ST_SEARCH_NEIGHBOURS, .radius = ST_SEARCH_RADIUS};
+    const st_search_opts so = st_search_default_opts();
     st_err err = {{0}};
     feed_ctx f = {.model = t.model = st_search_model_new(&so), .suite = s};
     if (!t.model || st_db_each_measurement(db, run_id, feed_model, &f, &err) != ST_OK) {
@@ -458,7 +495,8 @@ static int tune_shapes(const st_cli *cli, st_gen *gen, st_db *db, st_cli_suite *
     if (t.tty) fputc('\n', stderr);
   }
   if (t.model)
-    printf("search model: %d (variant, shape) pairs left out, slow on the nearest shapes where they ran\n",
+    printf("search model: %d (variant, shape) pairs left out, their struct or family slow on the nearest shapes "
+           "where it ran\n",
            t.skipped);
   st_search_model_free(t.model);
   free(jobs);

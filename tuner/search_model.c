@@ -1,108 +1,162 @@
+/* search_model.c - the search model's history and rules (search_model.h). */
 #include "search_model.h"
 
+#include <ctype.h>
 #include <math.h>
-#include <stdint.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/case_inputs.h"
+/* The pooling levels, in the order their rules are asked. */
+enum { BY_STRUCT, BY_FAMILY, NLEVELS };
 
-typedef struct tried {
-  char id[40];
-  double us; /* ok: the time; else 0 */
-  int ok;    /* 0: stopped by the probe, wrong or failed */
-} tried;
+/* st_variant_row's name, and so any key made from one. */
+#define KEY_MAX 160
+
+/* A struct's or family's time on one shape. */
+typedef struct timed {
+  char key[KEY_MAX];
+  double us; /* the least ok time of its members; with none ok, the least other */
+  int ok;    /* 0: none of its members ran correctly there */
+} timed;
+
+/* Sorted by key, one entry a key: found by bisection. */
+typedef struct timed_set {
+  timed *t;
+  int n, cap;
+} timed_set;
 
 typedef struct shape_hist {
-  st_shape shape;   /* as tried */
-  st_params fields; /* what distances are measured on (features()) */
-  tried *t;
-  int n, cap, sorted;
-  double best; /* the least ok time, 0 while there is none */
+  st_shape shape; /* as measured */
+  timed_set level[NLEVELS];
+  double best; /* the least ok time, 0 while there is none: no evidence */
 } shape_hist;
+
+/* A shape measured before the one begun, as that one sees it. */
+typedef struct neighbour {
+  int hist; /* index into the model's history */
+  double dist;
+  double ref[NLEVELS]; /* the least ok time there of the keys that apply to the shape begun; 0: none */
+} neighbour;
 
 struct st_search_model {
   st_search_opts o;
-  shape_hist *s;
-  int n, cap;
-  /* The neighbours of the last shape asked about, nearest first, while
-   * the history has not grown since. */
-  char query[sizeof(((st_shape *)0)->key)];
-  int query_seen; /* total measurements when computed */
-  int total;
-  int *order;
-  double *dist;
-  int norder;
+  shape_hist *s; /* in the order first measured: ties in distance go to the earlier */
+  int n, cap, last;
+  int total; /* measurements added */
+  int begun;
+  st_shape shape;             /* the shape begun */
+  timed_set applies[NLEVELS]; /* its structs and families (times unused) */
+  neighbour *near;            /* nearest first, valid while near_total == total */
+  int nnear, near_total;
 };
 
-/* A shape's fields with a prefill batch's `reqs` text replaced by its
- * numbers (requests, query tokens, longest context): two batches of
- * similar size are near, whatever their text. */
-static void features(const st_shape *shape, st_params *out) {
-  *out = (st_params){0};
-  st_err err = {{0}};
-  for (int i = 0; i < shape->params.n; i++) {
-    const st_param *p = &shape->params.p[i];
-    if (strcmp(p->key, "reqs") == 0) {
-      int32_t *cu = NULL, *seq = NULL;
-      int R = 0, total_q = 0, max_ctx = 0;
-      const st_status s = st_case_requests(p->val, &cu, &seq, &R, &total_q, &max_ctx, &err);
-      free(cu);
-      free(seq);
-      if (s == ST_OK && st_params_set_int(out, "reqs.requests", R, &err) == ST_OK &&
-          st_params_set_int(out, "reqs.q", total_q, &err) == ST_OK &&
-          st_params_set_int(out, "reqs.context", max_ctx, &err) == ST_OK)
-        continue;
+st_search_opts st_search_default_opts(void) {
+  return (st_search_opts){
+      .by_struct = {ST_SEARCH_STRUCT_THRESHOLD, ST_SEARCH_STRUCT_NEIGHBOURS, ST_SEARCH_STRUCT_RADIUS},
+      .by_family = {ST_SEARCH_FAMILY_THRESHOLD, ST_SEARCH_FAMILY_NEIGHBOURS, ST_SEARCH_FAMILY_RADIUS}};
+}
+
+/* The family: the name less its launch suffix. */
+static void family_key(const char *name, char *out, size_t cap) {
+  snprintf(out, cap, "%.*s", (int)strcspn(name, "/"), name);
+}
+
+static int is_kq_token(const char *t, size_t len) {
+  if (len < 2 || (t[0] != 'k' && t[0] != 'q')) return 0;
+  for (size_t i = 1; i < len; i++)
+    if (!isdigit((unsigned char)t[i])) return 0;
+  return 1;
+}
+
+/* The struct: the family less its kN and qN tokens. A family is made for
+ * one topk capacity and one query count, so most are met on a shape or
+ * two; their structs carry evidence across k and q. */
+static void struct_key(const char *name, char *out, size_t cap) {
+  char fam[KEY_MAX];
+  family_key(name, fam, sizeof fam);
+  size_t used = 0;
+  int first = 1;
+  out[0] = '\0';
+  for (const char *t = fam;; t++) {
+    const size_t len = strcspn(t, ".");
+    if (!is_kq_token(t, len) && used < cap) {
+      const int w = snprintf(out + used, cap - used, "%s%.*s", first ? "" : ".", (int)len, t);
+      if (w > 0) used += (size_t)w;
+      first = 0;
     }
-    if (st_params_set(out, p->key, p->val, &err) != ST_OK) return; /* full: the rest counts as missing */
+    t += len;
+    if (!*t) break;
   }
 }
 
-static double field_distance(const char *a, const char *b) {
-  long long x, y;
-  if (st_params_whole_number(a, &x) && st_params_whole_number(b, &y) && x >= 0 && y >= 0)
-    return fabs(log2(((double)x + 1.0) / ((double)y + 1.0)));
-  return strcmp(a, b) ? 1.0 : 0.0;
-}
-
-static double params_distance(const st_params *a, const st_params *b) {
-  double d = 0;
-  for (int i = 0; i < a->n; i++) {
-    const char *v = st_params_get(b, a->p[i].key);
-    d += v ? field_distance(a->p[i].val, v) : 1.0;
+/* The index of `key` in `s`, else -1 - where it would go. */
+static int set_find(const timed_set *s, const char *key) {
+  int lo = 0, hi = s->n;
+  while (lo < hi) {
+    const int mid = lo + (hi - lo) / 2;
+    const int c = strcmp(s->t[mid].key, key);
+    if (c == 0) return mid;
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
-  for (int i = 0; i < b->n; i++)
-    if (!st_params_get(a, b->p[i].key)) d += 1.0;
-  return d;
+  return -1 - lo;
 }
 
-double st_search_distance(const st_shape *a, const st_shape *b) {
-  if (strcmp(a->op, b->op)) return INFINITY;
-  st_params fa, fb;
-  features(a, &fa);
-  features(b, &fb);
-  return params_distance(&fa, &fb);
+/* Keeps for `key` the better of what it has and (us, ok): an ok time
+ * before any other, then the least. Returns 0, or -1 out of memory. */
+static int set_put(timed_set *s, const char *key, double us, int ok) {
+  int i = set_find(s, key);
+  if (i >= 0) {
+    timed *t = &s->t[i];
+    if ((ok && !t->ok) || (ok == t->ok && us < t->us)) {
+      t->us = us;
+      t->ok = ok;
+    }
+    return 0;
+  }
+  if (s->n == s->cap) {
+    const int cap = s->cap ? 2 * s->cap : 64;
+    timed *t = realloc(s->t, sizeof *t * (size_t)cap);
+    if (!t) return -1;
+    s->t = t;
+    s->cap = cap;
+  }
+  i = -1 - i;
+  memmove(&s->t[i + 1], &s->t[i], sizeof *s->t * (size_t)(s->n - i));
+  s->n++;
+  timed *t = &s->t[i];
+  snprintf(t->key, sizeof t->key, "%s", key);
+  t->us = us;
+  t->ok = ok;
+  return 0;
 }
 
 st_search_model *st_search_model_new(const st_search_opts *o) {
   st_search_model *m = calloc(1, sizeof *m);
-  if (m) m->o = *o;
+  if (!m) return NULL;
+  m->o = *o;
+  m->near_total = -1;
   return m;
 }
 
 void st_search_model_free(st_search_model *m) {
   if (!m) return;
-  for (int i = 0; i < m->n; i++) free(m->s[i].t);
+  for (int i = 0; i < m->n; i++)
+    for (int l = 0; l < NLEVELS; l++) free(m->s[i].level[l].t);
+  for (int l = 0; l < NLEVELS; l++) free(m->applies[l].t);
   free(m->s);
-  free(m->order);
-  free(m->dist);
+  free(m->near);
   free(m);
 }
 
 static shape_hist *hist_of(st_search_model *m, const st_shape *shape) {
+  if (m->last < m->n && strcmp(m->s[m->last].shape.key, shape->key) == 0) return &m->s[m->last];
   for (int i = 0; i < m->n; i++)
-    if (strcmp(m->s[i].shape.key, shape->key) == 0) return &m->s[i];
+    if (strcmp(m->s[i].shape.key, shape->key) == 0) return &m->s[m->last = i];
   if (m->n == m->cap) {
     const int cap = m->cap ? 2 * m->cap : 16;
     shape_hist *s = realloc(m->s, sizeof *s * (size_t)cap);
@@ -110,135 +164,113 @@ static shape_hist *hist_of(st_search_model *m, const st_shape *shape) {
     m->s = s;
     m->cap = cap;
   }
-  shape_hist *h = &m->s[m->n++];
+  shape_hist *h = &m->s[m->last = m->n++];
   memset(h, 0, sizeof *h);
   h->shape = *shape;
-  features(shape, &h->fields);
   return h;
 }
 
-int st_search_model_add(st_search_model *m, const st_shape *shape, const char *variant_id, const char *status,
-                        double us) {
+int st_search_model_add(st_search_model *m, const st_shape *shape, const char *name, const char *status, double us) {
   shape_hist *h = hist_of(m, shape);
   if (!h) return -1;
-  if (h->n == h->cap) {
-    const int cap = h->cap ? 2 * h->cap : 64;
-    tried *t = realloc(h->t, sizeof *t * (size_t)cap);
-    if (!t) return -1;
-    h->t = t;
-    h->cap = cap;
-  }
-  tried *t = &h->t[h->n++];
-  memset(t, 0, sizeof *t);
-  snprintf(t->id, sizeof t->id, "%s", variant_id);
-  t->ok = strcmp(status, "ok") == 0 && us > 0;
-  t->us = t->ok ? us : 0;
-  if (t->ok && (h->best <= 0 || us < h->best)) h->best = us;
-  h->sorted = 0;
+  const int ok = strcmp(status, "ok") == 0 && us > 0;
+  char key[KEY_MAX];
+  struct_key(name, key, sizeof key);
+  if (set_put(&h->level[BY_STRUCT], key, us, ok) != 0) return -1;
+  family_key(name, key, sizeof key);
+  if (set_put(&h->level[BY_FAMILY], key, us, ok) != 0) return -1;
+  if (ok && (h->best <= 0 || us < h->best)) h->best = us;
   m->total++;
   return 0;
 }
 
-static int by_id(const void *a, const void *b) { return strcmp(((const tried *)a)->id, ((const tried *)b)->id); }
-
-static const tried *find(shape_hist *h, const char *id) {
-  if (!h->sorted) {
-    qsort(h->t, (size_t)h->n, sizeof *h->t, by_id);
-    h->sorted = 1;
+int st_search_model_begin_shape(st_search_model *m, const st_shape *shape, const char *const *names, int n) {
+  m->begun = 0;
+  m->near_total = -1;
+  m->shape = *shape;
+  for (int l = 0; l < NLEVELS; l++) m->applies[l].n = 0;
+  char key[KEY_MAX];
+  for (int i = 0; i < n; i++) {
+    struct_key(names[i], key, sizeof key);
+    if (set_put(&m->applies[BY_STRUCT], key, 0, 0) != 0) return -1;
+    family_key(names[i], key, sizeof key);
+    if (set_put(&m->applies[BY_FAMILY], key, 0, 0) != 0) return -1;
   }
-  tried key;
-  memset(&key, 0, sizeof key);
-  snprintf(key.id, sizeof key.id, "%s", id);
-  return bsearch(&key, h->t, (size_t)h->n, sizeof *h->t, by_id);
-}
-
-/* m->order: the other shapes of the op within the radius, nearest first. */
-static int neighbours_of(st_search_model *m, const st_shape *shape) {
-  if (m->order && m->query_seen == m->total && strcmp(m->query, shape->key) == 0) return 0;
-  int *order = calloc((size_t)m->n + 1, sizeof *order);
-  double *dist = calloc((size_t)m->n + 1, sizeof *dist);
-  if (!order || !dist) {
-    free(order);
-    free(dist);
-    return -1;
-  }
-  free(m->order);
-  free(m->dist);
-  m->order = order;
-  m->dist = dist;
-  m->norder = 0;
-  st_params f;
-  features(shape, &f);
-  int n = 0;
-  for (int i = 0; i < m->n; i++) {
-    const shape_hist *h = &m->s[i];
-    if (strcmp(h->shape.op, shape->op) || strcmp(h->shape.key, shape->key) == 0 || h->best <= 0) continue;
-    const double d = params_distance(&f, &h->fields);
-    if (d > m->o.radius) continue;
-    int j = n++;
-    for (; j > 0 && dist[j - 1] > d; j--) { /* insertion: stable, nearest first */
-      dist[j] = dist[j - 1];
-      order[j] = order[j - 1];
-    }
-    dist[j] = d;
-    order[j] = i;
-  }
-  m->norder = n;
-  m->query_seen = m->total;
-  snprintf(m->query, sizeof m->query, "%s", shape->key);
+  m->begun = 1;
   return 0;
 }
 
-int st_search_model_skip(st_search_model *m, const st_shape *shape, const char *variant_id, char *why,
-                         size_t cap) {
-  if (why && cap) why[0] = '\0';
-  if (m->o.neighbours < 1 || neighbours_of(m, shape) != 0) return 0;
+/* The least ok time in `there` of a key that is also in `applies`; 0: none. */
+static double best_applying(const timed_set *there, const timed_set *applies) {
+  double best = 0;
+  for (int i = 0; i < there->n; i++) {
+    const timed *t = &there->t[i];
+    if (t->ok && (best <= 0 || t->us < best) && set_find(applies, t->key) >= 0) best = t->us;
+  }
+  return best;
+}
+
+/* m->near: the other shapes of the op with a correct time, nearest to the
+ * shape begun first, each with its best among what applies to that shape. */
+static int find_neighbours(st_search_model *m) {
+  if (m->near_total == m->total) return 0;
+  neighbour *near = realloc(m->near, sizeof *near * (size_t)(m->n + 1));
+  if (!near) return -1;
+  m->near = near;
+  m->nnear = 0;
+  for (int i = 0; i < m->n; i++) {
+    const shape_hist *h = &m->s[i];
+    if (h->best <= 0 || strcmp(h->shape.op, m->shape.op) || strcmp(h->shape.key, m->shape.key) == 0) continue;
+    neighbour x = {.hist = i, .dist = st_search_distance(&m->shape, &h->shape)};
+    for (int l = 0; l < NLEVELS; l++) x.ref[l] = best_applying(&h->level[l], &m->applies[l]);
+    int j = m->nnear++;
+    for (; j > 0 && near[j - 1].dist > x.dist; j--) near[j] = near[j - 1]; /* insertion: stable */
+    near[j] = x;
+  }
+  m->near_total = m->total;
+  return 0;
+}
+
+static size_t say(char *why, size_t cap, size_t used, const char *fmt, ...) {
+  if (!why || used >= cap) return used;
+  va_list ap;
+  va_start(ap, fmt);
+  const int w = vsnprintf(why + used, cap - used, fmt, ap);
+  va_end(ap);
+  return w > 0 ? used + (size_t)w : used;
+}
+
+/* 1 when `key` (a struct or a family) was slow on each of the rule's
+ * nearest shapes where it ran, against what applies to the shape begun. */
+static int slow_by(const st_search_model *m, int level, const char *key, char *why, size_t cap) {
+  const st_search_rule *r = level == BY_STRUCT ? &m->o.by_struct : &m->o.by_family;
+  if (r->neighbours < 1) return 0;
+  size_t used = say(why, cap, 0, "%s %s:", level == BY_STRUCT ? "struct" : "family", key);
   int seen = 0;
-  size_t used = 0;
-  for (int k = 0; k < m->norder && seen < m->o.neighbours; k++) {
-    shape_hist *h = &m->s[m->order[k]];
-    const tried *t = find(h, variant_id);
-    if (!t) continue;
-    const double ratio = t->ok ? t->us / h->best : INFINITY;
-    if (ratio < m->o.threshold) return 0;
-    if (why && used < cap) {
-      const int w = isinf(ratio) ? snprintf(why + used, cap - used, "%sstopped or wrong at distance %.2f",
-                                            seen ? ", " : "", m->dist[k])
-                                 : snprintf(why + used, cap - used, "%s%.2fx the best at distance %.2f",
-                                            seen ? ", " : "", ratio, m->dist[k]);
-      if (w > 0) used += (size_t)w;
-    }
-    seen++;
+  for (int k = 0; k < m->nnear; k++) {
+    const neighbour *x = &m->near[k];
+    if (x->dist > r->radius) break;
+    const timed_set *there = &m->s[x->hist].level[level];
+    const int i = set_find(there, key);
+    if (i < 0 || x->ref[level] <= 0) continue;
+    const timed *t = &there->t[i];
+    const double ratio = t->ok ? t->us / x->ref[level] : INFINITY;
+    if (ratio < r->threshold) return 0;
+    used = t->ok ? say(why, cap, used, "%s %.2fx the best at distance %.2f", seen ? "," : "", ratio, x->dist)
+                 : say(why, cap, used, "%s stopped or wrong at distance %.2f", seen ? "," : "", x->dist);
+    if (++seen == r->neighbours) return 1;
   }
-  return seen == m->o.neighbours;
+  return 0;
 }
 
-int st_search_replay(const st_search_opts *o, const st_shape *shapes, int nshapes, const st_search_pair *pairs,
-                     int npairs, st_search_replayed *out) {
-  st_search_model *m = st_search_model_new(o);
-  char *kept = calloc((size_t)npairs + 1, 1);
-  int rc = m && kept ? 0 : -1;
-  for (int i = 0; i < nshapes && rc == 0; i++) {
-    st_search_replayed *r = &out[i];
-    memset(r, 0, sizeof *r);
-    for (int j = 0; j < npairs; j++) {
-      const st_search_pair *p = &pairs[j];
-      if (p->shape != i) continue;
-      r->pairs++;
-      kept[j] = p->is_default || !st_search_model_skip(m, &shapes[i], p->variant_id, NULL, 0);
-      if (!kept[j]) r->left_out++;
-      if (strcmp(p->status, "ok") || p->us <= 0) continue;
-      if (r->best_us <= 0 || p->us < r->best_us) r->best_us = p->us;
-      if (kept[j] && (r->kept_us <= 0 || p->us < r->kept_us)) r->kept_us = p->us;
-    }
-    /* The model learns only what would have run. */
-    for (int j = 0; j < npairs && rc == 0; j++)
-      if (pairs[j].shape == i && kept[j] && st_search_model_add(m, &shapes[i], pairs[j].variant_id, pairs[j].status,
-                                                                pairs[j].us) != 0)
-        rc = -1;
-  }
-  free(kept);
-  st_search_model_free(m);
-  return rc;
+int st_search_model_skip(st_search_model *m, const char *name, char *why, size_t cap) {
+  if (why && cap) why[0] = '\0';
+  if (!m->begun || find_neighbours(m) != 0) return 0;
+  char key[KEY_MAX];
+  struct_key(name, key, sizeof key);
+  if (slow_by(m, BY_STRUCT, key, why, cap)) return 1;
+  family_key(name, key, sizeof key);
+  if (slow_by(m, BY_FAMILY, key, why, cap)) return 1;
+  if (why && cap) why[0] = '\0';
+  return 0;
 }
-

@@ -1,5 +1,6 @@
 #include "show_search.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 typedef struct pair_row {
   int shape;
   char variant_id[40];
+  char name[160];
   char status[16];
   double us;
 } pair_row;
@@ -60,7 +62,6 @@ static int note_kind(collect_ctx *c, const char *id) {
 }
 
 static int collect(void *ctx, const st_measurement *m, const char *name, const char *op) {
-  (void)name;
   (void)op;
   collect_ctx *c = ctx;
   const int s = shape_index(c, m->shape_key);
@@ -78,6 +79,7 @@ static int collect(void *ctx, const st_measurement *m, const char *name, const c
   pair_row *r = &c->rows[c->n++];
   r->shape = s;
   snprintf(r->variant_id, sizeof r->variant_id, "%s", m->variant_id);
+  snprintf(r->name, sizeof r->name, "%s", name);
   snprintf(r->status, sizeof r->status, "%s", m->status);
   r->us = m->median_us;
   return note_kind(c, m->variant_id) != 0;
@@ -96,10 +98,29 @@ typedef struct op_sum {
   int nregret;
 } op_sum;
 
+/* A rule's options as JSON; an unbounded radius is null. */
+static void print_rule_json(const char *name, const st_search_rule *r) {
+  printf("\"%s\": {\"threshold\": %.2f, \"neighbours\": %d, \"radius\": ", name, r->threshold, r->neighbours);
+  if (isinf(r->radius))
+    printf("null}");
+  else
+    printf("%.2f}", r->radius);
+}
+
+/* "within distance 8.0" or "at any distance". */
+static const char *radius_text(const st_search_rule *r, char *buf, size_t cap) {
+  if (isinf(r->radius)) return "at any distance";
+  snprintf(buf, cap, "within distance %.1f", r->radius);
+  return buf;
+}
+
 static void print_ops(const st_cli *cli, const st_run_row *run, const st_search_opts *o, const op_sum *ops, int nops) {
   if (cli->json) {
-    printf("{\"run\": %lld, \"suite\": \"%s\", \"threshold\": %.2f, \"neighbours\": %d, \"radius\": %.2f, \"ops\": [",
-           (long long)run->id, run->suite, o->threshold, o->neighbours, o->radius);
+    printf("{\"run\": %lld, \"suite\": \"%s\", ", (long long)run->id, run->suite);
+    print_rule_json("by_struct", &o->by_struct);
+    printf(", ");
+    print_rule_json("by_family", &o->by_family);
+    printf(", \"ops\": [");
     for (int i = 0; i < nops; i++) {
       const op_sum *s = &ops[i];
       st_regret_summary r;
@@ -113,9 +134,14 @@ static void print_ops(const st_cli *cli, const st_run_row *run, const st_search_
     printf("]}\n");
     return;
   }
-  printf("Run %lld (suite %s, %s) replayed with --search model: a variant left out of a shape when at least\n"
-         "%.2fx the best on the %d nearest shapes before it where it ran (distance <= %.1f); defaults kept.\n",
-         (long long)run->id, run->suite, run->device_name, o->threshold, o->neighbours, o->radius);
+  char rs[48], rf[48];
+  printf("Run %lld (suite %s, %s) replayed with --search model: a variant left out of a shape when\n"
+         "its struct (its family less kN and qN) was at least %.2fx the best on the %d nearest shapes before it\n"
+         "where it ran (%s), or its family at least %.2fx on the %d nearest (%s),\n"
+         "each against the best there of what also applies to the shape; defaults kept.\n",
+         (long long)run->id, run->suite, run->device_name, o->by_struct.threshold, o->by_struct.neighbours,
+         radius_text(&o->by_struct, rs, sizeof rs), o->by_family.threshold, o->by_family.neighbours,
+         radius_text(&o->by_family, rf, sizeof rf));
   if (strstr(run->args, "search=model"))
     printf("Note: this run was itself a --search model run; what it left out has no time to judge by.\n");
   for (int i = 0; i < nops; i++) {
@@ -163,8 +189,7 @@ static st_status summarize(const st_cli *cli, const st_run_row *run, const st_sh
     }
     used += s->nregret;
   }
-  const st_search_opts o = {
-      .threshold = ST_SEARCH_THRESHOLD, .neighbours = ST_SEARCH_NEIGHBOURS, .radius = ST_SEARCH_RADIUS};
+  const st_search_opts o = st_search_default_opts();
   print_ops(cli, run, &o, ops, nops);
   free(ops);
   free(regret);
@@ -204,12 +229,11 @@ st_status st_show_search_replay(const st_cli *cli, st_db *db, int64_t run_id, st
   }
   for (int i = 0; i < c.n; i++)
     pairs[i] = (st_search_pair){.shape = c.rows[i].shape,
-                                .variant_id = c.rows[i].variant_id,
+                                .name = c.rows[i].name,
                                 .status = c.rows[i].status,
                                 .us = c.rows[i].us,
                                 .is_default = kind_of(&c, c.rows[i].variant_id)};
-  const st_search_opts o = {
-      .threshold = ST_SEARCH_THRESHOLD, .neighbours = ST_SEARCH_NEIGHBOURS, .radius = ST_SEARCH_RADIUS};
+  const st_search_opts o = st_search_default_opts();
   if (st_search_replay(&o, shapes, nshapes, pairs, c.n, r) != 0) {
     s = st_fail(err, ST_ERR_NOMEM, "out of host memory");
     goto done;

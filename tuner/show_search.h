@@ -4,7 +4,8 @@
  *
  * The run's shapes are taken in its suite's order (the order `tune` runs
  * them in, from the generator), its measurements from the database, which
- * is only read. A shape's cost is the best time among the variants the
+ * is only read; what applies to a shape is what the run measured on it
+ * (the competition search_model.h judges against). A shape's cost is the best time among the variants the
  * model keeps against the best of all: kept / best - 1. */
 #ifndef ST_SHOW_SEARCH_H
 #define ST_SHOW_SEARCH_H
