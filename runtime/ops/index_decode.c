@@ -357,8 +357,9 @@ static st_status launch(const st_cu *cu, CUfunction main_fn, CUfunction merge_fn
  * (generator/ops/index_decode.lua), where a CTA of h heads takes h of them. */
 static double load(const void *args, int sm_count) {
   const st_index_decode_args *a = args;
+  const int64_t requests = a->q.shape[0] / a->qlen; /* q's rows are R x qlen: whole */
   const double blocks = (double)ceil_div(a->max_context, ST_BLOCK_TOKENS);
-  return (double)(a->q.shape[0] / a->qlen) * (double)a->q.shape[1] * blocks / (double)(sm_count > 0 ? sm_count : 1);
+  return (double)requests * (double)a->q.shape[1] * blocks / (double)(sm_count > 0 ? sm_count : 1);
 }
 
 const st_op_desc st_index_decode_op = {.name = ST_INDEX_DECODE_OP,
