@@ -20,6 +20,12 @@
 --              the other KV layout, and a batch of mixed requests (prefixes
 --              not multiples of 128, a single-token request, selections
 --              with holes, the log-sum-exp output).
+--   dsv32-decode
+--              DeepSeek-V3.2 decode shapes of the token-sparse MLA attention
+--              (mla_sparse_decode): FlashMLA's anchor shapes (fp8 cache, 128
+--              or 64 q heads, top-2048, qlen 1), a bf16 cache, speculative
+--              qlen 2, top-512 and top-1024, 16 and 32 q heads, per-request
+--              topk_length, and the attention sink with the log-sum-exp.
 --   anchors    exactly the rows on which the peer was timed (bench;
 --              docs/method.md).
 --   smoke      a few tiny shapes for quick end-to-end checks.
@@ -98,6 +104,19 @@ local function index_prefill(dtype, reqs, over)
     s[k] = v
   end
   return { op = "index_prefill", shape = s }
+end
+
+-- DeepSeek-V3.2 attention: MLA with one latent KV head, 128 q heads (a
+-- GPU's share without tensor parallelism), top-2048 token slots, the
+-- 656-byte fp8 cache rows, pages of 64 tokens; ctx is the tokens each
+-- request holds in the harness's pool.
+local function mla_sparse_decode(dtype, B, over)
+  local s = { dtype = dtype, B = B, Hq = 128, qlen = 1, topk = 2048, ctx = 32768, tlen = "none", sink = 0, lse = 0,
+    sel = "random" }
+  for k, v in pairs(over or {}) do
+    s[k] = v
+  end
+  return { op = "mla_sparse_decode", shape = s }
 end
 
 -- peer_us: vLLM 0.33.0's Triton kernels for MiniMax-M3 on an NVIDIA H200
@@ -208,6 +227,28 @@ local function m3_decode()
   return rows
 end
 
+-- peer_us here: FlashMLA's sparse decode kernel on an NVIDIA H200, as its
+-- authors report it for these shapes.
+local function dsv32_decode()
+  return {
+    mla_sparse_decode("fp8", 1, { peer_us = 23.8 }),
+    mla_sparse_decode("fp8", 32, { peer_us = 87.7 }),
+    mla_sparse_decode("fp8", 128, { peer_us = 232.7 }),
+    mla_sparse_decode("fp8", 128, { Hq = 64, peer_us = 120.9 }),
+    mla_sparse_decode("fp8", 8),
+    mla_sparse_decode("fp8", 32, { ctx = 131072 }),
+    mla_sparse_decode("bf16", 1),
+    mla_sparse_decode("bf16", 32),
+    mla_sparse_decode("fp8", 32, { qlen = 2 }),
+    mla_sparse_decode("fp8", 32, { topk = 512 }),
+    mla_sparse_decode("fp8", 32, { topk = 1024 }),
+    mla_sparse_decode("fp8", 32, { Hq = 16 }),
+    mla_sparse_decode("fp8", 32, { Hq = 32 }),
+    mla_sparse_decode("fp8", 32, { tlen = "random" }),
+    mla_sparse_decode("fp8", 8, { sink = 1, lse = 1 }),
+  }
+end
+
 local function smoke()
   return {
     index_decode("bf16", 1, 1024),
@@ -218,12 +259,15 @@ local function smoke()
     index_topk("100:0;3:130", { topk = 4, init = 1, ["local"] = 1 }),
     index_score("bf16", "100:0;3:130"),
     index_prefill("bf16", "100:0;3:130", { topk = 4, init = 1, ["local"] = 1 }),
+    mla_sparse_decode("bf16", 2, { Hq = 16, topk = 64, ctx = 1000 }),
+    mla_sparse_decode("fp8", 2, { Hq = 32, topk = 100, ctx = 1000, tlen = "random", sel = "edge", lse = 1 }),
   }
 end
 
 local SUITES = {
   ["m3-decode"] = m3_decode,
   ["m3-prefill"] = m3_prefill,
+  ["dsv32-decode"] = dsv32_decode,
   anchors = anchor_rows,
   smoke = smoke,
   ["engine-decode"] = engine_shapes.decode,

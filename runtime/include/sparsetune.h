@@ -264,6 +264,78 @@ ST_API st_status st_sparse_attn_decode_prepare(st_handle *handle, const st_spars
 ST_API st_status st_sparse_attn_decode(st_handle *handle, const st_sparse_attn_decode_args *args, void *workspace,
                                        size_t workspace_bytes, void *stream);
 
+/* ---- mla_sparse_decode: DeepSeek-V3.2 token-sparse MLA attention, decode --
+ *
+ * MLA with one latent KV head: a cache row holds K, 576 values (512 latent
+ * "NoPE" dims, then 64 RoPE dims), and V is its first 512 values. For B
+ * requests of `qlen` query tokens (row b*qlen + t), each of the Hq q heads
+ * of a row attends to the tokens its row of `indices` lists: physical token
+ * slots page * page_size + offset into the cache (no block table). An entry
+ * < 0 or >= pages * page_size is none and is skipped; a slot listed twice
+ * counts twice; with topk_length only the first clamp(topk_length[b], 0,
+ * topk) entries of request b's rows count. Indices and lengths are device
+ * data: they are not checked on the host and never make the op read outside
+ * the cache.
+ *
+ * s_j = sm_scale * dot(q, k_j) over the 576 dims; o = softmax(s) . v (the
+ * first 512 dims of each row); lse = ln(sum_j exp(s_j)). With attn_sink, o
+ * is scaled by exp(lse) / (exp(lse) + exp(sink[h])) and lse is left as is
+ * (+inf: o = 0; -inf: no change). A row with no valid entry gets o = 0 and
+ * lse = -inf.
+ *
+ * The cache, pages of page_size tokens (kv_cache.shape[1]), one of:
+ *   bf16: [pages, page_size, 576] bf16 (K = all 576, V = the first 512);
+ *   fp8:  [pages, page_size, 656] with dtype ST_DTYPE_FP8_E4M3, the bytes
+ *         of DeepSeek-V3.2's token row: 512 e4m3 latent values, 4 fp32
+ *         scales (scale i multiplies values 128*i .. 128*i+127), 64 bf16
+ *         RoPE values (not quantized). K = [latent * scale, rope], V =
+ *         latent * scale.
+ * The grid depends on B, qlen, Hq, topk and the device only; splitting the
+ * entries over CTAs keeps partial states in the workspace, which needs no
+ * clearing.
+ */
+typedef struct st_mla_sparse_decode_args {
+  size_t struct_size;    /* set by st_mla_sparse_decode_args_init */
+  st_tensor q;           /* [B*qlen, Hq, 576] bf16, B*qlen 1..65535, Hq 16, 32,
+                            48, ... 128 (a multiple of 16); rows 16-byte
+                            aligned (as st_index_decode_args' q)             */
+  st_tensor kv_cache;    /* [pages, page_size, 576] bf16 or [pages, page_size,
+                            656] fp8 e4m3 (the packed rows above); page_size
+                            a multiple of 16 in 16..1024, pages * page_size
+                            <= 2^31 - 1; any page and token strides with
+                            rows 16-byte aligned                             */
+  st_tensor indices;     /* [B*qlen, topk] int32 token slots, topk 1..2048   */
+  st_tensor topk_length; /* optional [B] int32; data NULL = every entry      */
+  st_tensor attn_sink;   /* optional [Hq] fp32; data NULL = no sink          */
+  st_tensor o;           /* out: [B*qlen, Hq, 512] bf16                      */
+  st_tensor lse;         /* out, optional: [B*qlen, Hq] fp32, natural log;
+                            data NULL = not wanted                           */
+  float sm_scale;        /* positive, finite                                 */
+  int qlen;              /* 1..4 query tokens per request                    */
+  int pdl;               /* 0 or 1: programmatic dependent launch (see
+                            st_index_decode_args)                            */
+} st_mla_sparse_decode_args;
+
+/* Sets args->struct_size and every other field to zero. */
+ST_API void st_mla_sparse_decode_args_init(st_mla_sparse_decode_args *args);
+
+/* Bytes of workspace st_mla_sparse_decode needs for these arguments
+ * (pointers in `args` are not read, except whether the optional ones are
+ * NULL): the split CTAs' partial states, 0 when a variant does not split. */
+ST_API st_status st_mla_sparse_decode_workspace_size(st_handle *handle, const st_mla_sparse_decode_args *args,
+                                                     size_t *bytes);
+
+/* Loads the module that st_mla_sparse_decode would launch for these
+ * arguments, so a later call can be captured in a CUDA graph. */
+ST_API st_status st_mla_sparse_decode_prepare(st_handle *handle, const st_mla_sparse_decode_args *args);
+
+/* Launches mla_sparse_decode on `stream` (a CUstream; NULL = legacy
+ * default). Asynchronous; no host synchronization, no allocation.
+ * `workspace` must hold st_mla_sparse_decode_workspace_size bytes; its
+ * contents need not be cleared. */
+ST_API st_status st_mla_sparse_decode(st_handle *handle, const st_mla_sparse_decode_args *args, void *workspace,
+                                      size_t workspace_bytes, void *stream);
+
 /* ---- sparse_attn: block-sparse GQA attention for a varlen prefill batch --
  *
  * Request r has q_len[r] = cu_seqlens_q[r+1] - cu_seqlens_q[r] query tokens,

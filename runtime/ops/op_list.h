@@ -14,6 +14,7 @@
 #include "ops/index_prefill.h"
 #include "ops/index_score.h"
 #include "ops/index_topk.h"
+#include "ops/mla_sparse_decode.h"
 #include "ops/sparse_attn.h"
 #include "ops/sparse_attn_decode.h"
 
@@ -25,6 +26,7 @@
   X(sparse_attn, SPARSE_ATTN)                \
   X(index_topk, INDEX_TOPK)                  \
   X(index_score, INDEX_SCORE)                \
-  X(index_prefill, INDEX_PREFILL)
+  X(index_prefill, INDEX_PREFILL)            \
+  X(mla_sparse_decode, MLA_SPARSE_DECODE)
 
 #endif

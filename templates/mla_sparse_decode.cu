@@ -1,0 +1,339 @@
+// mla_sparse_decode.cu - DeepSeek-V3.2 token-sparse MLA attention, decode
+// (first family: CUDA cores, fp32 arithmetic).
+//
+// MLA with one latent KV head: a cache row is K (576 dims: 512 latent, 64
+// RoPE) and V is its first 512 dims. A query row (row = b*qlen + t) lists
+// physical token slots (page * page_size + offset); every q head of the row
+// attends to the same tokens, so one CTA takes HEADS q heads and reads each
+// cache row once for all of them.
+//
+// Grid (rows * splits, Hq / HEADS); THREADS threads. CTA x takes row
+// x / splits, heads blockIdx.y * HEADS .. +HEADS, and the entries
+// [s * entries_per_split, (s+1) * entries_per_split) of the row (s = x %
+// splits), cut at the request's topk_length. Per tile of TILE entries:
+//   1. threads 0..TILE-1 read the entries' slots (none: < 0, >= num_slots,
+//      or past the CTA's range);
+//   2. all threads copy the tile's cache rows to shared memory as fp32 in
+//      16-byte loads (fp8: latent times its group's scale, RoPE from bf16;
+//      rows of no token are zeros, so a zero weight never meets a NaN);
+//   3. thread pairs (head, token) compute the scores over the 576 dims (q
+//      from a bf16 shared tile read as bf16x2; cache rows padded to 577
+//      floats, so the lanes' tokens fall in distinct banks), times
+//      sm_scale * log2(e);
+//   4. threads 0..HEADS-1 run the online softmax of their head in base 2:
+//      new max, the rescale factor of the old state, the tile's weights;
+//   5. each thread updates o for HEADS / (THREADS / 128) heads and 4 dims
+//      (dims dg + 128 i: a warp reads 32 consecutive floats of a row).
+// One split: the CTA writes o (divided by l, times the sink's factor) and
+// lse. Several: it writes its partial (o, m, l) to the workspace and
+// st_mla_sparse_decode_merge (grid (rows, Hq), 128 threads) combines them
+// by their log-sum-exp, applies the sink and writes o and lse.
+//
+// Bytes per call: the valid entries' cache rows, each read once per head
+// tile (1152 bytes bf16, 656 fp8), plus q (1152 bytes a head), o (1024
+// bytes a head), the indices and, with splits, 2 x 2056 bytes a (row, head,
+// split) of workspace. FLOPs: 2 * rows * Hq * entries * (576 + 512). Here
+// on CUDA cores in fp32 (~60 TFLOP/s on an H200): a first, correct family;
+// the tensor-core family (mma.sync m16n8k16 on bf16 tiles, fp8 widened in
+// shared memory) is the next step (docs/kernels/mla_sparse_decode.md).
+
+// The compile-time constants ST_P_*: rendering puts a variant's values
+// in place of this include (generator/render.lua).
+#include "defaults/mla_sparse_decode.cuh"
+constexpr int IS_FP8 = ST_P_IS_FP8;
+constexpr int HEADS = ST_P_HEADS_PER_CTA; // q heads a CTA computes
+constexpr int TILE = ST_P_TILE_TOKENS;    // cache rows staged at once
+constexpr int THREADS = ST_P_THREADS;
+
+#include "params/mla_sparse_decode.h"
+#include "common/pdl.cuh"
+
+constexpr int DIM_QK = 576;
+constexpr int DIM_V = 512;
+constexpr int DIM_ROPE = 64;
+constexpr int FP8_GROUP = 128;          // latent values per fp32 scale
+constexpr int FP8_SCALES_AT = DIM_V;    // byte offset of the scales in an fp8 row
+constexpr int FP8_ROPE_AT = DIM_V + 16; // byte offset of the RoPE bf16 values
+// Shared rows, padded (runtime/ops/mla_sparse_decode.c mirrors them): q
+// rows of 584 bf16 (neighbouring heads 4 banks apart, rows 16-byte
+// aligned), cache rows of 577 floats (neighbouring tokens 1 bank apart).
+constexpr int Q_LD = 584;
+constexpr int KV_LD = 577;
+// 16-byte vectors of a row: bf16 72; fp8 32 latent + 8 RoPE (the scales
+// are read where they are used).
+constexpr int VEC_BF16 = 8;
+constexpr int VEC_FP8 = 16;
+constexpr int Q_VECS = DIM_QK / VEC_BF16;
+constexpr int LATENT_VECS = DIM_V / VEC_FP8;
+constexpr int ROPE_VECS = DIM_ROPE / VEC_BF16;
+constexpr int ROW_VECS = IS_FP8 ? LATENT_VECS + ROPE_VECS : Q_VECS;
+constexpr int ROW_ELEM_BYTES = IS_FP8 ? 1 : 2; // the cache's element (strides count these)
+// o's update: DIM_THREADS threads cover a head's 512 dims, DIMS_PER_THREAD
+// each; the CTA's threads are HEAD_GROUPS such groups.
+constexpr int DIM_THREADS = 128;
+constexpr int DIMS_PER_THREAD = DIM_V / DIM_THREADS;
+constexpr int HEAD_GROUPS = THREADS / DIM_THREADS;
+constexpr int HEADS_PER_THREAD = HEADS / HEAD_GROUPS;
+constexpr float LN2 = 0.693147180559945309f;
+
+static_assert(THREADS % DIM_THREADS == 0 && THREADS <= 1024, "threads are whole groups of 128");
+static_assert(HEADS % HEAD_GROUPS == 0, "every head group holds whole heads");
+static_assert(HEADS_PER_THREAD * DIMS_PER_THREAD <= 64, "o accumulators a thread holds");
+static_assert(THREADS >= HEADS && THREADS >= TILE, "a thread per head (softmax) and per entry (slots)");
+static_assert(TILE % 16 == 0, "tiles of 16 entries");
+
+// Dynamic shared memory: q tile, cache tile, scores (then weights), each
+// head's m, l and rescale factor, the tile's slots.
+constexpr unsigned Q_BYTES = HEADS * Q_LD * 2;
+constexpr unsigned KV_BYTES = TILE * KV_LD * 4;
+constexpr unsigned S_BYTES = HEADS * TILE * 4;
+constexpr unsigned SMEM_BYTES = Q_BYTES + KV_BYTES + S_BYTES + HEADS * 3 * 4 + TILE * 4;
+
+// ---- conversions -----------------------------------------------------------
+
+__device__ __forceinline__ float st_bf16_lo(uint32_t pair) { return __uint_as_float(pair << 16); }
+__device__ __forceinline__ float st_bf16_hi(uint32_t pair) { return __uint_as_float(pair & 0xffff0000u); }
+
+// Round to nearest even; NaN stays NaN.
+__device__ __forceinline__ uint16_t st_to_bf16(float f) {
+  uint32_t u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+// e4m3 (OCP e4m3fn): bias 7, no infinities, S.1111.111 is NaN.
+__device__ __forceinline__ float st_e4m3(uint32_t b) {
+  const uint32_t sign = (b & 0x80u) << 24, e = (b >> 3) & 15u, m = b & 7u;
+  if (e == 0) return __uint_as_float(__float_as_uint((float)m * 0.001953125f) | sign); // m/8 * 2^-6
+  if (e == 15 && m == 7) return __uint_as_float(0x7fc00000u);
+  return __uint_as_float(sign | ((e + 120u) << 23) | (m << 20));
+}
+
+// ---- the main kernel's steps -------------------------------------------------
+
+// The entries of row `row` that count: topk, or clamp(topk_length[b]).
+__device__ __forceinline__ int st_row_entries(const st_mla_sparse_decode_params &p, int row) {
+  if (!p.topk_length) return p.topk;
+  const int n = p.topk_length[(int64_t)(row / p.qlen) * p.topk_length_stride];
+  return n < 0 ? 0 : n > p.topk ? p.topk : n;
+}
+
+// One 16-byte vector `v` of the cache row of `slot` into shared row `dst`
+// (zeros for slot -1).
+__device__ __forceinline__ void st_stage_vector(const st_mla_sparse_decode_params &p, int32_t slot, int v, float *dst) {
+  if (IS_FP8) {
+    const bool latent = v < LATENT_VECS;
+    float *out = latent ? dst + v * VEC_FP8 : dst + DIM_V + (v - LATENT_VECS) * VEC_BF16;
+    const int n = latent ? VEC_FP8 : VEC_BF16;
+    if (slot < 0) {
+      for (int i = 0; i < n; i++) out[i] = 0.f;
+      return;
+    }
+    const char *row = (const char *)p.kv + ((int64_t)(slot / p.page_size) * p.kv_stride_page +
+                                            (int64_t)(slot % p.page_size) * p.kv_stride_token);
+    if (latent) {
+      const uint4 raw = *(const uint4 *)(row + v * VEC_FP8);
+      const float scale = *(const float *)(row + FP8_SCALES_AT + 4 * (v * VEC_FP8 / FP8_GROUP));
+      const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+      for (int i = 0; i < 16; i++) out[i] = st_e4m3((w[i / 4] >> (8 * (i % 4))) & 0xffu) * scale;
+    } else {
+      const uint4 raw = *(const uint4 *)(row + FP8_ROPE_AT + (v - LATENT_VECS) * 16);
+      const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        out[2 * i] = st_bf16_lo(w[i]);
+        out[2 * i + 1] = st_bf16_hi(w[i]);
+      }
+    }
+    return;
+  }
+  float *out = dst + v * VEC_BF16;
+  if (slot < 0) {
+    for (int i = 0; i < VEC_BF16; i++) out[i] = 0.f;
+    return;
+  }
+  const char *row = (const char *)p.kv + ((int64_t)(slot / p.page_size) * p.kv_stride_page +
+                                          (int64_t)(slot % p.page_size) * p.kv_stride_token) *
+                                             ROW_ELEM_BYTES;
+  const uint4 raw = *(const uint4 *)(row + v * 16);
+  const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    out[2 * i] = st_bf16_lo(w[i]);
+    out[2 * i + 1] = st_bf16_hi(w[i]);
+  }
+}
+
+// Step 3: score of (head h, token t) in log2 units; -inf for no token.
+__device__ __forceinline__ float st_score(const st_mla_sparse_decode_params &p, const uint16_t *s_q, const float *s_kv,
+                                          const int32_t *s_slot, int h, int t) {
+  if (s_slot[t] < 0) return -__int_as_float(0x7f800000);
+  const uint32_t *q = (const uint32_t *)(s_q + h * Q_LD);
+  const float *k = s_kv + t * KV_LD;
+  float acc0 = 0.f, acc1 = 0.f; // two chains: the dims' pairs
+#pragma unroll 8
+  for (int d2 = 0; d2 < DIM_QK / 2; d2++) {
+    const uint32_t qq = q[d2];
+    acc0 = fmaf(st_bf16_lo(qq), k[2 * d2], acc0);
+    acc1 = fmaf(st_bf16_hi(qq), k[2 * d2 + 1], acc1);
+  }
+  return (acc0 + acc1) * p.score_scale_log2;
+}
+
+// The sink's factor exp(lse) / (exp(lse) + exp(sink)) = 1 / (1 + exp(sink -
+// lse)), lse in natural log: 0 for a +inf sink, 1 for -inf or none.
+__device__ __forceinline__ float st_sink_factor(const st_mla_sparse_decode_params &p, int h, float lse) {
+  if (!p.sink) return 1.f;
+  return 1.f / (1.f + expf(p.sink[(int64_t)h * p.sink_stride] - lse));
+}
+
+// ---- the kernels -------------------------------------------------------------
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+    st_mla_sparse_decode_main(const st_mla_sparse_decode_params p) {
+  extern __shared__ __align__(16) char s_dyn[];
+  uint16_t *s_q = (uint16_t *)s_dyn;
+  float *s_kv = (float *)(s_dyn + Q_BYTES);
+  float *s_s = (float *)(s_dyn + Q_BYTES + KV_BYTES);
+  float *s_m = s_s + HEADS * TILE;
+  float *s_l = s_m + HEADS;
+  float *s_alpha = s_l + HEADS;
+  int32_t *s_slot = (int32_t *)(s_alpha + HEADS);
+  const int tid = threadIdx.x;
+  if (tid == 0) {
+    unsigned dyn;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
+    if (dyn < SMEM_BYTES) __trap(); // the launcher's layout disagrees
+  }
+  const int row = blockIdx.x / p.splits, split = blockIdx.x % p.splits;
+  const int h0 = blockIdx.y * HEADS;
+  if (tid < HEADS) {
+    s_m[tid] = -__int_as_float(0x7f800000);
+    s_l[tid] = 0.f;
+  }
+  st_pdl_wait(); // launched programmatically: inputs may be the previous kernel's
+  for (int i = tid; i < HEADS * Q_VECS; i += THREADS) {
+    const int h = i / Q_VECS, v = i % Q_VECS;
+    const uint16_t *src = (const uint16_t *)p.q + row * p.q_stride_row + (int64_t)(h0 + h) * p.q_stride_head;
+    *(uint4 *)(s_q + h * Q_LD + v * VEC_BF16) = *(const uint4 *)(src + v * VEC_BF16);
+  }
+  const int n = st_row_entries(p, row);
+  const int begin = split * p.entries_per_split;
+  const int end = min(begin + p.entries_per_split, n);
+  const int dg = tid % DIM_THREADS, hg = tid / DIM_THREADS;
+  float acc[HEADS_PER_THREAD][DIMS_PER_THREAD];
+#pragma unroll
+  for (int j = 0; j < HEADS_PER_THREAD; j++)
+#pragma unroll
+    for (int i = 0; i < DIMS_PER_THREAD; i++) acc[j][i] = 0.f;
+
+  for (int e0 = begin; e0 < end; e0 += TILE) {
+    if (tid < TILE) { // 1. the tile's slots
+      int32_t slot = -1;
+      if (e0 + tid < end) slot = p.indices[row * p.idx_stride_row + e0 + tid];
+      s_slot[tid] = slot >= 0 && (int64_t)slot < p.num_slots ? slot : -1;
+    }
+    __syncthreads();
+    for (int i = tid; i < TILE * ROW_VECS; i += THREADS) { // 2. the rows, as fp32
+      const int t = i / ROW_VECS;
+      st_stage_vector(p, s_slot[t], i % ROW_VECS, s_kv + t * KV_LD);
+    }
+    __syncthreads();
+    for (int i = tid; i < HEADS * TILE; i += THREADS) // 3. scores
+      s_s[i] = st_score(p, s_q, s_kv, s_slot, i / TILE, i % TILE);
+    __syncthreads();
+    if (tid < HEADS) { // 4. online softmax, base 2
+      float *s = s_s + tid * TILE;
+      float top = s_m[tid];
+      for (int t = 0; t < TILE; t++) top = fmaxf(top, s[t]);
+      const bool none = top == -__int_as_float(0x7f800000); // no token yet: nothing to weigh
+      const float alpha = none ? 1.f : exp2f(s_m[tid] - top);
+      float sum = 0.f;
+      for (int t = 0; t < TILE; t++) {
+        s[t] = none ? 0.f : exp2f(s[t] - top);
+        sum += s[t];
+      }
+      s_l[tid] = s_l[tid] * alpha + sum;
+      s_m[tid] = top;
+      s_alpha[tid] = alpha;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < HEADS_PER_THREAD; j++) { // 5. o = o * alpha + P V
+      const float alpha = s_alpha[hg + HEAD_GROUPS * j];
+#pragma unroll
+      for (int i = 0; i < DIMS_PER_THREAD; i++) acc[j][i] *= alpha;
+    }
+    for (int t = 0; t < TILE; t++) {
+      float v[DIMS_PER_THREAD];
+#pragma unroll
+      for (int i = 0; i < DIMS_PER_THREAD; i++) v[i] = s_kv[t * KV_LD + dg + DIM_THREADS * i];
+#pragma unroll
+      for (int j = 0; j < HEADS_PER_THREAD; j++) {
+        const float w = s_s[(hg + HEAD_GROUPS * j) * TILE + t];
+#pragma unroll
+        for (int i = 0; i < DIMS_PER_THREAD; i++) acc[j][i] = fmaf(w, v[i], acc[j][i]);
+      }
+    }
+    __syncthreads(); // the tile's buffers are free for the next one
+  }
+
+  if (p.splits == 1) {
+#pragma unroll
+    for (int j = 0; j < HEADS_PER_THREAD; j++) {
+      const int hl = hg + HEAD_GROUPS * j, h = h0 + hl;
+      const float l = s_l[hl];
+      const float lse = l > 0.f ? (s_m[hl] + log2f(l)) * LN2 : -__int_as_float(0x7f800000);
+      const float f = l > 0.f ? st_sink_factor(p, h, lse) / l : 0.f;
+      uint16_t *o = (uint16_t *)p.o + row * p.o_stride_row + (int64_t)h * p.o_stride_head;
+#pragma unroll
+      for (int i = 0; i < DIMS_PER_THREAD; i++) o[dg + DIM_THREADS * i] = st_to_bf16(acc[j][i] * f);
+      if (p.lse && dg == 0) p.lse[row * p.lse_stride_row + (int64_t)h * p.lse_stride_head] = lse;
+    }
+    return;
+  }
+  const int64_t state0 = ((int64_t)row * p.splits + split) * p.num_heads + h0; // this CTA's first state
+#pragma unroll
+  for (int j = 0; j < HEADS_PER_THREAD; j++) {
+    const int hl = hg + HEAD_GROUPS * j;
+    float *po = p.part_o + (state0 + hl) * DIM_V;
+#pragma unroll
+    for (int i = 0; i < DIMS_PER_THREAD; i++) po[dg + DIM_THREADS * i] = acc[j][i];
+  }
+  if (tid < HEADS) {
+    p.part_ml[(state0 + tid) * 2] = s_m[tid];
+    p.part_ml[(state0 + tid) * 2 + 1] = s_l[tid];
+  }
+}
+
+// Grid (rows, Hq), 128 threads: the splits' partial states of one (row,
+// head), combined by their maxima; each thread 4 dims (d = tid + 128 i).
+extern "C" __global__ void __launch_bounds__(DIM_THREADS)
+    st_mla_sparse_decode_merge(const st_mla_sparse_decode_params p) {
+  st_pdl_wait(); // launched programmatically after the main kernel: its partials
+  const int row = blockIdx.x, h = blockIdx.y, tid = threadIdx.x;
+  const int64_t state0 = (int64_t)row * p.splits * p.num_heads + h; // split s: state0 + s * num_heads
+  float top = -__int_as_float(0x7f800000);
+  for (int s = 0; s < p.splits; s++) {
+    const float *ml = p.part_ml + (state0 + (int64_t)s * p.num_heads) * 2;
+    if (ml[1] > 0.f) top = fmaxf(top, ml[0]);
+  }
+  float sum = 0.f, acc[DIMS_PER_THREAD] = {};
+  for (int s = 0; s < p.splits; s++) {
+    const int64_t st = state0 + (int64_t)s * p.num_heads;
+    const float l = p.part_ml[st * 2 + 1];
+    if (!(l > 0.f)) continue; // a split with no token holds nothing
+    const float w = exp2f(p.part_ml[st * 2] - top);
+    sum += l * w;
+#pragma unroll
+    for (int i = 0; i < DIMS_PER_THREAD; i++) acc[i] = fmaf(w, p.part_o[st * DIM_V + tid + DIM_THREADS * i], acc[i]);
+  }
+  const float lse = sum > 0.f ? (top + log2f(sum)) * LN2 : -__int_as_float(0x7f800000);
+  const float f = sum > 0.f ? st_sink_factor(p, h, lse) / sum : 0.f;
+  uint16_t *o = (uint16_t *)p.o + row * p.o_stride_row + (int64_t)h * p.o_stride_head;
+#pragma unroll
+  for (int i = 0; i < DIMS_PER_THREAD; i++) o[tid + DIM_THREADS * i] = st_to_bf16(acc[i] * f);
+  if (p.lse && tid == 0) p.lse[row * p.lse_stride_row + (int64_t)h * p.lse_stride_head] = lse;
+}
