@@ -1,5 +1,4 @@
-// mla_sparse_decode.cu - DeepSeek-V3.2 token-sparse MLA attention, decode
-// (first family: CUDA cores, fp32 arithmetic).
+// mla_sparse_decode.cu - DeepSeek-V3.2 token-sparse MLA attention, decode.
 //
 // MLA with one latent KV head: a cache row is K (576 dims: 512 latent, 64
 // RoPE) and V is its first 512 dims. A query row (row = b*qlen + t) lists
@@ -13,17 +12,28 @@
 // splits), cut at the request's topk_length. Per tile of TILE entries:
 //   1. threads 0..TILE-1 read the entries' slots (none: < 0, >= num_slots,
 //      or past the CTA's range);
-//   2. all threads copy the tile's cache rows to shared memory as fp32 in
-//      16-byte loads (fp8: latent times its group's scale, RoPE from bf16;
-//      rows of no token are zeros, so a zero weight never meets a NaN);
-//   3. thread pairs (head, token) compute the scores over the 576 dims (q
-//      from a bf16 shared tile read as bf16x2; cache rows padded to 577
-//      floats, so the lanes' tokens fall in distinct banks), times
-//      sm_scale * log2(e);
+//   2. all threads copy the tile's cache rows to shared memory in 16-byte
+//      loads (fp8: latent times its group's scale, RoPE from bf16; rows of
+//      no token are zeros, so a zero weight never meets a NaN): fp32 rows
+//      for the CUDA-core family, bf16 rows for the tensor-core one;
+//   3. scores S = q K^T over the 576 dims, times sm_scale * log2(e), into
+//      shared memory (-inf for no token):
+//        MMA 0: thread pairs (head, token) on CUDA cores, q from a bf16
+//               tile read as bf16x2, cache rows padded to 577 floats (the
+//               lanes' tokens in distinct banks);
+//        MMA 1: warp (m, w4) of the 4 * HEADS / 16 warps takes q heads
+//               16m .. 16m+15 and tokens w4 * TILE / 4 ..: mma.sync
+//               m16n8k16 bf16 (A: q rows, B: cache rows, both read as
+//               bf16 pairs from shared rows of 584, 4 banks apart);
 //   4. threads 0..HEADS-1 run the online softmax of their head in base 2:
-//      new max, the rescale factor of the old state, the tile's weights;
-//   5. each thread updates o for HEADS / (THREADS / 128) heads and 4 dims
-//      (dims dg + 128 i: a warp reads 32 consecutive floats of a row).
+//      new max, the rescale factor of the old state, the tile's weights P
+//      (MMA 1: also as bf16, the A operand of P.V);
+//   5. o = o * alpha + P V:
+//        MMA 0: each thread 4 dims (dg + 128 i) of HEADS / (THREADS / 128)
+//               heads;
+//        MMA 1: warp (m, w4) dims w4 * 128 .. +128 of heads 16m ..: 16
+//               accumulator tiles of mma.sync, V's pairs of tokens packed
+//               from the bf16 rows.
 // One split: the CTA writes o (divided by l, times the sink's factor) and
 // lse. Several: it writes its partial (o, m, l) to the workspace and
 // st_mla_sparse_decode_merge (grid (rows, Hq), 128 threads) combines them
@@ -32,10 +42,10 @@
 // Bytes per call: the valid entries' cache rows, each read once per head
 // tile (1152 bytes bf16, 656 fp8), plus q (1152 bytes a head), o (1024
 // bytes a head), the indices and, with splits, 2 x 2056 bytes a (row, head,
-// split) of workspace. FLOPs: 2 * rows * Hq * entries * (576 + 512). Here
-// on CUDA cores in fp32 (~60 TFLOP/s on an H200): a first, correct family;
-// the tensor-core family (mma.sync m16n8k16 on bf16 tiles, fp8 widened in
-// shared memory) is the next step (docs/kernels/mla_sparse_decode.md).
+// split) of workspace. FLOPs: 2 * rows * Hq * entries * (576 + 512): on
+// CUDA cores in fp32 (MMA 0, the correctness baseline, bound by shared
+// memory at ~10 TFLOP/s) or on tensor cores (MMA 1, bf16 operands, fp32
+// accumulation; docs/kernels/mla_sparse_decode.md).
 
 // The compile-time constants ST_P_*: rendering puts a variant's values
 // in place of this include (generator/render.lua).
@@ -44,6 +54,7 @@ constexpr int IS_FP8 = ST_P_IS_FP8;
 constexpr int HEADS = ST_P_HEADS_PER_CTA; // q heads a CTA computes
 constexpr int TILE = ST_P_TILE_TOKENS;    // cache rows staged at once
 constexpr int THREADS = ST_P_THREADS;
+constexpr int MMA = ST_P_MMA; // 0: CUDA cores; 1: tensor cores (mma.sync)
 
 #include "params/mla_sparse_decode.h"
 #include "common/pdl.cuh"
@@ -56,9 +67,12 @@ constexpr int FP8_SCALES_AT = DIM_V;    // byte offset of the scales in an fp8 r
 constexpr int FP8_ROPE_AT = DIM_V + 16; // byte offset of the RoPE bf16 values
 // Shared rows, padded (runtime/ops/mla_sparse_decode.c mirrors them): q
 // rows of 584 bf16 (neighbouring heads 4 banks apart, rows 16-byte
-// aligned), cache rows of 577 floats (neighbouring tokens 1 bank apart).
+// aligned); cache rows of 577 floats (MMA 0: neighbouring tokens 1 bank
+// apart) or 584 bf16 (MMA 1, as q's); MMA 1's weights in rows of TILE + 8
+// bf16 (4 banks apart).
 constexpr int Q_LD = 584;
-constexpr int KV_LD = 577;
+constexpr int KV_LD = MMA ? Q_LD : 577;
+constexpr int P_LD = TILE + 8;
 // 16-byte vectors of a row: bf16 72; fp8 32 latent + 8 RoPE (the scales
 // are read where they are used).
 constexpr int VEC_BF16 = 8;
@@ -76,18 +90,31 @@ constexpr int HEAD_GROUPS = THREADS / DIM_THREADS;
 constexpr int HEADS_PER_THREAD = HEADS / HEAD_GROUPS;
 constexpr float LN2 = 0.693147180559945309f;
 
+// MMA 1: 4 warps an m tile of 16 heads, each a quarter of the tile's
+// tokens (scores) and of o's dims (P.V).
+constexpr int M_TILES = HEADS / 16;
+constexpr int WARP_TOKENS = TILE / 4;
+constexpr int WARP_DIMS = DIM_V / 4;
+constexpr int QK_STEPS = DIM_QK / 16; // k steps of the scores
+// (at least 1: MMA 0 builds compile the MMA 1 functions too, unused)
+constexpr int S_NTILES = WARP_TOKENS / 8 > 0 ? WARP_TOKENS / 8 : 1;
+constexpr int O_NTILES = WARP_DIMS / 8;
+
 static_assert(THREADS % DIM_THREADS == 0 && THREADS <= 1024, "threads are whole groups of 128");
 static_assert(HEADS % HEAD_GROUPS == 0, "every head group holds whole heads");
-static_assert(HEADS_PER_THREAD * DIMS_PER_THREAD <= 64, "o accumulators a thread holds");
+static_assert(MMA || HEADS_PER_THREAD * DIMS_PER_THREAD <= 64, "o accumulators a thread holds");
+static_assert(!MMA || (THREADS == 4 * 32 * M_TILES && HEADS % 16 == 0 && WARP_TOKENS % 8 == 0),
+              "MMA 1: 4 warps an m tile of 16 heads, each whole 8-token n tiles");
 static_assert(THREADS >= HEADS && THREADS >= TILE, "a thread per head (softmax) and per entry (slots)");
 static_assert(TILE % 16 == 0, "tiles of 16 entries");
 
 // Dynamic shared memory: q tile, cache tile, scores (then weights), each
 // head's m, l and rescale factor, the tile's slots.
 constexpr unsigned Q_BYTES = HEADS * Q_LD * 2;
-constexpr unsigned KV_BYTES = TILE * KV_LD * 4;
+constexpr unsigned KV_BYTES = TILE * KV_LD * (MMA ? 2 : 4);
 constexpr unsigned S_BYTES = HEADS * TILE * 4;
-constexpr unsigned SMEM_BYTES = Q_BYTES + KV_BYTES + S_BYTES + HEADS * 3 * 4 + TILE * 4;
+constexpr unsigned P_BYTES = MMA ? HEADS * P_LD * 2 : 0;
+constexpr unsigned SMEM_BYTES = Q_BYTES + KV_BYTES + S_BYTES + P_BYTES + HEADS * 3 * 4 + TILE * 4;
 
 // ---- conversions -----------------------------------------------------------
 
@@ -119,50 +146,40 @@ __device__ __forceinline__ int st_row_entries(const st_mla_sparse_decode_params 
   return n < 0 ? 0 : n > p.topk ? p.topk : n;
 }
 
+// A staged cache element: fp32 (MMA 0) or bf16 (MMA 1, rounded to nearest).
+template <bool BF16> struct st_kv_elem { typedef float type; };
+template <> struct st_kv_elem<true> { typedef uint16_t type; };
+typedef st_kv_elem<MMA != 0>::type kv_t;
+__device__ __forceinline__ void st_put(float *dst, float v) { *dst = v; }
+__device__ __forceinline__ void st_put(uint16_t *dst, float v) { *dst = st_to_bf16(v); }
+
 // One 16-byte vector `v` of the cache row of `slot` into shared row `dst`
 // (zeros for slot -1).
-__device__ __forceinline__ void st_stage_vector(const st_mla_sparse_decode_params &p, int32_t slot, int v, float *dst) {
-  if (IS_FP8) {
-    const bool latent = v < LATENT_VECS;
-    float *out = latent ? dst + v * VEC_FP8 : dst + DIM_V + (v - LATENT_VECS) * VEC_BF16;
-    const int n = latent ? VEC_FP8 : VEC_BF16;
-    if (slot < 0) {
-      for (int i = 0; i < n; i++) out[i] = 0.f;
-      return;
-    }
-    const char *row = (const char *)p.kv + ((int64_t)(slot / p.page_size) * p.kv_stride_page +
-                                            (int64_t)(slot % p.page_size) * p.kv_stride_token);
-    if (latent) {
-      const uint4 raw = *(const uint4 *)(row + v * VEC_FP8);
-      const float scale = *(const float *)(row + FP8_SCALES_AT + 4 * (v * VEC_FP8 / FP8_GROUP));
-      const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-      for (int i = 0; i < 16; i++) out[i] = st_e4m3((w[i / 4] >> (8 * (i % 4))) & 0xffu) * scale;
-    } else {
-      const uint4 raw = *(const uint4 *)(row + FP8_ROPE_AT + (v - LATENT_VECS) * 16);
-      const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-      for (int i = 0; i < 4; i++) {
-        out[2 * i] = st_bf16_lo(w[i]);
-        out[2 * i + 1] = st_bf16_hi(w[i]);
-      }
-    }
-    return;
-  }
-  float *out = dst + v * VEC_BF16;
+__device__ __forceinline__ void st_stage_vector(const st_mla_sparse_decode_params &p, int32_t slot, int v, kv_t *dst) {
+  const bool latent = IS_FP8 && v < LATENT_VECS;
+  kv_t *out = !IS_FP8 ? dst + v * VEC_BF16 : latent ? dst + v * VEC_FP8 : dst + DIM_V + (v - LATENT_VECS) * VEC_BF16;
   if (slot < 0) {
-    for (int i = 0; i < VEC_BF16; i++) out[i] = 0.f;
+    for (int i = 0; i < (latent ? VEC_FP8 : VEC_BF16); i++) st_put(out + i, 0.f);
     return;
   }
   const char *row = (const char *)p.kv + ((int64_t)(slot / p.page_size) * p.kv_stride_page +
                                           (int64_t)(slot % p.page_size) * p.kv_stride_token) *
                                              ROW_ELEM_BYTES;
-  const uint4 raw = *(const uint4 *)(row + v * 16);
+  if (latent) {
+    const uint4 raw = *(const uint4 *)(row + v * VEC_FP8);
+    const float scale = *(const float *)(row + FP8_SCALES_AT + 4 * (v * VEC_FP8 / FP8_GROUP));
+    const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+    for (int i = 0; i < 16; i++) st_put(out + i, st_e4m3((w[i / 4] >> (8 * (i % 4))) & 0xffu) * scale);
+    return;
+  }
+  // bf16 values: a bf16 cache's vector v, or an fp8 row's RoPE
+  const uint4 raw = *(const uint4 *)(row + (IS_FP8 ? FP8_ROPE_AT + (v - LATENT_VECS) * 16 : v * 16));
   const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
   for (int i = 0; i < 4; i++) {
-    out[2 * i] = st_bf16_lo(w[i]);
-    out[2 * i + 1] = st_bf16_hi(w[i]);
+    st_put(out + 2 * i, st_bf16_lo(w[i]));
+    st_put(out + 2 * i + 1, st_bf16_hi(w[i]));
   }
 }
 
@@ -182,6 +199,89 @@ __device__ __forceinline__ float st_score(const st_mla_sparse_decode_params &p, 
   return (acc0 + acc1) * p.score_scale_log2;
 }
 
+// ---- MMA 1: tensor cores -------------------------------------------------------
+//
+// mma.sync m16n8k16, bf16 in, fp32 accumulate. Lane = 4 g + c. A (16 x 16,
+// row-major): a[0] = (g, 2c..2c+1), a[1] = (g+8, 2c..), a[2] = (g, 2c+8..),
+// a[3] = (g+8, 2c+8..); B (16 x 8, k by n): b[0] = (k 2c..2c+1, n g), b[1]
+// = (k 2c+8.., n g); C: c[0..1] = (g, 2c..2c+1), c[2..3] = (g+8, 2c..).
+// Each register holds two bf16, the lower index in the low half.
+__device__ __forceinline__ void st_mma_bf16(float *c, const uint32_t *a, const uint32_t *b) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+               "{%0,%1,%2,%3};"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// The A fragment of rows r0 .. r0+15, columns k0 .. k0+15 of a bf16 tile
+// with rows of `ld` elements (ld even: the pairs are 4-byte aligned).
+__device__ __forceinline__ void st_frag_a(uint32_t *a, const uint16_t *tile, int ld, int r0, int k0, int lane) {
+  const int g = lane >> 2, c = lane & 3;
+  const uint16_t *at = tile + (r0 + g) * ld + k0 + 2 * c;
+  a[0] = *(const uint32_t *)at;
+  a[1] = *(const uint32_t *)(at + 8 * ld);
+  a[2] = *(const uint32_t *)(at + 8);
+  a[3] = *(const uint32_t *)(at + 8 * ld + 8);
+}
+
+// Step 3, MMA 1: warp (mt, w4) scores heads 16 mt .. and tokens w4 *
+// WARP_TOKENS ..; the cache tile's rows are B's columns (k contiguous).
+__device__ __forceinline__ void st_scores_mma(const st_mla_sparse_decode_params &p, const uint16_t *s_q,
+                                              const uint16_t *s_kv, const int32_t *s_slot, float *s_s, int warp,
+                                              int lane) {
+  const int mt = warp / 4, t0 = (warp % 4) * WARP_TOKENS, g = lane >> 2, c = lane & 3;
+  float acc[S_NTILES][4];
+#pragma unroll
+  for (int j = 0; j < S_NTILES; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+#pragma unroll 4
+  for (int ks = 0; ks < QK_STEPS; ks++) {
+    uint32_t a[4];
+    st_frag_a(a, s_q, Q_LD, 16 * mt, 16 * ks, lane);
+#pragma unroll
+    for (int j = 0; j < S_NTILES; j++) {
+      const uint16_t *k = s_kv + (t0 + 8 * j + g) * KV_LD + 16 * ks + 2 * c;
+      const uint32_t b[2] = {*(const uint32_t *)k, *(const uint32_t *)(k + 8)};
+      st_mma_bf16(acc[j], a, b);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < S_NTILES; j++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const int h = 16 * mt + g + 8 * (i / 2), t = t0 + 8 * j + 2 * c + (i % 2);
+      s_s[h * TILE + t] = s_slot[t] < 0 ? -__int_as_float(0x7f800000) : acc[j][i] * p.score_scale_log2;
+    }
+}
+
+// Step 5, MMA 1: warp (mt, w4) adds P V to its o tiles, dims w4 *
+// WARP_DIMS .. of heads 16 mt ..; V's B fragment pairs two tokens' bf16 of
+// one dim (the rows hold tokens, so the pair is packed from two loads).
+__device__ __forceinline__ void st_pv_mma(float (*acc)[4], const uint16_t *s_p, const uint16_t *s_kv,
+                                          const float *s_alpha, int warp, int lane) {
+  const int mt = warp / 4, d0 = (warp % 4) * WARP_DIMS, g = lane >> 2, c = lane & 3;
+  const float a_lo = s_alpha[16 * mt + g], a_hi = s_alpha[16 * mt + g + 8];
+#pragma unroll
+  for (int j = 0; j < O_NTILES; j++) {
+    acc[j][0] *= a_lo;
+    acc[j][1] *= a_lo;
+    acc[j][2] *= a_hi;
+    acc[j][3] *= a_hi;
+  }
+#pragma unroll
+  for (int kk = 0; kk < TILE / 16; kk++) {
+    uint32_t a[4];
+    st_frag_a(a, s_p, P_LD, 16 * mt, 16 * kk, lane);
+    const uint16_t *v = s_kv + (16 * kk + 2 * c) * KV_LD + d0 + g;
+#pragma unroll
+    for (int j = 0; j < O_NTILES; j++) {
+      const uint16_t *vj = v + 8 * j;
+      const uint32_t b[2] = {(uint32_t)vj[0] | (uint32_t)vj[KV_LD] << 16,
+                             (uint32_t)vj[8 * KV_LD] | (uint32_t)vj[9 * KV_LD] << 16};
+      st_mma_bf16(acc[j], a, b);
+    }
+  }
+}
+
 // The sink's factor exp(lse) / (exp(lse) + exp(sink)) = 1 / (1 + exp(sink -
 // lse)), lse in natural log: 0 for a +inf sink, 1 for -inf or none.
 __device__ __forceinline__ float st_sink_factor(const st_mla_sparse_decode_params &p, int h, float lse) {
@@ -191,17 +291,38 @@ __device__ __forceinline__ float st_sink_factor(const st_mla_sparse_decode_param
 
 // ---- the kernels -------------------------------------------------------------
 
+// A thread's o accumulators: ACC_ROWS x 4, element (j, i) o's (head, dim)
+// by st_acc_at (MMA 0: heads hg + HEAD_GROUPS j, dims dg + 128 i; MMA 1:
+// the C fragments of the warp's O_NTILES tiles).
+constexpr int ACC_ROWS = MMA ? O_NTILES : HEADS_PER_THREAD;
+__device__ __forceinline__ void st_acc_at(int tid, int j, int i, int *hl, int *d) {
+  if (MMA) {
+    const int warp = tid / 32, g = (tid & 31) >> 2, c = tid & 3;
+    *hl = 16 * (warp / 4) + g + 8 * (i / 2);
+    *d = (warp % 4) * WARP_DIMS + 8 * j + 2 * c + (i % 2);
+  } else {
+    *hl = tid / DIM_THREADS + HEAD_GROUPS * j;
+    *d = tid % DIM_THREADS + DIM_THREADS * i;
+  }
+}
+
+// The natural-log lse of a head's (m, l): -inf without a token.
+__device__ __forceinline__ float st_lse(float m, float l) {
+  return l > 0.f ? (m + log2f(l)) * LN2 : -__int_as_float(0x7f800000);
+}
+
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
     st_mla_sparse_decode_main(const st_mla_sparse_decode_params p) {
   extern __shared__ __align__(16) char s_dyn[];
   uint16_t *s_q = (uint16_t *)s_dyn;
-  float *s_kv = (float *)(s_dyn + Q_BYTES);
+  kv_t *s_kv = (kv_t *)(s_dyn + Q_BYTES);
   float *s_s = (float *)(s_dyn + Q_BYTES + KV_BYTES);
-  float *s_m = s_s + HEADS * TILE;
+  uint16_t *s_p = (uint16_t *)(s_dyn + Q_BYTES + KV_BYTES + S_BYTES); // MMA 1
+  float *s_m = (float *)(s_dyn + Q_BYTES + KV_BYTES + S_BYTES + P_BYTES);
   float *s_l = s_m + HEADS;
   float *s_alpha = s_l + HEADS;
   int32_t *s_slot = (int32_t *)(s_alpha + HEADS);
-  const int tid = threadIdx.x;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid & 31;
   if (tid == 0) {
     unsigned dyn;
     asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
@@ -222,12 +343,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   const int n = st_row_entries(p, row);
   const int begin = split * p.entries_per_split;
   const int end = min(begin + p.entries_per_split, n);
-  const int dg = tid % DIM_THREADS, hg = tid / DIM_THREADS;
-  float acc[HEADS_PER_THREAD][DIMS_PER_THREAD];
+  float acc[ACC_ROWS][4];
 #pragma unroll
-  for (int j = 0; j < HEADS_PER_THREAD; j++)
+  for (int j = 0; j < ACC_ROWS; j++)
 #pragma unroll
-    for (int i = 0; i < DIMS_PER_THREAD; i++) acc[j][i] = 0.f;
+    for (int i = 0; i < 4; i++) acc[j][i] = 0.f;
 
   for (int e0 = begin; e0 < end; e0 += TILE) {
     if (tid < TILE) { // 1. the tile's slots
@@ -236,13 +356,17 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       s_slot[tid] = slot >= 0 && (int64_t)slot < p.num_slots ? slot : -1;
     }
     __syncthreads();
-    for (int i = tid; i < TILE * ROW_VECS; i += THREADS) { // 2. the rows, as fp32
+    for (int i = tid; i < TILE * ROW_VECS; i += THREADS) { // 2. the rows
       const int t = i / ROW_VECS;
       st_stage_vector(p, s_slot[t], i % ROW_VECS, s_kv + t * KV_LD);
     }
     __syncthreads();
-    for (int i = tid; i < HEADS * TILE; i += THREADS) // 3. scores
-      s_s[i] = st_score(p, s_q, s_kv, s_slot, i / TILE, i % TILE);
+    if (MMA) { // 3. scores
+      st_scores_mma(p, s_q, (const uint16_t *)s_kv, s_slot, s_s, warp, lane);
+    } else {
+      for (int i = tid; i < HEADS * TILE; i += THREADS)
+        s_s[i] = st_score(p, s_q, (const float *)s_kv, s_slot, i / TILE, i % TILE);
+    }
     __syncthreads();
     if (tid < HEADS) { // 4. online softmax, base 2
       float *s = s_s + tid * TILE;
@@ -254,27 +378,34 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       for (int t = 0; t < TILE; t++) {
         s[t] = none ? 0.f : exp2f(s[t] - top);
         sum += s[t];
+        if (MMA) s_p[tid * P_LD + t] = st_to_bf16(s[t]);
       }
       s_l[tid] = s_l[tid] * alpha + sum;
       s_m[tid] = top;
       s_alpha[tid] = alpha;
     }
     __syncthreads();
-#pragma unroll
-    for (int j = 0; j < HEADS_PER_THREAD; j++) { // 5. o = o * alpha + P V
-      const float alpha = s_alpha[hg + HEAD_GROUPS * j];
-#pragma unroll
-      for (int i = 0; i < DIMS_PER_THREAD; i++) acc[j][i] *= alpha;
-    }
-    for (int t = 0; t < TILE; t++) {
-      float v[DIMS_PER_THREAD];
-#pragma unroll
-      for (int i = 0; i < DIMS_PER_THREAD; i++) v[i] = s_kv[t * KV_LD + dg + DIM_THREADS * i];
+    if (MMA) { // 5. o = o * alpha + P V
+      st_pv_mma(acc, s_p, (const uint16_t *)s_kv, s_alpha, warp, lane);
+    } else {
+      const float *kv = (const float *)s_kv;
+      const int dg = tid % DIM_THREADS, hg = tid / DIM_THREADS;
 #pragma unroll
       for (int j = 0; j < HEADS_PER_THREAD; j++) {
-        const float w = s_s[(hg + HEAD_GROUPS * j) * TILE + t];
+        const float alpha = s_alpha[hg + HEAD_GROUPS * j];
 #pragma unroll
-        for (int i = 0; i < DIMS_PER_THREAD; i++) acc[j][i] = fmaf(w, v[i], acc[j][i]);
+        for (int i = 0; i < DIMS_PER_THREAD; i++) acc[j][i] *= alpha;
+      }
+      for (int t = 0; t < TILE; t++) {
+        float v[DIMS_PER_THREAD];
+#pragma unroll
+        for (int i = 0; i < DIMS_PER_THREAD; i++) v[i] = kv[t * KV_LD + dg + DIM_THREADS * i];
+#pragma unroll
+        for (int j = 0; j < HEADS_PER_THREAD; j++) {
+          const float w = s_s[(hg + HEAD_GROUPS * j) * TILE + t];
+#pragma unroll
+          for (int i = 0; i < DIMS_PER_THREAD; i++) acc[j][i] = fmaf(w, v[i], acc[j][i]);
+        }
       }
     }
     __syncthreads(); // the tile's buffers are free for the next one
@@ -282,26 +413,29 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
 
   if (p.splits == 1) {
 #pragma unroll
-    for (int j = 0; j < HEADS_PER_THREAD; j++) {
-      const int hl = hg + HEAD_GROUPS * j, h = h0 + hl;
-      const float l = s_l[hl];
-      const float lse = l > 0.f ? (s_m[hl] + log2f(l)) * LN2 : -__int_as_float(0x7f800000);
-      const float f = l > 0.f ? st_sink_factor(p, h, lse) / l : 0.f;
-      uint16_t *o = (uint16_t *)p.o + row * p.o_stride_row + (int64_t)h * p.o_stride_head;
+    for (int j = 0; j < ACC_ROWS; j++)
 #pragma unroll
-      for (int i = 0; i < DIMS_PER_THREAD; i++) o[dg + DIM_THREADS * i] = st_to_bf16(acc[j][i] * f);
-      if (p.lse && dg == 0) p.lse[row * p.lse_stride_row + (int64_t)h * p.lse_stride_head] = lse;
-    }
+      for (int i = 0; i < 4; i++) {
+        int hl, d;
+        st_acc_at(tid, j, i, &hl, &d);
+        const float l = s_l[hl];
+        const float f = l > 0.f ? st_sink_factor(p, h0 + hl, st_lse(s_m[hl], l)) / l : 0.f;
+        uint16_t *o = (uint16_t *)p.o + row * p.o_stride_row + (int64_t)(h0 + hl) * p.o_stride_head;
+        o[d] = st_to_bf16(acc[j][i] * f);
+      }
+    if (p.lse && tid < HEADS)
+      p.lse[row * p.lse_stride_row + (int64_t)(h0 + tid) * p.lse_stride_head] = st_lse(s_m[tid], s_l[tid]);
     return;
   }
   const int64_t state0 = ((int64_t)row * p.splits + split) * p.num_heads + h0; // this CTA's first state
 #pragma unroll
-  for (int j = 0; j < HEADS_PER_THREAD; j++) {
-    const int hl = hg + HEAD_GROUPS * j;
-    float *po = p.part_o + (state0 + hl) * DIM_V;
+  for (int j = 0; j < ACC_ROWS; j++)
 #pragma unroll
-    for (int i = 0; i < DIMS_PER_THREAD; i++) po[dg + DIM_THREADS * i] = acc[j][i];
-  }
+    for (int i = 0; i < 4; i++) {
+      int hl, d;
+      st_acc_at(tid, j, i, &hl, &d);
+      p.part_o[(state0 + hl) * DIM_V + d] = acc[j][i];
+    }
   if (tid < HEADS) {
     p.part_ml[(state0 + tid) * 2] = s_m[tid];
     p.part_ml[(state0 + tid) * 2 + 1] = s_l[tid];

@@ -551,6 +551,17 @@ static void test_variants_fit_and_parameters_are_checked(void **state) {
   st_params_set_int(&k, "heads_per_cta", 48, &err);
   assert_int_equal(st_mla_sparse_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
   assert_non_null(strstr(err.msg, "heads_per_cta=48"));
+  /* mma 1: 4 warps an m tile of 16 heads, tiles of whole 32 tokens */
+  st_params_set_int(&k, "heads_per_cta", 32, &err);
+  st_params_set_int(&k, "mma", 1, &err);
+  assert_int_equal(st_mla_sparse_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "mma=1 needs threads = 8 x heads_per_cta (has 512 for 32 heads)"));
+  st_params_set_int(&k, "threads", 256, &err);
+  assert_int_equal(st_mla_sparse_decode_config_from_params(&k, &l, &c, &err), ST_OK);
+  assert_int_equal(c.mma, 1);
+  st_params_set_int(&k, "tile_tokens", 16, &err);
+  assert_int_equal(st_mla_sparse_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "tile_tokens a multiple of 32 (has 16)"));
 }
 
 static void test_plans_size_grid_shared_memory_and_workspace(void **state) {
@@ -574,6 +585,11 @@ static void test_plans_size_grid_shared_memory_and_workspace(void **state) {
   assert_int_equal(p.merge_block, 128);
   assert_true(p.workspace_bytes >= (size_t)32 * 128 * (512 + 2) * 4);
   assert_true(p.part_ml_offset >= (size_t)32 * 128 * 512 * 4 && p.part_ml_offset % 256 == 0);
+  /* mma 1: the cache tile in bf16 rows of 584, the weights in bf16 rows of tile + 8 */
+  st_mla_sparse_decode_config m = config(ST_DTYPE_FP8_E4M3, 64, 64, 512, 0);
+  m.mma = 1;
+  assert_int_equal(st_mla_sparse_decode_smem_bytes(&m),
+                   64 * 584 * 2 + 64 * 584 * 2 + 64 * 64 * 4 + 64 * 72 * 2 + 64 * 12 + 64 * 4);
   /* 64 rows x 2 tiles: 128 CTAs, as many as one more split would not fit: none */
   a = valid_args(ST_DTYPE_FP8_E4M3);
   assert_int_equal(st_mla_sparse_decode_plan_make(&c, &a, 132, &p, &err), ST_OK);

@@ -20,6 +20,11 @@ M.kernel_domains = {
   heads_per_cta = { 16, 32, 64 }, -- q heads sharing each cache row a CTA reads
   tile_tokens = { 16, 32, 64 }, -- cache rows staged in shared memory at once
   threads = { 128, 256, 512 },
+  -- 0: scores and P.V on CUDA cores in fp32 (the correctness baseline);
+  -- 1: on tensor cores (mma.sync m16n8k16 bf16, fp32 accumulation), 4
+  -- warps an m tile of 16 heads (threads = 8 x heads_per_cta), cache rows
+  -- staged as bf16.
+  mma = { 0, 1 },
 }
 
 -- Launch choices timed: auto and powers of two (bounded per shape below).
@@ -31,8 +36,11 @@ local DIM_V = 512
 -- 584 bf16, cache rows of 577 floats.
 local Q_LD, KV_LD = 584, 577
 -- Threads covering o's 512 dims of one head (4 each), and the fp32
--- accumulators of o a thread may hold.
+-- accumulators of o a thread may hold (mma 0).
 local DIM_THREADS, MAX_ACC = 128, 64
+-- mma 1: threads per head (4 warps an m tile of 16), tiles of whole 8-token
+-- n tiles a warp (a quarter of the tile each), the weights' row padding.
+local MMA_THREADS_PER_HEAD, MMA_TILE_ALIGN, P_PAD = 8, 32, 8
 -- Bytes of dynamic shared memory one CTA may opt in to (the launcher's).
 local SHARED_BUDGET = 220 * 1024
 -- Pruning model: an H200 (132 SMs); more than 8 waves of CTAs cannot win.
@@ -62,11 +70,27 @@ local SHAPE_FIELD_SET = space.shape_field_set(SHAPE_FIELDS)
 -- the tile's slots.
 local function shared_bytes(k)
   local H, T = k.heads_per_cta, k.tile_tokens
-  return H * Q_LD * 2 + T * KV_LD * 4 + H * T * 4 + H * 3 * 4 + T * 4
+  local mma = (k.mma or 0) == 1
+  local kv = mma and T * Q_LD * 2 or T * KV_LD * 4 -- bf16 rows (padded as q's) or fp32
+  local p = mma and H * (T + P_PAD) * 2 or 0 -- the weights as bf16
+  return H * Q_LD * 2 + kv + H * T * 4 + p + H * 3 * 4 + T * 4
 end
 
 -- The constraints of the kernel space: ok, or false and why.
 function M.constraint(k)
+  if (k.mma or 0) == 1 then
+    if k.threads ~= MMA_THREADS_PER_HEAD * k.heads_per_cta or k.tile_tokens % MMA_TILE_ALIGN ~= 0 then
+      return false, string.format("mma=1 needs threads = %d x heads_per_cta and tile_tokens a multiple of %d " ..
+        "(heads %d, threads %d, tile %d)", MMA_THREADS_PER_HEAD, MMA_TILE_ALIGN, k.heads_per_cta, k.threads,
+        k.tile_tokens)
+    end
+    local smem = shared_bytes(k)
+    if smem > SHARED_BUDGET then
+      return false, string.format("shared memory of heads_per_cta=%d, tile_tokens=%d is %d bytes, above %d",
+        k.heads_per_cta, k.tile_tokens, smem, SHARED_BUDGET)
+    end
+    return true
+  end
   local groups = k.threads // DIM_THREADS
   if k.heads_per_cta % groups ~= 0 then
     return false, string.format("threads=%d make %d head groups, which do not divide heads_per_cta=%d", k.threads,
@@ -90,20 +114,24 @@ function M.kernel_space()
   return (space.filter(space.product(M.kernel_domains), M.constraint))
 end
 
--- The fallbacks, per dtype in the order dispatch tries them: 64 heads a CTA
--- (a cache row read once for half of 128 heads), then 32, then 16, which
--- takes every Hq of the contract (a multiple of 16). The launcher picks the
--- split count: one wave over the multiprocessors.
+-- The fallbacks, per dtype in the order dispatch tries them: the
+-- tensor-core family with 64 heads a CTA (a cache row read once for half
+-- of 128 heads), then 32, then 16, which takes every Hq of the contract (a
+-- multiple of 16); last the CUDA-core family, the baseline the tensor-core
+-- one is checked beside. The launcher picks the split count: one wave over
+-- the multiprocessors.
 local DEFAULTS = {
-  { heads_per_cta = 64, tile_tokens = 32, threads = 512 },
-  { heads_per_cta = 32, tile_tokens = 32, threads = 256 },
-  { heads_per_cta = 16, tile_tokens = 32, threads = 128 },
+  { heads_per_cta = 64, tile_tokens = 64, threads = 512, mma = 1 },
+  { heads_per_cta = 32, tile_tokens = 64, threads = 256, mma = 1 },
+  { heads_per_cta = 16, tile_tokens = 64, threads = 128, mma = 1 },
+  { heads_per_cta = 16, tile_tokens = 32, threads = 128, mma = 0 },
 }
 function M.defaults()
   local out = {}
   for _, dtype in ipairs(M.kernel_domains.dtype) do
     for _, d in ipairs(DEFAULTS) do
-      local k = { dtype = dtype, heads_per_cta = d.heads_per_cta, tile_tokens = d.tile_tokens, threads = d.threads }
+      local k = { dtype = dtype, heads_per_cta = d.heads_per_cta, tile_tokens = d.tile_tokens, threads = d.threads,
+        mma = d.mma }
       local ok, why = M.constraint(k)
       -- Every shape of the contract needs a fallback: a missing one is a
       -- defect of the space, not a configuration to skip.
@@ -191,13 +219,15 @@ function M.render_values(k)
     heads_per_cta = k.heads_per_cta,
     tile_tokens = k.tile_tokens,
     threads = k.threads,
+    mma = k.mma or 0,
   }
 end
 
--- "mla_sparse_decode.fp8.h64.t32.n512/auto" ("/s8" for 8 splits).
+-- "mla_sparse_decode.fp8.h64.t64.n512.mma/auto" (tensor cores; without
+-- ".mma" CUDA cores; "/s8" for 8 splits).
 function M.variant_name(k, l)
-  return string.format("%s.%s.h%d.t%d.n%d/%s", M.name, k.dtype, k.heads_per_cta, k.tile_tokens, k.threads,
-    l.splits == 0 and "auto" or ("s" .. l.splits))
+  return string.format("%s.%s.h%d.t%d.n%d%s/%s", M.name, k.dtype, k.heads_per_cta, k.tile_tokens, k.threads,
+    (k.mma or 0) == 1 and ".mma" or "", l.splits == 0 and "auto" or ("s" .. l.splits))
 end
 
 space.define_checks(M, { name = "splits", max = SPLITS_MAX, choices = M.splits_choices })

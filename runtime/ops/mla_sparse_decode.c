@@ -17,10 +17,17 @@
 #define ST_MLA_SPARSE_DECODE_MAX_SMEM (220 * 1024)
 #define ST_DEFAULT_SMEM_WITHOUT_OPT_IN (48 * 1024)
 /* templates/mla_sparse_decode.cu's shared-memory rows: q rows of 576 bf16
- * padded to 584 (rows of neighbouring heads start 4 banks apart) and cache
- * rows of 576 floats padded to 577 (neighbouring tokens one bank apart). */
+ * padded to 584 (rows of neighbouring heads start 4 banks apart); cache
+ * rows of 576 floats padded to 577 (mma 0: neighbouring tokens one bank
+ * apart) or of bf16 padded as q's (mma 1); mma 1's weights in bf16 rows of
+ * tile_tokens + 8. */
 #define ST_MLA_Q_LD 584
 #define ST_MLA_KV_LD 577
+#define ST_MLA_P_PAD 8
+/* mma 1: 4 warps of 32 an m tile of 16 heads; each scores a quarter of a
+ * tile's tokens in n tiles of 8. */
+#define ST_MLA_MMA_THREADS_PER_HEAD 8
+#define ST_MLA_MMA_TILE_ALIGN 32
 /* Threads that cover o's 512 dims of one head, 4 each; fp32 accumulators
  * a thread may hold (heads_per_cta * 512 / threads). */
 #define ST_MLA_DIM_THREADS 128
@@ -45,6 +52,10 @@ st_status st_mla_sparse_decode_config_from_params(const st_params *kernel, const
   GET(kernel, "tile_tokens", 16, 64, tile_tokens)
   GET(kernel, "threads", 128, 512, threads)
   GET(launch, "splits", 0, ST_MLA_SPARSE_DECODE_MAX_SPLITS, splits)
+  /* Variants recorded before the tensor-core family have no mma: 0. */
+  if (st_params_get(kernel, "mma")) {
+    GET(kernel, "mma", 0, 1, mma)
+  }
 #undef GET
   if (cfg->heads_per_cta != 16 && cfg->heads_per_cta != 32 && cfg->heads_per_cta != 64)
     return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter heads_per_cta=%d is not 16, 32 or 64",
@@ -55,6 +66,15 @@ st_status st_mla_sparse_decode_config_from_params(const st_params *kernel, const
   if (cfg->threads % ST_MLA_DIM_THREADS)
     return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter threads=%d is not a multiple of %d", cfg->threads,
                    ST_MLA_DIM_THREADS);
+  if (cfg->mma) {
+    if (cfg->threads != ST_MLA_MMA_THREADS_PER_HEAD * cfg->heads_per_cta || cfg->tile_tokens % ST_MLA_MMA_TILE_ALIGN)
+      return st_fail(err, ST_ERR_INVALID_ARG,
+                     "variant parameter mma=1 needs threads = %d x heads_per_cta (has %d for %d heads) and "
+                     "tile_tokens a multiple of %d (has %d)",
+                     ST_MLA_MMA_THREADS_PER_HEAD, cfg->threads, cfg->heads_per_cta, ST_MLA_MMA_TILE_ALIGN,
+                     cfg->tile_tokens);
+    return ST_OK;
+  }
   const int head_groups = cfg->threads / ST_MLA_DIM_THREADS;
   if (cfg->heads_per_cta % head_groups ||
       cfg->heads_per_cta * ST_MLA_SPARSE_DECODE_DIM_V / cfg->threads > ST_MLA_MAX_ACC)
@@ -71,9 +91,12 @@ static size_t align_up(size_t x) { return (x + ST_WS_ALIGN - 1) / ST_WS_ALIGN * 
 
 unsigned st_mla_sparse_decode_smem_bytes(const st_mla_sparse_decode_config *cfg) {
   const int64_t H = cfg->heads_per_cta, T = cfg->tile_tokens;
-  /* q tile (bf16), the cache tile (fp32, dequantized), the tile's scores
-   * (then weights), each head's m, l and rescale factor, the tile's slots */
-  return (unsigned)(H * ST_MLA_Q_LD * 2 + T * ST_MLA_KV_LD * 4 + H * T * 4 + H * 3 * 4 + T * 4);
+  /* q tile (bf16), the cache tile (dequantized: fp32, or bf16 with mma), the
+   * tile's scores (then weights), with mma the weights in bf16, each head's
+   * m, l and rescale factor, the tile's slots */
+  const int64_t kv = cfg->mma ? T * ST_MLA_Q_LD * 2 : T * ST_MLA_KV_LD * 4;
+  const int64_t p = cfg->mma ? H * (T + ST_MLA_P_PAD) * 2 : 0;
+  return (unsigned)(H * ST_MLA_Q_LD * 2 + kv + H * T * 4 + p + H * 3 * 4 + T * 4);
 }
 
 static st_status check_cache(const st_mla_sparse_decode_args *a, st_err *err) {

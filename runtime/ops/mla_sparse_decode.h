@@ -38,6 +38,8 @@ typedef struct st_mla_sparse_decode_config {
   int heads_per_cta; /* 16, 32 or 64: q heads one CTA computes, sharing each K row */
   int tile_tokens;   /* 16, 32 or 64: cache rows staged in shared memory at once */
   int threads;       /* 128, 256 or 512                                          */
+  int mma;           /* 0: CUDA cores (fp32); 1: tensor cores (mma.sync bf16),
+                        threads = 8 x heads_per_cta, tile_tokens 32 or 64       */
   int splits;        /* launch: CTAs per (row, head tile); 0 = auto               */
 } st_mla_sparse_decode_config;
 

@@ -9,5 +9,6 @@
 #pragma once
 #define ST_P_IS_FP8 0
 #define ST_P_HEADS_PER_CTA 64
-#define ST_P_TILE_TOKENS 32
+#define ST_P_TILE_TOKENS 64
 #define ST_P_THREADS 512
+#define ST_P_MMA 1
