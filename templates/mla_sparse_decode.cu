@@ -25,9 +25,9 @@
 //               16m .. 16m+15 and tokens w4 * TILE / 4 ..: mma.sync
 //               m16n8k16 bf16 (A: q rows, B: cache rows, both read as
 //               bf16 pairs from shared rows of 584, 4 banks apart);
-//   4. threads 0..HEADS-1 run the online softmax of their head in base 2:
-//      new max, the rescale factor of the old state, the tile's weights P
-//      (MMA 1: also as bf16, the A operand of P.V);
+//   4. 8 threads a head run its online softmax in base 2 (max and sum
+//      reduced by shuffles): new max, the rescale factor of the old state,
+//      the tile's weights P (MMA 1: also as bf16, the A operand of P.V);
 //   5. o = o * alpha + P V:
 //        MMA 0: each thread 4 dims (dg + 128 i) of HEADS / (THREADS / 128)
 //               heads;
@@ -89,6 +89,9 @@ constexpr int DIMS_PER_THREAD = DIM_V / DIM_THREADS;
 constexpr int HEAD_GROUPS = THREADS / DIM_THREADS;
 constexpr int HEADS_PER_THREAD = HEADS / HEAD_GROUPS;
 constexpr float LN2 = 0.693147180559945309f;
+// Threads a head's online softmax takes (their max and sum reduced by
+// shuffles within the group): every variant has at least 8 threads a head.
+constexpr int SOFTMAX_LANES = 8;
 
 // MMA 1: 4 warps an m tile of 16 heads, each a quarter of the tile's
 // tokens (scores) and of o's dims (P.V).
@@ -105,7 +108,8 @@ static_assert(HEADS % HEAD_GROUPS == 0, "every head group holds whole heads");
 static_assert(MMA || HEADS_PER_THREAD * DIMS_PER_THREAD <= 64, "o accumulators a thread holds");
 static_assert(!MMA || (THREADS == 4 * 32 * M_TILES && HEADS % 16 == 0 && WARP_TOKENS % 8 == 0),
               "MMA 1: 4 warps an m tile of 16 heads, each whole 8-token n tiles");
-static_assert(THREADS >= HEADS && THREADS >= TILE, "a thread per head (softmax) and per entry (slots)");
+static_assert(THREADS >= SOFTMAX_LANES * HEADS && THREADS >= TILE, "softmax lanes per head, a thread per entry");
+static_assert(TILE % SOFTMAX_LANES == 0 && (SOFTMAX_LANES * HEADS) % 32 == 0, "whole warps of whole groups");
 static_assert(TILE % 16 == 0, "tiles of 16 entries");
 
 // Dynamic shared memory: q tile, cache tile, scores (then weights), each
@@ -368,21 +372,30 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         s_s[i] = st_score(p, s_q, (const float *)s_kv, s_slot, i / TILE, i % TILE);
     }
     __syncthreads();
-    if (tid < HEADS) { // 4. online softmax, base 2
-      float *s = s_s + tid * TILE;
-      float top = s_m[tid];
-      for (int t = 0; t < TILE; t++) top = fmaxf(top, s[t]);
+    if (tid < HEADS * SOFTMAX_LANES) { // 4. online softmax, base 2: SOFTMAX_LANES threads a head
+      const int h = tid / SOFTMAX_LANES, part = tid % SOFTMAX_LANES;
+      float *s = s_s + h * TILE;
+      const float old = s_m[h];
+      float top = old;
+      for (int t = part; t < TILE; t += SOFTMAX_LANES) top = fmaxf(top, s[t]);
+#pragma unroll
+      for (int x = 1; x < SOFTMAX_LANES; x *= 2) top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, x));
       const bool none = top == -__int_as_float(0x7f800000); // no token yet: nothing to weigh
-      const float alpha = none ? 1.f : exp2f(s_m[tid] - top);
       float sum = 0.f;
-      for (int t = 0; t < TILE; t++) {
-        s[t] = none ? 0.f : exp2f(s[t] - top);
-        sum += s[t];
-        if (MMA) s_p[tid * P_LD + t] = st_to_bf16(s[t]);
+      for (int t = part; t < TILE; t += SOFTMAX_LANES) {
+        const float w = none ? 0.f : exp2f(s[t] - top);
+        s[t] = w;
+        sum += w;
+        if (MMA) s_p[h * P_LD + t] = st_to_bf16(w);
       }
-      s_l[tid] = s_l[tid] * alpha + sum;
-      s_m[tid] = top;
-      s_alpha[tid] = alpha;
+#pragma unroll
+      for (int x = 1; x < SOFTMAX_LANES; x *= 2) sum += __shfl_xor_sync(0xffffffffu, sum, x);
+      if (part == 0) { // the group's lanes read s_m[h] before the shuffles that wait for them
+        const float alpha = none ? 1.f : exp2f(old - top);
+        s_l[h] = s_l[h] * alpha + sum;
+        s_m[h] = top;
+        s_alpha[h] = alpha;
+      }
     }
     __syncthreads();
     if (MMA) { // 5. o = o * alpha + P V
