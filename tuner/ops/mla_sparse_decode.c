@@ -12,7 +12,9 @@
  * request b a topk_length uniform in 0..topk (the first 0, the last topk);
  * sink 1 an attn_sink uniform in [-2, 2) with head 0 +inf and head 1
  * -inf; sel edge mixes into the rows -1, out-of-range slots, repeats and
- * tokens at page borders, and gives the first row no valid entry. */
+ * tokens at page borders, and gives the first row no valid entry. Cold
+ * timing (cold.h): the pool grown to 16 x L2 and input sets that differ in
+ * their indices alone, slots uniform over the whole pool. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +53,7 @@ typedef struct msd_case {
   uint16_t *got_o;
   float *got_lse;
   CUdeviceptr d_q, d_kv, d_idx, d_tlen, d_sink, d_o, d_lse;
+  st_cold_tables cold; /* --cold: the indices of the other input sets */
   st_mla_sparse_decode_args args;
 } msd_case;
 
@@ -69,6 +72,7 @@ static void case_destroy(void *p) {
   CUdeviceptr bufs[] = {c->d_q, c->d_kv, c->d_idx, c->d_tlen, c->d_sink, c->d_o, c->d_lse};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     if (bufs[i]) c->cu->cuMemFree(bufs[i]);
+  st_cold_free(c->cu, &c->cold);
   void *host[] = {c->h_q, c->h_kv, c->h_idx, c->h_tlen, c->h_sink, c->ref_o, c->ref_lse, c->got_o, c->got_lse};
   for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
   free(c);
@@ -300,6 +304,10 @@ static st_status case_create(const st_cu *cu, const st_device_info *dev, const s
   }
   if ((st = upload_all(c, err)) != ST_OK) goto fail;
   point_args(c);
+  c->cold = (st_cold_tables){.own = c->d_idx,
+                             .entries = (size_t)c->B * (size_t)c->qlen * (size_t)c->topk,
+                             .pages = c->pages * PAGE_SIZE, /* the slots' range */
+                             .seed = o->seed};
   if ((st = st_mla_sparse_decode_check_args(&c->args, err)) != ST_OK) goto fail;
   *out = c;
   return ST_OK;
@@ -406,6 +414,19 @@ static st_status verify(void *pb, CUstream stream, int *ok, double *max_err, cha
   return st_verify_twice(c->cu, stream, launch, pb, &out, ok, max_err, msg, cap, err);
 }
 
+static st_status cold_sets(void *pc, int n, st_err *err) {
+  msd_case *c = pc;
+  return st_cold_make(c->cu, &c->cold, n, err);
+}
+
+/* Input set i: indices i; a variant's own plan is made again for it. */
+static st_status rotate(void *pb, int i, st_err *err) {
+  msd_bound *b = pb;
+  msd_case *c = b->c;
+  const st_status s = st_cold_point(&c->cold, &c->args.indices, i, err);
+  return s != ST_OK || b->rt ? s : st_mla_sparse_decode_plan_make(&b->cfg, &c->args, c->dev.sm_count, &b->plan, err);
+}
+
 static void set_pdl(void *pc, int on) { ((msd_case *)pc)->args.pdl = on; }
 
 /* The valid entries of every row (topk_length applied). */
@@ -447,8 +468,8 @@ const st_op_harness st_mla_sparse_decode_harness = {
     .launch = launch,
     .verify = verify,
     .unbind = unbind,
-    .cold_sets = NULL, /* cold timing: the pool grown past L2, no input sets to rotate (yet) */
-    .rotate = NULL,
+    .cold_sets = cold_sets,
+    .rotate = rotate,
     .set_pdl = set_pdl,
     .min_bytes = min_bytes,
     .flops = flops,
