@@ -285,6 +285,7 @@ ENTRIES(sparse_attn, st_sparse_attn_args)
 ENTRIES(index_score, st_index_score_args)
 ENTRIES(index_prefill, st_index_prefill_args)
 ENTRIES(index_topk, st_index_topk_args)
+ENTRIES(mla_sparse_decode, st_mla_sparse_decode_args)
 
 static st_dispatch_variant named(const char *id, st_op_id op) {
   st_dispatch_variant v;
@@ -896,6 +897,94 @@ static st_dispatch_variant index_topk_variant(const char *id, st_index_topk_algo
   return v;
 }
 
+/* ---- mla_sparse_decode ------------------------------------------------------ */
+
+/* flavor 0: a bf16 cache; 1: the 656-byte fp8 rows. topk_length and the
+ * sink wanted, lse not until a case sets its data. */
+static void mla_sparse_decode_valid(void *p, int flavor) {
+  st_mla_sparse_decode_args *a = p;
+  st_mla_sparse_decode_args_init(a);
+  st_tensor_contiguous(&a->q, FAKE_PTR(1), ST_DTYPE_BF16, 3, (int64_t[]){8, 128, 576});
+  st_tensor_contiguous(&a->kv_cache, FAKE_PTR(2), flavor ? ST_DTYPE_FP8_E4M3 : ST_DTYPE_BF16, 3,
+                       (int64_t[]){1024, 64, flavor ? 656 : 576});
+  st_tensor_contiguous(&a->indices, FAKE_PTR(3), ST_DTYPE_INT32, 2, (int64_t[]){8, 2048});
+  st_tensor_contiguous(&a->topk_length, FAKE_PTR(4), ST_DTYPE_INT32, 1, (int64_t[]){8});
+  st_tensor_contiguous(&a->attn_sink, FAKE_PTR(5), ST_DTYPE_FP32, 1, (int64_t[]){128});
+  st_tensor_contiguous(&a->o, FAKE_PTR(6), ST_DTYPE_BF16, 3, (int64_t[]){8, 128, 512});
+  st_tensor_contiguous(&a->lse, NULL, ST_DTYPE_FP32, 2, (int64_t[]){8, 128});
+  a->sm_scale = 0.0721f;
+  a->qlen = 1;
+}
+
+static int mla_sparse_decode_oracle(const void *p, const st_dispatch_variant *v, int ptrs, size_t ws, char *why,
+                                    size_t cap) {
+  const st_mla_sparse_decode_args *a = p;
+  if (a->qlen < 1 || a->qlen > 4) return WHY("qlen=%d accepted", a->qlen);
+  if (a->pdl != 0 && a->pdl != 1) return WHY("pdl=%d accepted", a->pdl);
+  if (!(isfinite(a->sm_scale) && a->sm_scale > 0)) return WHY("sm_scale=%g accepted", (double)a->sm_scale);
+  const int kdt = get_enum(&a->kv_cache.dtype);
+  if (kdt != ST_DTYPE_BF16 && kdt != ST_DTYPE_FP8_E4M3) return WHY("kv_cache.dtype=%d accepted", kdt);
+  if (!view_ok(&a->q, "q", ST_DTYPE_BF16, 3, 0, ptrs, why, cap) ||
+      !view_ok(&a->kv_cache, "kv_cache", kdt, 3, 0, ptrs, why, cap) ||
+      !view_ok(&a->indices, "indices", ST_DTYPE_INT32, 2, 0, ptrs, why, cap) ||
+      !view_ok(&a->o, "o", ST_DTYPE_BF16, 3, 0, ptrs, why, cap))
+    return 0;
+  const int64_t rows = a->q.shape[0], Hq = a->q.shape[1], topk = a->indices.shape[1];
+  if (rows % a->qlen || rows > 65535) return WHY("B*qlen=%lld accepted with qlen %d", (long long)rows, a->qlen);
+  if (Hq % 16 || Hq > 128) return WHY("Hq=%lld accepted", (long long)Hq);
+  if (topk > 2048) return WHY("topk=%lld accepted", (long long)topk);
+  const int64_t page = a->kv_cache.shape[1];
+  if (page % 16 || page > 1024) return WHY("page_size=%lld accepted", (long long)page);
+  if ((i128)a->kv_cache.shape[0] * page > INT32_MAX) return WHY("%lld pages accepted", (long long)a->kv_cache.shape[0]);
+  if (!dims_are(&a->q, "q", 3, (int64_t[]){rows, Hq, 576}, why, cap) ||
+      !dims_are(&a->kv_cache, "kv_cache", 3, (int64_t[]){a->kv_cache.shape[0], page, kdt == ST_DTYPE_BF16 ? 576 : 656},
+                why, cap) ||
+      !dims_are(&a->indices, "indices", 1, (int64_t[]){rows}, why, cap) ||
+      !dims_are(&a->o, "o", 3, (int64_t[]){rows, Hq, 512}, why, cap) ||
+      !rows_aligned(&a->q, "q", 16, ptrs, why, cap) || !rows_aligned(&a->kv_cache, "kv_cache", 16, ptrs, why, cap))
+    return 0;
+  if (a->topk_length.data && (!view_ok(&a->topk_length, "topk_length", ST_DTYPE_INT32, 1, 0, ptrs, why, cap) ||
+                              !dims_are(&a->topk_length, "topk_length", 1, (int64_t[]){rows / a->qlen}, why, cap)))
+    return 0;
+  if (a->attn_sink.data && (!view_ok(&a->attn_sink, "attn_sink", ST_DTYPE_FP32, 1, 0, ptrs, why, cap) ||
+                            !dims_are(&a->attn_sink, "attn_sink", 1, (int64_t[]){Hq}, why, cap)))
+    return 0;
+  if (a->lse.data && (!view_ok(&a->lse, "lse", ST_DTYPE_FP32, 2, 0, ptrs, why, cap) ||
+                      !dims_are(&a->lse, "lse", 2, (int64_t[]){rows, Hq}, why, cap)))
+    return 0;
+  /* Fixed splits: at most topk, none empty; partial (o, m, l) per (row,
+   * split, head). */
+  const int64_t want = v->cfg.mla_sparse_decode.splits < topk ? v->cfg.mla_sparse_decode.splits : topk;
+  const int64_t splits = (int64_t)ceil_div(topk, ceil_div(topk, want));
+  if (splits == 1) return ws_equal(ws, 0, why, cap);
+  const i128 states = (i128)rows * splits * Hq;
+  return ws_equal(ws, ws_align(states * 512 * 4) + ws_align(states * 8), why, cap);
+}
+
+#define MD st_mla_sparse_decode_args
+static const field mla_sparse_decode_fields[] = {
+    FIELD(MD, q, F_TENSOR),    FIELD(MD, kv_cache, F_TENSOR), FIELD(MD, indices, F_TENSOR),
+    FIELD(MD, topk_length, F_TENSOR), FIELD(MD, attn_sink, F_TENSOR), FIELD(MD, o, F_TENSOR),
+    FIELD(MD, lse, F_TENSOR),  FIELD(MD, sm_scale, F_FLOAT),  FIELD(MD, qlen, F_INT),
+    FIELD(MD, pdl, F_INT)};
+
+static const symbol mla_sparse_decode_symbols[] = {
+    {"rows", 4, {AT(MD, q, 0), AT(MD, indices, 0), AT(MD, o, 0), AT(MD, lse, 0)}},
+    {"Hq", 4, {AT(MD, q, 1), AT(MD, o, 1), AT(MD, lse, 1), AT(MD, attn_sink, 0)}},
+    {"B", 1, {AT(MD, topk_length, 0)}},
+    {"pages", 1, {AT(MD, kv_cache, 0)}},
+    {"page_size", 1, {AT(MD, kv_cache, 1)}},
+    {"topk", 1, {AT(MD, indices, 1)}},
+};
+#undef MD
+
+static st_dispatch_variant mla_sparse_decode_variant(const char *id, st_dtype dt, int splits) {
+  st_dispatch_variant v = named(id, ST_OP_MLA_SPARSE_DECODE);
+  v.cfg.mla_sparse_decode = (st_mla_sparse_decode_config){
+      .dtype = dt, .heads_per_cta = 16, .tile_tokens = 64, .threads = 128, .mma = 1, .splits = splits};
+  return v;
+}
+
 /* ---- the table --------------------------------------------------------------- */
 
 #define OP_DESC(op, n_flavors)                                                                                         \
@@ -927,9 +1016,13 @@ static void make_ops(op_desc *ops) {
   ops[5] = (op_desc){OP_DESC(index_topk, 1), .op = ST_OP_INDEX_TOPK, .n_variants = 2};
   ops[5].variants[0] = index_topk_variant("cta", ST_INDEX_TOPK_CTA);
   ops[5].variants[1] = index_topk_variant("warp", ST_INDEX_TOPK_WARP);
+  ops[6] = (op_desc){OP_DESC(mla_sparse_decode, 2), .op = ST_OP_MLA_SPARSE_DECODE, .n_variants = 3};
+  ops[6].variants[0] = mla_sparse_decode_variant("s4", ST_DTYPE_BF16, 4);
+  ops[6].variants[1] = mla_sparse_decode_variant("s1", ST_DTYPE_BF16, 1);
+  ops[6].variants[2] = mla_sparse_decode_variant("fp8_s4", ST_DTYPE_FP8_E4M3, 4);
 }
 
-enum { N_OPS = 6 };
+enum { N_OPS = 7 };
 
 /* Room for any op's arguments, aligned for each. */
 typedef union any_args {
@@ -939,6 +1032,7 @@ typedef union any_args {
   st_index_score_args index_score;
   st_index_prefill_args index_prefill;
   st_index_topk_args index_topk;
+  st_mla_sparse_decode_args mla_sparse_decode;
 } any_args;
 
 /* ---- running a case ---------------------------------------------------------- */

@@ -119,7 +119,8 @@ static st_status check_cache(const st_mla_sparse_decode_args *a, st_err *err) {
                    ST_MLA_SPARSE_DECODE_MAX_PAGE);
   /* Slots are int32: every token of the pool must have one. */
   if (kv->shape[0] > INT32_MAX / page)
-    return st_fail(err, ST_ERR_INVALID_ARG, "kv_cache has %lld pages of %lld tokens: more slots than int32 can name",
+    return st_fail(err, ST_ERR_INVALID_ARG,
+                   "kv_cache.shape[0]=%lld pages of page_size=%lld tokens: more slots than int32 can name",
                    (long long)kv->shape[0], (long long)page);
   /* 16-byte vector loads of cache rows. */
   return st_check_vector_rows(kv, "kv_cache", 16, err);
