@@ -69,7 +69,7 @@ constexpr int FP8_ROPE_AT = DIM_V + 16; // byte offset of the RoPE bf16 values
 // rows of 584 bf16 (neighbouring heads 4 banks apart, rows 16-byte
 // aligned); cache rows of 577 floats (MMA 0: neighbouring tokens 1 bank
 // apart) or 584 bf16 (MMA 1, as q's); MMA 1's weights in rows of TILE + 8
-// bf16 (4 banks apart).
+// bf16 (the A fragments' 8 rows in distinct banks for TILE 32 and 64).
 constexpr int Q_LD = 584;
 constexpr int KV_LD = MMA ? Q_LD : 577;
 constexpr int P_LD = TILE + 8;
@@ -112,8 +112,9 @@ static_assert(THREADS >= SOFTMAX_LANES * HEADS && THREADS >= TILE, "softmax lane
 static_assert(TILE % SOFTMAX_LANES == 0 && (SOFTMAX_LANES * HEADS) % 32 == 0, "whole warps of whole groups");
 static_assert(TILE % 16 == 0, "tiles of 16 entries");
 
-// Dynamic shared memory: q tile, cache tile, scores (then weights), each
-// head's m, l and rescale factor, the tile's slots.
+// Dynamic shared memory: q tile, cache tile, scores (then weights), MMA
+// 1's weights in bf16, each head's m, l and rescale factor, the tile's
+// slots.
 constexpr unsigned Q_BYTES = HEADS * Q_LD * 2;
 constexpr unsigned KV_BYTES = TILE * KV_LD * (MMA ? 2 : 4);
 constexpr unsigned S_BYTES = HEADS * TILE * 4;
