@@ -55,9 +55,14 @@ constexpr int HEADS = ST_P_HEADS_PER_CTA; // q heads a CTA computes
 constexpr int TILE = ST_P_TILE_TOKENS;    // cache rows staged at once
 constexpr int THREADS = ST_P_THREADS;
 constexpr int MMA = ST_P_MMA; // 0: CUDA cores; 1: tensor cores (mma.sync)
+// 1: the next tile's raw rows are copied by cp.async into a staging buffer
+// while the current tile is scored and weighed (then widened from shared
+// memory); 0: each tile's rows are read and widened before its math.
+constexpr int PIPE = ST_P_PIPE;
 
 #include "params/mla_sparse_decode.h"
 #include "common/pdl.cuh"
+#include "common/smem_tile.cuh"
 
 constexpr int DIM_QK = 576;
 constexpr int DIM_V = 512;
@@ -119,7 +124,14 @@ constexpr unsigned Q_BYTES = HEADS * Q_LD * 2;
 constexpr unsigned KV_BYTES = TILE * KV_LD * (MMA ? 2 : 4);
 constexpr unsigned S_BYTES = HEADS * TILE * 4;
 constexpr unsigned P_BYTES = MMA ? HEADS * P_LD * 2 : 0;
-constexpr unsigned SMEM_BYTES = Q_BYTES + KV_BYTES + S_BYTES + P_BYTES + HEADS * 3 * 4 + TILE * 4;
+// PIPE: the raw rows (656 or 1152 bytes, 16-byte chunks) of the tile in
+// flight, and a second list of slots (the next tile's).
+constexpr int RAW_ROW = IS_FP8 ? 656 : DIM_QK * 2;
+constexpr int RAW_CHUNKS = RAW_ROW / 16;
+constexpr unsigned RAW_BYTES = PIPE ? TILE * RAW_ROW : 0;
+constexpr int SLOT_LISTS = PIPE ? 2 : 1;
+constexpr unsigned SMEM_BYTES =
+    Q_BYTES + KV_BYTES + RAW_BYTES + S_BYTES + P_BYTES + HEADS * 3 * 4 + SLOT_LISTS * TILE * 4;
 
 // ---- conversions -----------------------------------------------------------
 
@@ -158,18 +170,22 @@ typedef st_kv_elem<MMA != 0>::type kv_t;
 __device__ __forceinline__ void st_put(float *dst, float v) { *dst = v; }
 __device__ __forceinline__ void st_put(uint16_t *dst, float v) { *dst = st_to_bf16(v); }
 
-// One 16-byte vector `v` of the cache row of `slot` into shared row `dst`
-// (zeros for slot -1).
-__device__ __forceinline__ void st_stage_vector(const st_mla_sparse_decode_params &p, int32_t slot, int v, kv_t *dst) {
+// The cache row of a (valid) slot.
+__device__ __forceinline__ const char *st_slot_row(const st_mla_sparse_decode_params &p, int32_t slot) {
+  return (const char *)p.kv +
+         ((int64_t)(slot / p.page_size) * p.kv_stride_page + (int64_t)(slot % p.page_size) * p.kv_stride_token) *
+             ROW_ELEM_BYTES;
+}
+
+// One 16-byte vector `v` of a cache row (global, or PIPE's raw copy in
+// shared memory: the same layout) into shared row `dst`; zeros for no row.
+__device__ __forceinline__ void st_stage_vector(const char *row, int v, kv_t *dst) {
   const bool latent = IS_FP8 && v < LATENT_VECS;
   kv_t *out = !IS_FP8 ? dst + v * VEC_BF16 : latent ? dst + v * VEC_FP8 : dst + DIM_V + (v - LATENT_VECS) * VEC_BF16;
-  if (slot < 0) {
+  if (!row) {
     for (int i = 0; i < (latent ? VEC_FP8 : VEC_BF16); i++) st_put(out + i, 0.f);
     return;
   }
-  const char *row = (const char *)p.kv + ((int64_t)(slot / p.page_size) * p.kv_stride_page +
-                                          (int64_t)(slot % p.page_size) * p.kv_stride_token) *
-                                             ROW_ELEM_BYTES;
   if (latent) {
     const uint4 raw = *(const uint4 *)(row + v * VEC_FP8);
     const float scale = *(const float *)(row + FP8_SCALES_AT + 4 * (v * VEC_FP8 / FP8_GROUP));
@@ -294,6 +310,30 @@ __device__ __forceinline__ float st_sink_factor(const st_mla_sparse_decode_param
   return 1.f / (1.f + expf(p.sink[(int64_t)h * p.sink_stride] - lse));
 }
 
+// PIPE: one 16-byte chunk copied asynchronously into shared memory.
+__device__ __forceinline__ void st_copy16_async(void *dst, const void *src) {
+  st_cp_async16(st_smem_addr(dst), src, 16);
+}
+
+// PIPE: the raw rows of the tile whose slots `slots` holds, copied into
+// `raw` (rows of no token are not copied: widening writes their zeros).
+__device__ __forceinline__ void st_issue_tile(const st_mla_sparse_decode_params &p, const int32_t *slots, char *raw,
+                                              int tid) {
+  for (int i = tid; i < TILE * RAW_CHUNKS; i += THREADS) {
+    const int t = i / RAW_CHUNKS, c = i % RAW_CHUNKS;
+    if (slots[t] >= 0) st_copy16_async(raw + t * RAW_ROW + 16 * c, st_slot_row(p, slots[t]) + 16 * c);
+  }
+  st_cp_async_commit();
+}
+
+// The slot of entry e0 + t of the row, -1 for none (past `end`, < 0, or
+// past the pool).
+__device__ __forceinline__ int32_t st_entry_slot(const st_mla_sparse_decode_params &p, int row, int e, int end) {
+  int32_t slot = -1;
+  if (e < end) slot = p.indices[row * p.idx_stride_row + e];
+  return slot >= 0 && (int64_t)slot < p.num_slots ? slot : -1;
+}
+
 // ---- the kernels -------------------------------------------------------------
 
 // A thread's o accumulators: ACC_ROWS x 4, element (j, i) o's (head, dim)
@@ -321,12 +361,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   extern __shared__ __align__(16) char s_dyn[];
   uint16_t *s_q = (uint16_t *)s_dyn;
   kv_t *s_kv = (kv_t *)(s_dyn + Q_BYTES);
-  float *s_s = (float *)(s_dyn + Q_BYTES + KV_BYTES);
-  uint16_t *s_p = (uint16_t *)(s_dyn + Q_BYTES + KV_BYTES + S_BYTES); // MMA 1
-  float *s_m = (float *)(s_dyn + Q_BYTES + KV_BYTES + S_BYTES + P_BYTES);
+  char *s_raw = s_dyn + Q_BYTES + KV_BYTES; // PIPE
+  float *s_s = (float *)(s_raw + RAW_BYTES);
+  uint16_t *s_p = (uint16_t *)(s_raw + RAW_BYTES + S_BYTES); // MMA 1
+  float *s_m = (float *)(s_raw + RAW_BYTES + S_BYTES + P_BYTES);
   float *s_l = s_m + HEADS;
   float *s_alpha = s_l + HEADS;
-  int32_t *s_slot = (int32_t *)(s_alpha + HEADS);
+  int32_t *s_slots = (int32_t *)(s_alpha + HEADS); // SLOT_LISTS lists of TILE
   const int tid = threadIdx.x, warp = tid / 32, lane = tid & 31;
   if (tid == 0) {
     unsigned dyn;
@@ -354,18 +395,33 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
     for (int i = 0; i < 4; i++) acc[j][i] = 0.f;
 
-  for (int e0 = begin; e0 < end; e0 += TILE) {
-    if (tid < TILE) { // 1. the tile's slots
-      int32_t slot = -1;
-      if (e0 + tid < end) slot = p.indices[row * p.idx_stride_row + e0 + tid];
-      s_slot[tid] = slot >= 0 && (int64_t)slot < p.num_slots ? slot : -1;
-    }
+  if (PIPE && begin < end) { // the first tile's slots and rows on their way
+    if (tid < TILE) s_slots[tid] = st_entry_slot(p, row, begin + tid, end);
     __syncthreads();
-    for (int i = tid; i < TILE * ROW_VECS; i += THREADS) { // 2. the rows
-      const int t = i / ROW_VECS;
-      st_stage_vector(p, s_slot[t], i % ROW_VECS, s_kv + t * KV_LD);
+    st_issue_tile(p, s_slots, s_raw, tid);
+  }
+  for (int e0 = begin, it = 0; e0 < end; e0 += TILE, it++) {
+    const int32_t *s_slot = s_slots + (PIPE ? (it & 1) * TILE : 0);
+    if (PIPE) { // 1-2. the tile's rows landed: widen them; the next tile's slots
+      st_cp_async_wait<0>();
+      __syncthreads();
+      for (int i = tid; i < TILE * ROW_VECS; i += THREADS) {
+        const int t = i / ROW_VECS;
+        st_stage_vector(s_slot[t] >= 0 ? s_raw + t * RAW_ROW : nullptr, i % ROW_VECS, s_kv + t * KV_LD);
+      }
+      int32_t *next = s_slots + ((it + 1) & 1) * TILE;
+      if (tid < TILE) next[tid] = st_entry_slot(p, row, e0 + TILE + tid, end);
+      __syncthreads();
+      if (e0 + TILE < end) st_issue_tile(p, next, s_raw, tid); // lands under this tile's math
+    } else {
+      if (tid < TILE) s_slots[tid] = st_entry_slot(p, row, e0 + tid, end); // 1. the tile's slots
+      __syncthreads();
+      for (int i = tid; i < TILE * ROW_VECS; i += THREADS) { // 2. the rows
+        const int t = i / ROW_VECS;
+        st_stage_vector(s_slot[t] >= 0 ? st_slot_row(p, s_slot[t]) : nullptr, i % ROW_VECS, s_kv + t * KV_LD);
+      }
+      __syncthreads();
     }
-    __syncthreads();
     if (MMA) { // 3. scores
       st_scores_mma(p, s_q, (const uint16_t *)s_kv, s_slot, s_s, warp, lane);
     } else {

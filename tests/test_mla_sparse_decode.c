@@ -562,6 +562,14 @@ static void test_variants_fit_and_parameters_are_checked(void **state) {
   st_params_set_int(&k, "tile_tokens", 16, &err);
   assert_int_equal(st_mla_sparse_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
   assert_non_null(strstr(err.msg, "tile_tokens a multiple of 32 (has 16)"));
+  /* pipe: the tensor-core family only */
+  st_params_set_int(&k, "tile_tokens", 64, &err);
+  st_params_set_int(&k, "pipe", 1, &err);
+  assert_int_equal(st_mla_sparse_decode_config_from_params(&k, &l, &c, &err), ST_OK);
+  assert_int_equal(c.pipe, 1);
+  st_params_set_int(&k, "mma", 0, &err);
+  assert_int_equal(st_mla_sparse_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
+  assert_non_null(strstr(err.msg, "pipe=1 needs mma=1"));
 }
 
 static void test_plans_size_grid_shared_memory_and_workspace(void **state) {
@@ -590,6 +598,10 @@ static void test_plans_size_grid_shared_memory_and_workspace(void **state) {
   m.mma = 1;
   assert_int_equal(st_mla_sparse_decode_smem_bytes(&m),
                    64 * 584 * 2 + 64 * 584 * 2 + 64 * 64 * 4 + 64 * 72 * 2 + 64 * 12 + 64 * 4);
+  /* pipe: plus the raw fp8 rows of a tile and a second list of slots */
+  m.pipe = 1;
+  assert_int_equal(st_mla_sparse_decode_smem_bytes(&m),
+                   64 * 584 * 2 + 64 * 584 * 2 + 64 * 656 + 64 * 64 * 4 + 64 * 72 * 2 + 64 * 12 + 2 * 64 * 4);
   /* 64 rows x 2 tiles: 128 CTAs, as many as one more split would not fit: none */
   a = valid_args(ST_DTYPE_FP8_E4M3);
   assert_int_equal(st_mla_sparse_decode_plan_make(&c, &a, 132, &p, &err), ST_OK);

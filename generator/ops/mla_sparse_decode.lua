@@ -25,6 +25,11 @@ M.kernel_domains = {
   -- warps an m tile of 16 heads (threads = 8 x heads_per_cta), cache rows
   -- staged as bf16.
   mma = { 0, 1 },
+  -- mma 1 only: 1 copies the next tile's raw rows by cp.async into a
+  -- staging buffer while the current tile is scored and weighed, then
+  -- widens them from shared memory; 0 reads and widens each tile before
+  -- its math.
+  pipe = { 0, 1 },
 }
 
 -- Launch choices timed: auto and powers of two (bounded per shape below).
@@ -41,6 +46,8 @@ local DIM_THREADS, MAX_ACC = 128, 64
 -- mma 1: threads per head (4 warps an m tile of 16), tiles of whole 8-token
 -- n tiles a warp (a quarter of the tile each), the weights' row padding.
 local MMA_THREADS_PER_HEAD, MMA_TILE_ALIGN, P_PAD = 8, 32, 8
+-- Bytes of a raw cache row: q.k's dims in bf16, or the packed fp8 row.
+local DIM_QK, FP8_ROW = 576, 656
 -- Bytes of dynamic shared memory one CTA may opt in to (the launcher's).
 local SHARED_BUDGET = 220 * 1024
 -- Pruning model: an H200 (132 SMs); more than 8 waves of CTAs cannot win.
@@ -73,11 +80,17 @@ local function shared_bytes(k)
   local mma = (k.mma or 0) == 1
   local kv = mma and T * Q_LD * 2 or T * KV_LD * 4 -- bf16 rows (padded as q's) or fp32
   local p = mma and H * (T + P_PAD) * 2 or 0 -- the weights as bf16
-  return H * Q_LD * 2 + kv + H * T * 4 + p + H * 3 * 4 + T * 4
+  -- pipe: the raw rows of the tile in flight, a second list of slots
+  local pipe = (k.pipe or 0) == 1
+  local raw = pipe and T * (k.dtype == "fp8" and FP8_ROW or DIM_QK * 2) or 0
+  return H * Q_LD * 2 + kv + raw + H * T * 4 + p + H * 3 * 4 + (pipe and 2 or 1) * T * 4
 end
 
 -- The constraints of the kernel space: ok, or false and why.
 function M.constraint(k)
+  if (k.pipe or 0) == 1 and (k.mma or 0) ~= 1 then
+    return false, "pipe=1 needs mma=1"
+  end
   if (k.mma or 0) == 1 then
     if k.threads ~= MMA_THREADS_PER_HEAD * k.heads_per_cta or k.tile_tokens % MMA_TILE_ALIGN ~= 0 then
       return false, string.format("mma=1 needs threads = %d x heads_per_cta and tile_tokens a multiple of %d " ..
@@ -131,7 +144,7 @@ function M.defaults()
   for _, dtype in ipairs(M.kernel_domains.dtype) do
     for _, d in ipairs(DEFAULTS) do
       local k = { dtype = dtype, heads_per_cta = d.heads_per_cta, tile_tokens = d.tile_tokens, threads = d.threads,
-        mma = d.mma }
+        mma = d.mma, pipe = 0 }
       local ok, why = M.constraint(k)
       -- Every shape of the contract needs a fallback: a missing one is a
       -- defect of the space, not a configuration to skip.
@@ -220,14 +233,17 @@ function M.render_values(k)
     tile_tokens = k.tile_tokens,
     threads = k.threads,
     mma = k.mma or 0,
+    pipe = k.pipe or 0,
   }
 end
 
 -- "mla_sparse_decode.fp8.h64.t64.n512.mma/auto" (tensor cores; without
--- ".mma" CUDA cores; "/s8" for 8 splits).
+-- ".mma" CUDA cores; ".mma.pipe" with the copies pipelined; "/s8" for 8
+-- splits).
 function M.variant_name(k, l)
-  return string.format("%s.%s.h%d.t%d.n%d%s/%s", M.name, k.dtype, k.heads_per_cta, k.tile_tokens, k.threads,
-    (k.mma or 0) == 1 and ".mma" or "", l.splits == 0 and "auto" or ("s" .. l.splits))
+  return string.format("%s.%s.h%d.t%d.n%d%s%s/%s", M.name, k.dtype, k.heads_per_cta, k.tile_tokens, k.threads,
+    (k.mma or 0) == 1 and ".mma" or "", (k.pipe or 0) == 1 and ".pipe" or "",
+    l.splits == 0 and "auto" or ("s" .. l.splits))
 end
 
 space.define_checks(M, { name = "splits", max = SPLITS_MAX, choices = M.splits_choices })

@@ -56,6 +56,10 @@ st_status st_mla_sparse_decode_config_from_params(const st_params *kernel, const
   if (st_params_get(kernel, "mma")) {
     GET(kernel, "mma", 0, 1, mma)
   }
+  /* Nor pipe, before it: 0. */
+  if (st_params_get(kernel, "pipe")) {
+    GET(kernel, "pipe", 0, 1, pipe)
+  }
 #undef GET
   if (cfg->heads_per_cta != 16 && cfg->heads_per_cta != 32 && cfg->heads_per_cta != 64)
     return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter heads_per_cta=%d is not 16, 32 or 64",
@@ -66,6 +70,8 @@ st_status st_mla_sparse_decode_config_from_params(const st_params *kernel, const
   if (cfg->threads % ST_MLA_DIM_THREADS)
     return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter threads=%d is not a multiple of %d", cfg->threads,
                    ST_MLA_DIM_THREADS);
+  if (cfg->pipe && !cfg->mma)
+    return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter pipe=1 needs mma=1 (has mma=%d)", cfg->mma);
   if (cfg->mma) {
     if (cfg->threads != ST_MLA_MMA_THREADS_PER_HEAD * cfg->heads_per_cta || cfg->tile_tokens % ST_MLA_MMA_TILE_ALIGN)
       return st_fail(err, ST_ERR_INVALID_ARG,
@@ -96,7 +102,11 @@ unsigned st_mla_sparse_decode_smem_bytes(const st_mla_sparse_decode_config *cfg)
    * m, l and rescale factor, the tile's slots */
   const int64_t kv = cfg->mma ? T * ST_MLA_Q_LD * 2 : T * ST_MLA_KV_LD * 4;
   const int64_t p = cfg->mma ? H * (T + ST_MLA_P_PAD) * 2 : 0;
-  return (unsigned)(H * ST_MLA_Q_LD * 2 + kv + H * T * 4 + p + H * 3 * 4 + T * 4);
+  /* pipe: the raw rows of the tile in flight and a second list of slots */
+  const int64_t raw_row =
+      cfg->dtype == ST_DTYPE_FP8_E4M3 ? ST_MLA_SPARSE_DECODE_FP8_ROW : ST_MLA_SPARSE_DECODE_DIM_QK * 2;
+  const int64_t raw = cfg->pipe ? T * raw_row : 0, slot_lists = cfg->pipe ? 2 : 1;
+  return (unsigned)(H * ST_MLA_Q_LD * 2 + kv + raw + H * T * 4 + p + H * 3 * 4 + slot_lists * T * 4);
 }
 
 static st_status check_cache(const st_mla_sparse_decode_args *a, st_err *err) {

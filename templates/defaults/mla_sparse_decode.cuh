@@ -12,3 +12,4 @@
 #define ST_P_TILE_TOKENS 64
 #define ST_P_THREADS 512
 #define ST_P_MMA 1
+#define ST_P_PIPE 0
