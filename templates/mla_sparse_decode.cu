@@ -15,7 +15,10 @@
 //   2. all threads copy the tile's cache rows to shared memory in 16-byte
 //      loads (fp8: latent times its group's scale, RoPE from bf16; rows of
 //      no token are zeros, so a zero weight never meets a NaN): fp32 rows
-//      for the CUDA-core family, bf16 rows for the tensor-core one;
+//      for the CUDA-core family, bf16 rows for the tensor-core one. With
+//      PIPE the rows come from a raw copy in shared memory that cp.async
+//      filled during the previous tile's math, and the next tile's copy is
+//      issued right after (slots of two tiles kept, by parity);
 //   3. scores S = q K^T over the 576 dims, times sm_scale * log2(e), into
 //      shared memory (-inf for no token):
 //        MMA 0: thread pairs (head, token) on CUDA cores, q from a bf16
