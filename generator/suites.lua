@@ -22,6 +22,10 @@
 --              with holes, the log-sum-exp output).
 --   anchors    exactly the rows on which the peer was timed (bench;
 --              docs/method.md).
+--   dsv32-decode
+--              DeepSeek-V3.2 decode shapes of the lightning indexer
+--              (dsa_index_decode): B 1, 32 and 128 over 8K-128K contexts,
+--              mixed lengths, qlen 2 and topk 512 and 1024 beside 2048.
 --   smoke      a few tiny shapes for quick end-to-end checks.
 --   engine-decode, engine-prefill
 --              a fixed design over the range engines run (32 decode steps,
@@ -57,6 +61,16 @@ local function sparse_attn_decode(dtype, B, ctx, over)
     s[k] = v
   end
   return { op = "sparse_attn_decode", shape = s }
+end
+
+-- DeepSeek-V3.2 lightning indexer: 64 index heads of 128, the top 2048
+-- tokens, 64-token pages of fp8 keys with one fp32 scale each.
+local function dsa_index_decode(B, ctx, over)
+  local s = { B = B, ctx = ctx, H = 64, qlen = 1, topk = 2048, page = 64, lens = "full" }
+  for k, v in pairs(over or {}) do
+    s[k] = v
+  end
+  return { op = "dsa_index_decode", shape = s }
 end
 
 -- MiniMax-M3 prefill attention: the decode shape's heads, a varlen batch
@@ -208,6 +222,31 @@ local function m3_decode()
   return rows
 end
 
+-- DeepSeek-V3.2 decode: the indexer at B 1, 32 and 128 over 8K-128K
+-- contexts, full and mixed lengths, speculative qlen 2, and the top 512 and
+-- 1024 that engines also run.
+local function dsv32_decode()
+  local rows = {}
+  local function add(row)
+    rows[#rows + 1] = row
+  end
+  for _, B in ipairs({ 1, 32, 128 }) do
+    for _, ctx in ipairs({ 8192, 32768, 131072 }) do
+      add(dsa_index_decode(B, ctx))
+    end
+  end
+  add(dsa_index_decode(32, 32768, { lens = "mixed" }))
+  add(dsa_index_decode(32, 131072, { lens = "mixed" }))
+  add(dsa_index_decode(128, 131072, { lens = "mixed" }))
+  add(dsa_index_decode(1, 32768, { qlen = 2 }))
+  add(dsa_index_decode(32, 32768, { qlen = 2 }))
+  add(dsa_index_decode(128, 8192, { qlen = 2 }))
+  add(dsa_index_decode(32, 32768, { topk = 512 }))
+  add(dsa_index_decode(32, 32768, { topk = 1024 }))
+  add(dsa_index_decode(1, 131072, { topk = 512 }))
+  return rows
+end
+
 local function smoke()
   return {
     index_decode("bf16", 1, 1024),
@@ -218,12 +257,14 @@ local function smoke()
     index_topk("100:0;3:130", { topk = 4, init = 1, ["local"] = 1 }),
     index_score("bf16", "100:0;3:130"),
     index_prefill("bf16", "100:0;3:130", { topk = 4, init = 1, ["local"] = 1 }),
+    dsa_index_decode(2, 3000, { qlen = 2, topk = 512, lens = "mixed" }),
   }
 end
 
 local SUITES = {
   ["m3-decode"] = m3_decode,
   ["m3-prefill"] = m3_prefill,
+  ["dsv32-decode"] = dsv32_decode,
   anchors = anchor_rows,
   smoke = smoke,
   ["engine-decode"] = engine_shapes.decode,

@@ -40,7 +40,8 @@ static void load_token(const st_ref_dsa_index_decode *in, int r, int tok, double
   const uint8_t *base = in->k_pool + (int64_t)page * in->page_stride;
   float scale;
   memcpy(&scale, base + (int64_t)in->page_size * HEAD_DIM + (int64_t)off * 4, sizeof scale);
-  for (int d = 0; d < HEAD_DIM; d++) kd[d] = (double)st_fp8_e4m3_to_float(base[(int64_t)off * HEAD_DIM + d]) * (double)scale;
+  for (int d = 0; d < HEAD_DIM; d++)
+    kd[d] = (double)st_fp8_e4m3_to_float(base[(int64_t)off * HEAD_DIM + d]) * (double)scale;
 }
 
 static void score_item(const work *w, int r, int tok0, double *kd) {
