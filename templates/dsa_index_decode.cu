@@ -70,6 +70,13 @@ constexpr int MERGE_WARPS = MERGE_THREADS / 32;
 constexpr int RADIX_BINS = 256;        // 8-bit digits
 constexpr int SCALE_OFFSET = HEAD_DIM; // a page's scales start at page_size * this
 
+// CTAs of the main kernel a multiprocessor must hold at once: the
+// launcher's one-wave split rule counts 512 threads an SM
+// (runtime/ops/dsa_index_decode.c, ST_DSA_SM_THREADS), so registers are
+// capped to allow it (128 a thread).
+constexpr int SM_THREADS = 512;
+constexpr int MIN_CTAS_PER_SM = SM_THREADS / THREADS > 0 ? SM_THREADS / THREADS : 1;
+
 static_assert(MAX_HEADS % 8 == 0 && MAX_HEADS <= 64, "whole mma column tiles, at most 64 heads");
 static_assert(THREADS % 32 == 0 && MERGE_THREADS % 32 == 0, "whole warps");
 static_assert(MERGE_THREADS >= 64 && MERGE_THREADS <= 1024, "the merge's warp counts fit one warp's scan");
@@ -90,7 +97,7 @@ __device__ __forceinline__ int st_q_slot(int t, int nt, int ch, int hf, int lane
   return (((t * NT + nt) * CHUNKS + ch) * 2 + hf) * 32 + lane;
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS) st_dsa_index_decode_main(const st_dsa_index_decode_params p) {
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS_PER_SM) st_dsa_index_decode_main(const st_dsa_index_decode_params p) {
   // [qlen][NT][CHUNKS][2][32] uint4 q fragments, then [qlen][MAX_HEADS]
   // fp32 weights (runtime/ops/dsa_index_decode.c sizes it for p.qlen).
   extern __shared__ __align__(16) uint4 s_dyn[];
