@@ -185,7 +185,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS_PER_SM) st_dsa_in
         st_e4m3x4_to_f16x2x2(y.w, h16[ch][6], h16[ch][7]);
       }
       const int tok0 = lo + tile * TILE + gq;
-      for (int t = 0; t < qlen; t++) {
+      // Unrolled to MAX_QLEN: the query tokens' products are independent
+      // chains on the same A fragments.
+#pragma unroll
+      for (int t = 0; t < MAX_QLEN; t++) {
+        if (t >= qlen) break;
         float acc[NT][4];
 #pragma unroll
         for (int nt = 0; nt < NT; nt++) {
@@ -235,10 +239,15 @@ struct st_merge_smem {
   uint32_t prefix, want, emitted;
 };
 
+// A logit's key. + 0 turns -0 into +0 (round to nearest): the two are
+// one value to the contract, so they must tie and go by position, as in
+// the reference, not rank by their sign bit.
+__device__ __forceinline__ uint32_t st_logit_key_of(float logit) { return st_score_key(logit + 0.f); }
+
 // Key of logit i of the row: from shared memory once staged, else from L2
 // (the main kernel of this launch wrote it).
 __device__ __forceinline__ uint32_t st_logit_key(const float *row, const uint32_t *staged, bool is_staged, int i) {
-  return is_staged ? staged[i] : st_score_key(__ldcg(row + i));
+  return is_staged ? staged[i] : st_logit_key_of(__ldcg(row + i));
 }
 
 extern "C" __global__ void __launch_bounds__(MERGE_THREADS)
@@ -268,7 +277,7 @@ extern "C" __global__ void __launch_bounds__(MERGE_THREADS)
     for (int i = threadIdx.x; i < n; i += MERGE_THREADS) {
       uint32_t k;
       if (shift == 24) {
-        k = st_score_key(__ldcg(lg + i));
+        k = st_logit_key_of(__ldcg(lg + i));
         if (staged) s_keys[i] = k;
       } else {
         k = st_logit_key(lg, s_keys, staged, i);

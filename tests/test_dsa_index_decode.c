@@ -10,10 +10,10 @@
  * `gpu`: every generated variant against the reference over the contract's
  * edge cases: lengths around page borders and topk, padding rows, topk
  * above the visible tokens, qlen 1 to 4, H not a multiple of 8, an
- * unaligned page size, all tokens tied, a batch of 40 mixed lengths. Each
- * variant runs twice per shape (the second run checks that the workspace
- * needs nothing between launches). Skips where there is no driver or GPU;
- * with ST_TEST_COMPILE_ONLY it compiles the variants only. */
+ * unaligned page size, all tokens tied, NaN values, a batch of 40 mixed
+ * lengths. Each variant runs twice per shape (the second run checks that
+ * the workspace needs nothing between launches). Skips where there is no
+ * driver or GPU; with ST_TEST_COMPILE_ONLY it compiles the variants only. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -529,7 +529,8 @@ typedef struct edge {
   int H, qlen, topk, page, ctx;
   const char *lens; /* the lengths, or "mixed" for B random ones */
   int ties;
-  int B; /* "mixed" only */
+  int B;   /* "mixed" only */
+  int nan; /* NaN values in the pool */
 } edge;
 
 static const edge edges[] = {
@@ -544,7 +545,9 @@ static const edge edges[] = {
     /* every logit of a row ties */
     {64, 2, 512, 64, 5000, "5000;600;0", 1, 0},
     /* a batch of mixed lengths (every eighth a padding row) */
-    {64, 1, 2048, 64, 40000, "mixed", 0, 40},
+    {64, 1, 2048, 64, 40000, "mixed", 0, 40, 0},
+    /* NaN logits rank as -inf */
+    {64, 2, 256, 64, 3000, "3000;257;0", 0, 0, 1},
 };
 
 static void make_shape(const edge *e, st_shape *s) {
@@ -564,8 +567,9 @@ static void make_shape(const edge *e, st_shape *s) {
   st_params_set_int(&s->params, "ctx", e->ctx, &err);
   st_params_set(&s->params, "lens", e->lens, &err);
   st_params_set_int(&s->params, "ties", e->ties, &err);
-  snprintf(s->key, sizeof s->key, "edge:B=%d,H=%d,qlen=%d,topk=%d,page=%d,ctx=%d,lens=%s,ties=%d", B, e->H, e->qlen,
-           e->topk, e->page, e->ctx, e->lens, e->ties);
+  st_params_set_int(&s->params, "nan", e->nan, &err);
+  snprintf(s->key, sizeof s->key, "edge:B=%d,H=%d,qlen=%d,topk=%d,page=%d,ctx=%d,lens=%s,ties=%d,nan=%d", B, e->H,
+           e->qlen, e->topk, e->page, e->ctx, e->lens, e->ties, e->nan);
 }
 
 static void test_every_variant_matches_the_reference_on_edge_cases(void **state) {

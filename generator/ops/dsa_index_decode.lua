@@ -51,8 +51,9 @@ local DISPATCH_FIELDS = { "B", "H", "ctx", "page", "qlen", "topk" }
 local LENS = { "full", "mixed" }
 local SHAPE_FIELD_SET = space.shape_field_set(SHAPE_FIELDS)
 -- ties=1 (GPU tests): every index-K token the same, so all logits of a row
--- tie; an input pattern, not a shape.
+-- tie; nan=1: every 4099th index-K value a NaN. Input patterns, not shapes.
 SHAPE_FIELD_SET.ties = true
+SHAPE_FIELD_SET.nan = true
 
 local function smem_bytes(k)
   return k.max_qlen * (k.max_heads // 8) * Q_BYTES_PER_8_HEADS + k.max_qlen * k.max_heads * 4

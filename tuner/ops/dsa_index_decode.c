@@ -119,11 +119,16 @@ static void table_garbage(int32_t *bt, int R, int cols, const int32_t *seq, int 
       bt[(size_t)r * cols + j] = garbage[(r + j) % 4];
 }
 
+/* Every NAN_STRIDE-th value byte of the pool (scales left alone) is an
+ * e4m3 NaN with nan=1: its token's logits are NaN and rank as -inf. */
+#define NAN_STRIDE 4099
+#define FP8_NAN 0x7f
+
 /* Fills the host inputs of `c` (sized by g) from `seed`. ties: every token
  * of the pool the same values and scale, so every visible logit of a row
- * ties (the selection's equal-key path). */
-static st_status fill_inputs(dsa_case *c, const dsa_geometry *g, const char *lens, int ties, uint64_t seed, int threads,
-                             st_err *err) {
+ * ties (the selection's equal-key path). nan: NaN values (NAN_STRIDE). */
+static st_status fill_inputs(dsa_case *c, const dsa_geometry *g, const char *lens, int ties, int nan, uint64_t seed,
+                             int threads, st_err *err) {
   const size_t rows = (size_t)g->B * (size_t)g->qlen;
   const size_t q_bytes = rows * (size_t)g->H * HEAD_DIM, pool_bytes = (size_t)g->pages * (size_t)g->page_stride;
   st_fill_uniform(c->h_q, ST_DTYPE_FP8_E4M3, q_bytes, -4.0f, 4.0f, seed ^ 0x71, threads);
@@ -138,6 +143,10 @@ static st_status fill_inputs(dsa_case *c, const dsa_geometry *g, const char *len
       const float scale = ties ? 0.5f : (float)(0.125 + 1.875 * (double)st_rand_below(&rng, 1u << 20) / (1u << 20));
       memcpy(page + (size_t)g->page * HEAD_DIM + (size_t)k * 4, &scale, 4);
     }
+    if (nan)
+      for (int64_t i = (NAN_STRIDE - pg * g->page_stride % NAN_STRIDE) % NAN_STRIDE; i < (int64_t)g->page * HEAD_DIM;
+           i += NAN_STRIDE)
+        page[i] = FP8_NAN;
   }
   const size_t bt_elems = (size_t)g->B * (size_t)g->max_pages;
   for (size_t i = 0; i < bt_elems; i++) c->h_bt[i] = (int32_t)st_rand_below(&rng, (uint64_t)g->pages);
@@ -153,8 +162,10 @@ static st_status case_create(const st_cu *cu, const st_device_info *dev, const s
   st_status s = read_geometry(shape, o->cold, dev->l2_bytes, &g, err);
   if (s != ST_OK) return s;
   /* Optional ties=1 (GPU tests): every logit of a row equal. */
-  int ties = 0;
+  int ties = 0, nan = 0;
   if (st_params_get(shape, "ties") && (s = st_case_shape_int(shape, "ties", 0, 1, &ties, err))) return s;
+  /* Optional nan=1 (GPU tests): NaN values in the pool. */
+  if (st_params_get(shape, "nan") && (s = st_case_shape_int(shape, "nan", 0, 1, &nan, err))) return s;
   dsa_case *c = calloc(1, sizeof *c);
   if (!c) return st_fail(err, ST_ERR_NOMEM, "out of host memory");
   c->cu = cu;
@@ -173,7 +184,7 @@ static st_status case_create(const st_cu *cu, const st_device_info *dev, const s
     case_destroy(c);
     return st_fail(err, ST_ERR_NOMEM, "out of host memory for a case of %zu pool bytes", pool_bytes);
   }
-  if ((s = fill_inputs(c, &g, st_params_get(shape, "lens"), ties, o->seed, o->threads, err)) != ST_OK) {
+  if ((s = fill_inputs(c, &g, st_params_get(shape, "lens"), ties, nan, o->seed, o->threads, err)) != ST_OK) {
     case_destroy(c);
     return s;
   }
