@@ -28,19 +28,24 @@
 //   f16 (wgmma is its fp8 path), so this family widens once itself.
 //  st_dsa_index_decode_merge, grid (R*qlen), MERGE_THREADS threads: one
 //   CTA selects one row's top-k by radix select on the logits' order-
-//   preserving 32-bit keys (common/score_key.cuh; NaN as -inf): four 8-bit
-//   passes, each a shared-memory histogram of the keys that still match
-//   the prefix, settle the k-th key exactly; then every key above it is
-//   emitted in any order, and of the keys equal to it the lowest
-//   positions, by a running count in position order (ties as the
-//   reference breaks them). Rows that see no more than topk tokens are
-//   written without reading a logit. A row's keys stay in shared memory
-//   between passes when the launcher's stage_cap holds them (rows up to
-//   32K tokens); longer rows are read from L2 in each of the six passes.
+//   preserving 32-bit keys (common/score_key.cuh; NaN as -inf): three
+//   passes of 12-, 10- and 10-bit digits, each a shared-memory histogram
+//   of the keys that still match the prefix and a CTA-wide scan from the
+//   top, settle the k-th key exactly; then every key above it is emitted
+//   in any order, and of the keys equal to it the lowest positions, by a
+//   running count in position order (ties as the reference breaks them).
+//   Rows that see no more than topk tokens are written without reading a
+//   logit. A row of up to stage_cap (32K) logits is read once into shared
+//   memory and every pass runs there. A longer row: with MERGE_FILTER, the
+//   first pass reads it from L2, a second read emits the keys above the
+//   k-th key's 12-bit bin and stages that bin's keys and positions (the
+//   candidates, if at most cand_cap) for the last two passes; otherwise
+//   all five passes read the row from L2.
 //
 // Bytes per call: the visible index-K rows once (132 bytes a token: values
 // and scale), q (R*qlen*H*128) and weights, the logits written once and
-// read 2 (staged) to 6 times (4 bytes a token and query token), topk_idx.
+// read 1 (staged), 2 (filtered) or 5 times (4 bytes a token and query
+// token), topk_idx.
 // FLOPs: 2 * H * 128 per visible token and query token (the products), on
 // tensor cores; the op is bound by the index-K bytes on Hopper
 // (docs/kernels/dsa_index_decode.md).
@@ -53,6 +58,10 @@ constexpr int MAX_QLEN = ST_P_MAX_QLEN;
 constexpr int THREADS = ST_P_THREADS;
 constexpr int TILES_IN_FLIGHT = ST_P_TILES_IN_FLIGHT;
 constexpr int MERGE_THREADS = ST_P_MERGE_THREADS;
+// 1: the merge stages a long row's candidates (the k-th key's first-digit
+// bin) in shared memory after one pass (below, "the merge"); 0: every pass
+// reads the row.
+constexpr int MERGE_FILTER = ST_P_MERGE_FILTER;
 
 #include "params/dsa_index_decode.h"
 #include "common/load.cuh"
@@ -67,7 +76,6 @@ constexpr int NT = MAX_HEADS / 8;     // head column tiles
 constexpr int CHUNKS = HEAD_DIM / 64; // 64-byte pieces of a row: 4 lanes x 16 bytes
 constexpr int WARPS = THREADS / 32;
 constexpr int MERGE_WARPS = MERGE_THREADS / 32;
-constexpr int RADIX_BINS = 256;        // 8-bit digits
 constexpr int SCALE_OFFSET = HEAD_DIM; // a page's scales start at page_size * this
 
 // CTAs of the main kernel a multiprocessor must hold at once: the
@@ -232,11 +240,22 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS_PER_SM) st_dsa_in
   }
 }
 
-// The selection's shared state.
+// ---- the merge: one row's top-k ---------------------------------------------
+
+// Digits of the radix select from the top: 12 bits first (4096 bins, an
+// eighth of a binade of fp32 logits each, so the bin of the k-th logit
+// holds few of a row's tokens), then 10 and 10.
+constexpr int FIRST_BITS = 12, LATER_BITS = 10;
+constexpr int MAX_BINS = 1 << FIRST_BITS;
+static_assert(FIRST_BITS + 2 * LATER_BITS == 32, "three digits cover a key");
+static_assert((MERGE_THREADS & (MERGE_THREADS - 1)) == 0, "the digit scan splits bins evenly over the threads");
+
+// The selection's shared state (about 16.5 KiB: the launcher's opt-in
+// threshold for dynamic shared memory counts on it).
 struct st_merge_smem {
-  uint32_t hist[RADIX_BINS];
-  uint32_t warp_count[MERGE_WARPS];
-  uint32_t prefix, want, emitted;
+  uint32_t hist[MAX_BINS];
+  uint32_t warp_sum[MERGE_WARPS];
+  uint32_t prefix, want, emitted, count;
 };
 
 // A logit's key. + 0 turns -0 into +0 (round to nearest): the two are
@@ -244,18 +263,115 @@ struct st_merge_smem {
 // the reference, not rank by their sign bit.
 __device__ __forceinline__ uint32_t st_logit_key_of(float logit) { return st_score_key(logit + 0.f); }
 
-// Key of logit i of the row: from shared memory once staged, else from L2
-// (the main kernel of this launch wrote it).
-__device__ __forceinline__ uint32_t st_logit_key(const float *row, const uint32_t *staged, bool is_staged, int i) {
-  return is_staged ? staged[i] : st_logit_key_of(__ldcg(row + i));
+// After a pass's histogram (sm.hist[0..BINS)): the digit at `shift` of
+// the k-th largest key, with `want` keys still wanted among those that
+// match `prefix`. Thread i scans bins BINS-1-i*PER down, a CTA-wide scan
+// of the threads' sums gives the keys in the bins above each thread's;
+// the one thread whose bins hold the want-th key sets prefix and want.
+template <int BINS>
+__device__ __forceinline__ void st_find_digit(st_merge_smem &sm, int shift, uint32_t &prefix, uint32_t &want) {
+  constexpr int SCANNERS = BINS < MERGE_THREADS ? BINS : MERGE_THREADS;
+  constexpr int PER = BINS / SCANNERS;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid / 32;
+  uint32_t sum = 0;
+  if (tid < SCANNERS) {
+#pragma unroll
+    for (int j = 0; j < PER; j++) sum += sm.hist[BINS - 1 - tid * PER - j];
+  }
+  uint32_t incl = sum;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const uint32_t v = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += v;
+  }
+  if (lane == 31) sm.warp_sum[warp] = incl;
+  __syncthreads();
+  uint32_t above = incl - sum;
+  for (int w = 0; w < warp; w++) above += sm.warp_sum[w];
+  if (tid < SCANNERS && above < want && want <= above + sum) {
+    for (int j = 0; j < PER; j++) {
+      const int bin = BINS - 1 - tid * PER - j;
+      const uint32_t c = sm.hist[bin];
+      if (above + c >= want) {
+        sm.prefix = prefix | ((uint32_t)bin << shift);
+        sm.want = want - above;
+        break;
+      }
+      above += c;
+    }
+  }
+  __syncthreads();
+  prefix = sm.prefix;
+  want = sm.want;
+  __syncthreads(); // hist, warp_sum and prefix are rewritten after this
 }
 
-extern "C" __global__ void __launch_bounds__(MERGE_THREADS)
+// One radix pass over the keys key_at(i), i < n, that match prefix on
+// mask: their digit at `shift` (BITS wide) into the histogram, then
+// st_find_digit. Leaves the pass's histogram in sm.hist.
+template <int BITS, class KeyAt>
+__device__ __forceinline__ void st_radix_pass(KeyAt key_at, int n, int shift, uint32_t &prefix, uint32_t &mask,
+                                              uint32_t &want, st_merge_smem &sm) {
+  constexpr int BINS = 1 << BITS;
+  for (int b = threadIdx.x; b < BINS; b += MERGE_THREADS) sm.hist[b] = 0u;
+  __syncthreads();
+  for (int i = threadIdx.x; i < n; i += MERGE_THREADS) {
+    const uint32_t k = key_at(i);
+    if ((k & mask) == prefix) atomicAdd(&sm.hist[(k >> shift) & (BINS - 1)], 1u);
+  }
+  __syncthreads();
+  st_find_digit<BINS>(sm, shift, prefix, want);
+  mask |= (uint32_t)(BINS - 1) << shift;
+}
+
+// The `want` lowest positions i < n whose key equals the k-th key, into
+// out[first..]: a running count over the row in position order, one
+// CTA-wide step of MERGE_THREADS positions at a time (ties as the
+// reference breaks them).
+template <class KeyAt>
+__device__ __forceinline__ void st_emit_ties_in_order(KeyAt key_at, int n, uint32_t kth, int want, int first,
+                                                      int32_t *out, st_merge_smem &sm) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  int taken = 0;
+  for (int base = 0; base < n && taken < want; base += MERGE_THREADS) {
+    const int i = base + threadIdx.x;
+    const bool eq = i < n && key_at(i) == kth;
+    const uint32_t ballot = __ballot_sync(0xffffffffu, eq);
+    if (lane == 0) sm.warp_sum[warp] = (uint32_t)__popc(ballot);
+    __syncthreads();
+    int before = 0, total = 0;
+    for (int w = 0; w < MERGE_WARPS; w++) {
+      const int v = (int)sm.warp_sum[w];
+      before += w < warp ? v : 0;
+      total += v;
+    }
+    const int rank = taken + before + __popc(ballot & ((1u << lane) - 1u));
+    if (eq && rank < want) out[first + rank] = i;
+    taken += total;
+    __syncthreads(); // warp_sum is rewritten in the next step
+  }
+}
+
+// Once prefix is the k-th key: every key above it (any order, a slot
+// counter), then the ties.
+template <class KeyAt>
+__device__ __forceinline__ void st_emit(KeyAt key_at, int n, uint32_t kth, int want, int topk, int32_t *out,
+                                        st_merge_smem &sm) {
+  if (threadIdx.x == 0) sm.emitted = 0u;
+  __syncthreads();
+  for (int i = threadIdx.x; i < n; i += MERGE_THREADS)
+    if (key_at(i) > kth) out[atomicAdd(&sm.emitted, 1u)] = i;
+  st_emit_ties_in_order(key_at, n, kth, want, topk - want, out, sm);
+}
+
+// Grid (R*qlen), MERGE_THREADS threads. Dynamic shared memory: the row's
+// keys when it has at most stage_cap logits; else (MERGE_FILTER) the
+// candidates' keys and positions, cand_cap of each.
+extern "C" __global__ void __launch_bounds__(MERGE_THREADS, 1)
     st_dsa_index_decode_merge(const st_dsa_index_decode_params p) {
-  extern __shared__ __align__(16) uint32_t s_keys[]; // stage_cap keys
+  extern __shared__ __align__(16) uint32_t s_merge[];
   __shared__ st_merge_smem sm;
   const int row = blockIdx.x, r = row / p.qlen, t = row % p.qlen;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   st_pdl_wait(); // launched programmatically after the main kernel: its logits
   const int seq = min(p.seq_lens[r], p.max_context);
   const int n = seq > 0 ? max(seq - p.qlen + t + 1, 0) : 0; // tokens this row sees
@@ -265,83 +381,53 @@ extern "C" __global__ void __launch_bounds__(MERGE_THREADS)
     return;
   }
   const float *lg = p.logits + (int64_t)row * p.logit_stride;
-  const bool staged = n <= p.stage_cap;
-
-  // Radix select: after the pass at `shift`, prefix holds the k-th key's
-  // digits from bit 31 down to shift, and want the keys still to take
-  // among those equal to it so far.
+  // The main kernel of this launch wrote the logits: read them from L2.
+  const auto from_l2 = [&](int i) { return st_logit_key_of(__ldcg(lg + i)); };
   uint32_t prefix = 0, mask = 0, want = (uint32_t)p.topk;
-  for (int shift = 24; shift >= 0; shift -= 8) {
-    for (int b = threadIdx.x; b < RADIX_BINS; b += MERGE_THREADS) sm.hist[b] = 0u;
+  if (n <= p.stage_cap) { // the whole row in shared memory, every pass there
+    for (int i = threadIdx.x; i < n; i += MERGE_THREADS) s_merge[i] = from_l2(i);
+    __syncthreads();
+    const auto staged = [&](int i) { return s_merge[i]; };
+    st_radix_pass<FIRST_BITS>(staged, n, 32 - FIRST_BITS, prefix, mask, want, sm);
+    st_radix_pass<LATER_BITS>(staged, n, LATER_BITS, prefix, mask, want, sm);
+    st_radix_pass<LATER_BITS>(staged, n, 0, prefix, mask, want, sm);
+    st_emit(staged, n, prefix, (int)want, p.topk, out, sm);
+    return;
+  }
+  st_radix_pass<FIRST_BITS>(from_l2, n, 32 - FIRST_BITS, prefix, mask, want, sm);
+  const uint32_t m = sm.hist[prefix >> (32 - FIRST_BITS)]; // keys in the k-th key's bin
+  if (MERGE_FILTER && m <= (uint32_t)p.cand_cap) {
+    // A second read of the row: keys of higher bins are chosen at once,
+    // those of the k-th key's bin staged as candidates; the last two
+    // digits are found among the candidates alone.
+    uint32_t *cand_key = s_merge, *cand_pos = s_merge + p.cand_cap;
+    if (threadIdx.x == 0) sm.emitted = sm.count = 0u;
     __syncthreads();
     for (int i = threadIdx.x; i < n; i += MERGE_THREADS) {
-      uint32_t k;
-      if (shift == 24) {
-        k = st_logit_key_of(__ldcg(lg + i));
-        if (staged) s_keys[i] = k;
-      } else {
-        k = st_logit_key(lg, s_keys, staged, i);
-      }
-      if ((k & mask) == prefix) atomicAdd(&sm.hist[(k >> shift) & (RADIX_BINS - 1)], 1u);
-    }
-    __syncthreads();
-    if (warp == 0) {
-      // Lane l holds bins 255 - 8l .. 248 - 8l (highest first); a scan of
-      // the lanes' sums gives the keys in bins above each lane's.
-      uint32_t c[8], sum = 0;
-#pragma unroll
-      for (int j = 0; j < 8; j++) {
-        c[j] = sm.hist[RADIX_BINS - 1 - 8 * lane - j];
-        sum += c[j];
-      }
-      uint32_t incl = sum;
-#pragma unroll
-      for (int o = 1; o < 32; o <<= 1) {
-        const uint32_t v = __shfl_up_sync(0xffffffffu, incl, o);
-        if (lane >= o) incl += v;
-      }
-      uint32_t above = incl - sum;
-      if (above < want && want <= incl) {
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-          if (above + c[j] >= want) {
-            sm.prefix = prefix | ((uint32_t)(RADIX_BINS - 1 - 8 * lane - j) << shift);
-            sm.want = want - above;
-            break;
-          }
-          above += c[j];
-        }
+      const uint32_t k = from_l2(i);
+      if ((k & mask) > prefix) {
+        out[atomicAdd(&sm.emitted, 1u)] = i;
+      } else if ((k & mask) == prefix) {
+        const uint32_t c = atomicAdd(&sm.count, 1u);
+        cand_key[c] = k;
+        cand_pos[c] = (uint32_t)i;
       }
     }
     __syncthreads();
-    prefix = sm.prefix;
-    want = sm.want;
-    mask |= (uint32_t)(RADIX_BINS - 1) << shift;
+    const auto cand = [&](int c) { return cand_key[c]; };
+    st_radix_pass<LATER_BITS>(cand, (int)m, LATER_BITS, prefix, mask, want, sm);
+    st_radix_pass<LATER_BITS>(cand, (int)m, 0, prefix, mask, want, sm);
+    const uint32_t ties = sm.hist[prefix & ((1u << LATER_BITS) - 1u)]; // candidates equal to the k-th key
+    for (int c = threadIdx.x; c < (int)m; c += MERGE_THREADS) {
+      const uint32_t k = cand_key[c];
+      if (k > prefix || (k == prefix && ties == want)) out[atomicAdd(&sm.emitted, 1u)] = (int32_t)cand_pos[c];
+    }
+    // More ties than wanted: the lowest positions, which the candidates'
+    // order (atomic slots) does not give: in position order from the row.
+    if (ties != want) st_emit_ties_in_order(from_l2, n, prefix, (int)want, p.topk - (int)want, out, sm);
+    return;
   }
-  // prefix is now the k-th largest key; topk - want keys lie above it.
-  if (threadIdx.x == 0) sm.emitted = 0u;
-  __syncthreads();
-  for (int i = threadIdx.x; i < n; i += MERGE_THREADS)
-    if (st_logit_key(lg, s_keys, staged, i) > prefix) out[atomicAdd(&sm.emitted, 1u)] = i;
-  // The `want` lowest positions whose key equals the k-th: a running count
-  // over the row in position order, one CTA-wide step of MERGE_THREADS.
-  const int first = p.topk - (int)want;
-  int taken = 0;
-  for (int base = 0; base < n && taken < (int)want; base += MERGE_THREADS) {
-    const int i = base + threadIdx.x;
-    const bool eq = i < n && st_logit_key(lg, s_keys, staged, i) == prefix;
-    const uint32_t ballot = __ballot_sync(0xffffffffu, eq);
-    if (lane == 0) sm.warp_count[warp] = (uint32_t)__popc(ballot);
-    __syncthreads();
-    int before = 0, total = 0;
-    for (int w = 0; w < MERGE_WARPS; w++) {
-      const int v = (int)sm.warp_count[w];
-      before += w < warp ? v : 0;
-      total += v;
-    }
-    const int rank = taken + before + __popc(ballot & ((1u << lane) - 1u));
-    if (eq && rank < (int)want) out[first + rank] = i;
-    taken += total;
-    __syncthreads(); // warp_count is rewritten in the next step
-  }
+  st_radix_pass<LATER_BITS>(from_l2, n, LATER_BITS, prefix, mask, want, sm);
+  st_radix_pass<LATER_BITS>(from_l2, n, 0, prefix, mask, want, sm);
+  st_emit(from_l2, n, prefix, (int)want, p.topk, out, sm);
 }

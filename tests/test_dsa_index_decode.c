@@ -449,6 +449,7 @@ static st_dsa_index_decode_config config(int max_heads, int max_qlen, int thread
   st_params_set_int(&k, "threads", threads, &err);
   st_params_set_int(&k, "tiles_in_flight", 2, &err);
   st_params_set_int(&k, "merge_threads", 512, &err);
+  st_params_set_int(&k, "merge_filter", 1, &err);
   st_params_set_int(&l, "splits", splits, &err);
   st_dsa_index_decode_config c;
   assert_int_equal(st_dsa_index_decode_config_from_params(&k, &l, &c, &err), ST_OK);
@@ -473,6 +474,7 @@ static void test_variant_fit_names_the_mismatch(void **state) {
   st_params_set_int(&k, "threads", 256, &err);
   st_params_set_int(&k, "tiles_in_flight", 1, &err);
   st_params_set_int(&k, "merge_threads", 512, &err);
+  st_params_set_int(&k, "merge_filter", 0, &err);
   st_params_set_int(&l, "splits", 0, &err);
   assert_int_equal(st_dsa_index_decode_config_from_params(&k, &l, &c, &err), ST_ERR_INVALID_ARG);
   assert_non_null(strstr(err.msg, "max_heads=20 is not a multiple of 8"));
@@ -494,7 +496,11 @@ static void test_plans_depend_on_host_known_values_only(void **state) {
   assert_int_equal(p.smem_bytes, 2 * 8 * 2048 + 2 * 64 * 4);
   assert_int_equal(p.merge_grid[0], 16);
   assert_int_equal(p.merge_block, 512);
-  assert_int_equal(p.merge_smem_bytes, 0); /* 128K logits a row do not fit */
+  /* 128K logits a row do not fit: rows up to 32K are staged, longer
+   * ones leave 16K candidates of key and position. */
+  assert_int_equal(p.merge_smem_bytes, 128 * 1024);
+  assert_int_equal(p.params.stage_cap, 32768);
+  assert_int_equal(p.params.cand_cap, 16384);
   assert_true(p.workspace_bytes >= (size_t)16 * 131072 * 4);
   assert_int_equal(p.params.logit_stride, 131072);
   /* A short context: logits staged in the merge, splits no more than a
@@ -503,6 +509,7 @@ static void test_plans_depend_on_host_known_values_only(void **state) {
   assert_int_equal(st_dsa_index_decode_plan_make(&c, &a, 132, &p, &err), ST_OK);
   assert_int_equal(p.params.logit_stride, 1004);
   assert_int_equal(p.merge_smem_bytes, 1004 * 4);
+  assert_int_equal(p.params.cand_cap, 0);
   assert_int_equal(p.splits, 8); /* 1001 tokens / (8 warps x 16) */
   /* An explicit split count is kept. */
   c = config(64, 2, 128, 7);

@@ -24,6 +24,9 @@ M.kernel_domains = {
   threads = { 128, 256 },     -- main kernel
   tiles_in_flight = { 1, 2 }, -- 16-token tiles a warp loads before computing
   merge_threads = { 256, 512, 1024 },
+  -- 1: the merge stages a long row's candidates after its first pass; 0:
+  -- every pass reads the row from L2.
+  merge_filter = { 0, 1 },
 }
 
 -- Launch choices timed: auto and powers of two (bounded per shape below).
@@ -83,12 +86,14 @@ end
 -- The built-in variants, in the order dispatch tries them (the launcher
 -- picks the split count): the fewest query tokens that fit first (the
 -- least q to stage per CTA), all with 64 heads (DeepSeek-V3.2's), 256
--- threads, two tiles in flight and a 512-thread merge; the last, qlen 4,
--- fits every shape. Not yet measured: a starting point for the tuner.
+-- threads, two tiles in flight and a 512-thread filtering merge (two reads
+-- of a long row, not five); the last, qlen 4, fits every shape. Not yet
+-- measured: a starting point for the tuner.
 function M.defaults()
   local out = {}
   for _, q in ipairs(M.kernel_domains.max_qlen) do
-    local k = { max_heads = 64, max_qlen = q, threads = 256, tiles_in_flight = 2, merge_threads = 512 }
+    local k = { max_heads = 64, max_qlen = q, threads = 256, tiles_in_flight = 2, merge_threads = 512,
+      merge_filter = 1 }
     if M.constraint(k) then
       out[#out + 1] = { kernel = k, launch = { splits = 0 } }
     end
@@ -190,13 +195,15 @@ function M.render_values(k)
     threads = k.threads,
     tiles_in_flight = k.tiles_in_flight,
     merge_threads = k.merge_threads,
+    merge_filter = k.merge_filter,
   }
 end
 
--- "dsa_index_decode.h64.q1.t256.u2.m512/s8" ("/auto" for splits 0).
+-- "dsa_index_decode.h64.q1.t256.u2.m512f/s8" ("/auto" for splits 0; "f":
+-- the filtering merge).
 function M.variant_name(k, l)
-  return string.format("%s.h%d.q%d.t%d.u%d.m%d/%s", M.name, k.max_heads, k.max_qlen, k.threads, k.tiles_in_flight,
-    k.merge_threads, l.splits == 0 and "auto" or ("s" .. l.splits))
+  return string.format("%s.h%d.q%d.t%d.u%d.m%d%s/%s", M.name, k.max_heads, k.max_qlen, k.threads, k.tiles_in_flight,
+    k.merge_threads, k.merge_filter == 1 and "f" or "", l.splits == 0 and "auto" or ("s" .. l.splits))
 end
 
 space.define_checks(M, { name = "splits", max = SPLITS_MAX, choices = M.splits_choices })

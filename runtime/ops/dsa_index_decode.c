@@ -15,8 +15,10 @@
 /* The main kernel's q fragments: per query token and 8 heads, 128 f16
  * values a head (templates/dsa_index_decode.cu, "q in shared memory"). */
 #define ST_DSA_Q_BYTES_PER_8_HEADS (8 * ST_DSA_INDEX_DECODE_HEAD_DIM * 2)
-/* Logits the merge stages in shared memory when a row's fit: 32K tokens.
- * Longer rows are read from L2 in each of the selection's passes. */
+/* The merge's dynamic shared memory at most: a row of up to 32K logits'
+ * keys, held for every pass, or (merge_filter) 16K candidates' keys and
+ * positions of a longer row. Longer rows of the other variants are read
+ * from L2 in each pass. */
 #define ST_DSA_STAGE_SMEM (128 * 1024)
 /* Tokens one warp scores at a time (an mma row tile). */
 #define ST_DSA_TILE 16
@@ -40,10 +42,12 @@ st_status st_dsa_index_decode_config_from_params(const st_params *kernel, const 
   GET(kernel, "threads", 64, 1024, threads)
   GET(kernel, "tiles_in_flight", 1, 4, tiles_in_flight)
   GET(kernel, "merge_threads", 64, 1024, merge_threads)
+  GET(kernel, "merge_filter", 0, 1, merge_filter)
   GET(launch, "splits", 0, ST_DSA_MAX_SPLITS, splits)
 #undef GET
-  if (cfg->threads % 32 || cfg->merge_threads % 32)
-    return st_fail(err, ST_ERR_INVALID_ARG, "variant parameters threads=%d and merge_threads=%d must be whole warps",
+  if (cfg->threads % 32 || cfg->merge_threads & (cfg->merge_threads - 1))
+    return st_fail(err, ST_ERR_INVALID_ARG,
+                   "variant parameters threads=%d and merge_threads=%d must be whole warps and a power of two",
                    cfg->threads, cfg->merge_threads);
   if (cfg->max_heads % 8)
     return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter max_heads=%d is not a multiple of 8 (mma columns)",
@@ -164,7 +168,9 @@ st_status st_dsa_index_decode_plan_make(const st_dsa_index_decode_config *cfg, c
   const int64_t smem =
       (int64_t)a->qlen * (cfg->max_heads / 8) * ST_DSA_Q_BYTES_PER_8_HEADS + (int64_t)a->qlen * cfg->max_heads * 4;
   const int64_t logit_stride = (a->max_context + 3) / 4 * 4;
-  const int64_t stage_cap = logit_stride * 4 <= ST_DSA_STAGE_SMEM ? logit_stride : 0;
+  const int64_t stage_cap = logit_stride * 4 <= ST_DSA_STAGE_SMEM ? logit_stride : ST_DSA_STAGE_SMEM / 4;
+  /* Candidates only where a row can be longer than the staged ones. */
+  const int64_t cand_cap = cfg->merge_filter && stage_cap < logit_stride ? ST_DSA_STAGE_SMEM / 8 : 0;
 
   st_dsa_index_decode_params *p = &plan->params;
   p->q = a->q.data;
@@ -188,6 +194,7 @@ st_status st_dsa_index_decode_plan_make(const st_dsa_index_decode_config *cfg, c
   p->max_context = a->max_context;
   p->splits = splits;
   p->stage_cap = (int32_t)stage_cap;
+  p->cand_cap = (int32_t)cand_cap;
 
   /* R <= 65535, qlen <= 4, max_context <= 2^24: under 2^46 bytes. */
   plan->workspace_bytes = align_up((size_t)rows * (size_t)logit_stride * 4);
@@ -209,8 +216,8 @@ st_status st_dsa_index_decode_plan_make(const st_dsa_index_decode_config *cfg, c
 static st_status launch_one(const st_cu *cu, CUfunction fn, const unsigned grid[3], unsigned block, unsigned smem,
                             st_dsa_index_decode_params *params, CUstream stream, int programmatic, st_err *err) {
   /* Past 48 KiB of static + dynamic shared memory a kernel must opt in; the
-   * kernels' static part is under 2 KiB. */
-  if (smem > 46 * 1024)
+   * kernels' static part is under 17 KiB (the merge's histogram). */
+  if (smem > 31 * 1024)
     ST_CU_TRY(cu, cu->cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem), err);
   void *kargs[] = {params};
   return st_launch_kernel(cu, fn, grid, block, smem, stream, kargs, programmatic, err);

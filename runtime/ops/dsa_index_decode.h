@@ -36,6 +36,7 @@ typedef struct st_dsa_index_decode_config {
   int threads;         /* main kernel: 128 or 256                           */
   int tiles_in_flight; /* 16-token tiles a warp loads before computing: 1, 2 */
   int merge_threads;   /* the selection's CTA: 256, 512 or 1024             */
+  int merge_filter;    /* 1: a long row's candidates staged after one pass  */
   int splits;          /* launch: CTAs per request; 0 = the launcher's choice */
 } st_dsa_index_decode_config;
 
@@ -60,7 +61,7 @@ typedef struct st_dsa_index_decode_plan {
   unsigned smem_bytes; /* dynamic shared memory of the main kernel */
   unsigned merge_grid[3];
   unsigned merge_block;
-  unsigned merge_smem_bytes; /* the merge's staged logits              */
+  unsigned merge_smem_bytes; /* the merge's staged logits or candidates */
   int splits;                /* effective split count                  */
   int pdl;                   /* the main kernel launched programmatically */
   size_t workspace_bytes;

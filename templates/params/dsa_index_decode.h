@@ -36,8 +36,11 @@ typedef struct st_dsa_index_decode_params {
   int32_t page_size;    /* tokens per page                                */
   int32_t max_context;  /* host-known bound: longer seq_lens are clamped  */
   int32_t splits;       /* CTAs per request = gridDim.x of the main kernel */
-  int32_t stage_cap;    /* logits the merge holds in shared memory (0: it
-                           reads them from L2 in every pass)               */
+  int32_t stage_cap;    /* a row of at most this many logits is held in the
+                           merge's shared memory for every pass            */
+  int32_t cand_cap;     /* longer rows: candidates (key and position) the
+                           filtering merge holds (0: none, every pass reads
+                           the row from L2)                                */
 } st_dsa_index_decode_params;
 
 #endif
