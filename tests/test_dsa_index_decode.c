@@ -10,10 +10,11 @@
  * `gpu`: every generated variant against the reference over the contract's
  * edge cases: lengths around page borders and topk, padding rows, topk
  * above the visible tokens, qlen 1 to 4, H not a multiple of 8, an
- * unaligned page size, all tokens tied, NaN values, a batch of 40 mixed
- * lengths. Each variant runs twice per shape (the second run checks that
- * the workspace needs nothing between launches). Skips where there is no
- * driver or GPU; with ST_TEST_COMPILE_ONLY it compiles the variants only. */
+ * unaligned page size, all tokens tied, ties in runs of a page, NaN
+ * values, a batch of 40 mixed lengths. Each variant runs twice per shape
+ * (the second run checks that the workspace needs nothing between
+ * launches). Skips where there is no driver or GPU; with
+ * ST_TEST_COMPILE_ONLY it compiles the variants only. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -549,8 +550,11 @@ static const edge edges[] = {
     {50, 3, 300, 7, 5000, "5000;301;302;0;1234", 0, 0},
     {1, 1, 1, 64, 3000, "3000;1;2", 0, 0},
     {32, 2, 100, 16, 4133, "4133;128;129;0", 0, 0},
-    /* every logit of a row ties */
+    /* every logit of a row ties; logits tie in runs of a page (long rows,
+     * topk not a multiple of 64: the filtering merge's ties taken in
+     * position order) */
     {64, 2, 512, 64, 5000, "5000;600;0", 1, 0},
+    {64, 1, 2000, 64, 70000, "70000;40000;3000", 2, 0},
     /* a batch of mixed lengths (every eighth a padding row) */
     {64, 1, 2048, 64, 40000, "mixed", 0, 40, 0},
     /* NaN logits rank as -inf */

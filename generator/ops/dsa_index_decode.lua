@@ -54,7 +54,8 @@ local DISPATCH_FIELDS = { "B", "H", "ctx", "page", "qlen", "topk" }
 local LENS = { "full", "mixed" }
 local SHAPE_FIELD_SET = space.shape_field_set(SHAPE_FIELDS)
 -- ties=1 (GPU tests): every index-K token the same, so all logits of a row
--- tie; nan=1: every 4099th index-K value a NaN. Input patterns, not shapes.
+-- tie; ties=2: logits tie in runs of a page; nan=1: every 4099th index-K
+-- value a NaN. Input patterns, not shapes.
 SHAPE_FIELD_SET.ties = true
 SHAPE_FIELD_SET.nan = true
 

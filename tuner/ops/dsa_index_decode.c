@@ -124,9 +124,12 @@ static void table_garbage(int32_t *bt, int R, int cols, const int32_t *seq, int 
 #define NAN_STRIDE 4099
 #define FP8_NAN 0x7f
 
-/* Fills the host inputs of `c` (sized by g) from `seed`. ties: every token
- * of the pool the same values and scale, so every visible logit of a row
- * ties (the selection's equal-key path). nan: NaN values (NAN_STRIDE). */
+/* Fills the host inputs of `c` (sized by g) from `seed`. ties 1: every
+ * token of the pool the same values and scale, so every visible logit of a
+ * row ties (the selection's equal-key path); ties 2: every token of a page
+ * a copy of the page's first, so logits tie in runs of page_size (more
+ * ties at the k-th logit than wanted, among few candidates). nan: NaN
+ * values (NAN_STRIDE). */
 static st_status fill_inputs(dsa_case *c, const dsa_geometry *g, const char *lens, int ties, int nan, uint64_t seed,
                              int threads, st_err *err) {
   const size_t rows = (size_t)g->B * (size_t)g->qlen;
@@ -138,7 +141,9 @@ static st_status fill_inputs(dsa_case *c, const dsa_geometry *g, const char *len
   for (int64_t pg = 0; pg < g->pages; pg++) {
     uint8_t *page = c->h_pool + pg * g->page_stride;
     for (int k = 0; k < g->page; k++) {
-      if (ties && (pg > 0 || k > 0)) memcpy(page + (size_t)k * HEAD_DIM, c->h_pool, HEAD_DIM); /* page 0's token 0 */
+      if (ties == 1 && (pg > 0 || k > 0))
+        memcpy(page + (size_t)k * HEAD_DIM, c->h_pool, HEAD_DIM); /* page 0's token 0 */
+      if (ties == 2 && k > 0) memcpy(page + (size_t)k * HEAD_DIM, page, HEAD_DIM);
       /* 2^-3 .. 2^1: scales of both sides of 1, exact in fp32. */
       const float scale = ties ? 0.5f : (float)(0.125 + 1.875 * (double)st_rand_below(&rng, 1u << 20) / (1u << 20));
       memcpy(page + (size_t)g->page * HEAD_DIM + (size_t)k * 4, &scale, 4);
@@ -161,9 +166,9 @@ static st_status case_create(const st_cu *cu, const st_device_info *dev, const s
   dsa_geometry g;
   st_status s = read_geometry(shape, o->cold, dev->l2_bytes, &g, err);
   if (s != ST_OK) return s;
-  /* Optional ties=1 (GPU tests): every logit of a row equal. */
+  /* Optional ties=1 or 2 (GPU tests): logits that tie (fill_inputs). */
   int ties = 0, nan = 0;
-  if (st_params_get(shape, "ties") && (s = st_case_shape_int(shape, "ties", 0, 1, &ties, err))) return s;
+  if (st_params_get(shape, "ties") && (s = st_case_shape_int(shape, "ties", 0, 2, &ties, err))) return s;
   /* Optional nan=1 (GPU tests): NaN values in the pool. */
   if (st_params_get(shape, "nan") && (s = st_case_shape_int(shape, "nan", 0, 1, &nan, err))) return s;
   dsa_case *c = calloc(1, sizeof *c);
