@@ -21,11 +21,14 @@
 --              not multiples of 128, a single-token request, selections
 --              with holes, the log-sum-exp output).
 --   dsv32-decode
---              DeepSeek-V3.2 decode shapes of the token-sparse MLA attention
---              (mla_sparse_decode): FlashMLA's anchor shapes (fp8 cache, 128
---              or 64 q heads, top-2048, qlen 1), a bf16 cache, speculative
---              qlen 2, top-512 and top-1024, 16 and 32 q heads, per-request
---              topk_length, and the attention sink with the log-sum-exp.
+--              DeepSeek-V3.2 decode shapes: the lightning indexer
+--              (dsa_index_decode) at B 1, 32 and 128 over 8K-128K contexts,
+--              mixed lengths, qlen 2 and topk 512 and 1024 beside 2048; the
+--              token-sparse MLA attention (mla_sparse_decode) on FlashMLA's
+--              anchor shapes (fp8 cache, 128 or 64 q heads, top-2048, qlen
+--              1), a bf16 cache, speculative qlen 2, top-512 and top-1024, 16
+--              and 32 q heads, per-request topk_length, and the attention
+--              sink with the log-sum-exp.
 --   anchors    exactly the rows on which the peer was timed (bench;
 --              docs/method.md).
 --   smoke      a few tiny shapes for quick end-to-end checks.
@@ -63,6 +66,16 @@ local function sparse_attn_decode(dtype, B, ctx, over)
     s[k] = v
   end
   return { op = "sparse_attn_decode", shape = s }
+end
+
+-- DeepSeek-V3.2 lightning indexer: 64 index heads of 128, the top 2048
+-- tokens, 64-token pages of fp8 keys with one fp32 scale each.
+local function dsa_index_decode(B, ctx, over)
+  local s = { B = B, ctx = ctx, H = 64, qlen = 1, topk = 2048, page = 64, lens = "full" }
+  for k, v in pairs(over or {}) do
+    s[k] = v
+  end
+  return { op = "dsa_index_decode", shape = s }
 end
 
 -- MiniMax-M3 prefill attention: the decode shape's heads, a varlen batch
@@ -229,7 +242,7 @@ end
 
 -- peer_us here: FlashMLA's sparse decode kernel on an NVIDIA H200, as its
 -- authors report it for these shapes.
-local function dsv32_decode()
+local function mla_attention_rows()
   return {
     mla_sparse_decode("fp8", 1, { peer_us = 23.8 }),
     mla_sparse_decode("fp8", 32, { peer_us = 87.7 }),
@@ -249,6 +262,34 @@ local function dsv32_decode()
   }
 end
 
+-- DeepSeek-V3.2 decode: the indexer at B 1, 32 and 128 over 8K-128K
+-- contexts, full and mixed lengths, speculative qlen 2, and the top 512 and
+-- 1024 that engines also run; then the attention's rows.
+local function dsv32_decode()
+  local rows = {}
+  local function add(row)
+    rows[#rows + 1] = row
+  end
+  for _, B in ipairs({ 1, 32, 128 }) do
+    for _, ctx in ipairs({ 8192, 32768, 131072 }) do
+      add(dsa_index_decode(B, ctx))
+    end
+  end
+  add(dsa_index_decode(32, 32768, { lens = "mixed" }))
+  add(dsa_index_decode(32, 131072, { lens = "mixed" }))
+  add(dsa_index_decode(128, 131072, { lens = "mixed" }))
+  add(dsa_index_decode(1, 32768, { qlen = 2 }))
+  add(dsa_index_decode(32, 32768, { qlen = 2 }))
+  add(dsa_index_decode(128, 8192, { qlen = 2 }))
+  add(dsa_index_decode(32, 32768, { topk = 512 }))
+  add(dsa_index_decode(32, 32768, { topk = 1024 }))
+  add(dsa_index_decode(1, 131072, { topk = 512 }))
+  for _, row in ipairs(mla_attention_rows()) do
+    add(row)
+  end
+  return rows
+end
+
 local function smoke()
   return {
     index_decode("bf16", 1, 1024),
@@ -261,6 +302,7 @@ local function smoke()
     index_prefill("bf16", "100:0;3:130", { topk = 4, init = 1, ["local"] = 1 }),
     mla_sparse_decode("bf16", 2, { Hq = 16, topk = 64, ctx = 1000 }),
     mla_sparse_decode("fp8", 2, { Hq = 32, topk = 100, ctx = 1000, tlen = "random", sel = "edge", lse = 1 }),
+    dsa_index_decode(2, 3000, { qlen = 2, topk = 512, lens = "mixed" }),
   }
 end
 

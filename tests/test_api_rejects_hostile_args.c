@@ -286,6 +286,7 @@ ENTRIES(index_score, st_index_score_args)
 ENTRIES(index_prefill, st_index_prefill_args)
 ENTRIES(index_topk, st_index_topk_args)
 ENTRIES(mla_sparse_decode, st_mla_sparse_decode_args)
+ENTRIES(dsa_index_decode, st_dsa_index_decode_args)
 
 static st_dispatch_variant named(const char *id, st_op_id op) {
   st_dispatch_variant v;
@@ -462,6 +463,93 @@ static st_dispatch_variant index_decode_variant(const char *id, st_dtype dt, st_
                                                 .threads = 128,
                                                 .units_in_flight = 2,
                                                 .algo = algo};
+  return v;
+}
+
+/* ---- dsa_index_decode ------------------------------------------------------- */
+
+/* R=8 of qlen 1, 64 heads, topk 512, 64-token pages of 132-byte tokens. */
+static void dsa_index_decode_valid(void *p, int flavor) {
+  (void)flavor;
+  st_dsa_index_decode_args *a = p;
+  st_dsa_index_decode_args_init(a);
+  st_tensor_contiguous(&a->q, FAKE_PTR(1), ST_DTYPE_FP8_E4M3, 3, (int64_t[]){8, 64, 128});
+  st_tensor_contiguous(&a->weights, FAKE_PTR(6), ST_DTYPE_FP32, 2, (int64_t[]){8, 64});
+  st_tensor_contiguous(&a->k_cache, FAKE_PTR(2), ST_DTYPE_FP8_E4M3, 2, (int64_t[]){1024, 64 * 132});
+  st_tensor_contiguous(&a->block_table, FAKE_PTR(3), ST_DTYPE_INT32, 2, (int64_t[]){8, 64});
+  st_tensor_contiguous(&a->seq_lens, FAKE_PTR(4), ST_DTYPE_INT32, 1, (int64_t[]){8});
+  st_tensor_contiguous(&a->topk_idx, FAKE_PTR(5), ST_DTYPE_INT32, 2, (int64_t[]){8, 512});
+  a->qlen = 1;
+  a->topk = 512;
+  a->page_size = 64;
+  a->max_context = 64 * 64;
+}
+
+static int dsa_index_decode_oracle(const void *p, const st_dispatch_variant *v, int ptrs, size_t ws, char *why,
+                                   size_t cap) {
+  (void)v;
+  const st_dsa_index_decode_args *a = p;
+  if (a->qlen < 1 || a->qlen > 4) return WHY("qlen=%d accepted", a->qlen);
+  if (a->pdl != 0 && a->pdl != 1) return WHY("pdl=%d accepted", a->pdl);
+  if (a->topk < 1 || a->topk > 2048) return WHY("topk=%d accepted", a->topk);
+  if (a->page_size < 1 || a->page_size > 1024) return WHY("page_size=%d accepted", a->page_size);
+  if (!view_ok(&a->q, "q", ST_DTYPE_FP8_E4M3, 3, 0, ptrs, why, cap) ||
+      !view_ok(&a->weights, "weights", ST_DTYPE_FP32, 2, 0, ptrs, why, cap) ||
+      !view_ok(&a->k_cache, "k_cache", ST_DTYPE_FP8_E4M3, 2, 0, ptrs, why, cap) ||
+      !view_ok(&a->block_table, "block_table", ST_DTYPE_INT32, 2, 0, ptrs, why, cap) ||
+      !view_ok(&a->seq_lens, "seq_lens", ST_DTYPE_INT32, 1, 0, ptrs, why, cap) ||
+      !view_ok(&a->topk_idx, "topk_idx", ST_DTYPE_INT32, 2, 0, ptrs, why, cap))
+    return 0;
+  const int64_t rows = a->q.shape[0], H = a->q.shape[1], R = rows / a->qlen;
+  if (rows % a->qlen || R > 65535 || H > 64 || a->q.shape[2] != 128)
+    return WHY("q.shape=[%lld,%lld,%lld] accepted", (long long)rows, (long long)H, (long long)a->q.shape[2]);
+  const i128 page_bytes = (i128)a->page_size * 132;
+  if (a->k_cache.shape[1] != page_bytes || (a->k_cache.shape[0] > 1 && a->k_cache.stride[0] < page_bytes) ||
+      a->k_cache.stride[0] % 16 || (ptrs && (uintptr_t)a->k_cache.data % 16))
+    return WHY("k_cache [%lld,%lld] stride %lld accepted with page_size=%d", (long long)a->k_cache.shape[0],
+               (long long)a->k_cache.shape[1], (long long)a->k_cache.stride[0], a->page_size);
+  i128 most = (i128)a->block_table.shape[1] * a->page_size;
+  if (most > (1 << 24)) most = 1 << 24;
+  if (a->max_context < 1 || a->max_context > most)
+    return WHY("max_context=%d accepted with %lld block_table columns of %d tokens", a->max_context,
+               (long long)a->block_table.shape[1], a->page_size);
+  if (!dims_are(&a->weights, "weights", 2, (int64_t[]){rows, H}, why, cap) ||
+      !dims_are(&a->block_table, "block_table", 1, (int64_t[]){R}, why, cap) ||
+      !dims_are(&a->seq_lens, "seq_lens", 1, (int64_t[]){R}, why, cap) ||
+      !dims_are(&a->topk_idx, "topk_idx", 2, (int64_t[]){rows, a->topk}, why, cap) ||
+      !rows_aligned(&a->q, "q", 16, ptrs, why, cap))
+    return 0;
+  /* The logits of every row, rows of max_context rounded up to 4. */
+  return ws_equal(ws, ws_align((i128)rows * ceil_div(a->max_context, 4) * 4 * 4), why, cap);
+}
+
+static const field dsa_index_decode_fields[] = {
+    FIELD(st_dsa_index_decode_args, q, F_TENSOR),        FIELD(st_dsa_index_decode_args, weights, F_TENSOR),
+    FIELD(st_dsa_index_decode_args, k_cache, F_TENSOR),  FIELD(st_dsa_index_decode_args, block_table, F_TENSOR),
+    FIELD(st_dsa_index_decode_args, seq_lens, F_TENSOR), FIELD(st_dsa_index_decode_args, topk_idx, F_TENSOR),
+    FIELD(st_dsa_index_decode_args, qlen, F_INT),        FIELD(st_dsa_index_decode_args, topk, F_INT),
+    FIELD(st_dsa_index_decode_args, page_size, F_INT),   FIELD(st_dsa_index_decode_args, max_context, F_INT),
+    FIELD(st_dsa_index_decode_args, pdl, F_INT)};
+
+#define DI st_dsa_index_decode_args
+static const symbol dsa_index_decode_symbols[] = {
+    {"R", 5, {AT(DI, q, 0), AT(DI, weights, 0), AT(DI, block_table, 0), AT(DI, seq_lens, 0), AT(DI, topk_idx, 0)}},
+    {"H", 2, {AT(DI, q, 1), AT(DI, weights, 1)}},
+    {"pages", 1, {AT(DI, k_cache, 0)}},
+    {"topk", 2, {AT(DI, topk, SITE_INT), AT(DI, topk_idx, 1)}},
+    {"max_pages", 1, {AT(DI, block_table, 1)}},
+    {"max_context", 1, {AT(DI, max_context, SITE_INT)}},
+};
+#undef DI
+
+static st_dispatch_variant dsa_index_decode_variant(const char *id, int merge_filter) {
+  st_dispatch_variant v = named(id, ST_OP_DSA_INDEX_DECODE);
+  v.cfg.dsa_index_decode = (st_dsa_index_decode_config){.max_heads = 64,
+                                                        .max_qlen = 4,
+                                                        .threads = 256,
+                                                        .tiles_in_flight = 2,
+                                                        .merge_threads = 512,
+                                                        .merge_filter = merge_filter};
   return v;
 }
 
@@ -1020,9 +1108,12 @@ static void make_ops(op_desc *ops) {
   ops[6].variants[0] = mla_sparse_decode_variant("s4", ST_DTYPE_BF16, 4);
   ops[6].variants[1] = mla_sparse_decode_variant("s1", ST_DTYPE_BF16, 1);
   ops[6].variants[2] = mla_sparse_decode_variant("fp8_s4", ST_DTYPE_FP8_E4M3, 4);
+  ops[7] = (op_desc){OP_DESC(dsa_index_decode, 1), .op = ST_OP_DSA_INDEX_DECODE, .n_variants = 2};
+  ops[7].variants[0] = dsa_index_decode_variant("filter", 1);
+  ops[7].variants[1] = dsa_index_decode_variant("radix", 0);
 }
 
-enum { N_OPS = 7 };
+enum { N_OPS = 8 };
 
 /* Room for any op's arguments, aligned for each. */
 typedef union any_args {
@@ -1033,6 +1124,7 @@ typedef union any_args {
   st_index_prefill_args index_prefill;
   st_index_topk_args index_topk;
   st_mla_sparse_decode_args mla_sparse_decode;
+  st_dsa_index_decode_args dsa_index_decode;
 } any_args;
 
 /* ---- running a case ---------------------------------------------------------- */

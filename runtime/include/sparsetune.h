@@ -194,6 +194,79 @@ ST_API st_status st_index_decode_prepare(st_handle *handle, const st_index_decod
 ST_API st_status st_index_decode(st_handle *handle, const st_index_decode_args *args, void *workspace,
                                  size_t workspace_bytes, void *stream);
 
+/* ---- dsa_index_decode: DeepSeek-V3.2 lightning indexer for a decode batch -
+ *
+ * For R requests with `qlen` query tokens each (row r*qlen + t of q,
+ * weights and topk_idx; query token t of request r sits at position
+ * p = seq_lens[r] - qlen + t and sees tokens 0..p), selects per row the
+ * logical positions of the min(topk, p + 1) tokens with the highest logit
+ *   logit(k) = sum over heads h of weights[row][h] * relu(dot(q[row][h], k))
+ * where k is token k's index key dequantized: its 128 fp8 values times its
+ * fp32 scale. relu(x) = x < 0 ? 0 : x; the GPU multiplies fp8 values exactly
+ * and accumulates in fp32. The weights carry whatever the caller folds in
+ * (q's quantization scale, the softmax scale, 1/sqrt(H)), and may have
+ * either sign. Fused: the logits are not an output (they pass through the
+ * workspace).
+ *
+ * Output rows hold the chosen positions in no particular order, no position
+ * twice, and -1 in the slots past min(topk, p + 1). NaN logits rank as -inf.
+ * Among tokens whose logits tie with the k-th selected one (to rounding),
+ * which are taken is unspecified; elsewhere the set is the exact top-k. A
+ * request with seq_len 0 is padding: its rows are -1 and it touches no other
+ * memory; a query token with p < 0 (seq_len < qlen) gets a row of -1.
+ * seq_lens above max_context are read as max_context.
+ *
+ * The index-K cache is paged, `page_size` tokens a page: a page is
+ * page_size x 128 fp8 e4m3 values, token-major ([page_size][128]), followed
+ * at byte page_size * 128 by page_size fp32 scales, one per token:
+ * page_size * 132 bytes (DeepSeek-V3.2: 64 tokens, 8448 bytes). It is given
+ * as a 2-D byte view (dtype fp8_e4m3): shape [pages, page_size * 132],
+ * stride[0] the bytes from one page to the next (a multiple of 16, at least
+ * the page's bytes), stride[1] 1, data 16-byte aligned.
+ *
+ * CUDA-graph safe: the grids depend on R, qlen, topk and max_context only.
+ * `pdl` as for st_index_decode.
+ */
+typedef struct st_dsa_index_decode_args {
+  size_t struct_size;    /* set by st_dsa_index_decode_args_init */
+  st_tensor q;           /* [R*qlen, H, 128] fp8 e4m3; R 1..65535, H 1..64; rows
+                            16-byte aligned: data and both outer strides
+                            multiples of 16 bytes                              */
+  st_tensor weights;     /* [R*qlen, H] fp32 (any row stride)                 */
+  st_tensor k_cache;     /* [pages, page_size*132] fp8 e4m3 bytes (above)     */
+  st_tensor block_table; /* [R, max_pages] int32: physical page of each of a
+                            request's logical pages                           */
+  st_tensor seq_lens;    /* [R] int32, tokens per request, 0 = padding row    */
+  st_tensor topk_idx;    /* out: [R*qlen, topk] int32 (any row stride)        */
+  int qlen;              /* 1..4 query tokens per request                     */
+  int topk;              /* 1..2048 (DeepSeek-V3.2: 2048)                     */
+  int page_size;         /* 1..1024 tokens per page                           */
+  int max_context;       /* host-known bound on every seq_len,
+                            1..min(max_pages * page_size, 2^24)               */
+  int pdl;               /* 0 or 1: programmatic dependent launch             */
+} st_dsa_index_decode_args;
+
+/* Sets args->struct_size and every other field to zero. */
+ST_API void st_dsa_index_decode_args_init(st_dsa_index_decode_args *args);
+
+/* Bytes of workspace st_dsa_index_decode needs for these arguments
+ * (pointers in `args` are not read): R x qlen x max_context fp32 logits,
+ * rounded up. */
+ST_API st_status st_dsa_index_decode_workspace_size(st_handle *handle, const st_dsa_index_decode_args *args,
+                                                    size_t *bytes);
+
+/* Loads the module that st_dsa_index_decode would launch for these
+ * arguments, so a later call can be captured in a CUDA graph without loading
+ * anything. */
+ST_API st_status st_dsa_index_decode_prepare(st_handle *handle, const st_dsa_index_decode_args *args);
+
+/* Launches dsa_index_decode on `stream` (a CUstream; NULL = legacy default).
+ * Asynchronous; no host synchronization, no allocation. `workspace` must
+ * hold st_dsa_index_decode_workspace_size bytes; every launch writes the
+ * scratch it reads, so it needs no clearing between launches. */
+ST_API st_status st_dsa_index_decode(st_handle *handle, const st_dsa_index_decode_args *args, void *workspace,
+                                     size_t workspace_bytes, void *stream);
+
 /* ---- sparse_attn_decode: block-sparse GQA attention for a decode batch --
  *
  * For R requests with `qlen` query tokens each (query token t of request r

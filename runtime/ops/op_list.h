@@ -10,6 +10,7 @@
 #ifndef ST_OPS_OP_LIST_H
 #define ST_OPS_OP_LIST_H
 
+#include "ops/dsa_index_decode.h"
 #include "ops/index_decode.h"
 #include "ops/index_prefill.h"
 #include "ops/index_score.h"
@@ -27,6 +28,7 @@
   X(index_topk, INDEX_TOPK)                  \
   X(index_score, INDEX_SCORE)                \
   X(index_prefill, INDEX_PREFILL)            \
-  X(mla_sparse_decode, MLA_SPARSE_DECODE)
+  X(mla_sparse_decode, MLA_SPARSE_DECODE)    \
+  X(dsa_index_decode, DSA_INDEX_DECODE)
 
 #endif
