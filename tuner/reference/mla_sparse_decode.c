@@ -79,7 +79,7 @@ static int shape_ok(const st_ref_mla_sparse_decode *in) {
 
 typedef struct work {
   const st_ref_mla_sparse_decode *in;
-  double *o, *lse;
+  double *o, *lse, *max_logits; /* lse and max_logits may be NULL */
   atomic_long next; /* next (row, head chunk) item */
 } work;
 
@@ -109,6 +109,7 @@ static void attend_head(const work *w, int row, int h, const double *k, int n, d
   memset(o, 0, sizeof(double) * ST_MLA_DIM_V);
   if (n == 0) {
     if (w->lse) w->lse[at] = -INFINITY;
+    if (w->max_logits) w->max_logits[at] = -INFINITY;
     return;
   }
   double q[ST_MLA_DIM_QK];
@@ -133,6 +134,7 @@ static void attend_head(const work *w, int row, int h, const double *k, int n, d
   const double f = l > 0 ? sink_factor(in, h, lse) / l : 0;
   for (int d = 0; d < ST_MLA_DIM_V; d++) o[d] *= f;
   if (w->lse) w->lse[at] = lse;
+  if (w->max_logits) w->max_logits[at] = m;
 }
 
 static void *attend_worker(void *arg) {
@@ -159,9 +161,10 @@ static void *attend_worker(void *arg) {
   return NULL;
 }
 
-int st_ref_mla_sparse_decode_compute(const st_ref_mla_sparse_decode *in, double *o, double *lse, int threads) {
+int st_ref_mla_sparse_attend(const st_ref_mla_sparse_decode *in, double *o, double *lse, double *max_logits,
+                             int threads) {
   if (!shape_ok(in)) return -1;
-  work w = {.in = in, .o = o, .lse = lse};
+  work w = {.in = in, .o = o, .lse = lse, .max_logits = max_logits};
   atomic_init(&w.next, 0);
   if (threads < 1) threads = 1;
   if (threads > MAX_THREADS) threads = MAX_THREADS;
@@ -178,6 +181,10 @@ int st_ref_mla_sparse_decode_compute(const st_ref_mla_sparse_decode *in, double 
     if (ret) failed = 1;
   }
   return failed ? -1 : 0;
+}
+
+int st_ref_mla_sparse_decode_compute(const st_ref_mla_sparse_decode *in, double *o, double *lse, int threads) {
+  return st_ref_mla_sparse_attend(in, o, lse, NULL, threads);
 }
 
 /* ---- verification ------------------------------------------------------ */
@@ -215,7 +222,7 @@ static double head_error(const double *ref, const uint16_t *got, int *worst) {
 /* As sparse_attn's verifier: -inf exactly where there is no key; else an
  * absolute tolerance plus 8 float ulps of |ref| (the kernels' lse is a
  * float). NaN fails. */
-static int lse_ok(double got, const double *ref, int has_keys, double tol) {
+int st_ref_mla_log_ok(double got, const double *ref, int has_keys, double tol) {
   if (!has_keys) return got == -INFINITY;
   if (!ref) return 1;
   if (*ref == -INFINITY) return got == -INFINITY;
@@ -242,7 +249,7 @@ int st_ref_mla_sparse_decode_verify(const st_ref_mla_sparse_decode *in, const do
       if (err > *max_err || isnan(err)) *max_err = isnan(err) ? INFINITY : err;
       const double *ref_l = ref_lse ? ref_lse + at : NULL;
       const int o_ok = err <= tol;
-      const int l_ok = !got_lse || lse_ok(got_lse[at], ref_l, has_keys, tol);
+      const int l_ok = !got_lse || st_ref_mla_log_ok(got_lse[at], ref_l, has_keys, tol);
       if (o_ok && l_ok) continue;
       if (!bad && msg_cap && !o_ok)
         snprintf(msg, msg_cap,

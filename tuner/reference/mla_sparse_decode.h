@@ -72,6 +72,19 @@ int st_ref_mla_slot_valid(const st_ref_mla_sparse_decode *in, int32_t slot);
  * or the shape is not one the reference computes (a count below 1). */
 int st_ref_mla_sparse_decode_compute(const st_ref_mla_sparse_decode *in, double *o, double *lse, int threads);
 
+/* The attention itself, shared by the decode and prefill references: as
+ * st_ref_mla_sparse_decode_compute, and also max_logits, dense [B*qlen][Hq]
+ * (NULL = not wanted): the largest sm_scale * dot(q, k_j) over the row's
+ * valid entries, -inf where there is none. */
+int st_ref_mla_sparse_attend(const st_ref_mla_sparse_decode *in, double *o, double *lse, double *max_logits,
+                             int threads);
+
+/* Whether a kernel's float log-domain value (lse, max_logits) matches the
+ * reference `ref` (NULL: only the no-entry case is checked): exactly -inf
+ * where the row has no valid entry or ref is -inf; else |got - ref| <= tol
+ * plus 8 float ulps of |ref|. NaN fails. */
+int st_ref_mla_log_ok(double got, const double *ref, int has_keys, double tol);
+
 /* Compares a kernel's output with the reference. got_o: dense
  * [B*qlen][Hq][512] bf16 bits; got_lse: dense [B*qlen][Hq] float, or NULL
  * to leave lse unchecked (ref_lse NULL checks only that rows without a
