@@ -43,6 +43,13 @@ static void add(st_search_model *m, const st_shape *s, const char *name, const c
   assert_int_equal(st_search_model_add(m, s, name, status, us), 0);
 }
 
+/* The fast struct at 10 us and the slow one at slow_us on s: one shape
+ * of the history most tests build. */
+static void ran(st_search_model *m, const st_shape *s, double slow_us) {
+  add(m, s, FAST_K16, "ok", 10.0);
+  add(m, s, SLOW_K16, "ok", slow_us);
+}
+
 static void begin(st_search_model *m, const st_shape *s, const char *const *names, int n) {
   assert_int_equal(st_search_model_begin_shape(m, s, names, n), 0);
 }
@@ -56,8 +63,7 @@ static void test_a_struct_slow_on_the_two_nearest_shapes_is_left_out(void **stat
   char why[256];
   begin(m, &c, both, 2);
   assert_false(st_search_model_skip(m, SLOW_K64, why, sizeof why)); /* no history */
-  add(m, &a, FAST_K16, "ok", 10.0);
-  add(m, &a, SLOW_K16, "ok", 20.0);
+  ran(m, &a, 20.0);
   assert_false(st_search_model_skip(m, SLOW_K64, why, sizeof why)); /* one shape is not enough */
   /* Another k and q of the same struct, its best split 1.2x the best. */
   add(m, &b, FAST_K32, "ok", 10.0);
@@ -78,10 +84,8 @@ static void test_a_time_at_the_threshold_is_slow(void **state) {
   const st_search_opts o = struct_only();
   st_search_model *m = st_search_model_new(&o);
   const st_shape a = decode(8, 8192), b = decode(8, 16384), c = decode(16, 8192);
-  add(m, &a, FAST_K16, "ok", 10.0);
-  add(m, &a, SLOW_K16, "ok", 11.5); /* exactly 1.15x */
-  add(m, &b, FAST_K16, "ok", 10.0);
-  add(m, &b, SLOW_K16, "ok", 11.49); /* just under */
+  ran(m, &a, 11.5);  /* exactly 1.15x */
+  ran(m, &b, 11.49); /* just under */
   begin(m, &c, both, 2);
   assert_false(st_search_model_skip(m, SLOW_K64, NULL, 0));
   add(m, &b, SLOW_K16_S4, "ok", 11.5); /* the struct's best on b is still 11.49 */
@@ -99,10 +103,8 @@ static void test_a_struct_that_came_close_on_the_nearest_shape_is_kept(void **st
   st_search_model *m = st_search_model_new(&o);
   /* Slow on two shapes at distances 1 and 2, within 1.1x on one nearer. */
   const st_shape near = decode(16, 12288), far1 = decode(33, 8192), far2 = decode(16, 32768), c = decode(16, 8192);
-  add(m, &far1, FAST_K16, "ok", 10.0);
-  add(m, &far1, SLOW_K16, "ok", 30.0);
-  add(m, &far2, FAST_K16, "ok", 10.0);
-  add(m, &far2, SLOW_K16, "ok", 30.0);
+  ran(m, &far1, 30.0);
+  ran(m, &far2, 30.0);
   begin(m, &c, both, 2);
   assert_true(st_search_model_skip(m, SLOW_K64, NULL, 0));
   add(m, &near, FAST_K16, "ok", 10.0);
@@ -142,8 +144,7 @@ static void test_a_faster_struct_that_does_not_apply_here_does_not_make_a_varian
   const st_shape a = decode(8, 8192), b = decode(8, 16384), c = decode(16, 8192);
   for (int i = 0; i < 2; i++) {
     const st_shape *s = i ? &b : &a;
-    add(m, s, FAST_K16, "ok", 10.0);
-    add(m, s, SLOW_K16, "ok", 13.0);
+    ran(m, s, 13.0);
     add(m, s, mid, "ok", 14.0);
   }
   const char *const without_fast[] = {SLOW_K64, mid};
@@ -167,11 +168,9 @@ static void test_the_family_rule_reaches_any_distance_by_a_wider_margin(void **s
   /* log2 distances 7+7 from c: beyond the struct rule's radius */
   const st_shape far1 = decode(1, 1024), far2 = decode(1, 2048), c = decode(256, 131072);
   assert_true(st_search_distance(&far1, &c) > ST_SEARCH_STRUCT_RADIUS);
-  add(m, &far1, FAST_K16, "ok", 10.0);
-  add(m, &far1, SLOW_K16, "ok", 14.9); /* slow for the struct rule, not for the family's */
+  ran(m, &far1, 14.9); /* slow for the struct rule, not for the family's */
   add(m, &far1, SLOW_K16_S4, "ok", 40.0);
-  add(m, &far2, FAST_K16, "ok", 10.0);
-  add(m, &far2, SLOW_K16, "ok", 15.0);
+  ran(m, &far2, 15.0);
   const char *const here[] = {FAST_K16, SLOW_K16_S4};
   begin(m, &c, here, 2);
   assert_false(st_search_model_skip(m, SLOW_K16_S4, NULL, 0)); /* 1.5x on far2, 1.49x on far1 */
@@ -194,10 +193,8 @@ static void test_only_shapes_of_the_same_op_within_the_radius_count(void **state
   st_search_model *m = st_search_model_new(&o);
   /* B 1 and 256 at 1K: log2 distances 7+ from B 16 at 128K */
   const st_shape far1 = decode(1, 1024), far2 = decode(256, 1024), c = decode(16, 131072);
-  add(m, &far1, FAST_K16, "ok", 10.0);
-  add(m, &far1, SLOW_K16, "ok", 30.0);
-  add(m, &far2, FAST_K16, "ok", 10.0);
-  add(m, &far2, SLOW_K16, "ok", 30.0);
+  ran(m, &far1, 30.0);
+  ran(m, &far2, 30.0);
   begin(m, &c, both, 2);
   assert_false(st_search_model_skip(m, SLOW_K64, NULL, 0));
   /* another op's shapes, however alike, are no neighbours */
@@ -207,8 +204,7 @@ static void test_only_shapes_of_the_same_op_within_the_radius_count(void **state
   snprintf(o1.key, sizeof o1.key, "sparse_attn_decode:1");
   snprintf(o2.key, sizeof o2.key, "sparse_attn_decode:2");
   for (int i = 0; i < 2; i++) {
-    add(m, i ? &o2 : &o1, FAST_K16, "ok", 10.0);
-    add(m, i ? &o2 : &o1, SLOW_K16, "ok", 30.0);
+    ran(m, i ? &o2 : &o1, 30.0);
   }
   assert_false(st_search_model_skip(m, SLOW_K64, NULL, 0));
   assert_true(isinf(st_search_distance(&o1, &c)));
@@ -223,8 +219,7 @@ static void test_the_shape_itself_is_no_neighbour(void **state) {
   st_search_model *m = st_search_model_new(&o);
   const st_shape a = decode(8, 8192), c = decode(16, 8192);
   for (int i = 0; i < 2; i++) {
-    add(m, i ? &c : &a, FAST_K16, "ok", 10.0);
-    add(m, i ? &c : &a, SLOW_K16, "ok", 20.0);
+    ran(m, i ? &c : &a, 20.0);
   }
   begin(m, &c, both, 2);
   assert_false(st_search_model_skip(m, SLOW_K64, NULL, 0));
@@ -250,8 +245,7 @@ static void test_ties_in_distance_go_to_the_shape_measured_first(void **state) {
     st_search_model *m = st_search_model_new(&o);
     for (int i = 0; i < 2; i++) {
       const int is_slow = i == 0 ? slow_first : !slow_first;
-      add(m, is_slow ? &slow : &close, FAST_K16, "ok", 10.0);
-      add(m, is_slow ? &slow : &close, SLOW_K16, "ok", is_slow ? 20.0 : 10.5);
+      ran(m, is_slow ? &slow : &close, is_slow ? 20.0 : 10.5);
     }
     begin(m, &c, both, 2);
     assert_int_equal(st_search_model_skip(m, SLOW_K64, NULL, 0), slow_first);
@@ -265,8 +259,7 @@ static void test_nothing_is_left_out_before_a_shape_begins(void **state) {
   st_search_model *m = st_search_model_new(&o);
   const st_shape a = decode(8, 8192), b = decode(8, 16384);
   for (int i = 0; i < 2; i++) {
-    add(m, i ? &b : &a, FAST_K16, "ok", 10.0);
-    add(m, i ? &b : &a, SLOW_K16, "ok", 20.0);
+    ran(m, i ? &b : &a, 20.0);
   }
   assert_false(st_search_model_skip(m, SLOW_K64, NULL, 0));
   st_search_model_free(m);
