@@ -450,7 +450,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       }
 #pragma unroll
       for (int x = 1; x < SOFTMAX_LANES; x *= 2) sum += __shfl_xor_sync(0xffffffffu, sum, x);
-      if (part == 0) { // the group's lanes read s_m[h] before the shuffles that wait for them
+      __syncwarp(); // every lane of the group has read s_m[h] before lane 0 writes it
+      if (part == 0) {
         const float alpha = none ? 1.f : exp2f(old - top);
         s_l[h] = s_l[h] * alpha + sum;
         s_m[h] = top;
@@ -483,6 +484,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     }
     __syncthreads(); // the tile's buffers are free for the next one
   }
+  __syncthreads(); // a split with no entries ran no tile: s_m and s_l as set above
 
   if (p.splits == 1) {
 #pragma unroll
