@@ -110,6 +110,9 @@ constexpr int QK_STEPS = DIM_QK / 16; // k steps of the scores
 // (at least 1: MMA 0 builds compile the MMA 1 functions too, unused)
 constexpr int S_NTILES = WARP_TOKENS / 8 > 0 ? WARP_TOKENS / 8 : 1;
 constexpr int O_NTILES = WARP_DIMS / 8;
+// k steps of the scores unrolled: with 512 threads (128 registers) more
+// spill beside o's 64 accumulators; 16 warps hide the loads' latency.
+constexpr int QK_UNROLL = THREADS >= 512 ? 1 : 4;
 
 static_assert(THREADS % DIM_THREADS == 0 && THREADS <= 1024, "threads are whole groups of 128");
 static_assert(HEADS % HEAD_GROUPS == 0, "every head group holds whole heads");
@@ -119,6 +122,7 @@ static_assert(!MMA || (THREADS == 4 * 32 * M_TILES && HEADS % 16 == 0 && WARP_TO
 static_assert(THREADS >= SOFTMAX_LANES * HEADS && THREADS >= TILE, "softmax lanes per head, a thread per entry");
 static_assert(TILE % SOFTMAX_LANES == 0 && (SOFTMAX_LANES * HEADS) % 32 == 0, "whole warps of whole groups");
 static_assert(TILE % 16 == 0, "tiles of 16 entries");
+static_assert(S_NTILES == 1 || S_NTILES % 2 == 0, "the scores' B fragments: one n tile, or pairs by ldmatrix x4");
 
 // Dynamic shared memory: q tile, cache tile, scores (then weights), MMA
 // 1's weights in bf16, each head's m, l and rescale factor, the tile's
@@ -181,29 +185,98 @@ __device__ __forceinline__ const char *st_slot_row(const st_mla_sparse_decode_pa
 }
 
 // One 16-byte vector `v` of a cache row (global, or PIPE's raw copy in
-// shared memory: the same layout) into shared row `dst`; zeros for no row.
-__device__ __forceinline__ void st_stage_vector(const char *row, int v, kv_t *dst) {
+// shared memory: the same layout): its bytes and, for fp8 latent values,
+// their group's scale. Loading is split from storing so that a thread has
+// a batch of loads in flight before it waits for any (st_stage_rows).
+struct st_raw_vector {
+  uint4 raw;
+  float scale;
+};
+
+__device__ __forceinline__ void st_load_vector(const char *row, int v, st_raw_vector &x) {
+  if (!row) return;
+  const bool latent = IS_FP8 && v < LATENT_VECS;
+  if (latent) {
+    x.raw = *(const uint4 *)(row + v * VEC_FP8);
+    x.scale = *(const float *)(row + FP8_SCALES_AT + 4 * (v * VEC_FP8 / FP8_GROUP));
+  } else {
+    x.raw = *(const uint4 *)(row + (IS_FP8 ? FP8_ROPE_AT + (v - LATENT_VECS) * 16 : v * 16));
+  }
+}
+
+// Vector `v` into shared row `dst` (zeros for no row): fp32 values (MMA
+// 0), or bf16 stored 16 bytes at a time (MMA 1: a bf16 vector as it is,
+// fp8 latent values widened by cvt and scaled, rounded once).
+__device__ __forceinline__ void st_store_vector(bool valid, const st_raw_vector &x, int v, kv_t *dst) {
   const bool latent = IS_FP8 && v < LATENT_VECS;
   kv_t *out = !IS_FP8 ? dst + v * VEC_BF16 : latent ? dst + v * VEC_FP8 : dst + DIM_V + (v - LATENT_VECS) * VEC_BF16;
-  if (!row) {
+  if (MMA) {
+    uint4 *o = (uint4 *)out;
+    if (!valid) {
+      o[0] = make_uint4(0u, 0u, 0u, 0u);
+      if (latent) o[1] = make_uint4(0u, 0u, 0u, 0u);
+    } else if (latent) {
+      uint32_t b[8];
+      st_e4m3x16_widen<false, true>(x.raw, x.scale, b);
+      o[0] = make_uint4(b[0], b[1], b[2], b[3]);
+      o[1] = make_uint4(b[4], b[5], b[6], b[7]);
+    } else {
+      o[0] = x.raw;
+    }
+    return;
+  }
+  if (!valid) {
     for (int i = 0; i < (latent ? VEC_FP8 : VEC_BF16); i++) st_put(out + i, 0.f);
     return;
   }
+  const uint32_t w[4] = {x.raw.x, x.raw.y, x.raw.z, x.raw.w};
   if (latent) {
-    const uint4 raw = *(const uint4 *)(row + v * VEC_FP8);
-    const float scale = *(const float *)(row + FP8_SCALES_AT + 4 * (v * VEC_FP8 / FP8_GROUP));
-    const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
-    for (int i = 0; i < 16; i++) st_put(out + i, st_e4m3((w[i / 4] >> (8 * (i % 4))) & 0xffu) * scale);
+    for (int i = 0; i < 16; i++) st_put(out + i, st_e4m3((w[i / 4] >> (8 * (i % 4))) & 0xffu) * x.scale);
     return;
   }
   // bf16 values: a bf16 cache's vector v, or an fp8 row's RoPE
-  const uint4 raw = *(const uint4 *)(row + (IS_FP8 ? FP8_ROPE_AT + (v - LATENT_VECS) * 16 : v * 16));
-  const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
   for (int i = 0; i < 4; i++) {
     st_put(out + 2 * i, st_bf16_lo(w[i]));
     st_put(out + 2 * i + 1, st_bf16_hi(w[i]));
+  }
+}
+
+// Step 2: the tile's rows into the shared cache tile. The rows come from
+// global memory (FROM_RAW false: the slots' cache rows) or from PIPE's raw
+// copy (row t at raw + t * RAW_ROW); each thread loads STAGE_BATCH
+// vectors before it converts and stores any, so that many gathers are in
+// flight at once instead of one.
+constexpr int STAGE_VECS = TILE * ROW_VECS;
+constexpr int STAGE_PER_THREAD = (STAGE_VECS + THREADS - 1) / THREADS;
+// The batch is what registers allow beside o's accumulators: 512 threads
+// have 128 registers each (3 vectors of a global gather fit without
+// spilling; from PIPE's shared copy, whose latency is short, one).
+constexpr int STAGE_BATCH_MOST = PIPE ? (THREADS >= 512 ? 1 : 4) : (THREADS >= 512 ? 3 : 8);
+constexpr int STAGE_BATCH = STAGE_PER_THREAD < STAGE_BATCH_MOST ? STAGE_PER_THREAD : STAGE_BATCH_MOST;
+template <bool FROM_RAW>
+__device__ __forceinline__ void st_stage_rows(const st_mla_sparse_decode_params &p, const int32_t *s_slot,
+                                              const char *raw, kv_t *s_kv, int tid) {
+  for (int j0 = 0; j0 < STAGE_PER_THREAD; j0 += STAGE_BATCH) {
+    st_raw_vector x[STAGE_BATCH];
+    bool valid[STAGE_BATCH];
+#pragma unroll
+    for (int j = 0; j < STAGE_BATCH; j++) {
+      const int i = tid + (j0 + j) * THREADS;
+      valid[j] = false;
+      if (j0 + j < STAGE_PER_THREAD && i < STAGE_VECS) {
+        const int t = i / ROW_VECS;
+        valid[j] = s_slot[t] >= 0;
+        if (valid[j]) st_load_vector(FROM_RAW ? raw + t * RAW_ROW : st_slot_row(p, s_slot[t]), i % ROW_VECS, x[j]);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < STAGE_BATCH; j++) {
+      const int i = tid + (j0 + j) * THREADS;
+      if (j0 + j < STAGE_PER_THREAD && i < STAGE_VECS)
+        st_store_vector(valid[j], x[j], i % ROW_VECS, s_kv + (i / ROW_VECS) * KV_LD);
+    }
   }
 }
 
@@ -237,35 +310,54 @@ __device__ __forceinline__ void st_mma_bf16(float *c, const uint32_t *a, const u
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-// The A fragment of rows r0 .. r0+15, columns k0 .. k0+15 of a bf16 tile
-// with rows of `ld` elements (ld even: the pairs are 4-byte aligned).
-__device__ __forceinline__ void st_frag_a(uint32_t *a, const uint16_t *tile, int ld, int r0, int k0, int lane) {
-  const int g = lane >> 2, c = lane & 3;
-  const uint16_t *at = tile + (r0 + g) * ld + k0 + 2 * c;
-  a[0] = *(const uint32_t *)at;
-  a[1] = *(const uint32_t *)(at + 8 * ld);
-  a[2] = *(const uint32_t *)(at + 8);
-  a[3] = *(const uint32_t *)(at + 8 * ld + 8);
+// Two 8x8 b16 matrices; lanes 0-15 give the row addresses (matrix lane /
+// 8), the other lanes' addresses are not read.
+__device__ __forceinline__ void st_ldmatrix_x2(uint32_t (&r)[2], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
+}
+
+// Fragments come from shared memory by ldmatrix. Every tile they read has
+// rows 16 bytes modulo 128 apart (q and cache rows of 1168 bytes, weight
+// rows of 144 or 80), so the 8 rows of one matrix fall in 8 distinct bank
+// groups.
+//
+// The address lane `lane` gives for the A fragment (x4) of rows r0 ..
+// r0+15 of a bf16 tile with rows of `ld` elements, at column 0: matrices
+// (rows 0-7, cols 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15) are a[0..3].
+__device__ __forceinline__ uint32_t st_frag_a_addr(uint32_t tile, int ld, int r0, int lane) {
+  return tile + (uint32_t)(((r0 + (lane & 15)) * ld + 8 * (lane >> 4)) * 2);
 }
 
 // Step 3, MMA 1: warp (mt, w4) scores heads 16 mt .. and tokens w4 *
-// WARP_TOKENS ..; the cache tile's rows are B's columns (k contiguous).
+// WARP_TOKENS ..; the cache tile's rows are B's columns (k contiguous), so
+// one ldmatrix x4 gives the B fragments of two n tiles: matrices (tokens
+// 0-7, dims 0-7), (0-7, 8-15), (8-15, 0-7), (8-15, 8-15).
 __device__ __forceinline__ void st_scores_mma(const st_mla_sparse_decode_params &p, const uint16_t *s_q,
                                               const uint16_t *s_kv, const int32_t *s_slot, float *s_s, int warp,
                                               int lane) {
   const int mt = warp / 4, t0 = (warp % 4) * WARP_TOKENS, g = lane >> 2, c = lane & 3;
+  const uint32_t a_addr = st_frag_a_addr(st_smem_addr(s_q), Q_LD, 16 * mt, lane);
+  const uint32_t b_addr =
+      st_smem_addr(s_kv) + (uint32_t)(((t0 + (lane & 7) + 8 * (lane >> 4)) * KV_LD + 8 * ((lane >> 3) & 1)) * 2);
   float acc[S_NTILES][4];
 #pragma unroll
   for (int j = 0; j < S_NTILES; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
-#pragma unroll 4
+#pragma unroll(QK_UNROLL)
   for (int ks = 0; ks < QK_STEPS; ks++) {
     uint32_t a[4];
-    st_frag_a(a, s_q, Q_LD, 16 * mt, 16 * ks, lane);
+    st_ldmatrix_x4(a, a_addr + 32 * ks);
+    if (S_NTILES == 1) {
+      uint32_t b[2];
+      st_ldmatrix_x2(b, b_addr + 32 * ks);
+      st_mma_bf16(acc[0], a, b);
+    } else {
 #pragma unroll
-    for (int j = 0; j < S_NTILES; j++) {
-      const uint16_t *k = s_kv + (t0 + 8 * j + g) * KV_LD + 16 * ks + 2 * c;
-      const uint32_t b[2] = {*(const uint32_t *)k, *(const uint32_t *)(k + 8)};
-      st_mma_bf16(acc[j], a, b);
+      for (int j = 0; j + 1 < S_NTILES; j += 2) {
+        uint32_t b[4];
+        st_ldmatrix_x4(b, b_addr + (uint32_t)(16 * j * KV_LD) + 32 * ks);
+        st_mma_bf16(acc[j], a, b);
+        st_mma_bf16(acc[j + 1], a, b + 2);
+      }
     }
   }
 #pragma unroll
@@ -278,11 +370,12 @@ __device__ __forceinline__ void st_scores_mma(const st_mla_sparse_decode_params 
 }
 
 // Step 5, MMA 1: warp (mt, w4) adds P V to its o tiles, dims w4 *
-// WARP_DIMS .. of heads 16 mt ..; V's B fragment pairs two tokens' bf16 of
-// one dim (the rows hold tokens, so the pair is packed from two loads).
+// WARP_DIMS .. of heads 16 mt ..; V's B fragments of two n tiles by one
+// ldmatrix x4 .trans of the token-major rows: matrices (tokens 0-7, dims
+// 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15).
 __device__ __forceinline__ void st_pv_mma(float (*acc)[4], const uint16_t *s_p, const uint16_t *s_kv,
                                           const float *s_alpha, int warp, int lane) {
-  const int mt = warp / 4, d0 = (warp % 4) * WARP_DIMS, g = lane >> 2, c = lane & 3;
+  const int mt = warp / 4, d0 = (warp % 4) * WARP_DIMS, g = lane >> 2;
   const float a_lo = s_alpha[16 * mt + g], a_hi = s_alpha[16 * mt + g + 8];
 #pragma unroll
   for (int j = 0; j < O_NTILES; j++) {
@@ -291,17 +384,19 @@ __device__ __forceinline__ void st_pv_mma(float (*acc)[4], const uint16_t *s_p, 
     acc[j][2] *= a_hi;
     acc[j][3] *= a_hi;
   }
+  const uint32_t a_addr = st_frag_a_addr(st_smem_addr(s_p), P_LD, 16 * mt, lane);
+  const uint32_t v_addr =
+      st_smem_addr(s_kv) + (uint32_t)((((lane & 7) + 8 * ((lane >> 3) & 1)) * KV_LD + d0 + 8 * (lane >> 4)) * 2);
 #pragma unroll
   for (int kk = 0; kk < TILE / 16; kk++) {
     uint32_t a[4];
-    st_frag_a(a, s_p, P_LD, 16 * mt, 16 * kk, lane);
-    const uint16_t *v = s_kv + (16 * kk + 2 * c) * KV_LD + d0 + g;
+    st_ldmatrix_x4(a, a_addr + 32 * kk);
 #pragma unroll
-    for (int j = 0; j < O_NTILES; j++) {
-      const uint16_t *vj = v + 8 * j;
-      const uint32_t b[2] = {(uint32_t)vj[0] | (uint32_t)vj[KV_LD] << 16,
-                             (uint32_t)vj[8 * KV_LD] | (uint32_t)vj[9 * KV_LD] << 16};
+    for (int j = 0; j < O_NTILES; j += 2) {
+      uint32_t b[4];
+      st_ldmatrix_x4_trans(b, v_addr + (uint32_t)((16 * kk * KV_LD + 8 * j) * 2));
       st_mma_bf16(acc[j], a, b);
+      st_mma_bf16(acc[j + 1], a, b + 2);
     }
   }
 }
@@ -408,10 +503,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     if (PIPE) { // 1-2. the tile's rows landed: widen them; the next tile's slots
       st_cp_async_wait<0>();
       __syncthreads();
-      for (int i = tid; i < TILE * ROW_VECS; i += THREADS) {
-        const int t = i / ROW_VECS;
-        st_stage_vector(s_slot[t] >= 0 ? s_raw + t * RAW_ROW : nullptr, i % ROW_VECS, s_kv + t * KV_LD);
-      }
+      st_stage_rows<true>(p, s_slot, s_raw, s_kv, tid);
       int32_t *next = s_slots + ((it + 1) & 1) * TILE;
       if (tid < TILE) next[tid] = st_entry_slot(p, row, e0 + TILE + tid, end);
       __syncthreads();
@@ -419,10 +511,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     } else {
       if (tid < TILE) s_slots[tid] = st_entry_slot(p, row, e0 + tid, end); // 1. the tile's slots
       __syncthreads();
-      for (int i = tid; i < TILE * ROW_VECS; i += THREADS) { // 2. the rows
-        const int t = i / ROW_VECS;
-        st_stage_vector(s_slot[t] >= 0 ? st_slot_row(p, s_slot[t]) : nullptr, i % ROW_VECS, s_kv + t * KV_LD);
-      }
+      st_stage_rows<false>(p, s_slot, s_raw, s_kv, tid); // 2. the rows
       __syncthreads();
     }
     if (MMA) { // 3. scores

@@ -144,7 +144,10 @@ function M.defaults()
   for _, dtype in ipairs(M.kernel_domains.dtype) do
     for _, d in ipairs(DEFAULTS) do
       local k = { dtype = dtype, heads_per_cta = d.heads_per_cta, tile_tokens = d.tile_tokens, threads = d.threads,
-        mma = d.mma, pipe = 0 }
+        mma = d.mma, pipe = d.mma }
+      -- the copies pipelined wherever the staging buffer fits (not bf16 with
+      -- 64 heads)
+      if not M.constraint(k) then k.pipe = 0 end
       local ok, why = M.constraint(k)
       -- Every shape of the contract needs a fallback: a missing one is a
       -- defect of the space, not a configuration to skip.
