@@ -365,7 +365,8 @@ static int random_shapes(const st_cli *cli, const char *oracle, st_shape **shape
  * test (--leave-one-out: less each shape's key), no database. */
 static int time_rows(const st_cli *cli, const char *oracle, const st_shape *shapes, int n, eval_row *rows,
                      st_bench_time *times) {
-  static const char *const what[3] = {"the oracle", "the database", "no database (the built-in variants)"};
+  const char *const what[3] = {cli->search_model ? "the oracle, tuned with --search model" : "the oracle",
+                               "the database", "no database (the built-in variants)"};
   const char *sources[3] = {oracle, cli->db_path, NULL};
   for (int k = 0; k < 3; k++) {
     st_err err = {{0}};
