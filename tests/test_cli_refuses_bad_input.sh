@@ -129,6 +129,8 @@ expect 2 "--suite and --op choose the shapes of --leave-one-out" -- "$bin" eval 
 expect 2 "--decode, --prefill and --oracle-db do not apply" -- "$bin" eval --leave-one-out --decode 5
 expect 2 "--decode, --prefill and --oracle-db do not apply" -- "$bin" eval --leave-one-out --oracle-db o.db
 expect 2 "cannot be read" -- "$bin" eval --leave-one-out --db missing.db
+expect 2 "with --leave-one-out the oracle is the database itself" -- "$bin" eval --leave-one-out --search model
+expect 2 "--search=fast is not full or model" -- "$bin" eval --search fast
 expect 2 "option --decode does not apply" -- "$bin" bench --decode 3
 expect 2 "unknown suite 'random-other:1:2'" -- "$bin" generate --suite random-other:1:2 --db random.db
 expect 2 "count 0 is not an integer in 1..1000" -- "$bin" generate --suite random-decode:1:0 --db random.db

@@ -29,7 +29,7 @@
 
 static const char usage[] =
     "usage: sparsetune eval [--db FILE] [--decode N] [--prefill N] [--seed N] [--oracle-db FILE] [--device N]\n"
-    "                       [--json]\n"
+    "                       [--search full|model] [--json]\n"
     "       sparsetune eval --leave-one-out [--suite NAME] [--op OP] [--db FILE] [--seed N] [--device N]\n"
     "                       [--json]\n"
     "\n"
@@ -57,6 +57,11 @@ static const char usage[] =
     "  --seed N          the shapes' and the inputs' seed (default 20261122)\n"
     "  --oracle-db FILE  where the shapes are tuned (default FILE.eval-SEED.db\n"
     "                    beside --db)\n"
+    "  --search MODE     how the oracle is tuned: full (default) times every\n"
+    "                    applicable variant of every shape; model leaves out\n"
+    "                    what `tune --search model` leaves out (fewer variants\n"
+    "                    timed; the oracle is then the best of those it timed).\n"
+    "                    An oracle database resumes only a tune of the same mode\n"
     "  --leave-one-out   judge the suite's own shapes, each without its key\n"
     "  --suite NAME      with --leave-one-out: the suite (default " ST_DEFAULT_SUITE ")\n"
     "  --op OP           with --leave-one-out: only this op (OP,OP,...: these)\n"
@@ -81,7 +86,8 @@ static int tune_oracle(const st_cli *cli, const char *suite, const char *oracle)
   char device[16], seed[32];
   snprintf(device, sizeof device, "%d", cli->device);
   snprintf(seed, sizeof seed, "%llu", cli->seed);
-  char *argv[] = {"tune", "--suite", (char *)suite, "--db", (char *)oracle, "--device", device, "--seed", seed, NULL};
+  char *argv[] = {"tune",   "--suite", (char *)suite, "--db",   (char *)oracle, "--device",
+                  device,   "--seed",  seed,          "--search", cli->search_model ? "model" : "full", NULL};
   fflush(stdout);
   int saved = -1;
   if (cli->json) {
@@ -190,7 +196,8 @@ static void print_json(const st_cli *cli, const char *oracle, const eval_row *ro
     json_string(stdout, cli->suite);
     printf(",\"seed\":%llu,\"shapes\":[", cli->seed);
   } else {
-    printf(",\"seed\":%llu,\"decode\":%d,\"prefill\":%d,\"shapes\":[", cli->seed, cli->eval_decode, cli->eval_prefill);
+    printf(",\"seed\":%llu,\"decode\":%d,\"prefill\":%d,\"oracle_search\":\"%s\",\"shapes\":[", cli->seed,
+           cli->eval_decode, cli->eval_prefill, cli->search_model ? "model" : "full");
   }
   for (int i = 0; i < n; i++) {
     const eval_row *r = &rows[i];
@@ -259,6 +266,11 @@ static int check_options(const st_cli *cli) {
   if (cli->leave_one_out && (cli->eval_counts_given || cli->oracle_db)) {
     st_cli_error(cli, "--leave-one-out judges a tuned suite's own shapes: --decode, --prefill and --oracle-db "
                       "do not apply to it");
+    return ST_EXIT_USAGE;
+  }
+  if (cli->leave_one_out && (cli->given & ST_OPT_SEARCH)) {
+    st_cli_error(cli, "--search chooses how the random shapes' oracle is tuned; with --leave-one-out the oracle "
+                      "is the database itself");
     return ST_EXIT_USAGE;
   }
   if (!cli->leave_one_out && (cli->given & (ST_OPT_SUITE | ST_OPT_OP))) {
@@ -353,7 +365,8 @@ static int random_shapes(const st_cli *cli, const char *oracle, st_shape **shape
  * test (--leave-one-out: less each shape's key), no database. */
 static int time_rows(const st_cli *cli, const char *oracle, const st_shape *shapes, int n, eval_row *rows,
                      st_bench_time *times) {
-  static const char *const what[3] = {"the oracle", "the database", "no database (the built-in variants)"};
+  const char *const what[3] = {cli->search_model ? "the oracle, tuned with --search model" : "the oracle",
+                               "the database", "no database (the built-in variants)"};
   const char *sources[3] = {oracle, cli->db_path, NULL};
   for (int k = 0; k < 3; k++) {
     st_err err = {{0}};
@@ -379,7 +392,8 @@ static int time_rows(const st_cli *cli, const char *oracle, const st_shape *shap
 int st_cmd_eval(int argc, char **argv) {
   st_cli cli;
   int rc = st_cli_parse(argc, argv,
-                        ST_OPT_DB | ST_OPT_DEVICE | ST_OPT_SEED | ST_OPT_JSON | ST_OPT_EVAL | ST_OPT_SUITE | ST_OPT_OP,
+                        ST_OPT_DB | ST_OPT_DEVICE | ST_OPT_SEED | ST_OPT_JSON | ST_OPT_EVAL | ST_OPT_SUITE | ST_OPT_OP |
+                            ST_OPT_SEARCH,
                         usage, &cli);
   if (rc) return rc == -1 ? ST_EXIT_OK : ST_EXIT_USAGE;
   if ((rc = check_options(&cli)) != ST_EXIT_OK) return rc;
