@@ -38,7 +38,7 @@ extern "C" {
 /* One number that grows with every version: 10000 x major + 100 x minor +
  * patch (0.2.0 is 200), for comparisons in the preprocessor and at run time
  * (st_version_number). */
-#define SPARSETUNE_VERSION_NUMBER \
+#define SPARSETUNE_VERSION_NUMBER                                                                                      \
   (SPARSETUNE_VERSION_MAJOR * 10000 + SPARSETUNE_VERSION_MINOR * 100 + SPARSETUNE_VERSION_PATCH)
 
 /* ST_API marks the functions of this header, the library's whole ABI: the
@@ -63,12 +63,7 @@ typedef enum st_status {
   ST_ERR_UNSUPPORTED = 9  /* valid by the op contract, but not built (yet) */
 } st_status;
 
-typedef enum st_dtype {
-  ST_DTYPE_BF16 = 1,
-  ST_DTYPE_FP8_E4M3 = 2,
-  ST_DTYPE_INT32 = 3,
-  ST_DTYPE_FP32 = 4
-} st_dtype;
+typedef enum st_dtype { ST_DTYPE_BF16 = 1, ST_DTYPE_FP8_E4M3 = 2, ST_DTYPE_INT32 = 3, ST_DTYPE_FP32 = 4 } st_dtype;
 
 #define ST_MAX_DIMS 6
 
@@ -292,30 +287,30 @@ typedef enum st_kv_scale_mode {
 } st_kv_scale_mode;
 
 typedef struct st_sparse_attn_decode_args {
-  size_t struct_size;    /* set by st_sparse_attn_decode_args_init */
-  st_tensor q;           /* [R*qlen, Hq, D] bf16, R*qlen 1..65535, D 64, 128 or
-                            256 (else ST_ERR_UNSUPPORTED); Hq a multiple of Hkv,
-                            Hq / Hkv <= 32 (else ST_ERR_UNSUPPORTED); rows
-                            16-byte aligned (as st_index_decode_args' q)      */
-  st_tensor k_cache;     /* [pages, Hkv, 128, D] bf16 or fp8 e4m3, Hkv 1..65535
-                            (any strides, innermost 1, rows 16-byte aligned); */
-  st_tensor v_cache;     /*   v_cache: same shape and dtype, its own strides    */
+  size_t struct_size;          /* set by st_sparse_attn_decode_args_init */
+  st_tensor q;                 /* [R*qlen, Hq, D] bf16, R*qlen 1..65535, D 64, 128 or
+                                  256 (else ST_ERR_UNSUPPORTED); Hq a multiple of Hkv,
+                                  Hq / Hkv <= 32 (else ST_ERR_UNSUPPORTED); rows
+                                  16-byte aligned (as st_index_decode_args' q)      */
+  st_tensor k_cache;           /* [pages, Hkv, 128, D] bf16 or fp8 e4m3, Hkv 1..65535
+                                  (any strides, innermost 1, rows 16-byte aligned); */
+  st_tensor v_cache;           /*   v_cache: same shape and dtype, its own strides    */
   st_kv_scale_mode scale_mode; /* fp8 caches only; NONE for bf16               */
   float k_scale, v_scale;      /* SCALAR: positive, finite                     */
-  st_tensor k_scales;    /* TENSOR: [pages, Hkv, 128] fp32 (any non-negative   */
-  st_tensor v_scales;    /*   strides, innermost too); other modes: ignored     */
-  st_tensor topk_idx;    /* [Hkv, R*qlen, topk] int32 block ids, -1 = none;
-                            topk 1..64                                         */
-  st_tensor block_table; /* [R, max_blocks] int32: page of each 128-token block */
-  st_tensor seq_lens;    /* [R] int32, tokens per request, 0 = padding row      */
-  st_tensor o;           /* out: [R*qlen, Hq, D] bf16                           */
-  st_tensor lse;         /* out, optional: [R*qlen, Hq] fp32, natural log of the
-                            softmax denominator; data NULL = not wanted         */
-  float sm_scale;        /* positive, finite                                    */
-  int qlen;              /* 1..4 query tokens per request                       */
-  int max_context;       /* host-known bound on every seq_len, 1..max_blocks*128 */
-  int pdl;               /* 0 or 1: programmatic dependent launch (see
-                            st_index_decode_args)                              */
+  st_tensor k_scales;          /* TENSOR: [pages, Hkv, 128] fp32 (any non-negative   */
+  st_tensor v_scales;          /*   strides, innermost too); other modes: ignored     */
+  st_tensor topk_idx;          /* [Hkv, R*qlen, topk] int32 block ids, -1 = none;
+                                  topk 1..64                                         */
+  st_tensor block_table;       /* [R, max_blocks] int32: page of each 128-token block */
+  st_tensor seq_lens;          /* [R] int32, tokens per request, 0 = padding row      */
+  st_tensor o;                 /* out: [R*qlen, Hq, D] bf16                           */
+  st_tensor lse;               /* out, optional: [R*qlen, Hq] fp32, natural log of the
+                                  softmax denominator; data NULL = not wanted         */
+  float sm_scale;              /* positive, finite                                    */
+  int qlen;                    /* 1..4 query tokens per request                       */
+  int max_context;             /* host-known bound on every seq_len, 1..max_blocks*128 */
+  int pdl;                     /* 0 or 1: programmatic dependent launch (see
+                                  st_index_decode_args)                              */
 } st_sparse_attn_decode_args;
 
 /* Sets args->struct_size and every other field to zero. */
@@ -409,6 +404,68 @@ ST_API st_status st_mla_sparse_decode_prepare(st_handle *handle, const st_mla_sp
 ST_API st_status st_mla_sparse_decode(st_handle *handle, const st_mla_sparse_decode_args *args, void *workspace,
                                       size_t workspace_bytes, void *stream);
 
+/* ---- mla_sparse_prefill: DeepSeek-V3.2 token-sparse MLA attention, prefill
+ *
+ * mla_sparse_decode's attention for s_q query tokens over kv rows, as
+ * FlashMLA's sparse prefill (flash_mla_sparse_fwd) is called: each query
+ * token i and each of its h_q heads attends to the rows of kv its row of
+ * `indices` lists (no pages, no causal mask: the indices say what a token
+ * sees). K is a row's 576 values (512 latent "NoPE" dims, then 64 RoPE
+ * dims), V its first 512. An entry < 0 or >= s_kv is none and is skipped;
+ * a row listed twice counts twice; with topk_length only the first
+ * clamp(topk_length[i], 0, topk) entries of token i count. Indices and
+ * lengths are device data: they are not checked on the host and never make
+ * the op read outside kv.
+ *
+ * s_j = sm_scale * dot(q, k_j) over the 576 dims; o = softmax(s) . v; lse
+ * = ln(sum_j exp(s_j)); max_logits = max_j s_j. With attn_sink, o is
+ * scaled by exp(lse) / (exp(lse) + exp(sink[h])) and lse and max_logits are
+ * left as they are (+inf: o = 0; -inf: no change). A token with no valid
+ * entry gets o = 0, lse = -inf and max_logits = -inf.
+ *
+ * The grid depends on s_q, h_q, topk and the device only; splitting the
+ * entries over CTAs keeps partial states in the workspace, which needs no
+ * clearing.
+ */
+typedef struct st_mla_sparse_prefill_args {
+  size_t struct_size;    /* set by st_mla_sparse_prefill_args_init            */
+  st_tensor q;           /* [s_q, h_q, 576] bf16, s_q 1..2^20, h_q 16, 32, 48,
+                            ... 128 (a multiple of 16); rows 16-byte aligned */
+  st_tensor kv;          /* [s_kv, 1, 576] bf16, s_kv 1..2^31 - 1; rows
+                            16-byte aligned                                  */
+  st_tensor indices;     /* [s_q, 1, topk] int32 rows of kv, topk 1..2048    */
+  st_tensor topk_length; /* optional [s_q] int32; data NULL = every entry    */
+  st_tensor attn_sink;   /* optional [h_q] fp32; data NULL = no sink         */
+  st_tensor o;           /* out: [s_q, h_q, 512] bf16                        */
+  st_tensor lse;         /* out, optional: [s_q, h_q] fp32, natural log;
+                            data NULL = not wanted                           */
+  st_tensor max_logits;  /* out, optional: [s_q, h_q] fp32; data NULL = not
+                            wanted                                           */
+  float sm_scale;        /* positive, finite                                 */
+  int pdl;               /* 0 or 1: programmatic dependent launch (see
+                            st_index_decode_args)                            */
+} st_mla_sparse_prefill_args;
+
+/* Sets args->struct_size and every other field to zero. */
+ST_API void st_mla_sparse_prefill_args_init(st_mla_sparse_prefill_args *args);
+
+/* Bytes of workspace st_mla_sparse_prefill needs for these arguments
+ * (pointers in `args` are not read, except whether the optional ones are
+ * NULL): the split CTAs' partial states, 0 when a variant does not split. */
+ST_API st_status st_mla_sparse_prefill_workspace_size(st_handle *handle, const st_mla_sparse_prefill_args *args,
+                                                      size_t *bytes);
+
+/* Loads the module that st_mla_sparse_prefill would launch for these
+ * arguments, so a later call can be captured in a CUDA graph. */
+ST_API st_status st_mla_sparse_prefill_prepare(st_handle *handle, const st_mla_sparse_prefill_args *args);
+
+/* Launches mla_sparse_prefill on `stream` (a CUstream; NULL = legacy
+ * default). Asynchronous; no host synchronization, no allocation.
+ * `workspace` must hold st_mla_sparse_prefill_workspace_size bytes; its
+ * contents need not be cleared. */
+ST_API st_status st_mla_sparse_prefill(st_handle *handle, const st_mla_sparse_prefill_args *args, void *workspace,
+                                       size_t workspace_bytes, void *stream);
+
 /* ---- sparse_attn: block-sparse GQA attention for a varlen prefill batch --
  *
  * Request r has q_len[r] = cu_seqlens_q[r+1] - cu_seqlens_q[r] query tokens,
@@ -421,27 +478,27 @@ ST_API st_status st_mla_sparse_decode(st_handle *handle, const st_mla_sparse_dec
  * views and scale modes. A token with no key gets o = 0 and lse = -inf.
  */
 typedef struct st_sparse_attn_args {
-  size_t struct_size;    /* set by st_sparse_attn_args_init */
-  st_tensor q;            /* [total_q, Hq, D] bf16: D, Hq / Hkv and the rows'
-                             alignment as in st_sparse_attn_decode_args         */
-  st_tensor k_cache;      /* [pages, Hkv, 128, D] as st_sparse_attn_decode_args' */
-  st_tensor v_cache;      /*   v_cache: same shape and dtype, its own strides    */
+  size_t struct_size;          /* set by st_sparse_attn_args_init */
+  st_tensor q;                 /* [total_q, Hq, D] bf16: D, Hq / Hkv and the rows'
+                                  alignment as in st_sparse_attn_decode_args         */
+  st_tensor k_cache;           /* [pages, Hkv, 128, D] as st_sparse_attn_decode_args' */
+  st_tensor v_cache;           /*   v_cache: same shape and dtype, its own strides    */
   st_kv_scale_mode scale_mode; /* fp8 caches only; NONE for bf16                */
   float k_scale, v_scale;      /* SCALAR: positive, finite                      */
-  st_tensor k_scales;     /* TENSOR: [pages, Hkv, 128] fp32 (any non-negative    */
-  st_tensor v_scales;     /*   strides, innermost too); other modes: ignored     */
-  st_tensor topk_idx;     /* [Hkv, total_q, topk] int32 block ids, -1 = none;
-                             topk 1..64                                         */
-  st_tensor block_table;  /* [R, max_blocks] int32: page of each 128-token block */
-  st_tensor cu_seqlens_q; /* [R+1] int32: 0, then running sums of q_len; the last
-                             equals total_q (q.shape[0])                        */
-  st_tensor seq_lens;     /* [R] int32, tokens per request (prefix + q_len)      */
-  st_tensor o;            /* out: [total_q, Hq, D] bf16                          */
-  st_tensor lse;          /* out, optional: [total_q, Hq] fp32; data NULL = not wanted */
-  float sm_scale;         /* positive, finite                                    */
-  int max_context;        /* host-known bound on every seq_len, 1..max_blocks*128;
-                             R x ceil(max_context / 128) blocks at most 2^31 - 1
-                             (else ST_ERR_UNSUPPORTED)                           */
+  st_tensor k_scales;          /* TENSOR: [pages, Hkv, 128] fp32 (any non-negative    */
+  st_tensor v_scales;          /*   strides, innermost too); other modes: ignored     */
+  st_tensor topk_idx;          /* [Hkv, total_q, topk] int32 block ids, -1 = none;
+                                  topk 1..64                                         */
+  st_tensor block_table;       /* [R, max_blocks] int32: page of each 128-token block */
+  st_tensor cu_seqlens_q;      /* [R+1] int32: 0, then running sums of q_len; the last
+                                  equals total_q (q.shape[0])                        */
+  st_tensor seq_lens;          /* [R] int32, tokens per request (prefix + q_len)      */
+  st_tensor o;                 /* out: [total_q, Hq, D] bf16                          */
+  st_tensor lse;               /* out, optional: [total_q, Hq] fp32; data NULL = not wanted */
+  float sm_scale;              /* positive, finite                                    */
+  int max_context;             /* host-known bound on every seq_len, 1..max_blocks*128;
+                                  R x ceil(max_context / 128) blocks at most 2^31 - 1
+                                  (else ST_ERR_UNSUPPORTED)                           */
 } st_sparse_attn_args;
 
 /* Sets args->struct_size and every other field to zero. */
@@ -490,7 +547,7 @@ ST_API st_status st_sparse_attn(st_handle *handle, const st_sparse_attn_args *ar
  * in bf16, 128 in fp8 e4m3 (q and k_cache share the dtype).
  */
 typedef struct st_index_score_args {
-  size_t struct_size;    /* set by st_index_score_args_init */
+  size_t struct_size;     /* set by st_index_score_args_init */
   st_tensor q;            /* [total_q, H, D] bf16 or fp8 e4m3, H and R 1..65535,
                              rows 16-byte aligned (as st_index_decode_args' q)     */
   st_tensor k_cache;      /* [pages, 128, D], the dtype of q, rows as q's           */
@@ -531,7 +588,7 @@ ST_API st_status st_index_score(st_handle *handle, const st_index_score_args *ar
  * index_topk.
  */
 typedef struct st_index_prefill_args {
-  size_t struct_size;    /* set by st_index_prefill_args_init */
+  size_t struct_size;     /* set by st_index_prefill_args_init */
   st_tensor q;            /* [total_q, H, D] as st_index_score_args' q              */
   st_tensor k_cache;      /* [pages, 128, D], the dtype of q, rows as q's           */
   st_tensor block_table;  /* [R, max_blocks] int32                                  */
@@ -570,7 +627,7 @@ ST_API st_status st_index_prefill(st_handle *handle, const st_index_prefill_args
  * Unused slots are -1; ids within a row are in no particular order.
  */
 typedef struct st_index_topk_args {
-  size_t struct_size;    /* set by st_index_topk_args_init */
+  size_t struct_size;     /* set by st_index_topk_args_init */
   st_tensor score;        /* [H, total_q, max_blocks] fp32 (any strides, innermost 1),
                              H 1..65535                                             */
   st_tensor cu_seqlens_q; /* [R+1] int32: 0, then running sums of q_len            */
