@@ -384,19 +384,15 @@ static void test_unknown_names_give_clear_errors(void **state) {
   assert_int_equal(st_gen_suite(g, "m3-decodee", NULL, &s, &n, &err), ST_ERR_INVALID_ARG);
   assert_null(s);
   assert_int_equal(n, 0);
-  assert_string_equal(err.msg,
-                      "generator: unknown suite 'm3-decodee' (known: anchors, dsv32-decode, dsv32-prefill, "
-                      "engine-decode, engine-prefill, m3-decode, m3-prefill, smoke; and shapes drawn from a seed: "
-                      "random-decode:SEED:N, random-prefill:SEED:N)");
+  assert_string_equal(err.msg, "generator: unknown suite 'm3-decodee' (known: anchors, dsv32-decode, dsv32-prefill, "
+                               "engine-decode, engine-prefill, m3-decode, m3-prefill, smoke; and shapes drawn from a seed: "
+                               "random-decode:SEED:N, random-prefill:SEED:N)");
   assert_int_equal(st_gen_suite(g, "m3-decode", "index_decod", &s, &n, &err), ST_ERR_INVALID_ARG);
-  assert_string_equal(
-      err.msg,
-      "generator: unknown op 'index_decod' (known: dsa_index_decode, index_decode, index_prefill, index_score, "
-      "index_topk, mla_sparse_decode, mla_sparse_prefill, sparse_attn, sparse_attn_decode)");
+  assert_string_equal(err.msg, "generator: unknown op 'index_decod' (known: dsa_index_decode, index_decode, index_prefill, index_score, "
+               "index_topk, mla_sparse_decode, mla_sparse_prefill, sparse_attn, sparse_attn_decode)");
   st_gen_variant *v = NULL;
   assert_int_equal(st_gen_variants(g, "sparse_mla", NULL, 0, &v, &n, &err), ST_ERR_INVALID_ARG);
-  assert_string_equal(
-      err.msg, "generator: unknown op 'sparse_mla' (known: dsa_index_decode, index_decode, index_prefill, index_score, "
+  assert_string_equal(err.msg, "generator: unknown op 'sparse_mla' (known: dsa_index_decode, index_decode, index_prefill, index_score, "
                "index_topk, mla_sparse_decode, mla_sparse_prefill, sparse_attn, sparse_attn_decode)");
   assert_null(v);
   st_params k = {0};

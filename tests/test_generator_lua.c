@@ -389,7 +389,8 @@ static void test_index_decode_names_are_readable(void **state) {
          "return op.variant_name(k, {splits = 8}) .. ' ' .. op.variant_name(k, {splits = 0})",
          "index_decode.bf16.d128.k16.h1.q1.t256.u2.single/s8 index_decode.bf16.d128.k16.h1.q1.t256.u2.single/auto");
   expect(*state,
-         "local op = require('ops.index_decode')\n" KERNEL_K16 "k.units_in_flight = 1; k.bulk_stages = 4\n"
+         "local op = require('ops.index_decode')\n" KERNEL_K16
+         "k.units_in_flight = 1; k.bulk_stages = 4\n"
          "return op.variant_name(k, {splits = 8})",
          "index_decode.bf16.d128.k16.h1.q1.t256.u1.b4.single/s8");
 }
@@ -579,10 +580,8 @@ static void test_sparse_attn_decode_check_kernel_refuses_bad_parameters(void **s
   CHECK("k.ring_extra = nil", "false: kernel parameter 'ring_extra' is missing");
   CHECK("k.ring_extra = 2", "false: kernel parameter ring_extra=2 is not one of its values");
   CHECK("k.tma = 1; k.pv_dims = 1; k.stages = 1; k.ring_extra = 1", "true: nil");
-  CHECK("k.tma = 1; k.pv_dims = 1; k.ring_extra = 1",
-        "false: ring_extra=1 needs pv_dims 1 and 1 stage (pv_dims 1, 2 stages)");
-  CHECK("k.tma = 1; k.stages = 1; k.ring_extra = 1",
-        "false: ring_extra=1 needs pv_dims 1 and 1 stage (pv_dims 0, 1 stages)");
+  CHECK("k.tma = 1; k.pv_dims = 1; k.ring_extra = 1", "false: ring_extra=1 needs pv_dims 1 and 1 stage (pv_dims 1, 2 stages)");
+  CHECK("k.tma = 1; k.stages = 1; k.ring_extra = 1", "false: ring_extra=1 needs pv_dims 1 and 1 stage (pv_dims 0, 1 stages)");
   CHECK("k.pv_dims = 2", "false: kernel parameter pv_dims=2 is not one of its values");
   CHECK("k.dtype = 'fp8'; k.k_regs = 2; k.tma = 1; k.pv_dims = 1", "true: nil");
   CHECK("k.dtype = 'fp8'; k.k_regs = 2; k.tma = 1; k.pv_dims = 1; k.warps_n = 8", "true: nil");
@@ -590,15 +589,12 @@ static void test_sparse_attn_decode_check_kernel_refuses_bad_parameters(void **s
                          "2 stages, 4 warps)");
   CHECK("k.tma = 1; k.pv_dims = 1", "true: nil"); /* bf16 */
   CHECK("k.tma = 1; k.pv_dims = 1; k.stages = 1", "true: nil");
-  CHECK(
-      "k.tma = 1; k.pv_dims = 1; k.stages = 3",
-      "false: pv_dims=1 needs tma 1, group <= 16, 1 or 2 stages and 4 or 8 warps (tma 1, group 16, 3 stages, 4 warps)");
-  CHECK(
-      "k.dtype = 'fp8'; k.k_regs = 2; k.tma = 1; k.pv_dims = 1; k.group = 32",
-      "false: pv_dims=1 needs tma 1, group <= 16, 1 or 2 stages and 4 or 8 warps (tma 1, group 32, 2 stages, 4 warps)");
-  CHECK(
-      "k.dtype = 'fp8'; k.k_regs = 2; k.tma = 1; k.pv_dims = 1; k.warps_n = 2",
-      "false: pv_dims=1 needs tma 1, group <= 16, 1 or 2 stages and 4 or 8 warps (tma 1, group 16, 2 stages, 2 warps)");
+  CHECK("k.tma = 1; k.pv_dims = 1; k.stages = 3",
+        "false: pv_dims=1 needs tma 1, group <= 16, 1 or 2 stages and 4 or 8 warps (tma 1, group 16, 3 stages, 4 warps)");
+  CHECK("k.dtype = 'fp8'; k.k_regs = 2; k.tma = 1; k.pv_dims = 1; k.group = 32",
+        "false: pv_dims=1 needs tma 1, group <= 16, 1 or 2 stages and 4 or 8 warps (tma 1, group 32, 2 stages, 4 warps)");
+  CHECK("k.dtype = 'fp8'; k.k_regs = 2; k.tma = 1; k.pv_dims = 1; k.warps_n = 2",
+        "false: pv_dims=1 needs tma 1, group <= 16, 1 or 2 stages and 4 or 8 warps (tma 1, group 16, 2 stages, 2 warps)");
 #undef CHECK
 #define LAUNCH(launch, want)                                                                                           \
   OK_WHY(pre, "", "op.check_launch(" launch ")");                                                                      \
@@ -761,40 +757,37 @@ static void test_sparse_attn_decode_render_values_are_the_template_names(void **
          "local a = s.canonical(op.render_values(k))\n"
          "k.dtype = 'fp8'; k.algo = 'split'; k.group = 32; k.warps_n = 8; k.head_dim = 64\n"
          "return a .. ' | ' .. s.canonical(op.render_values(k))",
-         "algo_split=0,cluster=1,group=16,head_dim=128,is_fp8=0,k_regs=0,m_tiles=1,pv_dims=0,ring_extra=0,stages=2,tma="
-         "0,warps_n=4 | "
-         "algo_split=1,cluster=1,group=32,head_dim=64,is_fp8=1,k_regs=0,m_tiles=2,pv_dims=0,ring_extra=0,stages=2,tma="
-         "0,warps_n=8");
+         "algo_split=0,cluster=1,group=16,head_dim=128,is_fp8=0,k_regs=0,m_tiles=1,pv_dims=0,ring_extra=0,stages=2,tma=0,warps_n=4 | "
+         "algo_split=1,cluster=1,group=32,head_dim=64,is_fp8=1,k_regs=0,m_tiles=2,pv_dims=0,ring_extra=0,stages=2,tma=0,warps_n=8");
 }
 
 /* ---- ops/sparse_attn.lua ------------------------------------------------ */
 
 #define SA_TILE                                                                                                        \
-  "local k = {algo = 'tile', dtype = 'bf16', head_dim = 128, group = 16, tokens = 4, topk = 16, stages = 1,\n"         \
+  "local k = {algo = 'tile', dtype = 'bf16', head_dim = 128, group = 16, tokens = 4, topk = 16, stages = 1,\n"          \
   "           part = 'bf16', ctas = 1, mtiles = 1, mma = 'sync'}\n"
 #define SA_BLOCK                                                                                                       \
-  "local b = {algo = 'block', dtype = 'bf16', head_dim = 128, group = 16, tokens = 8, topk = 16, stages = 1,\n"        \
+  "local b = {algo = 'block', dtype = 'bf16', head_dim = 128, group = 16, tokens = 8, topk = 16, stages = 1,\n"         \
   "           part = 'bf16', ctas = 2, mtiles = 2, mma = 'sync'}\n"
 
 /* The token-tile variants keep the names (so the identities) they had
  * before the block family; block variants name every parameter and their
  * chunk; each family renders its own template. */
 static void test_sparse_attn_names_and_templates_of_the_two_families(void **state) {
-  expect(
-      *state,
-      "local op = require('ops.sparse_attn')\n" SA_TILE SA_BLOCK
-      "local m2 = {}; for key, v in pairs(k) do m2[key] = v end; m2.mtiles = 2\n"
-      "local wg = {}; for key, v in pairs(b) do wg[key] = v end; wg.mtiles = 1; wg.ctas = 1; wg.mma = 'wgmma'\n"
-      "local wg2 = {}; for key, v in pairs(wg) do wg2[key] = v end; wg2.mtiles = 2; wg2.ctas = 2\n"
-      "return table.concat({op.variant_name(k, {}), op.variant_name(m2, {}), op.variant_name(b, {chunk = 0}),\n"
-      "  op.variant_name(b, {chunk = 256}), op.variant_name(wg, {chunk = 0}), op.variant_name(wg2, {chunk = 0}),\n"
-      "  op.template_of(k), op.template_of(b),\n"
-      "  op.render_values(wg).wgmma .. op.render_values(b).wgmma, op.render_values(wg).warps,\n"
-      "  op.render_values(wg2).warps}, ' ')",
-      "sparse_attn.bf16.d128.g16.t4.k16.s1 sparse_attn.bf16.d128.g16.t4.k16.s1.m2 "
-      "sparse_attn.bf16.d128.g16.block.t8.s1.m2.pbf16.c2/auto sparse_attn.bf16.d128.g16.block.t8.s1.m2.pbf16.c2/q256 "
-      "sparse_attn.bf16.d128.g16.block.t8.s1.wg.pbf16.c1/auto sparse_attn.bf16.d128.g16.block.t8.s1.wg2.pbf16.c2/auto "
-      "sparse_attn.cu sparse_attn_block.cu 10 8 4");
+  expect(*state,
+         "local op = require('ops.sparse_attn')\n" SA_TILE SA_BLOCK
+         "local m2 = {}; for key, v in pairs(k) do m2[key] = v end; m2.mtiles = 2\n"
+         "local wg = {}; for key, v in pairs(b) do wg[key] = v end; wg.mtiles = 1; wg.ctas = 1; wg.mma = 'wgmma'\n"
+         "local wg2 = {}; for key, v in pairs(wg) do wg2[key] = v end; wg2.mtiles = 2; wg2.ctas = 2\n"
+         "return table.concat({op.variant_name(k, {}), op.variant_name(m2, {}), op.variant_name(b, {chunk = 0}),\n"
+         "  op.variant_name(b, {chunk = 256}), op.variant_name(wg, {chunk = 0}), op.variant_name(wg2, {chunk = 0}),\n"
+         "  op.template_of(k), op.template_of(b),\n"
+         "  op.render_values(wg).wgmma .. op.render_values(b).wgmma, op.render_values(wg).warps,\n"
+         "  op.render_values(wg2).warps}, ' ')",
+         "sparse_attn.bf16.d128.g16.t4.k16.s1 sparse_attn.bf16.d128.g16.t4.k16.s1.m2 "
+         "sparse_attn.bf16.d128.g16.block.t8.s1.m2.pbf16.c2/auto sparse_attn.bf16.d128.g16.block.t8.s1.m2.pbf16.c2/q256 "
+         "sparse_attn.bf16.d128.g16.block.t8.s1.wg.pbf16.c1/auto sparse_attn.bf16.d128.g16.block.t8.s1.wg2.pbf16.c2/auto "
+         "sparse_attn.cu sparse_attn_block.cu 10 8 4");
 }
 
 /* Each family's fixed values, and the block family's limits: 4 tokens at
@@ -802,7 +795,8 @@ static void test_sparse_attn_names_and_templates_of_the_two_families(void **stat
  * with a whole warp's 32 rows and head_dim <= 128. */
 static void test_sparse_attn_constraints_of_the_two_families(void **state) {
   expect(*state,
-         "local op = require('ops.sparse_attn')\n" SA_TILE SA_BLOCK "local function why(base, key, v)\n"
+         "local op = require('ops.sparse_attn')\n" SA_TILE SA_BLOCK
+         "local function why(base, key, v)\n"
          "  local c = {}; for kk, vv in pairs(base) do c[kk] = vv end; c[key] = v\n"
          "  local ok, reason = op.constraint(c); return ok and 'ok' or reason\n"
          "end\n"
@@ -823,7 +817,8 @@ static void test_sparse_attn_constraints_of_the_two_families(void **state) {
    * pass, at most 256 threads an SM; two passes (mtiles 2) with one stage
    * (fp8 too: widened in place), 128 threads for 128 rows. */
   expect(*state,
-         "local op = require('ops.sparse_attn')\n" SA_TILE SA_BLOCK "b.mma = 'wgmma'; b.mtiles = 1; b.ctas = 1\n"
+         "local op = require('ops.sparse_attn')\n" SA_TILE SA_BLOCK
+         "b.mma = 'wgmma'; b.mtiles = 1; b.ctas = 1\n"
          "local function why(base, key, v)\n"
          "  local c = {}; for kk, vv in pairs(base) do c[kk] = vv end; c[key] = v\n"
          "  local ok, reason = op.constraint(c); return ok and 'ok' or reason\n"
@@ -876,8 +871,7 @@ static void test_sparse_attn_fit_and_launch_rules(void **state) {
          "launch parameter chunk=100 is not a multiple of 64 in 0..1048576 | "
          "'splits' is not a launch parameter of sparse_attn | launch parameter overlap=2 is not 0 or 1 | true | "
          "true | the batch of 100 tokens is one chunk: nothing to overlap | "
-         "sparse_attn.bf16.d128.g16.block.t8.s1.m2.pbf16.c2/q256.ov | "
-         "sparse_attn.bf16.d128.g16.block.t8.s1.m2.pbf16.c2/auto | "
+         "sparse_attn.bf16.d128.g16.block.t8.s1.m2.pbf16.c2/q256.ov | sparse_attn.bf16.d128.g16.block.t8.s1.m2.pbf16.c2/auto | "
          "launch parameter bulk=17 is not an integer in 0..16 | "
          "sparse_attn.bf16.d128.g16.block.t8.s1.m2.pbf16.c2/q2048.ov.b8 | "
          "launch parameter first=100 is not a multiple of 64 in 0..1048576 | "
@@ -907,8 +901,7 @@ static void test_sparse_attn_dense_launches(void **state) {
          "local l = {chunk = 3072, overlap = 1, bulk = 8, first = 1024, dense = 1}\n"
          "local w2, w2why = op.worth(w, l, late, false)\n"
          "local c1, c1why = op.check_launch({chunk = 0, dense = 3})\n"
-         "return table.concat({dense(w), dense(b), dense(f), op.variant_name(w, l), tostring(op.worth(w, l, early, "
-         "false)),\n"
+         "return table.concat({dense(w), dense(b), dense(f), op.variant_name(w, l), tostring(op.worth(w, l, early, false)),\n"
          "  tostring(w2), w2why, tostring(op.worth(w, {chunk = 0, dense = 1}, mixed, false)), c1why}, ' | ')",
          "10 | 0 | 10 | sparse_attn.bf16.d128.g16.block.t8.s1.wg2.pbf16.c2/q3072.ov.b8.f1024.dn | true | false | "
          "no request of 8192:57344 starts below position 2048: no dense tile | true | "
@@ -945,65 +938,60 @@ static void test_every_suite_row_passes_its_ops_check_shape(void **state) {
  * their stated ranges, paired (indexer and attention of one step or batch
  * share batch, dtype, heads and topk), and none a named suite's. */
 static void test_random_shapes_are_reproducible_and_within_their_ranges(void **state) {
-  expect(
-      *state,
-      "local suites = require('suites')\n"
-      "local function key(row) return require('ops.' .. row.op).shape_key(row.shape) end\n"
-      "local named = {}\n"
-      "for _, name in ipairs({'anchors', 'm3-decode', 'm3-prefill', 'smoke'}) do\n"
-      "  for _, row in ipairs(suites.get(name)) do named[key(row)] = true end\n"
-      "end\n"
-      "local function same(a, b)\n"
-      "  if #a ~= #b then return false end\n"
-      "  for i = 1, #a do if key(a[i]) ~= key(b[i]) then return false end end\n"
-      "  return true\n"
-      "end\n"
-      "local d1, d2, d3 = suites.get('random-decode:11:200'), suites.get('random-decode:11:200'),\n"
-      "  suites.get('random-decode:12:200')\n"
-      "if not same(d1, d2) then return 'decode: one seed, two lists' end\n"
-      "if same(d1, d3) then return 'decode: two seeds, one list' end\n"
-      "local seen = {qlen = {}, H = {}, dtype = {}, lens = {}}\n"
-      "local minB, maxB, minT, maxT, minC, maxC = 1e9, 0, 1e9, 0, 1e9, 0\n"
-      "for i = 1, #d1, 2 do\n"
-      "  local a, b = d1[i].shape, d1[i + 1].shape\n"
-      "  if d1[i].op ~= 'index_decode' or d1[i + 1].op ~= 'sparse_attn_decode' then return 'decode: not paired' end\n"
-      "  if a.B ~= b.B or a.ctx ~= b.ctx or a.topk ~= b.topk or a.H ~= b.Hkv or a.qlen ~= b.qlen or a.dtype ~= "
-      "b.dtype\n"
-      "    or a.lens ~= b.lens or b.Hq ~= 16 * b.Hkv then return 'decode step ' .. i .. ' differs' end\n"
-      "  if a.B * a.ctx > 4 * 1024 * 1024 or a.ctx % 128 ~= 0 then return 'decode: too large ' .. key(d1[i]) end\n"
-      "  if named[key(d1[i])] or named[key(d1[i + 1])] then return 'decode: a named suite holds ' .. key(d1[i]) end\n"
-      "  minB, maxB = math.min(minB, a.B), math.max(maxB, a.B)\n"
-      "  minT, maxT = math.min(minT, a.topk), math.max(maxT, a.topk)\n"
-      "  minC, maxC = math.min(minC, a.ctx), math.max(maxC, a.ctx)\n"
-      "  seen.qlen[a.qlen], seen.H[a.H], seen.dtype[a.dtype], seen.lens[a.lens] = true, true, true, true\n"
-      "end\n"
-      "if minB ~= 1 or maxB < 128 or maxB > 256 then return 'decode batches ' .. minB .. '..' .. maxB end\n"
-      "if minT ~= 4 or maxT ~= 32 then return 'decode topk ' .. minT .. '..' .. maxT end\n"
-      "if minC > 2048 or maxC < 131072 or maxC > 262144 then return 'decode contexts ' .. minC .. '..' .. maxC end\n"
-      "for _, f in ipairs({{'qlen', 4}, {'H', 4}, {'dtype', 2}, {'lens', 2}}) do\n"
-      "  local n = 0\n"
-      "  for _ in pairs(seen[f[1]]) do n = n + 1 end\n"
-      "  if n ~= f[2] then return 'decode ' .. f[1] .. ': ' .. n .. ' values' end\n"
-      "end\n"
-      "local p = suites.get('random-prefill:11:100')\n"
-      "local maxQ, prefixes = 0, 0\n"
-      "for i = 1, #p, 2 do\n"
-      "  local a, b = p[i].shape, p[i + 1].shape\n"
-      "  if p[i].op ~= 'index_prefill' or p[i + 1].op ~= 'sparse_attn' or a.reqs ~= b.reqs then return 'prefill: not "
-      "paired' end\n"
-      "  if a.B < 1 or a.B > 32768 then return 'prefill tokens ' .. a.B end\n"
-      "  local n = 0\n"
-      "  for q, pre in a.reqs:gmatch('(%d+):(%d+)') do n = n + 1; if tonumber(pre) > 0 then prefixes = prefixes + 1 "
-      "end end\n"
-      "  if n < 1 or n > 4 then return 'prefill requests ' .. n end\n"
-      "  if named[key(p[i])] or named[key(p[i + 1])] then return 'prefill: a named suite holds ' .. key(p[i]) end\n"
-      "  maxQ = math.max(maxQ, a.B)\n"
-      "end\n"
-      "if maxQ < 8192 or prefixes == 0 then return 'prefill: largest ' .. maxQ .. ', ' .. prefixes .. ' prefixes' end\n"
-      "return 'ok'",
-      "ok");
-  expect_error_containing(*state, "return require('suites').get('random-decode:1:0')",
-                          "count 0 is not an integer in 1..1000");
+  expect(*state,
+         "local suites = require('suites')\n"
+         "local function key(row) return require('ops.' .. row.op).shape_key(row.shape) end\n"
+         "local named = {}\n"
+         "for _, name in ipairs({'anchors', 'm3-decode', 'm3-prefill', 'smoke'}) do\n"
+         "  for _, row in ipairs(suites.get(name)) do named[key(row)] = true end\n"
+         "end\n"
+         "local function same(a, b)\n"
+         "  if #a ~= #b then return false end\n"
+         "  for i = 1, #a do if key(a[i]) ~= key(b[i]) then return false end end\n"
+         "  return true\n"
+         "end\n"
+         "local d1, d2, d3 = suites.get('random-decode:11:200'), suites.get('random-decode:11:200'),\n"
+         "  suites.get('random-decode:12:200')\n"
+         "if not same(d1, d2) then return 'decode: one seed, two lists' end\n"
+         "if same(d1, d3) then return 'decode: two seeds, one list' end\n"
+         "local seen = {qlen = {}, H = {}, dtype = {}, lens = {}}\n"
+         "local minB, maxB, minT, maxT, minC, maxC = 1e9, 0, 1e9, 0, 1e9, 0\n"
+         "for i = 1, #d1, 2 do\n"
+         "  local a, b = d1[i].shape, d1[i + 1].shape\n"
+         "  if d1[i].op ~= 'index_decode' or d1[i + 1].op ~= 'sparse_attn_decode' then return 'decode: not paired' end\n"
+         "  if a.B ~= b.B or a.ctx ~= b.ctx or a.topk ~= b.topk or a.H ~= b.Hkv or a.qlen ~= b.qlen or a.dtype ~= b.dtype\n"
+         "    or a.lens ~= b.lens or b.Hq ~= 16 * b.Hkv then return 'decode step ' .. i .. ' differs' end\n"
+         "  if a.B * a.ctx > 4 * 1024 * 1024 or a.ctx % 128 ~= 0 then return 'decode: too large ' .. key(d1[i]) end\n"
+         "  if named[key(d1[i])] or named[key(d1[i + 1])] then return 'decode: a named suite holds ' .. key(d1[i]) end\n"
+         "  minB, maxB = math.min(minB, a.B), math.max(maxB, a.B)\n"
+         "  minT, maxT = math.min(minT, a.topk), math.max(maxT, a.topk)\n"
+         "  minC, maxC = math.min(minC, a.ctx), math.max(maxC, a.ctx)\n"
+         "  seen.qlen[a.qlen], seen.H[a.H], seen.dtype[a.dtype], seen.lens[a.lens] = true, true, true, true\n"
+         "end\n"
+         "if minB ~= 1 or maxB < 128 or maxB > 256 then return 'decode batches ' .. minB .. '..' .. maxB end\n"
+         "if minT ~= 4 or maxT ~= 32 then return 'decode topk ' .. minT .. '..' .. maxT end\n"
+         "if minC > 2048 or maxC < 131072 or maxC > 262144 then return 'decode contexts ' .. minC .. '..' .. maxC end\n"
+         "for _, f in ipairs({{'qlen', 4}, {'H', 4}, {'dtype', 2}, {'lens', 2}}) do\n"
+         "  local n = 0\n"
+         "  for _ in pairs(seen[f[1]]) do n = n + 1 end\n"
+         "  if n ~= f[2] then return 'decode ' .. f[1] .. ': ' .. n .. ' values' end\n"
+         "end\n"
+         "local p = suites.get('random-prefill:11:100')\n"
+         "local maxQ, prefixes = 0, 0\n"
+         "for i = 1, #p, 2 do\n"
+         "  local a, b = p[i].shape, p[i + 1].shape\n"
+         "  if p[i].op ~= 'index_prefill' or p[i + 1].op ~= 'sparse_attn' or a.reqs ~= b.reqs then return 'prefill: not paired' end\n"
+         "  if a.B < 1 or a.B > 32768 then return 'prefill tokens ' .. a.B end\n"
+         "  local n = 0\n"
+         "  for q, pre in a.reqs:gmatch('(%d+):(%d+)') do n = n + 1; if tonumber(pre) > 0 then prefixes = prefixes + 1 end end\n"
+         "  if n < 1 or n > 4 then return 'prefill requests ' .. n end\n"
+         "  if named[key(p[i])] or named[key(p[i + 1])] then return 'prefill: a named suite holds ' .. key(p[i]) end\n"
+         "  maxQ = math.max(maxQ, a.B)\n"
+         "end\n"
+         "if maxQ < 8192 or prefixes == 0 then return 'prefill: largest ' .. maxQ .. ', ' .. prefixes .. ' prefixes' end\n"
+         "return 'ok'",
+         "ok");
+  expect_error_containing(*state, "return require('suites').get('random-decode:1:0')", "count 0 is not an integer in 1..1000");
   expect_error_containing(*state, "return require('suites').get('random-prefill:1:1001')", "1..1000");
   expect(*state, "return tostring(require('suites').get('random-other:1:3'))", "nil");
 }
@@ -1058,8 +1046,7 @@ static void test_every_sparse_attn_decode_suite_shape_has_tuned_variants_and_a_d
          "  out[#out + 1] = name .. ' ' .. #list\n"
          "end\n"
          "return table.concat(out, ', ')",
-         "anchors 1158, dsv32-decode 73, dsv32-prefill 73, engine-decode 1338, engine-prefill 73, m3-decode 1158, "
-         "m3-prefill 73, "
+         "anchors 1158, dsv32-decode 73, dsv32-prefill 73, engine-decode 1338, engine-prefill 73, m3-decode 1158, m3-prefill 73, "
          "smoke 285");
 }
 
@@ -1108,8 +1095,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_every_suite_row_passes_its_ops_check_shape, setup, teardown),
       cmocka_unit_test_setup_teardown(test_random_shapes_are_reproducible_and_within_their_ranges, setup, teardown),
       cmocka_unit_test_setup_teardown(test_suites_hold_the_sparse_attn_decode_anchor_rows, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_every_sparse_attn_decode_suite_shape_has_tuned_variants_and_a_default, setup,
-                                      teardown),
+      cmocka_unit_test_setup_teardown(test_every_sparse_attn_decode_suite_shape_has_tuned_variants_and_a_default,
+                                      setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

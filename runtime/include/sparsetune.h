@@ -38,7 +38,7 @@ extern "C" {
 /* One number that grows with every version: 10000 x major + 100 x minor +
  * patch (0.2.0 is 200), for comparisons in the preprocessor and at run time
  * (st_version_number). */
-#define SPARSETUNE_VERSION_NUMBER                                                                                      \
+#define SPARSETUNE_VERSION_NUMBER \
   (SPARSETUNE_VERSION_MAJOR * 10000 + SPARSETUNE_VERSION_MINOR * 100 + SPARSETUNE_VERSION_PATCH)
 
 /* ST_API marks the functions of this header, the library's whole ABI: the
@@ -63,7 +63,12 @@ typedef enum st_status {
   ST_ERR_UNSUPPORTED = 9  /* valid by the op contract, but not built (yet) */
 } st_status;
 
-typedef enum st_dtype { ST_DTYPE_BF16 = 1, ST_DTYPE_FP8_E4M3 = 2, ST_DTYPE_INT32 = 3, ST_DTYPE_FP32 = 4 } st_dtype;
+typedef enum st_dtype {
+  ST_DTYPE_BF16 = 1,
+  ST_DTYPE_FP8_E4M3 = 2,
+  ST_DTYPE_INT32 = 3,
+  ST_DTYPE_FP32 = 4
+} st_dtype;
 
 #define ST_MAX_DIMS 6
 
@@ -287,30 +292,30 @@ typedef enum st_kv_scale_mode {
 } st_kv_scale_mode;
 
 typedef struct st_sparse_attn_decode_args {
-  size_t struct_size;          /* set by st_sparse_attn_decode_args_init */
-  st_tensor q;                 /* [R*qlen, Hq, D] bf16, R*qlen 1..65535, D 64, 128 or
-                                  256 (else ST_ERR_UNSUPPORTED); Hq a multiple of Hkv,
-                                  Hq / Hkv <= 32 (else ST_ERR_UNSUPPORTED); rows
-                                  16-byte aligned (as st_index_decode_args' q)      */
-  st_tensor k_cache;           /* [pages, Hkv, 128, D] bf16 or fp8 e4m3, Hkv 1..65535
-                                  (any strides, innermost 1, rows 16-byte aligned); */
-  st_tensor v_cache;           /*   v_cache: same shape and dtype, its own strides    */
+  size_t struct_size;    /* set by st_sparse_attn_decode_args_init */
+  st_tensor q;           /* [R*qlen, Hq, D] bf16, R*qlen 1..65535, D 64, 128 or
+                            256 (else ST_ERR_UNSUPPORTED); Hq a multiple of Hkv,
+                            Hq / Hkv <= 32 (else ST_ERR_UNSUPPORTED); rows
+                            16-byte aligned (as st_index_decode_args' q)      */
+  st_tensor k_cache;     /* [pages, Hkv, 128, D] bf16 or fp8 e4m3, Hkv 1..65535
+                            (any strides, innermost 1, rows 16-byte aligned); */
+  st_tensor v_cache;     /*   v_cache: same shape and dtype, its own strides    */
   st_kv_scale_mode scale_mode; /* fp8 caches only; NONE for bf16               */
   float k_scale, v_scale;      /* SCALAR: positive, finite                     */
-  st_tensor k_scales;          /* TENSOR: [pages, Hkv, 128] fp32 (any non-negative   */
-  st_tensor v_scales;          /*   strides, innermost too); other modes: ignored     */
-  st_tensor topk_idx;          /* [Hkv, R*qlen, topk] int32 block ids, -1 = none;
-                                  topk 1..64                                         */
-  st_tensor block_table;       /* [R, max_blocks] int32: page of each 128-token block */
-  st_tensor seq_lens;          /* [R] int32, tokens per request, 0 = padding row      */
-  st_tensor o;                 /* out: [R*qlen, Hq, D] bf16                           */
-  st_tensor lse;               /* out, optional: [R*qlen, Hq] fp32, natural log of the
-                                  softmax denominator; data NULL = not wanted         */
-  float sm_scale;              /* positive, finite                                    */
-  int qlen;                    /* 1..4 query tokens per request                       */
-  int max_context;             /* host-known bound on every seq_len, 1..max_blocks*128 */
-  int pdl;                     /* 0 or 1: programmatic dependent launch (see
-                                  st_index_decode_args)                              */
+  st_tensor k_scales;    /* TENSOR: [pages, Hkv, 128] fp32 (any non-negative   */
+  st_tensor v_scales;    /*   strides, innermost too); other modes: ignored     */
+  st_tensor topk_idx;    /* [Hkv, R*qlen, topk] int32 block ids, -1 = none;
+                            topk 1..64                                         */
+  st_tensor block_table; /* [R, max_blocks] int32: page of each 128-token block */
+  st_tensor seq_lens;    /* [R] int32, tokens per request, 0 = padding row      */
+  st_tensor o;           /* out: [R*qlen, Hq, D] bf16                           */
+  st_tensor lse;         /* out, optional: [R*qlen, Hq] fp32, natural log of the
+                            softmax denominator; data NULL = not wanted         */
+  float sm_scale;        /* positive, finite                                    */
+  int qlen;              /* 1..4 query tokens per request                       */
+  int max_context;       /* host-known bound on every seq_len, 1..max_blocks*128 */
+  int pdl;               /* 0 or 1: programmatic dependent launch (see
+                            st_index_decode_args)                              */
 } st_sparse_attn_decode_args;
 
 /* Sets args->struct_size and every other field to zero. */
@@ -478,27 +483,27 @@ ST_API st_status st_mla_sparse_prefill(st_handle *handle, const st_mla_sparse_pr
  * views and scale modes. A token with no key gets o = 0 and lse = -inf.
  */
 typedef struct st_sparse_attn_args {
-  size_t struct_size;          /* set by st_sparse_attn_args_init */
-  st_tensor q;                 /* [total_q, Hq, D] bf16: D, Hq / Hkv and the rows'
-                                  alignment as in st_sparse_attn_decode_args         */
-  st_tensor k_cache;           /* [pages, Hkv, 128, D] as st_sparse_attn_decode_args' */
-  st_tensor v_cache;           /*   v_cache: same shape and dtype, its own strides    */
+  size_t struct_size;    /* set by st_sparse_attn_args_init */
+  st_tensor q;            /* [total_q, Hq, D] bf16: D, Hq / Hkv and the rows'
+                             alignment as in st_sparse_attn_decode_args         */
+  st_tensor k_cache;      /* [pages, Hkv, 128, D] as st_sparse_attn_decode_args' */
+  st_tensor v_cache;      /*   v_cache: same shape and dtype, its own strides    */
   st_kv_scale_mode scale_mode; /* fp8 caches only; NONE for bf16                */
   float k_scale, v_scale;      /* SCALAR: positive, finite                      */
-  st_tensor k_scales;          /* TENSOR: [pages, Hkv, 128] fp32 (any non-negative    */
-  st_tensor v_scales;          /*   strides, innermost too); other modes: ignored     */
-  st_tensor topk_idx;          /* [Hkv, total_q, topk] int32 block ids, -1 = none;
-                                  topk 1..64                                         */
-  st_tensor block_table;       /* [R, max_blocks] int32: page of each 128-token block */
-  st_tensor cu_seqlens_q;      /* [R+1] int32: 0, then running sums of q_len; the last
-                                  equals total_q (q.shape[0])                        */
-  st_tensor seq_lens;          /* [R] int32, tokens per request (prefix + q_len)      */
-  st_tensor o;                 /* out: [total_q, Hq, D] bf16                          */
-  st_tensor lse;               /* out, optional: [total_q, Hq] fp32; data NULL = not wanted */
-  float sm_scale;              /* positive, finite                                    */
-  int max_context;             /* host-known bound on every seq_len, 1..max_blocks*128;
-                                  R x ceil(max_context / 128) blocks at most 2^31 - 1
-                                  (else ST_ERR_UNSUPPORTED)                           */
+  st_tensor k_scales;     /* TENSOR: [pages, Hkv, 128] fp32 (any non-negative    */
+  st_tensor v_scales;     /*   strides, innermost too); other modes: ignored     */
+  st_tensor topk_idx;     /* [Hkv, total_q, topk] int32 block ids, -1 = none;
+                             topk 1..64                                         */
+  st_tensor block_table;  /* [R, max_blocks] int32: page of each 128-token block */
+  st_tensor cu_seqlens_q; /* [R+1] int32: 0, then running sums of q_len; the last
+                             equals total_q (q.shape[0])                        */
+  st_tensor seq_lens;     /* [R] int32, tokens per request (prefix + q_len)      */
+  st_tensor o;            /* out: [total_q, Hq, D] bf16                          */
+  st_tensor lse;          /* out, optional: [total_q, Hq] fp32; data NULL = not wanted */
+  float sm_scale;         /* positive, finite                                    */
+  int max_context;        /* host-known bound on every seq_len, 1..max_blocks*128;
+                             R x ceil(max_context / 128) blocks at most 2^31 - 1
+                             (else ST_ERR_UNSUPPORTED)                           */
 } st_sparse_attn_args;
 
 /* Sets args->struct_size and every other field to zero. */
@@ -547,7 +552,7 @@ ST_API st_status st_sparse_attn(st_handle *handle, const st_sparse_attn_args *ar
  * in bf16, 128 in fp8 e4m3 (q and k_cache share the dtype).
  */
 typedef struct st_index_score_args {
-  size_t struct_size;     /* set by st_index_score_args_init */
+  size_t struct_size;    /* set by st_index_score_args_init */
   st_tensor q;            /* [total_q, H, D] bf16 or fp8 e4m3, H and R 1..65535,
                              rows 16-byte aligned (as st_index_decode_args' q)     */
   st_tensor k_cache;      /* [pages, 128, D], the dtype of q, rows as q's           */
@@ -588,7 +593,7 @@ ST_API st_status st_index_score(st_handle *handle, const st_index_score_args *ar
  * index_topk.
  */
 typedef struct st_index_prefill_args {
-  size_t struct_size;     /* set by st_index_prefill_args_init */
+  size_t struct_size;    /* set by st_index_prefill_args_init */
   st_tensor q;            /* [total_q, H, D] as st_index_score_args' q              */
   st_tensor k_cache;      /* [pages, 128, D], the dtype of q, rows as q's           */
   st_tensor block_table;  /* [R, max_blocks] int32                                  */
@@ -627,7 +632,7 @@ ST_API st_status st_index_prefill(st_handle *handle, const st_index_prefill_args
  * Unused slots are -1; ids within a row are in no particular order.
  */
 typedef struct st_index_topk_args {
-  size_t struct_size;     /* set by st_index_topk_args_init */
+  size_t struct_size;    /* set by st_index_topk_args_init */
   st_tensor score;        /* [H, total_q, max_blocks] fp32 (any strides, innermost 1),
                              H 1..65535                                             */
   st_tensor cu_seqlens_q; /* [R+1] int32: 0, then running sums of q_len            */

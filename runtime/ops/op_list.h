@@ -22,15 +22,15 @@
 
 /* In st_op_id order; a new op goes last (ids are not stored anywhere, but
  * the order is the order of st_open's loading and of messages). */
-#define ST_OP_LIST(X)                                                                                                  \
-  X(index_decode, INDEX_DECODE)                                                                                        \
-  X(sparse_attn_decode, SPARSE_ATTN_DECODE)                                                                            \
-  X(sparse_attn, SPARSE_ATTN)                                                                                          \
-  X(index_topk, INDEX_TOPK)                                                                                            \
-  X(index_score, INDEX_SCORE)                                                                                          \
-  X(index_prefill, INDEX_PREFILL)                                                                                      \
-  X(mla_sparse_decode, MLA_SPARSE_DECODE)                                                                              \
-  X(dsa_index_decode, DSA_INDEX_DECODE)                                                                                \
+#define ST_OP_LIST(X)                        \
+  X(index_decode, INDEX_DECODE)              \
+  X(sparse_attn_decode, SPARSE_ATTN_DECODE)  \
+  X(sparse_attn, SPARSE_ATTN)                \
+  X(index_topk, INDEX_TOPK)                  \
+  X(index_score, INDEX_SCORE)                \
+  X(index_prefill, INDEX_PREFILL)            \
+  X(mla_sparse_decode, MLA_SPARSE_DECODE)    \
+  X(dsa_index_decode, DSA_INDEX_DECODE)      \
   X(mla_sparse_prefill, MLA_SPARSE_PREFILL)
 
 #endif
