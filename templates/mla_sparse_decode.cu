@@ -21,6 +21,8 @@ constexpr int MMA = ST_P_MMA; // 0: CUDA cores; 1: tensor cores (mma.sync)
 constexpr int PIPE = ST_P_PIPE;
 // Slots are page * page_size + offset.
 constexpr int KV_PAGED = 1;
+// No max_logits output (decode has none).
+constexpr int MAX_LOGITS = 0;
 
 #include "params/mla_sparse_decode.h"
 #include "common/mla_sparse_attend.cuh"

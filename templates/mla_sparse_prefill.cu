@@ -24,6 +24,8 @@ constexpr int MMA = ST_P_MMA; // 0: CUDA cores; 1: tensor cores (mma.sync)
 constexpr int PIPE = ST_P_PIPE;
 // Slots are kv rows, kv_stride_page elements apart.
 constexpr int KV_PAGED = 0;
+// The max_logits output, where asked.
+constexpr int MAX_LOGITS = 1;
 
 #include "params/mla_sparse_prefill.h"
 #include "common/mla_sparse_attend.cuh"

@@ -56,9 +56,11 @@
 //
 // The including template defines, before including this file, the
 // constexpr ints IS_FP8, HEADS, TILE, THREADS, MMA and PIPE (a variant's
-// values: mla_sparse_decode.cu says what each means) and KV_PAGED (1:
+// values: mla_sparse_decode.cu says what each means), KV_PAGED (1:
 // slots are page * page_size + offset; 0: slots are rows, kv_stride_page
-// apart), and its extern "C" kernels call st_mla_sparse_attend_main and
+// apart) and MAX_LOGITS (1: the kernels write max_logits where its pointer
+// is set; 0: they hold no code for it, so decode's kernels are what they
+// were before prefill shared them), and its extern "C" kernels call st_mla_sparse_attend_main and
 // st_mla_sparse_attend_merge.
 #ifndef ST_MLA_SPARSE_ATTEND_CUH
 #define ST_MLA_SPARSE_ATTEND_CUH
@@ -598,7 +600,7 @@ __device__ __forceinline__ void st_mla_sparse_attend_main(const st_mla_sparse_at
       }
     if (p.lse && tid < HEADS)
       p.lse[row * p.lse_stride_row + (int64_t)(h0 + tid) * p.lse_stride_head] = st_lse(s_m[tid], s_l[tid]);
-    if (p.max_logits && tid < HEADS)
+    if (MAX_LOGITS && p.max_logits && tid < HEADS)
       p.max_logits[row * p.max_logits_stride_row + (int64_t)(h0 + tid) * p.max_logits_stride_head] =
           st_max_logit(s_m[tid], s_l[tid]);
     return;
@@ -647,7 +649,7 @@ __device__ __forceinline__ void st_mla_sparse_attend_merge(const st_mla_sparse_a
 #pragma unroll
   for (int i = 0; i < DIMS_PER_THREAD; i++) o[tid + DIM_THREADS * i] = st_to_bf16(acc[i] * f);
   if (p.lse && tid == 0) p.lse[row * p.lse_stride_row + (int64_t)h * p.lse_stride_head] = lse;
-  if (p.max_logits && tid == 0)
+  if (MAX_LOGITS && p.max_logits && tid == 0)
     p.max_logits[row * p.max_logits_stride_row + (int64_t)h * p.max_logits_stride_head] = st_max_logit(top, sum);
 }
 

@@ -30,7 +30,6 @@ typedef struct st_mla_sparse_attend_params {
   const float *sink;          /* [Hq] or NULL                                          */
   void *o;                    /* out [rows, Hq, 512] bf16                              */
   float *lse;                 /* out [rows, Hq] or NULL                                */
-  float *max_logits;          /* out [rows, Hq] or NULL (always NULL for decode)       */
   float *part_o;              /* workspace [rows, splits, Hq, 512]: sum of p*v         */
   float *part_ml;             /* workspace [rows, splits, Hq, 2]: (m, l)               */
   int64_t q_stride_row, q_stride_head;
@@ -39,7 +38,6 @@ typedef struct st_mla_sparse_attend_params {
   int64_t topk_length_stride, sink_stride;
   int64_t o_stride_row, o_stride_head;
   int64_t lse_stride_row, lse_stride_head;
-  int64_t max_logits_stride_row, max_logits_stride_head;
   int64_t num_slots;         /* pages * page_size: slots >= this are none             */
   float score_scale_log2;    /* sm_scale * log2(e)                                    */
   int32_t page_size;         /* tokens per page                                       */
@@ -49,6 +47,9 @@ typedef struct st_mla_sparse_attend_params {
   int32_t topk;              /* entries per indices row                               */
   int32_t splits;            /* CTAs per (row, head tile)                             */
   int32_t entries_per_split; /* ceil(topk / splits)                                   */
+  /* Last, so that decode's fields keep their offsets: prefill's output. */
+  float *max_logits; /* out [rows, Hq] or NULL (decode: always NULL)             */
+  int64_t max_logits_stride_row, max_logits_stride_head;
 } st_mla_sparse_attend_params;
 
 #endif
