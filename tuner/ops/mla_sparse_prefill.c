@@ -129,8 +129,9 @@ static void fill_indices(msp_case *c, uint64_t *rng, uint8_t *seen) {
       else if (r == 2 && e > 0)
         idx[e] = idx[st_rand_below(rng, (uint64_t)e)]; /* a repeat */
     }
-    if (i == 0)
-      for (int e = 0; e < c->topk; e++) idx[e] = e % 2 ? -1 : c->s_kv + e; /* no valid entry */
+    if (i == 0) /* no valid entry */
+      for (int e = 0; e < c->topk; e++)
+        idx[e] = e % 2 ? -1 : (int32_t)(c->s_kv > INT32_MAX - e ? INT32_MAX : c->s_kv + e);
   }
 }
 
