@@ -29,6 +29,12 @@
 --              1), a bf16 cache, speculative qlen 2, top-512 and top-1024, 16
 --              and 32 q heads, per-request topk_length, and the attention
 --              sink with the log-sum-exp.
+--   dsv32-prefill
+--              DeepSeek-V3.2 prefill attention (mla_sparse_prefill) on
+--              FlashMLA's sparse prefill anchor shapes (4096 tokens, 128 or
+--              64 q heads, top-2048, bf16 kv), 16 and 32 q heads, top-512
+--              and top-1024, a kv shorter than topk, topk_length, the sink
+--              with lse and max_logits, edge selections, 1 and 100 tokens.
 --   anchors    exactly the rows on which the peer was timed (bench;
 --              docs/method.md).
 --   smoke      a few tiny shapes for quick end-to-end checks.
@@ -130,6 +136,19 @@ local function mla_sparse_decode(dtype, B, over)
     s[k] = v
   end
   return { op = "mla_sparse_decode", shape = s }
+end
+
+-- DeepSeek-V3.2 prefill attention: s_q query tokens, 128 q heads, each
+-- token's top-2048 rows of a kv of s_kv latent rows (bf16), FlashMLA's
+-- sparse prefill contract; no topk_length, sink or extra outputs unless
+-- asked.
+local function mla_sparse_prefill(s_q, s_kv, over)
+  local s = { s_q = s_q, Hq = 128, s_kv = s_kv, topk = 2048, tlen = "none", sink = 0, lse = 0, ml = 0,
+    sel = "random" }
+  for k, v in pairs(over or {}) do
+    s[k] = v
+  end
+  return { op = "mla_sparse_prefill", shape = s }
 end
 
 -- peer_us: vLLM 0.33.0's Triton kernels for MiniMax-M3 on an NVIDIA H200
@@ -290,6 +309,28 @@ local function dsv32_decode()
   return rows
 end
 
+-- DeepSeek-V3.2 prefill attention (mla_sparse_prefill): FlashMLA's two
+-- anchor shapes (peer_us: FlashMLA's sparse prefill on an NVIDIA H200, as
+-- its authors report it), then 16 and 32 q heads, top-512 and top-1024, a
+-- kv shorter than topk (entries repeat), per-token topk_length, the sink
+-- with lse and max_logits, the edge selections, and 1 and 100 tokens.
+local function dsv32_prefill()
+  return {
+    mla_sparse_prefill(4096, 32768, { peer_us = 4115.6 }),
+    mla_sparse_prefill(4096, 65536, { Hq = 64, peer_us = 2411.7 }),
+    mla_sparse_prefill(4096, 32768, { Hq = 16 }),
+    mla_sparse_prefill(4096, 32768, { Hq = 32 }),
+    mla_sparse_prefill(4096, 32768, { topk = 512 }),
+    mla_sparse_prefill(4096, 32768, { topk = 1024 }),
+    mla_sparse_prefill(1024, 1000, { Hq = 64 }),
+    mla_sparse_prefill(2048, 32768, { tlen = "random", lse = 1, ml = 1 }),
+    mla_sparse_prefill(2048, 32768, { Hq = 64, sink = 1, lse = 1, ml = 1 }),
+    mla_sparse_prefill(512, 8192, { Hq = 32, topk = 1024, sel = "edge", tlen = "random", lse = 1, ml = 1 }),
+    mla_sparse_prefill(1, 32768),
+    mla_sparse_prefill(100, 32768, { Hq = 64, lse = 1, ml = 1 }),
+  }
+end
+
 local function smoke()
   return {
     index_decode("bf16", 1, 1024),
@@ -310,6 +351,7 @@ local SUITES = {
   ["m3-decode"] = m3_decode,
   ["m3-prefill"] = m3_prefill,
   ["dsv32-decode"] = dsv32_decode,
+  ["dsv32-prefill"] = dsv32_prefill,
   anchors = anchor_rows,
   smoke = smoke,
   ["engine-decode"] = engine_shapes.decode,

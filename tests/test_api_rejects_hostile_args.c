@@ -287,6 +287,7 @@ ENTRIES(index_prefill, st_index_prefill_args)
 ENTRIES(index_topk, st_index_topk_args)
 ENTRIES(mla_sparse_decode, st_mla_sparse_decode_args)
 ENTRIES(dsa_index_decode, st_dsa_index_decode_args)
+ENTRIES(mla_sparse_prefill, st_mla_sparse_prefill_args)
 
 static st_dispatch_variant named(const char *id, st_op_id op) {
   st_dispatch_variant v;
@@ -1073,6 +1074,89 @@ static st_dispatch_variant mla_sparse_decode_variant(const char *id, st_dtype dt
   return v;
 }
 
+/* ---- mla_sparse_prefill ----------------------------------------------------- */
+
+/* topk_length, the sink and max_logits wanted, lse not until a case sets
+ * its data. */
+static void mla_sparse_prefill_valid(void *p, int flavor) {
+  (void)flavor;
+  st_mla_sparse_prefill_args *a = p;
+  st_mla_sparse_prefill_args_init(a);
+  st_tensor_contiguous(&a->q, FAKE_PTR(1), ST_DTYPE_BF16, 3, (int64_t[]){8, 128, 576});
+  st_tensor_contiguous(&a->kv, FAKE_PTR(2), ST_DTYPE_BF16, 3, (int64_t[]){4096, 1, 576});
+  st_tensor_contiguous(&a->indices, FAKE_PTR(3), ST_DTYPE_INT32, 3, (int64_t[]){8, 1, 2048});
+  st_tensor_contiguous(&a->topk_length, FAKE_PTR(4), ST_DTYPE_INT32, 1, (int64_t[]){8});
+  st_tensor_contiguous(&a->attn_sink, FAKE_PTR(5), ST_DTYPE_FP32, 1, (int64_t[]){128});
+  st_tensor_contiguous(&a->o, FAKE_PTR(6), ST_DTYPE_BF16, 3, (int64_t[]){8, 128, 512});
+  st_tensor_contiguous(&a->lse, NULL, ST_DTYPE_FP32, 2, (int64_t[]){8, 128});
+  st_tensor_contiguous(&a->max_logits, FAKE_PTR(7), ST_DTYPE_FP32, 2, (int64_t[]){8, 128});
+  a->sm_scale = 0.0721f;
+}
+
+/* An optional [n] or [s_q, h_q] tensor: absent, or as wanted. */
+static int mla_prefill_optional_ok(const st_tensor *t, const char *name, int dt, int ndim, const int64_t *want,
+                                   int ptrs, char *why, size_t cap) {
+  return !t->data || (view_ok(t, name, dt, ndim, 0, ptrs, why, cap) && dims_are(t, name, ndim, want, why, cap));
+}
+
+static int mla_sparse_prefill_oracle(const void *p, const st_dispatch_variant *v, int ptrs, size_t ws, char *why,
+                                     size_t cap) {
+  const st_mla_sparse_prefill_args *a = p;
+  if (a->pdl != 0 && a->pdl != 1) return WHY("pdl=%d accepted", a->pdl);
+  if (!(isfinite(a->sm_scale) && a->sm_scale > 0)) return WHY("sm_scale=%g accepted", (double)a->sm_scale);
+  if (!view_ok(&a->q, "q", ST_DTYPE_BF16, 3, 0, ptrs, why, cap) ||
+      !view_ok(&a->kv, "kv", ST_DTYPE_BF16, 3, 0, ptrs, why, cap) ||
+      !view_ok(&a->indices, "indices", ST_DTYPE_INT32, 3, 0, ptrs, why, cap) ||
+      !view_ok(&a->o, "o", ST_DTYPE_BF16, 3, 0, ptrs, why, cap))
+    return 0;
+  const int64_t s_q = a->q.shape[0], Hq = a->q.shape[1], topk = a->indices.shape[2];
+  if (s_q > (1 << 20)) return WHY("s_q=%lld accepted", (long long)s_q);
+  if (Hq % 16 || Hq > 128) return WHY("Hq=%lld accepted", (long long)Hq);
+  if (topk > 2048) return WHY("topk=%lld accepted", (long long)topk);
+  if (!dims_are(&a->q, "q", 3, (int64_t[]){s_q, Hq, 576}, why, cap) ||
+      !dims_are(&a->kv, "kv", 3, (int64_t[]){a->kv.shape[0], 1, 576}, why, cap) ||
+      !dims_are(&a->indices, "indices", 2, (int64_t[]){s_q, 1}, why, cap) ||
+      !dims_are(&a->o, "o", 3, (int64_t[]){s_q, Hq, 512}, why, cap) ||
+      !rows_aligned(&a->q, "q", 16, ptrs, why, cap) || !rows_aligned(&a->kv, "kv", 16, ptrs, why, cap))
+    return 0;
+  const int64_t pairs[2] = {s_q, Hq};
+  if (!mla_prefill_optional_ok(&a->topk_length, "topk_length", ST_DTYPE_INT32, 1, pairs, ptrs, why, cap) ||
+      !mla_prefill_optional_ok(&a->attn_sink, "attn_sink", ST_DTYPE_FP32, 1, pairs + 1, ptrs, why, cap) ||
+      !mla_prefill_optional_ok(&a->lse, "lse", ST_DTYPE_FP32, 2, pairs, ptrs, why, cap) ||
+      !mla_prefill_optional_ok(&a->max_logits, "max_logits", ST_DTYPE_FP32, 2, pairs, ptrs, why, cap))
+    return 0;
+  /* Fixed splits: at most topk, none empty; partial (o, m, l) per (token,
+   * split, head). */
+  const int64_t want = v->cfg.mla_sparse_prefill.splits < topk ? v->cfg.mla_sparse_prefill.splits : topk;
+  const int64_t splits = (int64_t)ceil_div(topk, ceil_div(topk, want));
+  if (splits == 1) return ws_equal(ws, 0, why, cap);
+  const i128 states = (i128)s_q * splits * Hq;
+  return ws_equal(ws, ws_align(states * 512 * 4) + ws_align(states * 8), why, cap);
+}
+
+#define MP st_mla_sparse_prefill_args
+static const field mla_sparse_prefill_fields[] = {
+    FIELD(MP, q, F_TENSOR),           FIELD(MP, kv, F_TENSOR),        FIELD(MP, indices, F_TENSOR),
+    FIELD(MP, topk_length, F_TENSOR), FIELD(MP, attn_sink, F_TENSOR), FIELD(MP, o, F_TENSOR),
+    FIELD(MP, lse, F_TENSOR),         FIELD(MP, max_logits, F_TENSOR), FIELD(MP, sm_scale, F_FLOAT),
+    FIELD(MP, pdl, F_INT)};
+
+static const symbol mla_sparse_prefill_symbols[] = {
+    {"s_q", 6,
+     {AT(MP, q, 0), AT(MP, indices, 0), AT(MP, o, 0), AT(MP, lse, 0), AT(MP, max_logits, 0), AT(MP, topk_length, 0)}},
+    {"Hq", 5, {AT(MP, q, 1), AT(MP, o, 1), AT(MP, lse, 1), AT(MP, max_logits, 1), AT(MP, attn_sink, 0)}},
+    {"s_kv", 1, {AT(MP, kv, 0)}},
+    {"topk", 1, {AT(MP, indices, 2)}},
+};
+#undef MP
+
+static st_dispatch_variant mla_sparse_prefill_variant(const char *id, int splits) {
+  st_dispatch_variant v = named(id, ST_OP_MLA_SPARSE_PREFILL);
+  v.cfg.mla_sparse_prefill = (st_mla_sparse_prefill_config){
+      .dtype = ST_DTYPE_BF16, .heads_per_cta = 16, .tile_tokens = 64, .threads = 128, .mma = 1, .splits = splits};
+  return v;
+}
+
 /* ---- the table --------------------------------------------------------------- */
 
 #define OP_DESC(op, n_flavors)                                                                                         \
@@ -1111,9 +1195,12 @@ static void make_ops(op_desc *ops) {
   ops[7] = (op_desc){OP_DESC(dsa_index_decode, 1), .op = ST_OP_DSA_INDEX_DECODE, .n_variants = 2};
   ops[7].variants[0] = dsa_index_decode_variant("filter", 1);
   ops[7].variants[1] = dsa_index_decode_variant("radix", 0);
+  ops[8] = (op_desc){OP_DESC(mla_sparse_prefill, 1), .op = ST_OP_MLA_SPARSE_PREFILL, .n_variants = 2};
+  ops[8].variants[0] = mla_sparse_prefill_variant("s4", 4);
+  ops[8].variants[1] = mla_sparse_prefill_variant("s1", 1);
 }
 
-enum { N_OPS = 8 };
+enum { N_OPS = 9 };
 
 /* Room for any op's arguments, aligned for each. */
 typedef union any_args {
@@ -1125,6 +1212,7 @@ typedef union any_args {
   st_index_topk_args index_topk;
   st_mla_sparse_decode_args mla_sparse_decode;
   st_dsa_index_decode_args dsa_index_decode;
+  st_mla_sparse_prefill_args mla_sparse_prefill;
 } any_args;
 
 /* ---- running a case ---------------------------------------------------------- */

@@ -409,6 +409,68 @@ ST_API st_status st_mla_sparse_decode_prepare(st_handle *handle, const st_mla_sp
 ST_API st_status st_mla_sparse_decode(st_handle *handle, const st_mla_sparse_decode_args *args, void *workspace,
                                       size_t workspace_bytes, void *stream);
 
+/* ---- mla_sparse_prefill: DeepSeek-V3.2 token-sparse MLA attention, prefill
+ *
+ * mla_sparse_decode's attention for s_q query tokens over kv rows, as
+ * FlashMLA's sparse prefill (flash_mla_sparse_fwd) is called: each query
+ * token i and each of its h_q heads attends to the rows of kv its row of
+ * `indices` lists (no pages, no causal mask: the indices say what a token
+ * sees). K is a row's 576 values (512 latent "NoPE" dims, then 64 RoPE
+ * dims), V its first 512. An entry < 0 or >= s_kv is none and is skipped;
+ * a row listed twice counts twice; with topk_length only the first
+ * clamp(topk_length[i], 0, topk) entries of token i count. Indices and
+ * lengths are device data: they are not checked on the host and never make
+ * the op read outside kv.
+ *
+ * s_j = sm_scale * dot(q, k_j) over the 576 dims; o = softmax(s) . v; lse
+ * = ln(sum_j exp(s_j)); max_logits = max_j s_j. With attn_sink, o is
+ * scaled by exp(lse) / (exp(lse) + exp(sink[h])) and lse and max_logits are
+ * left as they are (+inf: o = 0; -inf: no change). A token with no valid
+ * entry gets o = 0, lse = -inf and max_logits = -inf.
+ *
+ * The grid depends on s_q, h_q, topk and the device only; splitting the
+ * entries over CTAs keeps partial states in the workspace, which needs no
+ * clearing.
+ */
+typedef struct st_mla_sparse_prefill_args {
+  size_t struct_size;    /* set by st_mla_sparse_prefill_args_init            */
+  st_tensor q;           /* [s_q, h_q, 576] bf16, s_q 1..2^20, h_q 16, 32, 48,
+                            ... 128 (a multiple of 16); rows 16-byte aligned */
+  st_tensor kv;          /* [s_kv, 1, 576] bf16, s_kv 1..2^31 - 1; rows
+                            16-byte aligned                                  */
+  st_tensor indices;     /* [s_q, 1, topk] int32 rows of kv, topk 1..2048    */
+  st_tensor topk_length; /* optional [s_q] int32; data NULL = every entry    */
+  st_tensor attn_sink;   /* optional [h_q] fp32; data NULL = no sink         */
+  st_tensor o;           /* out: [s_q, h_q, 512] bf16                        */
+  st_tensor lse;         /* out, optional: [s_q, h_q] fp32, natural log;
+                            data NULL = not wanted                           */
+  st_tensor max_logits;  /* out, optional: [s_q, h_q] fp32; data NULL = not
+                            wanted                                           */
+  float sm_scale;        /* positive, finite                                 */
+  int pdl;               /* 0 or 1: programmatic dependent launch (see
+                            st_index_decode_args)                            */
+} st_mla_sparse_prefill_args;
+
+/* Sets args->struct_size and every other field to zero. */
+ST_API void st_mla_sparse_prefill_args_init(st_mla_sparse_prefill_args *args);
+
+/* Bytes of workspace st_mla_sparse_prefill needs for these arguments
+ * (pointers in `args` are not read, except whether the optional ones are
+ * NULL): the split CTAs' partial states, 0 when a variant does not split. */
+ST_API st_status st_mla_sparse_prefill_workspace_size(st_handle *handle, const st_mla_sparse_prefill_args *args,
+                                                      size_t *bytes);
+
+/* Loads the module that st_mla_sparse_prefill would launch for these
+ * arguments, so a later call can be captured in a CUDA graph. */
+ST_API st_status st_mla_sparse_prefill_prepare(st_handle *handle, const st_mla_sparse_prefill_args *args);
+
+/* Launches mla_sparse_prefill on `stream` (a CUstream; NULL = legacy
+ * default). Asynchronous; no host synchronization, no allocation.
+ * `workspace` must hold st_mla_sparse_prefill_workspace_size bytes; its
+ * contents need not be cleared. */
+ST_API st_status st_mla_sparse_prefill(st_handle *handle, const st_mla_sparse_prefill_args *args, void *workspace,
+                                       size_t workspace_bytes, void *stream);
+
 /* ---- sparse_attn: block-sparse GQA attention for a varlen prefill batch --
  *
  * Request r has q_len[r] = cu_seqlens_q[r+1] - cu_seqlens_q[r] query tokens,

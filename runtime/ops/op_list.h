@@ -16,6 +16,7 @@
 #include "ops/index_score.h"
 #include "ops/index_topk.h"
 #include "ops/mla_sparse_decode.h"
+#include "ops/mla_sparse_prefill.h"
 #include "ops/sparse_attn.h"
 #include "ops/sparse_attn_decode.h"
 
@@ -29,6 +30,7 @@
   X(index_score, INDEX_SCORE)                \
   X(index_prefill, INDEX_PREFILL)            \
   X(mla_sparse_decode, MLA_SPARSE_DECODE)    \
-  X(dsa_index_decode, DSA_INDEX_DECODE)
+  X(dsa_index_decode, DSA_INDEX_DECODE)      \
+  X(mla_sparse_prefill, MLA_SPARSE_PREFILL)
 
 #endif
