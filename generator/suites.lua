@@ -29,6 +29,12 @@
 --              1), a bf16 cache, speculative qlen 2, top-512 and top-1024, 16
 --              and 32 q heads, per-request topk_length, and the attention
 --              sink with the log-sum-exp.
+--   dsv32-prefill
+--              DeepSeek-V3.2 prefill shapes: the lightning indexer's logits
+--              (dsa_index_logits, 64 heads) for one causal request of 4096
+--              tokens with no prefix and with a 61440-token prefix, a varlen
+--              batch of 4 requests, and small edge rows (one query token,
+--              H 1 and 50, token counts no tile size divides).
 --   anchors    exactly the rows on which the peer was timed (bench;
 --              docs/method.md).
 --   smoke      a few tiny shapes for quick end-to-end checks.
@@ -76,6 +82,23 @@ local function dsa_index_decode(B, ctx, over)
     s[k] = v
   end
   return { op = "dsa_index_decode", shape = s }
+end
+
+-- DeepSeek-V3.2 lightning indexer logits for prefill: 64 index heads of
+-- 128 over the index-K rows of a varlen batch "q_len:prefix;..." (each
+-- request's prefix and query tokens, one request after another: kv rows in
+-- all; B = the query tokens in all), each query seeing its own request's
+-- rows up to its position.
+local function dsa_index_logits(reqs, over)
+  local rows = 0
+  for q, prefix in string.gmatch(reqs, "(%d+):(%d+)") do
+    rows = rows + tonumber(q) + tonumber(prefix)
+  end
+  local s = { B = space.request_tokens(reqs), reqs = reqs, H = 64, kv = math.tointeger(rows) }
+  for k, v in pairs(over or {}) do
+    s[k] = v
+  end
+  return { op = "dsa_index_logits", shape = s }
 end
 
 -- MiniMax-M3 prefill attention: the decode shape's heads, a varlen batch
@@ -290,6 +313,17 @@ local function dsv32_decode()
   return rows
 end
 
+local function dsv32_prefill()
+  return {
+    dsa_index_logits("4096:0"),
+    dsa_index_logits("4096:61440"),
+    dsa_index_logits("1500:0;2000:333;300:7000;296:4133"),
+    dsa_index_logits("1:4133"),
+    dsa_index_logits("300:1000", { H = 1 }),
+    dsa_index_logits("777:1234;5:0", { H = 50 }),
+  }
+end
+
 local function smoke()
   return {
     index_decode("bf16", 1, 1024),
@@ -310,6 +344,7 @@ local SUITES = {
   ["m3-decode"] = m3_decode,
   ["m3-prefill"] = m3_prefill,
   ["dsv32-decode"] = dsv32_decode,
+  ["dsv32-prefill"] = dsv32_prefill,
   anchors = anchor_rows,
   smoke = smoke,
   ["engine-decode"] = engine_shapes.decode,
