@@ -590,7 +590,8 @@ static int dsa_index_logits_oracle(const void *p, const st_dispatch_variant *v, 
   if (H > v->cfg.dsa_index_logits.max_heads) return WHY("H=%lld accepted by a variant of fewer heads", (long long)H);
   if (!dims_are(&a->k_scale, "k_scale", 1, (int64_t[]){s_kv}, why, cap) ||
       !dims_are(&a->weights, "weights", 2, (int64_t[]){s_q, H}, why, cap) ||
-      !dims_are(&a->ks, "ks", 1, (int64_t[]){s_q}, why, cap) || !dims_are(&a->ke, "ke", 1, (int64_t[]){s_q}, why, cap) ||
+      !dims_are(&a->ks, "ks", 1, (int64_t[]){s_q}, why, cap) ||
+      !dims_are(&a->ke, "ke", 1, (int64_t[]){s_q}, why, cap) ||
       !dims_are(&a->logits, "logits", 2, (int64_t[]){s_q, s_kv}, why, cap) ||
       !rows_aligned(&a->q, "q", 16, ptrs, why, cap) || !rows_aligned(&a->k, "k", 16, ptrs, why, cap))
     return 0;

@@ -204,7 +204,7 @@ static void test_ranges_are_clamped_and_empty_where_ke_is_not_above_ks(void **st
 static void test_nan_values_make_nan_logits(void **state) {
   (void)state;
   fixture f = make(3, 6, 2);
-  f.k[4 * f.in.k_stride + 9] = 0x7f;  /* an e4m3 NaN in row 4 */
+  f.k[4 * f.in.k_stride + 9] = 0x7f; /* an e4m3 NaN in row 4 */
   f.q[(2 * 2 + 1) * D + 100] = 0xff; /* and in query 2's head 1 */
   f.ks[1] = 0;
   f.ke[1] = 4; /* query 1 does not see row 4 */
@@ -224,7 +224,7 @@ static void test_verifier_allows_rounding_and_fails_wrong_values(void **state) {
   f.ks[1] = 10;
   f.ke[1] = 20;
   f.ks[2] = 30;
-  f.ke[2] = 30; /* empty */
+  f.ke[2] = 30;                  /* empty */
   f.k[7 * f.in.k_stride] = 0x7f; /* row 7 NaN for the rows that see it */
   run(&f);
   const int64_t stride = 52;
@@ -233,9 +233,8 @@ static void test_verifier_allows_rounding_and_fails_wrong_values(void **state) {
     for (int j = 0; j < 50; j++) got[i * stride + j] = (float)at(&f, i, j); /* fp32 rounding */
   char msg[512];
   double worst = 0;
-  assert_int_equal(st_ref_dsa_index_logits_verify(&f.in, f.logits, f.row_scale, got, stride, 1e-6, &worst, msg,
-                                                  sizeof msg),
-                   0);
+  assert_int_equal(
+      st_ref_dsa_index_logits_verify(&f.in, f.logits, f.row_scale, got, stride, 1e-6, &worst, msg, sizeof msg), 0);
   assert_true(worst < 1e-6);
   /* A value 1e-3 of the row's scale off fails, naming query and token. */
   const float kept = got[3 * stride + 11];
@@ -450,15 +449,15 @@ typedef struct edge {
 } edge;
 
 static const edge edges[] = {
-    {"1:4133", 64, 0, 0, 0},                /* one query token, a long prefix   */
-    {"300:1000", 1, 0, 0, 0},               /* one head                         */
-    {"777:1234;5:0", 50, 1, 0, 0},          /* H 50, padded rows, 2016 rows     */
-    {"257:100", 16, 0, 1, 0},               /* H 16, edge ranges                */
-    {"129:333;3:0", 32, 1, 1, 0},           /* H 32                             */
-    {"3:2", 64, 0, 0, 0},                   /* 5 rows: under one 16-byte store  */
+    {"1:4133", 64, 0, 0, 0},                      /* one query token, a long prefix   */
+    {"300:1000", 1, 0, 0, 0},                     /* one head                         */
+    {"777:1234;5:0", 50, 1, 0, 0},                /* H 50, padded rows, 2016 rows     */
+    {"257:100", 16, 0, 1, 0},                     /* H 16, edge ranges                */
+    {"129:333;3:0", 32, 1, 1, 0},                 /* H 32                             */
+    {"3:2", 64, 0, 0, 0},                         /* 5 rows: under one 16-byte store  */
     {"200:0;1:0;130:70;64:0;1:999", 64, 0, 1, 0}, /* causal batch, edge ranges */
-    {"1000:3000", 64, 1, 0, 0},             /* many query tiles, long rows      */
-    {"100:500", 64, 0, 0, 1},               /* NaN values                       */
+    {"1000:3000", 64, 1, 0, 0},                   /* many query tiles, long rows      */
+    {"100:500", 64, 0, 0, 1},                     /* NaN values                       */
 };
 
 static void make_shape(const edge *e, st_shape *s) {

@@ -21,7 +21,9 @@
 #define AUTO_CTAS_PER_SM 4
 
 /* Warps scoring one query's heads: each holds head_tiles row tiles. */
-static int warps_per_query(const st_dsa_index_logits_config *c) { return c->max_heads / HEADS_PER_TILE / c->head_tiles; }
+static int warps_per_query(const st_dsa_index_logits_config *c) {
+  return c->max_heads / HEADS_PER_TILE / c->head_tiles;
+}
 
 st_status st_dsa_index_logits_config_from_params(const st_params *kernel, const st_params *launch,
                                                  st_dsa_index_logits_config *cfg, st_err *err) {
@@ -198,8 +200,7 @@ st_status st_dsa_index_logits_launch(const st_cu *cu, CUfunction fn, const st_ds
   /* Past 48 KiB of static + dynamic shared memory a kernel must opt in;
    * the kernel's static part is the queries' ranges (64 bytes at most). */
   if (plan->smem_bytes > 47 * 1024)
-    ST_CU_TRY(cu,
-              cu->cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)plan->smem_bytes),
+    ST_CU_TRY(cu, cu->cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)plan->smem_bytes),
               err);
   st_dsa_index_logits_params params = plan->params;
   void *kargs[] = {&params};

@@ -216,8 +216,7 @@ static st_status case_build(dl_case *c, const dl_geometry *g, const st_case_opts
   c->logits = malloc(sizeof(double) * cells);
   c->row_scale = malloc(sizeof(double) * (size_t)g->s_q);
   c->h_out = malloc((size_t)g->s_q * (size_t)g->out_stride * 4);
-  if (!c->h_q || !c->h_k || !c->h_w || !c->h_scale || !c->h_ks || !c->h_ke || !c->logits || !c->row_scale ||
-      !c->h_out)
+  if (!c->h_q || !c->h_k || !c->h_w || !c->h_scale || !c->h_ks || !c->h_ke || !c->logits || !c->row_scale || !c->h_out)
     return st_fail(err, ST_ERR_NOMEM, "out of host memory for a case of %zu logits", cells);
   fill_inputs(c, g, o->seed, o->threads);
   c->out_stride = g->out_stride;
@@ -344,8 +343,7 @@ static int check(void *pc, double *worst, char *why, size_t cap) {
     for (int64_t j = 0; j < c->out_stride; j++) {
       if (is_poison(row[j]) == (j >= c->ref.s_kv)) continue;
       snprintf(why, cap, "query %d element %lld %s (s_kv %d, row stride %lld)", i, (long long)j,
-               j < c->ref.s_kv ? "was not written" : "past s_kv was written", c->ref.s_kv,
-               (long long)c->out_stride);
+               j < c->ref.s_kv ? "was not written" : "past s_kv was written", c->ref.s_kv, (long long)c->out_stride);
       bad++;
       break;
     }
@@ -361,8 +359,7 @@ static int check(void *pc, double *worst, char *why, size_t cap) {
 static st_status verify(void *pb, CUstream stream, int *ok, double *max_err, char *msg, size_t cap, st_err *err) {
   dl_case *c = ((dl_bound *)pb)->c;
   const size_t n = (size_t)c->ref.s_q * (size_t)c->out_stride;
-  const st_verify_out out = {
-      .buf = {{c->d_out, c->h_out, n, 4, POISON}}, .check = check, .ctx = c, .item = "logit"};
+  const st_verify_out out = {.buf = {{c->d_out, c->h_out, n, 4, POISON}}, .check = check, .ctx = c, .item = "logit"};
   return st_verify_twice(c->cu, stream, launch, pb, &out, ok, max_err, msg, cap, err);
 }
 

@@ -90,8 +90,7 @@ static void *score_worker(void *arg) {
   return NULL;
 }
 
-int st_ref_dsa_index_logits_compute(const st_ref_dsa_index_logits *in, double *logits, double *row_scale,
-                                    int threads) {
+int st_ref_dsa_index_logits_compute(const st_ref_dsa_index_logits *in, double *logits, double *row_scale, int threads) {
   float *kf = malloc(sizeof(float) * (size_t)in->s_kv * HEAD_DIM);
   if (!kf) return -1;
   for (int64_t j = 0; j < in->s_kv; j++)
@@ -142,8 +141,8 @@ int st_ref_dsa_index_logits_verify(const st_ref_dsa_index_logits *in, const doub
       if (err > worst) worst = err;
       if (ok) continue;
       if (!bad)
-        snprintf(msg, msg_cap, "query %d token %d (it sees [%d, %d)): got %.9g, reference %.9g (row scale %.6g, %s)",
-                 i, j, lo, hi, (double)g[j], want[j], row_scale[i],
+        snprintf(msg, msg_cap, "query %d token %d (it sees [%d, %d)): got %.9g, reference %.9g (row scale %.6g, %s)", i,
+                 j, lo, hi, (double)g[j], want[j], row_scale[i],
                  inside ? "over the tolerance" : "outside the range: must be -inf");
       bad++;
     }

@@ -40,8 +40,7 @@ void st_ref_dsa_index_logits_range(const st_ref_dsa_index_logits *in, int i, int
  * sum_d |q[i][h][d] k[j][d]| x |k_scale[j]| (not below any |logit| of the
  * row; 0 for a row that sees nothing), using `threads` threads. Returns 0,
  * or -1 when out of memory. */
-int st_ref_dsa_index_logits_compute(const st_ref_dsa_index_logits *in, double *logits, double *row_scale,
-                                    int threads);
+int st_ref_dsa_index_logits_compute(const st_ref_dsa_index_logits *in, double *logits, double *row_scale, int threads);
 
 /* Checks a kernel's logits (row i at got + i * got_stride_row) against the
  * reference: every j < s_kv outside row i's range exactly -inf; inside it a
