@@ -75,7 +75,7 @@ static void score_row(const work *w, int i, float *qf) {
 static void *score_worker(void *arg) {
   work *w = arg;
   const st_ref_dsa_index_logits *in = w->in;
-  float *qf = malloc(sizeof(float) * (size_t)in->H * HEAD_DIM);
+  float *qf = calloc((size_t)in->H * HEAD_DIM, sizeof(float)); /* each row's q, widened */
   if (!qf) {
     atomic_store(&w->failed, 1);
     return NULL;
