@@ -382,7 +382,9 @@ static double min_bytes(const void *pc) {
   return s_q * c->ref.H * (HEAD_DIM + 4) + s_q * 8 + s_kv * (HEAD_DIM + 4) + s_q * s_kv * 4;
 }
 
-/* As docs/method.md counts them: 2 x H x 128 per visible (query, token). */
+/* 2 x H x 128 per visible (query, token) pair: each token counted alone,
+ * not whole 128-token blocks as index_score's count (docs/method.md) has
+ * it, since the op's ranges end at any token. */
 static double flops(const void *pc) {
   const dl_case *c = pc;
   return visible_pairs(c) * 2.0 * c->ref.H * HEAD_DIM;
