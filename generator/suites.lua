@@ -30,11 +30,16 @@
 --              and 32 q heads, per-request topk_length, and the attention
 --              sink with the log-sum-exp.
 --   dsv32-prefill
---              DeepSeek-V3.2 prefill attention (mla_sparse_prefill) on
+--              DeepSeek-V3.2 prefill: the attention (mla_sparse_prefill) on
 --              FlashMLA's sparse prefill anchor shapes (4096 tokens, 128 or
 --              64 q heads, top-2048, bf16 kv), 16 and 32 q heads, top-512
 --              and top-1024, a kv shorter than topk, topk_length, the sink
---              with lse and max_logits, edge selections, 1 and 100 tokens.
+--              with lse and max_logits, edge selections, 1 and 100 tokens;
+--              the lightning indexer's logits (dsa_index_logits, 64 heads)
+--              for one causal request of 4096 tokens with no prefix and
+--              with a 61440-token prefix, a varlen batch of 4 requests, and
+--              small edge rows (one query token, H 1 and 50, token counts no
+--              tile size divides).
 --   anchors    exactly the rows on which the peer was timed (bench;
 --              docs/method.md).
 --   smoke      a few tiny shapes for quick end-to-end checks.
@@ -82,6 +87,23 @@ local function dsa_index_decode(B, ctx, over)
     s[k] = v
   end
   return { op = "dsa_index_decode", shape = s }
+end
+
+-- DeepSeek-V3.2 lightning indexer logits for prefill: 64 index heads of
+-- 128 over the index-K rows of a varlen batch "q_len:prefix;..." (each
+-- request's prefix and query tokens, one request after another: kv rows in
+-- all; B = the query tokens in all), each query seeing its own request's
+-- rows up to its position.
+local function dsa_index_logits(reqs, over)
+  local rows = 0
+  for q, prefix in string.gmatch(reqs, "(%d+):(%d+)") do
+    rows = rows + tonumber(q) + tonumber(prefix)
+  end
+  local s = { B = space.request_tokens(reqs), reqs = reqs, H = 64, kv = math.tointeger(rows) }
+  for k, v in pairs(over or {}) do
+    s[k] = v
+  end
+  return { op = "dsa_index_logits", shape = s }
 end
 
 -- MiniMax-M3 prefill attention: the decode shape's heads, a varlen batch
@@ -314,6 +336,9 @@ end
 -- its authors report it), then 16 and 32 q heads, top-512 and top-1024, a
 -- kv shorter than topk (entries repeat), per-token topk_length, the sink
 -- with lse and max_logits, the edge selections, and 1 and 100 tokens.
+-- Then the indexer's logits (dsa_index_logits): a causal request of 4096
+-- tokens without and with a 61440-token prefix, a varlen batch, and edge
+-- rows.
 local function dsv32_prefill()
   return {
     mla_sparse_prefill(4096, 32768, { peer_us = 4115.6 }),
@@ -328,6 +353,12 @@ local function dsv32_prefill()
     mla_sparse_prefill(512, 8192, { Hq = 32, topk = 1024, sel = "edge", tlen = "random", lse = 1, ml = 1 }),
     mla_sparse_prefill(1, 32768),
     mla_sparse_prefill(100, 32768, { Hq = 64, lse = 1, ml = 1 }),
+    dsa_index_logits("4096:0"),
+    dsa_index_logits("4096:61440"),
+    dsa_index_logits("1500:0;2000:333;300:7000;296:4133"),
+    dsa_index_logits("1:4133"),
+    dsa_index_logits("300:1000", { H = 1 }),
+    dsa_index_logits("777:1234;5:0", { H = 50 }),
   }
 end
 

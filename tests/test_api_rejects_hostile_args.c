@@ -288,6 +288,7 @@ ENTRIES(index_topk, st_index_topk_args)
 ENTRIES(mla_sparse_decode, st_mla_sparse_decode_args)
 ENTRIES(dsa_index_decode, st_dsa_index_decode_args)
 ENTRIES(mla_sparse_prefill, st_mla_sparse_prefill_args)
+ENTRIES(dsa_index_logits, st_dsa_index_logits_args)
 
 static st_dispatch_variant named(const char *id, st_op_id op) {
   st_dispatch_variant v;
@@ -551,6 +552,78 @@ static st_dispatch_variant dsa_index_decode_variant(const char *id, int merge_fi
                                                         .tiles_in_flight = 2,
                                                         .merge_threads = 512,
                                                         .merge_filter = merge_filter};
+  return v;
+}
+
+/* ---- dsa_index_logits -------------------------------------------------------- */
+
+/* s_q 100 queries of 64 heads against s_kv 3000 rows, logits rows of 3004. */
+static void dsa_index_logits_valid(void *p, int flavor) {
+  (void)flavor;
+  st_dsa_index_logits_args *a = p;
+  st_dsa_index_logits_args_init(a);
+  st_tensor_contiguous(&a->q, FAKE_PTR(1), ST_DTYPE_FP8_E4M3, 3, (int64_t[]){100, 64, 128});
+  st_tensor_contiguous(&a->k, FAKE_PTR(2), ST_DTYPE_FP8_E4M3, 2, (int64_t[]){3000, 128});
+  st_tensor_contiguous(&a->k_scale, FAKE_PTR(3), ST_DTYPE_FP32, 1, (int64_t[]){3000});
+  st_tensor_contiguous(&a->weights, FAKE_PTR(4), ST_DTYPE_FP32, 2, (int64_t[]){100, 64});
+  st_tensor_contiguous(&a->ks, FAKE_PTR(5), ST_DTYPE_INT32, 1, (int64_t[]){100});
+  st_tensor_contiguous(&a->ke, FAKE_PTR(6), ST_DTYPE_INT32, 1, (int64_t[]){100});
+  st_tensor_contiguous(&a->logits, FAKE_PTR(7), ST_DTYPE_FP32, 2, (int64_t[]){100, 3000});
+  a->logits.stride[0] = 3004;
+}
+
+static int dsa_index_logits_oracle(const void *p, const st_dispatch_variant *v, int ptrs, size_t ws, char *why,
+                                   size_t cap) {
+  const st_dsa_index_logits_args *a = p;
+  if (!view_ok(&a->q, "q", ST_DTYPE_FP8_E4M3, 3, 0, ptrs, why, cap) ||
+      !view_ok(&a->k, "k", ST_DTYPE_FP8_E4M3, 2, 0, ptrs, why, cap) ||
+      !view_ok(&a->k_scale, "k_scale", ST_DTYPE_FP32, 1, 0, ptrs, why, cap) ||
+      !view_ok(&a->weights, "weights", ST_DTYPE_FP32, 2, 0, ptrs, why, cap) ||
+      !view_ok(&a->ks, "ks", ST_DTYPE_INT32, 1, 0, ptrs, why, cap) ||
+      !view_ok(&a->ke, "ke", ST_DTYPE_INT32, 1, 0, ptrs, why, cap) ||
+      !view_ok(&a->logits, "logits", ST_DTYPE_FP32, 2, 0, ptrs, why, cap))
+    return 0;
+  const int64_t s_q = a->q.shape[0], H = a->q.shape[1], s_kv = a->k.shape[0];
+  if (s_q > (1 << 24) || H > 64 || a->q.shape[2] != 128)
+    return WHY("q.shape=[%lld,%lld,%lld] accepted", (long long)s_q, (long long)H, (long long)a->q.shape[2]);
+  if (s_kv > (1 << 24) || a->k.shape[1] != 128)
+    return WHY("k.shape=[%lld,%lld] accepted", (long long)s_kv, (long long)a->k.shape[1]);
+  if (H > v->cfg.dsa_index_logits.max_heads) return WHY("H=%lld accepted by a variant of fewer heads", (long long)H);
+  if (!dims_are(&a->k_scale, "k_scale", 1, (int64_t[]){s_kv}, why, cap) ||
+      !dims_are(&a->weights, "weights", 2, (int64_t[]){s_q, H}, why, cap) ||
+      !dims_are(&a->ks, "ks", 1, (int64_t[]){s_q}, why, cap) ||
+      !dims_are(&a->ke, "ke", 1, (int64_t[]){s_q}, why, cap) ||
+      !dims_are(&a->logits, "logits", 2, (int64_t[]){s_q, s_kv}, why, cap) ||
+      !rows_aligned(&a->q, "q", 16, ptrs, why, cap) || !rows_aligned(&a->k, "k", 16, ptrs, why, cap))
+    return 0;
+  if ((s_q > 1 && a->logits.stride[0] < s_kv) || a->logits.stride[0] % 4 || (ptrs && (uintptr_t)a->logits.data % 16))
+    return WHY("logits.stride[0]=%lld accepted with s_kv=%lld", (long long)a->logits.stride[0], (long long)s_kv);
+  return ws_equal(ws, 0, why, cap);
+}
+
+static const field dsa_index_logits_fields[] = {
+    FIELD(st_dsa_index_logits_args, q, F_TENSOR),       FIELD(st_dsa_index_logits_args, k, F_TENSOR),
+    FIELD(st_dsa_index_logits_args, k_scale, F_TENSOR), FIELD(st_dsa_index_logits_args, weights, F_TENSOR),
+    FIELD(st_dsa_index_logits_args, ks, F_TENSOR),      FIELD(st_dsa_index_logits_args, ke, F_TENSOR),
+    FIELD(st_dsa_index_logits_args, logits, F_TENSOR)};
+
+#define DL st_dsa_index_logits_args
+static const symbol dsa_index_logits_symbols[] = {
+    {"s_q", 5, {AT(DL, q, 0), AT(DL, weights, 0), AT(DL, ks, 0), AT(DL, ke, 0), AT(DL, logits, 0)}},
+    {"H", 2, {AT(DL, q, 1), AT(DL, weights, 1)}},
+    {"s_kv", 3, {AT(DL, k, 0), AT(DL, k_scale, 0), AT(DL, logits, 1)}},
+};
+#undef DL
+
+static st_dispatch_variant dsa_index_logits_variant(const char *id, int max_heads, int queries, int splits) {
+  st_dispatch_variant v = named(id, ST_OP_DSA_INDEX_LOGITS);
+  v.cfg.dsa_index_logits = (st_dsa_index_logits_config){.max_heads = max_heads,
+                                                        .queries = queries,
+                                                        .head_tiles = 2,
+                                                        .tokens = 128,
+                                                        .threads = 256,
+                                                        .stages = 3,
+                                                        .splits = splits};
   return v;
 }
 
@@ -1198,9 +1271,13 @@ static void make_ops(op_desc *ops) {
   ops[8] = (op_desc){OP_DESC(mla_sparse_prefill, 1), .op = ST_OP_MLA_SPARSE_PREFILL, .n_variants = 2};
   ops[8].variants[0] = mla_sparse_prefill_variant("s4", 4);
   ops[8].variants[1] = mla_sparse_prefill_variant("s1", 1);
+  ops[9] = (op_desc){OP_DESC(dsa_index_logits, 1), .op = ST_OP_DSA_INDEX_LOGITS, .n_variants = 3};
+  ops[9].variants[0] = dsa_index_logits_variant("h64", 64, 4, 0);
+  ops[9].variants[1] = dsa_index_logits_variant("h64_s7", 64, 4, 7);
+  ops[9].variants[2] = dsa_index_logits_variant("h32", 32, 8, 0);
 }
 
-enum { N_OPS = 9 };
+enum { N_OPS = 10 };
 
 /* Room for any op's arguments, aligned for each. */
 typedef union any_args {
@@ -1213,6 +1290,7 @@ typedef union any_args {
   st_mla_sparse_decode_args mla_sparse_decode;
   st_dsa_index_decode_args dsa_index_decode;
   st_mla_sparse_prefill_args mla_sparse_prefill;
+  st_dsa_index_logits_args dsa_index_logits;
 } any_args;
 
 /* ---- running a case ---------------------------------------------------------- */

@@ -267,6 +267,60 @@ ST_API st_status st_dsa_index_decode_prepare(st_handle *handle, const st_dsa_ind
 ST_API st_status st_dsa_index_decode(st_handle *handle, const st_dsa_index_decode_args *args, void *workspace,
                                      size_t workspace_bytes, void *stream);
 
+/* ---- dsa_index_logits: DeepSeek-V3.2 lightning indexer logits for prefill
+ *
+ * For s_q query tokens and s_kv index-K rows (the tokens of a varlen batch,
+ * one row each), writes
+ *   logits[i][j] = sum over heads h of weights[i][h] * relu(dot(q[i][h], k[j]) * k_scale[j])
+ * for ks[i] <= j < ke[i], and -inf for every other j < s_kv (vLLM's
+ * fp8_mqa_logits contract). ks and ke are read clamped to 0..s_kv; ke <= ks
+ * means the row sees no token (all -inf). A varlen batch or a causal
+ * prefix is expressed this way: request r's queries see its own tokens up
+ * to their position. relu(x) = x < 0 ? 0 : x; a NaN stays NaN (an fp8 NaN
+ * in q or k, or a product 0 x inf, makes the logit NaN). The scale
+ * multiplies the dot product before relu, whatever its sign (a token with
+ * k_scale <= 0 gives relu(dot * k_scale), as st_dsa_index_decode). The GPU
+ * multiplies fp8 values exactly and accumulates in fp32. The weights carry
+ * what the caller folds in (q's quantization scale, the softmax scale) and
+ * may have either sign. Elements of a row past s_kv (up to its stride) are
+ * not written.
+ *
+ * No workspace. CUDA-graph safe: the grid depends on s_q, H and s_kv only,
+ * never on ks or ke.
+ */
+typedef struct st_dsa_index_logits_args {
+  size_t struct_size; /* set by st_dsa_index_logits_args_init */
+  st_tensor q;        /* [s_q, H, 128] fp8 e4m3; s_q 1..2^24, H 1..64; rows
+                         16-byte aligned: data and both outer strides
+                         multiples of 16 bytes                              */
+  st_tensor k;        /* [s_kv, 128] fp8 e4m3, s_kv 1..2^24; data and
+                         stride[0] multiples of 16 bytes                     */
+  st_tensor k_scale;  /* [s_kv] fp32: row j dequantizes to k[j] x k_scale[j] */
+  st_tensor weights;  /* [s_q, H] fp32 (any row stride)                      */
+  st_tensor ks;       /* [s_q] int32: first token each query sees (device)   */
+  st_tensor ke;       /* [s_q] int32: one past its last (device)             */
+  st_tensor logits;   /* out: [s_q, s_kv] fp32; data 16-byte aligned,
+                         stride[0] a multiple of 4 elements                  */
+} st_dsa_index_logits_args;
+
+/* Sets args->struct_size and every other field to zero. */
+ST_API void st_dsa_index_logits_args_init(st_dsa_index_logits_args *args);
+
+/* Bytes of workspace st_dsa_index_logits needs (0 for the current kernels;
+ * pointers in `args` are not read). */
+ST_API st_status st_dsa_index_logits_workspace_size(st_handle *handle, const st_dsa_index_logits_args *args,
+                                                    size_t *bytes);
+
+/* Loads the module that st_dsa_index_logits would launch for these
+ * arguments, so a later call can be captured in a CUDA graph without loading
+ * anything. */
+ST_API st_status st_dsa_index_logits_prepare(st_handle *handle, const st_dsa_index_logits_args *args);
+
+/* Launches dsa_index_logits on `stream` (a CUstream; NULL = legacy default).
+ * Asynchronous; no host synchronization, no allocation. */
+ST_API st_status st_dsa_index_logits(st_handle *handle, const st_dsa_index_logits_args *args, void *workspace,
+                                     size_t workspace_bytes, void *stream);
+
 /* ---- sparse_attn_decode: block-sparse GQA attention for a decode batch --
  *
  * For R requests with `qlen` query tokens each (query token t of request r

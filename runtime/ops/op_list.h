@@ -11,6 +11,7 @@
 #define ST_OPS_OP_LIST_H
 
 #include "ops/dsa_index_decode.h"
+#include "ops/dsa_index_logits.h"
 #include "ops/index_decode.h"
 #include "ops/index_prefill.h"
 #include "ops/index_score.h"
@@ -31,6 +32,7 @@
   X(index_prefill, INDEX_PREFILL)            \
   X(mla_sparse_decode, MLA_SPARSE_DECODE)    \
   X(dsa_index_decode, DSA_INDEX_DECODE)      \
-  X(mla_sparse_prefill, MLA_SPARSE_PREFILL)
+  X(mla_sparse_prefill, MLA_SPARSE_PREFILL)  \
+  X(dsa_index_logits, DSA_INDEX_LOGITS)
 
 #endif
