@@ -32,12 +32,6 @@
 
 static uint64_t g_seed;
 
-/* |got - want| <= eps, in double (this cmocka compares floats only). */
-#define expect_near(got, want, eps) expect_near_at((got), (want), (eps), __FILE__, __LINE__)
-static void expect_near_at(double got, double want, double eps, const char *file, int line) {
-  if (!(fabs(got - want) <= eps)) fail_msg("%s:%d: %.17g is not within %g of %.17g", file, line, got, eps, want);
-}
-
 /* ---- reference: a small case built by hand ------------------------------ */
 
 enum { PAGE = 16, PAGES = 4, SLOTS = PAGE * PAGES };
