@@ -92,10 +92,10 @@ def declare(lib):
 
 
 # ---------------------------------------------------------------- --check-abi
-def ctypes_layout():
+def ctypes_layout(structs=ABI_STRUCTS):
     """'name size N', 'name align N', 'name.field offset N size N' lines, and the constants."""
     lines = []
-    for s in ABI_STRUCTS:
+    for s in structs:
         lines.append(f"{s.c_name} size {ctypes.sizeof(s)}")
         lines.append(f"{s.c_name} align {ctypes.alignment(s)}")
         for name, _ in s._fields_:
@@ -105,10 +105,10 @@ def ctypes_layout():
     return lines
 
 
-def c_layout_source():
+def c_layout_source(structs=ABI_STRUCTS):
     """A C program printing the same lines as ctypes_layout, from the header."""
     body = []
-    for s in ABI_STRUCTS:
+    for s in structs:
         t = s.c_name
         body.append(f'  printf("{t} size %zu\\n", sizeof({t}));')
         body.append(f'  printf("{t} align %zu\\n", (size_t)_Alignof({t}));')
@@ -120,12 +120,12 @@ def c_layout_source():
             + "\n".join(body) + "\n  return 0;\n}\n")
 
 
-def c_layout():
+def c_layout(structs=ABI_STRUCTS):
     """Compiles and runs c_layout_source with cc from PATH; its output lines."""
     with tempfile.TemporaryDirectory() as tmp:
         src, exe = os.path.join(tmp, "layout.c"), os.path.join(tmp, "layout")
         with open(src, "w") as f:
-            f.write(c_layout_source())
+            f.write(c_layout_source(structs))
         cmd = ["cc", "-std=c11", "-Wall", "-Werror", "-I", HEADER_DIR, src, "-o", exe]
         try:
             subprocess.run(cmd, check=True, capture_output=True, text=True)
