@@ -14,7 +14,7 @@ constexpr int IS_FP8 = ST_P_IS_FP8;
 constexpr int HEADS = ST_P_HEADS_PER_CTA; // q heads a CTA computes
 constexpr int TILE = ST_P_TILE_TOKENS;    // cache rows staged at once
 constexpr int THREADS = ST_P_THREADS;
-constexpr int MMA = ST_P_MMA; // 0: CUDA cores; 1: tensor cores (mma.sync)
+constexpr int MMA = ST_P_MMA; // 0: CUDA cores; 1: tensor cores (mma.sync); 2: wgmma
 // 1: the next tile's raw rows are copied by cp.async into a staging buffer
 // while the current tile is scored and weighed (then widened from shared
 // memory); 0: each tile's rows are read and widened before its math.

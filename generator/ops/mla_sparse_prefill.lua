@@ -149,9 +149,7 @@ end
 -- "mla_sparse_prefill.bf16.h64.t64.n512.mma/auto" (as mla_sparse_decode's
 -- names).
 function M.variant_name(k, l)
-  return string.format("%s.%s.h%d.t%d.n%d%s%s/%s", M.name, k.dtype, k.heads_per_cta, k.tile_tokens, k.threads,
-    (k.mma or 0) == 1 and ".mma" or "", (k.pipe or 0) == 1 and ".pipe" or "",
-    l.splits == 0 and "auto" or ("s" .. l.splits))
+  return decode.variant_name_of(M.name, k, l)
 end
 
 space.define_checks(M, { name = "splits", max = SPLITS_MAX, choices = M.splits_choices })

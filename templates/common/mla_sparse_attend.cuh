@@ -40,6 +40,9 @@
 //        MMA 1: warp (m, w4) dims w4 * 128 .. +128 of heads 16m ..: 16
 //               accumulator tiles of mma.sync, V's pairs of tokens packed
 //               from the bf16 rows.
+// MMA 2 (wgmma) keeps the grid and the copies but not steps 3-5 as above:
+// two warpgroups on 64 heads, scores, softmax and P.V in registers (its
+// body is the second st_mla_sparse_attend_main below).
 // One split: the CTA writes o (divided by l, times the sink's factor), lse
 // and max_logits (the running max m in natural units; where asked). Several:
 // it writes its partial (o, m, l) to the workspace and the merge (grid
@@ -68,6 +71,7 @@
 #include "common/mla_sparse_attend_params.h"
 #include "common/pdl.cuh"
 #include "common/smem_tile.cuh"
+#include "common/attn_wgmma.cuh"
 
 constexpr int DIM_QK = 576;
 constexpr int DIM_V = 512;
@@ -119,10 +123,14 @@ constexpr int QK_UNROLL = THREADS >= 512 ? 1 : 4;
 static_assert(THREADS % DIM_THREADS == 0 && THREADS <= 1024, "threads are whole groups of 128");
 static_assert(HEADS % HEAD_GROUPS == 0, "every head group holds whole heads");
 static_assert(MMA || HEADS_PER_THREAD * DIMS_PER_THREAD <= 64, "o accumulators a thread holds");
-static_assert(!MMA || (THREADS == 4 * 32 * M_TILES && HEADS % 16 == 0 && WARP_TOKENS % 8 == 0),
+static_assert(MMA != 1 || (THREADS == 4 * 32 * M_TILES && HEADS % 16 == 0 && WARP_TOKENS % 8 == 0),
               "MMA 1: 4 warps an m tile of 16 heads, each whole 8-token n tiles");
-static_assert(THREADS >= SOFTMAX_LANES * HEADS && THREADS >= TILE, "softmax lanes per head, a thread per entry");
-static_assert(TILE % SOFTMAX_LANES == 0 && (SOFTMAX_LANES * HEADS) % 32 == 0, "whole warps of whole groups");
+static_assert(MMA == 2 || (THREADS >= SOFTMAX_LANES * HEADS && THREADS >= TILE),
+              "softmax lanes per head, a thread per entry");
+static_assert(MMA == 2 || (TILE % SOFTMAX_LANES == 0 && (SOFTMAX_LANES * HEADS) % 32 == 0),
+              "whole warps of whole groups");
+static_assert(MMA != 2 || (HEADS == 64 && TILE == 64 && THREADS == 256 && PIPE),
+              "MMA 2: two warpgroups on 64 heads, 64-token tiles, the rows copied by cp.async");
 static_assert(TILE % 16 == 0, "tiles of 16 entries");
 static_assert(S_NTILES == 1 || S_NTILES % 2 == 0, "the scores' B fragments: one n tile, or pairs by ldmatrix x4");
 
@@ -139,8 +147,13 @@ constexpr int RAW_ROW = IS_FP8 ? 656 : DIM_QK * 2;
 constexpr int RAW_CHUNKS = RAW_ROW / 16;
 constexpr unsigned RAW_BYTES = PIPE ? TILE * RAW_ROW : 0;
 constexpr int SLOT_LISTS = PIPE ? 2 : 1;
+// MMA 2: q and the cache tile as wgmma operands (rows of 1152 bytes in 9
+// panels of 128, the 128-byte swizzle), the raw rows, two lists of slots.
+constexpr unsigned WG_Q_BYTES = HEADS * DIM_QK * 2;
+constexpr unsigned WG_KV_BYTES = TILE * DIM_QK * 2;
 constexpr unsigned SMEM_BYTES =
-    Q_BYTES + KV_BYTES + RAW_BYTES + S_BYTES + P_BYTES + HEADS * 3 * 4 + SLOT_LISTS * TILE * 4;
+    MMA == 2 ? WG_Q_BYTES + WG_KV_BYTES + RAW_BYTES + SLOT_LISTS * TILE * 4
+             : Q_BYTES + KV_BYTES + RAW_BYTES + S_BYTES + P_BYTES + HEADS * 3 * 4 + SLOT_LISTS * TILE * 4;
 
 // ---- conversions -----------------------------------------------------------
 
@@ -258,7 +271,7 @@ constexpr int STAGE_PER_THREAD = (STAGE_VECS + THREADS - 1) / THREADS;
 // have 128 registers each (3 vectors of a global gather fit without
 // spilling; from PIPE's shared copy, whose latency is short, one).
 constexpr int STAGE_BATCH_MOST = PIPE ? (THREADS >= 512 ? 1 : 4) : (THREADS >= 512 ? 3 : 8);
-constexpr int STAGE_BATCH = STAGE_PER_THREAD < STAGE_BATCH_MOST ? STAGE_PER_THREAD : STAGE_BATCH_MOST;
+[[maybe_unused]] constexpr int STAGE_BATCH = STAGE_PER_THREAD < STAGE_BATCH_MOST ? STAGE_PER_THREAD : STAGE_BATCH_MOST;
 template <bool FROM_RAW>
 __device__ __forceinline__ void st_stage_rows(const st_mla_sparse_attend_params &p, const int32_t *s_slot,
                                               const char *raw, kv_t *s_kv, int tid) {
@@ -441,7 +454,7 @@ __device__ __forceinline__ int32_t st_entry_slot(const st_mla_sparse_attend_para
 // A thread's o accumulators: ACC_ROWS x 4, element (j, i) o's (head, dim)
 // by st_acc_at (MMA 0: heads hg + HEAD_GROUPS j, dims dg + 128 i; MMA 1:
 // the C fragments of the warp's O_NTILES tiles).
-constexpr int ACC_ROWS = MMA ? O_NTILES : HEADS_PER_THREAD;
+[[maybe_unused]] constexpr int ACC_ROWS = MMA ? O_NTILES : HEADS_PER_THREAD;
 __device__ __forceinline__ void st_acc_at(int tid, int j, int i, int *hl, int *d) {
   if (MMA) {
     const int warp = tid / 32, g = (tid & 31) >> 2, c = tid & 3;
@@ -464,6 +477,7 @@ __device__ __forceinline__ float st_max_logit(float m, float l) {
   return l > 0.f ? m * LN2 : -__int_as_float(0x7f800000);
 }
 
+#if ST_P_MMA != 2
 // The main kernel's body: the including template's extern "C" kernel,
 // launched with THREADS threads (__launch_bounds__(THREADS, 1)), calls it.
 __device__ __forceinline__ void st_mla_sparse_attend_main(const st_mla_sparse_attend_params &p) {
@@ -619,6 +633,195 @@ __device__ __forceinline__ void st_mla_sparse_attend_main(const st_mla_sparse_at
     p.part_ml[(state0 + tid) * 2 + 1] = s_l[tid];
   }
 }
+#else
+// MMA 2: two warpgroups on 64 heads. Both widen each 64-token tile into
+// one bf16 tile laid out for wgmma (q's too: rows of 576 values in 9
+// panels of 64, the 128-byte swizzle); each warpgroup then scores the whole
+// tile (S = q K^T: 36 wgmma m64n64k16, q and K read K-major from shared
+// memory), runs the online softmax in registers (a thread holds rows
+// 16w + lane/4 and + 8 of its warp w, as the accumulators lay them out) and
+// adds P V for its half of o's dims (256: 2 x 4 wgmma m64n128k16, P from
+// registers, V the same tile read transposed). The scores are computed
+// twice, once a warpgroup, which costs less than passing P between them;
+// the next tile's rows arrive by cp.async meanwhile.
+__device__ __forceinline__ uint32_t st_wg_chunk(uint32_t tile, int rows, int r, int c) {
+  return tile + st_panel_offset(rows, r, c);
+}
+
+// Vector v of row t (st_load_vector's) into the swizzled tile: fp8 latent
+// values as two chunks, bf16 values as one; zeros for no row.
+__device__ __forceinline__ void st_wg_store_vector(bool valid, const st_raw_vector &x, int v, uint32_t tile, int t) {
+  const bool latent = IS_FP8 && v < LATENT_VECS;
+  const int c = !IS_FP8 ? v : latent ? 2 * v : DIM_V / 8 + (v - LATENT_VECS);
+  uint4 lo = make_uint4(0u, 0u, 0u, 0u), hi = lo;
+  if (valid && latent) {
+    uint32_t b[8];
+    st_e4m3x16_widen<false, true>(x.raw, x.scale, b);
+    lo = make_uint4(b[0], b[1], b[2], b[3]);
+    hi = make_uint4(b[4], b[5], b[6], b[7]);
+  } else if (valid) {
+    lo = x.raw;
+  }
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(st_wg_chunk(tile, TILE, t, c)), "r"(lo.x), "r"(lo.y),
+               "r"(lo.z), "r"(lo.w)
+               : "memory");
+  if (latent)
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(st_wg_chunk(tile, TILE, t, c + 1)), "r"(hi.x),
+                 "r"(hi.y), "r"(hi.z), "r"(hi.w)
+                 : "memory");
+}
+
+// The main kernel's body for MMA 2 (the including template's extern "C"
+// kernel, launched with THREADS threads, calls it).
+__device__ __forceinline__ void st_mla_sparse_attend_main(const st_mla_sparse_attend_params &p) {
+  extern __shared__ __align__(1024) char s_dyn[];
+  const uint32_t q_tile = st_smem_addr(s_dyn), kv_tile = q_tile + WG_Q_BYTES;
+  char *s_raw = s_dyn + WG_Q_BYTES + WG_KV_BYTES;
+  int32_t *s_slots = (int32_t *)(s_raw + RAW_BYTES); // two lists of TILE
+  const int tid = threadIdx.x, wg = tid / 128, lane = tid & 31;
+  if (tid == 0) {
+    unsigned dyn;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
+    if (dyn < SMEM_BYTES || (q_tile & 1023u)) __trap(); // the launcher's layout disagrees
+  }
+  const int row = blockIdx.x / p.splits, split = blockIdx.x % p.splits;
+  const int h0 = blockIdx.y * HEADS;
+  st_pdl_wait(); // launched programmatically: inputs may be the previous kernel's
+  for (int i = tid; i < HEADS * Q_VECS; i += THREADS) {
+    const int h = i / Q_VECS, c = i % Q_VECS;
+    const uint16_t *src = (const uint16_t *)p.q + row * p.q_stride_row + (int64_t)(h0 + h) * p.q_stride_head;
+    const uint4 v = *(const uint4 *)(src + c * VEC_BF16);
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(st_wg_chunk(q_tile, HEADS, h, c)), "r"(v.x),
+                 "r"(v.y), "r"(v.z), "r"(v.w)
+                 : "memory");
+  }
+  const int n = st_row_entries(p, row);
+  const int begin = split * p.entries_per_split;
+  const int end = min(begin + p.entries_per_split, n);
+  // The thread's two rows (heads 16 w + lane / 4 and + 8 of its warp w in
+  // the warpgroup): m in log2 units, its share of l, o for the warpgroup's
+  // dims 256 wg + 128 j ...
+  float m[2] = {-ST_INF, -ST_INF}, l[2] = {0.f, 0.f};
+  float o[2][64];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int i = 0; i < 64; i++) o[j][i] = 0.f;
+
+  if (begin < end) { // the first tile's slots and rows on their way
+    if (tid < TILE) s_slots[tid] = st_entry_slot(p, row, begin + tid, end);
+    __syncthreads();
+    st_issue_tile(p, s_slots, s_raw, tid);
+  }
+  for (int e0 = begin, it = 0; e0 < end; e0 += TILE, it++) {
+    const int32_t *s_slot = s_slots + (it & 1) * TILE;
+    st_cp_async_wait<0>();
+    __syncthreads(); // the rows landed; the previous tile's products are done
+    for (int i = tid; i < TILE * ROW_VECS; i += THREADS) {
+      const int t = i / ROW_VECS;
+      st_raw_vector x;
+      const bool valid = s_slot[t] >= 0;
+      if (valid) st_load_vector(s_raw + t * RAW_ROW, i % ROW_VECS, x);
+      st_wg_store_vector(valid, x, i % ROW_VECS, kv_tile, t);
+    }
+    st_fence_proxy_async(); // the tile (and q) written by this thread, for wgmma's reads
+    int32_t *next = s_slots + ((it + 1) & 1) * TILE;
+    if (tid < TILE) next[tid] = st_entry_slot(p, row, e0 + TILE + tid, end);
+    __syncthreads();
+    if (e0 + TILE < end) st_issue_tile(p, next, s_raw, tid); // lands under this tile's math
+
+    float s[TILE / 8][4];
+    float(&d)[32] = reinterpret_cast<float(&)[32]>(s);
+    {
+      const uint64_t q_desc = st_wgmma_desc(q_tile), k_desc = st_wgmma_desc(kv_tile);
+      st_wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < QK_STEPS; ks++)
+        st_wgmma_m64n64k16_bf16(d, q_desc + (((ks / 4) * HEADS * 128 + (ks % 4) * 32) >> 4),
+                                k_desc + (((ks / 4) * TILE * 128 + (ks % 4) * 32) >> 4), ks > 0);
+      st_wgmma_commit();
+      st_wgmma_wait<0>();
+      st_wgmma_fence_regs32(d);
+    }
+#pragma unroll
+    for (int nt = 0; nt < TILE / 8; nt++)
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        const int t = 8 * nt + 2 * (lane & 3) + (i & 1);
+        s[nt][i] = s_slot[t] < 0 ? -ST_INF : s[nt][i] * p.score_scale_log2;
+      }
+#pragma unroll
+    for (int rr = 0; rr < 2; rr++) { // online softmax of row rr, base 2
+      float top = -ST_INF;
+#pragma unroll
+      for (int nt = 0; nt < TILE / 8; nt++) top = fmaxf(top, fmaxf(s[nt][2 * rr], s[nt][2 * rr + 1]));
+      top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 1));
+      top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 2));
+      const float m_new = fmaxf(m[rr], top), m_use = m_new == -ST_INF ? 0.f : m_new;
+      const float alpha = exp2f(m[rr] - m_use); // no token yet: m = -inf, o = l = 0
+      float sum = 0.f;
+#pragma unroll
+      for (int nt = 0; nt < TILE / 8; nt++)
+#pragma unroll
+        for (int i = 2 * rr; i < 2 * rr + 2; i++) {
+          s[nt][i] = exp2f(s[nt][i] - m_use);
+          sum += s[nt][i];
+        }
+      m[rr] = m_new;
+      l[rr] = l[rr] * alpha + sum;
+#pragma unroll
+      for (int j = 0; j < 2; j++)
+#pragma unroll
+        for (int nt = 0; nt < 16; nt++) {
+          o[j][4 * nt + 2 * rr] *= alpha;
+          o[j][4 * nt + 2 * rr + 1] *= alpha;
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < 2; j++) // dims 256 wg + 128 j: panels 4 wg + 2 j and the next
+      st_wg_pv<TILE, false>(s, kv_tile + (uint32_t)((4 * wg + 2 * j) * TILE * 128), o[j], 1);
+  }
+  __syncthreads(); // a split with no entries ran no tile
+
+#pragma unroll
+  for (int rr = 0; rr < 2; rr++) { // the row's l: the four lanes that share it
+    l[rr] += __shfl_xor_sync(0xffffffffu, l[rr], 1);
+    l[rr] += __shfl_xor_sync(0xffffffffu, l[rr], 2);
+  }
+  const int hw = 16 * ((tid / 32) % 4) + lane / 4; // the thread's first row in the CTA's heads
+  const int64_t state0 = ((int64_t)row * p.splits + split) * p.num_heads + h0;
+#pragma unroll
+  for (int rr = 0; rr < 2; rr++) {
+    const int hl = hw + 8 * rr;
+    float f = 1.f;
+    if (p.splits == 1) f = l[rr] > 0.f ? st_sink_factor(p, h0 + hl, st_lse(m[rr], l[rr])) / l[rr] : 0.f;
+#pragma unroll
+    for (int j = 0; j < 2; j++)
+#pragma unroll
+      for (int nt = 0; nt < 16; nt++) {
+        const int dim = 256 * wg + 128 * j + 8 * nt + 2 * (lane & 3);
+        const float v0 = o[j][4 * nt + 2 * rr], v1 = o[j][4 * nt + 2 * rr + 1];
+        if (p.splits == 1) {
+          uint16_t *out = (uint16_t *)p.o + row * p.o_stride_row + (int64_t)(h0 + hl) * p.o_stride_head + dim;
+          *(uint32_t *)out = st_pack_bf16(v0 * f, v1 * f);
+        } else {
+          *(float2 *)(p.part_o + (state0 + hl) * DIM_V + dim) = make_float2(v0, v1);
+        }
+      }
+    if (wg == 0 && (lane & 3) == 0) { // one thread a row
+      if (p.splits == 1) {
+        if (p.lse) p.lse[row * p.lse_stride_row + (int64_t)(h0 + hl) * p.lse_stride_head] = st_lse(m[rr], l[rr]);
+        if (MAX_LOGITS && p.max_logits)
+          p.max_logits[row * p.max_logits_stride_row + (int64_t)(h0 + hl) * p.max_logits_stride_head] =
+              st_max_logit(m[rr], l[rr]);
+      } else {
+        p.part_ml[(state0 + hl) * 2] = m[rr];
+        p.part_ml[(state0 + hl) * 2 + 1] = l[rr];
+      }
+    }
+  }
+}
+#endif
 
 // The merge kernel's body (the template's extern "C" kernel, launched with
 // DIM_THREADS threads, calls it). Grid (rows, Hq), 128 threads: the
