@@ -803,7 +803,8 @@ __device__ __forceinline__ void st_mla_sparse_attend_main(const st_mla_sparse_at
         const float v0 = o[j][4 * nt + 2 * rr], v1 = o[j][4 * nt + 2 * rr + 1];
         if (p.splits == 1) {
           uint16_t *out = (uint16_t *)p.o + row * p.o_stride_row + (int64_t)(h0 + hl) * p.o_stride_head + dim;
-          *(uint32_t *)out = st_pack_bf16(v0 * f, v1 * f);
+          out[0] = st_to_bf16(v0 * f); // o's strides need not keep a pair 4-byte aligned
+          out[1] = st_to_bf16(v1 * f);
         } else {
           *(float2 *)(p.part_o + (state0 + hl) * DIM_V + dim) = make_float2(v0, v1);
         }
