@@ -39,7 +39,9 @@
 --              for one causal request of 4096 tokens with no prefix and
 --              with a 61440-token prefix, a varlen batch of 4 requests, and
 --              small edge rows (one query token, H 1 and 50, token counts no
---              tile size divides).
+--              tile size divides); the indexer's top-k (dsa_index_topk) over
+--              such logits at top-2048, 1024 and 512, with rows shorter than
+--              topk, one query token, ties and NaN.
 --   anchors    exactly the rows on which the peer was timed (bench;
 --              docs/method.md).
 --   smoke      a few tiny shapes for quick end-to-end checks.
@@ -104,6 +106,22 @@ local function dsa_index_logits(reqs, over)
     s[k] = v
   end
   return { op = "dsa_index_logits", shape = s }
+end
+
+-- DeepSeek-V3.2 indexer top-k for prefill (dsa_index_topk) over the logits
+-- of a varlen batch `reqs` as dsa_index_logits writes them (B = the query
+-- tokens, kv = the logits' columns: every request's rows), top-2048 unless
+-- `over` says otherwise.
+local function dsa_index_topk(reqs, over)
+  local rows = 0
+  for q, prefix in string.gmatch(reqs, "(%d+):(%d+)") do
+    rows = rows + tonumber(q) + tonumber(prefix)
+  end
+  local s = { B = space.request_tokens(reqs), reqs = reqs, kv = math.tointeger(rows), topk = 2048 }
+  for k, v in pairs(over or {}) do
+    s[k] = v
+  end
+  return { op = "dsa_index_topk", shape = s }
 end
 
 -- MiniMax-M3 prefill attention: the decode shape's heads, a varlen batch
@@ -338,7 +356,8 @@ end
 -- with lse and max_logits, the edge selections, and 1 and 100 tokens.
 -- Then the indexer's logits (dsa_index_logits): a causal request of 4096
 -- tokens without and with a 61440-token prefix, a varlen batch, and edge
--- rows.
+-- rows; and its top-k (dsa_index_topk) on the same requests at top-2048,
+-- 1024 and 512, one query token, rows shorter than topk, and ties and NaN.
 local function dsv32_prefill()
   return {
     mla_sparse_prefill(4096, 32768, { peer_us = 4115.6 }),
@@ -359,6 +378,16 @@ local function dsv32_prefill()
     dsa_index_logits("1:4133"),
     dsa_index_logits("300:1000", { H = 1 }),
     dsa_index_logits("777:1234;5:0", { H = 50 }),
+    dsa_index_topk("4096:0"),
+    dsa_index_topk("4096:0", { topk = 512 }),
+    dsa_index_topk("4096:0", { topk = 1024 }),
+    dsa_index_topk("4096:61440"),
+    dsa_index_topk("4096:61440", { topk = 512 }),
+    dsa_index_topk("4096:61440", { topk = 1024 }),
+    dsa_index_topk("1500:0;2000:333;300:7000;296:4133"),
+    dsa_index_topk("1:4133"),
+    dsa_index_topk("300:100"),
+    dsa_index_topk("777:1234;5:0", { topk = 512, ties = 1, nan = 1 }),
   }
 end
 

@@ -289,6 +289,7 @@ ENTRIES(mla_sparse_decode, st_mla_sparse_decode_args)
 ENTRIES(dsa_index_decode, st_dsa_index_decode_args)
 ENTRIES(mla_sparse_prefill, st_mla_sparse_prefill_args)
 ENTRIES(dsa_index_logits, st_dsa_index_logits_args)
+ENTRIES(dsa_index_topk, st_dsa_index_topk_args)
 
 static st_dispatch_variant named(const char *id, st_op_id op) {
   st_dispatch_variant v;
@@ -624,6 +625,64 @@ static st_dispatch_variant dsa_index_logits_variant(const char *id, int max_head
                                                         .threads = 256,
                                                         .stages = 3,
                                                         .splits = splits};
+  return v;
+}
+
+/* ---- dsa_index_topk ---------------------------------------------------------- */
+
+/* s_q 100 rows of s_kv 3000 logits (rows of 3004), top-2048, output rows
+ * of 2050. */
+static void dsa_index_topk_valid(void *p, int flavor) {
+  (void)flavor;
+  st_dsa_index_topk_args *a = p;
+  st_dsa_index_topk_args_init(a);
+  st_tensor_contiguous(&a->logits, FAKE_PTR(1), ST_DTYPE_FP32, 2, (int64_t[]){100, 3000});
+  a->logits.stride[0] = 3004;
+  st_tensor_contiguous(&a->ks, FAKE_PTR(2), ST_DTYPE_INT32, 1, (int64_t[]){100});
+  st_tensor_contiguous(&a->ke, FAKE_PTR(3), ST_DTYPE_INT32, 1, (int64_t[]){100});
+  st_tensor_contiguous(&a->topk_idx, FAKE_PTR(4), ST_DTYPE_INT32, 2, (int64_t[]){100, 2048});
+  a->topk_idx.stride[0] = 2050;
+  a->topk = 2048;
+}
+
+static int dsa_index_topk_oracle(const void *p, const st_dispatch_variant *v, int ptrs, size_t ws, char *why,
+                                 size_t cap) {
+  (void)v;
+  const st_dsa_index_topk_args *a = p;
+  if (!view_ok(&a->logits, "logits", ST_DTYPE_FP32, 2, 0, ptrs, why, cap) ||
+      !view_ok(&a->ks, "ks", ST_DTYPE_INT32, 1, 0, ptrs, why, cap) ||
+      !view_ok(&a->ke, "ke", ST_DTYPE_INT32, 1, 0, ptrs, why, cap) ||
+      !view_ok(&a->topk_idx, "topk_idx", ST_DTYPE_INT32, 2, 0, ptrs, why, cap))
+    return 0;
+  const int64_t s_q = a->logits.shape[0], s_kv = a->logits.shape[1];
+  if (s_q > (1 << 24) || s_kv > (1 << 24))
+    return WHY("logits.shape=[%lld,%lld] accepted", (long long)s_q, (long long)s_kv);
+  if (a->topk < 1 || a->topk > 2048) return WHY("topk=%d accepted", a->topk);
+  if (!dims_are(&a->ks, "ks", 1, (int64_t[]){s_q}, why, cap) || !dims_are(&a->ke, "ke", 1, (int64_t[]){s_q}, why, cap) ||
+      !dims_are(&a->topk_idx, "topk_idx", 2, (int64_t[]){s_q, a->topk}, why, cap))
+    return 0;
+  if ((s_q > 1 && a->logits.stride[0] < s_kv) || a->logits.stride[0] % 4 || (ptrs && (uintptr_t)a->logits.data % 16))
+    return WHY("logits.stride[0]=%lld accepted with s_kv=%lld", (long long)a->logits.stride[0], (long long)s_kv);
+  if (s_q > 1 && a->topk_idx.stride[0] < a->topk)
+    return WHY("topk_idx.stride[0]=%lld accepted with topk=%d", (long long)a->topk_idx.stride[0], a->topk);
+  return ws_equal(ws, 0, why, cap);
+}
+
+static const field dsa_index_topk_fields[] = {
+    FIELD(st_dsa_index_topk_args, logits, F_TENSOR), FIELD(st_dsa_index_topk_args, ks, F_TENSOR),
+    FIELD(st_dsa_index_topk_args, ke, F_TENSOR),     FIELD(st_dsa_index_topk_args, topk_idx, F_TENSOR),
+    FIELD(st_dsa_index_topk_args, topk, F_INT)};
+
+#define DT st_dsa_index_topk_args
+static const symbol dsa_index_topk_symbols[] = {
+    {"s_q", 4, {AT(DT, logits, 0), AT(DT, ks, 0), AT(DT, ke, 0), AT(DT, topk_idx, 0)}},
+    {"topk", 2, {AT(DT, topk, SITE_INT), AT(DT, topk_idx, 1)}},
+};
+#undef DT
+
+static st_dispatch_variant dsa_index_topk_variant(const char *id, int threads, int filter) {
+  st_dispatch_variant v = named(id, ST_OP_DSA_INDEX_TOPK);
+  v.cfg.dsa_index_topk = (st_dsa_index_topk_config){.threads = threads, .filter = filter};
   return v;
 }
 
@@ -1275,9 +1334,12 @@ static void make_ops(op_desc *ops) {
   ops[9].variants[0] = dsa_index_logits_variant("h64", 64, 4, 0);
   ops[9].variants[1] = dsa_index_logits_variant("h64_s7", 64, 4, 7);
   ops[9].variants[2] = dsa_index_logits_variant("h32", 32, 8, 0);
+  ops[10] = (op_desc){OP_DESC(dsa_index_topk, 1), .op = ST_OP_DSA_INDEX_TOPK, .n_variants = 2};
+  ops[10].variants[0] = dsa_index_topk_variant("t1024f", 1024, 1);
+  ops[10].variants[1] = dsa_index_topk_variant("t512", 512, 0);
 }
 
-enum { N_OPS = 10 };
+enum { N_OPS = 11 };
 
 /* Room for any op's arguments, aligned for each. */
 typedef union any_args {
@@ -1291,6 +1353,7 @@ typedef union any_args {
   st_dsa_index_decode_args dsa_index_decode;
   st_mla_sparse_prefill_args mla_sparse_prefill;
   st_dsa_index_logits_args dsa_index_logits;
+  st_dsa_index_topk_args dsa_index_topk;
 } any_args;
 
 /* ---- running a case ---------------------------------------------------------- */

@@ -321,6 +321,57 @@ ST_API st_status st_dsa_index_logits_prepare(st_handle *handle, const st_dsa_ind
 ST_API st_status st_dsa_index_logits(st_handle *handle, const st_dsa_index_logits_args *args, void *workspace,
                                      size_t workspace_bytes, void *stream);
 
+/* ---- dsa_index_topk: DeepSeek-V3.2 indexer top-k for prefill -----------
+ *
+ * For s_q query rows of fp32 logits over s_kv positions (as
+ * st_dsa_index_logits writes them), writes to row i of topk_idx the
+ * positions j of the min(topk, n_i) largest logits[i][j] with
+ * ks[i] <= j < ke[i] (ks and ke read clamped to 0..s_kv; ke <= ks means
+ * none; n_i = the range's length), in no particular order, each once, then
+ * -1 in the row's remaining slots. Positions outside the range are never
+ * chosen, whatever their logits hold. A NaN logit ranks as -inf and -0 as
+ * +0; a row still fills min(topk, n_i) slots, so -inf and NaN positions of
+ * its range are chosen when fewer than topk rank above them. Equal logits
+ * go by the lower position: the result is exactly the reference's set,
+ * except that positions whose logit equals the k-th largest may be
+ * exchanged among themselves. A row with n_i <= topk is written as
+ * ks..ke-1 in increasing order, then -1s, without reading its logits.
+ * Slots past topk (up to the row stride) are not written.
+ *
+ * No workspace. CUDA-graph safe: the grid depends on s_q only, never on ks
+ * or ke.
+ */
+typedef struct st_dsa_index_topk_args {
+  size_t struct_size; /* set by st_dsa_index_topk_args_init */
+  st_tensor logits;   /* [s_q, s_kv] fp32, s_q and s_kv 1..2^24; data
+                         16-byte aligned, stride[0] a multiple of 4
+                         elements (st_dsa_index_logits' output)            */
+  st_tensor ks;       /* [s_q] int32: first candidate position (device)     */
+  st_tensor ke;       /* [s_q] int32: one past the last (device)            */
+  st_tensor topk_idx; /* out: [s_q, topk] int32 (any row stride >= topk)     */
+  int topk;           /* 1..2048 (DeepSeek-V3.2: 2048)                      */
+} st_dsa_index_topk_args;
+
+/* Sets args->struct_size and every other field to zero. */
+ST_API void st_dsa_index_topk_args_init(st_dsa_index_topk_args *args);
+
+/* Bytes of workspace st_dsa_index_topk needs (0 for the current kernels;
+ * pointers in `args` are not read). */
+ST_API st_status st_dsa_index_topk_workspace_size(st_handle *handle, const st_dsa_index_topk_args *args,
+                                                  size_t *bytes);
+
+/* Loads the module that st_dsa_index_topk would launch for these
+ * arguments, so a later call can be captured in a CUDA graph without loading
+ * anything. */
+ST_API st_status st_dsa_index_topk_prepare(st_handle *handle, const st_dsa_index_topk_args *args);
+
+/* Launches dsa_index_topk on `stream` (a CUstream; NULL = legacy default).
+ * Asynchronous; no host synchronization, no allocation. The logits must be
+ * complete when the stream reaches the launch (st_dsa_index_logits earlier
+ * on the same stream). */
+ST_API st_status st_dsa_index_topk(st_handle *handle, const st_dsa_index_topk_args *args, void *workspace,
+                                   size_t workspace_bytes, void *stream);
+
 /* ---- sparse_attn_decode: block-sparse GQA attention for a decode batch --
  *
  * For R requests with `qlen` query tokens each (query token t of request r

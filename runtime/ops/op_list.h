@@ -12,6 +12,7 @@
 
 #include "ops/dsa_index_decode.h"
 #include "ops/dsa_index_logits.h"
+#include "ops/dsa_index_topk.h"
 #include "ops/index_decode.h"
 #include "ops/index_prefill.h"
 #include "ops/index_score.h"
@@ -33,6 +34,7 @@
   X(mla_sparse_decode, MLA_SPARSE_DECODE)    \
   X(dsa_index_decode, DSA_INDEX_DECODE)      \
   X(mla_sparse_prefill, MLA_SPARSE_PREFILL)  \
-  X(dsa_index_logits, DSA_INDEX_LOGITS)
+  X(dsa_index_logits, DSA_INDEX_LOGITS)      \
+  X(dsa_index_topk, DSA_INDEX_TOPK)
 
 #endif
