@@ -16,9 +16,7 @@ decode side's twin is peer_mla.py, whose helpers this script uses.
 Exit status: 0 all checks passed, 1 a check or a call failed, 2 the environment lacks
 something (torch, a GPU, the library, the peer) or the arguments are wrong.
 """
-import argparse
 import ctypes
-import json
 import math
 import os
 import sys
@@ -317,64 +315,16 @@ def summary(row):
     return s
 
 
-def run(a):
-    torch, why = pm.gpu_modules()
-    if torch is None:
-        return pm.fail(2, why)
-    if not os.path.isfile(a.lib):
-        return pm.fail(2, f"no library: {a.lib} is missing (build it: cmake --build build, or pass --lib PATH)")
-    if a.db and not os.path.isfile(a.db):
-        return pm.fail(2, f"no database: {a.db} is missing")
-    fmla = pm.load_peer(a.peer)
-    try:
-        st = Sparsetune(torch, a.lib, a.db)
-    except pm.StError as e:
-        return pm.fail(2, str(e))
-    env = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "st_version": st.version,
-           "st_db": a.db or "none (built-in variants)", "peer": "FlashMLA as vLLM 0.33.0 builds it"}
-    print(f"libsparsetune {st.version} ({env['st_db']}) vs {env['peer']} on {env['device']}; seed {a.seed}",
-          flush=True)
-    status = 0
-    with open(a.out, "w") if a.out else open(os.devnull, "w") as out:
-        for i, case in enumerate(CASES[a.cases]):
-            row = dict(env, **run_case(torch, fmla, st, case, a.seed + i, a))
-            print(summary(row), flush=True)
-            out.write(json.dumps(row) + "\n")
-            out.flush()
-            if row.get("st_error") or row.get("st_check") != "pass":
-                status = 1
-            torch.cuda.empty_cache()
-    st.close()
-    return status
-
-
 def parse_args(argv):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--lib", default=os.path.join("build", "runtime", "libsparsetune.so"),
-                    help="libsparsetune.so (default %(default)s)")
-    ap.add_argument("--peer", default=".peer", help="folder of fmla.py and _flashmla_C.abi3.so (default %(default)s)")
-    ap.add_argument("--db", default=None, help="tuning database (default: none, the built-in variants)")
-    ap.add_argument("--cases", choices=sorted(CASES), default="anchors",
-                    help="anchors: FlashMLA's two prefill rows; all: also h_q 16/32/64, topk 512/1024, "
-                         "a short prefill, topk_length, attn_sink")
-    ap.add_argument("--out", default=None, help="JSON lines, one a case")
-    ap.add_argument("--reps", type=int, default=10, help="timed replays; the median is reported")
-    ap.add_argument("--iters", type=int, default=3, help="calls captured in the graph of one replay")
-    ap.add_argument("--seed", type=int, default=0, help="seed of case i is seed + i")
-    ap.add_argument("--check-abi", action="store_true",
-                    help="compare the ctypes layout with runtime/include/sparsetune.h (cc; no GPU, no torch)")
-    a = ap.parse_args(argv)
-    if a.reps < 1 or a.iters < 1:
-        ap.error("--reps and --iters must be at least 1")
-    return a
+    return pm.parse_args(argv, __doc__, CASES, "anchors: FlashMLA's two prefill rows; all: also h_q 16/32/64, "
+                         "topk 512/1024, a short prefill, topk_length, attn_sink", iters=3)
 
 
 def main(argv=None):
     a = parse_args(argv)
     if a.check_abi:
         return check_abi(a.lib)
-    return run(a)
+    return pm.run(a, CASES, Sparsetune, run_case, summary)
 
 
 if __name__ == "__main__":
