@@ -3,7 +3,8 @@
  * batch "q_len:prefix;...": the index-K rows of every request (its prefix,
  * then its query tokens) one after another, query t of request r seeing
  * its request's rows up to its own position (ks = the request's first row,
- * ke = that + prefix + t + 1); fp8 q and k uniform in [-4, 4) and never
+ * ke = that + prefix + t + 1; ranges=1: edge ranges, ops/dsa_query_ranges.h);
+ * fp8 q and k uniform in [-4, 4) and never
  * zero, a positive fp32 scale per row in [2^-3, 2^1), weights in [-1, 1):
  * both signs, as the folded-in scales give them. The logits' rows are a
  * multiple of 4 wide (pad=1: 8 more, and k rows 16 bytes apart more than
@@ -17,6 +18,7 @@
 #include "op_harness.h"
 #include "ops/case_inputs.h"
 #include "ops/dsa_index_logits.h"
+#include "ops/dsa_query_ranges.h"
 #include "ops/tensor_check.h"
 #include "random_fill.h"
 #include "reference/dsa_index_logits.h"
@@ -26,8 +28,6 @@
 /* pad=1: extra bytes between k rows, extra logits a row. */
 #define K_ROW_PAD 16
 #define LOGIT_ROW_PAD 8
-/* ranges=1: every RANGE_EVERY-th query gets one of the edge ranges below. */
-#define RANGE_EVERY 7
 /* nan=1: every NAN_STRIDE-th byte of k is an e4m3 NaN. */
 #define NAN_STRIDE 4099
 #define FP8_NAN 0x7f
@@ -85,47 +85,6 @@ typedef struct dl_geometry {
   st_dsa_index_logits_args args;
 } dl_geometry;
 
-/* ranges=1: query i (every RANGE_EVERY-th) gets an edge range instead of
- * its request's: reversed, past both ends, empty, the last row and beyond,
- * from below 0, everything. */
-static void edge_range(int i, int s_kv, int32_t *ks, int32_t *ke) {
-  const int32_t lo[] = {5, -100, 3, s_kv - 1, -5, 0};
-  const int32_t hi[] = {2, s_kv + 100, 3, s_kv + 5, 3, s_kv};
-  const int k = i / RANGE_EVERY % 6;
-  *ks = lo[k];
-  *ke = hi[k];
-}
-
-static st_status make_ranges(const st_params *shape, dl_geometry *g, st_err *err) {
-  int32_t *cu = NULL, *seq = NULL;
-  int R = 0, total_q = 0, longest = 0;
-  st_status s = st_case_requests(st_params_get(shape, "reqs"), &cu, &seq, &R, &total_q, &longest, err);
-  int64_t rows = 0;
-  for (int r = 0; s == ST_OK && r < R; r++) rows += seq[r];
-  if (s == ST_OK && (total_q != g->s_q || rows != g->s_kv))
-    s = st_fail(err, ST_ERR_INVALID_ARG, "shape B=%d and kv=%d are not reqs' %d query tokens and %lld rows", g->s_q,
-                g->s_kv, total_q, (long long)rows);
-  if (s == ST_OK) {
-    g->ks = malloc(sizeof(int32_t) * (size_t)g->s_q);
-    g->ke = malloc(sizeof(int32_t) * (size_t)g->s_q);
-    if (!g->ks || !g->ke) s = st_fail(err, ST_ERR_NOMEM, "out of host memory");
-  }
-  int32_t base = 0;
-  for (int r = 0; s == ST_OK && r < R; r++) {
-    const int32_t q_len = cu[r + 1] - cu[r], prefix = seq[r] - q_len;
-    for (int t = 0; t < q_len; t++) {
-      const int i = cu[r] + t;
-      g->ks[i] = base;
-      g->ke[i] = base + prefix + t + 1;
-      if (g->ranges && i % RANGE_EVERY == RANGE_EVERY - 1) edge_range(i, g->s_kv, &g->ks[i], &g->ke[i]);
-    }
-    base += seq[r];
-  }
-  free(cu);
-  free(seq);
-  return s;
-}
-
 static st_status read_geometry(const st_params *shape, dl_geometry *g, st_err *err) {
   memset(g, 0, sizeof *g);
   st_status s;
@@ -137,7 +96,7 @@ static st_status read_geometry(const st_params *shape, dl_geometry *g, st_err *e
   if (st_params_get(shape, "pad") && (s = st_case_shape_int(shape, "pad", 0, 1, &g->pad, err))) return s;
   if (st_params_get(shape, "ranges") && (s = st_case_shape_int(shape, "ranges", 0, 1, &g->ranges, err))) return s;
   if (st_params_get(shape, "nan") && (s = st_case_shape_int(shape, "nan", 0, 1, &g->nan, err))) return s;
-  if ((s = make_ranges(shape, g, err)) != ST_OK) return s;
+  if ((s = st_dsa_query_ranges(shape, g->s_q, g->s_kv, g->ranges, &g->ks, &g->ke, err)) != ST_OK) return s;
   g->k_stride = HEAD_DIM + (g->pad ? K_ROW_PAD : 0);
   g->out_stride = ((int64_t)g->s_kv + 3) / 4 * 4 + (g->pad ? LOGIT_ROW_PAD : 0);
   st_dsa_index_logits_args *a = &g->args;

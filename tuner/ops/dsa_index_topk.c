@@ -7,8 +7,8 @@
  * logits uniform in [-4, 4) inside each range and -inf outside it, as
  * dsa_index_logits writes them. Input patterns (shape fields, GPU tests):
  * pad=1 rows of the logits and of topk_idx further apart than their
- * lengths; ranges=1 every RANGE_EVERY-th query an edge range (reversed,
- * past both ends, empty, from below 0, everything); ties=1 every
+ * lengths; ranges=1 every ST_DSA_EDGE_RANGE_EVERY-th query an edge range
+ * (ops/dsa_query_ranges.h); ties=1 every
  * TIES_EVERY-th row's logits rounded to a few values (runs of ties at the
  * k-th); nan=1 NaN, +inf, -inf, -0 and +0 scattered inside the ranges.
  * topk_idx is poisoned before each launch: an unwritten slot fails the
@@ -21,6 +21,7 @@
 #include "op_harness.h"
 #include "ops/case_inputs.h"
 #include "ops/dsa_index_topk.h"
+#include "ops/dsa_query_ranges.h"
 #include "ops/tensor_check.h"
 #include "random_fill.h"
 #include "reference/dsa_index_topk.h"
@@ -29,8 +30,6 @@
 /* pad=1: extra elements a row of the logits and of topk_idx. */
 #define LOGIT_ROW_PAD 8
 #define OUT_ROW_PAD 3
-/* ranges=1: every RANGE_EVERY-th query gets one of the edge ranges below. */
-#define RANGE_EVERY 7
 /* ties=1: every TIES_EVERY-th row keeps TIE_LEVELS distinct logits. */
 #define TIES_EVERY 3
 #define TIE_LEVELS 5
@@ -82,47 +81,6 @@ typedef struct dt_geometry {
   st_dsa_index_topk_args args;
 } dt_geometry;
 
-/* ranges=1: query i (every RANGE_EVERY-th) gets an edge range instead of
- * its request's: reversed, past both ends, empty, the last position and
- * beyond, from below 0, everything. */
-static void edge_range(int i, int s_kv, int32_t *ks, int32_t *ke) {
-  const int32_t lo[] = {5, -100, 3, s_kv - 1, -5, 0};
-  const int32_t hi[] = {2, s_kv + 100, 3, s_kv + 5, 3, s_kv};
-  const int k = i / RANGE_EVERY % 6;
-  *ks = lo[k];
-  *ke = hi[k];
-}
-
-static st_status make_ranges(const st_params *shape, dt_geometry *g, st_err *err) {
-  int32_t *cu = NULL, *seq = NULL;
-  int R = 0, total_q = 0, longest = 0;
-  st_status s = st_case_requests(st_params_get(shape, "reqs"), &cu, &seq, &R, &total_q, &longest, err);
-  int64_t rows = 0;
-  for (int r = 0; s == ST_OK && r < R; r++) rows += seq[r];
-  if (s == ST_OK && (total_q != g->s_q || rows != g->s_kv))
-    s = st_fail(err, ST_ERR_INVALID_ARG, "shape B=%d and kv=%d are not reqs' %d query tokens and %lld rows", g->s_q,
-                g->s_kv, total_q, (long long)rows);
-  if (s == ST_OK) {
-    g->ks = malloc(sizeof(int32_t) * (size_t)g->s_q);
-    g->ke = malloc(sizeof(int32_t) * (size_t)g->s_q);
-    if (!g->ks || !g->ke) s = st_fail(err, ST_ERR_NOMEM, "out of host memory");
-  }
-  int32_t base = 0;
-  for (int r = 0; s == ST_OK && r < R; r++) {
-    const int32_t q_len = cu[r + 1] - cu[r], prefix = seq[r] - q_len;
-    for (int t = 0; t < q_len; t++) {
-      const int i = cu[r] + t;
-      g->ks[i] = base;
-      g->ke[i] = base + prefix + t + 1;
-      if (g->ranges && i % RANGE_EVERY == RANGE_EVERY - 1) edge_range(i, g->s_kv, &g->ks[i], &g->ke[i]);
-    }
-    base += seq[r];
-  }
-  free(cu);
-  free(seq);
-  return s;
-}
-
 static st_status read_geometry(const st_params *shape, dt_geometry *g, st_err *err) {
   memset(g, 0, sizeof *g);
   st_status s;
@@ -135,7 +93,7 @@ static st_status read_geometry(const st_params *shape, dt_geometry *g, st_err *e
   int *val[] = {&g->pad, &g->ranges, &g->ties, &g->nan};
   for (int i = 0; i < 4; i++)
     if (st_params_get(shape, opt[i]) && (s = st_case_shape_int(shape, opt[i], 0, 1, val[i], err))) return s;
-  if ((s = make_ranges(shape, g, err)) != ST_OK) return s;
+  if ((s = st_dsa_query_ranges(shape, g->s_q, g->s_kv, g->ranges, &g->ks, &g->ke, err)) != ST_OK) return s;
   g->logit_stride = ((int64_t)g->s_kv + 3) / 4 * 4 + (g->pad ? LOGIT_ROW_PAD : 0);
   g->out_stride = g->topk + (g->pad ? OUT_ROW_PAD : 0);
   st_dsa_index_topk_args *a = &g->args;
