@@ -29,6 +29,19 @@
 --              1), a bf16 cache, speculative qlen 2, top-512 and top-1024, 16
 --              and 32 q heads, per-request topk_length, and the attention
 --              sink with the log-sum-exp.
+--   dsv32-prefill
+--              DeepSeek-V3.2 prefill: the attention (mla_sparse_prefill) on
+--              FlashMLA's sparse prefill anchor shapes (4096 tokens, 128 or
+--              64 q heads, top-2048, bf16 kv), 16 and 32 q heads, top-512
+--              and top-1024, a kv shorter than topk, topk_length, the sink
+--              with lse and max_logits, edge selections, 1 and 100 tokens;
+--              the lightning indexer's logits (dsa_index_logits, 64 heads)
+--              for one causal request of 4096 tokens with no prefix and
+--              with a 61440-token prefix, a varlen batch of 4 requests, and
+--              small edge rows (one query token, H 1 and 50, token counts no
+--              tile size divides); the indexer's top-k (dsa_index_topk) over
+--              such logits at top-2048, 1024 and 512, with rows shorter than
+--              topk, one query token, ties and NaN.
 --   anchors    exactly the rows on which the peer was timed (bench;
 --              docs/method.md).
 --   smoke      a few tiny shapes for quick end-to-end checks.
@@ -76,6 +89,39 @@ local function dsa_index_decode(B, ctx, over)
     s[k] = v
   end
   return { op = "dsa_index_decode", shape = s }
+end
+
+-- DeepSeek-V3.2 lightning indexer logits for prefill: 64 index heads of
+-- 128 over the index-K rows of a varlen batch "q_len:prefix;..." (each
+-- request's prefix and query tokens, one request after another: kv rows in
+-- all; B = the query tokens in all), each query seeing its own request's
+-- rows up to its position.
+local function dsa_index_logits(reqs, over)
+  local rows = 0
+  for q, prefix in string.gmatch(reqs, "(%d+):(%d+)") do
+    rows = rows + tonumber(q) + tonumber(prefix)
+  end
+  local s = { B = space.request_tokens(reqs), reqs = reqs, H = 64, kv = math.tointeger(rows) }
+  for k, v in pairs(over or {}) do
+    s[k] = v
+  end
+  return { op = "dsa_index_logits", shape = s }
+end
+
+-- DeepSeek-V3.2 indexer top-k for prefill (dsa_index_topk) over the logits
+-- of a varlen batch `reqs` as dsa_index_logits writes them (B = the query
+-- tokens, kv = the logits' columns: every request's rows), top-2048 unless
+-- `over` says otherwise.
+local function dsa_index_topk(reqs, over)
+  local rows = 0
+  for q, prefix in string.gmatch(reqs, "(%d+):(%d+)") do
+    rows = rows + tonumber(q) + tonumber(prefix)
+  end
+  local s = { B = space.request_tokens(reqs), reqs = reqs, kv = math.tointeger(rows), topk = 2048 }
+  for k, v in pairs(over or {}) do
+    s[k] = v
+  end
+  return { op = "dsa_index_topk", shape = s }
 end
 
 -- MiniMax-M3 prefill attention: the decode shape's heads, a varlen batch
@@ -130,6 +176,19 @@ local function mla_sparse_decode(dtype, B, over)
     s[k] = v
   end
   return { op = "mla_sparse_decode", shape = s }
+end
+
+-- DeepSeek-V3.2 prefill attention: s_q query tokens, 128 q heads, each
+-- token's top-2048 rows of a kv of s_kv latent rows (bf16), FlashMLA's
+-- sparse prefill contract; no topk_length, sink or extra outputs unless
+-- asked.
+local function mla_sparse_prefill(s_q, s_kv, over)
+  local s = { s_q = s_q, Hq = 128, s_kv = s_kv, topk = 2048, tlen = "none", sink = 0, lse = 0, ml = 0,
+    sel = "random" }
+  for k, v in pairs(over or {}) do
+    s[k] = v
+  end
+  return { op = "mla_sparse_prefill", shape = s }
 end
 
 -- peer_us: vLLM 0.33.0's Triton kernels for MiniMax-M3 on an NVIDIA H200
@@ -290,6 +349,48 @@ local function dsv32_decode()
   return rows
 end
 
+-- DeepSeek-V3.2 prefill attention (mla_sparse_prefill): FlashMLA's two
+-- anchor shapes (peer_us: FlashMLA's sparse prefill on an NVIDIA H200, as
+-- its authors report it), then 16 and 32 q heads, top-512 and top-1024, a
+-- kv shorter than topk (entries repeat), per-token topk_length, the sink
+-- with lse and max_logits, the edge selections, and 1 and 100 tokens.
+-- Then the indexer's logits (dsa_index_logits): a causal request of 4096
+-- tokens without and with a 61440-token prefix, a varlen batch, and edge
+-- rows; and its top-k (dsa_index_topk) on the same requests at top-2048,
+-- 1024 and 512, one query token, rows shorter than topk, and ties and NaN.
+local function dsv32_prefill()
+  return {
+    mla_sparse_prefill(4096, 32768, { peer_us = 4115.6 }),
+    mla_sparse_prefill(4096, 65536, { Hq = 64, peer_us = 2411.7 }),
+    mla_sparse_prefill(4096, 32768, { Hq = 16 }),
+    mla_sparse_prefill(4096, 32768, { Hq = 32 }),
+    mla_sparse_prefill(4096, 32768, { topk = 512 }),
+    mla_sparse_prefill(4096, 32768, { topk = 1024 }),
+    mla_sparse_prefill(1024, 1000, { Hq = 64 }),
+    mla_sparse_prefill(2048, 32768, { tlen = "random", lse = 1, ml = 1 }),
+    mla_sparse_prefill(2048, 32768, { Hq = 64, sink = 1, lse = 1, ml = 1 }),
+    mla_sparse_prefill(512, 8192, { Hq = 32, topk = 1024, sel = "edge", tlen = "random", lse = 1, ml = 1 }),
+    mla_sparse_prefill(1, 32768),
+    mla_sparse_prefill(100, 32768, { Hq = 64, lse = 1, ml = 1 }),
+    dsa_index_logits("4096:0"),
+    dsa_index_logits("4096:61440"),
+    dsa_index_logits("1500:0;2000:333;300:7000;296:4133"),
+    dsa_index_logits("1:4133"),
+    dsa_index_logits("300:1000", { H = 1 }),
+    dsa_index_logits("777:1234;5:0", { H = 50 }),
+    dsa_index_topk("4096:0"),
+    dsa_index_topk("4096:0", { topk = 512 }),
+    dsa_index_topk("4096:0", { topk = 1024 }),
+    dsa_index_topk("4096:61440"),
+    dsa_index_topk("4096:61440", { topk = 512 }),
+    dsa_index_topk("4096:61440", { topk = 1024 }),
+    dsa_index_topk("1500:0;2000:333;300:7000;296:4133"),
+    dsa_index_topk("1:4133"),
+    dsa_index_topk("300:100"),
+    dsa_index_topk("777:1234;5:0", { topk = 512, ties = 1, nan = 1 }),
+  }
+end
+
 local function smoke()
   return {
     index_decode("bf16", 1, 1024),
@@ -310,6 +411,7 @@ local SUITES = {
   ["m3-decode"] = m3_decode,
   ["m3-prefill"] = m3_prefill,
   ["dsv32-decode"] = dsv32_decode,
+  ["dsv32-prefill"] = dsv32_prefill,
   anchors = anchor_rows,
   smoke = smoke,
   ["engine-decode"] = engine_shapes.decode,

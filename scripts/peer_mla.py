@@ -92,10 +92,10 @@ def declare(lib):
 
 
 # ---------------------------------------------------------------- --check-abi
-def ctypes_layout():
+def ctypes_layout(structs=ABI_STRUCTS):
     """'name size N', 'name align N', 'name.field offset N size N' lines, and the constants."""
     lines = []
-    for s in ABI_STRUCTS:
+    for s in structs:
         lines.append(f"{s.c_name} size {ctypes.sizeof(s)}")
         lines.append(f"{s.c_name} align {ctypes.alignment(s)}")
         for name, _ in s._fields_:
@@ -105,10 +105,10 @@ def ctypes_layout():
     return lines
 
 
-def c_layout_source():
+def c_layout_source(structs=ABI_STRUCTS):
     """A C program printing the same lines as ctypes_layout, from the header."""
     body = []
-    for s in ABI_STRUCTS:
+    for s in structs:
         t = s.c_name
         body.append(f'  printf("{t} size %zu\\n", sizeof({t}));')
         body.append(f'  printf("{t} align %zu\\n", (size_t)_Alignof({t}));')
@@ -120,12 +120,12 @@ def c_layout_source():
             + "\n".join(body) + "\n  return 0;\n}\n")
 
 
-def c_layout():
+def c_layout(structs=ABI_STRUCTS):
     """Compiles and runs c_layout_source with cc from PATH; its output lines."""
     with tempfile.TemporaryDirectory() as tmp:
         src, exe = os.path.join(tmp, "layout.c"), os.path.join(tmp, "layout")
         with open(src, "w") as f:
-            f.write(c_layout_source())
+            f.write(c_layout_source(structs))
         cmd = ["cc", "-std=c11", "-Wall", "-Werror", "-I", HEADER_DIR, src, "-o", exe]
         try:
             subprocess.run(cmd, check=True, capture_output=True, text=True)
@@ -623,7 +623,11 @@ def summary(row):
     return s
 
 
-def run(a):
+def run(a, cases=None, side=None, one_case=None, line=None):
+    """Every case of a.cases through `one_case`, a line each by `line`; `side` is the
+    sparsetune class (the prefill script passes its own four)."""
+    cases, side = cases or CASES, side or Sparsetune
+    one_case, line = one_case or run_case, line or summary
     torch, why = gpu_modules()
     if torch is None:
         return fail(2, why)
@@ -633,7 +637,7 @@ def run(a):
         return fail(2, f"no database: {a.db} is missing")
     fmla = load_peer(a.peer)
     try:
-        st = Sparsetune(torch, a.lib, a.db)
+        st = side(torch, a.lib, a.db)
     except StError as e:
         return fail(2, str(e))
     env = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "st_version": st.version,
@@ -642,9 +646,9 @@ def run(a):
           flush=True)
     status = 0
     with open(a.out, "w") if a.out else open(os.devnull, "w") as out:
-        for i, case in enumerate(CASES[a.cases]):
-            row = dict(env, **run_case(torch, fmla, st, case, a.seed + i, a))
-            print(summary(row), flush=True)
+        for i, case in enumerate(cases[a.cases]):
+            row = dict(env, **one_case(torch, fmla, st, case, a.seed + i, a))
+            print(line(row), flush=True)
             out.write(json.dumps(row) + "\n")
             out.flush()
             if row.get("st_error") or row.get("st_check") != "pass":
@@ -654,19 +658,22 @@ def run(a):
     return status
 
 
-def parse_args(argv):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+CASES_HELP = ("anchors: FlashMLA's four rows of the table; all: also qlen 2, topk 512/1024, h_q 16/32/64, "
+              "topk_length, attn_sink")
+
+
+def parse_args(argv, doc=__doc__, cases=None, cases_help=CASES_HELP, iters=20):
+    """The options of both scripts; `iters` is the default of --iters."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lib", default=os.path.join("build", "runtime", "libsparsetune.so"),
                     help="libsparsetune.so (default %(default)s)")
     ap.add_argument("--peer", default=".peer", help="folder of fmla.py and _flashmla_C.abi3.so (default %(default)s)")
     ap.add_argument("--db", default=None, help="tuning database (default: none, the built-in variants)")
-    ap.add_argument("--cases", choices=sorted(CASES), default="anchors",
-                    help="anchors: FlashMLA's four rows of the table; all: also qlen 2, topk 512/1024, "
-                         "h_q 16/32/64, topk_length, attn_sink")
+    ap.add_argument("--cases", choices=sorted(cases or CASES), default="anchors", help=cases_help)
     ap.add_argument("--out", default=None, help="JSON lines, one a case")
     ap.add_argument("--reps", type=int, default=10, help="timed replays; the median is reported")
-    ap.add_argument("--iters", type=int, default=20, help="calls captured in the graph of one replay")
+    ap.add_argument("--iters", type=int, default=iters, help="calls captured in the graph of one replay")
     ap.add_argument("--seed", type=int, default=0, help="seed of case i is seed + i")
     ap.add_argument("--check-abi", action="store_true",
                     help="compare the ctypes layout with runtime/include/sparsetune.h (cc; no GPU, no torch)")

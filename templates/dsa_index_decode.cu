@@ -28,7 +28,8 @@
 //   f16 (wgmma is its fp8 path), so this family widens once itself.
 //  st_dsa_index_decode_merge, grid (R*qlen), MERGE_THREADS threads: one
 //   CTA selects one row's top-k by radix select on the logits' order-
-//   preserving 32-bit keys (common/score_key.cuh; NaN as -inf): three
+//   preserving 32-bit keys (common/radix_topk_row.cuh over the keys of
+//   common/score_key.cuh; NaN as -inf): three
 //   passes of 12-, 10- and 10-bit digits, each a shared-memory histogram
 //   of the keys that still match the prefix and a CTA-wide scan from the
 //   top, settle the k-th key exactly; then every key above it is emitted
@@ -67,7 +68,7 @@ constexpr int MERGE_FILTER = ST_P_MERGE_FILTER;
 #include "common/load.cuh"
 #include "common/mma.cuh"
 #include "common/smem_tile.cuh" // st_e4m3x4_to_f16x2x2
-#include "common/score_key.cuh"
+#include "common/radix_topk_row.cuh"
 #include "common/pdl.cuh"
 
 constexpr int HEAD_DIM = 128;
@@ -75,7 +76,6 @@ constexpr int TILE = 16;              // tokens of one mma row tile
 constexpr int NT = MAX_HEADS / 8;     // head column tiles
 constexpr int CHUNKS = HEAD_DIM / 64; // 64-byte pieces of a row: 4 lanes x 16 bytes
 constexpr int WARPS = THREADS / 32;
-constexpr int MERGE_WARPS = MERGE_THREADS / 32;
 constexpr int SCALE_OFFSET = HEAD_DIM; // a page's scales start at page_size * this
 
 // CTAs of the main kernel a multiprocessor must hold at once: the
@@ -87,7 +87,6 @@ constexpr int MIN_CTAS_PER_SM = SM_THREADS / THREADS > 0 ? SM_THREADS / THREADS 
 
 static_assert(MAX_HEADS % 8 == 0 && MAX_HEADS <= 64, "whole mma column tiles, at most 64 heads");
 static_assert(THREADS % 32 == 0 && MERGE_THREADS % 32 == 0, "whole warps");
-static_assert(MERGE_THREADS >= 64 && MERGE_THREADS <= 1024, "the merge's warp counts fit one warp's scan");
 static_assert(MAX_QLEN >= 1 && MAX_QLEN <= 4, "speculative decode: 1..4 query tokens");
 
 // relu that keeps NaN (NaN < 0 is false): a NaN product makes the logit
@@ -240,129 +239,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS_PER_SM) st_dsa_in
   }
 }
 
-// ---- the merge: one row's top-k ---------------------------------------------
-
-// Digits of the radix select from the top: 12 bits first (4096 bins, an
-// eighth of a binade of fp32 logits each, so the bin of the k-th logit
-// holds few of a row's tokens), then 10 and 10.
-constexpr int FIRST_BITS = 12, LATER_BITS = 10;
-constexpr int MAX_BINS = 1 << FIRST_BITS;
-static_assert(FIRST_BITS + 2 * LATER_BITS == 32, "three digits cover a key");
-static_assert((MERGE_THREADS & (MERGE_THREADS - 1)) == 0, "the digit scan splits bins evenly over the threads");
-
-// The selection's shared state (about 16.5 KiB: the launcher's opt-in
-// threshold for dynamic shared memory counts on it).
-struct st_merge_smem {
-  uint32_t hist[MAX_BINS];
-  uint32_t warp_sum[MERGE_WARPS];
-  uint32_t prefix, want, emitted, count;
-};
-
-// A logit's key. + 0 turns -0 into +0 (round to nearest): the two are
-// one value to the contract, so they must tie and go by position, as in
-// the reference, not rank by their sign bit.
-__device__ __forceinline__ uint32_t st_logit_key_of(float logit) { return st_score_key(logit + 0.f); }
-
-// After a pass's histogram (sm.hist[0..BINS)): the digit at `shift` of
-// the k-th largest key, with `want` keys still wanted among those that
-// match `prefix`. Thread i scans bins BINS-1-i*PER down, a CTA-wide scan
-// of the threads' sums gives the keys in the bins above each thread's;
-// the one thread whose bins hold the want-th key sets prefix and want.
-template <int BINS>
-__device__ __forceinline__ void st_find_digit(st_merge_smem &sm, int shift, uint32_t &prefix, uint32_t &want) {
-  constexpr int SCANNERS = BINS < MERGE_THREADS ? BINS : MERGE_THREADS;
-  constexpr int PER = BINS / SCANNERS;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid / 32;
-  uint32_t sum = 0;
-  if (tid < SCANNERS) {
-#pragma unroll
-    for (int j = 0; j < PER; j++) sum += sm.hist[BINS - 1 - tid * PER - j];
-  }
-  uint32_t incl = sum;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const uint32_t v = __shfl_up_sync(0xffffffffu, incl, o);
-    if (lane >= o) incl += v;
-  }
-  if (lane == 31) sm.warp_sum[warp] = incl;
-  __syncthreads();
-  uint32_t above = incl - sum;
-  for (int w = 0; w < warp; w++) above += sm.warp_sum[w];
-  if (tid < SCANNERS && above < want && want <= above + sum) {
-    for (int j = 0; j < PER; j++) {
-      const int bin = BINS - 1 - tid * PER - j;
-      const uint32_t c = sm.hist[bin];
-      if (above + c >= want) {
-        sm.prefix = prefix | ((uint32_t)bin << shift);
-        sm.want = want - above;
-        break;
-      }
-      above += c;
-    }
-  }
-  __syncthreads();
-  prefix = sm.prefix;
-  want = sm.want;
-  __syncthreads(); // hist, warp_sum and prefix are rewritten after this
-}
-
-// One radix pass over the keys key_at(i), i < n, that match prefix on
-// mask: their digit at `shift` (BITS wide) into the histogram, then
-// st_find_digit. Leaves the pass's histogram in sm.hist.
-template <int BITS, class KeyAt>
-__device__ __forceinline__ void st_radix_pass(KeyAt key_at, int n, int shift, uint32_t &prefix, uint32_t &mask,
-                                              uint32_t &want, st_merge_smem &sm) {
-  constexpr int BINS = 1 << BITS;
-  for (int b = threadIdx.x; b < BINS; b += MERGE_THREADS) sm.hist[b] = 0u;
-  __syncthreads();
-  for (int i = threadIdx.x; i < n; i += MERGE_THREADS) {
-    const uint32_t k = key_at(i);
-    if ((k & mask) == prefix) atomicAdd(&sm.hist[(k >> shift) & (BINS - 1)], 1u);
-  }
-  __syncthreads();
-  st_find_digit<BINS>(sm, shift, prefix, want);
-  mask |= (uint32_t)(BINS - 1) << shift;
-}
-
-// The `want` lowest positions i < n whose key equals the k-th key, into
-// out[first..]: a running count over the row in position order, one
-// CTA-wide step of MERGE_THREADS positions at a time (ties as the
-// reference breaks them).
-template <class KeyAt>
-__device__ __forceinline__ void st_emit_ties_in_order(KeyAt key_at, int n, uint32_t kth, int want, int first,
-                                                      int32_t *out, st_merge_smem &sm) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
-  int taken = 0;
-  for (int base = 0; base < n && taken < want; base += MERGE_THREADS) {
-    const int i = base + threadIdx.x;
-    const bool eq = i < n && key_at(i) == kth;
-    const uint32_t ballot = __ballot_sync(0xffffffffu, eq);
-    if (lane == 0) sm.warp_sum[warp] = (uint32_t)__popc(ballot);
-    __syncthreads();
-    int before = 0, total = 0;
-    for (int w = 0; w < MERGE_WARPS; w++) {
-      const int v = (int)sm.warp_sum[w];
-      before += w < warp ? v : 0;
-      total += v;
-    }
-    const int rank = taken + before + __popc(ballot & ((1u << lane) - 1u));
-    if (eq && rank < want) out[first + rank] = i;
-    taken += total;
-    __syncthreads(); // warp_sum is rewritten in the next step
-  }
-}
-
-// Once prefix is the k-th key: every key above it (any order, a slot
-// counter), then the ties.
-template <class KeyAt>
-__device__ __forceinline__ void st_emit(KeyAt key_at, int n, uint32_t kth, int want, int topk, int32_t *out,
-                                        st_merge_smem &sm) {
-  if (threadIdx.x == 0) sm.emitted = 0u;
-  __syncthreads();
-  for (int i = threadIdx.x; i < n; i += MERGE_THREADS)
-    if (key_at(i) > kth) out[atomicAdd(&sm.emitted, 1u)] = i;
-  st_emit_ties_in_order(key_at, n, kth, want, topk - want, out, sm);
-}
+// ---- the merge: one row's top-k (common/radix_topk_row.cuh) -----------------
 
 // Grid (R*qlen), MERGE_THREADS threads. Dynamic shared memory: the row's
 // keys when it has at most stage_cap logits; else (MERGE_FILTER) the
@@ -370,7 +247,7 @@ __device__ __forceinline__ void st_emit(KeyAt key_at, int n, uint32_t kth, int w
 extern "C" __global__ void __launch_bounds__(MERGE_THREADS, 1)
     st_dsa_index_decode_merge(const st_dsa_index_decode_params p) {
   extern __shared__ __align__(16) uint32_t s_merge[];
-  __shared__ st_merge_smem sm;
+  __shared__ st_radix_smem<MERGE_THREADS> sm;
   const int row = blockIdx.x, r = row / p.qlen, t = row % p.qlen;
   st_pdl_wait(); // launched programmatically after the main kernel: its logits
   const int seq = min(p.seq_lens[r], p.max_context);
@@ -380,54 +257,8 @@ extern "C" __global__ void __launch_bounds__(MERGE_THREADS, 1)
     for (int i = threadIdx.x; i < p.topk; i += MERGE_THREADS) out[i] = i < n ? i : -1;
     return;
   }
-  const float *lg = p.logits + (int64_t)row * p.logit_stride;
-  // The main kernel of this launch wrote the logits: read them from L2.
-  const auto from_l2 = [&](int i) { return st_logit_key_of(__ldcg(lg + i)); };
-  uint32_t prefix = 0, mask = 0, want = (uint32_t)p.topk;
-  if (n <= p.stage_cap) { // the whole row in shared memory, every pass there
-    for (int i = threadIdx.x; i < n; i += MERGE_THREADS) s_merge[i] = from_l2(i);
-    __syncthreads();
-    const auto staged = [&](int i) { return s_merge[i]; };
-    st_radix_pass<FIRST_BITS>(staged, n, 32 - FIRST_BITS, prefix, mask, want, sm);
-    st_radix_pass<LATER_BITS>(staged, n, LATER_BITS, prefix, mask, want, sm);
-    st_radix_pass<LATER_BITS>(staged, n, 0, prefix, mask, want, sm);
-    st_emit(staged, n, prefix, (int)want, p.topk, out, sm);
-    return;
-  }
-  st_radix_pass<FIRST_BITS>(from_l2, n, 32 - FIRST_BITS, prefix, mask, want, sm);
-  const uint32_t m = sm.hist[prefix >> (32 - FIRST_BITS)]; // keys in the k-th key's bin
-  if (MERGE_FILTER && m <= (uint32_t)p.cand_cap) {
-    // A second read of the row: keys of higher bins are chosen at once,
-    // those of the k-th key's bin staged as candidates; the last two
-    // digits are found among the candidates alone.
-    uint32_t *cand_key = s_merge, *cand_pos = s_merge + p.cand_cap;
-    if (threadIdx.x == 0) sm.emitted = sm.count = 0u;
-    __syncthreads();
-    for (int i = threadIdx.x; i < n; i += MERGE_THREADS) {
-      const uint32_t k = from_l2(i);
-      if ((k & mask) > prefix) {
-        out[atomicAdd(&sm.emitted, 1u)] = i;
-      } else if ((k & mask) == prefix) {
-        const uint32_t c = atomicAdd(&sm.count, 1u);
-        cand_key[c] = k;
-        cand_pos[c] = (uint32_t)i;
-      }
-    }
-    __syncthreads();
-    const auto cand = [&](int c) { return cand_key[c]; };
-    st_radix_pass<LATER_BITS>(cand, (int)m, LATER_BITS, prefix, mask, want, sm);
-    st_radix_pass<LATER_BITS>(cand, (int)m, 0, prefix, mask, want, sm);
-    const uint32_t ties = sm.hist[prefix & ((1u << LATER_BITS) - 1u)]; // candidates equal to the k-th key
-    for (int c = threadIdx.x; c < (int)m; c += MERGE_THREADS) {
-      const uint32_t k = cand_key[c];
-      if (k > prefix || (k == prefix && ties == want)) out[atomicAdd(&sm.emitted, 1u)] = (int32_t)cand_pos[c];
-    }
-    // More ties than wanted: the lowest positions, which the candidates'
-    // order (atomic slots) does not give: in position order from the row.
-    if (ties != want) st_emit_ties_in_order(from_l2, n, prefix, (int)want, p.topk - (int)want, out, sm);
-    return;
-  }
-  st_radix_pass<LATER_BITS>(from_l2, n, LATER_BITS, prefix, mask, want, sm);
-  st_radix_pass<LATER_BITS>(from_l2, n, 0, prefix, mask, want, sm);
-  st_emit(from_l2, n, prefix, (int)want, p.topk, out, sm);
+  // The main kernel of this launch wrote the logits: the row reads them
+  // from L2.
+  st_radix_topk_row<MERGE_THREADS, MERGE_FILTER>(p.logits + (int64_t)row * p.logit_stride, n, p.topk, p.stage_cap,
+                                                 p.cand_cap, out, 0, s_merge, sm);
 }

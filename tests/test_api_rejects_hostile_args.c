@@ -287,6 +287,9 @@ ENTRIES(index_prefill, st_index_prefill_args)
 ENTRIES(index_topk, st_index_topk_args)
 ENTRIES(mla_sparse_decode, st_mla_sparse_decode_args)
 ENTRIES(dsa_index_decode, st_dsa_index_decode_args)
+ENTRIES(mla_sparse_prefill, st_mla_sparse_prefill_args)
+ENTRIES(dsa_index_logits, st_dsa_index_logits_args)
+ENTRIES(dsa_index_topk, st_dsa_index_topk_args)
 
 static st_dispatch_variant named(const char *id, st_op_id op) {
   st_dispatch_variant v;
@@ -550,6 +553,136 @@ static st_dispatch_variant dsa_index_decode_variant(const char *id, int merge_fi
                                                         .tiles_in_flight = 2,
                                                         .merge_threads = 512,
                                                         .merge_filter = merge_filter};
+  return v;
+}
+
+/* ---- dsa_index_logits -------------------------------------------------------- */
+
+/* s_q 100 queries of 64 heads against s_kv 3000 rows, logits rows of 3004. */
+static void dsa_index_logits_valid(void *p, int flavor) {
+  (void)flavor;
+  st_dsa_index_logits_args *a = p;
+  st_dsa_index_logits_args_init(a);
+  st_tensor_contiguous(&a->q, FAKE_PTR(1), ST_DTYPE_FP8_E4M3, 3, (int64_t[]){100, 64, 128});
+  st_tensor_contiguous(&a->k, FAKE_PTR(2), ST_DTYPE_FP8_E4M3, 2, (int64_t[]){3000, 128});
+  st_tensor_contiguous(&a->k_scale, FAKE_PTR(3), ST_DTYPE_FP32, 1, (int64_t[]){3000});
+  st_tensor_contiguous(&a->weights, FAKE_PTR(4), ST_DTYPE_FP32, 2, (int64_t[]){100, 64});
+  st_tensor_contiguous(&a->ks, FAKE_PTR(5), ST_DTYPE_INT32, 1, (int64_t[]){100});
+  st_tensor_contiguous(&a->ke, FAKE_PTR(6), ST_DTYPE_INT32, 1, (int64_t[]){100});
+  st_tensor_contiguous(&a->logits, FAKE_PTR(7), ST_DTYPE_FP32, 2, (int64_t[]){100, 3000});
+  a->logits.stride[0] = 3004;
+}
+
+static int dsa_index_logits_oracle(const void *p, const st_dispatch_variant *v, int ptrs, size_t ws, char *why,
+                                   size_t cap) {
+  const st_dsa_index_logits_args *a = p;
+  if (!view_ok(&a->q, "q", ST_DTYPE_FP8_E4M3, 3, 0, ptrs, why, cap) ||
+      !view_ok(&a->k, "k", ST_DTYPE_FP8_E4M3, 2, 0, ptrs, why, cap) ||
+      !view_ok(&a->k_scale, "k_scale", ST_DTYPE_FP32, 1, 0, ptrs, why, cap) ||
+      !view_ok(&a->weights, "weights", ST_DTYPE_FP32, 2, 0, ptrs, why, cap) ||
+      !view_ok(&a->ks, "ks", ST_DTYPE_INT32, 1, 0, ptrs, why, cap) ||
+      !view_ok(&a->ke, "ke", ST_DTYPE_INT32, 1, 0, ptrs, why, cap) ||
+      !view_ok(&a->logits, "logits", ST_DTYPE_FP32, 2, 0, ptrs, why, cap))
+    return 0;
+  const int64_t s_q = a->q.shape[0], H = a->q.shape[1], s_kv = a->k.shape[0];
+  if (s_q > (1 << 24) || H > 64 || a->q.shape[2] != 128)
+    return WHY("q.shape=[%lld,%lld,%lld] accepted", (long long)s_q, (long long)H, (long long)a->q.shape[2]);
+  if (s_kv > (1 << 24) || a->k.shape[1] != 128)
+    return WHY("k.shape=[%lld,%lld] accepted", (long long)s_kv, (long long)a->k.shape[1]);
+  if (H > v->cfg.dsa_index_logits.max_heads) return WHY("H=%lld accepted by a variant of fewer heads", (long long)H);
+  if (!dims_are(&a->k_scale, "k_scale", 1, (int64_t[]){s_kv}, why, cap) ||
+      !dims_are(&a->weights, "weights", 2, (int64_t[]){s_q, H}, why, cap) ||
+      !dims_are(&a->ks, "ks", 1, (int64_t[]){s_q}, why, cap) ||
+      !dims_are(&a->ke, "ke", 1, (int64_t[]){s_q}, why, cap) ||
+      !dims_are(&a->logits, "logits", 2, (int64_t[]){s_q, s_kv}, why, cap) ||
+      !rows_aligned(&a->q, "q", 16, ptrs, why, cap) || !rows_aligned(&a->k, "k", 16, ptrs, why, cap))
+    return 0;
+  if ((s_q > 1 && a->logits.stride[0] < s_kv) || a->logits.stride[0] % 4 || (ptrs && (uintptr_t)a->logits.data % 16))
+    return WHY("logits.stride[0]=%lld accepted with s_kv=%lld", (long long)a->logits.stride[0], (long long)s_kv);
+  return ws_equal(ws, 0, why, cap);
+}
+
+static const field dsa_index_logits_fields[] = {
+    FIELD(st_dsa_index_logits_args, q, F_TENSOR),       FIELD(st_dsa_index_logits_args, k, F_TENSOR),
+    FIELD(st_dsa_index_logits_args, k_scale, F_TENSOR), FIELD(st_dsa_index_logits_args, weights, F_TENSOR),
+    FIELD(st_dsa_index_logits_args, ks, F_TENSOR),      FIELD(st_dsa_index_logits_args, ke, F_TENSOR),
+    FIELD(st_dsa_index_logits_args, logits, F_TENSOR)};
+
+#define DL st_dsa_index_logits_args
+static const symbol dsa_index_logits_symbols[] = {
+    {"s_q", 5, {AT(DL, q, 0), AT(DL, weights, 0), AT(DL, ks, 0), AT(DL, ke, 0), AT(DL, logits, 0)}},
+    {"H", 2, {AT(DL, q, 1), AT(DL, weights, 1)}},
+    {"s_kv", 3, {AT(DL, k, 0), AT(DL, k_scale, 0), AT(DL, logits, 1)}},
+};
+#undef DL
+
+static st_dispatch_variant dsa_index_logits_variant(const char *id, int max_heads, int queries, int splits) {
+  st_dispatch_variant v = named(id, ST_OP_DSA_INDEX_LOGITS);
+  v.cfg.dsa_index_logits = (st_dsa_index_logits_config){.max_heads = max_heads,
+                                                        .queries = queries,
+                                                        .head_tiles = 2,
+                                                        .tokens = 128,
+                                                        .threads = 256,
+                                                        .stages = 3,
+                                                        .splits = splits};
+  return v;
+}
+
+/* ---- dsa_index_topk ---------------------------------------------------------- */
+
+/* s_q 100 rows of s_kv 3000 logits (rows of 3004), top-2048, output rows
+ * of 2050. */
+static void dsa_index_topk_valid(void *p, int flavor) {
+  (void)flavor;
+  st_dsa_index_topk_args *a = p;
+  st_dsa_index_topk_args_init(a);
+  st_tensor_contiguous(&a->logits, FAKE_PTR(1), ST_DTYPE_FP32, 2, (int64_t[]){100, 3000});
+  a->logits.stride[0] = 3004;
+  st_tensor_contiguous(&a->ks, FAKE_PTR(2), ST_DTYPE_INT32, 1, (int64_t[]){100});
+  st_tensor_contiguous(&a->ke, FAKE_PTR(3), ST_DTYPE_INT32, 1, (int64_t[]){100});
+  st_tensor_contiguous(&a->topk_idx, FAKE_PTR(4), ST_DTYPE_INT32, 2, (int64_t[]){100, 2048});
+  a->topk_idx.stride[0] = 2050;
+  a->topk = 2048;
+}
+
+static int dsa_index_topk_oracle(const void *p, const st_dispatch_variant *v, int ptrs, size_t ws, char *why,
+                                 size_t cap) {
+  (void)v;
+  const st_dsa_index_topk_args *a = p;
+  if (!view_ok(&a->logits, "logits", ST_DTYPE_FP32, 2, 0, ptrs, why, cap) ||
+      !view_ok(&a->ks, "ks", ST_DTYPE_INT32, 1, 0, ptrs, why, cap) ||
+      !view_ok(&a->ke, "ke", ST_DTYPE_INT32, 1, 0, ptrs, why, cap) ||
+      !view_ok(&a->topk_idx, "topk_idx", ST_DTYPE_INT32, 2, 0, ptrs, why, cap))
+    return 0;
+  const int64_t s_q = a->logits.shape[0], s_kv = a->logits.shape[1];
+  if (s_q > (1 << 24) || s_kv > (1 << 24))
+    return WHY("logits.shape=[%lld,%lld] accepted", (long long)s_q, (long long)s_kv);
+  if (a->topk < 1 || a->topk > 2048) return WHY("topk=%d accepted", a->topk);
+  if (!dims_are(&a->ks, "ks", 1, (int64_t[]){s_q}, why, cap) || !dims_are(&a->ke, "ke", 1, (int64_t[]){s_q}, why, cap) ||
+      !dims_are(&a->topk_idx, "topk_idx", 2, (int64_t[]){s_q, a->topk}, why, cap))
+    return 0;
+  if ((s_q > 1 && a->logits.stride[0] < s_kv) || a->logits.stride[0] % 4 || (ptrs && (uintptr_t)a->logits.data % 16))
+    return WHY("logits.stride[0]=%lld accepted with s_kv=%lld", (long long)a->logits.stride[0], (long long)s_kv);
+  if (s_q > 1 && a->topk_idx.stride[0] < a->topk)
+    return WHY("topk_idx.stride[0]=%lld accepted with topk=%d", (long long)a->topk_idx.stride[0], a->topk);
+  return ws_equal(ws, 0, why, cap);
+}
+
+static const field dsa_index_topk_fields[] = {
+    FIELD(st_dsa_index_topk_args, logits, F_TENSOR), FIELD(st_dsa_index_topk_args, ks, F_TENSOR),
+    FIELD(st_dsa_index_topk_args, ke, F_TENSOR),     FIELD(st_dsa_index_topk_args, topk_idx, F_TENSOR),
+    FIELD(st_dsa_index_topk_args, topk, F_INT)};
+
+#define DT st_dsa_index_topk_args
+static const symbol dsa_index_topk_symbols[] = {
+    {"s_q", 4, {AT(DT, logits, 0), AT(DT, ks, 0), AT(DT, ke, 0), AT(DT, topk_idx, 0)}},
+    {"topk", 2, {AT(DT, topk, SITE_INT), AT(DT, topk_idx, 1)}},
+};
+#undef DT
+
+static st_dispatch_variant dsa_index_topk_variant(const char *id, int threads, int filter) {
+  st_dispatch_variant v = named(id, ST_OP_DSA_INDEX_TOPK);
+  v.cfg.dsa_index_topk = (st_dsa_index_topk_config){.threads = threads, .filter = filter};
   return v;
 }
 
@@ -1073,6 +1206,89 @@ static st_dispatch_variant mla_sparse_decode_variant(const char *id, st_dtype dt
   return v;
 }
 
+/* ---- mla_sparse_prefill ----------------------------------------------------- */
+
+/* topk_length, the sink and max_logits wanted, lse not until a case sets
+ * its data. */
+static void mla_sparse_prefill_valid(void *p, int flavor) {
+  (void)flavor;
+  st_mla_sparse_prefill_args *a = p;
+  st_mla_sparse_prefill_args_init(a);
+  st_tensor_contiguous(&a->q, FAKE_PTR(1), ST_DTYPE_BF16, 3, (int64_t[]){8, 128, 576});
+  st_tensor_contiguous(&a->kv, FAKE_PTR(2), ST_DTYPE_BF16, 3, (int64_t[]){4096, 1, 576});
+  st_tensor_contiguous(&a->indices, FAKE_PTR(3), ST_DTYPE_INT32, 3, (int64_t[]){8, 1, 2048});
+  st_tensor_contiguous(&a->topk_length, FAKE_PTR(4), ST_DTYPE_INT32, 1, (int64_t[]){8});
+  st_tensor_contiguous(&a->attn_sink, FAKE_PTR(5), ST_DTYPE_FP32, 1, (int64_t[]){128});
+  st_tensor_contiguous(&a->o, FAKE_PTR(6), ST_DTYPE_BF16, 3, (int64_t[]){8, 128, 512});
+  st_tensor_contiguous(&a->lse, NULL, ST_DTYPE_FP32, 2, (int64_t[]){8, 128});
+  st_tensor_contiguous(&a->max_logits, FAKE_PTR(7), ST_DTYPE_FP32, 2, (int64_t[]){8, 128});
+  a->sm_scale = 0.0721f;
+}
+
+/* An optional [n] or [s_q, h_q] tensor: absent, or as wanted. */
+static int mla_prefill_optional_ok(const st_tensor *t, const char *name, int dt, int ndim, const int64_t *want,
+                                   int ptrs, char *why, size_t cap) {
+  return !t->data || (view_ok(t, name, dt, ndim, 0, ptrs, why, cap) && dims_are(t, name, ndim, want, why, cap));
+}
+
+static int mla_sparse_prefill_oracle(const void *p, const st_dispatch_variant *v, int ptrs, size_t ws, char *why,
+                                     size_t cap) {
+  const st_mla_sparse_prefill_args *a = p;
+  if (a->pdl != 0 && a->pdl != 1) return WHY("pdl=%d accepted", a->pdl);
+  if (!(isfinite(a->sm_scale) && a->sm_scale > 0)) return WHY("sm_scale=%g accepted", (double)a->sm_scale);
+  if (!view_ok(&a->q, "q", ST_DTYPE_BF16, 3, 0, ptrs, why, cap) ||
+      !view_ok(&a->kv, "kv", ST_DTYPE_BF16, 3, 0, ptrs, why, cap) ||
+      !view_ok(&a->indices, "indices", ST_DTYPE_INT32, 3, 0, ptrs, why, cap) ||
+      !view_ok(&a->o, "o", ST_DTYPE_BF16, 3, 0, ptrs, why, cap))
+    return 0;
+  const int64_t s_q = a->q.shape[0], Hq = a->q.shape[1], topk = a->indices.shape[2];
+  if (s_q > (1 << 20)) return WHY("s_q=%lld accepted", (long long)s_q);
+  if (Hq % 16 || Hq > 128) return WHY("Hq=%lld accepted", (long long)Hq);
+  if (topk > 2048) return WHY("topk=%lld accepted", (long long)topk);
+  if (!dims_are(&a->q, "q", 3, (int64_t[]){s_q, Hq, 576}, why, cap) ||
+      !dims_are(&a->kv, "kv", 3, (int64_t[]){a->kv.shape[0], 1, 576}, why, cap) ||
+      !dims_are(&a->indices, "indices", 2, (int64_t[]){s_q, 1}, why, cap) ||
+      !dims_are(&a->o, "o", 3, (int64_t[]){s_q, Hq, 512}, why, cap) ||
+      !rows_aligned(&a->q, "q", 16, ptrs, why, cap) || !rows_aligned(&a->kv, "kv", 16, ptrs, why, cap))
+    return 0;
+  const int64_t pairs[2] = {s_q, Hq};
+  if (!mla_prefill_optional_ok(&a->topk_length, "topk_length", ST_DTYPE_INT32, 1, pairs, ptrs, why, cap) ||
+      !mla_prefill_optional_ok(&a->attn_sink, "attn_sink", ST_DTYPE_FP32, 1, pairs + 1, ptrs, why, cap) ||
+      !mla_prefill_optional_ok(&a->lse, "lse", ST_DTYPE_FP32, 2, pairs, ptrs, why, cap) ||
+      !mla_prefill_optional_ok(&a->max_logits, "max_logits", ST_DTYPE_FP32, 2, pairs, ptrs, why, cap))
+    return 0;
+  /* Fixed splits: at most topk, none empty; partial (o, m, l) per (token,
+   * split, head). */
+  const int64_t want = v->cfg.mla_sparse_prefill.splits < topk ? v->cfg.mla_sparse_prefill.splits : topk;
+  const int64_t splits = (int64_t)ceil_div(topk, ceil_div(topk, want));
+  if (splits == 1) return ws_equal(ws, 0, why, cap);
+  const i128 states = (i128)s_q * splits * Hq;
+  return ws_equal(ws, ws_align(states * 512 * 4) + ws_align(states * 8), why, cap);
+}
+
+#define MP st_mla_sparse_prefill_args
+static const field mla_sparse_prefill_fields[] = {
+    FIELD(MP, q, F_TENSOR),           FIELD(MP, kv, F_TENSOR),        FIELD(MP, indices, F_TENSOR),
+    FIELD(MP, topk_length, F_TENSOR), FIELD(MP, attn_sink, F_TENSOR), FIELD(MP, o, F_TENSOR),
+    FIELD(MP, lse, F_TENSOR),         FIELD(MP, max_logits, F_TENSOR), FIELD(MP, sm_scale, F_FLOAT),
+    FIELD(MP, pdl, F_INT)};
+
+static const symbol mla_sparse_prefill_symbols[] = {
+    {"s_q", 6,
+     {AT(MP, q, 0), AT(MP, indices, 0), AT(MP, o, 0), AT(MP, lse, 0), AT(MP, max_logits, 0), AT(MP, topk_length, 0)}},
+    {"Hq", 5, {AT(MP, q, 1), AT(MP, o, 1), AT(MP, lse, 1), AT(MP, max_logits, 1), AT(MP, attn_sink, 0)}},
+    {"s_kv", 1, {AT(MP, kv, 0)}},
+    {"topk", 1, {AT(MP, indices, 2)}},
+};
+#undef MP
+
+static st_dispatch_variant mla_sparse_prefill_variant(const char *id, int splits) {
+  st_dispatch_variant v = named(id, ST_OP_MLA_SPARSE_PREFILL);
+  v.cfg.mla_sparse_prefill = (st_mla_sparse_prefill_config){
+      .dtype = ST_DTYPE_BF16, .heads_per_cta = 16, .tile_tokens = 64, .threads = 128, .mma = 1, .splits = splits};
+  return v;
+}
+
 /* ---- the table --------------------------------------------------------------- */
 
 #define OP_DESC(op, n_flavors)                                                                                         \
@@ -1111,9 +1327,19 @@ static void make_ops(op_desc *ops) {
   ops[7] = (op_desc){OP_DESC(dsa_index_decode, 1), .op = ST_OP_DSA_INDEX_DECODE, .n_variants = 2};
   ops[7].variants[0] = dsa_index_decode_variant("filter", 1);
   ops[7].variants[1] = dsa_index_decode_variant("radix", 0);
+  ops[8] = (op_desc){OP_DESC(mla_sparse_prefill, 1), .op = ST_OP_MLA_SPARSE_PREFILL, .n_variants = 2};
+  ops[8].variants[0] = mla_sparse_prefill_variant("s4", 4);
+  ops[8].variants[1] = mla_sparse_prefill_variant("s1", 1);
+  ops[9] = (op_desc){OP_DESC(dsa_index_logits, 1), .op = ST_OP_DSA_INDEX_LOGITS, .n_variants = 3};
+  ops[9].variants[0] = dsa_index_logits_variant("h64", 64, 4, 0);
+  ops[9].variants[1] = dsa_index_logits_variant("h64_s7", 64, 4, 7);
+  ops[9].variants[2] = dsa_index_logits_variant("h32", 32, 8, 0);
+  ops[10] = (op_desc){OP_DESC(dsa_index_topk, 1), .op = ST_OP_DSA_INDEX_TOPK, .n_variants = 2};
+  ops[10].variants[0] = dsa_index_topk_variant("t1024f", 1024, 1);
+  ops[10].variants[1] = dsa_index_topk_variant("t512", 512, 0);
 }
 
-enum { N_OPS = 8 };
+enum { N_OPS = 11 };
 
 /* Room for any op's arguments, aligned for each. */
 typedef union any_args {
@@ -1125,6 +1351,9 @@ typedef union any_args {
   st_index_topk_args index_topk;
   st_mla_sparse_decode_args mla_sparse_decode;
   st_dsa_index_decode_args dsa_index_decode;
+  st_mla_sparse_prefill_args mla_sparse_prefill;
+  st_dsa_index_logits_args dsa_index_logits;
+  st_dsa_index_topk_args dsa_index_topk;
 } any_args;
 
 /* ---- running a case ---------------------------------------------------------- */

@@ -78,24 +78,28 @@ static void test_open_lists_ops_and_suites(void **state) {
   const char **names = NULL;
   int n = 0;
   assert_int_equal(st_gen_ops(g, &names, &n, &err), ST_OK);
-  assert_int_equal(n, 8);
+  assert_int_equal(n, 11);
   assert_string_equal(names[0], "dsa_index_decode");
-  assert_string_equal(names[1], "index_decode");
-  assert_string_equal(names[2], "index_prefill");
-  assert_string_equal(names[3], "index_score");
-  assert_string_equal(names[4], "index_topk");
-  assert_string_equal(names[5], "mla_sparse_decode");
-  assert_string_equal(names[6], "sparse_attn");
-  assert_string_equal(names[7], "sparse_attn_decode");
+  assert_string_equal(names[1], "dsa_index_logits");
+  assert_string_equal(names[2], "dsa_index_topk");
+  assert_string_equal(names[3], "index_decode");
+  assert_string_equal(names[4], "index_prefill");
+  assert_string_equal(names[5], "index_score");
+  assert_string_equal(names[6], "index_topk");
+  assert_string_equal(names[7], "mla_sparse_decode");
+  assert_string_equal(names[8], "mla_sparse_prefill");
+  assert_string_equal(names[9], "sparse_attn");
+  assert_string_equal(names[10], "sparse_attn_decode");
   assert_int_equal(st_gen_suites(g, &names, &n, &err), ST_OK);
-  assert_int_equal(n, 7);
+  assert_int_equal(n, 8);
   assert_string_equal(names[0], "anchors");
   assert_string_equal(names[1], "dsv32-decode");
-  assert_string_equal(names[2], "engine-decode");
-  assert_string_equal(names[3], "engine-prefill");
-  assert_string_equal(names[4], "m3-decode");
-  assert_string_equal(names[5], "m3-prefill");
-  assert_string_equal(names[6], "smoke");
+  assert_string_equal(names[2], "dsv32-prefill");
+  assert_string_equal(names[3], "engine-decode");
+  assert_string_equal(names[4], "engine-prefill");
+  assert_string_equal(names[5], "m3-decode");
+  assert_string_equal(names[6], "m3-prefill");
+  assert_string_equal(names[7], "smoke");
   st_gen_close(g);
   st_gen_close(NULL);
 }
@@ -382,16 +386,20 @@ static void test_unknown_names_give_clear_errors(void **state) {
   assert_int_equal(st_gen_suite(g, "m3-decodee", NULL, &s, &n, &err), ST_ERR_INVALID_ARG);
   assert_null(s);
   assert_int_equal(n, 0);
-  assert_string_equal(err.msg, "generator: unknown suite 'm3-decodee' (known: anchors, dsv32-decode, engine-decode, "
-                               "engine-prefill, m3-decode, m3-prefill, smoke; and shapes drawn from a seed: "
+  assert_string_equal(err.msg, "generator: unknown suite 'm3-decodee' (known: anchors, dsv32-decode, dsv32-prefill, "
+                               "engine-decode, engine-prefill, m3-decode, m3-prefill, smoke; and shapes drawn from a seed: "
                                "random-decode:SEED:N, random-prefill:SEED:N)");
   assert_int_equal(st_gen_suite(g, "m3-decode", "index_decod", &s, &n, &err), ST_ERR_INVALID_ARG);
-  assert_string_equal(err.msg, "generator: unknown op 'index_decod' (known: dsa_index_decode, index_decode, index_prefill, index_score, "
-               "index_topk, mla_sparse_decode, sparse_attn, sparse_attn_decode)");
+  assert_string_equal(err.msg, "generator: unknown op 'index_decod' (known: dsa_index_decode, dsa_index_logits, dsa_index_topk, "
+               "index_decode, "
+               "index_prefill, index_score, index_topk, mla_sparse_decode, mla_sparse_prefill, sparse_attn, "
+               "sparse_attn_decode)");
   st_gen_variant *v = NULL;
   assert_int_equal(st_gen_variants(g, "sparse_mla", NULL, 0, &v, &n, &err), ST_ERR_INVALID_ARG);
-  assert_string_equal(err.msg, "generator: unknown op 'sparse_mla' (known: dsa_index_decode, index_decode, index_prefill, index_score, "
-               "index_topk, mla_sparse_decode, sparse_attn, sparse_attn_decode)");
+  assert_string_equal(err.msg, "generator: unknown op 'sparse_mla' (known: dsa_index_decode, dsa_index_logits, dsa_index_topk, "
+               "index_decode, "
+               "index_prefill, index_score, index_topk, mla_sparse_decode, mla_sparse_prefill, sparse_attn, "
+               "sparse_attn_decode)");
   assert_null(v);
   st_params k = {0};
   char *src = NULL;

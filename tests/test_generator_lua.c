@@ -924,13 +924,15 @@ static void test_every_suite_row_passes_its_ops_check_shape(void **state) {
          "    if not ok then return name .. ' row ' .. i .. ': ' .. why end\n"
          "    count[row.op] = (count[row.op] or 0) + 1\n"
          "  end\n"
-         "  out[#out + 1] = string.format('%s %d+%d+%d+%d+%d+%d', name, count.index_decode or 0,\n"
+         "  out[#out + 1] = string.format('%s %d+%d+%d+%d+%d+%d+%d+%d+%d', name, count.index_decode or 0,\n"
          "    count.sparse_attn_decode or 0, count.sparse_attn or 0, count.index_topk or 0,\n"
-         "    count.mla_sparse_decode or 0, count.dsa_index_decode or 0)\n"
+         "    count.mla_sparse_decode or 0, count.dsa_index_decode or 0, count.mla_sparse_prefill or 0,\n"
+         "    count.dsa_index_logits or 0, count.dsa_index_topk or 0)\n"
          "end\n"
          "return table.concat(out, ', ')",
-         "anchors 9+9+3+3+0+0, dsv32-decode 0+0+0+0+15+18, engine-decode 32+32+0+0+0+0, engine-prefill 0+0+12+0+0+0, "
-         "m3-decode 30+13+0+0+0+0, m3-prefill 0+0+7+4+0+0, smoke 3+1+1+1+2+1");
+         "anchors 9+9+3+3+0+0+0+0+0, dsv32-decode 0+0+0+0+15+18+0+0+0, dsv32-prefill 0+0+0+0+0+0+12+6+10, "
+         "engine-decode 32+32+0+0+0+0+0+0+0, engine-prefill 0+0+12+0+0+0+0+0+0, m3-decode 30+13+0+0+0+0+0+0+0, "
+         "m3-prefill 0+0+7+4+0+0+0+0+0, smoke 3+1+1+1+2+1+0+0+0");
 }
 
 /* Random engine-like shapes: the same for a seed, other for another, within
@@ -1045,7 +1047,7 @@ static void test_every_sparse_attn_decode_suite_shape_has_tuned_variants_and_a_d
          "  out[#out + 1] = name .. ' ' .. #list\n"
          "end\n"
          "return table.concat(out, ', ')",
-         "anchors 1158, dsv32-decode 73, engine-decode 1338, engine-prefill 73, m3-decode 1158, m3-prefill 73, "
+         "anchors 1158, dsv32-decode 73, dsv32-prefill 73, engine-decode 1338, engine-prefill 73, m3-decode 1158, m3-prefill 73, "
          "smoke 285");
 }
 

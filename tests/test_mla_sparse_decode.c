@@ -4,10 +4,9 @@
  * gives its value, a repeated slot counts twice, -1 and out-of-range slots
  * are skipped, topk_length cuts rows, the attention sink's three regimes,
  * the 656-byte fp8 row's dequantization), against a naive softmax on random
- * data of both cache dtypes, and its verifier failing planted mistakes; the
- * prefill reference (mla_sparse_prefill's, a view onto this one) on the same
- * kinds of cases plus max_logits and padded q and kv rows, and its verifier;
- * the launcher refusing bad arguments by name, fitting variants, planning grids,
+ * data of both cache dtypes, and its verifier failing planted mistakes (the
+ * prefill reference, a view onto this one, is tested in
+ * test_mla_sparse_prefill); the launcher refusing bad arguments by name, fitting variants, planning grids,
  * shared memory and workspace from host-known values only, and its dispatch
  * key.
  *
@@ -26,19 +25,12 @@
 #include "ops/tensor_check.h"
 #include "reference/dtype.h"
 #include "reference/mla_sparse_decode.h"
-#include "reference/mla_sparse_prefill.h"
 #include "testutil.h"
 #include "variant_matrix.h"
 
 #define FAKE(p) ((void *)(uintptr_t)(p))
 
 static uint64_t g_seed;
-
-/* |got - want| <= eps, in double (this cmocka compares floats only). */
-#define expect_near(got, want, eps) expect_near_at((got), (want), (eps), __FILE__, __LINE__)
-static void expect_near_at(double got, double want, double eps, const char *file, int line) {
-  if (!(fabs(got - want) <= eps)) fail_msg("%s:%d: %.17g is not within %g of %.17g", file, line, got, eps, want);
-}
 
 /* ---- reference: a small case built by hand ------------------------------ */
 
@@ -419,303 +411,6 @@ static void test_verifier_passes_the_reference_and_fails_planted_mistakes(void *
   big_free(&b);
 }
 
-/* ---- the prefill reference ---------------------------------------------- */
-
-/* Each query row is its own request over s_kv token rows; q and kv may be
- * padded between heads and rows. Padding holds bf16 NaNs, so reading it
- * shows up in every output. */
-enum { P_SQ = 3, P_HQ = 16, P_SKV = 24, P_TOPK = 8 };
-
-typedef struct pre {
-  st_ref_mla_sparse_prefill in;
-  uint16_t *q, *kv;
-  int32_t idx[P_SQ * P_TOPK], tlen[P_SQ];
-  float sink[P_HQ];
-  double *o, lse[P_SQ * P_HQ], ml[P_SQ * P_HQ];
-} pre;
-
-static void pre_free(pre *p) {
-  free(p->q);
-  free(p->kv);
-  free(p->o);
-}
-
-/* Random q and kv in [-1, 1) from `seed` (the same values whatever the
- * padding), every entry none, no topk_length and no sink. */
-static void pre_init(pre *p, uint64_t seed, int q_pad, int kv_pad) {
-  memset(p, 0, sizeof *p);
-  const int64_t qh = ST_MLA_DIM_QK + q_pad, qr = P_HQ * qh + q_pad, kr = ST_MLA_DIM_QK + kv_pad;
-  p->q = malloc(sizeof *p->q * (size_t)(P_SQ * qr));
-  p->kv = malloc(sizeof *p->kv * (size_t)(P_SKV * kr));
-  p->o = malloc(sizeof *p->o * P_SQ * P_HQ * ST_MLA_DIM_V);
-  assert_true(p->q && p->kv && p->o);
-  for (int64_t i = 0; i < P_SQ * qr; i++) p->q[i] = 0x7fc0;
-  for (int64_t i = 0; i < P_SKV * kr; i++) p->kv[i] = 0x7fc0;
-  uint64_t rng = seed;
-  for (int r = 0; r < P_SQ; r++)
-    for (int h = 0; h < P_HQ; h++)
-      for (int d = 0; d < ST_MLA_DIM_QK; d++)
-        p->q[r * qr + h * qh + d] = st_float_to_bf16((float)st_rand_uniform(&rng, -1, 1));
-  for (int t = 0; t < P_SKV; t++)
-    for (int d = 0; d < ST_MLA_DIM_QK; d++) p->kv[t * kr + d] = st_float_to_bf16((float)st_rand_uniform(&rng, -1, 1));
-  for (int i = 0; i < P_SQ * P_TOPK; i++) p->idx[i] = -1;
-  p->in = (st_ref_mla_sparse_prefill){.s_q = P_SQ,
-                                      .h_q = P_HQ,
-                                      .s_kv = P_SKV,
-                                      .topk = P_TOPK,
-                                      .q = p->q,
-                                      .q_stride = {qr, qh},
-                                      .kv = p->kv,
-                                      .kv_stride = kr,
-                                      .indices = p->idx,
-                                      .sm_scale = 0.0721};
-}
-
-static void pre_run(pre *p) { assert_int_equal(st_ref_mla_sparse_prefill_compute(&p->in, p->o, p->lse, p->ml, 2), 0); }
-
-static double pre_q(const pre *p, int row, int h, int d) {
-  return st_bf16_to_float(p->q[row * p->in.q_stride[0] + h * p->in.q_stride[1] + d]);
-}
-
-static double pre_v(const pre *p, int tok, int d) { return st_bf16_to_float(p->kv[tok * p->in.kv_stride + d]); }
-
-static double pre_score(const pre *p, int row, int h, int tok) {
-  double dot = 0;
-  for (int d = 0; d < ST_MLA_DIM_QK; d++) dot += pre_q(p, row, h, d) * pre_v(p, tok, d);
-  return p->in.sm_scale * dot;
-}
-
-static const double *pre_o(const pre *p, int row, int h) {
-  return p->o + ((size_t)row * P_HQ + (size_t)h) * ST_MLA_DIM_V;
-}
-
-static void expect_pre_value(const pre *p, int row, int h, int tok, double factor) {
-  const double *o = pre_o(p, row, h);
-  for (int d = 0; d < ST_MLA_DIM_V; d++) expect_near(o[d], factor * pre_v(p, tok, d), 1e-12);
-}
-
-static void expect_pre_empty(const pre *p, int row) {
-  for (int h = 0; h < P_HQ; h++) {
-    const double *o = pre_o(p, row, h);
-    for (int d = 0; d < ST_MLA_DIM_V; d++) assert_true(o[d] == 0.0);
-    assert_true(p->lse[row * P_HQ + h] == -INFINITY && p->ml[row * P_HQ + h] == -INFINITY);
-  }
-}
-
-static void test_prefill_one_entry_gives_its_value(void **state) {
-  (void)state;
-  pre p;
-  pre_init(&p, g_seed + 30, 0, 0);
-  p.idx[1 * P_TOPK + 5] = 17;
-  pre_run(&p);
-  for (int h = 0; h < P_HQ; h++) {
-    expect_pre_value(&p, 1, h, 17, 1.0);
-    expect_near(p.lse[P_HQ + h], pre_score(&p, 1, h, 17), 1e-12);
-    expect_near(p.ml[P_HQ + h], pre_score(&p, 1, h, 17), 1e-12);
-  }
-  expect_pre_empty(&p, 0);
-  expect_pre_empty(&p, 2);
-  pre_free(&p);
-}
-
-static void test_prefill_two_equal_entries_give_the_value_and_ln_2(void **state) {
-  (void)state;
-  pre p;
-  pre_init(&p, g_seed + 31, 0, 0);
-  memcpy(p.kv + 9 * ST_MLA_DIM_QK, p.kv + 4 * ST_MLA_DIM_QK, sizeof *p.kv * ST_MLA_DIM_QK); /* rows 4 and 9 equal */
-  p.idx[0] = 4;
-  p.idx[3] = 9;
-  pre_run(&p);
-  for (int h = 0; h < P_HQ; h++) {
-    expect_pre_value(&p, 0, h, 4, 1.0);
-    expect_near(p.lse[h], pre_score(&p, 0, h, 4) + log(2.0), 1e-12);
-    expect_near(p.ml[h], pre_score(&p, 0, h, 4), 1e-12);
-  }
-  pre_free(&p);
-}
-
-static void test_prefill_repeated_entry_counts_twice(void **state) {
-  (void)state;
-  pre p;
-  pre_init(&p, g_seed + 32, 0, 0);
-  const int32_t row[P_TOPK] = {5, -1, 5, 20, -1, -1, -1, -1}; /* 5 twice, 20 once */
-  memcpy(p.idx + 2 * P_TOPK, row, sizeof row);
-  pre_run(&p);
-  for (int h = 0; h < P_HQ; h++) {
-    const double a = 2 * exp(pre_score(&p, 2, h, 5)), b = exp(pre_score(&p, 2, h, 20));
-    const double *o = pre_o(&p, 2, h);
-    for (int d = 0; d < ST_MLA_DIM_V; d++)
-      expect_near(o[d], (a * pre_v(&p, 5, d) + b * pre_v(&p, 20, d)) / (a + b), 1e-12);
-    expect_near(p.lse[2 * P_HQ + h], log(a + b), 1e-12);
-  }
-  pre_free(&p);
-}
-
-static void test_prefill_skips_negative_and_out_of_range_entries(void **state) {
-  (void)state;
-  pre p;
-  pre_init(&p, g_seed + 33, 0, 0);
-  const int32_t row[P_TOPK] = {-1, P_SKV, INT32_MIN, P_SKV - 1, INT32_MAX, -7, P_SKV + 5, -1};
-  memcpy(p.idx, row, sizeof row);
-  pre_run(&p);
-  for (int h = 0; h < P_HQ; h++) expect_pre_value(&p, 0, h, P_SKV - 1, 1.0); /* the last kv row is the one entry */
-  p.idx[3] = -1;                                                             /* none left */
-  pre_run(&p);
-  expect_pre_empty(&p, 0);
-  pre_free(&p);
-}
-
-static void test_prefill_topk_length_cuts_each_row(void **state) {
-  (void)state;
-  pre p;
-  pre_init(&p, g_seed + 34, 0, 0);
-  for (int i = 0; i < P_SQ * P_TOPK; i++) p.idx[i] = (i * 7) % P_SKV;
-  const int32_t len[P_SQ] = {0, 1, 99}; /* 99: clamped to topk */
-  memcpy(p.tlen, len, sizeof len);
-  p.in.topk_length = p.tlen;
-  pre_run(&p);
-  expect_pre_empty(&p, 0);
-  for (int h = 0; h < P_HQ; h++) expect_pre_value(&p, 1, h, p.idx[P_TOPK], 1.0);
-  double *cut = malloc(sizeof *cut * P_HQ * ST_MLA_DIM_V);
-  assert_non_null(cut);
-  memcpy(cut, pre_o(&p, 2, 0), sizeof *cut * P_HQ * ST_MLA_DIM_V);
-  p.in.topk_length = NULL;
-  pre_run(&p);
-  assert_memory_equal(cut, pre_o(&p, 2, 0), sizeof *cut * P_HQ * ST_MLA_DIM_V);
-  free(cut);
-  p.tlen[1] = -3; /* clamped to 0 */
-  p.in.topk_length = p.tlen;
-  pre_run(&p);
-  expect_pre_empty(&p, 1);
-  pre_free(&p);
-}
-
-static void test_prefill_sink_scales_o_and_leaves_lse_and_max_logits(void **state) {
-  (void)state;
-  pre p;
-  pre_init(&p, g_seed + 35, 0, 0);
-  for (int i = 0; i < P_SQ * P_TOPK; i++) p.idx[i] = (i * 5 + 3) % P_SKV;
-  pre_run(&p);
-  const size_t n = (size_t)P_SQ * P_HQ * ST_MLA_DIM_V;
-  double *plain = malloc(sizeof *plain * n), plain_lse[P_SQ * P_HQ], plain_ml[P_SQ * P_HQ];
-  assert_non_null(plain);
-  memcpy(plain, p.o, sizeof *plain * n);
-  memcpy(plain_lse, p.lse, sizeof plain_lse);
-  memcpy(plain_ml, p.ml, sizeof plain_ml);
-  uint64_t rng = g_seed + 36;
-  for (int h = 0; h < P_HQ; h++) p.sink[h] = (float)st_rand_uniform(&rng, -3, 3);
-  p.sink[0] = INFINITY;
-  p.sink[1] = -INFINITY;
-  p.in.sink = p.sink;
-  pre_run(&p);
-  for (int r = 0; r < P_SQ; r++)
-    for (int h = 0; h < P_HQ; h++) {
-      const size_t at = (size_t)r * P_HQ + (size_t)h;
-      const double f = h == 0 ? 0.0 : h == 1 ? 1.0 : exp(plain_lse[at]) / (exp(plain_lse[at]) + exp((double)p.sink[h]));
-      for (int d = 0; d < ST_MLA_DIM_V; d++) {
-        const double want = f * plain[at * ST_MLA_DIM_V + d], got = p.o[at * ST_MLA_DIM_V + d];
-        if (h < 2)
-          assert_true(got == want); /* +inf: exact zeros; -inf: untouched */
-        else
-          expect_near(got, want, 1e-12);
-      }
-      assert_true(p.lse[at] == plain_lse[at] && p.ml[at] == plain_ml[at]);
-    }
-  free(plain);
-  pre_free(&p);
-}
-
-static void test_prefill_max_logits_is_the_largest_counted_score(void **state) {
-  (void)state;
-  pre p;
-  pre_init(&p, g_seed + 37, 0, 0);
-  uint64_t rng = g_seed + 38;
-  for (int i = 0; i < P_SQ * P_TOPK; i++) {
-    const int64_t r = st_rand_int(&rng, 0, 5);
-    p.idx[i] = r == 0 ? -1 : r == 1 ? P_SKV + 2 : (int32_t)st_rand_int(&rng, 0, P_SKV - 1);
-  }
-  p.idx[0] = 3; /* row 0 counts only entry 0 below */
-  p.tlen[0] = 1;
-  p.tlen[1] = P_TOPK - 2;
-  p.tlen[2] = P_TOPK;
-  p.in.topk_length = p.tlen;
-  pre_run(&p);
-  for (int r = 0; r < P_SQ; r++)
-    for (int h = 0; h < P_HQ; h++) {
-      double m = -INFINITY;
-      for (int e = 0; e < p.tlen[r]; e++) {
-        const int32_t t = p.idx[r * P_TOPK + e];
-        if (t >= 0 && t < P_SKV) m = fmax(m, pre_score(&p, r, h, t));
-      }
-      if (m == -INFINITY)
-        assert_true(p.ml[r * P_HQ + h] == -INFINITY);
-      else
-        expect_near(p.ml[r * P_HQ + h], m, 1e-12);
-    }
-  pre_free(&p);
-}
-
-static void test_prefill_strided_q_and_kv_match_dense(void **state) {
-  (void)state;
-  pre dense, padded;
-  pre_init(&dense, g_seed + 39, 0, 0);
-  pre_init(&padded, g_seed + 39, 24, 40);
-  uint64_t rng = g_seed + 40;
-  for (int i = 0; i < P_SQ * P_TOPK; i++) dense.idx[i] = (int32_t)st_rand_int(&rng, -2, P_SKV + 1);
-  memcpy(padded.idx, dense.idx, sizeof dense.idx);
-  pre_run(&dense);
-  pre_run(&padded);
-  assert_memory_equal(dense.o, padded.o, sizeof *dense.o * P_SQ * P_HQ * ST_MLA_DIM_V);
-  assert_memory_equal(dense.lse, padded.lse, sizeof dense.lse);
-  assert_memory_equal(dense.ml, padded.ml, sizeof dense.ml);
-  pre_free(&dense);
-  pre_free(&padded);
-}
-
-static void test_prefill_verifier_fails_planted_o_lse_and_max_logits(void **state) {
-  (void)state;
-  pre p;
-  pre_init(&p, g_seed + 41, 8, 8);
-  for (int i = P_TOPK; i < P_SQ * P_TOPK; i++) p.idx[i] = (i * 11) % P_SKV; /* row 0 has no entry */
-  pre_run(&p);
-  enum { N = P_SQ * P_HQ };
-  uint16_t *got = malloc(sizeof *got * N * ST_MLA_DIM_V);
-  float got_lse[N], got_ml[N];
-  assert_non_null(got);
-  for (size_t i = 0; i < (size_t)N * ST_MLA_DIM_V; i++) got[i] = st_float_to_bf16((float)p.o[i]);
-  for (int i = 0; i < N; i++) {
-    got_lse[i] = (float)p.lse[i];
-    got_ml[i] = (float)p.ml[i];
-  }
-  char msg[512];
-  double err = 0;
-  const double tol = 2e-2;
-#define VERIFY()                                                                                                       \
-  st_ref_mla_sparse_prefill_verify(&p.in, p.o, p.lse, p.ml, got, got_lse, got_ml, tol, &err, msg, sizeof msg)
-  assert_int_equal(VERIFY(), 0);
-  const size_t at = ((size_t)2 * P_HQ + 7) * ST_MLA_DIM_V; /* o of row 2, head 7, 10% too large */
-  const uint16_t keep = got[at + 3];
-  for (int d = 0; d < ST_MLA_DIM_V; d++) got[at + d] = st_float_to_bf16(1.1f * st_bf16_to_float(got[at + d]));
-  assert_int_equal(VERIFY(), 1);
-  assert_non_null(strstr(msg, "row 2 head 7"));
-  for (int d = 0; d < ST_MLA_DIM_V; d++) got[at + d] = st_float_to_bf16((float)p.o[at + d]);
-  assert_true(got[at + 3] == keep);
-  got_lse[P_HQ + 4] += 0.05f;
-  assert_int_equal(VERIFY(), 1);
-  assert_non_null(strstr(msg, "lse"));
-  got_lse[P_HQ + 4] = (float)p.lse[P_HQ + 4];
-  got_ml[2 * P_HQ + 9] -= 0.05f;
-  assert_int_equal(VERIFY(), 1);
-  assert_non_null(strstr(msg, "row 2 head 9: max_logits"));
-  got_ml[2 * P_HQ + 9] = (float)p.ml[2 * P_HQ + 9];
-  got_ml[1] = 0; /* row 0 has no entry: max_logits must be -inf */
-  assert_int_equal(VERIFY(), 1);
-  assert_non_null(strstr(msg, "row 0 head 1: max_logits"));
-#undef VERIFY
-  free(got);
-  pre_free(&p);
-}
-
 /* ---- the launcher ------------------------------------------------------- */
 
 enum { LB = 32, LQLEN = 2, LHQ = 128, LTOPK = 2048, LPAGES = 4096, LPAGE = 64 };
@@ -1005,15 +700,6 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_reference_dequantizes_the_656_byte_row),
         cmocka_unit_test(test_reference_matches_a_naive_softmax_on_random_data),
         cmocka_unit_test(test_verifier_passes_the_reference_and_fails_planted_mistakes),
-        cmocka_unit_test(test_prefill_one_entry_gives_its_value),
-        cmocka_unit_test(test_prefill_two_equal_entries_give_the_value_and_ln_2),
-        cmocka_unit_test(test_prefill_repeated_entry_counts_twice),
-        cmocka_unit_test(test_prefill_skips_negative_and_out_of_range_entries),
-        cmocka_unit_test(test_prefill_topk_length_cuts_each_row),
-        cmocka_unit_test(test_prefill_sink_scales_o_and_leaves_lse_and_max_logits),
-        cmocka_unit_test(test_prefill_max_logits_is_the_largest_counted_score),
-        cmocka_unit_test(test_prefill_strided_q_and_kv_match_dense),
-        cmocka_unit_test(test_prefill_verifier_fails_planted_o_lse_and_max_logits),
         cmocka_unit_test(test_valid_arguments_pass_with_every_option),
         cmocka_unit_test(test_bad_arguments_are_refused_by_name),
         cmocka_unit_test(test_variants_fit_and_parameters_are_checked),

@@ -1,5 +1,6 @@
 #include "testutil.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,4 +67,8 @@ st_tensor st_test_tensor(st_dtype dt, int ndim, const int64_t *shape, void *data
     stride *= shape[i];
   }
   return t;
+}
+
+void st_test_expect_near(double got, double want, double eps, const char *file, int line) {
+  if (!(fabs(got - want) <= eps)) fail_msg("%s:%d: %.17g is not within %g of %.17g", file, line, got, eps, want);
 }

@@ -44,4 +44,9 @@ void st_test_temp_path(char *buf, size_t cap, const char *suffix);
 /* A dense row-major view of `data` (strides in elements, innermost 1). */
 st_tensor st_test_tensor(st_dtype dt, int ndim, const int64_t *shape, void *data);
 
+/* Fails the cmocka test unless |got - want| <= eps, in double (cmocka's
+ * own comparisons take floats only), naming the caller's line. */
+#define expect_near(got, want, eps) st_test_expect_near((got), (want), (eps), __FILE__, __LINE__)
+void st_test_expect_near(double got, double want, double eps, const char *file, int line);
+
 #endif

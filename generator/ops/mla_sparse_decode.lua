@@ -23,8 +23,10 @@ M.kernel_domains = {
   -- 0: scores and P.V on CUDA cores in fp32 (the correctness baseline);
   -- 1: on tensor cores (mma.sync m16n8k16 bf16, fp32 accumulation), 4
   -- warps an m tile of 16 heads (threads = 8 x heads_per_cta), cache rows
-  -- staged as bf16.
-  mma = { 0, 1 },
+  -- staged as bf16; 2: wgmma, two warpgroups on 64 heads (each scores the
+  -- whole 64-token tile and adds P.V for half of o's dims), q and the tile
+  -- as wgmma operands in shared memory, the copies always pipelined.
+  mma = { 0, 1, 2 },
   -- mma 1 only: 1 copies the next tile's raw rows by cp.async into a
   -- staging buffer while the current tile is scored and weighed, then
   -- widens them from shared memory; 0 reads and widens each tile before
@@ -77,6 +79,9 @@ local SHAPE_FIELD_SET = space.shape_field_set(SHAPE_FIELDS)
 -- the tile's slots.
 local function shared_bytes(k)
   local H, T = k.heads_per_cta, k.tile_tokens
+  if (k.mma or 0) == 2 then -- q and the tile unpadded, the raw rows, two lists of slots
+    return H * DIM_QK * 2 + T * DIM_QK * 2 + T * (k.dtype == "fp8" and FP8_ROW or DIM_QK * 2) + 2 * T * 4
+  end
   local mma = (k.mma or 0) == 1
   local kv = mma and T * Q_LD * 2 or T * KV_LD * 4 -- bf16 rows (padded as q's) or fp32
   local p = mma and H * (T + P_PAD) * 2 or 0 -- the weights as bf16
@@ -88,6 +93,12 @@ end
 
 -- The constraints of the kernel space: ok, or false and why.
 function M.constraint(k)
+  if (k.mma or 0) == 2 then
+    if k.heads_per_cta ~= 64 or k.tile_tokens ~= 64 or k.threads ~= 256 or (k.pipe or 0) ~= 1 then
+      return false, "mma=2 needs heads_per_cta=64, tile_tokens=64, threads=256 and pipe=1"
+    end
+    return true
+  end
   if (k.pipe or 0) == 1 and (k.mma or 0) ~= 1 then
     return false, "pipe=1 needs mma=1"
   end
@@ -241,11 +252,16 @@ function M.render_values(k)
 end
 
 -- "mla_sparse_decode.fp8.h64.t64.n512.mma/auto" (tensor cores; without
--- ".mma" CUDA cores; ".mma.pipe" with the copies pipelined; "/s8" for 8
--- splits).
+-- ".mma" CUDA cores; ".mma.pipe" with the copies pipelined; ".wg.pipe"
+-- wgmma; "/s8" for 8 splits).
 function M.variant_name(k, l)
-  return string.format("%s.%s.h%d.t%d.n%d%s%s/%s", M.name, k.dtype, k.heads_per_cta, k.tile_tokens, k.threads,
-    (k.mma or 0) == 1 and ".mma" or "", (k.pipe or 0) == 1 and ".pipe" or "",
+  return M.variant_name_of(M.name, k, l)
+end
+
+-- The same for `op` (mla_sparse_prefill names its variants alike).
+function M.variant_name_of(op, k, l)
+  return string.format("%s.%s.h%d.t%d.n%d%s%s/%s", op, k.dtype, k.heads_per_cta, k.tile_tokens, k.threads,
+    (k.mma or 0) == 1 and ".mma" or (k.mma or 0) == 2 and ".wg" or "", (k.pipe or 0) == 1 and ".pipe" or "",
     l.splits == 0 and "auto" or ("s" .. l.splits))
 end
 

@@ -267,6 +267,111 @@ ST_API st_status st_dsa_index_decode_prepare(st_handle *handle, const st_dsa_ind
 ST_API st_status st_dsa_index_decode(st_handle *handle, const st_dsa_index_decode_args *args, void *workspace,
                                      size_t workspace_bytes, void *stream);
 
+/* ---- dsa_index_logits: DeepSeek-V3.2 lightning indexer logits for prefill
+ *
+ * For s_q query tokens and s_kv index-K rows (the tokens of a varlen batch,
+ * one row each), writes
+ *   logits[i][j] = sum over heads h of weights[i][h] * relu(dot(q[i][h], k[j]) * k_scale[j])
+ * for ks[i] <= j < ke[i], and -inf for every other j < s_kv (vLLM's
+ * fp8_mqa_logits contract). ks and ke are read clamped to 0..s_kv; ke <= ks
+ * means the row sees no token (all -inf). A varlen batch or a causal
+ * prefix is expressed this way: request r's queries see its own tokens up
+ * to their position. relu(x) = x < 0 ? 0 : x; a NaN stays NaN (an fp8 NaN
+ * in q or k, or a product 0 x inf, makes the logit NaN). The scale
+ * multiplies the dot product before relu, whatever its sign (a token with
+ * k_scale <= 0 gives relu(dot * k_scale), as st_dsa_index_decode). The GPU
+ * multiplies fp8 values exactly and accumulates in fp32. The weights carry
+ * what the caller folds in (q's quantization scale, the softmax scale) and
+ * may have either sign. Elements of a row past s_kv (up to its stride) are
+ * not written.
+ *
+ * No workspace. CUDA-graph safe: the grid depends on s_q, H and s_kv only,
+ * never on ks or ke.
+ */
+typedef struct st_dsa_index_logits_args {
+  size_t struct_size; /* set by st_dsa_index_logits_args_init */
+  st_tensor q;        /* [s_q, H, 128] fp8 e4m3; s_q 1..2^24, H 1..64; rows
+                         16-byte aligned: data and both outer strides
+                         multiples of 16 bytes                              */
+  st_tensor k;        /* [s_kv, 128] fp8 e4m3, s_kv 1..2^24; data and
+                         stride[0] multiples of 16 bytes                     */
+  st_tensor k_scale;  /* [s_kv] fp32: row j dequantizes to k[j] x k_scale[j] */
+  st_tensor weights;  /* [s_q, H] fp32 (any row stride)                      */
+  st_tensor ks;       /* [s_q] int32: first token each query sees (device)   */
+  st_tensor ke;       /* [s_q] int32: one past its last (device)             */
+  st_tensor logits;   /* out: [s_q, s_kv] fp32; data 16-byte aligned,
+                         stride[0] a multiple of 4 elements                  */
+} st_dsa_index_logits_args;
+
+/* Sets args->struct_size and every other field to zero. */
+ST_API void st_dsa_index_logits_args_init(st_dsa_index_logits_args *args);
+
+/* Bytes of workspace st_dsa_index_logits needs (0 for the current kernels;
+ * pointers in `args` are not read). */
+ST_API st_status st_dsa_index_logits_workspace_size(st_handle *handle, const st_dsa_index_logits_args *args,
+                                                    size_t *bytes);
+
+/* Loads the module that st_dsa_index_logits would launch for these
+ * arguments, so a later call can be captured in a CUDA graph without loading
+ * anything. */
+ST_API st_status st_dsa_index_logits_prepare(st_handle *handle, const st_dsa_index_logits_args *args);
+
+/* Launches dsa_index_logits on `stream` (a CUstream; NULL = legacy default).
+ * Asynchronous; no host synchronization, no allocation. */
+ST_API st_status st_dsa_index_logits(st_handle *handle, const st_dsa_index_logits_args *args, void *workspace,
+                                     size_t workspace_bytes, void *stream);
+
+/* ---- dsa_index_topk: DeepSeek-V3.2 indexer top-k for prefill -----------
+ *
+ * For s_q query rows of fp32 logits over s_kv positions (as
+ * st_dsa_index_logits writes them), writes to row i of topk_idx the
+ * positions j of the min(topk, n_i) largest logits[i][j] with
+ * ks[i] <= j < ke[i] (ks and ke read clamped to 0..s_kv; ke <= ks means
+ * none; n_i = the range's length), in no particular order, each once, then
+ * -1 in the row's remaining slots. Positions outside the range are never
+ * chosen, whatever their logits hold. A NaN logit ranks as -inf and -0 as
+ * +0; a row still fills min(topk, n_i) slots, so -inf and NaN positions of
+ * its range are chosen when fewer than topk rank above them. Equal logits
+ * go by the lower position: the result is exactly the reference's set,
+ * except that positions whose logit equals the k-th largest may be
+ * exchanged among themselves. A row with n_i <= topk is written as
+ * ks..ke-1 in increasing order, then -1s, without reading its logits.
+ * Slots past topk (up to the row stride) are not written.
+ *
+ * No workspace. CUDA-graph safe: the grid depends on s_q only, never on ks
+ * or ke.
+ */
+typedef struct st_dsa_index_topk_args {
+  size_t struct_size; /* set by st_dsa_index_topk_args_init */
+  st_tensor logits;   /* [s_q, s_kv] fp32, s_q and s_kv 1..2^24; data
+                         16-byte aligned, stride[0] a multiple of 4
+                         elements (st_dsa_index_logits' output)            */
+  st_tensor ks;       /* [s_q] int32: first candidate position (device)     */
+  st_tensor ke;       /* [s_q] int32: one past the last (device)            */
+  st_tensor topk_idx; /* out: [s_q, topk] int32 (any row stride >= topk)     */
+  int topk;           /* 1..2048 (DeepSeek-V3.2: 2048)                      */
+} st_dsa_index_topk_args;
+
+/* Sets args->struct_size and every other field to zero. */
+ST_API void st_dsa_index_topk_args_init(st_dsa_index_topk_args *args);
+
+/* Bytes of workspace st_dsa_index_topk needs (0 for the current kernels;
+ * pointers in `args` are not read). */
+ST_API st_status st_dsa_index_topk_workspace_size(st_handle *handle, const st_dsa_index_topk_args *args,
+                                                  size_t *bytes);
+
+/* Loads the module that st_dsa_index_topk would launch for these
+ * arguments, so a later call can be captured in a CUDA graph without loading
+ * anything. */
+ST_API st_status st_dsa_index_topk_prepare(st_handle *handle, const st_dsa_index_topk_args *args);
+
+/* Launches dsa_index_topk on `stream` (a CUstream; NULL = legacy default).
+ * Asynchronous; no host synchronization, no allocation. The logits must be
+ * complete when the stream reaches the launch (st_dsa_index_logits earlier
+ * on the same stream). */
+ST_API st_status st_dsa_index_topk(st_handle *handle, const st_dsa_index_topk_args *args, void *workspace,
+                                   size_t workspace_bytes, void *stream);
+
 /* ---- sparse_attn_decode: block-sparse GQA attention for a decode batch --
  *
  * For R requests with `qlen` query tokens each (query token t of request r
@@ -408,6 +513,68 @@ ST_API st_status st_mla_sparse_decode_prepare(st_handle *handle, const st_mla_sp
  * contents need not be cleared. */
 ST_API st_status st_mla_sparse_decode(st_handle *handle, const st_mla_sparse_decode_args *args, void *workspace,
                                       size_t workspace_bytes, void *stream);
+
+/* ---- mla_sparse_prefill: DeepSeek-V3.2 token-sparse MLA attention, prefill
+ *
+ * mla_sparse_decode's attention for s_q query tokens over kv rows, as
+ * FlashMLA's sparse prefill (flash_mla_sparse_fwd) is called: each query
+ * token i and each of its h_q heads attends to the rows of kv its row of
+ * `indices` lists (no pages, no causal mask: the indices say what a token
+ * sees). K is a row's 576 values (512 latent "NoPE" dims, then 64 RoPE
+ * dims), V its first 512. An entry < 0 or >= s_kv is none and is skipped;
+ * a row listed twice counts twice; with topk_length only the first
+ * clamp(topk_length[i], 0, topk) entries of token i count. Indices and
+ * lengths are device data: they are not checked on the host and never make
+ * the op read outside kv.
+ *
+ * s_j = sm_scale * dot(q, k_j) over the 576 dims; o = softmax(s) . v; lse
+ * = ln(sum_j exp(s_j)); max_logits = max_j s_j. With attn_sink, o is
+ * scaled by exp(lse) / (exp(lse) + exp(sink[h])) and lse and max_logits are
+ * left as they are (+inf: o = 0; -inf: no change). A token with no valid
+ * entry gets o = 0, lse = -inf and max_logits = -inf.
+ *
+ * The grid depends on s_q, h_q, topk and the device only; splitting the
+ * entries over CTAs keeps partial states in the workspace, which needs no
+ * clearing.
+ */
+typedef struct st_mla_sparse_prefill_args {
+  size_t struct_size;    /* set by st_mla_sparse_prefill_args_init            */
+  st_tensor q;           /* [s_q, h_q, 576] bf16, s_q 1..2^20, h_q 16, 32, 48,
+                            ... 128 (a multiple of 16); rows 16-byte aligned */
+  st_tensor kv;          /* [s_kv, 1, 576] bf16, s_kv 1..2^31 - 1; rows
+                            16-byte aligned                                  */
+  st_tensor indices;     /* [s_q, 1, topk] int32 rows of kv, topk 1..2048    */
+  st_tensor topk_length; /* optional [s_q] int32; data NULL = every entry    */
+  st_tensor attn_sink;   /* optional [h_q] fp32; data NULL = no sink         */
+  st_tensor o;           /* out: [s_q, h_q, 512] bf16                        */
+  st_tensor lse;         /* out, optional: [s_q, h_q] fp32, natural log;
+                            data NULL = not wanted                           */
+  st_tensor max_logits;  /* out, optional: [s_q, h_q] fp32; data NULL = not
+                            wanted                                           */
+  float sm_scale;        /* positive, finite                                 */
+  int pdl;               /* 0 or 1: programmatic dependent launch (see
+                            st_index_decode_args)                            */
+} st_mla_sparse_prefill_args;
+
+/* Sets args->struct_size and every other field to zero. */
+ST_API void st_mla_sparse_prefill_args_init(st_mla_sparse_prefill_args *args);
+
+/* Bytes of workspace st_mla_sparse_prefill needs for these arguments
+ * (pointers in `args` are not read, except whether the optional ones are
+ * NULL): the split CTAs' partial states, 0 when a variant does not split. */
+ST_API st_status st_mla_sparse_prefill_workspace_size(st_handle *handle, const st_mla_sparse_prefill_args *args,
+                                                      size_t *bytes);
+
+/* Loads the module that st_mla_sparse_prefill would launch for these
+ * arguments, so a later call can be captured in a CUDA graph. */
+ST_API st_status st_mla_sparse_prefill_prepare(st_handle *handle, const st_mla_sparse_prefill_args *args);
+
+/* Launches mla_sparse_prefill on `stream` (a CUstream; NULL = legacy
+ * default). Asynchronous; no host synchronization, no allocation.
+ * `workspace` must hold st_mla_sparse_prefill_workspace_size bytes; its
+ * contents need not be cleared. */
+ST_API st_status st_mla_sparse_prefill(st_handle *handle, const st_mla_sparse_prefill_args *args, void *workspace,
+                                       size_t workspace_bytes, void *stream);
 
 /* ---- sparse_attn: block-sparse GQA attention for a varlen prefill batch --
  *

@@ -54,7 +54,7 @@ st_status st_mla_sparse_decode_config_from_params(const st_params *kernel, const
   GET(launch, "splits", 0, ST_MLA_SPARSE_DECODE_MAX_SPLITS, splits)
   /* Variants recorded before the tensor-core family have no mma: 0. */
   if (st_params_get(kernel, "mma")) {
-    GET(kernel, "mma", 0, 1, mma)
+    GET(kernel, "mma", 0, 2, mma)
   }
   /* Nor pipe, before it: 0. */
   if (st_params_get(kernel, "pipe")) {
@@ -72,6 +72,14 @@ st_status st_mla_sparse_decode_config_from_params(const st_params *kernel, const
                    ST_MLA_DIM_THREADS);
   if (cfg->pipe && !cfg->mma)
     return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter pipe=1 needs mma=1 (has mma=%d)", cfg->mma);
+  if (cfg->mma == 2) {
+    if (cfg->heads_per_cta != 64 || cfg->tile_tokens != 64 || cfg->threads != 256 || !cfg->pipe)
+      return st_fail(err, ST_ERR_INVALID_ARG,
+                     "variant parameter mma=2 (wgmma) needs heads_per_cta=64, tile_tokens=64, threads=256 and pipe=1 "
+                     "(has %d, %d, %d, %d)",
+                     cfg->heads_per_cta, cfg->tile_tokens, cfg->threads, cfg->pipe);
+    return ST_OK;
+  }
   if (cfg->mma) {
     if (cfg->threads != ST_MLA_MMA_THREADS_PER_HEAD * cfg->heads_per_cta || cfg->tile_tokens % ST_MLA_MMA_TILE_ALIGN)
       return st_fail(err, ST_ERR_INVALID_ARG,
@@ -106,6 +114,11 @@ unsigned st_mla_sparse_decode_smem_bytes(const st_mla_sparse_decode_config *cfg)
   const int64_t raw_row =
       cfg->dtype == ST_DTYPE_FP8_E4M3 ? ST_MLA_SPARSE_DECODE_FP8_ROW : ST_MLA_SPARSE_DECODE_DIM_QK * 2;
   const int64_t raw = cfg->pipe ? T * raw_row : 0, slot_lists = cfg->pipe ? 2 : 1;
+  /* mma 2: q and the cache tile as wgmma operands (rows of 576 bf16,
+   * unpadded: the swizzle spreads them over the banks), the raw rows, the
+   * slots */
+  if (cfg->mma == 2)
+    return (unsigned)(H * ST_MLA_SPARSE_DECODE_DIM_QK * 2 + T * ST_MLA_SPARSE_DECODE_DIM_QK * 2 + raw + slot_lists * T * 4);
   return (unsigned)(H * ST_MLA_Q_LD * 2 + kv + raw + H * T * 4 + p + H * 3 * 4 + slot_lists * T * 4);
 }
 

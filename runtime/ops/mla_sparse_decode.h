@@ -39,8 +39,9 @@ typedef struct st_mla_sparse_decode_config {
   int tile_tokens;   /* 16, 32 or 64: cache rows staged in shared memory at once */
   int threads;       /* 128, 256 or 512                                          */
   int mma;           /* 0: CUDA cores (fp32); 1: tensor cores (mma.sync bf16),
-                        threads = 8 x heads_per_cta, tile_tokens 32 or 64       */
-  int pipe;          /* mma 1 only: 1 = the next tile's raw rows copied by
+                        threads = 8 x heads_per_cta, tile_tokens 32 or 64;
+                        2: wgmma, two warpgroups on 64 heads, 64-token tiles  */
+  int pipe;          /* mma 1 and 2 (2: always): 1 = the next tile's raw rows copied by
                         cp.async under the current tile's math                  */
   int splits;        /* launch: CTAs per (row, head tile); 0 = auto               */
 } st_mla_sparse_decode_config;

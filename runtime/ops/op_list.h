@@ -11,11 +11,14 @@
 #define ST_OPS_OP_LIST_H
 
 #include "ops/dsa_index_decode.h"
+#include "ops/dsa_index_logits.h"
+#include "ops/dsa_index_topk.h"
 #include "ops/index_decode.h"
 #include "ops/index_prefill.h"
 #include "ops/index_score.h"
 #include "ops/index_topk.h"
 #include "ops/mla_sparse_decode.h"
+#include "ops/mla_sparse_prefill.h"
 #include "ops/sparse_attn.h"
 #include "ops/sparse_attn_decode.h"
 
@@ -29,6 +32,9 @@
   X(index_score, INDEX_SCORE)                \
   X(index_prefill, INDEX_PREFILL)            \
   X(mla_sparse_decode, MLA_SPARSE_DECODE)    \
-  X(dsa_index_decode, DSA_INDEX_DECODE)
+  X(dsa_index_decode, DSA_INDEX_DECODE)      \
+  X(mla_sparse_prefill, MLA_SPARSE_PREFILL)  \
+  X(dsa_index_logits, DSA_INDEX_LOGITS)      \
+  X(dsa_index_topk, DSA_INDEX_TOPK)
 
 #endif

@@ -110,8 +110,32 @@ __device__ __forceinline__ void st_wgmma_m64n128k16_f16_rs_tb(float (&d)[64], co
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
 }
 
+#define ST_WG_ACC32 ST_WG_ACC8(0), ST_WG_ACC8(8), ST_WG_ACC8(16), ST_WG_ACC8(24)
+#define ST_WG_REGS32                                                                                                   \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, "  \
+  "%24, %25, %26, %27, %28, %29, %30, %31}"
+
+// d (+)= A[64 x 16] * B[16 x 64]^T, bf16, both K-major in shared memory
+// (m64n64: d[4n + 0..3] as m64n128's for n = 0..7); accumulate = 0
+// overwrites d. mla_sparse_decode's scores over a 64-token tile.
+__device__ __forceinline__ void st_wgmma_m64n64k16_bf16(float (&d)[32], uint64_t a, uint64_t b, int accumulate) {
+  asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n"
+               " wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " ST_WG_REGS32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+               : ST_WG_ACC32
+               : "l"(a), "l"(b), "r"(accumulate));
+}
+
+// The accumulators of an m64n64 product, as st_wgmma_fence_regs does for
+// m64n128's.
+__device__ __forceinline__ void st_wgmma_fence_regs32(float (&d)[32]) {
+#pragma unroll
+  for (int i = 0; i < 32; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+
 #undef ST_WG_ACC8
+#undef ST_WG_ACC32
 #undef ST_WG_ACC64
+#undef ST_WG_REGS32
 #undef ST_WG_REGS64
 
 #endif // ST_WGMMA_CUH
