@@ -164,12 +164,17 @@ static void test_fit_and_plan(void **state) {
   assert_int_equal(p.params.score.chunk_blocks, (COLS * ((TOTAL_Q + 63) / 64) + 4 * 132 - 1) / (4 * 132));
   assert_true(p.params.max_chunks * 64 <= ST_INDEX_PREFILL_MERGE_MAX);
 
-  /* index_score's fit: H a power of two. */
+  /* index_score's fit: H up to the CTA's rows (3 heads: padded to 4 rows a
+   * token, the merge's grid over the 3 real ones). */
   a = valid_args();
   a.q.shape[1] = a.topk_idx.shape[0] = 3;
   c = config(256, 2, 2, 16, 0);
+  assert_int_equal(st_index_prefill_plan_make(&c, &a, 132, &p, &err), ST_OK);
+  assert_int_equal(p.params.score.head_shift, 2);
+  assert_int_equal(p.merge_grid[1], 3);
+  a.q.shape[1] = a.topk_idx.shape[0] = 300;
   assert_int_equal(st_index_prefill_plan_make(&c, &a, 132, &p, &err), ST_ERR_NO_VARIANT);
-  assert_non_null(strstr(err.msg, "H=3 must be a power of two"));
+  assert_non_null(strstr(err.msg, "H=300 > 256"));
 
   /* Composed: any topk, the keys of every block in the workspace, rows of
    * at most 1024 blocks. */
