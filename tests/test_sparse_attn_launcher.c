@@ -557,8 +557,8 @@ static void test_dispatch_key_counts_query_tokens_as_the_batch(void **state) {
 /* The call's load, which orders the built-in variants (the tile kernel
  * first up to 90 entries a multiprocessor): entries of (token, KV head,
  * block) over the multiprocessors, a token's blocks counted as many as it
- * may attend; a token that may attend more than 6 blocks is the block
- * kernel's whatever the call's size. */
+ * may attend; a context of more than 6 blocks is the block kernel's
+ * whatever the call's size or topk. */
 static void test_load_counts_the_blocks_a_token_may_attend(void **state) {
   (void)state;
   const st_op_desc *d = st_op_desc_of(ST_OP_SPARSE_ATTN);
@@ -573,8 +573,10 @@ static void test_load_counts_the_blocks_a_token_may_attend(void **state) {
   assert_true(fabs(d->load(&a, 132) - 1024.0 * 2 * 6 / 132) < 1e-9);
   a.max_context = 6 * 128 + 1; /* 7 */
   assert_true(d->load(&a, 132) == ST_SPARSE_ATTN_LOAD_MANY);
-  a.max_context = 65536, a.topk_idx.shape[2] = 4; /* topk bounds the blocks */
+  a.max_context = 6 * 128, a.topk_idx.shape[2] = 4; /* topk bounds a token's blocks */
   assert_true(fabs(d->load(&a, 1) - 1024.0 * 2 * 4) < 1e-9);
+  a.max_context = 14 * 128; /* topk 4 of 14 blocks: the tile CTA may walk all 14 */
+  assert_true(d->load(&a, 132) == ST_SPARSE_ATTN_LOAD_MANY);
 }
 
 int main(void) {

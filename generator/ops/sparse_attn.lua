@@ -173,14 +173,14 @@ end
 -- chunks of 3072 query tokens overlapped on the side stream) where the kind
 -- allows it; then the tile kernel with one stage and the most tokens, up to
 -- 64 q rows (4 warps), whose lists fit in shared memory, valid for every
--- shape of the kind. The tile kernel goes first for small calls whose
--- tokens attend few blocks (the call's load, runtime/ops/sparse_attn.c:
--- entries a multiprocessor, at most TILE_MAX_LOAD): there the block
--- kernel's two launches and its merge cost more than the work (H200: 1 to
--- 256 tokens of 1-2 blocks, 7-21 us against 16-21; 1024 tokens of 8 blocks,
--- one KV head, 38 us against 44 and more).
+-- shape of the kind. The tile kernel goes first for small calls over short
+-- contexts (the call's load, runtime/ops/sparse_attn.c: entries a
+-- multiprocessor, at most TILE_MAX_LOAD, contexts of at most 6 blocks):
+-- there the block kernel's two launches and its merge cost more than the
+-- work (H200: 1 to 256 tokens of 1-2 blocks, 7-21 us against 16-21).
 -- Entries a multiprocessor (8192 / 132 measured better on the tile kernel,
--- 16384 / 132 on the block kernel, 1024 tokens of 8 blocks, 1 and 2 KV heads).
+-- 16384 / 132 on the block kernel: 1024 tokens of 8 blocks, 1 and 2 KV
+-- heads, H200).
 local TILE_MAX_LOAD = 90
 
 function M.defaults()

@@ -27,8 +27,8 @@
 #define ST_SPARSE_ATTN_MAX_TOPK 64
 #define ST_SPARSE_ATTN_MAX_GROUP 32
 #define ST_SPARSE_ATTN_MAX_CHUNK (1 << 20)
-/* The call's load (the op descriptor's, runtime/ops/sparse_attn.c) where a
- * token may attend more than ST_SPARSE_ATTN_TILE_MAX_BLOCKS blocks: within
+/* The call's load (the op descriptor's, runtime/ops/sparse_attn.c) where
+ * the context holds more than ST_SPARSE_ATTN_TILE_MAX_BLOCKS blocks: within
  * the block defaults' range only (generator/ops/sparse_attn.lua). */
 #define ST_SPARSE_ATTN_TILE_MAX_BLOCKS 6
 #define ST_SPARSE_ATTN_LOAD_MANY 1e9
