@@ -109,8 +109,8 @@ __device__ __forceinline__ void st_prefill_lists(const st_index_prefill_params &
   const int topk = pp.topk;
   for (int e = threadIdx.x; e < ROWS * topk; e += COMPUTE_THREADS) {
     const int row = e / topk, k = e - row * topk;
-    const int tok = row >> p.head_shift, h = row & (p.num_heads - 1);
-    if (tok >= t.ntok) continue;
+    const int tok = row >> p.head_shift, h = row & ((1 << p.head_shift) - 1);
+    if (tok >= t.ntok || h >= p.num_heads) continue;
     const uint64_t v = (uint64_t)s_key[row * LIST_STRIDE + k] << 32 | (uint32_t)s_id[row * LIST_STRIDE + k];
     pp.partial[(((int64_t)h * p.total_q + t.start + tok) * pp.max_chunks + blockIdx.y) * topk + k] = v;
   }

@@ -3,7 +3,7 @@
  * cases: single-token requests, a request with no query token, prefixes not
  * multiples of 128, tokens with fewer visible blocks than topk, init/local
  * ranges that overlap on short prefixes, a 131072-token context, topk 3 to
- * 64, 1 to 4 heads, head_dim 64 and 128, bf16 and fp8, NaN keys in the
+ * 64, 1 to 4 heads (3 included), head_dim 64 and 128, bf16 and fp8, NaN keys in the
  * pool, 310 requests in one batch. Each variant runs twice per shape (the
  * workspace left as the first run left it). Skips where there is no driver or GPU. */
 #include <stdio.h>
@@ -30,6 +30,12 @@ static const edge edges[] = {
     {"bf16", 128, 2, 16, 1, 2, "3:130*200;70:4000*100;1:0*10"},
     {"fp8", 128, 2, 16, 1, 2, "300:4133;1:0;1024:0"},
     {"fp8", 128, 1, 20, 2, 2, "129:0;77:20000"},
+    /* Three heads: four rows a token, the fourth padding. */
+    {"fp8", 128, 3, 19, 1, 2, "117:0;778:0;65:9000"},
+    {"bf16", 128, 3, 8, 1, 2, "103:0;45:44136;7:1274"},
+    /* 762 blocks at topk 28: the smallest chunks make 18 of them, 504
+     * candidates a row (19 would overflow the merge). */
+    {"fp8", 128, 2, 28, 1, 2, "37:0;41:0;6:97481"},
 };
 
 static void make_shape(const edge *e, st_shape *s) {

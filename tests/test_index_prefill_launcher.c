@@ -164,12 +164,17 @@ static void test_fit_and_plan(void **state) {
   assert_int_equal(p.params.score.chunk_blocks, (COLS * ((TOTAL_Q + 63) / 64) + 4 * 132 - 1) / (4 * 132));
   assert_true(p.params.max_chunks * 64 <= ST_INDEX_PREFILL_MERGE_MAX);
 
-  /* index_score's fit: H a power of two. */
+  /* index_score's fit: H up to the CTA's rows (3 heads: padded to 4 rows a
+   * token, the merge's grid over the 3 real ones). */
   a = valid_args();
   a.q.shape[1] = a.topk_idx.shape[0] = 3;
   c = config(256, 2, 2, 16, 0);
+  assert_int_equal(st_index_prefill_plan_make(&c, &a, 132, &p, &err), ST_OK);
+  assert_int_equal(p.params.score.head_shift, 2);
+  assert_int_equal(p.merge_grid[1], 3);
+  a.q.shape[1] = a.topk_idx.shape[0] = 300;
   assert_int_equal(st_index_prefill_plan_make(&c, &a, 132, &p, &err), ST_ERR_NO_VARIANT);
-  assert_non_null(strstr(err.msg, "H=3 must be a power of two"));
+  assert_non_null(strstr(err.msg, "H=300 > 256"));
 
   /* Composed: any topk, the keys of every block in the workspace, rows of
    * at most 1024 blocks. */
@@ -190,11 +195,48 @@ static void test_fit_and_plan(void **state) {
   assert_string_equal(key, "index_prefill:B=5000,D=128,H=2,dtype=bf16,topk=16");
 }
 
+/* Every topk and context: a row's chunks x topk candidates within what a
+ * fused merge warp holds (past it the merge traps). 762 blocks at topk 28
+ * once made 19 chunks of 42 blocks, 532 candidates. */
+static void test_fused_chunks_fit_the_merge(void **state) {
+  (void)state;
+  st_err err = {{0}};
+  st_index_prefill_plan p;
+  const st_index_prefill_config c = config(128, 2, 2, 64, 0);
+  for (int topk = 1; topk <= 64; topk++) {
+    for (int blocks = 1; blocks <= COLS; blocks++) {
+      for (int sms = 132; sms <= 1000; sms += 868) {
+        st_index_prefill_args a = valid_args();
+        a.topk = topk;
+        a.init_blocks = a.local_blocks = 0;
+        a.topk_idx.shape[2] = topk;
+        a.max_context = blocks * 128 - 77;
+        assert_int_equal(st_index_prefill_plan_make(&c, &a, sms, &p, &err), ST_OK);
+        const int chunk = p.params.score.chunk_blocks;
+        if ((int64_t)(blocks + chunk - 1) / chunk * topk > ST_INDEX_PREFILL_MERGE_MAX)
+          fail_msg("topk %d, %d blocks, %d SMs: chunks of %d blocks make %d candidates a row", topk, blocks, sms,
+                   chunk, (blocks + chunk - 1) / chunk * topk);
+        assert_true(p.params.max_chunks * topk <= ST_INDEX_PREFILL_MERGE_MAX);
+      }
+    }
+  }
+  /* The shape that trapped: 762 blocks (97487 tokens), topk 28. */
+  st_index_prefill_args a = valid_args();
+  a.topk = 28;
+  a.topk_idx.shape[2] = 28;
+  a.block_table.shape[1] = 800;
+  a.max_context = 97487;
+  assert_int_equal(st_index_prefill_plan_make(&c, &a, 100000, &p, &err), ST_OK); /* the smallest chunks */
+  assert_int_equal(p.params.score.chunk_blocks, 43);
+  assert_int_equal(p.params.max_chunks, 18); /* 504 candidates */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_arguments_are_refused_by_name),
       cmocka_unit_test(test_config_names_its_algorithm),
       cmocka_unit_test(test_fit_and_plan),
+      cmocka_unit_test(test_fused_chunks_fit_the_merge),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

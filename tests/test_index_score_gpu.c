@@ -1,7 +1,7 @@
 /* Every generated index_score variant against the double-precision
  * reference over varlen edge cases: single-token requests, a request with
  * no query token, prefixes not multiples of 128, tokens whose own block is
- * their only one, a 131072-token context, 1 to 8 heads, head_dim 64 and
+ * their only one, a 131072-token context, 1 to 8 heads (3: padded rows), head_dim 64 and
  * 128, bf16 and fp8, NaN keys in the pool, 310 requests in one batch.
  * Each variant runs twice per shape. Skips where there is no driver or
  * GPU. */
@@ -22,12 +22,14 @@ static const edge edges[] = {
     {"bf16", 128, 2, "129:0;1:127;700:1000"},
     {"bf16", 128, 4, "513:3000;64:0"},
     {"bf16", 128, 8, "100:9000;3:0"},
+    {"bf16", 128, 3, "300:4133;1:0;1024:0;0:77"}, /* a padding row a token */
     {"bf16", 128, 2, "64:131008"},
     {"bf16", 64, 1, "257:8000;31:31"},
     /* More requests than a CTA has threads: the tile searches scan in batches. */
     {"bf16", 128, 2, "3:130*200;70:4000*100;1:0*10"},
     {"fp8", 128, 2, "300:4133;1:0;1024:0"},
     {"fp8", 128, 1, "129:0;77:20000"},
+    {"fp8", 128, 3, "117:0;778:0;65:9000"},
 };
 
 static void make_shape(const edge *e, st_shape *s) {

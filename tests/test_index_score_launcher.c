@@ -145,10 +145,10 @@ static void test_fit_and_plan(void **state) {
   c = config("bf16", 64, 256, 2, 3, 0);
   assert_int_equal(st_index_score_check_fit(&c, &a, &err), ST_ERR_NO_VARIANT);
   assert_non_null(strstr(err.msg, "head_dim 64, call has 128"));
-  a.q.shape[1] = a.score.shape[0] = 3; /* not a power of two */
+  a.q.shape[1] = a.score.shape[0] = 300; /* more heads than rows */
   c = config("bf16", 128, 256, 2, 3, 0);
   assert_int_equal(st_index_score_check_fit(&c, &a, &err), ST_ERR_NO_VARIANT);
-  assert_non_null(strstr(err.msg, "H=3 must be a power of two <= 256"));
+  assert_non_null(strstr(err.msg, "H=300 > 256"));
 
   a = valid_args();
   st_index_score_plan p;
@@ -163,6 +163,13 @@ static void test_fit_and_plan(void **state) {
   assert_int_equal(p.params.chunk_blocks, 32);
   assert_int_equal(p.params.max_blocks, COLS);
   assert_int_equal(p.params.score_stride_row, COLS + 1);
+  /* Three heads take four rows a token (one of padding): 64 tokens a tile. */
+  a.q.shape[1] = a.score.shape[0] = 3;
+  assert_int_equal(st_index_score_plan_make(&c, &a, 132, &p, &err), ST_OK);
+  assert_int_equal(p.params.num_heads, 3);
+  assert_int_equal(p.params.head_shift, 2);
+  assert_int_equal(p.grid[0], (TOTAL_Q + 63) / 64 + R);
+  a = valid_args();
   /* chunk_blocks 0: the balanced schedule, one CTA per SM splitting the
    * batch's (tile, block) pairs; fewer CTAs only when there are fewer pairs. */
   c = config("bf16", 128, 256, 2, 3, 0);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ops/op.h"
 #include "ops/sparse_attn.h"
 #include "ops/tensor_check.h"
 #include "testutil.h"
@@ -553,9 +554,35 @@ static void test_dispatch_key_counts_query_tokens_as_the_batch(void **state) {
   assert_string_equal(st_params_get(&f, "B"), "5000");
 }
 
+/* The call's load, which orders the built-in variants (the tile kernel
+ * first up to 90 entries a multiprocessor): entries of (token, KV head,
+ * block) over the multiprocessors, a token's blocks counted as many as it
+ * may attend; a context of more than 6 blocks is the block kernel's
+ * whatever the call's size or topk. */
+static void test_load_counts_the_blocks_a_token_may_attend(void **state) {
+  (void)state;
+  const st_op_desc *d = st_op_desc_of(ST_OP_SPARSE_ATTN);
+  assert_non_null(d->load);
+  st_sparse_attn_args a = valid_args(); /* 5000 tokens, 512 blocks, topk 16 */
+  assert_true(d->load(&a, 132) == ST_SPARSE_ATTN_LOAD_MANY);
+  a.q.shape[0] = 1; /* one token of 16 blocks: still the block kernel's */
+  assert_true(d->load(&a, 132) == ST_SPARSE_ATTN_LOAD_MANY);
+  a.max_context = 128; /* one block */
+  assert_true(fabs(d->load(&a, 132) - 2.0 / 132) < 1e-12);
+  a.q.shape[0] = 1024, a.max_context = 6 * 128 - 5; /* 6 blocks */
+  assert_true(fabs(d->load(&a, 132) - 1024.0 * 2 * 6 / 132) < 1e-9);
+  a.max_context = 6 * 128 + 1; /* 7 */
+  assert_true(d->load(&a, 132) == ST_SPARSE_ATTN_LOAD_MANY);
+  a.max_context = 6 * 128, a.topk_idx.shape[2] = 4; /* topk bounds a token's blocks */
+  assert_true(fabs(d->load(&a, 1) - 1024.0 * 2 * 4) < 1e-9);
+  a.max_context = 14 * 128; /* topk 4 of 14 blocks: the tile CTA may walk all 14 */
+  assert_true(d->load(&a, 132) == ST_SPARSE_ATTN_LOAD_MANY);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_valid_arguments_pass),
+      cmocka_unit_test(test_load_counts_the_blocks_a_token_may_attend),
       cmocka_unit_test(test_bad_arguments_are_refused_by_name),
       cmocka_unit_test(test_variant_parameters_and_fit),
       cmocka_unit_test(test_plan_and_shared_memory_follow_the_kernel),

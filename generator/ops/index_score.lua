@@ -115,8 +115,8 @@ function M.fits(k, s, _is_default)
   if k.head_dim ~= s.D then
     return false, "head_dim differs"
   end
-  if s.H & (s.H - 1) ~= 0 or s.H > k.rows then
-    return false, string.format("H=%d is not a power of two <= rows=%d", s.H, k.rows)
+  if s.H > k.rows then
+    return false, string.format("H=%d > rows=%d", s.H, k.rows)
   end
   return true
 end

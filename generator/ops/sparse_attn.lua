@@ -173,7 +173,16 @@ end
 -- chunks of 3072 query tokens overlapped on the side stream) where the kind
 -- allows it; then the tile kernel with one stage and the most tokens, up to
 -- 64 q rows (4 warps), whose lists fit in shared memory, valid for every
--- shape of the kind.
+-- shape of the kind. The tile kernel goes first for small calls over short
+-- contexts (the call's load, runtime/ops/sparse_attn.c: entries a
+-- multiprocessor, at most TILE_MAX_LOAD, contexts of at most 6 blocks):
+-- there the block kernel's two launches and its merge cost more than the
+-- work (H200: 1 to 256 tokens of 1-2 blocks, 7-21 us against 16-21).
+-- Entries a multiprocessor (8192 / 132 measured better on the tile kernel,
+-- 16384 / 132 on the block kernel: 1024 tokens of 8 blocks, 1 and 2 KV
+-- heads, H200).
+local TILE_MAX_LOAD = 90
+
 function M.defaults()
   local out = {}
   for _, dtype in ipairs(M.kernel_domains.dtype) do
@@ -183,7 +192,7 @@ function M.defaults()
           local block = { algo = "block", dtype = dtype, head_dim = head_dim, group = group, tokens = 8, topk = topk,
             stages = 1, part = "bf16", ctas = 2, mtiles = 2, mma = "wgmma" }
           if M.constraint(block) then
-            out[#out + 1] = { kernel = block, launch = { chunk = 3072, overlap = 1 } }
+            out[#out + 1] = { kernel = block, launch = { chunk = 3072, overlap = 1 }, load = { TILE_MAX_LOAD, 1e9 } }
           end
           local within, smallest, why
           for _, tokens in ipairs({ 16, 8, 4, 2, 1 }) do
@@ -203,7 +212,7 @@ function M.defaults()
             error(string.format("%s: no default for %s head_dim %d group %d topk %d: %s", M.name, dtype, head_dim,
               group, topk, tostring(why)), 0)
           end
-          out[#out + 1] = { kernel = chosen, launch = {} }
+          out[#out + 1] = { kernel = chosen, launch = {}, load = { 0, TILE_MAX_LOAD } }
         end
       end
     end

@@ -116,10 +116,13 @@ st_status st_index_prefill_plan_make(const st_index_prefill_config *cfg, const s
   if (!fused && max_blocks > ST_INDEX_PREFILL_COMPOSED_MAX_BLOCKS)
     return st_fail(err, ST_ERR_NO_VARIANT, "composed variant selects from rows of <= %d blocks, call has %lld",
                    ST_INDEX_PREFILL_COMPOSED_MAX_BLOCKS, (long long)max_blocks);
-  /* A fused merge warp holds chunks x topk candidates: chunks no smaller
-   * than that allows. */
+  /* A fused merge warp holds chunks x topk candidates: at most MERGE_MAX /
+   * topk chunks, so chunks no smaller than that allows. (The smallest chunk
+   * of max_blocks * topk / MERGE_MAX blocks, rounded up, could still make
+   * one chunk too many: 762 blocks, topk 28, 42-block chunks, 19 x 28 =
+   * 532 candidates, and the merge trapped.) */
   st_index_score_config sc = cfg->score;
-  const int64_t min_chunk = fused ? ceil_div(max_blocks * a->topk, ST_INDEX_PREFILL_MERGE_MAX) : 1;
+  const int64_t min_chunk = fused ? ceil_div(max_blocks, ST_INDEX_PREFILL_MERGE_MAX / a->topk) : 1;
   if (sc.chunk_blocks != 0 && sc.chunk_blocks < min_chunk && sc.chunk_blocks < max_blocks)
     return st_fail(err, ST_ERR_NO_VARIANT,
                    "variant scores %d blocks per CTA: %lld chunks x topk %d exceed the merge's %d candidates per row",

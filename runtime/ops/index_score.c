@@ -109,16 +109,18 @@ st_status st_index_score_check_fit(const st_index_score_config *cfg, const st_in
                    st_dtype_name(a->q.dtype));
   if (cfg->head_dim != D)
     return st_fail(err, ST_ERR_NO_VARIANT, "variant is for head_dim %d, call has %lld", cfg->head_dim, (long long)D);
-  if ((H & (H - 1)) || H > cfg->rows)
-    return st_fail(err, ST_ERR_NO_VARIANT,
-                   "variant takes all heads of a token in one CTA of %d rows: H=%lld must be a power of two <= %d",
+  /* A token's heads take 2^ceil(log2 H) rows of the CTA (H = 3: a padding
+   * row a token, 4/3 of the work, instead of no variant at all). */
+  if (H > cfg->rows)
+    return st_fail(err, ST_ERR_NO_VARIANT, "variant takes all heads of a token in one CTA of %d rows: H=%lld > %d",
                    cfg->rows, (long long)H, cfg->rows);
   return ST_OK;
 }
 
-static int log2_of(int64_t pow2) {
+/* log2 of n rounded up to a power of two. */
+static int ceil_log2(int64_t n) {
   int s = 0;
-  while ((1ll << s) < pow2) s++;
+  while ((1ll << s) < n) s++;
   return s;
 }
 
@@ -129,7 +131,7 @@ st_status st_index_score_plan_make(const st_index_score_config *cfg, const st_in
   if (s != ST_OK) return s;
   const int64_t total_q = a->q.shape[0], H = a->q.shape[1], R = a->seq_lens.shape[0];
   const int64_t max_blocks = ceil_div(a->max_context, ST_BLOCK_TOKENS);
-  const int64_t tokens = cfg->rows / H;
+  const int64_t tokens = cfg->rows >> ceil_log2(H);
   /* Tiles never straddle requests: each request adds at most one partial. */
   /* total_q < 2^31, R <= 65535, max_blocks < 2^24: products of tiles and
    * blocks stay under 2^56. */
@@ -172,7 +174,7 @@ st_status st_index_score_plan_make(const st_index_score_config *cfg, const st_in
   p->num_requests = (int32_t)R;
   p->total_q = (int32_t)total_q;
   p->num_heads = (int32_t)H;
-  p->head_shift = log2_of(H);
+  p->head_shift = ceil_log2(H);
   p->max_blocks = (int32_t)max_blocks;
   p->chunk_blocks = (int32_t)chunk;
   p->balanced = cfg->balanced;

@@ -681,6 +681,22 @@ static st_status launch(const st_cu *cu, CUfunction main_fn, CUfunction merge_fn
                                err);
 }
 
+/* The unit of the defaults' load ranges (generator/ops/sparse_attn.lua):
+ * (token, KV head, block) entries a multiprocessor, counting each token's
+ * blocks as min(topk, max_context's blocks), the most it can attend. A
+ * tile CTA walks the blocks its tokens chose one after another, up to every
+ * block of the context, so past a few blocks of context it is the slower
+ * kernel however small the call (1 token choosing 16 of 24 blocks: 44 us,
+ * the block kernel 17; 148 tokens choosing 5 of 14: 65 us against 33): such
+ * calls get ST_SPARSE_ATTN_LOAD_MANY. */
+static double load(const void *args, int sm_count) {
+  const st_sparse_attn_args *a = args;
+  const int64_t topk = a->topk_idx.shape[2], blocks = st_blocks_of(a->max_context);
+  if (blocks > ST_SPARSE_ATTN_TILE_MAX_BLOCKS) return ST_SPARSE_ATTN_LOAD_MANY;
+  const int64_t per_token = topk < blocks ? topk : blocks;
+  return (double)a->q.shape[0] * (double)a->k_cache.shape[1] * (double)per_token / (double)(sm_count > 0 ? sm_count : 1);
+}
+
 const st_op_desc st_sparse_attn_op = {.name = ST_SPARSE_ATTN_OP,
                                       .main_kernel = ST_SPARSE_ATTN_MAIN_KERNEL,
                                       .merge_kernel = ST_SPARSE_ATTN_MERGE_KERNEL,
@@ -689,6 +705,7 @@ const st_op_desc st_sparse_attn_op = {.name = ST_SPARSE_ATTN_OP,
                                       .check_args = check_args,
                                       .shape_only = shape_only,
                                       .max_context = max_context,
+                                      .load = load,
                                       .dispatch_key = dispatch_key,
                                       .plan = plan,
                                       .launch = launch};

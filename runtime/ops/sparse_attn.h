@@ -27,6 +27,11 @@
 #define ST_SPARSE_ATTN_MAX_TOPK 64
 #define ST_SPARSE_ATTN_MAX_GROUP 32
 #define ST_SPARSE_ATTN_MAX_CHUNK (1 << 20)
+/* The call's load (the op descriptor's, runtime/ops/sparse_attn.c) where
+ * the context holds more than ST_SPARSE_ATTN_TILE_MAX_BLOCKS blocks: within
+ * the block defaults' range only (generator/ops/sparse_attn.lua). */
+#define ST_SPARSE_ATTN_TILE_MAX_BLOCKS 6
+#define ST_SPARSE_ATTN_LOAD_MANY 1e9
 
 /* The kernel families (templates/sparse_attn.cu and sparse_attn_block.cu). */
 typedef enum st_sparse_attn_algo {

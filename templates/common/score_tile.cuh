@@ -136,14 +136,14 @@ __device__ __forceinline__ void st_load_k_block(const st_index_score_params &p, 
     st_tma_load_3d(stage + c * BLOCK_TOKENS * 128, &p.k_map, c * (128 / ELEM_BYTES), 0, page, full);
 }
 
-// Rows [row0, row0 + nrows) of the tile's q (row = token * H + head), by
+// Rows [row0, row0 + nrows) of the tile's q (row = token * 2^head_shift + head), by
 // `nthreads` threads numbered `tid`; rows past the tile are zeros.
 __device__ __forceinline__ void st_load_q_rows(const st_index_score_params &p, const st_score_tile &t, uint32_t s_q,
                                                int row0, int nrows, int tid, int nthreads) {
   for (int e = tid; e < nrows * ROW_CHUNKS; e += nthreads) {
     const int row = row0 + e / ROW_CHUNKS, c = e % ROW_CHUNKS;
-    const int tok = row >> p.head_shift, h = row & (p.num_heads - 1);
-    const bool ok = tok < t.ntok;
+    const int tok = row >> p.head_shift, h = row & ((1 << p.head_shift) - 1);
+    const bool ok = tok < t.ntok && h < p.num_heads; // padding heads load zeros
     const char *src = (const char *)p.q;
     if (ok) src += ((int64_t)(t.start + tok) * p.q_stride_row + (int64_t)h * p.q_stride_head) * ELEM_BYTES + c * 16;
     st_cp_async16(s_q + st_panel_offset(ROWS, row, c), src, ok ? 16 : 0);
@@ -181,8 +181,8 @@ __device__ __forceinline__ st_score_own st_score_own_row(const st_index_score_pa
   st_score_own o;
   o.row = row_base + (q >> 1) * 64 + (threadIdx.x & 31) / 4 + (q & 1) * 8;
   o.tok = o.row >> p.head_shift;
-  o.h = o.row & (p.num_heads - 1);
-  o.nb = (q >> 1) < MT && o.tok < t.ntok ? st_visible_blocks(p, t.pos0 + o.tok) : 0;
+  o.h = o.row & ((1 << p.head_shift) - 1);
+  o.nb = (q >> 1) < MT && o.tok < t.ntok && o.h < p.num_heads ? st_visible_blocks(p, t.pos0 + o.tok) : 0;
   return o;
 }
 

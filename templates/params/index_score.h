@@ -20,8 +20,10 @@ typedef struct st_index_score_params {
   float scale;                 /* > 0, multiplies every score                     */
   int32_t num_requests;        /* R                                               */
   int32_t total_q;
-  int32_t num_heads;           /* H: a power of two dividing the CTA's rows       */
-  int32_t head_shift;          /* log2(H)                                         */
+  int32_t num_heads;           /* H <= the CTA's rows                             */
+  int32_t head_shift;          /* log2(H rounded up to a power of two): a token's
+                                  rows in the tile; rows of heads >= H are padding,
+                                  scored on zeros and never stored                 */
   int32_t max_blocks;          /* ceil(max_context / 128) <= block_table columns  */
   int32_t chunk_blocks;        /* chunk schedule: blocks one CTA scores, gridDim.y =
                                   ceil(max_blocks / chunk_blocks)                   */
