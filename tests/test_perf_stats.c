@@ -12,7 +12,9 @@
  * printed, and ST_TEST_SEED=N draws other trials: over seeds 1-300 the
  * rate tests always held, the step tests failed for 4 and 25 seeds (a
  * step placed 3 runs off; docs/method.md). */
+#include <limits.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -400,6 +402,18 @@ static void answers_are_reproducible_and_edge_cases_hold(void **state) {
   assert_int_equal(na, 0);
   const double flat[30] = {0};
   assert_int_equal(st_change_points(flat, 30, &o, a, 40, &na, NULL), ST_OK);
+  assert_int_equal(na, 0);
+  /* Options at their limits: no overflow, and a flat series, which every
+   * shuffle reaches, stops once significance is ruled out (at alpha 1e-9
+   * and INT_MAX shuffles, after 2). */
+  st_cp_opts wide = o;
+  wide.min_size = SIZE_MAX;
+  assert_int_equal(st_change_points(x, 40, &wide, a, 40, &na, NULL), ST_OK);
+  assert_int_equal(na, 0);
+  wide = o;
+  wide.alpha = 1e-9;
+  wide.permutations = INT_MAX;
+  assert_int_equal(st_change_points(flat, 30, &wide, a, 40, &na, NULL), ST_OK);
   assert_int_equal(na, 0);
   /* A step min_size runs from either end is found there. A short series
    * cannot make it significant (a shuffle puts the 3 odd runs at one end

@@ -153,7 +153,7 @@ static void shuffle(cp_work *w, size_t m, uint64_t *rng) {
  * permutation test rejects at opts->alpha. */
 static int test_segment(cp_work *w, const double *series, segment seg, const st_cp_opts *opts, st_change_point *found) {
   const size_t m = seg.end - seg.start;
-  if (m < 2 * opts->min_size) return 0;
+  if (m / 2 < opts->min_size) return 0; /* m < 2 min_size, without overflow */
   load_segment(w, series, seg);
   size_t tau;
   const double q = best_split(w, m, opts->min_size, &tau);
@@ -162,7 +162,7 @@ static int test_segment(cp_work *w, const double *series, segment seg, const st_
   uint64_t rng = opts->seed ^ (0x9e3779b97f4a7c15ULL * (seg.start + 1)) ^ (0xc2b2ae3d27d4eb4fULL * (seg.end + 1));
   /* Significant means (1 + exceed) / (permutations + 1) <= alpha: stop at
    * the first exceedance past that (the slack absorbs alpha's rounding). */
-  const double allowed = floor(opts->alpha * (opts->permutations + 1) + 1e-9) - 1;
+  const double allowed = floor(opts->alpha * ((double)opts->permutations + 1) + 1e-9) - 1;
   /* A shuffle that reaches q up to rounding counts as reaching it. */
   const double reach = q - 1e-9 * fabs(q);
   int exceed = 0;
@@ -171,7 +171,7 @@ static int test_segment(cp_work *w, const double *series, segment seg, const st_
     size_t ignored;
     if (best_split(w, m, opts->min_size, &ignored) >= reach && ++exceed > allowed) return 0;
   }
-  *found = (st_change_point){.index = seg.start + tau, .q = q, .p = (1.0 + exceed) / (opts->permutations + 1)};
+  *found = (st_change_point){.index = seg.start + tau, .q = q, .p = (1.0 + exceed) / ((double)opts->permutations + 1)};
   return 1;
 }
 
@@ -216,7 +216,7 @@ static st_status check_inputs(const double *series, size_t n, const st_cp_opts *
   if (o->min_size < 2)
     return st_fail(err, ST_ERR_INVALID_ARG, "min_size=%zu: a side needs 2 runs for a distance within it", o->min_size);
   if (!(o->alpha > 0 && o->alpha < 1)) return st_fail(err, ST_ERR_INVALID_ARG, "alpha=%g is outside (0, 1)", o->alpha);
-  if (o->permutations < 1 || o->alpha * (o->permutations + 1) + 1e-9 < 1)
+  if (o->permutations < 1 || o->alpha * ((double)o->permutations + 1) + 1e-9 < 1)
     return st_fail(err, ST_ERR_INVALID_ARG,
                    "permutations=%d: p is at least 1 / (permutations + 1), so alpha=%g needs at least %.0f",
                    o->permutations, o->alpha, ceil(1 / o->alpha - 1 - 1e-9));
@@ -237,7 +237,7 @@ st_status st_change_points(const double *series, size_t n, const st_cp_opts *opt
   st_status s = check_inputs(series, n, opts, out, cap, count, err);
   if (s != ST_OK) return s;
   *count = 0;
-  if (n < 2 * opts->min_size) return ST_OK;
+  if (n / 2 < opts->min_size) return ST_OK;
 
   /* At most n / min_size changes; the pending segments never outnumber
    * the changes found plus one. */
