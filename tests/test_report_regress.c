@@ -259,6 +259,94 @@ static void test_threshold_and_noise_rule(void **state) {
   }
 }
 
+/* A measurement with its repetitions given (the tuner's samples column). */
+static void measure_reps(st_db *db, int64_t run, const char *variant, const char *reps) {
+  st_measurement m;
+  memset(&m, 0, sizeof m);
+  m.run_id = run;
+  snprintf(m.variant_id, sizeof m.variant_id, "%s", variant);
+  snprintf(m.shape_key, sizeof m.shape_key, "B=1");
+  snprintf(m.status, sizeof m.status, "ok");
+  double v[16];
+  int n = 0;
+  for (const char *s = reps + 1; n < 16 && *s && *s != ']'; n++) {
+    char *end;
+    v[n] = strtod(s, &end);
+    s = *end == ',' ? end + 1 : end;
+  }
+  double lo = v[0], hi = v[0], sorted[16];
+  memcpy(sorted, v, sizeof(double) * (size_t)n);
+  for (int i = 0; i < n; i++) {
+    lo = v[i] < lo ? v[i] : lo;
+    hi = v[i] > hi ? v[i] : hi;
+    for (int j = i; j > 0 && sorted[j] < sorted[j - 1]; j--) {
+      const double t = sorted[j];
+      sorted[j] = sorted[j - 1];
+      sorted[j - 1] = t;
+    }
+  }
+  m.median_us = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+  m.min_us = lo;
+  m.max_us = hi;
+  m.spread = (hi - lo) / m.median_us;
+  m.reps = n;
+  m.iters = 20;
+  snprintf(m.samples, sizeof m.samples, "%s", reps);
+  st_err err = {{0}};
+  if (st_db_put_measurement(db, &m, &err) != ST_OK) fail_msg("put_measurement: %s", err.msg);
+}
+
+/* With 5+ repetitions a side the rank test judges: a consistent 4 % slowdown
+ * whose spreads (wider than 4 %) would have hidden it is a regression at a
+ * 3 % threshold, and the same 4 % in the medians of two overlapping samples
+ * is not; with fewer repetitions the spreads still judge (the fixture's
+ * other pairs). The JSON names the test and its p. */
+static void test_rank_test_judges_where_there_are_repetitions(void **state) {
+  fixture *f = *state;
+  const int64_t b = fx_run(f->db, "tune", "index_decode", f->device, "done");
+  const int64_t h = fx_run(f->db, "tune", "index_decode", f->device, "done");
+  /* Every head repetition slower than every base one, but a fast base and a
+   * slow head outlier make each spread over 4 %. */
+  measure_reps(f->db, b, f->variant[0], "[100,100.2,99.8,100.1,99.9,100,96]");
+  measure_reps(f->db, h, f->variant[0], "[104,104.2,103.8,104.1,103.9,104,108]");
+  measure_reps(f->db, b, f->variant[1], "[100,110,92,105,96,103,99]");
+  measure_reps(f->db, h, f->variant[1], "[104,94,112,101,108,97,111]");
+  st_regress_opts o = {b, h, 0.03, ST_REPORT_JSON};
+  st_regress_summary s;
+  st_err err = {{0}};
+  capture c;
+  capture_open(&c);
+  assert_int_equal(st_report_regress(f->db, c.f, &o, &s, &err), ST_OK);
+  capture_close(&c);
+  assert_int_equal(s.compared, 2);
+  assert_int_equal(s.regressions, 1);
+  assert_int_equal(s.unchanged, 1);
+  assert_true(fx_json_valid(c.buf));
+  char *test0 = fx_json_get(c.buf, "$.pairs[0].test"), *verdict0 = fx_json_get(c.buf, "$.pairs[0].verdict");
+  char *p0 = fx_json_get(c.buf, "$.pairs[0].p"), *test1 = fx_json_get(c.buf, "$.pairs[1].test");
+  assert_string_equal(test0, "rank");
+  assert_string_equal(test1, "rank");
+  assert_string_equal(verdict0, "regression");
+  assert_true(strtod(p0, NULL) > 0 && strtod(p0, NULL) <= 0.01);
+  free(test0);
+  free(verdict0);
+  free(p0);
+  free(test1);
+  free(c.buf);
+  /* With 3 repetitions a side the spreads judge: 8 % + 8 % hide 4 %. */
+  const int64_t b2 = fx_run(f->db, "tune", "index_decode", f->device, "done");
+  const int64_t h2 = fx_run(f->db, "tune", "index_decode", f->device, "done");
+  measure_reps(f->db, b2, f->variant[0], "[100,104,96]");
+  measure_reps(f->db, h2, f->variant[0], "[104,108,100]");
+  o = (st_regress_opts){b2, h2, 0.03, ST_REPORT_TEXT};
+  capture_open(&c);
+  assert_int_equal(st_report_regress(f->db, c.f, &o, &s, &err), ST_OK);
+  capture_close(&c);
+  assert_int_equal(s.regressions, 0);
+  assert_non_null(strstr(c.buf, "rank test"));
+  free(c.buf);
+}
+
 static void test_bad_arguments_are_refused_without_output(void **state) {
   fixture *f = *state;
   struct {
@@ -408,6 +496,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_text_report_finds_planted_regressions, setup, teardown),
       cmocka_unit_test_setup_teardown(test_json_report_lists_exactly_the_planted_pairs, setup, teardown),
       cmocka_unit_test_setup_teardown(test_threshold_and_noise_rule, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_rank_test_judges_where_there_are_repetitions, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_arguments_are_refused_without_output, setup, teardown),
       cmocka_unit_test_setup_teardown(test_runs_of_other_ops_and_devices_warn, setup, teardown),
       cmocka_unit_test_setup_teardown(test_cold_and_warm_runs_are_not_compared, setup, teardown),

@@ -8,8 +8,11 @@
 static const char usage[] =
     "usage: sparsetune regress --base RUN --head RUN [--threshold F] [--db FILE] [--json]\n"
     "\n"
-    "Compares the median times of every (variant, shape) measured ok in both\n"
-    "runs. A change counts as a regression only when head is slower than base\n"
+    "Compares the times of every (variant, shape) measured ok in both runs.\n"
+    "Where both hold 5 or more repetitions (tune keeps 5), a rank test\n"
+    "judges: a regression when head's repetitions are slower than base's\n"
+    "(Mann-Whitney, p <= 0.01) AND the median shift is at least the\n"
+    "threshold. Elsewhere (a bench keeps no repetitions) the medians: slower\n"
     "by more than the threshold AND by more than the measured noise (the two\n"
     "runs' spreads added). Prints a table (or JSON) and exits 1 if any\n"
     "regression was found, 0 if none, 2 on bad input.\n"

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "perf_stats.h"
 #include "run_args.h"
 
 /* ---- JSON output ---------------------------------------------------------- */
@@ -529,6 +530,8 @@ typedef struct pair {
   const meas_entry *base, *head;
   double change; /* head / base - 1 */
   double noise;  /* spread_base + spread_head */
+  double p;      /* the rank test's p (ranked), NaN otherwise */
+  int ranked;    /* 1: judged by the rank test on the repetitions */
   verdict v;
 } pair;
 
@@ -561,6 +564,51 @@ static int cmp_pair(const void *a, const void *b) {
   if (x->change != y->change) return x->change < y->change ? 1 : -1;
   int c = strcmp(x->base->name, y->base->name);
   return c ? c : strcmp(x->base->m.shape_key, y->base->m.shape_key);
+}
+
+/* A measurement's repetitions from its samples column ("[1.5,2.25]", as
+ * the tuner writes it): at most `cap` values, each finite and > 0; -1 when
+ * the text is not such a list. */
+static int parse_samples(const char *text, double *out, int cap) {
+  const char *s = text;
+  while (*s == ' ') s++;
+  if (*s++ != '[') return -1;
+  int n = 0;
+  while (*s == ' ') s++;
+  if (*s == ']') return s[1] == '\0' ? 0 : -1;
+  for (;;) {
+    char *end = NULL;
+    errno = 0;
+    const double v = strtod(s, &end);
+    if (end == s || errno || !isfinite(v) || v <= 0 || n == cap) return -1;
+    out[n++] = v;
+    s = end;
+    while (*s == ' ') s++;
+    if (*s == ']') return s[1] == '\0' ? n : -1;
+    if (*s++ != ',') return -1;
+  }
+}
+
+/* With this many repetitions a side the rank test can reject at
+ * ST_VERDICT_ALPHA (5 a side: exact p 2 / C(10, 5) = 0.008, the least
+ * there is); with fewer it never could, so the spreads judge. */
+#define REGRESS_MIN_REPS 5
+#define REGRESS_MAX_REPS 128
+
+/* The rank test on the two measurements' repetitions where both have
+ * enough (tuner/perf_stats.h: slower only when p <= alpha and the median
+ * shift is at least the threshold); 0 where not. */
+static int rank_verdict(const meas_entry *be, const meas_entry *he, double threshold, pair *p) {
+  double b[REGRESS_MAX_REPS], h[REGRESS_MAX_REPS];
+  const int nb = parse_samples(be->m.samples, b, REGRESS_MAX_REPS);
+  const int nh = parse_samples(he->m.samples, h, REGRESS_MAX_REPS);
+  if (nb < REGRESS_MIN_REPS || nh < REGRESS_MIN_REPS) return 0;
+  st_regression_result r;
+  if (st_regression_verdict(b, (size_t)nb, h, (size_t)nh, threshold, ST_VERDICT_ALPHA, &r, NULL) != ST_OK) return 0;
+  p->ranked = 1;
+  p->p = r.test.p;
+  p->v = r.verdict == ST_SLOWER ? V_REGRESSION : r.verdict == ST_FASTER ? V_IMPROVEMENT : V_UNCHANGED;
+  return 1;
 }
 
 static verdict judge(double change, double noise, double threshold) {
@@ -598,7 +646,8 @@ static st_status compare_runs(meas_list *b, meas_list *h, double threshold, comp
       p->head = he;
       p->change = he->m.median_us / be->m.median_us - 1.0;
       p->noise = be->m.spread + he->m.spread;
-      p->v = judge(p->change, p->noise, threshold);
+      p->p = NAN;
+      if (!rank_verdict(be, he, threshold, p)) p->v = judge(p->change, p->noise, threshold);
     } else if (bok) {
       c->only_base[c->nbase++] = (lone){be, he};
     } else if (hok) {
@@ -700,6 +749,8 @@ static void regress_json(FILE *out, const st_run_row *b, const st_run_row *h, do
     json_kv_num(out, "change", p->change);
     json_kv_num(out, "noise", p->noise);
     json_kv_num(out, "limit", fmax(threshold, p->noise));
+    json_kv_str(out, "test", p->ranked ? "rank" : "spread");
+    json_kv_num(out, "p", p->p);
     json_kv_str(out, "verdict", VERDICT[p->v]);
     fputc('}', out);
   }
@@ -725,17 +776,23 @@ static st_status regress_text(FILE *out, const st_run_row *b, const st_run_row *
   run_device(h, hdev, sizeof hdev);
   fprintf(out, "base run %lld: %s %s on %s, started %s\n", (long long)b->id, b->kind, b->op, bdev, b->started);
   fprintf(out, "head run %lld: %s %s on %s, started %s\n", (long long)h->id, h->kind, h->op, hdev, h->started);
-  fprintf(out, "a change counts beyond max(threshold %.1f %%, spread base + spread head)\n", 100.0 * threshold);
+  fprintf(out,
+          "a change counts with %d+ repetitions a side when a rank test rejects (Mann-Whitney, p <= %g) and the "
+          "median shift is at least the threshold %.1f %%; otherwise beyond max(threshold, spread base + spread "
+          "head)\n",
+          REGRESS_MIN_REPS, ST_VERDICT_ALPHA, 100.0 * threshold);
   st_status st = ST_OK;
   if (c->npairs) {
-    static const char *const heads[] = {"variant", "shape", "base us", "head us", "change %", "noise %", "verdict"};
-    table t = {7, heads, "llrrrrl", NULL, 0, 0};
+    static const char *const heads[] = {"variant", "shape",   "base us", "head us",
+                                        "change %", "noise %", "p",       "verdict"};
+    table t = {8, heads, "llrrrrrl", NULL, 0, 0};
     for (size_t i = 0; i < c->npairs && st == ST_OK; i++) {
       const pair *p = &c->pairs[i];
-      char bus[32], hus[32], change[32], noise[32];
+      char bus[32], hus[32], change[32], noise[32], pv[32];
+      snprintf(pv, sizeof pv, p->ranked ? "%.2g" : "-", p->p);
       st = table_row(&t, err, p->base->name, p->base->m.shape_key, fmt_us(bus, sizeof bus, p->base->m.median_us),
                      fmt_us(hus, sizeof hus, p->head->m.median_us), fmt_pct(change, sizeof change, "%+.1f", p->change),
-                     fmt_pct(noise, sizeof noise, "%.1f", p->noise), VERDICT[p->v]);
+                     fmt_pct(noise, sizeof noise, "%.1f", p->noise), pv, VERDICT[p->v]);
     }
     if (st == ST_OK) st = table_print(&t, out, err);
     table_free(&t);

@@ -49,9 +49,12 @@ st_status st_report_winners(st_db *db, FILE *out, st_report_format format, const
 
 /* ---- regress ---------------------------------------------------------------
  *
- * Compares the medians of every (variant, shape) measured with status "ok"
- * in both runs. With change = head / base - 1 and noise = spread_base +
- * spread_head (spread = (max - min) / median, as stored), a pair is
+ * Compares every (variant, shape) measured with status "ok" in both runs.
+ * Where both measurements hold 5 or more repetitions (their samples), the
+ * rank test of perf_stats.h judges with min_effect = threshold and alpha
+ * ST_VERDICT_ALPHA ("test": "rank", with its p). Elsewhere, with change =
+ * head / base - 1 and noise = spread_base + spread_head (spread = (max -
+ * min) / median, as stored), a pair is
  *   a regression   when change >  max(threshold, noise),
  *   an improvement when change < -max(threshold, noise),
  *   unchanged      otherwise.
