@@ -267,13 +267,14 @@ static void measure_reps(st_db *db, int64_t run, const char *variant, const char
   snprintf(m.variant_id, sizeof m.variant_id, "%s", variant);
   snprintf(m.shape_key, sizeof m.shape_key, "B=1");
   snprintf(m.status, sizeof m.status, "ok");
-  double v[16];
+  double v[16] = {0};
   int n = 0;
   for (const char *s = reps + 1; n < 16 && *s && *s != ']'; n++) {
     char *end;
     v[n] = strtod(s, &end);
     s = *end == ',' ? end + 1 : end;
   }
+  if (n == 0) fail_msg("measure_reps: no repetition in %s", reps);
   double lo = v[0], hi = v[0], sorted[16];
   memcpy(sorted, v, sizeof(double) * (size_t)n);
   for (int i = 0; i < n; i++) {
