@@ -98,8 +98,7 @@ static int setup(void **state) {
   for (int i = 0; i < NRUNS; i++) {
     const int after = i >= STEP_RUN;
     f->run[i] = put_run(db, "main", after ? card_b : card_a, after ? "0.2.0" : "0.1.0", 0);
-    fx_measure(db, f->run[i], f->variant, STEPPED_SHAPE, "ok", noisy(&rng, 100.0 * (after ? 1 + STEP : 1)), 0.01,
-               NULL);
+    fx_measure(db, f->run[i], f->variant, STEPPED_SHAPE, "ok", noisy(&rng, 100.0 * (after ? 1 + STEP : 1)), 0.01, NULL);
     fx_measure(db, f->run[i], f->variant, FLAT_SHAPE, "ok", noisy(&rng, 40.0), 0.01, NULL);
     if (i < NCOLD) {
       const int64_t cold = put_run(db, "main", card_a, "0.1.0", 1);
@@ -129,8 +128,11 @@ static char *report(const fixture *f, const char *suite, st_report_format format
   st_db *db = NULL;
   st_err err = {{0}};
   if (st_db_open(f->path, ST_DB_READONLY, &db, &err) != ST_OK) fail_msg("open: %s", err.msg);
-  st_history_opts o = {.suite = suite, .op = NULL, .min_runs = ST_HISTORY_DEFAULT_MIN_RUNS,
-                       .threshold = ST_HISTORY_DEFAULT_THRESHOLD, .format = format};
+  st_history_opts o = {.suite = suite,
+                       .op = NULL,
+                       .min_runs = ST_HISTORY_DEFAULT_MIN_RUNS,
+                       .threshold = ST_HISTORY_DEFAULT_THRESHOLD,
+                       .format = format};
   capture c;
   capture_open(&c);
   const st_status st = st_report_history(db, c.f, &o, s, &err);
@@ -273,7 +275,8 @@ static void test_a_database_not_sparsetunes_is_refused_unchanged(void **state) {
   st_test_temp_path(path, sizeof path, ".db");
   sqlite3 *conn = NULL;
   assert_int_equal(sqlite3_open(path, &conn), SQLITE_OK);
-  assert_int_equal(sqlite3_exec(conn, "CREATE TABLE runs (id INTEGER, suite TEXT); INSERT INTO runs VALUES (1, 'main');",
+  assert_int_equal(sqlite3_exec(conn,
+                                "CREATE TABLE runs (id INTEGER, suite TEXT); INSERT INTO runs VALUES (1, 'main');",
                                 NULL, NULL, NULL),
                    SQLITE_OK);
   sqlite3_close(conn);

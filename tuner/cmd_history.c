@@ -41,7 +41,10 @@ int st_cmd_history(int argc, char **argv) {
     st_cli_error(&cli, "%s", err.msg);
     return ST_EXIT_USAGE;
   }
-  st_history_opts o = {.suite = cli.suite, .op = cli.op, .min_runs = cli.min_runs, .threshold = cli.threshold,
+  st_history_opts o = {.suite = cli.suite,
+                       .op = cli.op,
+                       .min_runs = cli.min_runs,
+                       .threshold = cli.threshold,
                        .format = cli.json ? ST_REPORT_JSON : ST_REPORT_TEXT};
   st_history_summary sum;
   st_status s = st_report_history(db, stdout, &o, &sum, &err);

@@ -113,7 +113,6 @@ void rpt_json_run_members(FILE *out, const st_run_row *r) {
 
 /* ---- text tables ------------------------------------------------------------ */
 
-
 /* Appends a row: exactly ncols `const char *` cells, copied. Control
  * characters become spaces so that a row stays one line. */
 st_status rpt_table_row(rpt_table *t, st_err *err, ...) {
@@ -203,7 +202,8 @@ st_status rpt_table_print(const rpt_table *t, FILE *out, st_err *err) {
     }
   }
   rpt_table_line(t, out, t->heads, width);
-  for (size_t r = 0; r < t->nrows; r++) rpt_table_line(t, out, (const char *const *)t->cells + r * (size_t)t->ncols, width);
+  for (size_t r = 0; r < t->nrows; r++)
+    rpt_table_line(t, out, (const char *const *)t->cells + r * (size_t)t->ncols, width);
   free(width);
   return ST_OK;
 }
@@ -288,11 +288,11 @@ static st_status runs_text(FILE *out, const run_list *l, st_err *err) {
     const run_entry *e = &l->v[i];
     char id[24], device[160], ok[24], failed[24], pruned[24];
     run_device(&e->run, device, sizeof device);
-    st = rpt_table_row(&t, err, rpt_fmt_int(id, sizeof id, (long long)e->run.id), e->run.kind, e->run.op, e->run.suite, device,
-                   e->run.status, e->run.started, e->run.finished[0] ? e->run.finished : "-",
-                   rpt_fmt_int(ok, sizeof ok, (long long)e->counts.ok),
-                   rpt_fmt_int(failed, sizeof failed, (long long)e->counts.wrong + e->counts.failed),
-                   rpt_fmt_int(pruned, sizeof pruned, (long long)e->counts.pruned));
+    st = rpt_table_row(&t, err, rpt_fmt_int(id, sizeof id, (long long)e->run.id), e->run.kind, e->run.op, e->run.suite,
+                       device, e->run.status, e->run.started, e->run.finished[0] ? e->run.finished : "-",
+                       rpt_fmt_int(ok, sizeof ok, (long long)e->counts.ok),
+                       rpt_fmt_int(failed, sizeof failed, (long long)e->counts.wrong + e->counts.failed),
+                       rpt_fmt_int(pruned, sizeof pruned, (long long)e->counts.pruned));
   }
   if (st == ST_OK) st = rpt_table_print(&t, out, err);
   rpt_table_free(&t);
@@ -506,7 +506,7 @@ st_status st_report_winners(st_db *db, FILE *out, st_report_format format, const
       else
         snprintf(up, sizeof up, "-");
       st = rpt_table_row(&t, err, w->op, w->dispatch_key, w->variant_name, rpt_fmt_us(us, sizeof us, w->median_us),
-                     rpt_fmt_us(def, sizeof def, w->default_us), up);
+                         rpt_fmt_us(def, sizeof def, w->default_us), up);
     }
     if (st == ST_OK && l.n) st = rpt_table_print(&t, out, err);
     rpt_table_free(&t);
@@ -784,9 +784,10 @@ static st_status regress_text(FILE *out, const st_run_row *b, const st_run_row *
       const pair *p = &c->pairs[i];
       char bus[32], hus[32], change[32], noise[32], pv[32];
       snprintf(pv, sizeof pv, p->ranked ? "%.2g" : "-", p->p);
-      st = rpt_table_row(&t, err, p->base->name, p->base->m.shape_key, rpt_fmt_us(bus, sizeof bus, p->base->m.median_us),
-                     rpt_fmt_us(hus, sizeof hus, p->head->m.median_us), rpt_fmt_pct(change, sizeof change, "%+.1f", p->change),
-                     rpt_fmt_pct(noise, sizeof noise, "%.1f", p->noise), pv, VERDICT[p->v]);
+      st = rpt_table_row(
+          &t, err, p->base->name, p->base->m.shape_key, rpt_fmt_us(bus, sizeof bus, p->base->m.median_us),
+          rpt_fmt_us(hus, sizeof hus, p->head->m.median_us), rpt_fmt_pct(change, sizeof change, "%+.1f", p->change),
+          rpt_fmt_pct(noise, sizeof noise, "%.1f", p->noise), pv, VERDICT[p->v]);
     }
     if (st == ST_OK) st = rpt_table_print(&t, out, err);
     rpt_table_free(&t);

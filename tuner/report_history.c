@@ -40,9 +40,9 @@ typedef struct point {
 } point;
 
 typedef struct change {
-  size_t index;      /* into the series: the first value after the change */
+  size_t index; /* into the series: the first value after the change */
   int64_t run_id, before_run_id;
-  double shift;      /* median after / median before - 1 */
+  double shift; /* median after / median before - 1 */
   double before_us, after_us;
   double p, q;
   char changed[600]; /* "" when nothing recorded differs */
@@ -526,8 +526,9 @@ static st_status history_text_one(FILE *out, const result *r, size_t h, cp_ref *
 }
 
 static st_status history_text(FILE *out, const st_history_opts *o, const result *r, st_err *err) {
-  fprintf(out, "history of suite %s, op %s: %d runs, %d histories; series with %d+ ok runs, cut by E-Divisive; a "
-               "slowdown is a shift beyond %.1f %%\n",
+  fprintf(out,
+          "history of suite %s, op %s: %d runs, %d histories; series with %d+ ok runs, cut by E-Divisive; a "
+          "slowdown is a shift beyond %.1f %%\n",
           o->suite, o->op ? o->op : "any", r->sum.runs, r->sum.histories, o->min_runs, 100.0 * o->threshold);
   cp_ref *refs = calloc((size_t)r->sum.change_points + 1, sizeof *refs);
   if (!refs) return st_fail(err, ST_ERR_NOMEM, "history: out of memory for %d change points", r->sum.change_points);
@@ -536,8 +537,7 @@ static st_status history_text(FILE *out, const st_history_opts *o, const result 
   free(refs);
   if (st == ST_OK)
     fprintf(out, "%d series, %d left out with fewer than %d ok runs, %d change points, %d slowdowns, %d speedups\n",
-            r->sum.series, r->sum.short_series, o->min_runs, r->sum.change_points, r->sum.slowdowns,
-            r->sum.speedups);
+            r->sum.series, r->sum.short_series, o->min_runs, r->sum.change_points, r->sum.slowdowns, r->sum.speedups);
   return st;
 }
 
