@@ -6,7 +6,8 @@
  * of output, writes one text report or one JSON document to `out`, and
  * returns an st_status with the reason in `err`.
  *
- * The runs of the suite (kind tune or bench; of one op when `op` is set)
+ * The runs of the suite (kind tune or bench; of one op when `op` is set;
+ * whatever their status: an interrupted run keeps its ok measurements)
  * are split into histories, one per device model (name and arch) and cache
  * mode: a cold run (`--cold`, run_args.h) times something else than a warm
  * one, so, as `regress` refuses to compare them, their times are never put
