@@ -272,6 +272,27 @@ st_status st_db_each_run(st_db *db, int limit, int (*cb)(void *ctx, const st_run
   return st;
 }
 
+static const char SQL_DEVICE_DRIVER[] = "SELECT driver_version FROM devices WHERE id = ?1";
+
+st_status st_db_device_driver(st_db *db, int64_t device_id, int *driver_version, int *found, st_err *err) {
+  if (!db || !driver_version || !found) return st_fail(err, ST_ERR_INVALID_ARG, "st_db_device_driver: NULL argument");
+  *driver_version = 0;
+  *found = 0;
+  sqlite3_stmt *s = NULL;
+  st_status st = db_prepare_fresh(db, SQL_DEVICE_DRIVER, &s, err);
+  if (st != ST_OK) return st;
+  if (db_bind(s, "l", device_id) != SQLITE_OK) st = db_fail(db, err, "st_db_device_driver");
+  int rc = st == ST_OK ? sqlite3_step(s) : SQLITE_DONE;
+  if (st == ST_OK && rc == SQLITE_ROW) {
+    *driver_version = sqlite3_column_int(s, 0);
+    *found = 1;
+  } else if (st == ST_OK && rc != SQLITE_DONE) {
+    st = db_fail(db, err, "st_db_device_driver");
+  }
+  sqlite3_finalize(s);
+  return st;
+}
+
 st_status st_db_run_counts(st_db *db, int64_t run_id, st_run_counts *out, st_err *err) {
   if (!db || !out) return st_fail(err, ST_ERR_INVALID_ARG, "st_db_run_counts: NULL argument");
   memset(out, 0, sizeof *out);

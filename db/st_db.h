@@ -155,6 +155,13 @@ st_status st_db_get_run(st_db *db, int64_t run_id, st_run_row *out, int *found, 
 st_status st_db_each_run(st_db *db, int limit, int (*cb)(void *ctx, const st_run_row *r), void *ctx,
                          st_err *err);
 
+/* The driver version (cuDriverGetVersion, 13000 = 13.0) of device row
+ * `device_id`; *found = 0 when there is no such row. A card's row holds the
+ * driver it was last seen with (st_db_put_device updates it in place), so
+ * runs on one card all read the newest; runs on two cards of one model
+ * read each card's. */
+st_status st_db_device_driver(st_db *db, int64_t device_id, int *driver_version, int *found, st_err *err);
+
 /* Measurements of a run by status (for reports); all 0 for an unknown run. */
 typedef struct st_run_counts {
   int64_t ok, wrong, failed, pruned;

@@ -38,7 +38,7 @@ expect 2 "unexpected argument 'foo'" -- "$bin" --version foo
 expect 2 "option --db does not apply to this command" -- "$bin" version --db x.db
 expect 0 "usage: sparsetune regress" -- "$bin" help regress
 # A command's help names no file outside the source tree or the install.
-for cmd in generate compile tune bench show regress eval export version; do
+for cmd in generate compile tune bench show regress history eval export version; do
   "$bin" $cmd --help | grep -q '\.\./' && { echo "FAIL: $cmd --help points outside the tree"; fails=$((fails + 1)); }
 done
 expect 0 "usage: sparsetune <command>" -- "$bin" help
@@ -62,6 +62,11 @@ expect 2 "--device=x is not a whole number" -- "$bin" tune --device x
 expect 2 "needs a value" -- "$bin" tune --suite
 expect 2 "--threshold=abc is not a fraction" -- "$bin" regress --base 1 --head 2 --threshold abc
 expect 2 "--base RUN and --head RUN are both required" -- "$bin" regress --base 1
+expect 0 "usage: sparsetune history" -- "$bin" help history
+expect 2 "--suite NAME is required" -- "$bin" history
+expect 2 "--min-runs=0 is not a whole number" -- "$bin" history --suite quick --min-runs 0
+expect 2 "option --base does not apply to this command" -- "$bin" history --suite quick --base 1
+expect 2 "option --min-runs does not apply to this command" -- "$bin" regress --base 1 --head 2 --min-runs 3
 expect 2 "show run needs a run id" -- "$bin" show run
 expect 2 "unexpected argument '5'" -- "$bin" show runs 5
 expect 2 "unexpected argument 'extra'" -- "$bin" show run 3 extra

@@ -75,6 +75,7 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
   cli->eval_prefill = 30;
   cli->suite = ST_DEFAULT_SUITE;
   cli->threshold = 0.05;
+  cli->min_runs = 8;
   cli->seed = 20261122;
   static const struct option opts[] = {
       {"db", required_argument, 0, 'd'},     {"suite", required_argument, 0, 's'},
@@ -89,17 +90,19 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
       {"decode", required_argument, 0, 'D'}, {"prefill", required_argument, 0, 'P'},
       {"oracle-db", required_argument, 0, 'R'}, {"out", required_argument, 0, 'O'},
       {"force", no_argument, 0, 'F'},        {"leave-one-out", no_argument, 0, 'L'},
-      {"search", required_argument, 0, 'M'}, {0, 0, 0, 0}};
+      {"search", required_argument, 0, 'M'}, {"min-runs", required_argument, 0, 'N'},
+      {0, 0, 0, 0}};
   static const struct {
     int c;
     unsigned flag;
   } need[] = {{'d', ST_OPT_DB},      {'s', ST_OPT_SUITE},   {'o', ST_OPT_OP},      {'a', ST_OPT_ARCH},
               {'g', ST_OPT_DEVICE},  {'j', ST_OPT_JOBS},    {'J', ST_OPT_JSON},    {'n', ST_OPT_FRESH},
-              {'S', ST_OPT_SEED},    {'b', ST_OPT_REGRESS}, {'H', ST_OPT_REGRESS}, {'t', ST_OPT_REGRESS},
+              {'S', ST_OPT_SEED},    {'b', ST_OPT_REGRESS}, {'H', ST_OPT_REGRESS},
+              {'t', ST_OPT_REGRESS | ST_OPT_HISTORY},
               {'p', ST_OPT_PRINT},   {'A', ST_OPT_HARNESS}, {'m', ST_OPT_MATCH},
               {'C', ST_OPT_COLD},    {'B', ST_OPT_BUILTIN}, {'D', ST_OPT_EVAL},     {'P', ST_OPT_EVAL},
               {'R', ST_OPT_EVAL},    {'O', ST_OPT_OUT},     {'F', ST_OPT_FORCE},   {'L', ST_OPT_EVAL},
-              {'M', ST_OPT_SEARCH}};
+              {'M', ST_OPT_SEARCH},  {'N', ST_OPT_HISTORY}};
   optind = 1;
   opterr = 0;
   int c, li = -1;
@@ -198,6 +201,10 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
       break;
     case 'H':
       if (parse_ll(cli, "head", optarg, 1, (long long)(~0ULL >> 1), &cli->head)) return -2;
+      break;
+    case 'N':
+      if (parse_ll(cli, "min-runs", optarg, 1, 1000000, &v)) return -2;
+      cli->min_runs = (int)v;
       break;
     case 't': {
       char *end = NULL;

@@ -1,7 +1,8 @@
 /* cli.h - what the `sparsetune` commands share: options, the database and
  * generator they open, the suite's shapes and variants, and messages.
  *
- * Exit codes: 0 success; 1 failure (or, for regress, a regression); 2 bad
+ * Exit codes: 0 success; 1 failure (or, for regress, a regression; for
+ * history, a slowdown); 2 bad
  * usage or input; 130 interrupted (the work done so far is kept). */
 #ifndef ST_CLI_H
 #define ST_CLI_H
@@ -35,7 +36,8 @@ typedef struct st_cli {
   int fresh;              /* tune: start a new run instead of resuming */
   unsigned long long seed;
   long long base, head;   /* regress */
-  double threshold;       /* regress */
+  double threshold;       /* regress, history */
+  int min_runs;           /* history: fewest ok runs a series needs */
   const char *what;       /* show: runs | run | winners */
   long long run;          /* show run N */
   /* show winners DEVICE, export --device NAME: the device model's name;
@@ -80,7 +82,8 @@ enum {
    * device_name), not a GPU ordinal. */
   ST_OPT_DEVICE_NAME = 1 << 18,
   ST_OPT_EVAL = 1 << 19,
-  ST_OPT_SEARCH = 1 << 20
+  ST_OPT_SEARCH = 1 << 20,
+  ST_OPT_HISTORY = 1 << 21 /* --min-runs, and --threshold */
 };
 
 /* Parses argv (argv[0] = the command name) into `cli` with defaults set.

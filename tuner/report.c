@@ -4,6 +4,7 @@
  * either through the text-table helper or the JSON helpers below; those two
  * are the only places that format output. */
 #include "report.h"
+#include "report_format.h"
 
 #include <errno.h>
 #include <math.h>
@@ -64,7 +65,7 @@ void st_json_str(FILE *out, const char *s) {
   fputc('"', out);
 }
 
-static void json_num(FILE *out, double x) {
+void rpt_json_num(FILE *out, double x) {
   if (isfinite(x))
     fprintf(out, "%.10g", x);
   else
@@ -72,57 +73,49 @@ static void json_num(FILE *out, double x) {
 }
 
 /* "key": for the members of an object; `first` says whether to skip the comma. */
-static void json_key(FILE *out, const char *key, int first) {
+void rpt_json_key(FILE *out, const char *key, int first) {
   if (!first) fputc(',', out);
   st_json_str(out, key);
   fputc(':', out);
 }
 
-static void json_kv_str(FILE *out, const char *key, const char *val) {
-  json_key(out, key, 0);
+void rpt_json_kv_str(FILE *out, const char *key, const char *val) {
+  rpt_json_key(out, key, 0);
   st_json_str(out, val);
 }
 
-static void json_kv_num(FILE *out, const char *key, double val) {
-  json_key(out, key, 0);
-  json_num(out, val);
+void rpt_json_kv_num(FILE *out, const char *key, double val) {
+  rpt_json_key(out, key, 0);
+  rpt_json_num(out, val);
 }
 
-static void json_kv_int(FILE *out, const char *key, long long val) {
-  json_key(out, key, 0);
+void rpt_json_kv_int(FILE *out, const char *key, long long val) {
+  rpt_json_key(out, key, 0);
   fprintf(out, "%lld", val);
 }
 
 /* The members of a run object after "id" (shared by every report). */
-static void json_run_members(FILE *out, const st_run_row *r) {
-  json_key(out, "id", 1);
+void rpt_json_run_members(FILE *out, const st_run_row *r) {
+  rpt_json_key(out, "id", 1);
   fprintf(out, "%lld", (long long)r->id);
-  json_kv_str(out, "kind", r->kind);
-  json_kv_str(out, "op", r->op);
-  json_kv_str(out, "suite", r->suite);
-  json_kv_int(out, "device_id", (long long)r->device_id);
-  json_kv_str(out, "device", r->device_name);
-  json_kv_str(out, "arch", r->arch);
-  json_kv_str(out, "status", r->status);
-  json_kv_str(out, "started", r->started);
-  json_kv_str(out, "finished", r->finished);
-  json_kv_str(out, "args", r->args);
-  json_kv_str(out, "tool_version", r->tool_version);
+  rpt_json_kv_str(out, "kind", r->kind);
+  rpt_json_kv_str(out, "op", r->op);
+  rpt_json_kv_str(out, "suite", r->suite);
+  rpt_json_kv_int(out, "device_id", (long long)r->device_id);
+  rpt_json_kv_str(out, "device", r->device_name);
+  rpt_json_kv_str(out, "arch", r->arch);
+  rpt_json_kv_str(out, "status", r->status);
+  rpt_json_kv_str(out, "started", r->started);
+  rpt_json_kv_str(out, "finished", r->finished);
+  rpt_json_kv_str(out, "args", r->args);
+  rpt_json_kv_str(out, "tool_version", r->tool_version);
 }
 
 /* ---- text tables ------------------------------------------------------------ */
 
-typedef struct table {
-  int ncols;
-  const char *const *heads;
-  const char *align; /* per column: 'l' or 'r' */
-  char **cells;      /* row-major, ncols per row, owned */
-  size_t nrows, cap;
-} table;
-
 /* Appends a row: exactly ncols `const char *` cells, copied. Control
  * characters become spaces so that a row stays one line. */
-static st_status table_row(table *t, st_err *err, ...) {
+st_status rpt_table_row(rpt_table *t, st_err *err, ...) {
   if (t->nrows == t->cap) {
     size_t cap = t->cap ? 2 * t->cap : 32;
     char **cells = realloc(t->cells, cap * (size_t)t->ncols * sizeof *cells);
@@ -152,7 +145,7 @@ static st_status table_row(table *t, st_err *err, ...) {
 
 /* Number cells: "-" stands for a value that is not there (not > 0 for
  * times, not finite for ratios). */
-static const char *fmt_us(char *buf, size_t cap, double us) {
+const char *rpt_fmt_us(char *buf, size_t cap, double us) {
   if (isfinite(us) && us > 0)
     snprintf(buf, cap, "%.2f", us);
   else
@@ -160,7 +153,7 @@ static const char *fmt_us(char *buf, size_t cap, double us) {
   return buf;
 }
 
-static const char *fmt_pct(char *buf, size_t cap, const char *fmt, double fraction) {
+const char *rpt_fmt_pct(char *buf, size_t cap, const char *fmt, double fraction) {
   if (isfinite(fraction))
     snprintf(buf, cap, fmt, 100.0 * fraction);
   else
@@ -168,12 +161,12 @@ static const char *fmt_pct(char *buf, size_t cap, const char *fmt, double fracti
   return buf;
 }
 
-static const char *fmt_int(char *buf, size_t cap, long long x) {
+const char *rpt_fmt_int(char *buf, size_t cap, long long x) {
   snprintf(buf, cap, "%lld", x);
   return buf;
 }
 
-static void table_free(table *t) {
+void rpt_table_free(rpt_table *t) {
   for (size_t i = 0; i < t->nrows * (size_t)t->ncols; i++) free(t->cells[i]);
   free(t->cells);
   t->cells = NULL;
@@ -182,7 +175,7 @@ static void table_free(table *t) {
 
 /* One line: columns two spaces apart, padded to `width`; spaces are only
  * written before further text, so no line ends in blanks. */
-static void table_line(const table *t, FILE *out, const char *const *cells, const size_t *width) {
+static void rpt_table_line(const rpt_table *t, FILE *out, const char *const *cells, const size_t *width) {
   size_t pending = 0;
   for (int c = 0; c < t->ncols; c++) {
     size_t len = strlen(cells[c]);
@@ -198,7 +191,7 @@ static void table_line(const table *t, FILE *out, const char *const *cells, cons
   fputc('\n', out);
 }
 
-static st_status table_print(const table *t, FILE *out, st_err *err) {
+st_status rpt_table_print(const rpt_table *t, FILE *out, st_err *err) {
   size_t *width = calloc((size_t)t->ncols, sizeof *width);
   if (!width) return st_fail(err, ST_ERR_NOMEM, "report: out of memory");
   for (int c = 0; c < t->ncols; c++) {
@@ -208,19 +201,20 @@ static st_status table_print(const table *t, FILE *out, st_err *err) {
       if (n > width[c]) width[c] = n;
     }
   }
-  table_line(t, out, t->heads, width);
-  for (size_t r = 0; r < t->nrows; r++) table_line(t, out, (const char *const *)t->cells + r * (size_t)t->ncols, width);
+  rpt_table_line(t, out, t->heads, width);
+  for (size_t r = 0; r < t->nrows; r++)
+    rpt_table_line(t, out, (const char *const *)t->cells + r * (size_t)t->ncols, width);
   free(width);
   return ST_OK;
 }
 
-static st_status finish_output(FILE *out, st_err *err) {
+st_status rpt_finish_output(FILE *out, st_err *err) {
   if (fflush(out) != 0 || ferror(out))
     return st_fail(err, ST_ERR_INVALID_ARG, "report: writing the output failed: %s", strerror(errno));
   return ST_OK;
 }
 
-static st_status check_common(const st_db *db, const FILE *out, st_report_format format, st_err *err) {
+st_status rpt_check_common(const st_db *db, const FILE *out, st_report_format format, st_err *err) {
   if (!db || !out) return st_fail(err, ST_ERR_INVALID_ARG, "report: db or out is NULL");
   if (format != ST_REPORT_TEXT && format != ST_REPORT_JSON)
     return st_fail(err, ST_ERR_INVALID_ARG, "report: format=%d is neither text nor JSON", (int)format);
@@ -271,11 +265,11 @@ static void runs_json(FILE *out, const run_list *l) {
   for (size_t i = 0; i < l->n; i++) {
     const run_entry *e = &l->v[i];
     fputs(i ? ",{" : "{", out);
-    json_run_members(out, &e->run);
-    json_kv_int(out, "ok", (long long)e->counts.ok);
-    json_kv_int(out, "wrong", (long long)e->counts.wrong);
-    json_kv_int(out, "failed", (long long)e->counts.failed);
-    json_kv_int(out, "pruned", (long long)e->counts.pruned);
+    rpt_json_run_members(out, &e->run);
+    rpt_json_kv_int(out, "ok", (long long)e->counts.ok);
+    rpt_json_kv_int(out, "wrong", (long long)e->counts.wrong);
+    rpt_json_kv_int(out, "failed", (long long)e->counts.failed);
+    rpt_json_kv_int(out, "pruned", (long long)e->counts.pruned);
     fputc('}', out);
   }
   fputs("]}\n", out);
@@ -288,25 +282,25 @@ static st_status runs_text(FILE *out, const run_list *l, st_err *err) {
   }
   static const char *const heads[] = {"id",      "kind",     "op", "suite",  "device", "status",
                                       "started", "finished", "ok", "failed", "pruned"};
-  table t = {11, heads, "rlllllllrrr", NULL, 0, 0};
+  rpt_table t = {11, heads, "rlllllllrrr", NULL, 0, 0};
   st_status st = ST_OK;
   for (size_t i = 0; i < l->n && st == ST_OK; i++) {
     const run_entry *e = &l->v[i];
     char id[24], device[160], ok[24], failed[24], pruned[24];
     run_device(&e->run, device, sizeof device);
-    st = table_row(&t, err, fmt_int(id, sizeof id, (long long)e->run.id), e->run.kind, e->run.op, e->run.suite, device,
-                   e->run.status, e->run.started, e->run.finished[0] ? e->run.finished : "-",
-                   fmt_int(ok, sizeof ok, (long long)e->counts.ok),
-                   fmt_int(failed, sizeof failed, (long long)e->counts.wrong + e->counts.failed),
-                   fmt_int(pruned, sizeof pruned, (long long)e->counts.pruned));
+    st = rpt_table_row(&t, err, rpt_fmt_int(id, sizeof id, (long long)e->run.id), e->run.kind, e->run.op, e->run.suite,
+                       device, e->run.status, e->run.started, e->run.finished[0] ? e->run.finished : "-",
+                       rpt_fmt_int(ok, sizeof ok, (long long)e->counts.ok),
+                       rpt_fmt_int(failed, sizeof failed, (long long)e->counts.wrong + e->counts.failed),
+                       rpt_fmt_int(pruned, sizeof pruned, (long long)e->counts.pruned));
   }
-  if (st == ST_OK) st = table_print(&t, out, err);
-  table_free(&t);
+  if (st == ST_OK) st = rpt_table_print(&t, out, err);
+  rpt_table_free(&t);
   return st;
 }
 
 st_status st_report_runs(st_db *db, FILE *out, st_report_format format, int limit, st_err *err) {
-  st_status st = check_common(db, out, format, err);
+  st_status st = rpt_check_common(db, out, format, err);
   if (st != ST_OK) return st;
   run_list l = {db, NULL, 0, 0, ST_OK, err};
   st = st_db_each_run(db, limit, collect_run, &l, err);
@@ -318,7 +312,7 @@ st_status st_report_runs(st_db *db, FILE *out, st_report_format format, int limi
       st = runs_text(out, &l, err);
   }
   free(l.v);
-  return st == ST_OK ? finish_output(out, err) : st;
+  return st == ST_OK ? rpt_finish_output(out, err) : st;
 }
 
 /* ---- show: one run's measurements ---------------------------------------------- */
@@ -367,25 +361,25 @@ static st_status load_run(st_db *db, int64_t run_id, const char *role, st_run_ro
 
 static void run_json_measurements(FILE *out, const st_run_row *run, const meas_list *l) {
   fputs("{\"run\":{", out);
-  json_run_members(out, run);
+  rpt_json_run_members(out, run);
   fputs("},\"measurements\":[", out);
   for (size_t i = 0; i < l->n; i++) {
     const meas_entry *e = &l->v[i];
     fputs(i ? ",{" : "{", out);
-    json_key(out, "variant_id", 1);
+    rpt_json_key(out, "variant_id", 1);
     st_json_str(out, e->m.variant_id);
-    json_kv_str(out, "variant", e->name);
-    json_kv_str(out, "op", e->op);
-    json_kv_str(out, "shape", e->m.shape_key);
-    json_kv_str(out, "status", e->m.status);
-    json_kv_num(out, "median_us", e->m.median_us);
-    json_kv_num(out, "min_us", e->m.min_us);
-    json_kv_num(out, "max_us", e->m.max_us);
-    json_kv_num(out, "spread", e->m.spread);
-    json_kv_int(out, "reps", e->m.reps);
-    json_kv_int(out, "iters", e->m.iters);
-    json_kv_num(out, "max_err", e->m.max_err);
-    json_kv_str(out, "error", e->m.error);
+    rpt_json_kv_str(out, "variant", e->name);
+    rpt_json_kv_str(out, "op", e->op);
+    rpt_json_kv_str(out, "shape", e->m.shape_key);
+    rpt_json_kv_str(out, "status", e->m.status);
+    rpt_json_kv_num(out, "median_us", e->m.median_us);
+    rpt_json_kv_num(out, "min_us", e->m.min_us);
+    rpt_json_kv_num(out, "max_us", e->m.max_us);
+    rpt_json_kv_num(out, "spread", e->m.spread);
+    rpt_json_kv_int(out, "reps", e->m.reps);
+    rpt_json_kv_int(out, "iters", e->m.iters);
+    rpt_json_kv_num(out, "max_err", e->m.max_err);
+    rpt_json_kv_str(out, "error", e->m.error);
     fputc('}', out);
   }
   fputs("]}\n", out);
@@ -402,22 +396,22 @@ static st_status run_text_measurements(FILE *out, const st_run_row *run, const m
     return ST_OK;
   }
   static const char *const heads[] = {"variant", "shape", "status", "median us", "spread %", "error"};
-  table t = {6, heads, "lllrrl", NULL, 0, 0};
+  rpt_table t = {6, heads, "lllrrl", NULL, 0, 0};
   st_status st = ST_OK;
   for (size_t i = 0; i < l->n && st == ST_OK; i++) {
     const meas_entry *e = &l->v[i];
     char med[32], spread[32];
-    fmt_us(med, sizeof med, e->m.median_us);
-    fmt_pct(spread, sizeof spread, "%.1f", e->m.median_us > 0 ? e->m.spread : NAN);
-    st = table_row(&t, err, e->name, e->m.shape_key, e->m.status, med, spread, e->m.error);
+    rpt_fmt_us(med, sizeof med, e->m.median_us);
+    rpt_fmt_pct(spread, sizeof spread, "%.1f", e->m.median_us > 0 ? e->m.spread : NAN);
+    st = rpt_table_row(&t, err, e->name, e->m.shape_key, e->m.status, med, spread, e->m.error);
   }
-  if (st == ST_OK) st = table_print(&t, out, err);
-  table_free(&t);
+  if (st == ST_OK) st = rpt_table_print(&t, out, err);
+  rpt_table_free(&t);
   return st;
 }
 
 st_status st_report_run(st_db *db, FILE *out, st_report_format format, int64_t run_id, st_err *err) {
-  st_status st = check_common(db, out, format, err);
+  st_status st = rpt_check_common(db, out, format, err);
   if (st != ST_OK) return st;
   st_run_row run;
   meas_list l = {NULL, 0, 0, ST_OK, err};
@@ -429,7 +423,7 @@ st_status st_report_run(st_db *db, FILE *out, st_report_format format, int64_t r
       st = run_text_measurements(out, &run, &l, err);
   }
   free(l.v);
-  return st == ST_OK ? finish_output(out, err) : st;
+  return st == ST_OK ? rpt_finish_output(out, err) : st;
 }
 
 /* ---- show: winners ----------------------------------------------------------------- */
@@ -464,7 +458,7 @@ static double speedup(const st_winner_row *w) {
 
 st_status st_report_winners(st_db *db, FILE *out, st_report_format format, const char *device_name, const char *arch,
                             st_err *err) {
-  st_status st = check_common(db, out, format, err);
+  st_status st = rpt_check_common(db, out, format, err);
   if (st != ST_OK) return st;
   if (!device_name || !*device_name) return st_fail(err, ST_ERR_INVALID_ARG, "report: device name is empty");
   winner_list l = {NULL, 0, 0, ST_OK, err};
@@ -472,9 +466,9 @@ st_status st_report_winners(st_db *db, FILE *out, st_report_format format, const
   if (st == ST_OK) st = l.st;
   if (st == ST_OK && format == ST_REPORT_JSON) {
     fputs("{", out);
-    json_key(out, "device", 1);
+    rpt_json_key(out, "device", 1);
     st_json_str(out, device_name);
-    json_key(out, "arch", 0);
+    rpt_json_key(out, "arch", 0);
     if (arch)
       st_json_str(out, arch);
     else
@@ -483,18 +477,18 @@ st_status st_report_winners(st_db *db, FILE *out, st_report_format format, const
     for (size_t i = 0; i < l.n; i++) {
       const st_winner_row *w = &l.v[i];
       fputs(i ? ",{" : "{", out);
-      json_key(out, "op", 1);
+      rpt_json_key(out, "op", 1);
       st_json_str(out, w->op);
-      json_kv_str(out, "dispatch_key", w->dispatch_key);
-      json_kv_str(out, "variant_id", w->variant_id);
-      json_kv_str(out, "variant", w->variant_name);
-      json_kv_num(out, "us", w->median_us);
-      json_kv_num(out, "regret", w->regret);
-      json_kv_str(out, "default_variant_id", w->default_variant_id);
-      json_key(out, "default_us", 0);
-      json_num(out, w->default_us > 0 ? w->default_us : NAN);
-      json_kv_num(out, "speedup", speedup(w));
-      json_kv_int(out, "run_id", (long long)w->run_id);
+      rpt_json_kv_str(out, "dispatch_key", w->dispatch_key);
+      rpt_json_kv_str(out, "variant_id", w->variant_id);
+      rpt_json_kv_str(out, "variant", w->variant_name);
+      rpt_json_kv_num(out, "us", w->median_us);
+      rpt_json_kv_num(out, "regret", w->regret);
+      rpt_json_kv_str(out, "default_variant_id", w->default_variant_id);
+      rpt_json_key(out, "default_us", 0);
+      rpt_json_num(out, w->default_us > 0 ? w->default_us : NAN);
+      rpt_json_kv_num(out, "speedup", speedup(w));
+      rpt_json_kv_int(out, "run_id", (long long)w->run_id);
       fputc('}', out);
     }
     fputs("]}\n", out);
@@ -502,7 +496,7 @@ st_status st_report_winners(st_db *db, FILE *out, st_report_format format, const
     fprintf(out, "winners for %s (%s)\n", device_name, arch ? arch : "any arch");
     if (l.n == 0) fputs("no winners recorded for this device\n", out);
     static const char *const heads[] = {"op", "dispatch key", "variant", "us", "default us", "speed-up"};
-    table t = {6, heads, "lllrrr", NULL, 0, 0};
+    rpt_table t = {6, heads, "lllrrr", NULL, 0, 0};
     for (size_t i = 0; i < l.n && st == ST_OK; i++) {
       const st_winner_row *w = &l.v[i];
       char us[32], def[32], up[32];
@@ -511,14 +505,14 @@ st_status st_report_winners(st_db *db, FILE *out, st_report_format format, const
         snprintf(up, sizeof up, "%.2fx", x);
       else
         snprintf(up, sizeof up, "-");
-      st = table_row(&t, err, w->op, w->dispatch_key, w->variant_name, fmt_us(us, sizeof us, w->median_us),
-                     fmt_us(def, sizeof def, w->default_us), up);
+      st = rpt_table_row(&t, err, w->op, w->dispatch_key, w->variant_name, rpt_fmt_us(us, sizeof us, w->median_us),
+                         rpt_fmt_us(def, sizeof def, w->default_us), up);
     }
-    if (st == ST_OK && l.n) st = table_print(&t, out, err);
-    table_free(&t);
+    if (st == ST_OK && l.n) st = rpt_table_print(&t, out, err);
+    rpt_table_free(&t);
   }
   free(l.v);
-  return st == ST_OK ? finish_output(out, err) : st;
+  return st == ST_OK ? rpt_finish_output(out, err) : st;
 }
 
 /* ---- regress ------------------------------------------------------------------------ */
@@ -708,16 +702,16 @@ static void summarize(const comparison *c, st_regress_summary *s) {
 }
 
 static void json_lones(FILE *out, const char *key, const lone *v, size_t n, const char *other_key) {
-  json_key(out, key, 0);
+  rpt_json_key(out, key, 0);
   fputc('[', out);
   for (size_t i = 0; i < n; i++) {
     fputs(i ? ",{" : "{", out);
-    json_key(out, "variant_id", 1);
+    rpt_json_key(out, "variant_id", 1);
     st_json_str(out, v[i].m->m.variant_id);
-    json_kv_str(out, "variant", v[i].m->name);
-    json_kv_str(out, "shape", v[i].m->m.shape_key);
-    json_kv_num(out, "us", v[i].m->m.median_us);
-    json_kv_str(out, other_key, v[i].other ? v[i].other->m.status : "absent");
+    rpt_json_kv_str(out, "variant", v[i].m->name);
+    rpt_json_kv_str(out, "shape", v[i].m->m.shape_key);
+    rpt_json_kv_num(out, "us", v[i].m->m.median_us);
+    rpt_json_kv_str(out, other_key, v[i].other ? v[i].other->m.status : "absent");
     fputc('}', out);
   }
   fputc(']', out);
@@ -726,11 +720,11 @@ static void json_lones(FILE *out, const char *key, const lone *v, size_t n, cons
 static void regress_json(FILE *out, const st_run_row *b, const st_run_row *h, double threshold, const warnings *w,
                          const comparison *c, const st_regress_summary *s) {
   fputs("{\"base\":{", out);
-  json_run_members(out, b);
+  rpt_json_run_members(out, b);
   fputs("},\"head\":{", out);
-  json_run_members(out, h);
+  rpt_json_run_members(out, h);
   fputc('}', out);
-  json_kv_num(out, "threshold", threshold);
+  rpt_json_kv_num(out, "threshold", threshold);
   fputs(",\"warnings\":[", out);
   for (int i = 0; i < w->n; i++) {
     if (i) fputc(',', out);
@@ -740,31 +734,31 @@ static void regress_json(FILE *out, const st_run_row *b, const st_run_row *h, do
   for (size_t i = 0; i < c->npairs; i++) {
     const pair *p = &c->pairs[i];
     fputs(i ? ",{" : "{", out);
-    json_key(out, "variant_id", 1);
+    rpt_json_key(out, "variant_id", 1);
     st_json_str(out, p->base->m.variant_id);
-    json_kv_str(out, "variant", p->base->name);
-    json_kv_str(out, "shape", p->base->m.shape_key);
-    json_kv_num(out, "base_us", p->base->m.median_us);
-    json_kv_num(out, "head_us", p->head->m.median_us);
-    json_kv_num(out, "change", p->change);
-    json_kv_num(out, "noise", p->noise);
-    json_kv_num(out, "limit", fmax(threshold, p->noise));
-    json_kv_str(out, "test", p->ranked ? "rank" : "spread");
-    json_kv_num(out, "p", p->p);
-    json_kv_str(out, "verdict", VERDICT[p->v]);
+    rpt_json_kv_str(out, "variant", p->base->name);
+    rpt_json_kv_str(out, "shape", p->base->m.shape_key);
+    rpt_json_kv_num(out, "base_us", p->base->m.median_us);
+    rpt_json_kv_num(out, "head_us", p->head->m.median_us);
+    rpt_json_kv_num(out, "change", p->change);
+    rpt_json_kv_num(out, "noise", p->noise);
+    rpt_json_kv_num(out, "limit", fmax(threshold, p->noise));
+    rpt_json_kv_str(out, "test", p->ranked ? "rank" : "spread");
+    rpt_json_kv_num(out, "p", p->p);
+    rpt_json_kv_str(out, "verdict", VERDICT[p->v]);
     fputc('}', out);
   }
   fputc(']', out);
   json_lones(out, "only_in_base", c->only_base, c->nbase, "head_status");
   json_lones(out, "only_in_head", c->only_head, c->nhead, "base_status");
   fputs(",\"summary\":{", out);
-  json_key(out, "compared", 1);
+  rpt_json_key(out, "compared", 1);
   fprintf(out, "%d", s->compared);
-  json_kv_int(out, "regressions", s->regressions);
-  json_kv_int(out, "improvements", s->improvements);
-  json_kv_int(out, "unchanged", s->unchanged);
-  json_kv_int(out, "only_in_base", s->only_base);
-  json_kv_int(out, "only_in_head", s->only_head);
+  rpt_json_kv_int(out, "regressions", s->regressions);
+  rpt_json_kv_int(out, "improvements", s->improvements);
+  rpt_json_kv_int(out, "unchanged", s->unchanged);
+  rpt_json_kv_int(out, "only_in_base", s->only_base);
+  rpt_json_kv_int(out, "only_in_head", s->only_head);
   fputs("}}\n", out);
 }
 
@@ -785,17 +779,18 @@ static st_status regress_text(FILE *out, const st_run_row *b, const st_run_row *
   if (c->npairs) {
     static const char *const heads[] = {"variant", "shape",   "base us", "head us",
                                         "change %", "noise %", "p",       "verdict"};
-    table t = {8, heads, "llrrrrrl", NULL, 0, 0};
+    rpt_table t = {8, heads, "llrrrrrl", NULL, 0, 0};
     for (size_t i = 0; i < c->npairs && st == ST_OK; i++) {
       const pair *p = &c->pairs[i];
       char bus[32], hus[32], change[32], noise[32], pv[32];
       snprintf(pv, sizeof pv, p->ranked ? "%.2g" : "-", p->p);
-      st = table_row(&t, err, p->base->name, p->base->m.shape_key, fmt_us(bus, sizeof bus, p->base->m.median_us),
-                     fmt_us(hus, sizeof hus, p->head->m.median_us), fmt_pct(change, sizeof change, "%+.1f", p->change),
-                     fmt_pct(noise, sizeof noise, "%.1f", p->noise), pv, VERDICT[p->v]);
+      st = rpt_table_row(
+          &t, err, p->base->name, p->base->m.shape_key, rpt_fmt_us(bus, sizeof bus, p->base->m.median_us),
+          rpt_fmt_us(hus, sizeof hus, p->head->m.median_us), rpt_fmt_pct(change, sizeof change, "%+.1f", p->change),
+          rpt_fmt_pct(noise, sizeof noise, "%.1f", p->noise), pv, VERDICT[p->v]);
     }
-    if (st == ST_OK) st = table_print(&t, out, err);
-    table_free(&t);
+    if (st == ST_OK) st = rpt_table_print(&t, out, err);
+    rpt_table_free(&t);
   }
   /* Pairs that were ok and now fail verification matter more than timings. */
   for (size_t i = 0; i < c->nbase && st == ST_OK; i++) {
@@ -813,7 +808,7 @@ st_status st_report_regress(st_db *db, FILE *out, const st_regress_opts *opts, s
                             st_err *err) {
   if (summary) memset(summary, 0, sizeof *summary);
   if (!opts) return st_fail(err, ST_ERR_INVALID_ARG, "regress: opts is NULL");
-  st_status st = check_common(db, out, opts->format, err);
+  st_status st = rpt_check_common(db, out, opts->format, err);
   if (st != ST_OK) return st;
   if (!(isfinite(opts->threshold) && opts->threshold >= 0))
     return st_fail(err, ST_ERR_INVALID_ARG, "regress: threshold=%g is not a number >= 0", opts->threshold);
@@ -848,5 +843,5 @@ st_status st_report_regress(st_db *db, FILE *out, const st_regress_opts *opts, s
   free(hl.v);
   if (st != ST_OK) return st;
   if (summary) *summary = s;
-  return finish_output(out, err);
+  return rpt_finish_output(out, err);
 }
