@@ -55,9 +55,10 @@ typedef struct copy_step {
 
 static const copy_step STEPS[] = {
     {"runs", "SELECT DISTINCT run_id FROM winners WHERE run_id IS NOT NULL",
-     "SELECT id, kind, op, suite, device_id, status, started, finished, args, tool_version FROM runs WHERE id = ?1",
-     "INSERT INTO runs (id, kind, op, suite, device_id, status, started, finished, args, tool_version) "
-     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"},
+     "SELECT id, kind, op, suite, device_id, status, started, finished, args, tool_version, env FROM runs "
+     "WHERE id = ?1",
+     "INSERT INTO runs (id, kind, op, suite, device_id, status, started, finished, args, tool_version, env) "
+     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"},
     {"devices", "SELECT device_id FROM winners UNION SELECT device_id FROM runs",
      "SELECT id, uuid, name, arch, cc_major, cc_minor, sm_count, mem_bytes, l2_bytes, driver_version, first_seen, "
      "last_seen FROM devices WHERE id = ?1",

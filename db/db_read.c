@@ -13,7 +13,7 @@
 #define VARIANT_COLUMNS "id, op, name, source_hash, kernel_params, launch_params, is_default"
 #define RUN_SELECT                                                                                                     \
   "SELECT r.id, r.kind, r.op, r.suite, r.device_id, coalesce(d.name, ''), coalesce(d.arch, ''), r.status, "            \
-  "r.started, r.finished, r.args, r.tool_version FROM runs r LEFT JOIN devices d ON d.id = r.device_id "
+  "r.started, r.finished, r.args, r.tool_version, r.env FROM runs r LEFT JOIN devices d ON d.id = r.device_id "
 
 /* Statements kept prepared for the life of the handle (point queries).
  * Iterations (st_db_each_*) prepare their own, so a callback may call any
@@ -238,6 +238,7 @@ static void read_run(sqlite3_stmt *s, st_run_row *out) {
   db_col_text(s, 9, out->finished, sizeof out->finished);
   db_col_text(s, 10, out->args, sizeof out->args);
   db_col_text(s, 11, out->tool_version, sizeof out->tool_version);
+  db_col_text(s, 12, out->env, sizeof out->env);
 }
 
 st_status st_db_get_run(st_db *db, int64_t run_id, st_run_row *out, int *found, st_err *err) {
