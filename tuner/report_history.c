@@ -14,12 +14,14 @@
 #include "perf_stats.h"
 #include "report_format.h"
 #include "run_args.h"
+#include "run_env.h"
 
 /* ---- runs and histories ------------------------------------------------------ */
 
 typedef struct hist_run {
   st_run_row row;
-  int driver;  /* devices.driver_version of the run's card, 0 if unknown */
+  int driver;  /* the driver the run saw: env's, else devices.driver_version
+                * of its card (that card's latest), 0 if unknown */
   int cold;    /* st_cold_run(args) */
   int history; /* index into histories */
 } hist_run;
@@ -103,8 +105,15 @@ static int collect_suite_run(void *ctx, const st_run_row *r) {
   h->row = *r;
   h->cold = st_cold_run(r->args);
   int found = 0;
-  g->st = st_db_device_driver(g->db, r->device_id, &h->driver, &found, g->err);
-  if (g->st != ST_OK) return 1;
+  /* runs.env keeps the driver of this run; the devices row only the card's
+   * newest, which is all runs from before schema v2 (env '{}') have. */
+  char drv[32];
+  if (st_run_env_get(r->env, "driver", drv, sizeof drv) && atoi(drv) > 0) {
+    h->driver = atoi(drv);
+  } else {
+    g->st = st_db_device_driver(g->db, r->device_id, &h->driver, &found, g->err);
+    if (g->st != ST_OK) return 1;
+  }
   g->nruns++;
   return 0;
 }
@@ -200,6 +209,28 @@ static void append(char *buf, size_t cap, const char *fmt, const char *a, const 
   snprintf(buf + len, cap - len, fmt, len ? "; " : "", a, b);
 }
 
+/* runs.env keys `history` names when they differ (the driver is compared
+ * above, with the devices table's as the fallback). */
+enum { ST_RUN_ENV_VALUE_CAP = 128 };
+static const struct {
+  const char *key, *label;
+  int is_hash;
+} ENV_KEYS[] = {
+    {"nvrtc", "nvrtc", 0},
+    {"templates_hash", "templates", 1},
+    {"generator_hash", "generator", 1},
+    {"sm_count", "SMs", 0},
+};
+
+/* Whether runs a and b both recorded env `key` and with different values,
+ * which go to u and v. A run from before schema v2 recorded none: nothing
+ * is known to differ. */
+static int env_differs(const hist_run *a, const hist_run *b, const char *key, char u[ST_RUN_ENV_VALUE_CAP],
+                       char v[ST_RUN_ENV_VALUE_CAP]) {
+  return st_run_env_get(a->row.env, key, u, ST_RUN_ENV_VALUE_CAP) &&
+         st_run_env_get(b->row.env, key, v, ST_RUN_ENV_VALUE_CAP) && strcmp(u, v) != 0;
+}
+
 /* What differs between two runs' recorded environments. */
 static void describe_change(const hist_run *a, const hist_run *b, char *buf, size_t cap) {
   buf[0] = '\0';
@@ -217,6 +248,16 @@ static void describe_change(const hist_run *a, const hist_run *b, char *buf, siz
   if (strcmp(a->row.tool_version, b->row.tool_version) != 0)
     append(buf, cap, "%stool %s -> %s", a->row.tool_version, b->row.tool_version);
   if (strcmp(a->row.args, b->row.args) != 0) append(buf, cap, "%sargs '%s' -> '%s'", a->row.args, b->row.args);
+  for (size_t i = 0; i < sizeof ENV_KEYS / sizeof *ENV_KEYS; i++) {
+    char u[ST_RUN_ENV_VALUE_CAP], v[ST_RUN_ENV_VALUE_CAP], fmt[64];
+    if (!env_differs(a, b, ENV_KEYS[i].key, u, v)) continue;
+    if (ENV_KEYS[i].is_hash) { /* 8 hex digits name a tree well enough to read */
+      u[8] = '\0';
+      v[8] = '\0';
+    }
+    snprintf(fmt, sizeof fmt, "%%s%s %%s -> %%s", ENV_KEYS[i].label);
+    append(buf, cap, fmt, u, v);
+  }
 }
 
 static st_status cut_series(series *s, const hist_run *runs, st_err *err) {
@@ -396,6 +437,19 @@ static void json_change(FILE *out, const series *s, const change *c, const hist_
   fputc(',', out);
   st_json_str(out, after->row.args);
   fputc(']', out);
+  for (size_t i = 0; i < sizeof ENV_KEYS / sizeof *ENV_KEYS; i++) {
+    char u[ST_RUN_ENV_VALUE_CAP], v[ST_RUN_ENV_VALUE_CAP];
+    const int hu = st_run_env_get(before->row.env, ENV_KEYS[i].key, u, sizeof u);
+    const int hv = st_run_env_get(after->row.env, ENV_KEYS[i].key, v, sizeof v);
+    rpt_json_key(out, ENV_KEYS[i].key, 0);
+    fputc('[', out);
+    if (hu) st_json_str(out, u);
+    else fputs("null", out);
+    fputc(',', out);
+    if (hv) st_json_str(out, v);
+    else fputs("null", out);
+    fputc(']', out);
+  }
   rpt_json_kv_str(out, "summary", c->changed);
   fputc('}', out);
 }
