@@ -381,8 +381,8 @@ st_status st_db_run_begin(st_db *db, const st_run_row *run, int64_t *run_id, st_
   if (st != ST_OK) return st;
   char what[96];
   snprintf(what, sizeof what, "st_db_run_begin(device_id=%lld)", (long long)run->device_id);
-  if (db_bind(s, "tttlttttt", run->kind, run->op, run->suite, run->device_id, run->status, run->started,
-              run->args, run->tool_version, run->env) != SQLITE_OK) {
+  if (db_bind(s, "tttlttttt", run->kind, run->op, run->suite, run->device_id, run->status, run->started, run->args,
+              run->tool_version, run->env) != SQLITE_OK) {
     st = db_fail(db, err, what);
     db_stmt_done(s);
     return st;

@@ -68,8 +68,7 @@ static int64_t put_card(st_db *db, const char *uuid, int driver) {
 }
 
 /* A finished run; env is its runs.env text (NULL: none recorded, '{}'). */
-static int64_t put_run_env(st_db *db, const char *suite, int64_t device, const char *tool, int cold,
-                           const char *env) {
+static int64_t put_run_env(st_db *db, const char *suite, int64_t device, const char *tool, int cold, const char *env) {
   st_run_row r;
   memset(&r, 0, sizeof r);
   snprintf(r.kind, sizeof r.kind, "tune");

@@ -358,8 +358,7 @@ done:
   free(pairs);
 }
 
-static void record_rows(const st_cli *cli, const st_gen *gen, const st_device_info *dev, const bench_row *rows,
-                        int n) {
+static void record_rows(const st_cli *cli, const st_gen *gen, const st_device_info *dev, const bench_row *rows, int n) {
   st_db *db = NULL;
   st_err err = {{0}};
   int64_t device_id = 0, run_id = 0;

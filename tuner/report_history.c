@@ -443,11 +443,15 @@ static void json_change(FILE *out, const series *s, const change *c, const hist_
     const int hv = st_run_env_get(after->row.env, ENV_KEYS[i].key, v, sizeof v);
     rpt_json_key(out, ENV_KEYS[i].key, 0);
     fputc('[', out);
-    if (hu) st_json_str(out, u);
-    else fputs("null", out);
+    if (hu)
+      st_json_str(out, u);
+    else
+      fputs("null", out);
     fputc(',', out);
-    if (hv) st_json_str(out, v);
-    else fputs("null", out);
+    if (hv)
+      st_json_str(out, v);
+    else
+      fputs("null", out);
     fputc(']', out);
   }
   rpt_json_kv_str(out, "summary", c->changed);

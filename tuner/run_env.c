@@ -144,17 +144,22 @@ static void jb_printf(jbuf *b, const char *fmt, ...) {
   va_start(ap, fmt);
   int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
   va_end(ap);
-  if (n < 0 || (size_t)n >= b->cap - b->len) b->overflow = 1;
-  else b->len += (size_t)n;
+  if (n < 0 || (size_t)n >= b->cap - b->len)
+    b->overflow = 1;
+  else
+    b->len += (size_t)n;
 }
 
 /* `,"key":` then the string `s` quoted and escaped. */
 static void jb_str(jbuf *b, const char *key, const char *s) {
   jb_printf(b, "%s\"%s\":\"", b->len > 1 ? "," : "", key);
   for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-    if (*c == '"' || *c == '\\') jb_printf(b, "\\%c", *c);
-    else if (*c < 0x20) jb_printf(b, "\\u%04x", *c);
-    else jb_printf(b, "%c", *c);
+    if (*c == '"' || *c == '\\')
+      jb_printf(b, "\\%c", *c);
+    else if (*c < 0x20)
+      jb_printf(b, "\\u%04x", *c);
+    else
+      jb_printf(b, "%c", *c);
   }
   jb_printf(b, "\"");
 }
