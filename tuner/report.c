@@ -109,6 +109,12 @@ void rpt_json_run_members(FILE *out, const st_run_row *r) {
   rpt_json_kv_str(out, "finished", r->finished);
   rpt_json_kv_str(out, "args", r->args);
   rpt_json_kv_str(out, "tool_version", r->tool_version);
+  /* runs.env is a JSON object (the schema checks it), written through as
+   * is; one that filled the row's buffer may be cut, and is left out. */
+  if (r->env[0] && strlen(r->env) < sizeof r->env - 1) {
+    rpt_json_key(out, "env", 0);
+    fputs(r->env, out);
+  }
 }
 
 /* ---- text tables ------------------------------------------------------------ */
