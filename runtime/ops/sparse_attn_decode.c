@@ -12,8 +12,8 @@
 #include "ops/launch.h"
 #include "ops/tensor_check.h"
 #include "ops/tensor_map.h"
+#include "ops/workspace.h"
 
-#define ST_WS_ALIGN 256
 /* Dynamic shared memory one CTA may opt in to on sm_90 (227 KiB less the
  * kernel's static part). */
 #define ST_SPARSE_ATTN_DECODE_MAX_SMEM (220 * 1024)
@@ -96,8 +96,6 @@ st_status st_sparse_attn_decode_config_from_params(const st_params *kernel, cons
 }
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-static size_t align_up(size_t x) { return (x + ST_WS_ALIGN - 1) / ST_WS_ALIGN * ST_WS_ALIGN; }
 
 static int m_tiles(int group) { return (int)ceil_div(group, 16); }
 
@@ -327,17 +325,15 @@ st_status st_sparse_attn_decode_plan_make(const st_sparse_attn_decode_config *cf
 
   /* R*qlen and Hkv <= 65535, splits <= 64, group <= 32, head_dim <= 256:
    * every size here stays under 2^53 bytes. */
-  size_t off = 0;
+  size_t off = 0; /* ops/workspace.h */
   if (splits > 1) {
     const size_t states = (size_t)items * (size_t)splits * (size_t)cfg->group;
     if (cfg->algo == ST_SPARSE_ATTN_DECODE_SINGLE) {
-      plan->counters_offset = off;
-      off = align_up(off + (size_t)items * 4);
+      plan->counters_bytes = (size_t)items * 4;
+      plan->counters_offset = st_ws_take_counters(&off, plan->counters_bytes, &plan->zero_counters);
     }
-    plan->part_o_offset = off;
-    off = align_up(off + states * (size_t)cfg->head_dim * 4);
-    plan->part_ml_offset = off;
-    off = align_up(off + states * 2 * 4);
+    plan->part_o_offset = st_ws_take(&off, states * (size_t)cfg->head_dim * 4);
+    plan->part_ml_offset = st_ws_take(&off, states * 2 * 4);
   }
   plan->workspace_bytes = off;
   plan->splits = splits;
@@ -399,6 +395,10 @@ st_status st_sparse_attn_decode_launch(const st_cu *cu, CUfunction main_fn, CUfu
       ((s = st_tensor_map_pages(cu, &plan->k_cache, "k_cache", promote, &params.k_map, err)) != ST_OK ||
        (s = st_tensor_map_pages(cu, &plan->v_cache, "v_cache", promote, &params.v_map, err)) != ST_OK))
     return s;
+  if (plan->zero_counters)
+    ST_CU_TRY(cu,
+              cu->cuMemsetD32Async((CUdeviceptr)(uintptr_t)params.counters, 0, plan->counters_bytes / 4, stream),
+              err);
   void *kargs[] = {&params};
   s = st_launch_kernel(cu, main_fn, plan->grid, plan->block, plan->smem_bytes, stream, kargs, plan->pdl, err);
   if (s != ST_OK || !plan->merge_block) return s;
