@@ -104,3 +104,24 @@ def test_kv_scale_views():
         st.scale_view(torch.empty(2, 100), pages, hkv)
     with pytest.raises(ValueError, match="must be float32"):
         st.scale_view(torch.empty(1, dtype=BF16), pages, hkv)
+
+
+def test_deepseek_wrappers_give_flashmlas_shapes():
+    with FakeTensorMode():
+        q = torch.empty(4, 2, 128, 576, dtype=BF16, device="cuda")
+        cache = torch.empty(100, 64, 1, 656, dtype=torch.uint8, device="cuda")
+        idx = torch.empty(4, 2, 2048, dtype=I32, device="cuda")
+        out, lse = st.flash_mla_sparse_decode(q, cache, idx, 0.04)
+        assert out.shape == (4, 2, 128, 512) and out.dtype == BF16
+        assert lse.shape == (4, 2, 128) and lse.dtype == torch.float32
+        qp = torch.empty(300, 64, 576, dtype=BF16, device="cuda")
+        kv = torch.empty(5000, 1, 576, dtype=BF16, device="cuda")
+        o, ml, ls = st.flash_mla_sparse_fwd(qp, kv, torch.empty(300, 1, 2048, dtype=I32, device="cuda"), 0.04)
+        assert o.shape == (300, 64, 512) and ml.shape == ls.shape == (300, 64)
+    with pytest.raises(ValueError, match=r"k_cache.shape=\[100, 64, 656\] must be \[blocks, page_size, 1, 656"):
+        st.flash_mla_sparse_decode(torch.empty(4, 2, 128, 576), torch.empty(100, 64, 656), torch.empty(4, 2, 8), 0.1)
+    with pytest.raises(ValueError, match=r"indices.shape=\[4, 1, 8\] must be \[B=4, s_q=2, topk\]"):
+        st.flash_mla_sparse_decode(torch.empty(4, 2, 128, 576), torch.empty(100, 64, 1, 656), torch.empty(4, 1, 8),
+                                   0.1)
+    with pytest.raises(ValueError, match="d_v=128"):
+        st.flash_mla_sparse_fwd(torch.empty(3, 64, 576), torch.empty(9, 1, 576), torch.empty(3, 1, 4), 0.1, d_v=128)

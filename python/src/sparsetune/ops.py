@@ -372,3 +372,161 @@ def minimax_m3_sparse_attn(q, kv_cache, topk_idx, block_table, cu_seqlens_q, seq
     bound = block_table.shape[1] * _BLOCK if max_seq_len is None else max_seq_len
     torch.ops.sparsetune.sparse_attn(q, kv_cache, topk_idx, block_table, cu_seqlens_q, seq_lens, float(sm_scale),
                                      output, bound, k_scale, v_scale)
+
+
+# ---- DeepSeek-V3.2: sparse MLA and the DSA indexer -------------------------
+#
+# In the library's layouts (runtime/include/sparsetune.h), which are
+# FlashMLA's and DeepGEMM's up to views: the wrappers below take FlashMLA's
+# 4-D q and cache ([B, s_q, h_q, 576], [blocks, page_size, 1, 656 or 576],
+# a uint8 fp8 cache read as float8_e4m3fn) and flatten them.
+
+_FP8_ROW, _BF16_ROW, _D_QK, _D_V = 656, 576, 576, 512
+
+
+def _opt(x, name):
+    """An optional tensor: NULL when None (the library reads data NULL as absent)."""
+    return _abi.st_tensor() if x is None else _tensor(x, name)
+
+
+@torch.library.custom_op("sparsetune::mla_sparse_decode", mutates_args=("out", "lse"))
+def mla_sparse_decode(q: torch.Tensor, kv_cache: torch.Tensor, indices: torch.Tensor, sm_scale: float, qlen: int,
+                      out: torch.Tensor, lse: torch.Tensor | None = None, topk_length: torch.Tensor | None = None,
+                      attn_sink: torch.Tensor | None = None, pdl: int = 0) -> None:
+    """Token-sparse MLA decode: q [B*qlen, h_q, 576] bf16, kv_cache [pages,
+    page_size, 576] bf16 or [pages, page_size, 656] fp8, indices [B*qlen,
+    topk] int32 slots (-1 none) -> out [B*qlen, h_q, 512] bf16, lse [B*qlen,
+    h_q] fp32 (natural log) when given."""
+    a = _abi.ARGS["mla_sparse_decode"](
+        q=_tensor(q, "q"), kv_cache=_tensor(kv_cache, "kv_cache"), indices=_tensor(indices, "indices"),
+        topk_length=_opt(topk_length, "topk_length"), attn_sink=_opt(attn_sink, "attn_sink"), o=_tensor(out, "out"),
+        lse=_opt(lse, "lse"), sm_scale=sm_scale, qlen=qlen, pdl=pdl)
+    _launch("mla_sparse_decode", a,
+            [t for t in (q, kv_cache, indices, out, lse, topk_length, attn_sink) if t is not None])
+
+
+@mla_sparse_decode.register_fake
+def _(q, kv_cache, indices, sm_scale, qlen, out, lse=None, topk_length=None, attn_sink=None, pdl=0):
+    return None
+
+
+def _fp8_bytes(kv):
+    return kv.view(torch.float8_e4m3fn) if kv.dtype == torch.uint8 else kv
+
+
+def flash_mla_sparse_decode(q, k_cache, indices, softmax_scale, topk_length=None, attn_sink=None, out=None,
+                            return_lse=True):
+    """FlashMLA's sparse decode (flash_mla_with_kvcache with indices) in its
+    layouts: q [B, s_q, h_q, 576] bf16, k_cache [blocks, page_size, 1, 656]
+    (fp8, uint8 or float8_e4m3fn) or [..., 576] bf16, indices [B, s_q, topk]
+    int32 slots. Returns out [B, s_q, h_q, 512] bf16 and, with return_lse,
+    lse [B, s_q, h_q] fp32 in natural log (FlashMLA's is [B, h_q, s_q])."""
+    if q.dim() != 4 or q.shape[3] != _D_QK:
+        raise ValueError(f"q.shape={list(q.shape)} must be [B, s_q, h_q, {_D_QK}]")
+    if k_cache.dim() != 4 or k_cache.shape[2] != 1 or k_cache.shape[3] not in (_FP8_ROW, _BF16_ROW):
+        raise ValueError(f"k_cache.shape={list(k_cache.shape)} must be [blocks, page_size, 1, {_FP8_ROW} (fp8) or "
+                         f"{_BF16_ROW} (bf16)]")
+    B, s_q, h_q, _ = q.shape
+    if indices.dim() != 3 or tuple(indices.shape[:2]) != (B, s_q):
+        raise ValueError(f"indices.shape={list(indices.shape)} must be [B={B}, s_q={s_q}, topk]")
+    if out is None:
+        out = q.new_empty((B, s_q, h_q, _D_V))
+    lse = q.new_empty((B, s_q, h_q), dtype=torch.float32) if return_lse else None
+    torch.ops.sparsetune.mla_sparse_decode(
+        q.reshape(B * s_q, h_q, _D_QK), _fp8_bytes(k_cache).squeeze(2), indices.reshape(B * s_q, -1),
+        float(softmax_scale), s_q, out.view(B * s_q, h_q, _D_V), None if lse is None else lse.view(B * s_q, h_q),
+        topk_length, attn_sink)
+    return (out, lse) if return_lse else out
+
+
+@torch.library.custom_op("sparsetune::mla_sparse_prefill", mutates_args=("out", "lse", "max_logits"))
+def mla_sparse_prefill(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, sm_scale: float, out: torch.Tensor,
+                       lse: torch.Tensor | None = None, max_logits: torch.Tensor | None = None,
+                       topk_length: torch.Tensor | None = None, attn_sink: torch.Tensor | None = None,
+                       pdl: int = 0) -> None:
+    """FlashMLA's sparse prefill (flash_mla_sparse_fwd): q [s_q, h_q, 576]
+    bf16, kv [s_kv, 1, 576] bf16, indices [s_q, 1, topk] int32 rows of kv
+    (-1 none) -> out [s_q, h_q, 512] bf16; lse and max_logits [s_q, h_q] fp32
+    when given."""
+    a = _abi.ARGS["mla_sparse_prefill"](
+        q=_tensor(q, "q"), kv=_tensor(kv, "kv"), indices=_tensor(indices, "indices"),
+        topk_length=_opt(topk_length, "topk_length"), attn_sink=_opt(attn_sink, "attn_sink"), o=_tensor(out, "out"),
+        lse=_opt(lse, "lse"), max_logits=_opt(max_logits, "max_logits"), sm_scale=sm_scale, pdl=pdl)
+    _launch("mla_sparse_prefill", a,
+            [t for t in (q, kv, indices, out, lse, max_logits, topk_length, attn_sink) if t is not None])
+
+
+@mla_sparse_prefill.register_fake
+def _(q, kv, indices, sm_scale, out, lse=None, max_logits=None, topk_length=None, attn_sink=None, pdl=0):
+    return None
+
+
+def flash_mla_sparse_fwd(q, kv, indices, sm_scale, d_v=_D_V, attn_sink=None, topk_length=None, out=None):
+    """FlashMLA's flash_mla_sparse_fwd: returns (out [s_q, h_q, 512] bf16,
+    max_logits [s_q, h_q] fp32, lse [s_q, h_q] fp32, natural log)."""
+    if d_v != _D_V:
+        raise ValueError(f"d_v={d_v}: DeepSeek-V3.2's MLA has d_v {_D_V}")
+    if q.dim() != 3 or q.shape[2] != _D_QK:
+        raise ValueError(f"q.shape={list(q.shape)} must be [s_q, h_q, {_D_QK}]")
+    s_q, h_q, _ = q.shape
+    if out is None:
+        out = q.new_empty((s_q, h_q, _D_V))
+    lse = q.new_empty((s_q, h_q), dtype=torch.float32)
+    max_logits = q.new_empty((s_q, h_q), dtype=torch.float32)
+    torch.ops.sparsetune.mla_sparse_prefill(q, kv, indices, float(sm_scale), out, lse, max_logits, topk_length,
+                                            attn_sink)
+    return out, max_logits, lse
+
+
+@torch.library.custom_op("sparsetune::dsa_index_decode", mutates_args=("topk_idx",))
+def dsa_index_decode(q: torch.Tensor, weights: torch.Tensor, k_cache: torch.Tensor, block_table: torch.Tensor,
+                     seq_lens: torch.Tensor, qlen: int, page_size: int, max_context: int, topk_idx: torch.Tensor,
+                     pdl: int = 0) -> None:
+    """DeepSeek-V3.2's decode indexer, fused: q [R*qlen, H, 128] fp8,
+    weights [R*qlen, H] fp32, k_cache [pages, page_size * 132] (fp8 values
+    then fp32 scales a page; uint8 accepted) -> topk_idx [R*qlen, topk]
+    int32 token positions (-1 after)."""
+    a = _abi.ARGS["dsa_index_decode"](
+        q=_tensor(q, "q"), weights=_tensor(weights, "weights"), k_cache=_tensor(_fp8_bytes(k_cache), "k_cache"),
+        block_table=_tensor(block_table, "block_table"), seq_lens=_tensor(seq_lens, "seq_lens"),
+        topk_idx=_tensor(topk_idx, "topk_idx"), qlen=qlen, topk=topk_idx.shape[1], page_size=page_size,
+        max_context=max_context, pdl=pdl)
+    _launch("dsa_index_decode", a, (q, weights, k_cache, block_table, seq_lens, topk_idx))
+
+
+@dsa_index_decode.register_fake
+def _(q, weights, k_cache, block_table, seq_lens, qlen, page_size, max_context, topk_idx, pdl=0):
+    return None
+
+
+@torch.library.custom_op("sparsetune::dsa_index_logits", mutates_args=("logits",))
+def dsa_index_logits(q: torch.Tensor, k: torch.Tensor, k_scale: torch.Tensor, weights: torch.Tensor,
+                     ks: torch.Tensor, ke: torch.Tensor, logits: torch.Tensor) -> None:
+    """DeepSeek-V3.2's prefill indexer logits (DeepGEMM's fp8_mqa_logits):
+    q [s_q, H, 128] fp8, k [s_kv, 128] fp8 with k_scale [s_kv] fp32, weights
+    [s_q, H] fp32, each query's range [ks, ke) -> logits [s_q, s_kv] fp32
+    (-inf outside the range)."""
+    a = _abi.ARGS["dsa_index_logits"](
+        q=_tensor(q, "q"), k=_tensor(k, "k"), k_scale=_tensor(k_scale, "k_scale"), weights=_tensor(weights, "weights"),
+        ks=_tensor(ks, "ks"), ke=_tensor(ke, "ke"), logits=_tensor(logits, "logits"))
+    _launch("dsa_index_logits", a, (q, k, k_scale, weights, ks, ke, logits))
+
+
+@dsa_index_logits.register_fake
+def _(q, k, k_scale, weights, ks, ke, logits):
+    return None
+
+
+@torch.library.custom_op("sparsetune::dsa_index_topk", mutates_args=("topk_idx",))
+def dsa_index_topk(logits: torch.Tensor, ks: torch.Tensor, ke: torch.Tensor, topk_idx: torch.Tensor) -> None:
+    """The positions of each row's topk_idx.shape[1] largest logits in [ks,
+    ke) (-1 after), into topk_idx [s_q, topk] int32."""
+    a = _abi.ARGS["dsa_index_topk"](
+        logits=_tensor(logits, "logits"), ks=_tensor(ks, "ks"), ke=_tensor(ke, "ke"),
+        topk_idx=_tensor(topk_idx, "topk_idx"), topk=topk_idx.shape[1])
+    _launch("dsa_index_topk", a, (logits, ks, ke, topk_idx))
+
+
+@dsa_index_topk.register_fake
+def _(logits, ks, ke, topk_idx):
+    return None
