@@ -9,13 +9,16 @@
  * source is opened exactly as the runtime opens it. The winners go first;
  * every later step takes its keys from the rows already in the export, so
  * the export holds exactly what those winners need. Foreign keys are
- * deferred to the commit, which checks them all. */
+ * deferred to the commit, which checks them all. Cubins go in compressed
+ * (cubin_blob.h): they are nearly all of an export's bytes, and every
+ * reader of a binary inflates them back. */
 #include "db_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cubin_blob.h"
 #include "st_db_export.h"
 
 /* Per (device model, arch, op, dispatch key) the newest row: whichever
@@ -45,6 +48,9 @@ typedef struct copy_step {
   const char *keys;
   const char *pick;
   const char *put;
+  /* The column of `pick` (from 1) that is a cubin, bound compressed; its
+   * first two columns then name the binary (source hash, arch). 0: none. */
+  int cubin_col;
 } copy_step;
 
 static const copy_step STEPS[] = {
@@ -70,7 +76,7 @@ static const copy_step STEPS[] = {
      "SELECT hash, op, kernel_params, created FROM sources WHERE hash = ?1",
      "INSERT INTO sources (hash, op, kernel_params, text, created) VALUES (?1, ?2, ?3, '', ?4)"},
     /* The row st_db_get_binary(hash, arch, NULL) returns, the newest, and
-     * only when it is a usable cubin. */
+     * only when it is a usable cubin; the cubin compressed. */
     {"binaries",
      "SELECT DISTINCT v.source_hash, d.arch FROM winners w JOIN variants v ON v.id = w.variant_id "
      "JOIN devices d ON d.id = w.device_id",
@@ -78,7 +84,8 @@ static const copy_step STEPS[] = {
      "log, created FROM (SELECT * FROM binaries WHERE source_hash = ?1 AND arch = ?2 ORDER BY rowid DESC LIMIT 1) "
      "WHERE ok = 1 AND length(cubin) > 0",
      "INSERT INTO binaries (source_hash, arch, compiler, ok, cubin, registers, spill_bytes, shared_bytes, "
-     "local_bytes, compile_ms, log, created) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"},
+     "local_bytes, compile_ms, log, created) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+     5},
 };
 
 static const char SQL_MARK[] =
@@ -90,20 +97,56 @@ typedef struct export_ctx {
   st_db *src, *dst;
   volatile sig_atomic_t *stop;
   st_err *err;
+  int64_t cubin_bytes, stored_bytes; /* the cubins copied: their own size, and compressed */
 } export_ctx;
 
 static st_status interrupted(const export_ctx *x) {
   return st_fail(x->err, ST_ERR_DB, "export into '%s' interrupted", x->dst->path);
 }
 
-/* Every row of `pick` (bound, on the source) into the export by `put`. */
-static st_status copy_rows(export_ctx *x, sqlite3_stmt *pick, sqlite3_stmt *put, const char *what) {
+/* Column `col` of the row of `pick`, a cubin, bound to the same column of
+ * `put` compressed. A source's blob that is compressed already (an export
+ * exported again) is inflated first: checked, and compressed as any. */
+static st_status bind_cubin(export_ctx *x, sqlite3_stmt *pick, sqlite3_stmt *put, int col) {
+  char hash[64], arch[32], what[ST_ERR_MSG_MAX];
+  db_col_text(pick, 0, hash, sizeof hash);
+  db_col_text(pick, 1, arch, sizeof arch);
+  snprintf(what, sizeof what, "the %s binary of source %s in '%s'", arch, hash, x->src->path);
+  const void *blob = sqlite3_column_blob(pick, col - 1);
+  const size_t n = (size_t)sqlite3_column_bytes(pick, col - 1);
+  const void *cubin = blob;
+  size_t cubin_n = n, packed_n = 0;
+  void *inflated = NULL, *packed = NULL;
+  st_status st = ST_OK;
+  if (db_cubin_is_packed(blob, n)) {
+    st = db_cubin_unpack(blob, n, &inflated, &cubin_n, what, x->err);
+    cubin = inflated;
+  }
+  if (st == ST_OK) st = db_cubin_pack(cubin, cubin_n, &packed, &packed_n, what, x->err);
+  free(inflated);
+  if (st != ST_OK) return st;
+  /* SQLite owns `packed` from here, and frees it (on failure too). */
+  if (sqlite3_bind_blob64(put, col, packed, packed_n, free) != SQLITE_OK)
+    return db_fail(x->dst, x->err, "binding a compressed cubin");
+  x->cubin_bytes += (int64_t)cubin_n;
+  x->stored_bytes += (int64_t)packed_n;
+  return ST_OK;
+}
+
+/* Every row of `pick` (bound, on the source) into the export by `put`;
+ * column `cubin_col` (from 1; 0: none) compressed (bind_cubin). */
+static st_status copy_rows(export_ctx *x, sqlite3_stmt *pick, sqlite3_stmt *put, const char *what, int cubin_col) {
   int rc;
   while ((rc = sqlite3_step(pick)) == SQLITE_ROW) {
     if (x->stop && *x->stop) return interrupted(x);
     const int n = sqlite3_column_count(pick);
     for (int i = 0; i < n && rc == SQLITE_ROW; i++)
-      if (sqlite3_bind_value(put, i + 1, sqlite3_column_value(pick, i)) != SQLITE_OK) rc = SQLITE_ERROR;
+      if (i + 1 != cubin_col && sqlite3_bind_value(put, i + 1, sqlite3_column_value(pick, i)) != SQLITE_OK)
+        rc = SQLITE_ERROR;
+    if (rc == SQLITE_ROW && cubin_col) {
+      const st_status st = bind_cubin(x, pick, put, cubin_col);
+      if (st != ST_OK) return st;
+    }
     if (rc != SQLITE_ROW || sqlite3_step(put) != SQLITE_DONE) {
       char why[96];
       snprintf(why, sizeof why, "copying %s", what);
@@ -132,7 +175,7 @@ static st_status copy_winners(export_ctx *x, const st_db_export_filter *f) {
   if (st == ST_OK && db_bind(pick, "nnnn", f->device_name, ops, leave_out ? f->leave_out_op : NULL,
                              leave_out ? f->leave_out_key : NULL) != SQLITE_OK)
     st = db_fail(x->src, x->err, "binding the winners' filter");
-  if (st == ST_OK) st = copy_rows(x, pick, put, "winners");
+  if (st == ST_OK) st = copy_rows(x, pick, put, "winners", 0);
   sqlite3_finalize(pick);
   sqlite3_finalize(put);
   sqlite3_free(ops);
@@ -150,7 +193,7 @@ static st_status copy_keyed(export_ctx *x, const copy_step *step) {
     for (int i = 0; i < sqlite3_column_count(keys) && st == ST_OK; i++)
       if (sqlite3_bind_value(pick, i + 1, sqlite3_column_value(keys, i)) != SQLITE_OK)
         st = db_fail(x->src, x->err, step->what);
-    if (st == ST_OK) st = copy_rows(x, pick, put, step->what);
+    if (st == ST_OK) st = copy_rows(x, pick, put, step->what, step->cubin_col);
     (void)sqlite3_reset(pick);
     (void)sqlite3_clear_bindings(pick);
   }
@@ -197,6 +240,10 @@ static st_status fill(export_ctx *x, const st_db_export_filter *f, const char *s
   for (size_t i = 0; st == ST_OK && i < sizeof STEPS / sizeof STEPS[0]; i++) st = copy_keyed(x, &STEPS[i]);
   if (st == ST_OK) st = write_mark(x, f, source_name);
   if (st == ST_OK) st = read_counts(x->dst, counts, x->err);
+  if (st == ST_OK) {
+    counts->cubin_bytes = x->cubin_bytes;
+    counts->stored_cubin_bytes = x->stored_bytes;
+  }
   if (st == ST_OK && x->stop && *x->stop) st = interrupted(x);
   return st;
 }

@@ -3,8 +3,8 @@
  * helpers around SQLite.
  *
  * The module is two libraries: the reader (db_handle.c, db_open.c,
- * db_read.c, schema_check.c: everything a read-only handle needs, linked
- * into libsparsetune) and the writer (db_write.c, writer_lock.c, the
+ * db_read.c, schema_check.c, cubin_blob.c: everything a read-only handle
+ * needs, linked into libsparsetune) and the writer (db_write.c, writer_lock.c, the
  * migrations, and the export: db_export.c, export_mark.c; the tuner only). The reader knows of writing only through
  * the two hooks a read-write handle carries. */
 #ifndef ST_DB_INTERNAL_H

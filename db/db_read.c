@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cubin_blob.h"
+
 #define VARIANT_COLUMNS "id, op, name, source_hash, kernel_params, launch_params, is_default"
 #define RUN_SELECT                                                                                                     \
   "SELECT r.id, r.kind, r.op, r.suite, r.device_id, coalesce(d.name, ''), coalesce(d.arch, ''), r.status, "            \
@@ -162,7 +164,9 @@ st_status st_db_has_binary(st_db *db, const char *source_hash, const char *arch,
   return st;
 }
 
-static st_status read_binary(sqlite3_stmt *s, st_binary_row *out, st_err *err) {
+/* The cubin comes back as compiled whatever form it is stored in
+ * (cubin_blob.h): an export's compressed one is inflated here. */
+static st_status read_binary(const st_db *db, sqlite3_stmt *s, st_binary_row *out, st_err *err) {
   db_col_text(s, 0, out->source_hash, sizeof out->source_hash);
   db_col_text(s, 1, out->arch, sizeof out->arch);
   db_col_text(s, 2, out->compiler, sizeof out->compiler);
@@ -173,12 +177,12 @@ static st_status read_binary(sqlite3_stmt *s, st_binary_row *out, st_err *err) {
   out->local_bytes = sqlite3_column_int(s, 8);
   out->compile_ms = sqlite3_column_double(s, 9);
   const void *blob = sqlite3_column_blob(s, 4);
-  size_t n = (size_t)sqlite3_column_bytes(s, 4);
+  const size_t n = (size_t)sqlite3_column_bytes(s, 4);
   if (blob && n) {
-    out->cubin = malloc(n);
-    if (!out->cubin) return st_fail(err, ST_ERR_NOMEM, "st_db_get_binary: out of memory for %zu bytes", n);
-    memcpy(out->cubin, blob, n);
-    out->cubin_size = n;
+    char what[ST_ERR_MSG_MAX];
+    snprintf(what, sizeof what, "the %s binary of source %s in '%s'", out->arch, out->source_hash, db->path);
+    const st_status st = db_cubin_unpack(blob, n, &out->cubin, &out->cubin_size, what, err);
+    if (st != ST_OK) return st;
   }
   const unsigned char *log = sqlite3_column_text(s, 10);
   size_t ln = (size_t)sqlite3_column_bytes(s, 10);
@@ -201,7 +205,7 @@ st_status st_db_get_binary(st_db *db, const char *source_hash, const char *arch,
   int row = 0;
   st = db_step_row(db, s, "st_db_get_binary", &row, err);
   if (st != ST_OK || !row) return st;
-  st = read_binary(s, out, err);
+  st = read_binary(db, s, out, err);
   db_stmt_done(s);
   if (st != ST_OK) {
     st_db_binary_free(out);

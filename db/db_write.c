@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cubin_blob.h"
 #include "st_db_export.h"
 #include "st_db_migrations.h"
 
@@ -322,6 +323,13 @@ st_status st_db_put_binary(st_db *db, const st_binary_row *b, st_err *err) {
   if (st == ST_OK) st = db_check_str(b->compiler, sizeof b->compiler, "binary compiler", 0, err);
   if (st == ST_OK && b->cubin_size && !b->cubin)
     st = st_fail(err, ST_ERR_INVALID_ARG, "binary cubin is NULL with cubin_size=%zu", b->cubin_size);
+  /* Stored as given: bytes that begin as a compressed cubin would be read
+   * back inflated, not as written (a compiled cubin begins 0x7f 'E' 'L' 'F'). */
+  if (st == ST_OK && db_cubin_is_packed(b->cubin, b->cubin_size))
+    st = st_fail(err, ST_ERR_INVALID_ARG,
+                 "binary cubin of source_hash=%s begins with 'STZ', the mark of a compressed cubin: it would not "
+                 "read back as written",
+                 b->source_hash);
   sqlite3_stmt *s = NULL;
   if (st == ST_OK) st = get_stmt(db, Q_PUT_BINARY, &s, err);
   if (st != ST_OK) return st;

@@ -123,7 +123,10 @@ typedef struct st_binary_row {
 st_status st_db_has_binary(st_db *db, const char *source_hash, const char *arch, const char *compiler,
                            int *found, st_err *err);
 /* The binary for (hash, arch); compiler NULL picks the newest row. *found = 0
- * when there is none. On success with *found, free with st_db_binary_free. */
+ * when there is none. On success with *found, free with st_db_binary_free.
+ * cubin holds the compiled bytes whatever form they are stored in (an
+ * export's are compressed: db/cubin_blob.h); a stored cubin that does not
+ * inflate to them gives ST_ERR_DB naming the arch and source hash. */
 st_status st_db_get_binary(st_db *db, const char *source_hash, const char *arch, const char *compiler,
                            st_binary_row *out, int *found, st_err *err);
 void st_db_binary_free(st_binary_row *b);

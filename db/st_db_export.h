@@ -11,7 +11,9 @@
  *    parameters, names, ids and source hashes, and source rows without
  *    text (sources.text is ''): the runtime never compiles a winner;
  *  - per (winner's source, its device's arch) the binary row the runtime
- *    loads (st_db_get_binary, newest compiler), when that compile succeeded;
+ *    loads (st_db_get_binary, newest compiler), when that compile succeeded,
+ *    its cubin stored zlib-compressed (cubin_blob.h; st_db_get_binary
+ *    gives back the compiled bytes);
  *  - the runs and devices those winners refer to.
  * No measurements, shapes, source text, failed compiles, other compilers'
  * binaries, nor the default variants' binaries (the runtime compiles its
@@ -41,6 +43,9 @@ typedef struct st_db_export_filter {
 
 typedef struct st_db_export_counts {
   int64_t winners, variants, binaries; /* rows in the export */
+  /* The exported cubins' bytes: as compiled (what st_db_get_binary gives
+   * back), and as stored in the export (compressed). */
+  int64_t cubin_bytes, stored_cubin_bytes;
 } st_db_export_counts;
 
 /* Writes the export of `src` (any open handle; it is only read, in one read

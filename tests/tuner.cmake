@@ -41,8 +41,8 @@ st_add_test(NAME test_eval_stats LABEL cpu SOURCES test_eval_stats.c LIBS st_tun
 # `sparsetune export` run as a process over a tuned database built in the
 # test: what the runtime reads back, what is left out, filters, bad input,
 # the commands that write refusing an export; then the export killed or
-# stopped on the way.
-foreach(t test_export test_export_killed)
+# stopped on the way; then its compressed cubins, whole and damaged.
+foreach(t test_export test_export_killed test_export_cubins)
   st_add_test(NAME ${t} LABEL cpu SOURCES ${t}.c export_fixture.c LIBS st_tuner_core st_xxhash)
   target_compile_definitions(${t} PRIVATE ST_CLI_PATH="$<TARGET_FILE:sparsetune_cli>")
   add_dependencies(${t} sparsetune_cli)

@@ -111,15 +111,20 @@ static void format_size(long long bytes, char *buf, size_t cap) {
   snprintf(buf, cap, u ? "%.1f %s" : "%.0f %s", v, units[u]);
 }
 
+/* The cubins' sizes are said twice: as compiled (what the runtime loads)
+ * and as the export stores them (compressed). */
 static void print_summary(const st_cli *cli, const st_db_export_counts *c, const struct stat *src) {
   struct stat dst;
   const long long dst_bytes = stat(cli->out_path, &dst) == 0 ? (long long)dst.st_size : -1;
-  char dst_size[32], src_size[32];
+  char dst_size[32], src_size[32], cubin_size[32], stored_size[32];
   format_size(dst_bytes, dst_size, sizeof dst_size);
   format_size((long long)src->st_size, src_size, sizeof src_size);
-  printf("exported %lld winners, %lld variants, %lld binaries to %s: %lld bytes (%s), from %s of %lld bytes (%s)\n",
-         (long long)c->winners, (long long)c->variants, (long long)c->binaries, cli->out_path, dst_bytes, dst_size,
-         cli->db_path, (long long)src->st_size, src_size);
+  format_size((long long)c->cubin_bytes, cubin_size, sizeof cubin_size);
+  format_size((long long)c->stored_cubin_bytes, stored_size, sizeof stored_size);
+  printf("exported %lld winners, %lld variants, %lld binaries (cubins of %s, stored compressed in %s) to %s: %lld "
+         "bytes (%s), from %s of %lld bytes (%s)\n",
+         (long long)c->winners, (long long)c->variants, (long long)c->binaries, cubin_size, stored_size, cli->out_path,
+         dst_bytes, dst_size, cli->db_path, (long long)src->st_size, src_size);
 }
 
 /* The export into a staged file beside DST, moved into place when whole. */
