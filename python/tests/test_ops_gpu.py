@@ -163,6 +163,8 @@ def positions(d):
 
 @pytest.mark.parametrize("dtype", [BF16, FP8])
 def test_prefill_matches_the_reference(dtype):
+    """Also one workspace serving ops and shapes in turn: the module's tests
+    share the handle's, so the fp8 call follows the bf16 call's partials."""
     H, G, D, topk = 2, 16, 128, 6
     d = prefill_batch([(70, 300), (1, 0), (130, 0), (5, 900)], H, G, D, dtype, seed=7)
     score = st.minimax_m3_index_score(d["idx_q"], d["index_kv_cache"], d["block_table"], d["cu"], d["seq_lens"],
