@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ops/op.h"
 #include "ops/sparse_attn_decode.h"
 #include "ops/tensor_check.h"
 #include "testutil.h"
@@ -305,6 +306,27 @@ static void test_clusters_only_where_the_kernel_can_have_one(void **state) {
   p4.algo = ST_SPARSE_ATTN_DECODE_SPLIT;
   assert_int_equal(st_sparse_attn_decode_check_cluster(&p4, &err), ST_ERR_INVALID_ARG);
   assert_non_null(strstr(err.msg, "4 with algo single and pv_dims 1"));
+}
+
+/* Calls of one dispatch key whose scale mode, or whether the copy engine
+ * can address K and V, differ are memoized apart (their fits differ). */
+static void test_memo_tag_tells_apart_what_the_fit_reads(void **state) {
+  (void)state;
+  uint32_t (*tag)(const void *) = st_sparse_attn_decode_op.memo_tag;
+  assert_non_null(tag);
+  st_sparse_attn_decode_args a = valid_args();
+  layout_pages2(&a, ST_DTYPE_FP8_E4M3, 0x100000000ull);
+  a.scale_mode = ST_KV_SCALE_SCALAR;
+  a.k_scale = a.v_scale = 1.0f;
+  const uint32_t scalar = tag(&a);
+  layout_interleaved(&a, ST_DTYPE_FP8_E4M3, 0x100000000ull);
+  assert_int_equal(tag(&a), scalar); /* both layouts addressable */
+  a.v_cache.stride[1] = 0;           /* heads sharing a page's rows */
+  assert_int_not_equal(tag(&a), scalar);
+  const st_sparse_attn_decode_args t = valid_fp8_tensor_args();
+  assert_int_not_equal(tag(&t), scalar);
+  a = valid_args(); /* bf16, no scales */
+  assert_int_not_equal(tag(&a), scalar);
 }
 
 static void test_variant_fit_names_the_mismatch(void **state) {
@@ -682,6 +704,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_valid_arguments_pass_in_both_layouts_and_all_scale_modes),
       cmocka_unit_test(test_bad_arguments_are_refused_by_name),
+      cmocka_unit_test(test_memo_tag_tells_apart_what_the_fit_reads),
       cmocka_unit_test(test_variant_fit_names_the_mismatch),
       cmocka_unit_test(test_bad_variant_parameters_are_refused),
       cmocka_unit_test(test_clusters_only_where_the_kernel_can_have_one),

@@ -362,6 +362,12 @@ static double load(const void *args, int sm_count) {
   return (double)requests * (double)a->q.shape[1] * blocks / (double)(sm_count > 0 ? sm_count : 1);
 }
 
+/* What besides the key decides the fit: dense pages (the bulk variants). */
+static uint32_t memo_tag(const void *args) {
+  const st_index_decode_args *a = args;
+  return a->k_cache.stride[1] == a->q.shape[2];
+}
+
 const st_op_desc st_index_decode_op = {.name = ST_INDEX_DECODE_OP,
                                        .main_kernel = ST_INDEX_DECODE_MAIN_KERNEL,
                                        .merge_kernel = ST_INDEX_DECODE_MERGE_KERNEL,
@@ -371,6 +377,7 @@ const st_op_desc st_index_decode_op = {.name = ST_INDEX_DECODE_OP,
                                        .shape_only = shape_only,
                                        .max_context = max_context,
                                        .load = load,
+                                       .memo_tag = memo_tag,
                                        .dispatch_key = dispatch_key,
                                        .plan = plan,
                                        .launch = launch,

@@ -470,6 +470,16 @@ static st_status launch(const st_cu *cu, CUfunction main_fn, CUfunction merge_fn
                                       stream, err);
 }
 
+/* What besides the key decides the fit (st_sparse_attn_decode_check_fit):
+ * the scale mode, and whether the copy engine can address K and V. */
+static uint32_t memo_tag(const void *args) {
+  const st_sparse_attn_decode_args *a = args;
+  st_err why = {{0}};
+  const int mapped = st_tensor_map_pages_check(&a->k_cache, "k_cache", &why) == ST_OK &&
+                     st_tensor_map_pages_check(&a->v_cache, "v_cache", &why) == ST_OK;
+  return (uint32_t)a->scale_mode | (uint32_t)mapped << 2;
+}
+
 /* Items, (request, query token, KV head), per multiprocessor: the unit of
  * the defaults' load ranges (generator/ops/sparse_attn_decode.lua FAST). */
 static double load(const void *args, int sm_count) {
@@ -486,6 +496,7 @@ const st_op_desc st_sparse_attn_decode_op = {.name = ST_SPARSE_ATTN_DECODE_OP,
                                              .shape_only = shape_only,
                                              .max_context = max_context,
                                              .load = load,
+                                             .memo_tag = memo_tag,
                                              .dispatch_key = dispatch_key,
                                              .plan = plan,
                                              .launch = launch,
