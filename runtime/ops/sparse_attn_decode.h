@@ -49,6 +49,10 @@ typedef struct st_sparse_attn_decode_config {
                   per-token scales go to other variants               */
   int ring_extra; /* pv_dims with 1 stage: a third half slot in the
                      tma ring (V a block ahead)                       */
+  int scale_ptr;  /* 1: runs per-token scale views of one scale each (every
+                     stride 0) as the scalar mode, the two scales read
+                     from device memory; 0 (variants recorded before
+                     it): as per-token scales                           */
   int splits;  /* launch: CTAs per work item; 0 = auto                 */
 } st_sparse_attn_decode_config;
 
