@@ -81,7 +81,8 @@ static st_status resolve(st_handle *h, st_op_id op, const void *a, int launch, v
     pthread_mutex_lock(&h->lock);
     h->load_stream = (CUstream)stream;
     h->load_stream_checked = launch;
-    st = st_dispatch_resolve(&t->table, &t->memo, key, &fields, a, d->max_context(a), &hooks, choice, err);
+    st = st_dispatch_resolve(&t->table, &t->memo, key, &fields, a, d->max_context(a), d->memo_tag ? d->memo_tag(a) : 0,
+                             &hooks, choice, err);
     pthread_mutex_unlock(&h->lock);
   }
   if (st == ST_OK) st = d->plan(&choice->v->cfg, a, h->dev.sm_count, plan, info, err);

@@ -240,23 +240,26 @@ static uint64_t key_hash(const char *key) {
   return h ? h : 1;
 }
 
-static int slot_matches(const st_dispatch_memo_entry *e, uint64_t hash, const char *key, int max_context) {
-  return e->hash == hash && e->max_context == max_context && strcmp(e->key, key) == 0;
+static int slot_matches(const st_dispatch_memo_entry *e, uint64_t hash, const char *key, int max_context,
+                        uint32_t tag) {
+  return e->hash == hash && e->max_context == max_context && e->tag == tag && strcmp(e->key, key) == 0;
 }
 
-const st_dispatch_choice *st_dispatch_memo_find(const st_dispatch_memo *memo, const char *key, int max_context) {
+const st_dispatch_choice *st_dispatch_memo_find(const st_dispatch_memo *memo, const char *key, int max_context,
+                                                uint32_t tag) {
   uint64_t hash = key_hash(key);
   for (size_t i = 0; i < ST_DISPATCH_MEMO_SLOTS; i++)
-    if (slot_matches(&memo->slot[i], hash, key, max_context)) return &memo->slot[i].choice;
+    if (slot_matches(&memo->slot[i], hash, key, max_context, tag)) return &memo->slot[i].choice;
   return NULL;
 }
 
-void st_dispatch_memo_put(st_dispatch_memo *memo, const char *key, int max_context, const st_dispatch_choice *choice) {
+void st_dispatch_memo_put(st_dispatch_memo *memo, const char *key, int max_context, uint32_t tag,
+                          const st_dispatch_choice *choice) {
   if (strlen(key) >= ST_DISPATCH_KEY_MAX) return;
   uint64_t hash = key_hash(key);
   st_dispatch_memo_entry *e = NULL;
   for (size_t i = 0; i < ST_DISPATCH_MEMO_SLOTS && !e; i++)
-    if (slot_matches(&memo->slot[i], hash, key, max_context)) e = &memo->slot[i];
+    if (slot_matches(&memo->slot[i], hash, key, max_context, tag)) e = &memo->slot[i];
   for (size_t i = 0; i < ST_DISPATCH_MEMO_SLOTS && !e; i++)
     if (memo->slot[i].hash == 0) e = &memo->slot[i];
   if (!e) {
@@ -265,14 +268,15 @@ void st_dispatch_memo_put(st_dispatch_memo *memo, const char *key, int max_conte
   }
   e->hash = hash;
   e->max_context = max_context;
+  e->tag = tag;
   memcpy(e->key, key, strlen(key) + 1);
   e->choice = *choice;
 }
 
 st_status st_dispatch_resolve(const st_dispatch_table *t, st_dispatch_memo *memo, const char *key,
-                              const st_params *fields, const void *args, int max_context,
+                              const st_params *fields, const void *args, int max_context, uint32_t tag,
                               const st_dispatch_hooks *hooks, st_dispatch_choice *choice, st_err *err) {
-  const st_dispatch_choice *hit = st_dispatch_memo_find(memo, key, max_context);
+  const st_dispatch_choice *hit = st_dispatch_memo_find(memo, key, max_context, tag);
   /* The key holds the host-known shape, but a fit may also depend on other
    * arguments (strides, forced blocks): re-check, it is arithmetic only. */
   if (hit && hooks->fit(hooks->fit_ctx, t->op, hit->v, args, NULL) == ST_OK) {
@@ -280,7 +284,7 @@ st_status st_dispatch_resolve(const st_dispatch_table *t, st_dispatch_memo *memo
     return ST_OK;
   }
   st_status st = st_dispatch_choose(t, key, fields, args, hooks, choice, err);
-  if (st == ST_OK) st_dispatch_memo_put(memo, key, max_context, choice);
+  if (st == ST_OK) st_dispatch_memo_put(memo, key, max_context, tag, choice);
   return st;
 }
 

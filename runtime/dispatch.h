@@ -21,7 +21,7 @@
  * because its binary is missing or broken (ST_ERR_NO_VARIANT) is skipped in
  * favour of the next, any other failure ends the search.
  *
- * Decisions are memoized per (dispatch key, max_context) in a fixed table,
+ * Decisions are memoized per (dispatch key, max_context, memo tag) in a fixed table,
  * so a repeated call does no allocation and no database or driver work.
  * The fit check and the loader are function pointers so that the tests can
  * drive all of this without a GPU. */
@@ -145,6 +145,7 @@ typedef struct st_dispatch_choice {
 typedef struct st_dispatch_memo_entry {
   uint64_t hash; /* of key; 0 marks a free slot */
   int max_context;
+  uint32_t tag; /* the op's memo_tag of the call (ops/op.h) */
   char key[ST_DISPATCH_KEY_MAX];
   st_dispatch_choice choice;
 } st_dispatch_memo_entry;
@@ -173,21 +174,25 @@ void st_dispatch_candidates(const st_dispatch_table *t, const st_params *fields,
 st_status st_dispatch_choose(const st_dispatch_table *t, const char *key, const st_params *fields, const void *args,
                              const st_dispatch_hooks *hooks, st_dispatch_choice *choice, st_err *err);
 
-/* The memoized choice, per (key, max_context) (the call's host-known bound
- * on sequence lengths, which the key leaves out): a hit whose variant still
+/* The memoized choice, per (key, max_context, tag) (the call's host-known
+ * bound on sequence lengths, which the key leaves out, and the op's memo
+ * tag: run-time properties outside the key that change which variants
+ * fit, such as a scale mode): a hit whose variant still
  * fits is returned with no allocation and no hook but `fit`; a miss runs
  * st_dispatch_choose and remembers a success. The caller serializes access
  * to `memo`. */
 st_status st_dispatch_resolve(const st_dispatch_table *t, st_dispatch_memo *memo, const char *key,
-                              const st_params *fields, const void *args, int max_context,
+                              const st_params *fields, const void *args, int max_context, uint32_t tag,
                               const st_dispatch_hooks *hooks, st_dispatch_choice *choice, st_err *err);
 
 /* Memo primitives (st_dispatch_resolve uses them; exposed for tests).
  * find returns NULL on a miss; put replaces the entry of the same key, else
  * a free slot, else the oldest. Keys longer than ST_DISPATCH_KEY_MAX - 1 are
  * never remembered. */
-const st_dispatch_choice *st_dispatch_memo_find(const st_dispatch_memo *memo, const char *key, int max_context);
-void st_dispatch_memo_put(st_dispatch_memo *memo, const char *key, int max_context, const st_dispatch_choice *choice);
+const st_dispatch_choice *st_dispatch_memo_find(const st_dispatch_memo *memo, const char *key, int max_context,
+                                                uint32_t tag);
+void st_dispatch_memo_put(st_dispatch_memo *memo, const char *key, int max_context, uint32_t tag,
+                          const st_dispatch_choice *choice);
 
 /* Sorts loaded tables into the order dispatch expects: winners newest run
  * first then fastest, defaults by rank then name. */

@@ -219,6 +219,12 @@ __device__ __forceinline__ st_item st_item_of(const st_sparse_attn_decode_params
   return it;
 }
 
+// The scalar V scale o is multiplied by: the call's, or one read from
+// device memory (params' v_scale_ptr: scale views of one scale each).
+__device__ __forceinline__ float st_out_v_scale(const st_sparse_attn_decode_params &p) {
+  return p.v_scale_ptr ? p.v_scale * __ldg(p.v_scale_ptr) : p.v_scale;
+}
+
 // Writes o (normalized, times the scalar V scale) of q head h, dimensions
 // d .. d+3, and (with d == 0) its lse, from the combined state (m in log2
 // units, l, unnormalized o).
@@ -226,7 +232,7 @@ __device__ __forceinline__ void st_write_out(const st_sparse_attn_decode_params 
                                              float m, float l, float4 o) {
   const int head = it.g * GROUP + h;
   uint16_t *out = (uint16_t *)p.o + (int64_t)it.row * p.o_stride_row + (int64_t)head * p.o_stride_head + d;
-  const float inv = l > 0.f ? p.v_scale / l : 0.f;
+  const float inv = l > 0.f ? st_out_v_scale(p) / l : 0.f;
   const uint32_t lo = st_pack_bf16(o.x * inv, o.y * inv), hi = st_pack_bf16(o.z * inv, o.w * inv);
   out[0] = (uint16_t)(lo & 0xffffu);
   out[1] = (uint16_t)(lo >> 16);
@@ -284,7 +290,8 @@ __device__ void st_merge_splits(const st_sparse_attn_decode_params &p, const st_
     }
     // The weights hold 1 / L already: write with l = 1 (lse was written above).
     uint16_t *out = (uint16_t *)p.o + (int64_t)it.row * p.o_stride_row + (int64_t)(it.g * GROUP + h) * p.o_stride_head + d;
-    const uint32_t lo = st_pack_bf16(o.x * p.v_scale, o.y * p.v_scale), hi = st_pack_bf16(o.z * p.v_scale, o.w * p.v_scale);
+    const float vs = st_out_v_scale(p);
+    const uint32_t lo = st_pack_bf16(o.x * vs, o.y * vs), hi = st_pack_bf16(o.z * vs, o.w * vs);
     out[0] = (uint16_t)(lo & 0xffffu);
     out[1] = (uint16_t)(lo >> 16);
     out[2] = (uint16_t)(hi & 0xffffu);
@@ -1075,7 +1082,9 @@ extern "C" __global__ void ST_LAUNCH_BOUNDS ST_CLUSTER_DIMS
   __syncthreads();       // the block list and every thread's q chunks
   const int nblk = s_nblk;
 
-  const float scale_log2 = p.score_scale_log2;
+  // The K scale read from device memory where the call's scale views hold
+  // one scale each (after st_pdl_wait: a kernel before may write it).
+  const float scale_log2 = p.k_scale_ptr ? p.score_scale_log2 * __ldg(p.k_scale_ptr) : p.score_scale_log2;
   const int wm = warp / WARPS_N, wn = warp % WARPS_N;
   st_softmax_state<HEAD_DIM> st;
   st_softmax_init(st);

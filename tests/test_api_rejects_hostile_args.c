@@ -35,6 +35,7 @@ _Static_assert(sizeof(st_dtype) == sizeof(int) && sizeof(st_kv_scale_mode) == si
 enum { CASES_PER_OP = 10000, MAX_VARIANTS = 3, MAX_SITES = 7 };
 
 #define WS_ALIGN 256
+#define WS_COUNTERS 65536 /* the counter area every workspace begins with */
 #define WS_UNKNOWN SIZE_MAX /* a call that reports no workspace size */
 
 /* ---- hostile values ------------------------------------------------------ */
@@ -374,6 +375,14 @@ static int context_ok(int max_context, int64_t cols, const char *what, char *why
 static i128 ceil_div(i128 a, i128 b) { return (a + b - 1) / b; }
 static i128 ws_align(i128 x) { return ceil_div(x, WS_ALIGN) * WS_ALIGN; }
 
+/* A workspace of `counters` bytes of counters, in the counter area where
+ * they fit, and `scratch` bytes of aligned pieces after it; none for
+ * neither. */
+static i128 ws_of(i128 counters, i128 scratch) {
+  if (counters == 0 && scratch == 0) return 0;
+  return WS_COUNTERS + (counters > WS_COUNTERS ? ws_align(counters) : 0) + scratch;
+}
+
 static int ws_equal(size_t ws, i128 want, char *why, size_t cap) {
   if (ws == WS_UNKNOWN || (i128)ws == want) return 1;
   return WHY("workspace %zu bytes reported, %.0Lf expected", ws, (long double)want);
@@ -428,9 +437,9 @@ static int index_decode_oracle(const void *p, const st_dispatch_variant *v, int 
   /* Split variants keep every (request, head, query) row's block keys;
    * single ones that merge through the workspace their counters too. */
   const i128 keys = ws_align((i128)R * H * a->qlen * ceil_div(a->max_context, ST_BLOCK_TOKENS) * 4);
-  if (v->cfg.index_decode.algo == ST_INDEX_DECODE_SPLIT) return ws_equal(ws, keys, why, cap);
+  if (v->cfg.index_decode.algo == ST_INDEX_DECODE_SPLIT) return ws_equal(ws, ws_of(0, keys), why, cap);
   if (ws == 0) return 1;
-  return ws_equal(ws, ws_align((i128)R * (H / v->cfg.index_decode.heads_per_cta) * 4) + keys, why, cap);
+  return ws_equal(ws, ws_of((i128)R * (H / v->cfg.index_decode.heads_per_cta) * 4, keys), why, cap);
 }
 
 static const field index_decode_fields[] = {FIELD(st_index_decode_args, q, F_TENSOR),
@@ -523,7 +532,7 @@ static int dsa_index_decode_oracle(const void *p, const st_dispatch_variant *v, 
       !rows_aligned(&a->q, "q", 16, ptrs, why, cap))
     return 0;
   /* The logits of every row, rows of max_context rounded up to 4. */
-  return ws_equal(ws, ws_align((i128)rows * ceil_div(a->max_context, 4) * 4 * 4), why, cap);
+  return ws_equal(ws, ws_of(0, ws_align((i128)rows * ceil_div(a->max_context, 4) * 4 * 4)), why, cap);
 }
 
 static const field dsa_index_decode_fields[] = {
@@ -808,8 +817,8 @@ static int sparse_attn_decode_oracle(const void *p, const st_dispatch_variant *v
   const int64_t splits = decode_splits(cfg, a->topk_idx.shape[2]);
   if (splits == 1) return ws_equal(ws, 0, why, cap);
   const i128 items = (i128)rows * Hkv, states = items * splits * cfg->group;
-  const i128 counters = cfg->algo == ST_SPARSE_ATTN_DECODE_SINGLE ? ws_align(items * 4) : 0;
-  return ws_equal(ws, counters + ws_align(states * cfg->head_dim * 4) + ws_align(states * 8), why, cap);
+  const i128 counters = cfg->algo == ST_SPARSE_ATTN_DECODE_SINGLE ? items * 4 : 0;
+  return ws_equal(ws, ws_of(counters, ws_align(states * cfg->head_dim * 4) + ws_align(states * 8)), why, cap);
 }
 
 #define ATTN_FIELDS(T)                                                                                                 \
@@ -892,7 +901,7 @@ static int sparse_attn_oracle(const void *p, const st_dispatch_variant *v, int p
   const i128 chunk = total_q < 64 ? total_q : 64;
   const i128 partials = (i128)Hkv * chunk * topk * cfg->group * cfg->head_dim * 2;
   const i128 dense_lists = cfg->dense ? (i128)2 * Hkv * R * topk * cfg->group * 4 : 0;
-  return ws_at_least(ws, partials + dense_lists, why, cap);
+  return ws_at_least(ws, ws_of(0, partials + dense_lists), why, cap);
 }
 
 static const field sparse_attn_fields[] = {ATTN_FIELDS(st_sparse_attn_args),
@@ -1034,8 +1043,9 @@ static int index_prefill_oracle(const void *p, const st_dispatch_variant *v, int
   const i128 rows = (i128)a->q.shape[1] * a->q.shape[0];
   /* Fused: each row's list of topk (key, block) pairs per chunk, at least
    * one chunk; composed: each row's keys of every block. */
-  if (v->cfg.index_prefill.algo == ST_INDEX_PREFILL_FUSED) return ws_at_least(ws, rows * a->topk * 8, why, cap);
-  return ws_equal(ws, ws_align(rows * ceil_div(a->max_context, ST_BLOCK_TOKENS) * 4), why, cap);
+  if (v->cfg.index_prefill.algo == ST_INDEX_PREFILL_FUSED)
+    return ws_at_least(ws, ws_of(0, rows * a->topk * 8), why, cap);
+  return ws_equal(ws, ws_of(0, ws_align(rows * ceil_div(a->max_context, ST_BLOCK_TOKENS) * 4)), why, cap);
 }
 
 static const field index_prefill_fields[] = {
@@ -1179,7 +1189,7 @@ static int mla_sparse_decode_oracle(const void *p, const st_dispatch_variant *v,
   const int64_t splits = (int64_t)ceil_div(topk, ceil_div(topk, want));
   if (splits == 1) return ws_equal(ws, 0, why, cap);
   const i128 states = (i128)rows * splits * Hq;
-  return ws_equal(ws, ws_align(states * 512 * 4) + ws_align(states * 8), why, cap);
+  return ws_equal(ws, ws_of(0, ws_align(states * 512 * 4) + ws_align(states * 8)), why, cap);
 }
 
 #define MD st_mla_sparse_decode_args
@@ -1263,7 +1273,7 @@ static int mla_sparse_prefill_oracle(const void *p, const st_dispatch_variant *v
   const int64_t splits = (int64_t)ceil_div(topk, ceil_div(topk, want));
   if (splits == 1) return ws_equal(ws, 0, why, cap);
   const i128 states = (i128)s_q * splits * Hq;
-  return ws_equal(ws, ws_align(states * 512 * 4) + ws_align(states * 8), why, cap);
+  return ws_equal(ws, ws_of(0, ws_align(states * 512 * 4) + ws_align(states * 8)), why, cap);
 }
 
 #define MP st_mla_sparse_prefill_args

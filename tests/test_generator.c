@@ -760,6 +760,7 @@ static void test_sparse_attn_decode_applies_over_text_parameters(void **state) {
   assert_int_equal(st_params_set_int(&v.kernel, "tma", 0, &err), ST_OK);
   assert_int_equal(st_params_set_int(&v.kernel, "pv_dims", 0, &err), ST_OK);
   assert_int_equal(st_params_set_int(&v.kernel, "ring_extra", 0, &err), ST_OK);
+  assert_int_equal(st_params_set_int(&v.kernel, "scale_ptr", 1, &err), ST_OK);
   assert_int_equal(st_params_set_int(&v.launch, "splits", 16, &err), ST_OK);
   assert_int_equal(applies(g, &v, &s[0]), 1); /* bf16, B=1: 2 x 16 CTAs */
   assert_int_equal(applies(g, &v, &s[4]), 0); /* an fp8 cache */

@@ -535,7 +535,7 @@ static void test_sparse_attn_decode_kernel_space_is_the_constrained_product(void
 
 #define SAD_KERNEL                                                                                                     \
   "local k = {dtype = 'bf16', head_dim = 128, group = 16, warps_n = 4, stages = 2, algo = 'single', cluster = 1, "     \
-  "k_regs = 0, tma = 0, pv_dims = 0, ring_extra = 0}\n"
+  "k_regs = 0, tma = 0, pv_dims = 0, ring_extra = 0, scale_ptr = 1}\n"
 #define SAD_SHAPE                                                                                                      \
   "local s = {dtype = 'bf16', B = 8, ctx = 32768, D = 128, Hq = 32, Hkv = 2, qlen = 1, topk = 16, scale = 'none', "    \
   "layout = 'pages2', lens = 'full', sel = 'random', lse = 0}\n"
@@ -579,6 +579,8 @@ static void test_sparse_attn_decode_check_kernel_refuses_bad_parameters(void **s
   CHECK("k.pv_dims = nil", "false: kernel parameter 'pv_dims' is missing");
   CHECK("k.ring_extra = nil", "false: kernel parameter 'ring_extra' is missing");
   CHECK("k.ring_extra = 2", "false: kernel parameter ring_extra=2 is not one of its values");
+  CHECK("k.scale_ptr = nil", "false: kernel parameter 'scale_ptr' is missing");
+  CHECK("k.scale_ptr = 0", "false: kernel parameter scale_ptr=0 is not one of its values");
   CHECK("k.tma = 1; k.pv_dims = 1; k.stages = 1; k.ring_extra = 1", "true: nil");
   CHECK("k.tma = 1; k.pv_dims = 1; k.ring_extra = 1", "false: ring_extra=1 needs pv_dims 1 and 1 stage (pv_dims 1, 2 stages)");
   CHECK("k.tma = 1; k.stages = 1; k.ring_extra = 1", "false: ring_extra=1 needs pv_dims 1 and 1 stage (pv_dims 0, 1 stages)");
@@ -668,7 +670,7 @@ static void test_sparse_attn_decode_check_shape_names_what_is_wrong(void **state
   SHAPE("s.topk = 65", "false: shape field topk=65 is outside 1..64");
   SHAPE("s.D = 8", "false: shape field D=8 is outside 16..512");
   SHAPE("s.scale = 'scalar'", "false: shape field scale=scalar needs an fp8 cache (bf16 takes none)");
-  SHAPE("s.dtype = 'fp8'; s.scale = 'block'", "false: shape field scale=block is not none, scalar or tensor");
+  SHAPE("s.dtype = 'fp8'; s.scale = 'block'", "false: shape field scale=block is not none, scalar, tensor or one");
   SHAPE("s.dtype = 'fp16'", "false: shape field dtype=fp16 is not bf16 or fp8");
   SHAPE("s.layout = 'pages'", "false: shape field layout=pages is not pages2 or interleaved");
   SHAPE("s.sel = 'top'", "false: shape field sel=top is not random, holes or local");
@@ -708,6 +710,12 @@ static void test_sparse_attn_decode_fit_rules(void **state) {
   FITS("k.dtype = 'fp8'; k.k_regs = 2; k.tma = 1; k.pv_dims = 1; s.dtype = 'fp8'; s.scale = 'tensor'", "false",
        "false: pv_dims=1 takes no per-token scales (scale tensor): another variant runs them");
   FITS("k.dtype = 'fp8'; k.k_regs = 2; k.tma = 1; s.dtype = 'fp8'; s.scale = 'tensor'", "false", "true: nil");
+  /* One scale each in device memory: pv_dims runs them, unless recorded
+   * before it read the scales there (no scale_ptr). */
+  FITS("k.dtype = 'fp8'; k.k_regs = 2; k.tma = 1; k.pv_dims = 1; s.dtype = 'fp8'; s.scale = 'one'", "false",
+       "true: nil");
+  FITS("k.dtype = 'fp8'; k.k_regs = 2; k.tma = 1; k.pv_dims = 1; k.scale_ptr = nil; s.dtype = 'fp8'; s.scale = 'one'",
+       "false", "false: pv_dims=1 takes no per-token scales (scale one): another variant runs them");
 #undef FITS
 }
 

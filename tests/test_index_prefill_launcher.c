@@ -133,7 +133,7 @@ static void test_fit_and_plan(void **state) {
   assert_int_equal(p.merge_block, 256);
   /* Row lists (keys and ids, topk + 1 words a row) before index_score's CTA. */
   assert_int_equal(p.smem_bytes, 2 * 256 * 17 * 4 + 256 * 256 + 2 * 128 * 256 + 1024);
-  assert_int_equal(p.workspace_bytes, (size_t)H * TOTAL_Q * (COLS / 64) * TOPK * 8);
+  assert_int_equal(p.workspace_bytes, 65536 + (size_t)H * TOTAL_Q * (COLS / 64) * TOPK * 8); /* past the counters */
   assert_int_equal(p.params.topk, TOPK);
   assert_int_equal(p.params.init_blocks, 1);
   assert_int_equal(p.params.local_blocks, 2);
@@ -182,7 +182,7 @@ static void test_fit_and_plan(void **state) {
   c = config_of("composed", 256, 2, 2, 64, 0);
   assert_int_equal(c.algo, ST_INDEX_PREFILL_COMPOSED);
   assert_int_equal(st_index_prefill_plan_make(&c, &a, 132, &p, &err), ST_OK);
-  assert_int_equal(p.workspace_bytes, (size_t)H * TOTAL_Q * COLS * 4);
+  assert_int_equal(p.workspace_bytes, 65536 + (size_t)H * TOTAL_Q * COLS * 4);
   assert_int_equal(p.smem_bytes, 256 * 256 + 2 * 128 * 256 + 1024); /* no lists */
   a.block_table.shape[1] = 1025;
   a.max_context = 1025 * 128;

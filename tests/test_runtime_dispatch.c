@@ -599,7 +599,7 @@ static void memo_answers_a_repeated_call_without_loading(void **state) {
   st_dispatch_choice ch;
   st_err err = {{0}};
   for (int i = 0; i < 5; i++) {
-    assert_int_equal(st_dispatch_resolve(&t, memo, c.key, &c.fields, &c.args, c.args.max_context, &h, &ch, &err),
+    assert_int_equal(st_dispatch_resolve(&t, memo, c.key, &c.fields, &c.args, c.args.max_context, 0, &h, &ch, &err),
                      ST_OK);
     assert_string_equal(ch.v->id, "w8");
   }
@@ -607,23 +607,38 @@ static void memo_answers_a_repeated_call_without_loading(void **state) {
 
   /* Another max_context is another entry. */
   c.args.max_context = 8192;
-  assert_int_equal(st_dispatch_resolve(&t, memo, c.key, &c.fields, &c.args, c.args.max_context, &h, &ch, &err), ST_OK);
+  assert_int_equal(st_dispatch_resolve(&t, memo, c.key, &c.fields, &c.args, c.args.max_context, 0, &h, &ch, &err), ST_OK);
   assert_int_equal(f.loads, 2);
 
   /* A remembered variant that no longer fits is replaced. */
   f.rejected[0] = "w8";
-  assert_int_equal(st_dispatch_resolve(&t, memo, c.key, &c.fields, &c.args, c.args.max_context, &h, &ch, &err), ST_OK);
+  assert_int_equal(st_dispatch_resolve(&t, memo, c.key, &c.fields, &c.args, c.args.max_context, 0, &h, &ch, &err), ST_OK);
   assert_string_equal(ch.v->id, "d16");
   assert_int_equal(f.loads, 3);
-  assert_int_equal(st_dispatch_resolve(&t, memo, c.key, &c.fields, &c.args, c.args.max_context, &h, &ch, &err), ST_OK);
+  assert_int_equal(st_dispatch_resolve(&t, memo, c.key, &c.fields, &c.args, c.args.max_context, 0, &h, &ch, &err), ST_OK);
   assert_int_equal(f.loads, 3);
+
+  /* Another memo tag (a call of the key whose other arguments change what
+   * fits, such as its scale mode) is another entry with its own choice: a
+   * call where w8 fits gets w8, not the d16 a call of the key where it did
+   * not fit was given. */
+  c.args.max_context = 16384;
+  f.rejected[0] = "w8";
+  assert_int_equal(st_dispatch_resolve(&t, memo, c.key, &c.fields, &c.args, c.args.max_context, 1, &h, &ch, &err), ST_OK);
+  assert_string_equal(ch.v->id, "d16");
+  f.rejected[0] = NULL;
+  assert_int_equal(st_dispatch_resolve(&t, memo, c.key, &c.fields, &c.args, c.args.max_context, 2, &h, &ch, &err), ST_OK);
+  assert_string_equal(ch.v->id, "w8");
+  assert_int_equal(st_dispatch_resolve(&t, memo, c.key, &c.fields, &c.args, c.args.max_context, 1, &h, &ch, &err), ST_OK);
+  assert_string_equal(ch.v->id, "d16"); /* still fits: its entry kept */
+  assert_null(st_dispatch_memo_find(memo, c.key, c.args.max_context, 3));
 
   /* Failures are not remembered. */
   call none = make_call(8, 64, 2, ST_DTYPE_BF16, 1, 16);
   assert_int_equal(
-      st_dispatch_resolve(&t, memo, none.key, &none.fields, &none.args, none.args.max_context, &h, &ch, &err),
+      st_dispatch_resolve(&t, memo, none.key, &none.fields, &none.args, none.args.max_context, 0, &h, &ch, &err),
       ST_ERR_NO_VARIANT);
-  assert_null(st_dispatch_memo_find(memo, none.key, none.args.max_context));
+  assert_null(st_dispatch_memo_find(memo, none.key, none.args.max_context, 0));
   free(memo);
 }
 
@@ -636,21 +651,22 @@ static void memo_replaces_the_oldest_entry_when_full(void **state) {
   for (int i = 0; i <= ST_DISPATCH_MEMO_SLOTS; i++) {
     snprintf(key, sizeof key, "index_decode:B=%d", i);
     st_dispatch_choice ch = {.v = &v[i], .rule = ST_DISPATCH_EXACT, .loaded = &v[i]};
-    st_dispatch_memo_put(memo, key, 4096, &ch);
+    st_dispatch_memo_put(memo, key, 4096, 0, &ch);
   }
-  assert_null(st_dispatch_memo_find(memo, "index_decode:B=0", 4096));
+  assert_null(st_dispatch_memo_find(memo, "index_decode:B=0", 4096, 0));
   for (int i = 1; i <= ST_DISPATCH_MEMO_SLOTS; i++) {
     snprintf(key, sizeof key, "index_decode:B=%d", i);
-    const st_dispatch_choice *ch = st_dispatch_memo_find(memo, key, 4096);
+    const st_dispatch_choice *ch = st_dispatch_memo_find(memo, key, 4096, 0);
     assert_non_null(ch);
     assert_ptr_equal(ch->v, &v[i]);
   }
   /* Putting a remembered key again replaces it in place: nothing is evicted. */
   st_dispatch_choice again = {.v = &v[0]};
-  st_dispatch_memo_put(memo, "index_decode:B=5", 4096, &again);
-  assert_ptr_equal(st_dispatch_memo_find(memo, "index_decode:B=5", 4096)->v, &v[0]);
-  assert_non_null(st_dispatch_memo_find(memo, "index_decode:B=1", 4096));
-  assert_null(st_dispatch_memo_find(memo, "index_decode:B=5", 2048));
+  st_dispatch_memo_put(memo, "index_decode:B=5", 4096, 0, &again);
+  assert_ptr_equal(st_dispatch_memo_find(memo, "index_decode:B=5", 4096, 0)->v, &v[0]);
+  assert_non_null(st_dispatch_memo_find(memo, "index_decode:B=1", 4096, 0));
+  assert_null(st_dispatch_memo_find(memo, "index_decode:B=5", 2048, 0));
+  assert_null(st_dispatch_memo_find(memo, "index_decode:B=5", 4096, 1)); /* another tag */
   free(memo);
 }
 

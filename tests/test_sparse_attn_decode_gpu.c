@@ -2,7 +2,8 @@
  * reference over the edge cases of the op contract: sequence lengths 1,
  * 127, 128, 129, 4133 and 131072, padding rows, qlen 1 to 4, selections
  * with -1 entries and blocks past the query's own, both paged KV layouts,
- * bf16 and fp8 caches with all three scale modes, GQA groups 1, 4, 8, 16 and
+ * bf16 and fp8 caches with all three scale modes (and per-token views of
+ * one scale each, run from device memory), GQA groups 1, 4, 8, 16 and
  * 32, head_dim 64, 128 and 256, topk 4 to 64, with and without lse, and q
  * beyond f16's range with fp8 caches. Each variant runs twice per shape
  * (the second run checks that the workspace was left ready for a replay).
@@ -32,6 +33,9 @@ static const edge edges[] = {
     /* q past f16's largest value (65504): the fp8 kernels' f16 q is scaled */
     {"fp8", "none", "pages2", "random", 128, 32, 2, 1, 16, 1, 9000, "9000;129;1;0", 17},
     {"fp8", "tensor", "interleaved", "holes", 64, 16, 2, 2, 16, 1, 4133, "4133;300", 17},
+    /* one K and one V scale in device memory, as vLLM passes them */
+    {"fp8", "one", "interleaved", "random", 128, 32, 2, 1, 16, 1, 32768, "1;127;129;4133;0;32768"},
+    {"fp8", "one", "pages2", "holes", 128, 16, 1, 2, 8, 0, 9000, "1;2;129;300;0;9000;4133"},
 };
 
 static void make_shape(const edge *e, st_shape *s) {

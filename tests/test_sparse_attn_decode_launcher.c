@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ops/op.h"
 #include "ops/sparse_attn_decode.h"
 #include "ops/tensor_check.h"
 #include "testutil.h"
@@ -305,6 +306,67 @@ static void test_clusters_only_where_the_kernel_can_have_one(void **state) {
   p4.algo = ST_SPARSE_ATTN_DECODE_SPLIT;
   assert_int_equal(st_sparse_attn_decode_check_cluster(&p4, &err), ST_ERR_INVALID_ARG);
   assert_non_null(strstr(err.msg, "4 with algo single and pv_dims 1"));
+}
+
+/* Calls of one dispatch key whose scale mode, or whether the copy engine
+ * can address K and V, differ are memoized apart (their fits differ). */
+static void test_memo_tag_tells_apart_what_the_fit_reads(void **state) {
+  (void)state;
+  uint32_t (*tag)(const void *) = st_sparse_attn_decode_op.memo_tag;
+  assert_non_null(tag);
+  st_sparse_attn_decode_args a = valid_args();
+  layout_pages2(&a, ST_DTYPE_FP8_E4M3, 0x100000000ull);
+  a.scale_mode = ST_KV_SCALE_SCALAR;
+  a.k_scale = a.v_scale = 1.0f;
+  const uint32_t scalar = tag(&a);
+  layout_interleaved(&a, ST_DTYPE_FP8_E4M3, 0x100000000ull);
+  assert_int_equal(tag(&a), scalar); /* both layouts addressable */
+  a.v_cache.stride[1] = 0;           /* heads sharing a page's rows */
+  assert_int_not_equal(tag(&a), scalar);
+  const st_sparse_attn_decode_args t = valid_fp8_tensor_args();
+  assert_int_not_equal(tag(&t), scalar);
+  a = valid_args(); /* bf16, no scales */
+  assert_int_not_equal(tag(&a), scalar);
+}
+
+/* Per-token scale views of one scale each (every stride 0, as vLLM passes
+ * its scalar scale tensors): variants of scale_ptr 1 run them as the
+ * scalar mode, the scales read from device memory (pv_dims and tma allowed,
+ * the host folding neither scale in); variants recorded before scale_ptr
+ * run them as per-token scales. */
+static void test_one_scale_each_runs_as_the_scalar_mode(void **state) {
+  (void)state;
+  st_sparse_attn_decode_args a = valid_fp8_tensor_args();
+  layout_pages2(&a, ST_DTYPE_FP8_E4M3, 0x100000000ull);
+  for (int i = 0; i < 3; i++) a.k_scales.stride[i] = a.v_scales.stride[i] = 0;
+  st_params k = {0}, l = {0};
+  st_err err = {{0}};
+  set_kernel(&k, "fp8", HQ / HKV, 4, 1, "single", 8);
+  st_params_set_int(&k, "k_regs", 2, &err);
+  st_params_set_int(&k, "tma", 1, &err);
+  st_params_set_int(&k, "pv_dims", 1, &err);
+  st_params_set_int(&l, "splits", 0, &err);
+  st_sparse_attn_decode_config c;
+  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_OK);
+  assert_int_equal(c.scale_ptr, 0); /* recorded before it */
+  assert_int_equal(st_sparse_attn_decode_check_fit(&c, &a, &err), ST_ERR_NO_VARIANT);
+  st_params_set_int(&k, "scale_ptr", 1, &err);
+  assert_int_equal(st_sparse_attn_decode_config_from_params(&k, &l, &c, &err), ST_OK);
+  assert_int_equal(c.scale_ptr, 1);
+  assert_int_equal(st_sparse_attn_decode_check_fit(&c, &a, &err), ST_OK);
+  st_sparse_attn_decode_plan p;
+  assert_int_equal(st_sparse_attn_decode_plan_make(&c, &a, 132, &p, &err), ST_OK);
+  assert_int_equal(p.params.scale_mode, ST_KV_SCALE_SCALAR);
+  assert_ptr_equal(p.params.k_scale_ptr, a.k_scales.data);
+  assert_ptr_equal(p.params.v_scale_ptr, a.v_scales.data);
+  assert_null(p.params.k_scales);
+  assert_true(fabsf(p.params.score_scale_log2 - a.sm_scale * 1.4426950f) < 1e-6f); /* no K scale folded in */
+  assert_true(p.params.v_scale == 1.0f);
+  assert_int_equal(p.kv_maps, 1);
+  /* One view with a stride: per-token scales, which pv_dims refuses. */
+  a.v_scales.stride[2] = 1;
+  assert_int_equal(st_sparse_attn_decode_check_fit(&c, &a, &err), ST_ERR_NO_VARIANT);
+  assert_non_null(strstr(err.msg, "per-token"));
 }
 
 static void test_variant_fit_names_the_mismatch(void **state) {
@@ -682,6 +744,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_valid_arguments_pass_in_both_layouts_and_all_scale_modes),
       cmocka_unit_test(test_bad_arguments_are_refused_by_name),
+      cmocka_unit_test(test_memo_tag_tells_apart_what_the_fit_reads),
+      cmocka_unit_test(test_one_scale_each_runs_as_the_scalar_mode),
       cmocka_unit_test(test_variant_fit_names_the_mismatch),
       cmocka_unit_test(test_bad_variant_parameters_are_refused),
       cmocka_unit_test(test_clusters_only_where_the_kernel_can_have_one),

@@ -178,10 +178,15 @@ end
 -- multiprocessor, at most TILE_MAX_LOAD, contexts of at most 6 blocks):
 -- there the block kernel's two launches and its merge cost more than the
 -- work (H200: 1 to 256 tokens of 1-2 blocks, 7-21 us against 16-21).
+-- Below TILE_FEW_LOAD the tile kernel with half the tokens a CTA goes
+-- first: twice the CTAs for a call that fills few SMs (H200, group 16: 8.3-9.2
+-- us against 10.4-12.3 for 64 tokens of one block, 18.2 against 21.3 for 16
+-- tokens of 5, equal at 7.8 entries a multiprocessor, worse at 15.5).
 -- Entries a multiprocessor (8192 / 132 measured better on the tile kernel,
 -- 16384 / 132 on the block kernel: 1024 tokens of 8 blocks, 1 and 2 KV
 -- heads, H200).
 local TILE_MAX_LOAD = 90
+local TILE_FEW_LOAD = 6
 
 function M.defaults()
   local out = {}
@@ -212,7 +217,19 @@ function M.defaults()
             error(string.format("%s: no default for %s head_dim %d group %d topk %d: %s", M.name, dtype, head_dim,
               group, topk, tostring(why)), 0)
           end
-          out[#out + 1] = { kernel = chosen, launch = {}, load = { 0, TILE_MAX_LOAD } }
+          local half = {}
+          for key, v in pairs(chosen) do
+            half[key] = v
+          end
+          half.tokens = chosen.tokens // 2
+          if half.tokens >= 1 and M.constraint(half) then
+            -- After the general tile kernel in the table: where neither
+            -- range holds the call, the general one is tried before it.
+            out[#out + 1] = { kernel = chosen, launch = {}, load = { TILE_FEW_LOAD, TILE_MAX_LOAD } }
+            out[#out + 1] = { kernel = half, launch = {}, load = { 0, TILE_FEW_LOAD } }
+          else
+            out[#out + 1] = { kernel = chosen, launch = {}, load = { 0, TILE_MAX_LOAD } }
+          end
         end
       end
     end

@@ -58,6 +58,12 @@ M.kernel_domains = {
   -- that V is copied a block ahead (as with two stages) in a CTA small
   -- enough for three an SM with a cluster.
   ring_extra = { 0, 1 },
+  -- Every kernel reads one K and one V scale from device memory where the
+  -- launcher passes them (scale views of one scale each, shape field
+  -- scale=one: vLLM's scalar scale tensors), which it then runs as the
+  -- scalar mode. Recorded so that variants from before it (no scale_ptr)
+  -- are given such calls as per-token scales, which their kernels read.
+  scale_ptr = { 1 },
 }
 
 -- Launch choices timed: auto and powers of two (bounded per shape below).
@@ -86,7 +92,9 @@ local SHAPE_FIELDS = { "B", "D", "Hkv", "Hq", "ctx", "dtype", "layout", "lens", 
 -- arguments of every kernel.
 local DISPATCH_FIELDS = { "B", "D", "Hkv", "Hq", "dtype", "qlen", "topk" }
 local MAX_GROUP = 32
-local SCALES = { "none", "scalar", "tensor" }
+-- one: per-token scale views with every stride 0 (one K and one V scale
+-- in device memory, as vLLM passes its scalar scale tensors).
+local SCALES = { "none", "scalar", "tensor", "one" }
 -- (pages, 2, 128, Hkv, D) and (pages, Hkv, 128, 2*D): sparsetune.h.
 local LAYOUTS = { "pages2", "interleaved" }
 local LENS = { "full", "mixed" }
@@ -258,7 +266,7 @@ function M.defaults()
       for _, group in ipairs(M.kernel_domains.group) do
         for _, f in ipairs(FAST[dtype]) do
           local k = { dtype = dtype, head_dim = head_dim, group = group, algo = "single", k_regs = 0, tma = 0,
-            pv_dims = 0, ring_extra = 0 }
+            pv_dims = 0, ring_extra = 0, scale_ptr = 1 }
           for name, v in pairs(f.kernel) do
             k[name] = v
           end
@@ -267,7 +275,7 @@ function M.defaults()
           end
         end
         local k = { dtype = dtype, head_dim = head_dim, group = group, warps_n = 4, stages = 1, algo = "single",
-          cluster = 1, k_regs = 0, tma = 0, pv_dims = 0, ring_extra = 0 }
+          cluster = 1, k_regs = 0, tma = 0, pv_dims = 0, ring_extra = 0, scale_ptr = 1 }
         local ok, why = M.constraint(k)
         -- Every shape of the contract needs a fallback: a missing one is a
         -- defect of the space, not a configuration to skip.
@@ -310,7 +318,7 @@ function M.check_shape(s)
       MAX_GROUP)
   end
   if not space.contains(SCALES, s.scale) then
-    return false, string.format("shape field scale=%s is not none, scalar or tensor", tostring(s.scale))
+    return false, string.format("shape field scale=%s is not none, scalar, tensor or one", tostring(s.scale))
   end
   if s.dtype == "bf16" and s.scale ~= "none" then
     return false, string.format("shape field scale=%s needs an fp8 cache (bf16 takes none)", s.scale)
@@ -352,8 +360,8 @@ function M.fits(k, s, _is_default)
   if k.dtype ~= s.dtype then
     return false, "dtype differs"
   end
-  if (k.pv_dims or 0) == 1 and s.scale == "tensor" then
-    return false, "pv_dims=1 takes no per-token scales (scale tensor): another variant runs them"
+  if (k.pv_dims or 0) == 1 and (s.scale == "tensor" or (s.scale == "one" and (k.scale_ptr or 0) == 0)) then
+    return false, string.format("pv_dims=1 takes no per-token scales (scale %s): another variant runs them", s.scale)
   end
   if k.head_dim ~= s.D then
     return false, "head_dim differs"

@@ -126,8 +126,13 @@ ST_API const char *st_version(void);
 ST_API unsigned st_version_number(void);
 
 /* Zero-fills `bytes` of `workspace` on `stream`. A workspace must be zeroed
- * once before its first use; the kernels leave it zeroed after every launch,
- * so graph replays need no further clearing. */
+ * once before its first use. One workspace may then serve every op, and
+ * every shape of each, one call after another on a stream (not two calls
+ * at once): the counters the kernels need zero live in its first 64 KiB,
+ * which every launch leaves zeroed, and all else a launch writes lies past
+ * them, where the next call expects nothing. Graph replays need no further
+ * clearing. Size it as the largest st_<op>_workspace_size of the calls it
+ * serves. */
 ST_API st_status st_workspace_clear(st_handle *handle, void *workspace, size_t bytes, void *stream);
 
 /* ---- argument blocks ------------------------------------------------------
@@ -438,7 +443,7 @@ ST_API st_status st_sparse_attn_decode_prepare(st_handle *handle, const st_spars
 /* Launches sparse_attn_decode on `stream` (a CUstream; NULL = legacy
  * default). Asynchronous; no host synchronization, no allocation.
  * `workspace` must hold st_sparse_attn_decode_workspace_size bytes and have
- * been cleared once (st_workspace_clear); the kernels leave it cleared. */
+ * been cleared once (st_workspace_clear: one workspace serves every op). */
 ST_API st_status st_sparse_attn_decode(st_handle *handle, const st_sparse_attn_decode_args *args, void *workspace,
                                        size_t workspace_bytes, void *stream);
 
@@ -509,8 +514,9 @@ ST_API st_status st_mla_sparse_decode_prepare(st_handle *handle, const st_mla_sp
 
 /* Launches mla_sparse_decode on `stream` (a CUstream; NULL = legacy
  * default). Asynchronous; no host synchronization, no allocation.
- * `workspace` must hold st_mla_sparse_decode_workspace_size bytes; its
- * contents need not be cleared. */
+ * `workspace` must hold st_mla_sparse_decode_workspace_size bytes; this op
+ * reads none of its contents but writes only where st_workspace_clear says
+ * scratch lies, so the workspace may serve other ops too. */
 ST_API st_status st_mla_sparse_decode(st_handle *handle, const st_mla_sparse_decode_args *args, void *workspace,
                                       size_t workspace_bytes, void *stream);
 
@@ -571,8 +577,9 @@ ST_API st_status st_mla_sparse_prefill_prepare(st_handle *handle, const st_mla_s
 
 /* Launches mla_sparse_prefill on `stream` (a CUstream; NULL = legacy
  * default). Asynchronous; no host synchronization, no allocation.
- * `workspace` must hold st_mla_sparse_prefill_workspace_size bytes; its
- * contents need not be cleared. */
+ * `workspace` must hold st_mla_sparse_prefill_workspace_size bytes; this op
+ * reads none of its contents but writes only where st_workspace_clear says
+ * scratch lies, so the workspace may serve other ops too. */
 ST_API st_status st_mla_sparse_prefill(st_handle *handle, const st_mla_sparse_prefill_args *args, void *workspace,
                                        size_t workspace_bytes, void *stream);
 
@@ -622,8 +629,8 @@ ST_API void st_sparse_attn_args_init(st_sparse_attn_args *args);
  * tuned with a larger chunk (launch parameter `chunk`: 3072 tokens of 2 kv
  * heads x 16 q heads, topk 16, take ~400 MiB), and twice that for variants
  * that overlap one chunk's merge with the next chunk. The
- * workspace must be cleared once (st_workspace_clear); the kernels leave
- * it cleared. */
+ * workspace must be cleared once (st_workspace_clear: one workspace
+ * serves every op). */
 ST_API st_status st_sparse_attn_workspace_size(st_handle *handle, const st_sparse_attn_args *args, size_t *bytes);
 
 /* Loads the module that st_sparse_attn would launch for these arguments,

@@ -9,6 +9,7 @@
 
 #include "ops/launch.h"
 #include "ops/tensor_check.h"
+#include "ops/workspace.h"
 
 /* Bytes of a page per token: 128 fp8 values and one fp32 scale. */
 #define ST_DSA_TOKEN_BYTES (ST_DSA_INDEX_DECODE_HEAD_DIM + 4)
@@ -27,7 +28,6 @@
  * two of 256 threads or four of 128 on Hopper; not yet measured. */
 #define ST_DSA_SM_THREADS 512
 #define ST_DSA_MAX_SPLITS 1024
-#define ST_WS_ALIGN 256
 
 st_status st_dsa_index_decode_config_from_params(const st_params *kernel, const st_params *launch,
                                                  st_dsa_index_decode_config *cfg, st_err *err) {
@@ -136,8 +136,6 @@ st_status st_dsa_index_decode_check_fit(const st_dsa_index_decode_config *cfg, c
   return ST_OK;
 }
 
-static size_t align_up(size_t x) { return (x + ST_WS_ALIGN - 1) / ST_WS_ALIGN * ST_WS_ALIGN; }
-
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /* Split count: the variant's, or (0) one wave: as many CTAs a request as
@@ -197,7 +195,9 @@ st_status st_dsa_index_decode_plan_make(const st_dsa_index_decode_config *cfg, c
   p->cand_cap = (int32_t)cand_cap;
 
   /* R <= 65535, qlen <= 4, max_context <= 2^24: under 2^46 bytes. */
-  plan->workspace_bytes = align_up((size_t)rows * (size_t)logit_stride * 4);
+  size_t off = 0; /* ops/workspace.h: scratch only */
+  plan->logits_offset = st_ws_take(&off, (size_t)rows * (size_t)logit_stride * 4);
+  plan->workspace_bytes = off;
   plan->grid[0] = (unsigned)splits;
   plan->grid[1] = (unsigned)R;
   plan->grid[2] = 1;
@@ -231,7 +231,8 @@ st_status st_dsa_index_decode_launch(const st_cu *cu, CUfunction main_fn, CUfunc
     return st_fail(err, ST_ERR_WORKSPACE, "workspace of %zu bytes at %p is smaller than the %zu bytes needed",
                    workspace ? workspace_bytes : 0, workspace, plan->workspace_bytes);
   st_dsa_index_decode_params params = plan->params;
-  params.logits = workspace;
+  // cppcheck-suppress invalidPointerCast ; a device address, aligned for floats by the plan
+  params.logits = (float *)((char *)workspace + plan->logits_offset);
   st_status s = launch_one(cu, main_fn, plan->grid, plan->block, plan->smem_bytes, &params, stream, plan->pdl, err);
   if (s != ST_OK) return s;
   /* The merge waits for the main kernel's logits (templates/common/pdl.cuh):

@@ -64,7 +64,8 @@ typedef struct st_dsa_index_decode_plan {
   unsigned merge_smem_bytes; /* the merge's staged logits or candidates */
   int splits;                /* effective split count                  */
   int pdl;                   /* the main kernel launched programmatically */
-  size_t workspace_bytes;
+  size_t workspace_bytes;    /* laid out as ops/workspace.h says        */
+  size_t logits_offset;      /* in the scratch                          */
 } st_dsa_index_decode_plan;
 
 /* Plans a launch for valid, fitting arguments on a GPU with `sm_count`

@@ -8,6 +8,7 @@
 
 #include "ops/launch.h"
 #include "ops/tensor_check.h"
+#include "ops/workspace.h"
 
 /* Dynamic shared memory one CTA may ask for. Far under the 227 KiB limit so
  * several CTAs share a multiprocessor. */
@@ -18,7 +19,6 @@
 #define ST_INDEX_DECODE_SELECT_SMEM (32 * 1024)
 /* Copy stages of the bulk variants beyond that: four 32 KiB blocks. */
 #define ST_INDEX_DECODE_STAGE_SMEM (128 * 1024)
-#define ST_WS_ALIGN 256
 
 st_status st_index_decode_config_from_params(const st_params *kernel, const st_params *launch,
                                              st_index_decode_config *cfg, st_err *err) {
@@ -131,8 +131,6 @@ st_status st_index_decode_check_fit(const st_index_decode_config *cfg, const st_
   return ST_OK;
 }
 
-static size_t align_up(size_t x) { return (x + ST_WS_ALIGN - 1) / ST_WS_ALIGN * ST_WS_ALIGN; }
-
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /* Split count: the variant's, or (0) one wave: the largest power of two
@@ -231,15 +229,13 @@ st_status st_index_decode_plan_make(const st_index_decode_config *cfg, const st_
 
   /* R and H <= 65535, qlen <= 4, max_blocks < 2^24 (max_context is an
    * int): every size here stays under 2^60 bytes. */
-  size_t off = 0;
+  size_t off = 0; /* ops/workspace.h */
   if (cfg->algo == ST_INDEX_DECODE_SINGLE && !direct) {
-    plan->counters_offset = off;
-    off = align_up(off + (size_t)(R * groups) * 4);
+    plan->counters_bytes = (size_t)(R * groups) * 4;
+    plan->counters_offset = st_ws_take_counters(&off, plan->counters_bytes, &plan->zero_counters);
   }
-  if (!direct) {
-    plan->block_keys_offset = off;
-    off = align_up(off + (size_t)R * (size_t)H * (size_t)a->qlen * (size_t)max_blocks * 4);
-  }
+  if (!direct)
+    plan->block_keys_offset = st_ws_take(&off, (size_t)R * (size_t)H * (size_t)a->qlen * (size_t)max_blocks * 4);
   plan->workspace_bytes = off;
   plan->grid[0] = (unsigned)(splits + balanced);
   plan->grid[1] = (unsigned)R;
@@ -283,6 +279,10 @@ st_status st_index_decode_launch(const st_cu *cu, CUfunction main_fn, CUfunction
     params.counters = (uint32_t *)(ws + plan->counters_offset);
     params.block_keys = (uint32_t *)(ws + plan->block_keys_offset);
   }
+  if (plan->zero_counters)
+    ST_CU_TRY(cu,
+              cu->cuMemsetD32Async((CUdeviceptr)(uintptr_t)params.counters, 0, plan->counters_bytes / 4, stream),
+              err);
   st_status s = launch_one(cu, main_fn, plan->grid, plan->block, plan->smem_bytes, &params, stream, plan->pdl, err);
   if (s != ST_OK || !plan->merge_block) return s;
   /* The merge waits for the main kernel's keys (templates/common/pdl.cuh):
@@ -362,6 +362,12 @@ static double load(const void *args, int sm_count) {
   return (double)requests * (double)a->q.shape[1] * blocks / (double)(sm_count > 0 ? sm_count : 1);
 }
 
+/* What besides the key decides the fit: dense pages (the bulk variants). */
+static uint32_t memo_tag(const void *args) {
+  const st_index_decode_args *a = args;
+  return a->k_cache.stride[1] == a->q.shape[2];
+}
+
 const st_op_desc st_index_decode_op = {.name = ST_INDEX_DECODE_OP,
                                        .main_kernel = ST_INDEX_DECODE_MAIN_KERNEL,
                                        .merge_kernel = ST_INDEX_DECODE_MERGE_KERNEL,
@@ -371,6 +377,7 @@ const st_op_desc st_index_decode_op = {.name = ST_INDEX_DECODE_OP,
                                        .shape_only = shape_only,
                                        .max_context = max_context,
                                        .load = load,
+                                       .memo_tag = memo_tag,
                                        .dispatch_key = dispatch_key,
                                        .plan = plan,
                                        .launch = launch,

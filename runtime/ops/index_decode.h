@@ -65,8 +65,10 @@ typedef struct st_index_decode_plan {
   unsigned merge_smem_bytes;
   int splits;                    /* effective split count                    */
   int pdl;                       /* the main kernel launched programmatically */
-  size_t workspace_bytes;
+  size_t workspace_bytes;        /* laid out as ops/workspace.h says      */
   size_t counters_offset, block_keys_offset;
+  size_t counters_bytes;         /* SINGLE: a word a (request, head group) */
+  int zero_counters;             /* 1: past the counter area, zeroed first */
 } st_index_decode_plan;
 
 /* Plans a launch for valid, fitting arguments on a GPU with `sm_count`

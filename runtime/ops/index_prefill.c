@@ -10,8 +10,8 @@
 
 #include "ops/tensor_check.h"
 #include "ops/tensor_map.h"
+#include "ops/workspace.h"
 
-#define ST_WS_ALIGN 256
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -88,7 +88,7 @@ st_status st_index_prefill_check_args(const st_index_prefill_args *a, st_err *er
 }
 
 /* H x total_q rows (< 2^47: both checked) of `per_row` entries of
- * `entry_bytes`, aligned. Up to 2^16 chunks of 512 bytes a row could pass
+ * `entry_bytes`, aligned, after the counter area. Up to 2^16 chunks of 512 bytes a row could pass
  * 64 bits (the merge's candidate limit keeps real plans far below): so
  * checked, not assumed. */
 static st_status workspace_bytes(const st_index_prefill_args *a, int64_t per_row, int64_t entry_bytes, size_t *out,
@@ -96,12 +96,12 @@ static st_status workspace_bytes(const st_index_prefill_args *a, int64_t per_row
   const int64_t H = a->q.shape[1], total_q = a->q.shape[0];
   int64_t bytes;
   if (__builtin_mul_overflow(H * total_q, per_row, &bytes) || __builtin_mul_overflow(bytes, entry_bytes, &bytes) ||
-      __builtin_add_overflow(bytes, ST_WS_ALIGN - 1, &bytes))
+      __builtin_add_overflow(bytes, (int64_t)(ST_WS_COUNTER_BYTES + ST_WS_ALIGN - 1), &bytes))
     return st_fail(err, ST_ERR_INVALID_ARG,
                    "q.shape[0]=%lld query tokens x H=%lld heads x %lld entries of %lld bytes: a workspace past 2^63 "
                    "bytes",
                    (long long)total_q, (long long)H, (long long)per_row, (long long)entry_bytes);
-  *out = (size_t)(bytes / ST_WS_ALIGN * ST_WS_ALIGN);
+  *out = (size_t)bytes / ST_WS_ALIGN * ST_WS_ALIGN;
   return ST_OK;
 }
 
@@ -166,8 +166,11 @@ st_status st_index_prefill_launch(const st_cu *cu, CUfunction main_fn, CUfunctio
   ST_CU_TRY(cu, cu->cuFuncSetAttribute(main_fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)plan->smem_bytes),
             err);
   st_index_prefill_params params = plan->params;
-  params.partial = workspace; /* the template reads the one its algorithm uses */
-  params.keys = workspace;
+  char *scratch = (char *)workspace + ST_WS_COUNTER_BYTES; /* ops/workspace.h */
+  // cppcheck-suppress invalidPointerCast ; a device address, aligned by the layout
+  params.partial = (uint64_t *)scratch; /* the template reads the one its algorithm uses */
+  // cppcheck-suppress invalidPointerCast
+  params.keys = (uint32_t *)scratch;
   st_status s = st_tensor_map_pages(cu, &plan->k_cache, "k_cache", 256, &params.score.k_map, err);
   if (s != ST_OK) return s;
   void *kargs[] = {&params};

@@ -55,7 +55,8 @@ typedef struct st_index_prefill_plan {
   unsigned block, merge_block;
   unsigned smem_bytes;
   size_t workspace_bytes; /* fused: the chunks' lists, H x total_q x max_chunks x topk x 8;
-                             composed: the keys, H x total_q x max_blocks x 4            */
+                             composed: the keys, H x total_q x max_blocks x 4; in the
+                             scratch (ops/workspace.h), past the counter area          */
 } st_index_prefill_plan;
 
 /* Plans a launch for valid arguments on a GPU with `sm_count`

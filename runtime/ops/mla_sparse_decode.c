@@ -10,8 +10,8 @@
 
 #include "ops/launch.h"
 #include "ops/tensor_check.h"
+#include "ops/workspace.h"
 
-#define ST_WS_ALIGN 256
 /* Dynamic shared memory one CTA may opt in to on sm_90 (227 KiB less the
  * kernel's static part). */
 #define ST_MLA_SPARSE_DECODE_MAX_SMEM (220 * 1024)
@@ -100,8 +100,6 @@ st_status st_mla_sparse_decode_config_from_params(const st_params *kernel, const
 }
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-static size_t align_up(size_t x) { return (x + ST_WS_ALIGN - 1) / ST_WS_ALIGN * ST_WS_ALIGN; }
 
 unsigned st_mla_sparse_decode_smem_bytes(const st_mla_sparse_decode_config *cfg) {
   const int64_t H = cfg->heads_per_cta, T = cfg->tile_tokens;
@@ -289,13 +287,11 @@ st_status st_mla_sparse_decode_plan_make(const st_mla_sparse_decode_config *cfg,
   p->entries_per_split = (int32_t)per_split;
 
   /* rows <= 65535, splits <= 128, Hq <= 128: at most 2^39 floats. */
-  size_t off = 0;
+  size_t off = 0; /* ops/workspace.h: scratch only */
   if (splits > 1) {
     const size_t states = (size_t)rows * (size_t)splits * (size_t)Hq;
-    plan->part_o_offset = off;
-    off = align_up(off + states * ST_MLA_SPARSE_DECODE_DIM_V * 4);
-    plan->part_ml_offset = off;
-    off = align_up(off + states * 2 * 4);
+    plan->part_o_offset = st_ws_take(&off, states * ST_MLA_SPARSE_DECODE_DIM_V * 4);
+    plan->part_ml_offset = st_ws_take(&off, states * 2 * 4);
     plan->merge_grid[0] = (unsigned)rows;
     plan->merge_grid[1] = (unsigned)Hq;
     plan->merge_grid[2] = 1;

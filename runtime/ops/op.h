@@ -82,6 +82,11 @@ typedef struct st_op_desc {
    * own unit, which its defaults' load ranges use (generator/ops/<op>.lua);
    * NULL: the op's defaults have none. */
   double (*load)(const void *args, int sm_count);
+  /* Run-time properties of a call that its dispatch key leaves out but
+   * that change which variants fit (a scale mode, views the copy engine
+   * cannot address): calls of one key with other tags are memoized apart,
+   * each with its own choice. NULL: none. */
+  uint32_t (*memo_tag)(const void *args);
   /* The dispatch key ("index_decode:B=8,...") and its fields. */
   st_status (*dispatch_key)(const void *args, char *key, size_t cap, st_params *fields, st_err *err);
   /* Whether the variant runs the (valid) call on a device of `sm_count`

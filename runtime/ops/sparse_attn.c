@@ -11,14 +11,13 @@
 #include "ops/attn_args.h"
 #include "ops/tensor_check.h"
 #include "ops/tensor_map.h"
+#include "ops/workspace.h"
 
 /* Dynamic shared memory one CTA may opt in to on sm_90. */
 #define ST_SPARSE_ATTN_MAX_SMEM (220 * 1024)
 #define ST_DEFAULT_SMEM_WITHOUT_OPT_IN (48 * 1024)
 /* Grid x holds the tiles of query tokens. */
 #define ST_MAX_GRID_X 2147483647LL
-/* Workspace pieces start on 256-byte boundaries. */
-#define ST_WS_ALIGN 256
 /* The dense tiles' header words, padded to the next piece. */
 #define DENSE_HEADER_BYTES ((ST_SPARSE_ATTN_DENSE_HEADER_WORDS * 4 + ST_WS_ALIGN - 1) / ST_WS_ALIGN * ST_WS_ALIGN)
 
@@ -235,9 +234,10 @@ static void fill_params(const st_sparse_attn_args *a, st_sparse_attn_params *p) 
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+/* A piece of a workspace half, from the half's start. */
 static size_t take(size_t *off, size_t bytes) {
   const size_t at = *off;
-  *off = (at + bytes + ST_WS_ALIGN - 1) / ST_WS_ALIGN * ST_WS_ALIGN;
+  *off = st_ws_align(at + bytes);
   return at;
 }
 
@@ -336,8 +336,10 @@ static st_status plan_block(const st_sparse_attn_config *cfg, const st_sparse_at
                      plan->merge_smem, ST_DEFAULT_SMEM_WITHOUT_OPT_IN);
     plan->merge_grid_cap = (unsigned)sm_count * ST_SPARSE_ATTN_BULK_CTAS_PER_SM;
   }
+  /* ops/workspace.h: the halves in the scratch, their counters (the
+   * header and the keys' counts) zeroed by each chunk's launches. */
   plan->half_bytes = block_workspace(cfg, Hkv, topk, max_keys, chunk, plan);
-  plan->workspace_bytes = plan->half_bytes * (cfg->overlap ? 2 : 1);
+  plan->workspace_bytes = ST_WS_COUNTER_BYTES + plan->half_bytes * (cfg->overlap ? 2 : 1);
   if (cfg->dense) { /* candidate tiles: topk x 128 / (128 / group) a kv head and request */
     plan->params.dense_tiles = (int32_t)(topk * cfg->group);
     plan->dense_cands = Hkv * R * plan->params.dense_tiles;
@@ -347,7 +349,7 @@ static st_status plan_block(const st_sparse_attn_config *cfg, const st_sparse_at
     /* 2: beside the last merge, whose CTAs take the SMs it leaves */
     plan->dense_grid = (unsigned)(cfg->dense == 2 && cfg->overlap ? sm_count - sm_count / 4 : sm_count);
     plan->dense_smem = ST_SPARSE_ATTN_DENSE_SMEM(cfg->dtype == ST_DTYPE_FP8_E4M3);
-    plan->off_dense = plan->workspace_bytes; /* the header, then a flag and a list slot a candidate */
+    plan->off_dense = plan->workspace_bytes - ST_WS_COUNTER_BYTES; /* the header, then a flag and a list slot a candidate */
     plan->workspace_bytes += DENSE_HEADER_BYTES + 2 * (size_t)plan->dense_cands * 4;
   }
   plan->tokens = cfg->tokens;
@@ -455,6 +457,7 @@ static st_status map_partials(const st_cu *cu, const st_sparse_attn_plan *plan, 
 static st_status launch_dense_lists(const st_cu *cu, CUfunction merge_fn, const st_sparse_attn_plan *plan, char *ws,
                                     st_sparse_attn_params *p, CUstream stream, st_err *err) {
   char *at = ws + plan->off_dense;
+  ST_CU_TRY(cu, cu->cuMemsetD32Async((CUdeviceptr)(uintptr_t)at, 0, DENSE_HEADER_BYTES / 4, stream), err);
   p->ws_dense_header = (uint32_t *)at;
   p->ws_dense = (int32_t *)(at + DENSE_HEADER_BYTES);
   p->ws_dense_list = p->ws_dense + plan->dense_cands;
@@ -545,6 +548,10 @@ static st_status launch_block(const st_cu *cu, CUfunction main_fn, CUfunction me
     if (plan->overlap && c >= 2) ST_CU_TRY(cu, cu->cuStreamWaitEvent(side->stream, side->freed[half], 0), err);
     p.q0 = (int32_t)q0;
     p.nq = (int32_t)nq;
+    ST_CU_TRY(cu,
+              cu->cuMemsetD32Async((CUdeviceptr)(uintptr_t)p.ws_header, 0,
+                                   (plan->off_offset - plan->off_header) / 4, lists),
+              err);
     p.step = 0;
     if ((st = launch_one(cu, merge_fn, steps, 1, ST_SPARSE_ATTN_STEP_THREADS, ST_SPARSE_ATTN_COUNT_SMEM, &p, lists,
                          err)) != ST_OK)
@@ -615,7 +622,7 @@ st_status st_sparse_attn_launch(const st_cu *cu, CUfunction main_fn, CUfunction 
                                      CU_SHAREDMEM_CARVEOUT_MAX_SHARED),
               err);
   if (plan->algo == ST_SPARSE_ATTN_BLOCK)
-    return launch_block(cu, main_fn, merge_fn, plan, workspace, stream, side, err);
+    return launch_block(cu, main_fn, merge_fn, plan, (char *)workspace + ST_WS_COUNTER_BYTES, stream, side, err);
   st_sparse_attn_params params = plan->params;
   return launch_one(cu, main_fn, plan->grid[0], plan->grid[1], plan->block, plan->smem_bytes, &params, stream, err);
 }

@@ -142,7 +142,7 @@ typedef struct st_sparse_attn_plan {
   int merge_slots;                                 /* > 0: the merge by bulk copies (step 3), its slots    */
   int first_q;                                     /* tokens of the first chunk, 0: chunk_q                 */
   unsigned merge_smem, merge_grid_cap;             /* ... its dynamic shared memory and most CTAs a launch  */
-  size_t half_bytes;                               /* overlap: bytes of one workspace half (offsets: in a half) */
+  size_t half_bytes;                               /* a workspace half (offsets: in a half), from the scratch */
   st_tensor k_cache, v_cache;                      /* the views they map                                      */
   int q_maps;          /* two-pass bf16 wgmma (mtiles 2): params' q_map encoded at launch             */
   int part_maps;       /* ... with bf16 partials: params' part_map, per workspace half                */
@@ -152,7 +152,7 @@ typedef struct st_sparse_attn_plan {
   int64_t dense_cands; /* ... over this many candidate tiles (params' dense_tiles a kv head and request) */
   unsigned dense_grid; /* ... its CTAs                                                                  */
   unsigned dense_smem; /* ... and their dynamic shared memory                                           */
-  size_t off_dense;    /* ... their header, flags and list: after the halves                            */
+  size_t off_dense;    /* ... their header, flags and list: after the halves         */
   int group, head_dim; /* q heads per kv head; D                                                        */
   size_t off_header, off_count, off_offset, off_item, off_key, off_rank, off_item_rec, off_part_ml, off_part_o;
 } st_sparse_attn_plan;
@@ -163,8 +163,9 @@ st_status st_sparse_attn_plan_make(const st_sparse_attn_config *cfg, const st_sp
                                    st_sparse_attn_plan *plan, st_err *err);
 
 /* Launches the planned kernels on `stream`; `merge_fn` may be NULL for tile
- * variants, and `workspace` must hold plan->workspace_bytes, cleared once
- * (block-major variants leave it cleared). `side` is needed only when
+ * variants, and `workspace` must hold plan->workspace_bytes (laid out as
+ * ops/workspace.h says: block-major variants zero their counters in the
+ * scratch at each chunk). `side` is needed only when
  * plan->overlap (else NULL is fine); its owner lets one launch enqueue on it
  * at a time. Work on the side stream is joined back into `stream` before
  * this returns, so `stream` alone orders what comes after. */

@@ -12,8 +12,8 @@
 #include "ops/launch.h"
 #include "ops/tensor_check.h"
 #include "ops/tensor_map.h"
+#include "ops/workspace.h"
 
-#define ST_WS_ALIGN 256
 /* Dynamic shared memory one CTA may opt in to on sm_90 (227 KiB less the
  * kernel's static part). */
 #define ST_SPARSE_ATTN_DECODE_MAX_SMEM (220 * 1024)
@@ -70,6 +70,10 @@ st_status st_sparse_attn_decode_config_from_params(const st_params *kernel, cons
   if (st_params_get(kernel, "ring_extra")) {
     GET(kernel, "ring_extra", 0, 1, ring_extra)
   }
+  /* Nor scale_ptr, before it: 0 (their kernels read no scale pointer). */
+  if (st_params_get(kernel, "scale_ptr")) {
+    GET(kernel, "scale_ptr", 0, 1, scale_ptr)
+  }
 #undef GET
   if (cfg->k_regs && cfg->dtype != ST_DTYPE_FP8_E4M3)
     return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter k_regs=%d needs dtype fp8 (it reads raw fp8 rows)",
@@ -96,8 +100,6 @@ st_status st_sparse_attn_decode_config_from_params(const st_params *kernel, cons
 }
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-static size_t align_up(size_t x) { return (x + ST_WS_ALIGN - 1) / ST_WS_ALIGN * ST_WS_ALIGN; }
 
 static int m_tiles(int group) { return (int)ceil_div(group, 16); }
 
@@ -210,8 +212,26 @@ st_status st_sparse_attn_decode_check_args(const st_sparse_attn_decode_args *a, 
   return st_check_vector_rows(&a->q, "q", 16, err);
 }
 
+/* Per-token scale views of one scale each (every stride 0: how vLLM's
+ * scalar scale tensors arrive), which variants of scale_ptr 1 run as the
+ * scalar mode with the two scales read on the device. */
+static int one_scale_each(const st_sparse_attn_decode_args *a) {
+  if (a->scale_mode != ST_KV_SCALE_TENSOR) return 0;
+  const st_tensor *t[2] = {&a->k_scales, &a->v_scales};
+  for (int i = 0; i < 2; i++)
+    for (int d = 0; d < t[i]->ndim; d++)
+      if (t[i]->stride[d] != 0) return 0;
+  return 1;
+}
+
+/* The scale mode the variant runs the call in. */
+static st_kv_scale_mode run_mode(const st_sparse_attn_decode_config *cfg, const st_sparse_attn_decode_args *a) {
+  return cfg->scale_ptr && one_scale_each(a) ? ST_KV_SCALE_SCALAR : a->scale_mode;
+}
+
 st_status st_sparse_attn_decode_check_fit(const st_sparse_attn_decode_config *cfg, const st_sparse_attn_decode_args *a,
                                           st_err *err) {
+  const st_kv_scale_mode mode = run_mode(cfg, a);
   const int64_t D = a->q.shape[2], G = a->q.shape[1] / a->k_cache.shape[1];
   if (cfg->dtype != a->k_cache.dtype)
     return st_fail(err, ST_ERR_NO_VARIANT, "variant is for a %s cache, call has %s", st_dtype_name(cfg->dtype),
@@ -224,11 +244,11 @@ st_status st_sparse_attn_decode_check_fit(const st_sparse_attn_decode_config *cf
   if (st_sparse_attn_decode_smem_bytes(cfg) > ST_SPARSE_ATTN_DECODE_MAX_SMEM)
     return st_fail(err, ST_ERR_NO_VARIANT, "variant needs %u bytes of shared memory (limit %d)",
                    st_sparse_attn_decode_smem_bytes(cfg), ST_SPARSE_ATTN_DECODE_MAX_SMEM);
-  if (cfg->pv_dims && a->scale_mode == ST_KV_SCALE_TENSOR)
+  if (cfg->pv_dims && mode == ST_KV_SCALE_TENSOR)
     return st_fail(err, ST_ERR_NO_VARIANT, "pv_dims variant takes no per-token scales: another variant runs them");
   /* tma: views the copy engine cannot address (a zero or negative stride)
    * go to another variant, not to a failed launch. */
-  if (cfg->tma && a->scale_mode != ST_KV_SCALE_TENSOR) {
+  if (cfg->tma && mode != ST_KV_SCALE_TENSOR) {
     st_err why = {{0}};
     if (st_tensor_map_pages_check(&a->k_cache, "k_cache", &why) != ST_OK ||
         st_tensor_map_pages_check(&a->v_cache, "v_cache", &why) != ST_OK)
@@ -322,22 +342,29 @@ st_status st_sparse_attn_decode_plan_make(const st_sparse_attn_decode_config *cf
 
   st_sparse_attn_decode_params *p = &plan->params;
   fill_params(a, p);
+  const st_kv_scale_mode mode = run_mode(cfg, a);
+  if (mode != a->scale_mode) { /* one scale each, read on the device */
+    p->scale_mode = (int32_t)mode;
+    p->score_scale_log2 = st_attn_score_scale_log2(a->sm_scale, mode, 1.0f);
+    p->v_scale = 1.0f;
+    p->k_scale_ptr = a->k_scales.data;
+    p->v_scale_ptr = a->v_scales.data;
+    p->k_scales = p->v_scales = NULL;
+  }
   p->splits = splits;
   p->blocks_per_split = (int32_t)per_split;
 
   /* R*qlen and Hkv <= 65535, splits <= 64, group <= 32, head_dim <= 256:
    * every size here stays under 2^53 bytes. */
-  size_t off = 0;
+  size_t off = 0; /* ops/workspace.h */
   if (splits > 1) {
     const size_t states = (size_t)items * (size_t)splits * (size_t)cfg->group;
     if (cfg->algo == ST_SPARSE_ATTN_DECODE_SINGLE) {
-      plan->counters_offset = off;
-      off = align_up(off + (size_t)items * 4);
+      plan->counters_bytes = (size_t)items * 4;
+      plan->counters_offset = st_ws_take_counters(&off, plan->counters_bytes, &plan->zero_counters);
     }
-    plan->part_o_offset = off;
-    off = align_up(off + states * (size_t)cfg->head_dim * 4);
-    plan->part_ml_offset = off;
-    off = align_up(off + states * 2 * 4);
+    plan->part_o_offset = st_ws_take(&off, states * (size_t)cfg->head_dim * 4);
+    plan->part_ml_offset = st_ws_take(&off, states * 2 * 4);
   }
   plan->workspace_bytes = off;
   plan->splits = splits;
@@ -349,10 +376,10 @@ st_status st_sparse_attn_decode_plan_make(const st_sparse_attn_decode_config *cf
   plan->grid[1] = (unsigned)Hkv;
   plan->grid[2] = 1;
   plan->block = (unsigned)(32 * cfg->warps_n * m_tiles(cfg->group));
-  plan->smem_bytes = st_sparse_attn_decode_launch_smem_bytes(cfg, a->scale_mode);
+  plan->smem_bytes = st_sparse_attn_decode_launch_smem_bytes(cfg, mode);
   /* tma copies bf16 rows, and fp8 where K and V are read raw (per-token
    * scales: cp.async) */
-  plan->kv_maps = cfg->tma && a->scale_mode != ST_KV_SCALE_TENSOR;
+  plan->kv_maps = cfg->tma && mode != ST_KV_SCALE_TENSOR;
   plan->k_cache = a->k_cache;
   plan->v_cache = a->v_cache;
   if (cfg->algo == ST_SPARSE_ATTN_DECODE_SPLIT && splits > 1) {
@@ -399,6 +426,10 @@ st_status st_sparse_attn_decode_launch(const st_cu *cu, CUfunction main_fn, CUfu
       ((s = st_tensor_map_pages(cu, &plan->k_cache, "k_cache", promote, &params.k_map, err)) != ST_OK ||
        (s = st_tensor_map_pages(cu, &plan->v_cache, "v_cache", promote, &params.v_map, err)) != ST_OK))
     return s;
+  if (plan->zero_counters)
+    ST_CU_TRY(cu,
+              cu->cuMemsetD32Async((CUdeviceptr)(uintptr_t)params.counters, 0, plan->counters_bytes / 4, stream),
+              err);
   void *kargs[] = {&params};
   s = st_launch_kernel(cu, main_fn, plan->grid, plan->block, plan->smem_bytes, stream, kargs, plan->pdl, err);
   if (s != ST_OK || !plan->merge_block) return s;
@@ -470,6 +501,17 @@ static st_status launch(const st_cu *cu, CUfunction main_fn, CUfunction merge_fn
                                       stream, err);
 }
 
+/* What besides the key decides the fit (st_sparse_attn_decode_check_fit):
+ * the scale mode, whether the copy engine can address K and V, and scale
+ * views of one scale each. */
+static uint32_t memo_tag(const void *args) {
+  const st_sparse_attn_decode_args *a = args;
+  st_err why = {{0}};
+  const int mapped = st_tensor_map_pages_check(&a->k_cache, "k_cache", &why) == ST_OK &&
+                     st_tensor_map_pages_check(&a->v_cache, "v_cache", &why) == ST_OK;
+  return (uint32_t)a->scale_mode | (uint32_t)mapped << 2 | (uint32_t)one_scale_each(a) << 3;
+}
+
 /* Items, (request, query token, KV head), per multiprocessor: the unit of
  * the defaults' load ranges (generator/ops/sparse_attn_decode.lua FAST). */
 static double load(const void *args, int sm_count) {
@@ -486,6 +528,7 @@ const st_op_desc st_sparse_attn_decode_op = {.name = ST_SPARSE_ATTN_DECODE_OP,
                                              .shape_only = shape_only,
                                              .max_context = max_context,
                                              .load = load,
+                                             .memo_tag = memo_tag,
                                              .dispatch_key = dispatch_key,
                                              .plan = plan,
                                              .launch = launch,

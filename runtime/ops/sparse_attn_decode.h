@@ -49,6 +49,10 @@ typedef struct st_sparse_attn_decode_config {
                   per-token scales go to other variants               */
   int ring_extra; /* pv_dims with 1 stage: a third half slot in the
                      tma ring (V a block ahead)                       */
+  int scale_ptr;  /* 1: runs per-token scale views of one scale each (every
+                     stride 0) as the scalar mode, the two scales read
+                     from device memory; 0 (variants recorded before
+                     it): as per-token scales                           */
   int splits;  /* launch: CTAs per work item; 0 = auto                 */
 } st_sparse_attn_decode_config;
 
@@ -93,8 +97,10 @@ typedef struct st_sparse_attn_decode_plan {
   unsigned merge_block; /* 0: no merge launch */
   int splits;           /* effective split count */
   int pdl;              /* the main kernel launched programmatically (ops/launch.h) */
-  size_t workspace_bytes;
+  size_t workspace_bytes; /* laid out as ops/workspace.h says */
   size_t counters_offset, part_o_offset, part_ml_offset;
+  size_t counters_bytes;  /* SINGLE with splits: a word a (row, KV head) */
+  int zero_counters;      /* 1: past the counter area, zeroed first     */
   int kv_maps;                /* tma: params' k_map / v_map encoded at launch */
   st_tensor k_cache, v_cache; /* the views they map                           */
 } st_sparse_attn_decode_plan;
@@ -106,7 +112,7 @@ st_status st_sparse_attn_decode_plan_make(const st_sparse_attn_decode_config *cf
 
 /* Launches the planned kernels on `stream`; `merge_fn` may be NULL when the
  * plan has no merge launch. The workspace must hold plan->workspace_bytes
- * and have been cleared once (the kernels leave it cleared). */
+ * and have been cleared once (laid out as ops/workspace.h says). */
 st_status st_sparse_attn_decode_launch(const st_cu *cu, CUfunction main_fn, CUfunction merge_fn,
                                        const st_sparse_attn_decode_plan *plan, void *workspace, size_t workspace_bytes,
                                        CUstream stream, st_err *err);

@@ -55,6 +55,12 @@ typedef struct st_sparse_attn_decode_params {
    * tensor_map.c: 128-byte x 128-row boxes of one head of one page), set at
    * launch; zeros elsewhere. */
   st_tensor_map k_map, v_map;
+  /* One K and one V scale read from device memory: a call's k_scales and
+   * v_scales views with every stride 0 (one scale each, as vLLM keeps
+   * them), run by variants of kernel parameter scale_ptr 1 as scale_mode 1
+   * with score_scale_log2 and v_scale leaving them out; else NULL. */
+  const float *k_scale_ptr;
+  const float *v_scale_ptr;
 } st_sparse_attn_decode_params;
 
 #endif

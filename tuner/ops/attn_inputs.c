@@ -26,7 +26,7 @@ static st_status one_of(const char *v, const char *field, const char *const *all
 
 st_status st_attn_kv_read_shape(const st_params *shape, st_attn_kv_case *kv, const char **sel, st_err *err) {
   memset(kv, 0, sizeof *kv);
-  static const char *const dtypes[] = {"bf16", "fp8"}, *const scales[] = {"none", "scalar", "tensor"},
+  static const char *const dtypes[] = {"bf16", "fp8"}, *const scales[] = {"none", "scalar", "tensor", "one"},
                            *const layouts[] = {"pages2", "interleaved"},
                            *const sels[] = {"random", "holes", "local", "repeats"};
   int dt = 0, sc = 0, lay = 0, se = 0;
@@ -34,15 +34,17 @@ st_status st_attn_kv_read_shape(const st_params *shape, st_attn_kv_case *kv, con
   if ((st = st_case_shape_int(shape, "D", 16, 512, &kv->D, err)) ||
       (st = st_case_shape_int(shape, "Hkv", 1, 65535, &kv->Hkv, err)) ||
       (st = one_of(st_params_get(shape, "dtype"), "dtype", dtypes, 2, &dt, err)) ||
-      (st = one_of(st_params_get(shape, "scale"), "scale", scales, 3, &sc, err)) ||
+      (st = one_of(st_params_get(shape, "scale"), "scale", scales, 4, &sc, err)) ||
       (st = one_of(st_params_get(shape, "layout"), "layout", layouts, 2, &lay, err)) ||
       (st = one_of(st_params_get(shape, "sel"), "sel", sels, 4, &se, err)))
     return st;
   kv->dtype = dt == 0 ? ST_DTYPE_BF16 : ST_DTYPE_FP8_E4M3;
-  kv->scale = (st_kv_scale_mode)sc;
+  kv->one_scale = sc == 3;
+  kv->scale = kv->one_scale ? ST_KV_SCALE_TENSOR : (st_kv_scale_mode)sc;
   kv->interleaved = lay == 1;
-  kv->k_scale = kv->scale == ST_KV_SCALE_SCALAR ? 0.75f : 1.0f;
-  kv->v_scale = kv->scale == ST_KV_SCALE_SCALAR ? 1.5f : 1.0f;
+  const int scalar = kv->scale == ST_KV_SCALE_SCALAR || kv->one_scale;
+  kv->k_scale = scalar ? 0.75f : 1.0f;
+  kv->v_scale = scalar ? 1.5f : 1.0f;
   *sel = sels[se];
   return ST_OK;
 }
@@ -52,7 +54,7 @@ static size_t pool_elems(const st_attn_kv_case *kv) {
 }
 
 static size_t scale_elems(const st_attn_kv_case *kv) {
-  return 2 * (size_t)kv->pages * ST_BLOCK_TOKENS * (size_t)kv->Hkv;
+  return kv->one_scale ? 2 : 2 * (size_t)kv->pages * ST_BLOCK_TOKENS * (size_t)kv->Hkv;
 }
 
 double st_attn_sm_scale(const st_attn_kv_case *kv) { return 1.0 / sqrt((double)kv->D); }
@@ -84,7 +86,12 @@ st_status st_attn_kv_fill(st_attn_kv_case *kv, uint64_t seed, int threads, st_er
     return st_fail(err, ST_ERR_NOMEM, "out of host memory for a KV pool of %zu bytes", bytes);
   const float amp = kv->dtype == ST_DTYPE_BF16 ? 1.0f : 4.0f;
   st_fill_uniform(kv->h_pool, kv->dtype, pool_elems(kv), -amp, amp, seed ^ 0x6b, threads);
-  if (kv->h_scales) st_fill_uniform(kv->h_scales, ST_DTYPE_FP32, scale_elems(kv), 0.25f, 2.0f, seed ^ 0x73, threads);
+  if (kv->one_scale) {
+    kv->h_scales[0] = kv->k_scale;
+    kv->h_scales[1] = kv->v_scale;
+  } else if (kv->h_scales) {
+    st_fill_uniform(kv->h_scales, ST_DTYPE_FP32, scale_elems(kv), 0.25f, 2.0f, seed ^ 0x73, threads);
+  }
   return ST_OK;
 }
 
@@ -136,9 +143,9 @@ static void scale_tensor(st_tensor *t, const st_attn_kv_case *kv) {
   t->shape[0] = kv->pages;
   t->shape[1] = kv->Hkv;
   t->shape[2] = ST_BLOCK_TOKENS;
-  t->stride[0] = (int64_t)ST_BLOCK_TOKENS * kv->Hkv;
-  t->stride[1] = 1;
-  t->stride[2] = kv->Hkv;
+  t->stride[0] = kv->one_scale ? 0 : (int64_t)ST_BLOCK_TOKENS * kv->Hkv;
+  t->stride[1] = kv->one_scale ? 0 : 1;
+  t->stride[2] = kv->one_scale ? 0 : kv->Hkv;
 }
 
 void st_attn_kv_tensors(const st_attn_kv_case *kv, st_tensor *k, st_tensor *v, st_tensor *ks, st_tensor *vs) {

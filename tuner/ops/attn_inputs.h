@@ -16,14 +16,17 @@
 typedef struct st_attn_kv_case {
   st_dtype dtype; /* of the cache: bf16 or fp8 e4m3 */
   st_kv_scale_mode scale;
+  int one_scale;   /* shape scale=one: TENSOR views with every stride 0 over
+                      d_scales' two floats (K's, V's), as vLLM passes scalar
+                      scale tensors; the reference runs them as SCALAR */
   int interleaved; /* layout (pages, Hkv, 128, 2*D); else (pages, 2, 128, Hkv, D) */
   int Hkv, D;
   int64_t pages;
   int64_t stride[3];      /* page, head, token of both views, in elements */
   int64_t v_offset;       /* elements from the K view's start to the V view's */
-  float k_scale, v_scale; /* SCALAR: 0.75 and 1.5; else 1 */
+  float k_scale, v_scale; /* SCALAR and one: 0.75 and 1.5; else 1 */
   void *h_pool;           /* [pages * 2 * 128 * Hkv * D] in the layout */
-  float *h_scales;        /* TENSOR: [2][pages][128][Hkv] (K then V, slot-major) */
+  float *h_scales;        /* TENSOR: [2][pages][128][Hkv] (K then V, slot-major); one: K's, V's */
   CUdeviceptr d_pool, d_scales;
 } st_attn_kv_case;
 
@@ -86,10 +89,10 @@ void st_attn_kv_point(const st_attn_kv_case *kv, st_tensor *k, st_tensor *v, st_
     (ref)->k_cache = (kv)->h_pool;                                                                                     \
     (ref)->v_cache = (const char *)(kv)->h_pool + (size_t)(kv)->v_offset * (size_t)st_dtype_bytes((kv)->dtype);        \
     for (int i_ = 0; i_ < 3; i_++) (ref)->k_stride[i_] = (ref)->v_stride[i_] = (kv)->stride[i_];                       \
-    (ref)->scale_mode = (kv)->scale;                                                                                   \
+    (ref)->scale_mode = (kv)->one_scale ? ST_KV_SCALE_SCALAR : (kv)->scale;                                            \
     (ref)->k_scale = (kv)->k_scale;                                                                                    \
     (ref)->v_scale = (kv)->v_scale;                                                                                    \
-    if ((kv)->h_scales) {                                                                                              \
+    if ((kv)->h_scales && !(kv)->one_scale) {                                                                          \
       (ref)->k_scales = (kv)->h_scales;                                                                                \
       (ref)->v_scales = (kv)->h_scales + (size_t)(kv)->pages * 128 * (size_t)(kv)->Hkv;                                \
       const int64_t ss_[3] = {(int64_t)128 * (kv)->Hkv, 1, (kv)->Hkv};                                                 \

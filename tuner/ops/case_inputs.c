@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ops/op.h"
+#include "ops/workspace.h"
 #include "random_fill.h"
 #include "sparsetune.h"
 
@@ -84,6 +85,12 @@ st_status st_case_workspace(const st_cu *cu, void *rt, CUdeviceptr *d, size_t by
   } else {
     ST_CU_TRY(cu, cu->cuMemsetD8Async(*d, 0, bytes, NULL), err);
   }
+  /* The scratch past the counter area as another call may leave it
+   * (ops/workspace.h): all ones, NaN as floats and -1 as ints, so a
+   * kernel that reads scratch it has not written, or keeps a counter
+   * there, fails its check. */
+  if (bytes > ST_WS_COUNTER_BYTES)
+    ST_CU_TRY(cu, cu->cuMemsetD8Async(*d + ST_WS_COUNTER_BYTES, 0xFF, bytes - ST_WS_COUNTER_BYTES, NULL), err);
   /* The clear runs on the legacy stream; the launches on the worker's
    * non-blocking stream, which does not wait for it. A fresh allocation
    * often holds the previous variant's workspace, whose data a launch that

@@ -52,7 +52,8 @@ st_status st_case_upload(const st_cu *cu, CUdeviceptr *d, const void *h, size_t 
 /* A variant's workspace of `bytes` (0: none, *d stays 0) into *d, cleared,
  * the clear complete when it returns: through the runtime's
  * st_workspace_clear where `rt` is a handle (as an engine clears it), else
- * by memset. *d is set as soon as it is allocated, also on a failure after
+ * by memset; then the scratch past the counter area filled with ones, as
+ * an earlier call of another op may leave it. *d is set as soon as it is allocated, also on a failure after
  * (the caller frees it). */
 st_status st_case_workspace(const st_cu *cu, void *rt, CUdeviceptr *d, size_t bytes, st_err *err);
 
