@@ -14,6 +14,7 @@
 #include "perf_stats.h"
 #include "report_format.h"
 #include "run_args.h"
+#include "run_change.h"
 #include "run_env.h"
 
 /* ---- runs and histories ------------------------------------------------------ */
@@ -104,16 +105,8 @@ static int collect_suite_run(void *ctx, const st_run_row *r) {
   memset(h, 0, sizeof *h);
   h->row = *r;
   h->cold = st_cold_run(r->args);
-  int found = 0;
-  /* runs.env keeps the driver of this run; the devices row only the card's
-   * newest, which is all runs from before schema v2 (env '{}') have. */
-  char drv[32];
-  if (st_run_env_get(r->env, "driver", drv, sizeof drv) && atoi(drv) > 0) {
-    h->driver = atoi(drv);
-  } else {
-    g->st = st_db_device_driver(g->db, r->device_id, &h->driver, &found, g->err);
-    if (g->st != ST_OK) return 1;
-  }
+  g->st = st_run_driver(g->db, r, &h->driver, g->err);
+  if (g->st != ST_OK) return 1;
   g->nruns++;
   return 0;
 }
@@ -203,61 +196,9 @@ static double median_of(const double *v, size_t n, double *scratch) {
   return n % 2 ? scratch[n / 2] : 0.5 * (scratch[n / 2 - 1] + scratch[n / 2]);
 }
 
-static void append(char *buf, size_t cap, const char *fmt, const char *a, const char *b) {
-  size_t len = strlen(buf);
-  if (len >= cap - 1) return;
-  snprintf(buf + len, cap - len, fmt, len ? "; " : "", a, b);
-}
-
-/* runs.env keys `history` names when they differ (the driver is compared
- * above, with the devices table's as the fallback). */
-enum { ST_RUN_ENV_VALUE_CAP = 128 };
-static const struct {
-  const char *key, *label;
-  int is_hash;
-} ENV_KEYS[] = {
-    {"nvrtc", "nvrtc", 0},
-    {"templates_hash", "templates", 1},
-    {"generator_hash", "generator", 1},
-    {"sm_count", "SMs", 0},
-};
-
-/* Whether runs a and b both recorded env `key` and with different values,
- * which go to u and v. A run from before schema v2 recorded none: nothing
- * is known to differ. */
-static int env_differs(const hist_run *a, const hist_run *b, const char *key, char u[ST_RUN_ENV_VALUE_CAP],
-                       char v[ST_RUN_ENV_VALUE_CAP]) {
-  return st_run_env_get(a->row.env, key, u, ST_RUN_ENV_VALUE_CAP) &&
-         st_run_env_get(b->row.env, key, v, ST_RUN_ENV_VALUE_CAP) && strcmp(u, v) != 0;
-}
-
-/* What differs between two runs' recorded environments. */
+/* What differs between two runs' recorded environments (run_change.h). */
 static void describe_change(const hist_run *a, const hist_run *b, char *buf, size_t cap) {
-  buf[0] = '\0';
-  char x[32], y[32];
-  if (a->row.device_id != b->row.device_id) {
-    snprintf(x, sizeof x, "%lld", (long long)a->row.device_id);
-    snprintf(y, sizeof y, "%lld", (long long)b->row.device_id);
-    append(buf, cap, "%scard %s -> %s", x, y);
-  }
-  if (a->driver != b->driver) {
-    snprintf(x, sizeof x, "%d", a->driver);
-    snprintf(y, sizeof y, "%d", b->driver);
-    append(buf, cap, "%sdriver %s -> %s", x, y);
-  }
-  if (strcmp(a->row.tool_version, b->row.tool_version) != 0)
-    append(buf, cap, "%stool %s -> %s", a->row.tool_version, b->row.tool_version);
-  if (strcmp(a->row.args, b->row.args) != 0) append(buf, cap, "%sargs '%s' -> '%s'", a->row.args, b->row.args);
-  for (size_t i = 0; i < sizeof ENV_KEYS / sizeof *ENV_KEYS; i++) {
-    char u[ST_RUN_ENV_VALUE_CAP], v[ST_RUN_ENV_VALUE_CAP], fmt[64];
-    if (!env_differs(a, b, ENV_KEYS[i].key, u, v)) continue;
-    if (ENV_KEYS[i].is_hash) { /* 8 hex digits name a tree well enough to read */
-      u[8] = '\0';
-      v[8] = '\0';
-    }
-    snprintf(fmt, sizeof fmt, "%%s%s %%s -> %%s", ENV_KEYS[i].label);
-    append(buf, cap, fmt, u, v);
-  }
+  st_run_change(&a->row, a->driver, &b->row, b->driver, buf, cap);
 }
 
 static st_status cut_series(series *s, const hist_run *runs, st_err *err) {
@@ -421,39 +362,7 @@ static void json_change(FILE *out, const series *s, const change *c, const hist_
   rpt_json_kv_num(out, "q", c->q);
   rpt_json_kv_str(out, "verdict", c->shift > threshold ? "slower" : c->shift < -threshold ? "faster" : "small");
   fputs(",\"changed\":{", out);
-  rpt_json_key(out, "card", 1);
-  fprintf(out, "[%lld,%lld]", (long long)before->row.device_id, (long long)after->row.device_id);
-  rpt_json_key(out, "driver_version", 0);
-  fprintf(out, "[%d,%d]", before->driver, after->driver);
-  rpt_json_key(out, "tool_version", 0);
-  fputc('[', out);
-  st_json_str(out, before->row.tool_version);
-  fputc(',', out);
-  st_json_str(out, after->row.tool_version);
-  fputc(']', out);
-  rpt_json_key(out, "args", 0);
-  fputc('[', out);
-  st_json_str(out, before->row.args);
-  fputc(',', out);
-  st_json_str(out, after->row.args);
-  fputc(']', out);
-  for (size_t i = 0; i < sizeof ENV_KEYS / sizeof *ENV_KEYS; i++) {
-    char u[ST_RUN_ENV_VALUE_CAP], v[ST_RUN_ENV_VALUE_CAP];
-    const int hu = st_run_env_get(before->row.env, ENV_KEYS[i].key, u, sizeof u);
-    const int hv = st_run_env_get(after->row.env, ENV_KEYS[i].key, v, sizeof v);
-    rpt_json_key(out, ENV_KEYS[i].key, 0);
-    fputc('[', out);
-    if (hu)
-      st_json_str(out, u);
-    else
-      fputs("null", out);
-    fputc(',', out);
-    if (hv)
-      st_json_str(out, v);
-    else
-      fputs("null", out);
-    fputc(']', out);
-  }
+  st_run_change_json(out, &before->row, before->driver, &after->row, after->driver);
   rpt_json_kv_str(out, "summary", c->changed);
   fputc('}', out);
 }
