@@ -109,7 +109,7 @@ st_status st_run_env_tree_hash(const char *dir, char out[ST_HASH_HEX_LEN + 1], s
   char *lines = NULL;
   st_status st = list_files(dir, "", 0, &l, err);
   if (st != ST_OK) goto cleanup;
-  qsort(l.paths, (size_t)l.n, sizeof *l.paths, cmp_paths);
+  if (l.n > 1) qsort(l.paths, (size_t)l.n, sizeof *l.paths, cmp_paths); /* an empty folder: no list */
   size_t cap = 1, used = 0;
   for (int i = 0; i < l.n; i++) cap += strlen(l.paths[i]) + ST_HASH_HEX_LEN + 2;
   if (!(lines = malloc(cap))) {
