@@ -51,13 +51,19 @@ typedef struct copy_step {
   /* The column of `pick` (from 1) that is a cubin, bound compressed; its
    * first two columns then name the binary (source hash, arch). 0: none. */
   int cubin_col;
+  /* `pick` from a schema-1 source (a read-only handle reads one version
+   * back, db_open.c); NULL: the same. */
+  const char *pick_v1;
 } copy_step;
 
 static const copy_step STEPS[] = {
     {"runs", "SELECT DISTINCT run_id FROM winners WHERE run_id IS NOT NULL",
-     "SELECT id, kind, op, suite, device_id, status, started, finished, args, tool_version FROM runs WHERE id = ?1",
-     "INSERT INTO runs (id, kind, op, suite, device_id, status, started, finished, args, tool_version) "
-     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"},
+     "SELECT id, kind, op, suite, device_id, status, started, finished, args, tool_version, env FROM runs "
+     "WHERE id = ?1",
+     "INSERT INTO runs (id, kind, op, suite, device_id, status, started, finished, args, tool_version, env) "
+     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+     0, "SELECT id, kind, op, suite, device_id, status, started, finished, args, tool_version, '{}' FROM runs "
+        "WHERE id = ?1"},
     {"devices", "SELECT device_id FROM winners UNION SELECT device_id FROM runs",
      "SELECT id, uuid, name, arch, cc_major, cc_minor, sm_count, mem_bytes, l2_bytes, driver_version, first_seen, "
      "last_seen FROM devices WHERE id = ?1",
@@ -186,7 +192,8 @@ static st_status copy_winners(export_ctx *x, const st_db_export_filter *f) {
 static st_status copy_keyed(export_ctx *x, const copy_step *step) {
   sqlite3_stmt *keys = NULL, *pick = NULL, *put = NULL;
   st_status st = db_prepare_fresh(x->dst, step->keys, &keys, x->err);
-  if (st == ST_OK) st = db_prepare_fresh(x->src, step->pick, &pick, x->err);
+  const char *pick_sql = step->pick_v1 && st_db_schema_version(x->src) < 2 ? step->pick_v1 : step->pick;
+  if (st == ST_OK) st = db_prepare_fresh(x->src, pick_sql, &pick, x->err);
   if (st == ST_OK) st = db_prepare_fresh(x->dst, step->put, &put, x->err);
   int rc = SQLITE_DONE;
   while (st == ST_OK && (rc = sqlite3_step(keys)) == SQLITE_ROW) {

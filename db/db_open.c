@@ -150,9 +150,13 @@ static st_status db_inspect_conn(sqlite3 *conn, const char *path, st_db_mode mod
                    "database '%s' has the sparsetune application_id but schema version %lld; "
                    "refusing to use it",
                    path, (long long)ver);
-  if (ver < ST_DB_SCHEMA_VERSION && mode == ST_DB_READONLY)
+  /* A read-only handle never migrates. It reads one version back as it is
+   * (a runtime upgraded beside a database exported by the version before
+   * keeps working; the readers supply what that version lacks: runs.env,
+   * db_read.c), and refuses anything older. */
+  if (ver < ST_DB_SCHEMA_VERSION - 1 && mode == ST_DB_READONLY)
     return st_fail(err, ST_ERR_DB,
-                   "database '%s' has schema version %lld, older than this build's %d; run a "
+                   "database '%s' has schema version %lld, older than this build's %d reads; run a "
                    "`sparsetune` command that writes to it (generate, compile or tune) once to migrate it",
                    path, (long long)ver, ST_DB_SCHEMA_VERSION);
   if ((st = st_db_check_schema(conn, path, (int)ver, err)) != ST_OK) return st;

@@ -11,9 +11,13 @@
 #include "cubin_blob.h"
 
 #define VARIANT_COLUMNS "id, op, name, source_hash, kernel_params, launch_params, is_default"
-#define RUN_SELECT                                                                                                     \
+/* ENV: r.env, or '{}' in a schema-1 database (before runs.env), which a
+ * read-only handle reads as it is (db_open.c). */
+#define RUN_SELECT_ENV(ENV)                                                                                            \
   "SELECT r.id, r.kind, r.op, r.suite, r.device_id, coalesce(d.name, ''), coalesce(d.arch, ''), r.status, "            \
-  "r.started, r.finished, r.args, r.tool_version FROM runs r LEFT JOIN devices d ON d.id = r.device_id "
+  "r.started, r.finished, r.args, r.tool_version, " ENV " FROM runs r LEFT JOIN devices d ON d.id = r.device_id "
+#define RUN_SELECT RUN_SELECT_ENV("r.env")
+#define RUN_SELECT_V1 RUN_SELECT_ENV("'{}'")
 
 /* Statements kept prepared for the life of the handle (point queries).
  * Iterations (st_db_each_*) prepare their own, so a callback may call any
@@ -40,6 +44,13 @@ static const char SQL_EACH_DEFAULT[] = "SELECT " VARIANT_COLUMNS " FROM variants
                                        "AND (?1 IS NULL OR op = ?1) ORDER BY op, name, id";
 
 static const char SQL_EACH_RUN[] = RUN_SELECT "ORDER BY r.id DESC LIMIT ?1";
+static const char SQL_EACH_RUN_V1[] = RUN_SELECT_V1 "ORDER BY r.id DESC LIMIT ?1";
+static const char SQL_GET_RUN_V1[] = RUN_SELECT_V1 "WHERE r.id = ?1";
+
+/* The text of query q for this handle's schema version. */
+static const char *sql_of(const st_db *db, query_id q) {
+  return q == Q_GET_RUN && db->version < 2 ? SQL_GET_RUN_V1 : SQL[q];
+}
 
 static const char SQL_EACH_MEASUREMENT[] =
     "SELECT m.run_id, m.variant_id, m.shape_key, m.status, m.error, m.median_us, m.min_us, m.max_us, m.spread, "
@@ -58,14 +69,14 @@ static const char SQL_EACH_WINNER[] =
     "WHERE d.name = ?1 AND (?2 IS NULL OR d.arch = ?2)) WHERE rn = 1 ORDER BY op, dispatch_key";
 
 static st_status get_stmt(st_db *db, query_id q, sqlite3_stmt **out, st_err *err) {
-  return db_get_stmt(db, q, SQL[q], out, err);
+  return db_get_stmt(db, q, sql_of(db, q), out, err);
 }
 
 static st_status query(st_db *db, query_id q, const char *what, sqlite3_stmt **out, st_err *err, const char *types,
                        ...) {
   va_list ap;
   va_start(ap, types);
-  const st_status st = db_vquery(db, q, SQL[q], what, out, err, types, ap);
+  const st_status st = db_vquery(db, q, sql_of(db, q), what, out, err, types, ap);
   va_end(ap);
   return st;
 }
@@ -238,6 +249,7 @@ static void read_run(sqlite3_stmt *s, st_run_row *out) {
   db_col_text(s, 9, out->finished, sizeof out->finished);
   db_col_text(s, 10, out->args, sizeof out->args);
   db_col_text(s, 11, out->tool_version, sizeof out->tool_version);
+  db_col_text(s, 12, out->env, sizeof out->env);
 }
 
 st_status st_db_get_run(st_db *db, int64_t run_id, st_run_row *out, int *found, st_err *err) {
@@ -258,7 +270,7 @@ st_status st_db_get_run(st_db *db, int64_t run_id, st_run_row *out, int *found, 
 st_status st_db_each_run(st_db *db, int limit, int (*cb)(void *ctx, const st_run_row *r), void *ctx, st_err *err) {
   if (!db || !cb) return st_fail(err, ST_ERR_INVALID_ARG, "st_db_each_run: NULL argument");
   sqlite3_stmt *s = NULL;
-  st_status st = db_prepare_fresh(db, SQL_EACH_RUN, &s, err);
+  st_status st = db_prepare_fresh(db, db->version < 2 ? SQL_EACH_RUN_V1 : SQL_EACH_RUN, &s, err);
   if (st != ST_OK) return st;
   if (db_bind(s, "i", limit > 0 ? limit : -1) != SQLITE_OK) st = db_fail(db, err, "st_db_each_run");
   int rc = SQLITE_DONE;

@@ -39,9 +39,9 @@ static const char *const SQL[Q_COUNT] = {
     [Q_PUT_SHAPE] = "INSERT INTO shapes (op, key, params, dispatch_key) VALUES (?1, ?2, ?3, ?4) "
                     "ON CONFLICT (op, key) DO UPDATE SET params = excluded.params, "
                     "dispatch_key = excluded.dispatch_key",
-    [Q_RUN_BEGIN] = "INSERT INTO runs (kind, op, suite, device_id, status, started, args, tool_version) "
+    [Q_RUN_BEGIN] = "INSERT INTO runs (kind, op, suite, device_id, status, started, args, tool_version, env) "
                     "VALUES (?1, ?2, ?3, ?4, coalesce(nullif(?5, ''), 'running'), "
-                    "coalesce(nullif(?6, ''), " SQL_NOW "), ?7, ?8)",
+                    "coalesce(nullif(?6, ''), " SQL_NOW "), ?7, ?8, coalesce(nullif(?9, ''), '{}'))",
     [Q_RUN_FINISH] = "UPDATE runs SET status = ?2, "
                      "finished = CASE WHEN ?2 = 'running' THEN '' ELSE " SQL_NOW " END WHERE id = ?1",
     [Q_PUT_MEASUREMENT] = "INSERT OR REPLACE INTO measurements (run_id, variant_id, shape_key, status, error, "
@@ -375,13 +375,14 @@ st_status st_db_run_begin(st_db *db, const st_run_row *run, int64_t *run_id, st_
     st = st_fail(err, ST_ERR_INVALID_ARG, "run status='%s' is not running, done, interrupted or failed", run->status);
   if (st == ST_OK) st = db_check_str(run->started, sizeof run->started, "run started", 1, err);
   if (st == ST_OK) st = db_check_str(run->tool_version, sizeof run->tool_version, "run tool_version", 1, err);
+  if (st == ST_OK) st = db_check_str(run->env, sizeof run->env, "run env", 1, err);
   sqlite3_stmt *s = NULL;
   if (st == ST_OK) st = get_stmt(db, Q_RUN_BEGIN, &s, err);
   if (st != ST_OK) return st;
   char what[96];
   snprintf(what, sizeof what, "st_db_run_begin(device_id=%lld)", (long long)run->device_id);
-  if (db_bind(s, "tttltttt", run->kind, run->op, run->suite, run->device_id, run->status, run->started, run->args,
-              run->tool_version) != SQLITE_OK) {
+  if (db_bind(s, "tttlttttt", run->kind, run->op, run->suite, run->device_id, run->status, run->started, run->args,
+              run->tool_version, run->env) != SQLITE_OK) {
     st = db_fail(db, err, what);
     db_stmt_done(s);
     return st;

@@ -59,7 +59,7 @@
 #include "params.h"
 
 #define ST_DB_APPLICATION_ID 0x53705475 /* "SpTu" */
-#define ST_DB_SCHEMA_VERSION 1
+#define ST_DB_SCHEMA_VERSION 2
 
 typedef struct st_db st_db;
 
@@ -145,6 +145,10 @@ typedef struct st_run_row {
   char finished[32];    /* "" while running                                 */
   char args[256];       /* what the run was asked, for resuming             */
   char tool_version[32];
+  char env[2048];       /* JSON object the tuner wrote at the start (driver,
+                         * NVRTC, card, source hashes...: docs/method.md);
+                         * "{}" for runs recorded before schema v2; "" when
+                         * writing means "{}"                               */
 } st_run_row;
 
 /* The newest run with the same kind, op, suite, device and args whose status is

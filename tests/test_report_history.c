@@ -2,7 +2,8 @@
  * the planted +10% step (at the run where the card, its driver and the tool
  * version change, and names them) and no change in the flat shape, keeps
  * cold runs in a history of their own, exits 1 on a slowdown and 0 without
- * one, writes valid JSON with every series, and refuses an unknown suite,
+ * one, names a step where only runs.env changed (templates, driver) by
+ * it, writes valid JSON with every series, and refuses an unknown suite,
  * --min-runs 0 and a database that is not sparsetune's with exit 2, never
  * changing the file. */
 #include <math.h>
@@ -13,6 +14,7 @@
 #include "commands.h"
 #include "report_history.h"
 #include "run_args.h"
+#include "run_env.h"
 #include "test_db_fixture.h"
 
 static uint64_t g_seed;
@@ -65,7 +67,8 @@ static int64_t put_card(st_db *db, const char *uuid, int driver) {
   return id;
 }
 
-static int64_t put_run(st_db *db, const char *suite, int64_t device, const char *tool, int cold) {
+/* A finished run; env is its runs.env text (NULL: none recorded, '{}'). */
+static int64_t put_run_env(st_db *db, const char *suite, int64_t device, const char *tool, int cold, const char *env) {
   st_run_row r;
   memset(&r, 0, sizeof r);
   snprintf(r.kind, sizeof r.kind, "tune");
@@ -74,12 +77,29 @@ static int64_t put_run(st_db *db, const char *suite, int64_t device, const char 
   snprintf(r.args, sizeof r.args, "suite=%s op=index_decode%s", suite, cold ? " " ST_COLD_RUN_ARG : "");
   snprintf(r.tool_version, sizeof r.tool_version, "%s", tool);
   r.device_id = device;
+  snprintf(r.env, sizeof r.env, "%s", env ? env : "");
   int64_t id = 0;
   st_err err = {{0}};
   if (st_db_run_begin(db, &r, &id, &err) != ST_OK || st_db_run_finish(db, id, "done", &err) != ST_OK)
     fail_msg("run: %s", err.msg);
   return id;
 }
+
+static int64_t put_run(st_db *db, const char *suite, int64_t device, const char *tool, int cold) {
+  return put_run_env(db, suite, device, tool, cold, NULL);
+}
+
+/* runs.env as run_env.c writes it, with the driver and template hash given. */
+static void env_text(char *out, size_t cap, int driver, const char *templates_hash) {
+  snprintf(out, cap,
+           "{\"tool_version\":\"0.1.0\",\"driver\":%d,\"nvrtc\":\"13.0\",\"gpu_name\":\"NVIDIA H100 80GB HBM3\","
+           "\"gpu_uuid\":\"uuid-a\",\"sm_count\":132,\"generator_hash\":\"0123456789abcdef0123456789abcdef\","
+           "\"templates_hash\":\"%s\",\"suite\":\"tpl\",\"seed\":1}",
+           driver, templates_hash);
+}
+
+#define TPL_BEFORE "aaaaaaaa111111111111111111111111"
+#define TPL_AFTER "bbbbbbbb222222222222222222222222"
 
 static double noisy(uint64_t *rng, double us) { return us * (1 + st_rand_uniform(rng, -NOISE, NOISE)); }
 
@@ -105,6 +125,17 @@ static int setup(void **state) {
       fx_measure(db, cold, f->variant, STEPPED_SHAPE, "ok", noisy(&rng, 200.0), 0.01, NULL);
       fx_measure(db, cold, f->variant, FLAT_SHAPE, "ok", noisy(&rng, 80.0), 0.01, NULL);
     }
+  }
+  /* Suite "tpl": one card, one tool version, one set of args; only runs.env
+   * changes at the step: the templates and the driver. The devices table
+   * knows card a's latest driver only (13000), so the older driver is in
+   * env alone. */
+  for (int i = 0; i < NRUNS; i++) {
+    const int after = i >= STEP_RUN;
+    char env[ST_RUN_ENV_CAP];
+    env_text(env, sizeof env, after ? 13000 : 12080, after ? TPL_AFTER : TPL_BEFORE);
+    const int64_t r = put_run_env(db, "tpl", card_a, "0.1.0", 0, env);
+    fx_measure(db, r, f->variant, STEPPED_SHAPE, "ok", noisy(&rng, 100.0 * (after ? 1 + STEP : 1)), 0.01, NULL);
   }
   for (int i = 0; i < NRUNS; i++) {
     const int64_t r = put_run(db, "flat", card_a, "0.1.0", 0);
@@ -221,6 +252,35 @@ static void test_finds_the_planted_step_and_names_what_changed(void **state) {
   free(text);
 }
 
+/* A step where only runs.env changed is named by it: the template hash and
+ * the driver the runs saw (which the devices table no longer knows). */
+static void test_names_a_template_hash_change_from_run_env(void **state) {
+  fixture *f = *state;
+  st_history_summary s;
+  char *text = report(f, "tpl", ST_REPORT_TEXT, &s);
+  assert_int_equal(s.change_points, 1);
+  if (!strstr(text, "templates aaaaaaaa -> bbbbbbbb")) fail_msg("no template change named in:\n%s", text);
+  assert_non_null(strstr(text, "driver 12080 -> 13000"));
+  assert_null(strstr(text, "tool "));
+  assert_null(strstr(text, "nvrtc "));
+  assert_null(strstr(text, "generator "));
+  free(text);
+  char *json = report(f, "tpl", ST_REPORT_JSON, &s);
+  assert_true(fx_json_valid(json));
+  char *v = fx_json_get(json, "$.histories[0].series[0].change_points[0].changed.templates_hash[0]");
+  assert_string_equal(v, TPL_BEFORE);
+  free(v);
+  v = fx_json_get(json, "$.histories[0].series[0].change_points[0].changed.templates_hash[1]");
+  assert_string_equal(v, TPL_AFTER);
+  free(v);
+  assert_int_equal(fx_json_int(json, "$.histories[0].series[0].change_points[0].changed.driver_version[0]"), 12080);
+  free(json);
+  /* Runs from before schema v2 (env '{}') name no env change. */
+  text = report(f, "main", ST_REPORT_TEXT, &s);
+  assert_null(strstr(text, "templates "));
+  free(text);
+}
+
 static void test_exit_status_says_whether_a_series_slowed(void **state) {
   fixture *f = *state;
   assert_int_equal(run_cmd(f, "--suite", "main", NULL, NULL), 1);
@@ -304,6 +364,7 @@ int main(void) {
   g_seed = st_test_seed("test_report_history");
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_finds_the_planted_step_and_names_what_changed, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_names_a_template_hash_change_from_run_env, setup, teardown),
       cmocka_unit_test_setup_teardown(test_exit_status_says_whether_a_series_slowed, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_input_is_refused_and_the_file_is_unchanged, setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_database_not_sparsetunes_is_refused_unchanged, setup, teardown),

@@ -461,6 +461,63 @@ static void test_a_run_without_measurements_compares_as_empty(void **state) {
     }
 }
 
+/* The report says what changed between the runs as they recorded it: the
+ * driver, NVRTC and the template and generator hashes of runs.env, the
+ * arguments; nothing where the runs agree or recorded nothing. */
+static void test_the_report_says_what_changed_between_the_runs(void **state) {
+  fixture *f = *state;
+  const char *envs[2] = {
+      "{\"driver\":12080,\"nvrtc\":\"12.8\",\"templates_hash\":\"aaaaaaaa11112222\",\"generator_hash\":\"cccc\"}",
+      "{\"driver\":13000,\"nvrtc\":\"13.0\",\"templates_hash\":\"bbbbbbbb33334444\",\"generator_hash\":\"cccc\"}"};
+  int64_t id[2];
+  for (int i = 0; i < 2; i++) {
+    st_run_row r;
+    memset(&r, 0, sizeof r);
+    snprintf(r.kind, sizeof r.kind, "bench");
+    snprintf(r.op, sizeof r.op, "index_decode");
+    snprintf(r.suite, sizeof r.suite, "quick");
+    snprintf(r.args, sizeof r.args, "--seed %d", i + 1);
+    snprintf(r.tool_version, sizeof r.tool_version, "0.2.0");
+    snprintf(r.env, sizeof r.env, "%s", envs[i]);
+    r.device_id = f->device;
+    st_err err = {{0}};
+    if (st_db_run_begin(f->db, &r, &id[i], &err) != ST_OK || st_db_run_finish(f->db, id[i], "done", &err) != ST_OK)
+      fail_msg("run: %s", err.msg);
+  }
+  for (int json = 0; json < 2; json++) {
+    st_regress_opts o = {id[0], id[1], 0.05, json ? ST_REPORT_JSON : ST_REPORT_TEXT};
+    st_regress_summary s;
+    st_err err = {{0}};
+    capture c;
+    capture_open(&c);
+    const st_status st = st_report_regress(f->db, c.f, &o, &s, &err);
+    capture_close(&c);
+    if (st != ST_OK) fail_msg("%s", err.msg);
+    const char *want = "driver 12080 -> 13000; args '--seed 1' -> '--seed 2'; nvrtc 12.8 -> 13.0; "
+                       "templates aaaaaaaa -> bbbbbbbb";
+    if (!strstr(c.buf, want)) fail_msg("no '%s' in:\n%s", want, c.buf);
+    assert_null(strstr(c.buf, "generator cccc")); /* the same in both */
+    if (json) {
+      assert_true(fx_json_valid(c.buf));
+      assert_non_null(strstr(c.buf, "\"driver_version\":[12080,13000]"));
+      assert_non_null(strstr(c.buf, "\"templates_hash\":[\"aaaaaaaa11112222\",\"bbbbbbbb33334444\"]"));
+    } else {
+      assert_non_null(strstr(c.buf, "changed from base to head: "));
+    }
+    free(c.buf);
+  }
+  /* The fixture's runs agree on all they recorded. */
+  st_regress_opts o = {f->base, f->head, 0.05, ST_REPORT_TEXT};
+  st_regress_summary s;
+  st_err err = {{0}};
+  capture c;
+  capture_open(&c);
+  assert_int_equal(st_report_regress(f->db, c.f, &o, &s, &err), ST_OK);
+  capture_close(&c);
+  assert_non_null(strstr(c.buf, "changed from base to head: nothing the runs recorded\n"));
+  free(c.buf);
+}
+
 static void test_runs_of_other_ops_and_devices_warn(void **state) {
   fixture *f = *state;
   int64_t h200 = fx_device(f->db, "NVIDIA H200", "sm_90a", "uuid-h200");
@@ -499,6 +556,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_threshold_and_noise_rule, setup, teardown),
       cmocka_unit_test_setup_teardown(test_rank_test_judges_where_there_are_repetitions, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_arguments_are_refused_without_output, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_the_report_says_what_changed_between_the_runs, setup, teardown),
       cmocka_unit_test_setup_teardown(test_runs_of_other_ops_and_devices_warn, setup, teardown),
       cmocka_unit_test_setup_teardown(test_cold_and_warm_runs_are_not_compared, setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_run_without_measurements_compares_as_empty, setup, teardown),

@@ -103,6 +103,9 @@ static void test_run_list_text_and_json(void **state) {
   assert_int_equal(fx_json_int(c.buf, "$.runs[1].ok"), 2);
   assert_int_equal(fx_json_int(c.buf, "$.runs[1].wrong"), 1);
   assert_int_equal(fx_json_int(c.buf, "$.runs[1].pruned"), 1);
+  char *env = fx_json_query("SELECT json_type(?1, '$.runs[1].env')", c.buf, NULL);
+  assert_string_equal(env, "object"); /* '{}': none was given */
+  free(env);
   char *status = fx_json_get(c.buf, "$.runs[0].status");
   assert_string_equal(status, "running");
   free(status);

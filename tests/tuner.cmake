@@ -11,6 +11,8 @@ st_add_test(NAME test_verify_twice LABEL cpu SOURCES test_verify_twice.c LIBS st
 st_add_test(NAME test_case_requests LABEL cpu SOURCES test_case_requests.c LIBS st_tuner_core)
 st_add_test(NAME test_attn_selection LABEL cpu SOURCES test_attn_selection.c LIBS st_tuner_core)
 st_add_test(NAME test_show_winners LABEL cpu SOURCES test_show_winners.c LIBS st_tuner_core)
+st_add_test(NAME test_run_env LABEL cpu SOURCES test_run_env.c LIBS st_tuner_core)
+target_compile_definitions(test_run_env PRIVATE ST_VERSION="${PROJECT_VERSION}")
 add_test(NAME test_cli_refuses_bad_input
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/test_cli_refuses_bad_input.sh $<TARGET_FILE:sparsetune_cli>)
 set_tests_properties(test_cli_refuses_bad_input PROPERTIES LABELS cpu ENVIRONMENT "ST_SOURCE_DIR=${PROJECT_SOURCE_DIR}")

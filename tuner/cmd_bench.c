@@ -29,6 +29,7 @@
 #include "decode_step.h"
 #include "op_harness.h"
 #include "report.h"
+#include "run_env.h"
 #include "sparsetune.h"
 #include "step_graph.h"
 #include "timing.h"
@@ -357,7 +358,7 @@ done:
   free(pairs);
 }
 
-static void record_rows(const st_cli *cli, const st_device_info *dev, const bench_row *rows, int n) {
+static void record_rows(const st_cli *cli, const st_gen *gen, const st_device_info *dev, const bench_row *rows, int n) {
   st_db *db = NULL;
   st_err err = {{0}};
   int64_t device_id = 0, run_id = 0;
@@ -371,6 +372,8 @@ static void record_rows(const st_cli *cli, const st_device_info *dev, const benc
   snprintf(run.tool_version, sizeof run.tool_version, "%s", ST_VERSION);
   snprintf(run.args, sizeof run.args, "suite=%s op=%s seed=%llu%s", cli->suite, cli->op ? cli->op : "*", cli->seed,
            cli->cold ? " " ST_COLD_RUN_ARG : "");
+  const st_run_env_in env = {dev, st_gen_generator_dir(gen), st_gen_templates_dir(gen), cli->suite, cli->seed};
+  if (st_run_env_json(&env, run.env, sizeof run.env, &err) != ST_OK) goto fail;
   if (st_db_put_device(db, dev, &device_id, &err) != ST_OK) goto fail;
   run.device_id = device_id;
   if (st_db_run_begin(db, &run, &run_id, &err) != ST_OK) goto fail;
@@ -509,7 +512,7 @@ int st_cmd_bench(int argc, char **argv) {
     fflush(stdout);
   }
   print_decode_step(&cli, cu, &dev, rt, stream, rows, nshapes);
-  if (!cli.builtin && !exported) record_rows(&cli, &dev, rows, nshapes);
+  if (!cli.builtin && !exported) record_rows(&cli, gen, &dev, rows, nshapes);
   if (exported && !cli.json) printf("%s is an export: nothing recorded\n", cli.db_path);
   rc = failures ? ST_EXIT_FAIL : ST_EXIT_OK;
 done:

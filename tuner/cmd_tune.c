@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "eta.h"
 #include "op_harness.h"
+#include "run_env.h"
 #include "search_model.h"
 #include "winners.h"
 #include "worker.h"
@@ -568,6 +569,8 @@ int st_cmd_tune(int argc, char **argv) {
   snprintf(run.arch, sizeof run.arch, "%s", arch);
   snprintf(run.tool_version, sizeof run.tool_version, "%s", ST_VERSION);
   run_args(&cli, run.args, sizeof run.args);
+  const st_run_env_in env = {&dev, st_gen_generator_dir(gen), st_gen_templates_dir(gen), cli.suite, cli.seed};
+  if (st_run_env_json(&env, run.env, sizeof run.env, &err) != ST_OK) goto db_error;
   if (st_db_put_device(db, &dev, &device_id, &err) != ST_OK) goto db_error;
   run.device_id = device_id;
   if (!cli.fresh && st_db_run_find_resumable(db, &run, &run_id, &err) != ST_OK) goto db_error;

@@ -29,6 +29,7 @@ struct st_gen {
   int instance;         /* registry reference of the table main.lua's new() returned */
   char **ops, **suites; /* names, owned */
   int nops, nsuites;
+  char generator_dir[PATH_MAX], templates_dir[PATH_MAX]; /* as located at open */
 };
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -308,6 +309,8 @@ st_status st_gen_open(const char *generator_dir, const char *templates_dir, st_g
   st_gen *g = calloc(1, sizeof *g);
   if (!g) return st_fail(err, ST_ERR_NOMEM, "out of host memory");
   g->instance = LUA_NOREF;
+  snprintf(g->generator_dir, sizeof g->generator_dir, "%s", gen_dir);
+  snprintf(g->templates_dir, sizeof g->templates_dir, "%s", tpl_dir);
   g->L = luaL_newstate();
   if (!g->L) {
     free(g);
@@ -321,6 +324,9 @@ st_status st_gen_open(const char *generator_dir, const char *templates_dir, st_g
   *out = g;
   return ST_OK;
 }
+
+const char *st_gen_generator_dir(const st_gen *g) { return g ? g->generator_dir : NULL; }
+const char *st_gen_templates_dir(const st_gen *g) { return g ? g->templates_dir : NULL; }
 
 static void free_names(char **names, int n) {
   if (!names) return;

@@ -49,6 +49,11 @@ st_status st_gen_locate(const char *explicit, const char *sub, char *out, size_t
 st_status st_gen_open(const char *generator_dir, const char *templates_dir, st_gen **out, st_err *err);
 void st_gen_close(st_gen *g);
 
+/* The folders `g` reads main.lua and the templates from, as located when it
+ * was opened; owned by `g`, valid until st_gen_close. */
+const char *st_gen_generator_dir(const st_gen *g);
+const char *st_gen_templates_dir(const st_gen *g);
+
 /* Names of the ops the generator knows, and of its suites (static strings
  * valid until st_gen_close). */
 st_status st_gen_ops(st_gen *g, const char ***names, int *n, st_err *err);

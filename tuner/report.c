@@ -14,6 +14,7 @@
 
 #include "perf_stats.h"
 #include "run_args.h"
+#include "run_change.h"
 
 /* ---- JSON output ---------------------------------------------------------- */
 
@@ -109,6 +110,12 @@ void rpt_json_run_members(FILE *out, const st_run_row *r) {
   rpt_json_kv_str(out, "finished", r->finished);
   rpt_json_kv_str(out, "args", r->args);
   rpt_json_kv_str(out, "tool_version", r->tool_version);
+  /* runs.env is a JSON object (the schema checks it), written through as
+   * is; one that filled the row's buffer may be cut, and is left out. */
+  if (r->env[0] && strlen(r->env) < sizeof r->env - 1) {
+    rpt_json_key(out, "env", 0);
+    fputs(r->env, out);
+  }
 }
 
 /* ---- text tables ------------------------------------------------------------ */
@@ -717,12 +724,21 @@ static void json_lones(FILE *out, const char *key, const lone *v, size_t n, cons
   fputc(']', out);
 }
 
+/* What differs from the base run to the head run (run_change.h). */
+typedef struct run_changes {
+  int driver_base, driver_head;
+  char text[1024];
+} run_changes;
+
 static void regress_json(FILE *out, const st_run_row *b, const st_run_row *h, double threshold, const warnings *w,
-                         const comparison *c, const st_regress_summary *s) {
+                         const run_changes *rc, const comparison *c, const st_regress_summary *s) {
   fputs("{\"base\":{", out);
   rpt_json_run_members(out, b);
   fputs("},\"head\":{", out);
   rpt_json_run_members(out, h);
+  fputs("},\"changed\":{", out);
+  st_run_change_json(out, b, rc->driver_base, h, rc->driver_head);
+  rpt_json_kv_str(out, "summary", rc->text);
   fputc('}', out);
   rpt_json_kv_num(out, "threshold", threshold);
   fputs(",\"warnings\":[", out);
@@ -763,13 +779,14 @@ static void regress_json(FILE *out, const st_run_row *b, const st_run_row *h, do
 }
 
 static st_status regress_text(FILE *out, const st_run_row *b, const st_run_row *h, double threshold, const warnings *w,
-                              const comparison *c, const st_regress_summary *s, st_err *err) {
+                              const run_changes *rc, const comparison *c, const st_regress_summary *s, st_err *err) {
   for (int i = 0; i < w->n; i++) fprintf(out, "warning: %s\n", w->text[i]);
   char bdev[160], hdev[160];
   run_device(b, bdev, sizeof bdev);
   run_device(h, hdev, sizeof hdev);
   fprintf(out, "base run %lld: %s %s on %s, started %s\n", (long long)b->id, b->kind, b->op, bdev, b->started);
   fprintf(out, "head run %lld: %s %s on %s, started %s\n", (long long)h->id, h->kind, h->op, hdev, h->started);
+  fprintf(out, "changed from base to head: %s\n", rc->text[0] ? rc->text : "nothing the runs recorded");
   fprintf(out,
           "a change counts with %d+ repetitions a side when a rank test rejects (Mann-Whitney, p <= %g) and the "
           "median shift is at least the threshold %.1f %%; otherwise beyond max(threshold, spread base + spread "
@@ -829,14 +846,18 @@ st_status st_report_regress(st_db *db, FILE *out, const st_regress_opts *opts, s
                  (long long)b.id, st_cold_run(b.args) ? "cold" : "warm", (long long)h.id,
                  st_cold_run(h.args) ? "cold" : "warm");
   if (st == ST_OK) st = compare_runs(&bl, &hl, opts->threshold, &c, err);
+  run_changes rc = {0};
+  if (st == ST_OK) st = st_run_driver(db, &b, &rc.driver_base, err);
+  if (st == ST_OK) st = st_run_driver(db, &h, &rc.driver_head, err);
   if (st == ST_OK) {
+    st_run_change(&b, rc.driver_base, &h, rc.driver_head, rc.text, sizeof rc.text);
     warnings w = {.n = 0};
     collect_warnings(&b, &h, &w);
     summarize(&c, &s);
     if (opts->format == ST_REPORT_JSON)
-      regress_json(out, &b, &h, opts->threshold, &w, &c, &s);
+      regress_json(out, &b, &h, opts->threshold, &w, &rc, &c, &s);
     else
-      st = regress_text(out, &b, &h, opts->threshold, &w, &c, &s, err);
+      st = regress_text(out, &b, &h, opts->threshold, &w, &rc, &c, &s, err);
   }
   comparison_free(&c);
   free(bl.v);

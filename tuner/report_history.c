@@ -14,12 +14,15 @@
 #include "perf_stats.h"
 #include "report_format.h"
 #include "run_args.h"
+#include "run_change.h"
+#include "run_env.h"
 
 /* ---- runs and histories ------------------------------------------------------ */
 
 typedef struct hist_run {
   st_run_row row;
-  int driver;  /* devices.driver_version of the run's card, 0 if unknown */
+  int driver;  /* the driver the run saw: env's, else devices.driver_version
+                * of its card (that card's latest), 0 if unknown */
   int cold;    /* st_cold_run(args) */
   int history; /* index into histories */
 } hist_run;
@@ -102,8 +105,7 @@ static int collect_suite_run(void *ctx, const st_run_row *r) {
   memset(h, 0, sizeof *h);
   h->row = *r;
   h->cold = st_cold_run(r->args);
-  int found = 0;
-  g->st = st_db_device_driver(g->db, r->device_id, &h->driver, &found, g->err);
+  g->st = st_run_driver(g->db, r, &h->driver, g->err);
   if (g->st != ST_OK) return 1;
   g->nruns++;
   return 0;
@@ -194,29 +196,9 @@ static double median_of(const double *v, size_t n, double *scratch) {
   return n % 2 ? scratch[n / 2] : 0.5 * (scratch[n / 2 - 1] + scratch[n / 2]);
 }
 
-static void append(char *buf, size_t cap, const char *fmt, const char *a, const char *b) {
-  size_t len = strlen(buf);
-  if (len >= cap - 1) return;
-  snprintf(buf + len, cap - len, fmt, len ? "; " : "", a, b);
-}
-
-/* What differs between two runs' recorded environments. */
+/* What differs between two runs' recorded environments (run_change.h). */
 static void describe_change(const hist_run *a, const hist_run *b, char *buf, size_t cap) {
-  buf[0] = '\0';
-  char x[32], y[32];
-  if (a->row.device_id != b->row.device_id) {
-    snprintf(x, sizeof x, "%lld", (long long)a->row.device_id);
-    snprintf(y, sizeof y, "%lld", (long long)b->row.device_id);
-    append(buf, cap, "%scard %s -> %s", x, y);
-  }
-  if (a->driver != b->driver) {
-    snprintf(x, sizeof x, "%d", a->driver);
-    snprintf(y, sizeof y, "%d", b->driver);
-    append(buf, cap, "%sdriver %s -> %s", x, y);
-  }
-  if (strcmp(a->row.tool_version, b->row.tool_version) != 0)
-    append(buf, cap, "%stool %s -> %s", a->row.tool_version, b->row.tool_version);
-  if (strcmp(a->row.args, b->row.args) != 0) append(buf, cap, "%sargs '%s' -> '%s'", a->row.args, b->row.args);
+  st_run_change(&a->row, a->driver, &b->row, b->driver, buf, cap);
 }
 
 static st_status cut_series(series *s, const hist_run *runs, st_err *err) {
@@ -380,22 +362,7 @@ static void json_change(FILE *out, const series *s, const change *c, const hist_
   rpt_json_kv_num(out, "q", c->q);
   rpt_json_kv_str(out, "verdict", c->shift > threshold ? "slower" : c->shift < -threshold ? "faster" : "small");
   fputs(",\"changed\":{", out);
-  rpt_json_key(out, "card", 1);
-  fprintf(out, "[%lld,%lld]", (long long)before->row.device_id, (long long)after->row.device_id);
-  rpt_json_key(out, "driver_version", 0);
-  fprintf(out, "[%d,%d]", before->driver, after->driver);
-  rpt_json_key(out, "tool_version", 0);
-  fputc('[', out);
-  st_json_str(out, before->row.tool_version);
-  fputc(',', out);
-  st_json_str(out, after->row.tool_version);
-  fputc(']', out);
-  rpt_json_key(out, "args", 0);
-  fputc('[', out);
-  st_json_str(out, before->row.args);
-  fputc(',', out);
-  st_json_str(out, after->row.args);
-  fputc(']', out);
+  st_run_change_json(out, &before->row, before->driver, &after->row, after->driver);
   rpt_json_kv_str(out, "summary", c->changed);
   fputc('}', out);
 }
