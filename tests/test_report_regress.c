@@ -518,6 +518,67 @@ static void test_the_report_says_what_changed_between_the_runs(void **state) {
   free(c.buf);
 }
 
+/* Winners: per shape verified in both runs, the fastest variant of each.
+ * Planted: one winner slower and kept, one replaced by a slower one (its
+ * old winner now fails), one whose winner changed to a faster variant,
+ * one unchanged within noise; the CLI's exit rule counts winner
+ * regressions. */
+static void test_winners_that_got_slower_are_named(void **state) {
+  fixture *f = *state;
+  const int64_t b = fx_run(f->db, "tune", "index_decode", f->device, "done");
+  const int64_t h = fx_run(f->db, "tune", "index_decode", f->device, "done");
+  const char *v0 = f->variant[0], *v1 = f->variant[1], *v2 = f->variant[2];
+  /* kept, 20% slower */
+  fx_measure(f->db, b, v0, "w=kept", "ok", 10.0, 0.01, NULL);
+  fx_measure(f->db, b, v1, "w=kept", "ok", 14.0, 0.01, NULL);
+  fx_measure(f->db, h, v0, "w=kept", "ok", 12.0, 0.01, NULL);
+  fx_measure(f->db, h, v1, "w=kept", "ok", 14.0, 0.01, NULL);
+  /* replaced: v0 now wrong, v1 takes over 10% slower */
+  fx_measure(f->db, b, v0, "w=replaced", "ok", 20.0, 0.01, NULL);
+  fx_measure(f->db, b, v1, "w=replaced", "ok", 25.0, 0.01, NULL);
+  fx_measure(f->db, h, v0, "w=replaced", "wrong", 0, 0, "max_err 1");
+  fx_measure(f->db, h, v1, "w=replaced", "ok", 22.0, 0.01, NULL);
+  /* faster: v2 new in head and the fastest */
+  fx_measure(f->db, b, v0, "w=faster", "ok", 30.0, 0.01, NULL);
+  fx_measure(f->db, h, v0, "w=faster", "ok", 30.0, 0.01, NULL);
+  fx_measure(f->db, h, v2, "w=faster", "ok", 24.0, 0.01, NULL);
+  /* unchanged: +2% */
+  fx_measure(f->db, b, v1, "w=same", "ok", 40.0, 0.01, NULL);
+  fx_measure(f->db, h, v1, "w=same", "ok", 40.8, 0.01, NULL);
+  /* only in base: not a winner comparison */
+  fx_measure(f->db, b, v1, "w=gone", "ok", 5.0, 0.01, NULL);
+  for (int json = 0; json < 2; json++) {
+    st_regress_opts o = {b, h, 0.05, json ? ST_REPORT_JSON : ST_REPORT_TEXT};
+    st_regress_summary s;
+    st_err err = {{0}};
+    capture c;
+    capture_open(&c);
+    const st_status st = st_report_regress(f->db, c.f, &o, &s, &err);
+    capture_close(&c);
+    if (st != ST_OK) fail_msg("%s", err.msg);
+    assert_int_equal(s.winners_compared, 4);
+    assert_int_equal(s.winner_regressions, 2);
+    assert_int_equal(s.regressions, 1); /* v0 on w=kept; w=replaced's v1 got faster */
+    if (json) {
+      assert_true(fx_json_valid(c.buf));
+      assert_non_null(strstr(c.buf, "\"winners_compared\":4,\"winner_regressions\":2"));
+    } else {
+      printf("%s", c.buf);
+      const char *table = strstr(c.buf, "winners that got slower");
+      assert_non_null(table);
+      const char *kept = strstr(table, "w=kept"), *replaced = strstr(table, "w=replaced");
+      assert_non_null(kept);
+      assert_non_null(replaced);
+      assert_true(kept < replaced); /* worst first: +20% before +10% */
+      assert_non_null(strstr(kept, "(the same)"));
+      assert_null(strstr(table, "w=faster"));
+      assert_null(strstr(table, "w=same"));
+      assert_non_null(strstr(c.buf, "winners: 4 shapes compared, 2 slower\n"));
+    }
+    free(c.buf);
+  }
+}
+
 static void test_runs_of_other_ops_and_devices_warn(void **state) {
   fixture *f = *state;
   int64_t h200 = fx_device(f->db, "NVIDIA H200", "sm_90a", "uuid-h200");
@@ -557,6 +618,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_rank_test_judges_where_there_are_repetitions, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_arguments_are_refused_without_output, setup, teardown),
       cmocka_unit_test_setup_teardown(test_the_report_says_what_changed_between_the_runs, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_winners_that_got_slower_are_named, setup, teardown),
       cmocka_unit_test_setup_teardown(test_runs_of_other_ops_and_devices_warn, setup, teardown),
       cmocka_unit_test_setup_teardown(test_cold_and_warm_runs_are_not_compared, setup, teardown),
       cmocka_unit_test_setup_teardown(test_a_run_without_measurements_compares_as_empty, setup, teardown),

@@ -46,5 +46,5 @@ int st_cmd_regress(int argc, char **argv) {
     st_cli_error(&cli, "%s", err.msg);
     return s == ST_ERR_INVALID_ARG ? ST_EXIT_USAGE : ST_EXIT_FAIL;
   }
-  return sum.regressions > 0 ? ST_EXIT_FAIL : ST_EXIT_OK;
+  return sum.regressions > 0 || sum.winner_regressions > 0 ? ST_EXIT_FAIL : ST_EXIT_OK;
 }

@@ -542,10 +542,14 @@ typedef struct lone {
   const meas_entry *m, *other;
 } lone;
 
+/* A shape's winners: the fastest verified variant of each run on it
+ * (what tune would dispatch for that shape alone), judged as a pair. */
 typedef struct comparison {
   pair *pairs;
   lone *only_base, *only_head;
   size_t npairs, nbase, nhead;
+  pair *winners; /* shapes ok in both runs, worst change first */
+  size_t nwinners;
 } comparison;
 
 static int is_ok(const meas_entry *e) {
@@ -626,6 +630,65 @@ static void sort_entries(meas_list *l) {
   qsort(l->v, l->n, sizeof *l->v, cmp_entry);
 }
 
+/* By shape, fastest first (ties by variant id: a stable choice). */
+static int cmp_shape_time(const void *a, const void *b) {
+  const meas_entry *x = *(const meas_entry *const *)a, *y = *(const meas_entry *const *)b;
+  int c = strcmp(x->m.shape_key, y->m.shape_key);
+  if (c) return c;
+  if (x->m.median_us != y->m.median_us) return x->m.median_us < y->m.median_us ? -1 : 1;
+  return strcmp(x->m.variant_id, y->m.variant_id);
+}
+
+/* The fastest verified entry of each shape of l, by shape, into *out (n). */
+static st_status shape_winners(const meas_list *l, const meas_entry ***out, size_t *n, st_err *err) {
+  const meas_entry **v = calloc(l->n + 1, sizeof *v);
+  if (!v) return st_fail(err, ST_ERR_NOMEM, "regress: out of memory for %zu measurements", l->n);
+  size_t k = 0;
+  for (size_t i = 0; i < l->n; i++)
+    if (is_ok(&l->v[i])) v[k++] = &l->v[i];
+  if (k > 1) qsort(v, k, sizeof *v, cmp_shape_time);
+  size_t w = 0;
+  for (size_t i = 0; i < k; i++)
+    if (w == 0 || strcmp(v[w - 1]->m.shape_key, v[i]->m.shape_key) != 0) v[w++] = v[i];
+  *out = v;
+  *n = w;
+  return ST_OK;
+}
+
+/* Each shape verified in both runs: its winners judged by the rule of a
+ * pair (the rank test on their repetitions, else the spreads): a
+ * regression is what a dispatch that follows the tune sees get slower,
+ * the same winner or a new one. */
+static st_status compare_winners(const meas_list *b, const meas_list *h, double threshold, comparison *c,
+                                 st_err *err) {
+  const meas_entry **bw = NULL, **hw = NULL;
+  size_t nb = 0, nh = 0;
+  st_status st = shape_winners(b, &bw, &nb, err);
+  if (st == ST_OK) st = shape_winners(h, &hw, &nh, err);
+  if (st == ST_OK && !(c->winners = calloc(nb + 1, sizeof *c->winners)))
+    st = st_fail(err, ST_ERR_NOMEM, "regress: out of memory for %zu shapes", nb);
+  for (size_t i = 0, j = 0; st == ST_OK && i < nb && j < nh;) {
+    const int k = strcmp(bw[i]->m.shape_key, hw[j]->m.shape_key);
+    if (k < 0) {
+      i++;
+    } else if (k > 0) {
+      j++;
+    } else {
+      pair *p = &c->winners[c->nwinners++];
+      p->base = bw[i++];
+      p->head = hw[j++];
+      p->change = p->head->m.median_us / p->base->m.median_us - 1.0;
+      p->noise = p->base->m.spread + p->head->m.spread;
+      p->p = NAN;
+      if (!rank_verdict(p->base, p->head, threshold, p)) p->v = judge(p->change, p->noise, threshold);
+    }
+  }
+  if (st == ST_OK && c->nwinners > 1) qsort(c->winners, c->nwinners, sizeof *c->winners, cmp_pair);
+  free(bw);
+  free(hw);
+  return st;
+}
+
 /* Merges the two runs' measurements (sorted by variant id, shape). */
 static st_status compare_runs(meas_list *b, meas_list *h, double threshold, comparison *c, st_err *err) {
   sort_entries(b);
@@ -656,10 +719,11 @@ static st_status compare_runs(meas_list *b, meas_list *h, double threshold, comp
     }
   }
   qsort(c->pairs, c->npairs, sizeof *c->pairs, cmp_pair);
-  return ST_OK;
+  return compare_winners(b, h, threshold, c, err);
 }
 
 static void comparison_free(comparison *c) {
+  free(c->winners);
   free(c->pairs);
   free(c->only_base);
   free(c->only_head);
@@ -706,6 +770,8 @@ static void summarize(const comparison *c, st_regress_summary *s) {
     else
       s->unchanged++;
   }
+  s->winners_compared = (int)c->nwinners;
+  for (size_t i = 0; i < c->nwinners; i++) s->winner_regressions += c->winners[i].v == V_REGRESSION;
 }
 
 static void json_lones(FILE *out, const char *key, const lone *v, size_t n, const char *other_key) {
@@ -765,6 +831,24 @@ static void regress_json(FILE *out, const st_run_row *b, const st_run_row *h, do
     fputc('}', out);
   }
   fputc(']', out);
+  fputs(",\"winners\":[", out);
+  for (size_t i = 0; i < c->nwinners; i++) {
+    const pair *p = &c->winners[i];
+    fputs(i ? ",{" : "{", out);
+    rpt_json_key(out, "shape", 1);
+    st_json_str(out, p->base->m.shape_key);
+    rpt_json_kv_str(out, "base_variant", p->base->name);
+    rpt_json_kv_num(out, "base_us", p->base->m.median_us);
+    rpt_json_kv_str(out, "head_variant", p->head->name);
+    rpt_json_kv_num(out, "head_us", p->head->m.median_us);
+    rpt_json_kv_int(out, "winner_changed", strcmp(p->base->m.variant_id, p->head->m.variant_id) != 0);
+    rpt_json_kv_num(out, "change", p->change);
+    rpt_json_kv_str(out, "test", p->ranked ? "rank" : "spread");
+    rpt_json_kv_num(out, "p", p->p);
+    rpt_json_kv_str(out, "verdict", VERDICT[p->v]);
+    fputc('}', out);
+  }
+  fputc(']', out);
   json_lones(out, "only_in_base", c->only_base, c->nbase, "head_status");
   json_lones(out, "only_in_head", c->only_head, c->nhead, "base_status");
   fputs(",\"summary\":{", out);
@@ -775,6 +859,8 @@ static void regress_json(FILE *out, const st_run_row *b, const st_run_row *h, do
   rpt_json_kv_int(out, "unchanged", s->unchanged);
   rpt_json_kv_int(out, "only_in_base", s->only_base);
   rpt_json_kv_int(out, "only_in_head", s->only_head);
+  rpt_json_kv_int(out, "winners_compared", s->winners_compared);
+  rpt_json_kv_int(out, "winner_regressions", s->winner_regressions);
   fputs("}}\n", out);
 }
 
@@ -816,8 +902,28 @@ static st_status regress_text(FILE *out, const st_run_row *b, const st_run_row *
       fprintf(out, "note: %s on %s was ok in base and is %s in head: %s\n", l->m->name, l->m->m.shape_key,
               l->other->m.status, l->other->m.error);
   }
+  if (s->winner_regressions && st == ST_OK) { /* the shapes whose winner got slower */
+    static const char *const heads[] = {"shape", "base winner", "base us", "head winner", "head us", "change %", "p"};
+    rpt_table t = {7, heads, "llrlrrr", NULL, 0, 0};
+    for (size_t i = 0; i < c->nwinners && st == ST_OK; i++) {
+      const pair *p = &c->winners[i];
+      if (p->v != V_REGRESSION) continue;
+      char bus[32], hus[32], change[32], pv[32];
+      snprintf(pv, sizeof pv, p->ranked ? "%.2g" : "-", p->p);
+      const int same = strcmp(p->base->m.variant_id, p->head->m.variant_id) == 0;
+      st = rpt_table_row(&t, err, p->base->m.shape_key, p->base->name, rpt_fmt_us(bus, sizeof bus, p->base->m.median_us),
+                         same ? "(the same)" : p->head->name, rpt_fmt_us(hus, sizeof hus, p->head->m.median_us),
+                         rpt_fmt_pct(change, sizeof change, "%+.1f", p->change), pv);
+    }
+    if (st == ST_OK) {
+      fputs("winners that got slower (the fastest verified variant of each run, per shape):\n", out);
+      st = rpt_table_print(&t, out, err);
+    }
+    rpt_table_free(&t);
+  }
   fprintf(out, "%d compared, %d regressions, %d improvements, %d unchanged, %d only in base, %d only in head\n",
           s->compared, s->regressions, s->improvements, s->unchanged, s->only_base, s->only_head);
+  fprintf(out, "winners: %d shapes compared, %d slower\n", s->winners_compared, s->winner_regressions);
   return st;
 }
 

@@ -75,10 +75,18 @@ typedef struct st_regress_opts {
 
 typedef struct st_regress_summary {
   int compared, regressions, improvements, unchanged, only_base, only_head;
+  int winners_compared, winner_regressions; /* shapes verified in both runs; their winners got slower */
 } st_regress_summary;
 
-/* Writes the comparison and fills `summary` (may be NULL); the CLI exits 1
- * when summary->regressions > 0. Unknown run ids, base == head and a bad
+/* Winners: per shape verified in both runs, the fastest verified variant
+ * of each run (what tune dispatches for that shape alone), judged by the
+ * same rule; a regression there is what an engine following the tune
+ * sees, whether the winner stayed or changed. The text lists those, then
+ *   "winners: N shapes compared, R slower"
+ * JSON gives every shape's under "winners".
+ *
+ * Writes the comparison and fills `summary` (may be NULL); the CLI exits 1
+ * when summary->regressions > 0 or summary->winner_regressions > 0. Unknown run ids, base == head and a bad
  * threshold are ST_ERR_INVALID_ARG with a message naming the value. */
 st_status st_report_regress(st_db *db, FILE *out, const st_regress_opts *opts, st_regress_summary *summary,
                             st_err *err);
