@@ -641,12 +641,12 @@ static int cmp_shape_time(const void *a, const void *b) {
 
 /* The fastest verified entry of each shape of l, by shape, into *out (n). */
 static st_status shape_winners(const meas_list *l, const meas_entry ***out, size_t *n, st_err *err) {
-  const meas_entry **v = calloc(l->n + 1, sizeof *v);
+  const meas_entry **v = calloc(l->n + 1, sizeof *v); // NOLINT(bugprone-sizeof-expression): pointers
   if (!v) return st_fail(err, ST_ERR_NOMEM, "regress: out of memory for %zu measurements", l->n);
   size_t k = 0;
-  for (size_t i = 0; i < l->n; i++)
+  for (size_t i = 0; l->v && i < l->n; i++) /* a run without measurements has no array */
     if (is_ok(&l->v[i])) v[k++] = &l->v[i];
-  if (k > 1) qsort(v, k, sizeof *v, cmp_shape_time);
+  if (k > 1) qsort(v, k, sizeof *v, cmp_shape_time); // NOLINT(bugprone-sizeof-expression): pointers
   size_t w = 0;
   for (size_t i = 0; i < k; i++)
     if (w == 0 || strcmp(v[w - 1]->m.shape_key, v[i]->m.shape_key) != 0) v[w++] = v[i];
