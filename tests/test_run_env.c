@@ -105,6 +105,19 @@ static void test_env_names_the_card_when_there_is_one(void **state) {
   assert_false(st_run_env_get(env, "sm_clock_mhz", got, sizeof got));
   assert_false(st_run_env_get("{}", "seed", got, sizeof got));
   assert_false(st_run_env_get("not json", "seed", got, sizeof got));
+  assert_false(st_run_env_get("[1,2]", "seed", got, sizeof got)); /* not an object */
+  const char *kinds = "{\"s\":\"a\\\"b\",\"t\":true,\"n\":null,\"v\":[1,2],\"x\":1.5}";
+  assert_true(st_run_env_get(kinds, "s", got, sizeof got));
+  assert_string_equal(got, "a\"b"); /* unescaped */
+  assert_true(st_run_env_get(kinds, "t", got, sizeof got));
+  assert_string_equal(got, "true");
+  assert_true(st_run_env_get(kinds, "n", got, sizeof got));
+  assert_string_equal(got, "null");
+  assert_true(st_run_env_get(kinds, "v", got, sizeof got));
+  assert_string_equal(got, "[1,2]");
+  assert_true(st_run_env_get(kinds, "x", got, sizeof got));
+  assert_string_equal(got, "1.5");
+  assert_false(st_run_env_get(kinds, "s\"", got, sizeof got)); /* a key with a quote: never there */
   /* Too small a buffer is refused, not cut. */
   char small[64];
   assert_int_equal(st_run_env_json(&in, small, sizeof small, &err), ST_ERR_INVALID_ARG);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sqlite3.h>
 #include <sys/stat.h>
 
 #include "compile.h"
@@ -215,75 +216,35 @@ st_status st_run_env_json(const st_run_env_in *in, char *out, size_t cap, st_err
 
 /* ---- reading it back ---------------------------------------------------- */
 
-static const char *skip_ws(const char *p) {
-  while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
-  return p;
-}
-
-/* Past the string starting at the '"' *p; its text, unescaped (\uXXXX kept
- * as written), to out[cap] when out is not NULL. NULL when unterminated. */
-static const char *scan_string(const char *p, char *out, size_t cap) {
-  size_t n = 0;
-  for (p++; *p && *p != '"'; p++) {
-    char c = *p;
-    if (c == '\\') {
-      if (!*++p) return NULL;
-      c = *p == 'n' ? '\n' : *p == 't' ? '\t' : *p == 'u' ? 'u' : *p;
-      if (*p == 'u' && out && n + 1 < cap) out[n++] = '\\';
-    }
-    if (out && n + 1 < cap) out[n++] = c;
-  }
-  if (out && cap) out[n] = '\0';
-  return *p == '"' ? p + 1 : NULL;
-}
-
-/* Past the value at *p (any JSON value), NULL when malformed. */
-static const char *scan_value(const char *p) {
-  if (*p == '"') return scan_string(p, NULL, 0);
-  if (*p == '{' || *p == '[') {
-    int depth = 0;
-    for (; *p; p++) {
-      if (*p == '"') {
-        if (!(p = scan_string(p, NULL, 0))) return NULL;
-        p--;
-      } else if (*p == '{' || *p == '[') {
-        depth++;
-      } else if ((*p == '}' || *p == ']') && --depth == 0) {
-        return p + 1;
-      }
-    }
-    return NULL;
-  }
-  while (*p && *p != ',' && *p != '}' && *p != ']' && *p != ' ' && *p != '\n') p++;
-  return p;
-}
-
+/* Through SQLite's JSON functions, on a private in-memory connection a
+ * call (reports read a few keys a run): no JSON parser of our own. */
 int st_run_env_get(const char *env, const char *key, char *out, size_t cap) {
   if (!env || !key || !out || cap == 0) return 0;
   out[0] = '\0';
-  const char *p = skip_ws(env);
-  if (*p++ != '{') return 0;
-  for (;;) {
-    p = skip_ws(p);
-    if (*p != '"') return 0;
-    char k[128];
-    if (!(p = scan_string(p, k, sizeof k))) return 0;
-    p = skip_ws(p);
-    if (*p++ != ':') return 0;
-    p = skip_ws(p);
-    const char *end = scan_value(p);
-    if (!end) return 0;
-    if (strcmp(k, key) == 0) {
-      if (*p == '"') {
-        scan_string(p, out, cap);
-      } else {
-        size_t n = (size_t)(end - p) < cap - 1 ? (size_t)(end - p) : cap - 1;
-        memcpy(out, p, n);
-        out[n] = '\0';
-      }
-      return 1;
-    }
-    p = skip_ws(end);
-    if (*p++ != ',') return 0;
+  char path[160];
+  const int n = snprintf(path, sizeof path, "$.\"%s\"", key);
+  if (n < 0 || (size_t)n >= sizeof path || strchr(key, '"')) return 0;
+  sqlite3 *conn = NULL;
+  sqlite3_stmt *s = NULL;
+  int found = 0;
+  if (sqlite3_open_v2(":memory:", &conn, SQLITE_OPEN_READWRITE | SQLITE_OPEN_MEMORY, NULL) == SQLITE_OK &&
+      sqlite3_prepare_v2(conn,
+                         "SELECT json_type(?1, ?2), json_extract(?1, ?2) "
+                         "WHERE json_valid(?1) AND json_type(?1) = 'object'",
+                         -1, &s, NULL) == SQLITE_OK &&
+      sqlite3_bind_text(s, 1, env, -1, SQLITE_STATIC) == SQLITE_OK &&
+      sqlite3_bind_text(s, 2, path, -1, SQLITE_STATIC) == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW &&
+      sqlite3_column_type(s, 0) != SQLITE_NULL) {
+    const char *type = (const char *)sqlite3_column_text(s, 0);
+    /* true, false and null as JSON writes them; strings unescaped; numbers,
+     * objects and arrays as text. */
+    const char *text = !strcmp(type, "true") || !strcmp(type, "false") || !strcmp(type, "null")
+                           ? type
+                           : (const char *)sqlite3_column_text(s, 1);
+    snprintf(out, cap, "%s", text ? text : "");
+    found = 1;
   }
+  sqlite3_finalize(s);
+  sqlite3_close(conn);
+  return found;
 }

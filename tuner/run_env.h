@@ -46,10 +46,11 @@ st_status st_run_env_json(const st_run_env_in *in, char *out, size_t cap, st_err
  * else (times, owners) does. */
 st_status st_run_env_tree_hash(const char *dir, char out[ST_HASH_HEX_LEN + 1], st_err *err);
 
-/* The value of top-level `key` of the flat JSON object `env`, as text: a
- * string unescaped, a number or true/false/null as written. Returns 1 and
- * fills out[cap] when the key is there, 0 when not (or env is not an
- * object). Values of nested objects or arrays come back as their raw text. */
+/* The value of top-level `key` of the JSON object `env` (read by SQLite's
+ * JSON functions), as text: a string unescaped, a number, true, false or
+ * null as JSON writes them, an object or array as JSON text; cut to cap.
+ * Returns 1 and fills out[cap] when the key is there, 0 when not (or env is
+ * not a JSON object, or the key holds a '"'). */
 int st_run_env_get(const char *env, const char *key, char *out, size_t cap);
 
 #endif
