@@ -15,6 +15,7 @@
 #include "report_history.h"
 #include "run_args.h"
 #include "run_env.h"
+#include "report_capture.h"
 #include "test_db_fixture.h"
 
 static uint64_t g_seed;
@@ -30,24 +31,6 @@ typedef struct fixture {
   int64_t run[NRUNS];
   char variant[40];
 } fixture;
-
-typedef struct capture {
-  char *buf;
-  size_t size;
-  FILE *f;
-} capture;
-
-static void capture_open(capture *c) {
-  c->buf = NULL;
-  c->size = 0;
-  c->f = open_memstream(&c->buf, &c->size);
-  assert_non_null(c->f);
-}
-
-static void capture_close(capture *c) {
-  assert_int_equal(fclose(c->f), 0);
-  c->f = NULL;
-}
 
 /* A card of the H100 model with its own uuid and driver version. */
 static int64_t put_card(st_db *db, const char *uuid, int driver) {

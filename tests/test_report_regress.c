@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "report.h"
+#include "report_capture.h"
 #include "test_db_fixture.h"
 
 static uint64_t g_seed;
@@ -25,24 +26,6 @@ typedef struct fixture {
   char regressions[4096], improvements[4096]; /* "id|shape;..." sorted */
   char worst[300];                            /* "name  shape" of the largest regression */
 } fixture;
-
-typedef struct capture {
-  char *buf;
-  size_t size;
-  FILE *f;
-} capture;
-
-static void capture_open(capture *c) {
-  c->buf = NULL;
-  c->size = 0;
-  c->f = open_memstream(&c->buf, &c->size);
-  assert_non_null(c->f);
-}
-
-static void capture_close(capture *c) {
-  assert_int_equal(fclose(c->f), 0);
-  c->f = NULL;
-}
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "report.h"
+#include "report_capture.h"
 #include "test_db_fixture.h"
 
 typedef struct fixture {
@@ -43,21 +44,6 @@ static int teardown(void **state) {
   free(f);
   return 0;
 }
-
-typedef struct capture {
-  char *buf;
-  size_t size;
-  FILE *f;
-} capture;
-
-static void capture_open(capture *c) {
-  c->buf = NULL;
-  c->size = 0;
-  c->f = open_memstream(&c->buf, &c->size);
-  assert_non_null(c->f);
-}
-
-static void capture_close(capture *c) { assert_int_equal(fclose(c->f), 0); }
 
 /* Every line from the one starting with `head_start` on has column `col`
  * (a header word) start at the same offset. */
