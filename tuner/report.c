@@ -796,6 +796,24 @@ typedef struct run_changes {
   char text[1024];
 } run_changes;
 
+/* A pair's p as the text table shows it: "-" where no rank test judged. */
+static void p_text(const pair *p, char *buf, size_t cap) {
+  if (p->ranked)
+    snprintf(buf, cap, "%.2g", p->p);
+  else
+    snprintf(buf, cap, "-");
+}
+
+/* A judged pair's change, noise, limit, test, p and verdict (JSON members). */
+static void json_judgement(FILE *out, const pair *p, double threshold) {
+  rpt_json_kv_num(out, "change", p->change);
+  rpt_json_kv_num(out, "noise", p->noise);
+  rpt_json_kv_num(out, "limit", fmax(threshold, p->noise));
+  rpt_json_kv_str(out, "test", p->ranked ? "rank" : "spread");
+  rpt_json_kv_num(out, "p", p->p);
+  rpt_json_kv_str(out, "verdict", VERDICT[p->v]);
+}
+
 static void regress_json(FILE *out, const st_run_row *b, const st_run_row *h, double threshold, const warnings *w,
                          const run_changes *rc, const comparison *c, const st_regress_summary *s) {
   fputs("{\"base\":{", out);
@@ -822,12 +840,7 @@ static void regress_json(FILE *out, const st_run_row *b, const st_run_row *h, do
     rpt_json_kv_str(out, "shape", p->base->m.shape_key);
     rpt_json_kv_num(out, "base_us", p->base->m.median_us);
     rpt_json_kv_num(out, "head_us", p->head->m.median_us);
-    rpt_json_kv_num(out, "change", p->change);
-    rpt_json_kv_num(out, "noise", p->noise);
-    rpt_json_kv_num(out, "limit", fmax(threshold, p->noise));
-    rpt_json_kv_str(out, "test", p->ranked ? "rank" : "spread");
-    rpt_json_kv_num(out, "p", p->p);
-    rpt_json_kv_str(out, "verdict", VERDICT[p->v]);
+    json_judgement(out, p, threshold);
     fputc('}', out);
   }
   fputc(']', out);
@@ -842,10 +855,7 @@ static void regress_json(FILE *out, const st_run_row *b, const st_run_row *h, do
     rpt_json_kv_str(out, "head_variant", p->head->name);
     rpt_json_kv_num(out, "head_us", p->head->m.median_us);
     rpt_json_kv_int(out, "winner_changed", strcmp(p->base->m.variant_id, p->head->m.variant_id) != 0);
-    rpt_json_kv_num(out, "change", p->change);
-    rpt_json_kv_str(out, "test", p->ranked ? "rank" : "spread");
-    rpt_json_kv_num(out, "p", p->p);
-    rpt_json_kv_str(out, "verdict", VERDICT[p->v]);
+    json_judgement(out, p, threshold);
     fputc('}', out);
   }
   fputc(']', out);
@@ -886,7 +896,7 @@ static st_status regress_text(FILE *out, const st_run_row *b, const st_run_row *
     for (size_t i = 0; i < c->npairs && st == ST_OK; i++) {
       const pair *p = &c->pairs[i];
       char bus[32], hus[32], change[32], noise[32], pv[32];
-      snprintf(pv, sizeof pv, p->ranked ? "%.2g" : "-", p->p);
+      p_text(p, pv, sizeof pv);
       st = rpt_table_row(
           &t, err, p->base->name, p->base->m.shape_key, rpt_fmt_us(bus, sizeof bus, p->base->m.median_us),
           rpt_fmt_us(hus, sizeof hus, p->head->m.median_us), rpt_fmt_pct(change, sizeof change, "%+.1f", p->change),
@@ -909,7 +919,7 @@ static st_status regress_text(FILE *out, const st_run_row *b, const st_run_row *
       const pair *p = &c->winners[i];
       if (p->v != V_REGRESSION) continue;
       char bus[32], hus[32], change[32], pv[32];
-      snprintf(pv, sizeof pv, p->ranked ? "%.2g" : "-", p->p);
+      p_text(p, pv, sizeof pv);
       const int same = strcmp(p->base->m.variant_id, p->head->m.variant_id) == 0;
       st = rpt_table_row(&t, err, p->base->m.shape_key, p->base->name, rpt_fmt_us(bus, sizeof bus, p->base->m.median_us),
                          same ? "(the same)" : p->head->name, rpt_fmt_us(hus, sizeof hus, p->head->m.median_us),
