@@ -15,7 +15,6 @@
 #include "report_format.h"
 #include "run_args.h"
 #include "run_change.h"
-#include "run_env.h"
 
 /* ---- runs and histories ------------------------------------------------------ */
 
@@ -196,11 +195,6 @@ static double median_of(const double *v, size_t n, double *scratch) {
   return n % 2 ? scratch[n / 2] : 0.5 * (scratch[n / 2 - 1] + scratch[n / 2]);
 }
 
-/* What differs between two runs' recorded environments (run_change.h). */
-static void describe_change(const hist_run *a, const hist_run *b, char *buf, size_t cap) {
-  st_run_change(&a->row, a->driver, &b->row, b->driver, buf, cap);
-}
-
 static st_status cut_series(series *s, const hist_run *runs, st_err *err) {
   st_cp_opts co = st_cp_opts_default();
   st_change_point *cp = calloc(s->n, sizeof *cp);
@@ -234,7 +228,7 @@ static st_status cut_series(series *s, const hist_run *runs, st_err *err) {
     const hist_run *a = &runs[s->runs[i - 1]], *b = &runs[s->runs[i]];
     c->before_run_id = a->row.id;
     c->run_id = b->row.id;
-    describe_change(a, b, c->changed, sizeof c->changed);
+    st_run_change(&a->row, a->driver, &b->row, b->driver, c->changed, sizeof c->changed);
   }
 cleanup:
   free(cp);
