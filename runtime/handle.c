@@ -45,7 +45,7 @@ static st_status load_from_cache(void *ctx, st_op_id op, const st_dispatch_varia
                                 .prepare_fn = prepare_fn};
   st_module *m = NULL;
   st_err why;
-  st_status st = st_module_cache_get(&h->modules, v->source_hash, d->main_kernel, d->merge_kernel, need_merge,
+  st_status st = st_module_cache_get(&h->modules, v->source_hash, d->main_kernel, d->merge_kernel, d->params_bytes, need_merge,
                                      v->builtin ? &src : NULL, &m, &why);
   if (st != ST_OK) return st_fail(err, st, "variant %s (%.12s): %s", v->name, v->id, why.msg);
   *loaded = m;

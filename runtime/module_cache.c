@@ -134,6 +134,26 @@ static st_status builtin_binary(st_module_cache *c, const st_module *m, const st
   return st;
 }
 
+void st_params_gate_name(size_t params_bytes, char *buf, size_t cap) {
+  snprintf(buf, cap, "_Z15st_params_bytesILy%zuEEvv", params_bytes);
+}
+
+/* Whether the module was compiled for the argument block this library
+ * fills: it holds st_params_bytes<m->params_bytes>
+ * (templates/common/params_gate.cuh). Called with the context pushed. */
+static st_status check_params_gate(st_module_cache *c, st_module *m, st_err *err) {
+  char name[64];
+  st_params_gate_name(m->params_bytes, name, sizeof name);
+  CUfunction gate = NULL;
+  CUresult rc = c->cu->cuModuleGetFunction(&gate, m->module, name);
+  if (rc == CUDA_SUCCESS) return ST_OK;
+  if (rc != CUDA_ERROR_NOT_FOUND) return driver_fail(c, rc, "cuModuleGetFunction(st_params_bytes)", m->source_hash, err);
+  return st_fail(err, ST_ERR_NO_VARIANT,
+                 "the %s binary of source %.12s in %s was compiled for other kernel arguments than this library's "
+                 "%zu-byte block (another version's templates): tune again with this version",
+                 c->arch, m->source_hash, c->db_path, m->params_bytes);
+}
+
 static st_status load_image(st_module_cache *c, st_module *m, const void *image, int need_merge, st_err *err) {
   st_status st = push_ctx(c, err);
   if (st != ST_OK) return st;
@@ -141,7 +161,7 @@ static st_status load_image(st_module_cache *c, st_module *m, const void *image,
   if (rc != CUDA_SUCCESS) {
     m->module = NULL;
     st = driver_fail(c, rc, "cuModuleLoadData", m->source_hash, err);
-  } else {
+  } else if ((st = check_params_gate(c, m, err)) == ST_OK) {
     st = load_functions(c, m, need_merge, err);
   }
   pop_ctx(c);
@@ -193,8 +213,8 @@ static st_status add_entry(st_module_cache *c, st_module *m, st_err *err) {
 }
 
 st_status st_module_cache_get(st_module_cache *c, const char *source_hash, const char *main_name,
-                              const char *merge_name, int need_merge, const st_module_source *src, st_module **out,
-                              st_err *err) {
+                              const char *merge_name, size_t params_bytes, int need_merge,
+                              const st_module_source *src, st_module **out, st_err *err) {
   st_module *m = find(c, source_hash);
   if (m && m->status != ST_OK) {
     if (err) *err = m->why;
@@ -218,6 +238,7 @@ st_status st_module_cache_get(st_module_cache *c, const char *source_hash, const
   snprintf(m->source_hash, sizeof m->source_hash, "%s", source_hash);
   m->main_name = main_name;
   m->merge_name = merge_name;
+  m->params_bytes = params_bytes;
   m->smem_limit = m->merge_smem_limit = ST_DEFAULT_DYNAMIC_SMEM_LIMIT;
   int later = 0;
   st_status st = load_module(c, m, need_merge, src, &later, &m->why);

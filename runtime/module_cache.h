@@ -36,6 +36,7 @@ typedef struct st_module {
   st_err why;
   CUmodule module;
   const char *main_name, *merge_name; /* the op's kernel names (static strings) */
+  size_t params_bytes;                /* the argument block the module must name */
   CUfunction main_fn;                 /* main_name                                       */
   CUfunction merge_fn;                /* merge_name, once needed                         */
   unsigned smem_limit;                /* dynamic shared memory main_fn is allowed        */
@@ -73,14 +74,21 @@ void st_module_cache_init(st_module_cache *c, const st_cu *cu, CUcontext ctx, st
                           const char *db_path);
 
 /* The loaded module of `source_hash`, whose kernels are called `main_name`
- * and `merge_name` (static strings: a source is one op's), with the merge
- * kernel resolved too when `need_merge`; `src` (NULL: none) is where a
- * binary the database lacks may come from. ST_ERR_NO_VARIANT: no usable
- * binary (the message says why); ST_ERR_CUDA / ST_ERR_DB / ST_ERR_NOMEM:
+ * and `merge_name` (static strings: a source is one op's) and take an
+ * argument block of `params_bytes`, with the merge kernel resolved too when
+ * `need_merge`; `src` (NULL: none) is where a binary the database lacks may
+ * come from. ST_ERR_NO_VARIANT: no usable binary (the message says why: a
+ * binary compiled for another argument block is one,
+ * templates/common/params_gate.cuh); ST_ERR_CUDA / ST_ERR_DB / ST_ERR_NOMEM:
  * could not tell. */
 st_status st_module_cache_get(st_module_cache *c, const char *source_hash, const char *main_name,
-                              const char *merge_name, int need_merge, const st_module_source *src, st_module **out,
-                              st_err *err);
+                              const char *merge_name, size_t params_bytes, int need_merge,
+                              const st_module_source *src, st_module **out, st_err *err);
+
+/* The mangled name of the kernel by which a module says it was compiled for
+ * an argument block of `params_bytes` (templates/common/params_gate.cuh);
+ * 64 bytes always suffice. */
+void st_params_gate_name(size_t params_bytes, char *buf, size_t cap);
 
 /* Lets m->main_fn use `main_bytes` and m->merge_fn `merge_bytes` of dynamic
  * shared memory (above 48 KiB a kernel must opt in); a no-op when they

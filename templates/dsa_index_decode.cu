@@ -65,11 +65,14 @@ constexpr int MERGE_THREADS = ST_P_MERGE_THREADS;
 constexpr int MERGE_FILTER = ST_P_MERGE_FILTER;
 
 #include "params/dsa_index_decode.h"
+#include "common/params_gate.cuh"
 #include "common/load.cuh"
 #include "common/mma.cuh"
 #include "common/smem_tile.cuh" // st_e4m3x4_to_f16x2x2
 #include "common/radix_topk_row.cuh"
 #include "common/pdl.cuh"
+
+ST_PARAMS_GATE(st_dsa_index_decode_params)
 
 constexpr int HEAD_DIM = 128;
 constexpr int TILE = 16;              // tokens of one mma row tile

@@ -51,8 +51,11 @@ constexpr int THREADS = ST_P_THREADS;
 constexpr int STAGES = ST_P_STAGES; // K tiles in flight
 
 #include "params/dsa_index_logits.h"
+#include "common/params_gate.cuh"
 #include "common/mma.cuh"
 #include "common/smem_tile.cuh" // cp.async, st_e4m3x4_to_f16x2x2, st_lds_v4
+
+ST_PARAMS_GATE(st_dsa_index_logits_params)
 
 constexpr int HEAD_DIM = 128;
 constexpr int ROW_UNITS = HEAD_DIM / 16; // 16-byte units of a k row

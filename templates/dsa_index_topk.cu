@@ -31,8 +31,11 @@ constexpr int THREADS = ST_P_THREADS;
 constexpr int FILTER = ST_P_FILTER;
 
 #include "params/dsa_index_topk.h"
+#include "common/params_gate.cuh"
 #include "common/radix_topk_row.cuh"
 #include "common/pdl.cuh"
+
+ST_PARAMS_GATE(st_dsa_index_topk_params)
 
 static_assert(THREADS % 32 == 0 && (THREADS & (THREADS - 1)) == 0, "whole warps, a power of two");
 static_assert(THREADS >= 64 && THREADS <= 1024, "the selection's warp counts fit one warp's scan");

@@ -56,6 +56,7 @@ constexpr int ALGO_SPLIT = ST_P_ALGO_SPLIT;
 constexpr int BULK_STAGES = ST_P_BULK_STAGES;
 
 #include "params/index_decode.h"
+#include "common/params_gate.cuh"
 #include "common/load.cuh"
 #include "common/mbarrier.cuh"
 #include "common/smem_tile.cuh" // st_smem_addr
@@ -65,6 +66,8 @@ constexpr int BULK_STAGES = ST_P_BULK_STAGES;
 #include "common/bound_topk.cuh"
 #include "common/last_cta.cuh"
 #include "common/pdl.cuh"
+
+ST_PARAMS_GATE(st_index_decode_params)
 
 constexpr int BLOCK_TOKENS = 128;
 constexpr int TILES_PER_BLOCK = BLOCK_TOKENS / 16;

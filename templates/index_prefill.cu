@@ -31,10 +31,13 @@ constexpr bool ALGO_FUSED = ST_P_FUSED != 0;
 // The argument block first: it brings the fixed-width integer types the
 // common headers use under NVRTC (no C library there).
 #include "params/index_prefill.h"
+#include "common/params_gate.cuh"
 #include "common/score_tile.cuh"
 #include "common/score_key.cuh"
 #include "common/warp_topk.cuh"
 #include "common/varlen.cuh"
+
+ST_PARAMS_GATE(st_index_prefill_params)
 
 // Words per row list: odd, so the eight rows a warp's list owners update
 // at once fall in different banks.

@@ -18,7 +18,10 @@ constexpr int STAGES = ST_P_STAGES;
 // The argument block first: it brings the fixed-width integer types the
 // common headers use under NVRTC (no C library there).
 #include "params/index_score.h"
+#include "common/params_gate.cuh"
 #include "common/score_tile.cuh"
+
+ST_PARAMS_GATE(st_index_score_params)
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) st_index_score_main(const __grid_constant__ st_index_score_params p) {
   extern __shared__ uint8_t s_raw[];

@@ -41,10 +41,13 @@ constexpr int KEYS = ST_P_KEYS; // warp: keys per lane; cta: 0
 // The argument block first: it brings the fixed-width integer types the
 // common headers use under NVRTC (no C library there).
 #include "params/index_topk.h"
+#include "common/params_gate.cuh"
 #include "common/score_key.cuh"
 #include "common/cta_topk.cuh"
 #include "common/warp_topk.cuh"
 #include "common/varlen.cuh"
+
+ST_PARAMS_GATE(st_index_topk_params)
 
 constexpr int BLOCK_TOKENS = 128;
 

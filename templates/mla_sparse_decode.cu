@@ -25,7 +25,10 @@ constexpr int KV_PAGED = 1;
 constexpr int MAX_LOGITS = 0;
 
 #include "params/mla_sparse_decode.h"
+#include "common/params_gate.cuh"
 #include "common/mla_sparse_attend.cuh"
+
+ST_PARAMS_GATE(st_mla_sparse_decode_params)
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
     st_mla_sparse_decode_main(const st_mla_sparse_decode_params p) {

@@ -28,7 +28,10 @@ constexpr int KV_PAGED = 0;
 constexpr int MAX_LOGITS = 1;
 
 #include "params/mla_sparse_prefill.h"
+#include "common/params_gate.cuh"
 #include "common/mla_sparse_attend.cuh"
+
+ST_PARAMS_GATE(st_mla_sparse_prefill_params)
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
     st_mla_sparse_prefill_main(const st_mla_sparse_prefill_params p) {

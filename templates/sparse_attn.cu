@@ -44,10 +44,13 @@ constexpr int MTILES = ST_P_MTILES; // 16-row m-tiles a warp takes (2: common/at
 // The argument block first: it brings the fixed-width integer types the
 // common headers use under NVRTC (no C library there).
 #include "params/sparse_attn.h"
+#include "common/params_gate.cuh"
 #include "common/attn_tile.cuh"
 #include "common/attn_tile_x2.cuh"
 #include "common/kv_stage.cuh"
 #include "common/varlen.cuh"
+
+ST_PARAMS_GATE(st_sparse_attn_params)
 
 constexpr int THREADS = 32 * WARPS;
 constexpr int REAL_ROWS = TOKENS * GROUP;        // q rows of the tile's tokens

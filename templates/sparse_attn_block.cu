@@ -53,6 +53,7 @@ constexpr int MTILES = ST_P_MTILES; // 16-row m-tiles a warp takes (2: common/at
 constexpr int WGMMA = ST_P_WGMMA;   // 1: warpgroups of 64 rows on wgmma (common/attn_wgmma.cuh)
 
 #include "params/sparse_attn.h"
+#include "common/params_gate.cuh"
 #include "common/attn_tile.cuh"
 #include "common/attn_tile_x2.cuh"
 #include "common/attn_wgmma.cuh"
@@ -250,6 +251,8 @@ __device__ __forceinline__ void st_copy_kv_block(const st_sparse_attn_params &p,
 }
 
 #include "sparse_attn_dense.cuh"
+
+ST_PARAMS_GATE(st_sparse_attn_params)
 
 // ---- step 0: count, and the last CTA's scan ---------------------------------
 

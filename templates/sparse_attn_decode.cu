@@ -86,12 +86,15 @@ constexpr int HALVES = TMA ? 2 * STAGES + RING_EXTRA : 0;
 constexpr int PV_DIMS = ST_P_PV_DIMS;
 
 #include "params/sparse_attn_decode.h"
+#include "common/params_gate.cuh"
 #include "common/attn_tile.cuh"
 #include "common/kv_stage.cuh"
 #include "common/mbarrier.cuh"
 #include "common/last_cta.cuh"
 #include "common/pdl.cuh"
 #include "common/q_f16.cuh"
+
+ST_PARAMS_GATE(st_sparse_attn_decode_params)
 
 constexpr int WARPS = WARPS_N * M_TILES;
 constexpr int THREADS = 32 * WARPS;

@@ -14,6 +14,8 @@ st_add_test(NAME test_api_rejects_hostile_args LABEL cpu SOURCES test_api_reject
 # (sources byte for byte); the disk cache of their binaries.
 st_add_test(NAME test_builtin_variants LABEL cpu SOURCES test_builtin_variants.c LIBS st_tuner_core)
 st_add_test(NAME test_disk_cache LABEL cpu SOURCES test_disk_cache.c)
+# Every op's module names the size of the argument block the host fills.
+st_add_test(NAME test_params_gate LABEL cpu SOURCES test_params_gate.c)
 # With no database: every op's built-in variants, the disk cache, no compile
 # inside a graph capture.
 st_add_test(NAME test_runtime_gpu_builtin LABEL gpu SOURCES test_runtime_gpu_builtin.c LIBS st_tuner_core)

@@ -6,16 +6,20 @@
  * replayed with different seq_lens each time, every result checked against
  * the double-precision reference. Then a launch with pdl = 1 whose seq_lens
  * are the output of the launch before it, in one graph: programmatic
- * dependent launch must not let it read them early. Skips where there is no
- * driver or GPU. */
+ * dependent launch must not let it read them early. Last, the winner's
+ * binary swapped for one that names no argument block: passed over. Skips
+ * where there is no driver or GPU. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
 #include "cuda_driver.h"
 #include "generator.h"
 #include "gpu_db.h"
+#include "nvrtc_loader.h"
 #include "ops/tensor_check.h"
 #include "random_fill.h"
 #include "reference/index_decode.h"
@@ -312,6 +316,74 @@ static void test_pdl_launch_reads_what_the_launch_before_wrote(void **state) {
   fixture_close(&ss);
 }
 
+/* The winner's binary swapped for one compiled from its source without the
+ * params gate (templates/common/params_gate.cuh), as a database tuned by a
+ * version whose kernels took another argument block holds: the runtime must
+ * pass it over for the built-in choice, not launch it, and give the right
+ * answer. Changes the database, so it runs last. */
+static void test_winner_without_the_params_gate_is_passed_over(void **state) {
+  (void)state;
+  sqlite3 *db = NULL;
+  assert_int_equal(sqlite3_open(g_db, &db), SQLITE_OK);
+  sqlite3_stmt *q = NULL;
+  assert_int_equal(sqlite3_prepare_v2(db,
+                                      "SELECT s.hash, s.text FROM variants v JOIN sources s ON s.hash = v.source_hash "
+                                      "WHERE v.id = ?1",
+                                      -1, &q, NULL),
+                   SQLITE_OK);
+  sqlite3_bind_text(q, 1, g_winner_id, -1, SQLITE_STATIC);
+  assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+  char hash[64];
+  snprintf(hash, sizeof hash, "%s", (const char *)sqlite3_column_text(q, 0));
+  char *text = strdup((const char *)sqlite3_column_text(q, 1));
+  sqlite3_finalize(q);
+  static const char gate[] = "ST_PARAMS_GATE(st_index_decode_params)";
+  char *at = strstr(text, gate);
+  if (!at) fail_msg("the winner's source has no line %s", gate);
+  memset(at, ' ', sizeof gate - 1);
+
+  st_err err = {{0}};
+  const st_nvrtc *nvrtc = NULL;
+  assert_int_equal(st_nvrtc_load(&nvrtc, &err), ST_OK);
+  void *cubin = NULL;
+  size_t size = 0;
+  if (st_nvrtc_compile(nvrtc, text, "ungated", "sm_90a", &cubin, &size, &err) != ST_OK) fail_msg("%s", err.msg);
+  assert_int_equal(sqlite3_prepare_v2(db, "UPDATE binaries SET cubin = ?1 WHERE source_hash = ?2", -1, &q, NULL),
+                   SQLITE_OK);
+  sqlite3_bind_blob(q, 1, cubin, (int)size, SQLITE_STATIC);
+  sqlite3_bind_text(q, 2, hash, -1, SQLITE_STATIC);
+  assert_int_equal(sqlite3_step(q), SQLITE_DONE);
+  assert_int_equal(sqlite3_changes(db), 1);
+  sqlite3_finalize(q);
+  assert_int_equal(sqlite3_close(db), SQLITE_OK);
+  free(cubin);
+  free(text);
+
+  fixture ss;
+  fixture_open(&ss);
+  const st_cu *cu = ss.cu;
+  CUdeviceptr ws = 0;
+  size_t ws_bytes = 0;
+  if (st_index_decode_workspace_size(ss.h, &ss.a, &ws_bytes) != ST_OK) fail_msg("%s", st_last_error(ss.h));
+  assert_int_equal(cu->cuMemAlloc(&ws, ws_bytes), CUDA_SUCCESS);
+  assert_int_equal(st_workspace_clear(ss.h, (void *)(uintptr_t)ws, ws_bytes, ss.stream), ST_OK);
+  static const int32_t lens[R] = {CTX, 4133, 1, 300};
+  memcpy(ss.seq, lens, sizeof ss.seq);
+  assert_int_equal(cu->cuMemcpyHtoD(ss.dseq, ss.seq, sizeof ss.seq), CUDA_SUCCESS);
+  if (st_index_decode(ss.h, &ss.a, (void *)(uintptr_t)ws, ws_bytes, ss.stream) != ST_OK)
+    fail_msg("dispatch past the ungated winner: %s", st_last_error(ss.h));
+  assert_int_equal(cu->cuStreamSynchronize(ss.stream), CUDA_SUCCESS);
+  printf("# dispatched %s\n", st_last_variant(ss.h));
+  if (strstr(st_last_variant(ss.h), g_winner_id))
+    fail_msg("launched the winner %s though its binary names no argument block", g_winner_id);
+  int32_t out[OUT_ELEMS];
+  assert_int_equal(cu->cuMemcpyDtoH(out, ss.dout, sizeof out), CUDA_SUCCESS);
+  const st_ref_index_decode in = reference_of(&ss, ss.seq);
+  check(&in, out, "the choice after the ungated winner");
+  cu->cuMemFree(ws);
+  fixture_close(&ss);
+}
+
 int main(void) {
   int rc = st_test_require_gpu();
   if (rc) return rc;
@@ -319,6 +391,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_graph_replays_follow_new_seq_lens),
       cmocka_unit_test(test_pdl_launch_reads_what_the_launch_before_wrote),
+      cmocka_unit_test(test_winner_without_the_params_gate_is_passed_over), /* last: changes the database */
   };
   return cmocka_run_group_tests(tests, make_db, remove_db);
 }

@@ -302,6 +302,7 @@ static st_status launch(const st_cu *cu, CUfunction main_fn, CUfunction merge_fn
 
 const st_op_desc st_dsa_index_decode_op = {.name = ST_DSA_INDEX_DECODE_OP,
                                            .main_kernel = ST_DSA_INDEX_DECODE_MAIN_KERNEL,
+                                           .params_bytes = sizeof(st_dsa_index_decode_params),
                                            .merge_kernel = ST_DSA_INDEX_DECODE_MERGE_KERNEL,
                                            .parse_config = parse_config,
                                            .needs_merge = NULL,

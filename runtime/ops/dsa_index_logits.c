@@ -268,6 +268,7 @@ static st_status launch(const st_cu *cu, CUfunction main_fn, CUfunction merge_fn
 
 const st_op_desc st_dsa_index_logits_op = {.name = ST_DSA_INDEX_LOGITS_OP,
                                            .main_kernel = ST_DSA_INDEX_LOGITS_MAIN_KERNEL,
+                                           .params_bytes = sizeof(st_dsa_index_logits_params),
                                            .merge_kernel = NULL,
                                            .parse_config = parse_config,
                                            .needs_merge = NULL,

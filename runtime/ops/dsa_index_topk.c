@@ -193,6 +193,7 @@ static st_status launch(const st_cu *cu, CUfunction main_fn, CUfunction merge_fn
 
 const st_op_desc st_dsa_index_topk_op = {.name = ST_DSA_INDEX_TOPK_OP,
                                          .main_kernel = ST_DSA_INDEX_TOPK_MAIN_KERNEL,
+                                         .params_bytes = sizeof(st_dsa_index_topk_params),
                                          .merge_kernel = NULL,
                                          .parse_config = parse_config,
                                          .needs_merge = NULL,

@@ -370,6 +370,7 @@ static uint32_t memo_tag(const void *args) {
 
 const st_op_desc st_index_decode_op = {.name = ST_INDEX_DECODE_OP,
                                        .main_kernel = ST_INDEX_DECODE_MAIN_KERNEL,
+                                       .params_bytes = sizeof(st_index_decode_params),
                                        .merge_kernel = ST_INDEX_DECODE_MERGE_KERNEL,
                                        .parse_config = parse_config,
                                        .needs_merge = needs_merge,

@@ -242,6 +242,7 @@ static st_status launch(const st_cu *cu, CUfunction main_fn, CUfunction merge_fn
 
 const st_op_desc st_index_prefill_op = {.name = ST_INDEX_PREFILL_OP,
                                         .main_kernel = ST_INDEX_PREFILL_MAIN_KERNEL,
+                                        .params_bytes = sizeof(st_index_prefill_params),
                                         .merge_kernel = ST_INDEX_PREFILL_MERGE_KERNEL,
                                         .parse_config = parse_config,
                                         .needs_merge = NULL,

@@ -262,6 +262,7 @@ static st_status launch(const st_cu *cu, CUfunction main_fn, CUfunction merge_fn
 
 const st_op_desc st_index_score_op = {.name = ST_INDEX_SCORE_OP,
                                       .main_kernel = ST_INDEX_SCORE_MAIN_KERNEL,
+                                      .params_bytes = sizeof(st_index_score_params),
                                       .merge_kernel = NULL,
                                       .parse_config = parse_config,
                                       .needs_merge = NULL,

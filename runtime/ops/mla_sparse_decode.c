@@ -410,6 +410,7 @@ static st_status launch(const st_cu *cu, CUfunction main_fn, CUfunction merge_fn
 
 const st_op_desc st_mla_sparse_decode_op = {.name = ST_MLA_SPARSE_DECODE_OP,
                                             .main_kernel = ST_MLA_SPARSE_DECODE_MAIN_KERNEL,
+                                            .params_bytes = sizeof(st_mla_sparse_decode_params),
                                             .merge_kernel = ST_MLA_SPARSE_DECODE_MERGE_KERNEL,
                                             .parse_config = parse_config,
                                             .needs_merge = NULL,

@@ -229,6 +229,7 @@ static st_status launch(const st_cu *cu, CUfunction main_fn, CUfunction merge_fn
  * serves before the built-in choice. */
 const st_op_desc st_mla_sparse_prefill_op = {.name = ST_MLA_SPARSE_PREFILL_OP,
                                              .main_kernel = ST_MLA_SPARSE_PREFILL_MAIN_KERNEL,
+                                             .params_bytes = sizeof(st_mla_sparse_prefill_params),
                                              .merge_kernel = ST_MLA_SPARSE_PREFILL_MERGE_KERNEL,
                                              .parse_config = parse_config,
                                              .needs_merge = NULL,

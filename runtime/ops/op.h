@@ -62,6 +62,9 @@ typedef struct st_op_desc {
   const char *name;         /* "index_decode": generator, database, files */
   const char *main_kernel;  /* the kernels' names in the module            */
   const char *merge_kernel; /* NULL: the op has none                       */
+  /* sizeof the kernels' argument block (params/<op>.h) as this library
+   * fills it: a module must name it (templates/common/params_gate.cuh). */
+  size_t params_bytes;
   /* A recorded variant's parameters into its config, and its rank among
    * the op's defaults (smallest first: the default that fits with the
    * smallest rank is the fallback). ST_ERR_INVALID_ARG naming the

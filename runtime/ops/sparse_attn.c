@@ -706,6 +706,7 @@ static double load(const void *args, int sm_count) {
 
 const st_op_desc st_sparse_attn_op = {.name = ST_SPARSE_ATTN_OP,
                                       .main_kernel = ST_SPARSE_ATTN_MAIN_KERNEL,
+                                      .params_bytes = sizeof(st_sparse_attn_params),
                                       .merge_kernel = ST_SPARSE_ATTN_MERGE_KERNEL,
                                       .parse_config = parse_config,
                                       .needs_merge = needs_merge,

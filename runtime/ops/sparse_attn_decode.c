@@ -521,6 +521,7 @@ static double load(const void *args, int sm_count) {
 
 const st_op_desc st_sparse_attn_decode_op = {.name = ST_SPARSE_ATTN_DECODE_OP,
                                              .main_kernel = ST_SPARSE_ATTN_DECODE_MAIN_KERNEL,
+                                             .params_bytes = sizeof(st_sparse_attn_decode_params),
                                              .merge_kernel = ST_SPARSE_ATTN_DECODE_MERGE_KERNEL,
                                              .parse_config = parse_config,
                                              .needs_merge = needs_merge,
