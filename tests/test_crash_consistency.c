@@ -263,7 +263,7 @@ static void print_rows(sqlite3 *c, const char *sql) {
   for (int r = 0; r < 5 && sqlite3_step(s) == SQLITE_ROW; r++) {
     printf("#   ");
     for (int i = 0; i < sqlite3_column_count(s); i++)
-      printf("%s%.60s", i ? " | " : "",
+      printf("%s%.200s", i ? " | " : "",
              sqlite3_column_type(s, i) == SQLITE_BLOB ? "<blob>" : (const char *)sqlite3_column_text(s, i));
     printf("\n");
   }
@@ -301,6 +301,7 @@ static void compare_rows(const workload *w, const char *db, const char *ref, int
   for (int i = 0; w->tables[i] && tables; i++) {
     const long long extra = rows_missing(c, w->tables[i], "main", "ref");
     const long long lacking = complete ? rows_missing(c, w->tables[i], "ref", "main") : 0;
+    if (extra && !complete) (void)rows_missing(c, w->tables[i], "ref", "main"); /* what they differ from */
     if (extra || lacking)
       fail_msg("%s: %lld rows that an uninterrupted run does not write, %lld of its rows missing (%s)", db, extra,
                lacking, w->tables[i]);

@@ -32,6 +32,8 @@ static const char usage[] =
     "dispatch key (least worst-case regret over the key's shapes) and prints\n"
     "the winners against the default variant. Ctrl-C stops cleanly; the same\n"
     "command resumes the run. With no GPU it compiles everything and says so.\n"
+    "Exits 1 when a shape has no correct variant (every one failed or was\n"
+    "wrong: a broken template or machine), the run kept.\n"
     "The method in full: docs/method.md in the source tree.\n"
     "\n"
     "  --suite NAME   shape suite (default m3-decode)\n"
@@ -331,8 +333,11 @@ static int measured_on(const collect_ctx *c, const char *shape_key) {
   return 0;
 }
 
+/* Saves and prints the run's winners; *unserved counts the shapes that were
+ * measured but have no correct variant. */
 static int save_and_print_winners(const st_cli *cli, st_db *db, st_cli_suite *s, int64_t run_id, int64_t device_id,
-                                  const st_device_info *dev) {
+                                  const st_device_info *dev, int *unserved) {
+  *unserved = 0;
   collect_ctx c = {.suite = s};
   st_err err = {{0}};
   if (st_db_each_measurement(db, run_id, collect, &c, &err) != ST_OK) {
@@ -382,6 +387,7 @@ static int save_and_print_winners(const st_cli *cli, st_db *db, st_cli_suite *s,
       if (!strcmp(w[j].dispatch_key, sh->dispatch_key)) win = &w[j];
     const char *colon = strchr(sh->key, ':');
     if (!win) {
+      *unserved += measured_on(&c, sh->key);
       printf("%-58s %-52s\n", colon ? colon + 1 : sh->key,
              measured_on(&c, sh->key) ? "(no correct variant)"
              : cli->match             ? "(none measured: no variant matches --match)"
@@ -585,8 +591,18 @@ int st_cmd_tune(int argc, char **argv) {
     rc = ST_EXIT_INTERRUPTED;
     goto done;
   }
-  if (rc == ST_EXIT_OK) rc = save_and_print_winners(&cli, db, &suite, run_id, device_id, &dev);
+  int unserved = 0;
+  if (rc == ST_EXIT_OK) rc = save_and_print_winners(&cli, db, &suite, run_id, device_id, &dev, &unserved);
   st_db_run_finish(db, run_id, rc == ST_EXIT_OK ? "done" : "failed", &err);
+  /* The run is whole, but a shape no variant ran correctly on means a
+   * broken template or machine: a script must not take it for success. */
+  if (rc == ST_EXIT_OK && unserved) {
+    st_cli_error(&cli,
+                 "%d of %d shapes have no correct variant: every variant measured on them failed or was wrong (the "
+                 "reasons are above); run %lld is kept",
+                 unserved, suite.nshapes, (long long)run_id);
+    rc = ST_EXIT_FAIL;
+  }
   goto done;
 db_error:
   st_cli_error(&cli, "%s", err.msg);

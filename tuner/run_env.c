@@ -11,7 +11,6 @@
 #include <sys/stat.h>
 
 #include "compile.h"
-#include "cuda_driver.h"
 #include "st_db.h"
 
 _Static_assert(sizeof(((st_run_row *)0)->env) == ST_RUN_ENV_CAP, "runs.env and run_env.h disagree on its size");
@@ -183,11 +182,13 @@ st_status st_run_env_json(const st_run_env_in *in, char *out, size_t cap, st_err
     memmove(nvrtc, nvrtc + 6, strlen(nvrtc + 6) + 1);
   else
     nvrtc[0] = '\0';
-  /* The driver in use now: the devices table's row is overwritten when a
-   * card meets a new one, this value is what the run saw. */
-  const st_cu *cu = NULL;
-  int driver = 0;
-  if (st_cu_load(&cu, &ignored) != ST_OK || cu->cuDriverGetVersion(&driver) != CUDA_SUCCESS) driver = 0;
+  /* The driver in use now, as the card's probe read it: the devices
+   * table's row is overwritten when a card meets a new one, this value is
+   * what the run saw. Never asked here: a process that initializes the
+   * driver before it forks leaves its children a driver they cannot use
+   * (CUDA_ERROR_NOT_INITIALIZED), and tune and bench time in forked
+   * workers. */
+  const int driver = in->dev ? in->dev->driver_version : 0;
 
   jbuf b = {out, cap, 0, 0};
   jb_printf(&b, "{");

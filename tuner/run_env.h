@@ -5,7 +5,8 @@
  * knows (it keeps a card's latest driver only). The object is flat; every
  * key is documented in docs/method.md, "Comparing runs":
  *   tool_version    the project version (ST_VERSION)
- *   driver          cuDriverGetVersion (13000 = 13.0), null without a driver
+ *   driver          cuDriverGetVersion (13000 = 13.0) as the card's probe read
+ *                   it, null without a card
  *   nvrtc           "13.0", nvrtcVersion of the NVRTC the tuner links
  *   gpu_name, gpu_uuid, sm_count   the run's card; absent without one
  *   generator_hash, templates_hash  st_run_env_tree_hash of the folders read
@@ -21,7 +22,8 @@
 #include "error.h"
 #include "identity.h"
 
-/* What the caller knows; the driver and NVRTC are asked here. */
+/* What the caller knows; NVRTC is asked here, the driver never (see
+ * st_run_env_json). */
 typedef struct st_run_env_in {
   const st_device_info *dev; /* the run's card; NULL: none                 */
   const char *generator_dir; /* folders the generator was opened on        */
@@ -33,8 +35,10 @@ typedef struct st_run_env_in {
 /* Longest env text st_run_env_json writes, NUL included (st_run_row.env). */
 #define ST_RUN_ENV_CAP 2048
 
-/* Writes the env object of `in` to out[cap]. The driver is asked through
- * the runtime's dlopen'ed table (st_cu_load); without one "driver" is null.
+/* Writes the env object of `in` to out[cap]. The driver's version is the
+ * card's (dev->driver_version, from the forked probe): this process must
+ * not initialize the driver before it forks its workers. Without a card
+ * "driver" is null.
  * ST_ERR_INVALID_ARG when a folder cannot be hashed or the text does not
  * fit; err says which. */
 st_status st_run_env_json(const st_run_env_in *in, char *out, size_t cap, st_err *err);
