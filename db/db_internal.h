@@ -44,6 +44,7 @@ typedef enum query_id {
   Q_RUN_COUNTS,
   Q_PUT_MEASUREMENT,
   Q_HAS_MEASUREMENT,
+  Q_SHAPE_PEER,
   Q_PUT_WINNER,
   Q_COUNT
 } query_id;

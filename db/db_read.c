@@ -38,6 +38,11 @@ static const char *const SQL[Q_COUNT] = {
                      "coalesce(sum(status = 'failed'), 0), coalesce(sum(status = 'pruned'), 0) "
                      "FROM measurements WHERE run_id = ?1",
     [Q_HAS_MEASUREMENT] = "SELECT 1 FROM measurements WHERE run_id = ?1 AND variant_id = ?2 AND shape_key = ?3",
+    /* The suites store the peer's time as text ("7.1"); a value that is
+     * no positive number is no peer time. */
+    [Q_SHAPE_PEER] = "SELECT CAST(json_extract(params, '$.peer_us') AS REAL), "
+                     "coalesce(json_extract(params, '$.peer_device'), '') FROM shapes WHERE key = ?1 "
+                     "AND CAST(json_extract(params, '$.peer_us') AS REAL) > 0 LIMIT 1",
 };
 
 static const char SQL_EACH_DEFAULT[] = "SELECT " VARIANT_COLUMNS " FROM variants WHERE is_default = 1 "
@@ -354,6 +359,25 @@ st_status st_db_has_measurement(st_db *db, int64_t run_id, const char *variant_i
   if (st != ST_OK) return st;
   st = db_step_row(db, s, "st_db_has_measurement", found, err);
   if (st == ST_OK && *found) db_stmt_done(s);
+  return st;
+}
+
+st_status st_db_shape_peer(st_db *db, const char *shape_key, double *peer_us, char *device, size_t cap, int *found,
+                           st_err *err) {
+  if (!db || !shape_key || !peer_us || !device || cap == 0 || !found)
+    return st_fail(err, ST_ERR_INVALID_ARG, "st_db_shape_peer: NULL argument");
+  *found = 0;
+  *peer_us = 0;
+  device[0] = '\0';
+  sqlite3_stmt *s = NULL;
+  st_status st = query(db, Q_SHAPE_PEER, "st_db_shape_peer", &s, err, "t", shape_key);
+  if (st != ST_OK) return st;
+  st = db_step_row(db, s, "st_db_shape_peer", found, err);
+  if (st == ST_OK && *found) {
+    *peer_us = sqlite3_column_double(s, 0);
+    db_col_text(s, 1, device, cap);
+    db_stmt_done(s);
+  }
   return st;
 }
 

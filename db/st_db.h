@@ -188,6 +188,12 @@ typedef struct st_measurement {
 
 st_status st_db_has_measurement(st_db *db, int64_t run_id, const char *variant_id, const char *shape_key,
                                 int *found, st_err *err);
+/* The peer's time of a shape, where its suite recorded one (shape params
+ * peer_us and peer_device): *found 1, *peer_us > 0 and the device it was
+ * timed on in device[cap] ("" when not named); else *found 0. */
+st_status st_db_shape_peer(st_db *db, const char *shape_key, double *peer_us, char *device, size_t cap, int *found,
+                           st_err *err);
+
 /* Measurements of a run, joined with the variant name (passed as `name`). */
 st_status st_db_each_measurement(st_db *db, int64_t run_id,
                                  int (*cb)(void *ctx, const st_measurement *m, const char *variant_name,

@@ -38,7 +38,7 @@ expect 2 "unexpected argument 'foo'" -- "$bin" --version foo
 expect 2 "option --db does not apply to this command" -- "$bin" version --db x.db
 expect 0 "usage: sparsetune regress" -- "$bin" help regress
 # A command's help names no file outside the source tree or the install.
-for cmd in generate compile tune bench show regress history eval export version; do
+for cmd in generate compile tune bench show regress history report eval export version; do
   "$bin" $cmd --help | grep -q '\.\./' && { echo "FAIL: $cmd --help points outside the tree"; fails=$((fails + 1)); }
 done
 expect 0 "usage: sparsetune <command>" -- "$bin" help
@@ -67,6 +67,12 @@ expect 2 "--suite NAME is required" -- "$bin" history
 expect 2 "--min-runs=0 is not a whole number" -- "$bin" history --suite quick --min-runs 0
 expect 2 "option --base does not apply to this command" -- "$bin" history --suite quick --base 1
 expect 2 "option --min-runs does not apply to this command" -- "$bin" regress --base 1 --head 2 --min-runs 3
+expect 0 "usage: sparsetune report" -- "$bin" help report
+expect 2 "--html FILE is required" -- "$bin" report --suite quick
+expect 2 "--html needs a file name" -- "$bin" report --suite quick --html ""
+expect 2 "--suite NAME is required" -- "$bin" report --html page.html
+expect 2 "option --html does not apply to this command" -- "$bin" history --suite quick --html page.html
+expect 2 "option --json does not apply to this command" -- "$bin" report --suite quick --html page.html --json
 expect 2 "show run needs a run id" -- "$bin" show run
 expect 2 "unexpected argument '5'" -- "$bin" show runs 5
 expect 2 "unexpected argument 'extra'" -- "$bin" show run 3 extra

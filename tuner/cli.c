@@ -75,7 +75,7 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
   cli->eval_prefill = 30;
   cli->suite = ST_DEFAULT_SUITE;
   cli->threshold = 0.05;
-  cli->min_runs = 8;
+  cli->min_runs = 0; /* the command's default */
   cli->seed = 20261122;
   static const struct option opts[] = {
       {"db", required_argument, 0, 'd'},     {"suite", required_argument, 0, 's'},
@@ -91,7 +91,7 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
       {"oracle-db", required_argument, 0, 'R'}, {"out", required_argument, 0, 'O'},
       {"force", no_argument, 0, 'F'},        {"leave-one-out", no_argument, 0, 'L'},
       {"search", required_argument, 0, 'M'}, {"min-runs", required_argument, 0, 'N'},
-      {0, 0, 0, 0}};
+      {"html", required_argument, 0, 'W'},   {0, 0, 0, 0}};
   static const struct {
     int c;
     unsigned flag;
@@ -102,7 +102,7 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
               {'p', ST_OPT_PRINT},   {'A', ST_OPT_HARNESS}, {'m', ST_OPT_MATCH},
               {'C', ST_OPT_COLD},    {'B', ST_OPT_BUILTIN}, {'D', ST_OPT_EVAL},     {'P', ST_OPT_EVAL},
               {'R', ST_OPT_EVAL},    {'O', ST_OPT_OUT},     {'F', ST_OPT_FORCE},   {'L', ST_OPT_EVAL},
-              {'M', ST_OPT_SEARCH},  {'N', ST_OPT_HISTORY}};
+              {'M', ST_OPT_SEARCH},  {'N', ST_OPT_HISTORY}, {'W', ST_OPT_HTML}};
   optind = 1;
   opterr = 0;
   int c, li = -1;
@@ -201,6 +201,13 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
       break;
     case 'H':
       if (parse_ll(cli, "head", optarg, 1, (long long)(~0ULL >> 1), &cli->head)) return -2;
+      break;
+    case 'W':
+      if (!optarg[0]) {
+        st_cli_error(cli, "--html needs a file name");
+        return -2;
+      }
+      cli->html_path = optarg;
       break;
     case 'N':
       if (parse_ll(cli, "min-runs", optarg, 1, 1000000, &v)) return -2;

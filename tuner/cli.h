@@ -37,7 +37,7 @@ typedef struct st_cli {
   unsigned long long seed;
   long long base, head;   /* regress */
   double threshold;       /* regress, history */
-  int min_runs;           /* history: fewest ok runs a series needs */
+  int min_runs;           /* history, report: fewest ok runs a series needs; 0: the command's default */
   const char *what;       /* show: runs | run | winners */
   long long run;          /* show run N */
   /* show winners DEVICE, export --device NAME: the device model's name;
@@ -55,6 +55,7 @@ typedef struct st_cli {
   const char *oracle_db;  /* eval: where the held-out shapes are tuned; NULL: beside --db */
   const char *out_path;   /* export: the file to write; NULL when not given */
   int force;              /* export: replace an existing --out */
+  const char *html_path;  /* report: the page to write */
   unsigned given;         /* the ST_OPT_* flags of the options on the command line */
 } st_cli;
 
@@ -83,7 +84,8 @@ enum {
   ST_OPT_DEVICE_NAME = 1 << 18,
   ST_OPT_EVAL = 1 << 19,
   ST_OPT_SEARCH = 1 << 20,
-  ST_OPT_HISTORY = 1 << 21 /* --min-runs, and --threshold */
+  ST_OPT_HISTORY = 1 << 21, /* --min-runs, and --threshold */
+  ST_OPT_HTML = 1 << 22     /* --html FILE */
 };
 
 /* Parses argv (argv[0] = the command name) into `cli` with defaults set.

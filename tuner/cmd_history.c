@@ -43,7 +43,7 @@ int st_cmd_history(int argc, char **argv) {
   }
   st_history_opts o = {.suite = cli.suite,
                        .op = cli.op,
-                       .min_runs = cli.min_runs,
+                       .min_runs = cli.min_runs ? cli.min_runs : ST_HISTORY_DEFAULT_MIN_RUNS,
                        .threshold = cli.threshold,
                        .format = cli.json ? ST_REPORT_JSON : ST_REPORT_TEXT};
   st_history_summary sum;

@@ -32,28 +32,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "history_data.h"
 #include "report.h"
-
-#define ST_HISTORY_DEFAULT_MIN_RUNS 8
-#define ST_HISTORY_DEFAULT_THRESHOLD 0.05
-
-typedef struct st_history_opts {
-  const char *suite; /* required, as runs.suite holds it                 */
-  const char *op;    /* NULL: every op of the suite                      */
-  int min_runs;      /* >= 1: fewest ok runs a series needs              */
-  double threshold;  /* >= 0: a slowdown is a shift beyond it (0.05: 5%) */
-  st_report_format format;
-} st_history_opts;
-
-typedef struct st_history_summary {
-  int histories;    /* (device model, cache mode) groups                  */
-  int runs;         /* runs of the suite read                             */
-  int series;       /* series with min_runs or more ok runs               */
-  int short_series; /* series with fewer, left out                        */
-  int change_points;
-  int slowdowns; /* change points with shift > threshold               */
-  int speedups;  /* change points with shift < -threshold              */
-} st_history_summary;
 
 /* Writes the history report and fills `summary` (may be NULL). Text: per
  * history a line naming it, then its change points in a table sorted by
