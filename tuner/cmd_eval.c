@@ -24,7 +24,9 @@
 #include "cli.h"
 #include "commands.h"
 #include "eval_leave_out.h"
+#include "eval_oracle.h"
 #include "eval_stats.h"
+#include "run_args.h"
 #include "worker.h"
 
 static const char usage[] =
@@ -39,8 +41,9 @@ static const char usage[] =
     "bf16 and fp8) and N prefill batches (an index_prefill and a sparse_attn\n"
     "shape each: 1-32K query tokens with prefixes), drawn from the seed (the\n"
     "suites random-decode:SEED:N and random-prefill:SEED:N). It tunes them into\n"
-    "the oracle database (resumable: run the same command again), then times\n"
-    "each shape through libsparsetune as `bench` does, with the oracle's\n"
+    "the oracle database (resumable: run the same command again; once that\n"
+    "tune has finished, later evals of the seed reuse it), then times each\n"
+    "shape through libsparsetune as `bench` does, with the oracle's\n"
     "winner, with the database's choice and with no database (the built-in\n"
     "variants), and prints each choice's regret against the oracle (time /\n"
     "oracle time - 1): median, 95th percentile, maximum and a histogram.\n"
@@ -80,9 +83,22 @@ static double regret(const st_bench_time *t, const st_bench_time *oracle) {
   return t->us / oracle->us - 1.0;
 }
 
-/* Runs `tune` on `suite` into the oracle database; its report goes to
- * stderr when stdout carries JSON. */
-static int tune_oracle(const st_cli *cli, const char *suite, const char *oracle) {
+/* Runs `tune` on `suite` into the oracle database, unless a tune of the
+ * same args on this model of card finished there before: the oracle of a
+ * seed is a fact of the shapes, so judging another database against it
+ * (or timing again after a stop) reuses it. Tune's report goes to stderr
+ * when stdout carries JSON. */
+static int tune_oracle(const st_cli *cli, const char *suite, const char *oracle, const char *card) {
+  char args[512];
+  st_tune_run_args(args, sizeof args, suite, NULL, cli->seed, NULL, 0, cli->search_model);
+  const int64_t done = st_eval_finished_tune(oracle, args, card);
+  if (done) {
+    fprintf(cli->json ? stderr : stdout,
+            "eval: %s was tuned into %s by run %lld (finished); its winners are the oracle (remove the file, or "
+            "pass another --oracle-db, to tune again)\n",
+            suite, oracle, (long long)done);
+    return ST_EXIT_OK;
+  }
   char device[16], seed[32];
   snprintf(device, sizeof device, "%d", cli->device);
   snprintf(seed, sizeof seed, "%llu", cli->seed);
@@ -340,7 +356,8 @@ done:
 
 /* The random shapes of --decode and --prefill, tuned into the oracle
  * database. */
-static int random_shapes(const st_cli *cli, const char *oracle, st_shape **shapes, int *n, int *n_decode) {
+static int random_shapes(const st_cli *cli, const char *oracle, const char *device, st_shape **shapes, int *n,
+                         int *n_decode) {
   char suites[2][64] = {"", ""};
   if (cli->eval_decode > 0) snprintf(suites[0], sizeof suites[0], "random-decode:%llu:%d", cli->seed, cli->eval_decode);
   if (cli->eval_prefill > 0)
@@ -353,7 +370,7 @@ static int random_shapes(const st_cli *cli, const char *oracle, st_shape **shape
   }
   for (int k = 0; k < 2; k++) {
     if (!suites[k][0]) continue;
-    if ((rc = tune_oracle(cli, suites[k], oracle)) != ST_EXIT_OK) {
+    if ((rc = tune_oracle(cli, suites[k], oracle, device)) != ST_EXIT_OK) {
       if (rc != ST_EXIT_INTERRUPTED) st_cli_error(cli, "tuning %s into %s failed (above)", suites[k], oracle);
       return rc;
     }
@@ -424,7 +441,7 @@ int st_cmd_eval(int argc, char **argv) {
   int n = 0, n_decode = 0;
   eval_row *rows = NULL;
   st_bench_time *times = NULL;
-  rc = cli.leave_one_out ? suite_shapes(&cli, &dev, &shapes, &n) : random_shapes(&cli, oracle, &shapes, &n, &n_decode);
+  rc = cli.leave_one_out ? suite_shapes(&cli, &dev, &shapes, &n) : random_shapes(&cli, oracle, dev.name, &shapes, &n, &n_decode);
   if (rc != ST_EXIT_OK) goto done;
   rows = calloc((size_t)n, sizeof *rows);
   times = calloc((size_t)n, sizeof *times);

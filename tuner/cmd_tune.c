@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "eta.h"
 #include "op_harness.h"
+#include "run_args.h"
 #include "run_env.h"
 #include "search_model.h"
 #include "winners.h"
@@ -407,9 +408,7 @@ static int save_and_print_winners(const st_cli *cli, st_db *db, st_cli_suite *s,
 }
 
 static void run_args(const st_cli *cli, char *buf, size_t cap) {
-  snprintf(buf, cap, "suite=%s op=%s seed=%llu%s%s%s%s", cli->suite, cli->op ? cli->op : "*", cli->seed,
-           cli->match ? " match=" : "", cli->match ? cli->match : "", cli->cold ? " " ST_COLD_RUN_ARG : "",
-           cli->search_model ? " search=model" : "");
+  st_tune_run_args(buf, cap, cli->suite, cli->op, cli->seed, cli->match, cli->cold, cli->search_model);
 }
 
 typedef struct feed_ctx {
