@@ -79,26 +79,75 @@ static void a_small_example_worked_by_hand(void **state) {
   expect_near(r.relative, 1.85 / 2.65, 1e-12);
 }
 
+/* U of b against a by pairs, a tie one half. */
+static double u_by_pairs(const double *a, int na, const double *b, int nb) {
+  double u = 0;
+  for (int i = 0; i < na; i++)
+    for (int j = 0; j < nb; j++) u += b[j] > a[i] ? 1 : b[j] == a[i] ? 0.5 : 0;
+  return u;
+}
+
+/* The two-sided permutation p of U counted by brute force: every split of
+ * the pooled values into na and nb, U by pairs. */
+static double p_by_splits(const double *a, int na, const double *b, int nb) {
+  double pool[32], x[16], y[16];
+  const int n = na + nb;
+  memcpy(pool, a, sizeof *a * (size_t)na);
+  memcpy(pool + na, b, sizeof *b * (size_t)nb);
+  const double mean = 0.5 * na * nb, dev = fabs(u_by_pairs(a, na, b, nb) - mean);
+  int total = 0, extreme = 0;
+  for (unsigned mask = 0; mask < 1u << n; mask++) {
+    if (__builtin_popcount(mask) != nb) continue;
+    int nx = 0, ny = 0;
+    for (int i = 0; i < n; i++) {
+      if (mask >> i & 1)
+        y[ny++] = pool[i];
+      else
+        x[nx++] = pool[i];
+    }
+    total++;
+    extreme += fabs(u_by_pairs(x, nx, y, ny) - mean) >= dev - 1e-9;
+  }
+  return (double)extreme / total;
+}
+
 /* a = {1, 2, 2, 3}, b = {2, 3, 3, 4}. Sorted: 1 | 2 2 2 | 3 3 3 | 4 with
  * midranks 1, 3, 6, 8; b's sum to 3 + 6 + 6 + 8 = 23, U = 23 - 10 = 13
  * (b=2 beats 1 and ties two 2's: 2; each b=3 beats three and ties one:
  * 3.5; b=4: 4). Two groups of 3 ties: sum of t^3 - t = 48, variance
  * 16/12 * (9 - 48/56) = 10.857143, z = (13 - 8 - 0.5) / 3.295018 =
- * 1.365698, p = erfc(z / sqrt 2) = 0.172034: ties make the exact count
- * wrong, so the normal approximation is used though both samples are
- * small. The 16 differences: -1, 0 x4, 1 x6, 2 x4, 3: shift 1, median(a)
- * 2, relative 0.5. */
-static void ties_take_midranks_and_the_normal_approximation(void **state) {
+ * 1.365698 (the normal approximation's, kept with every p). Small samples
+ * take the exact p with ties too: the share of the 70 splits of the pooled
+ * values as far from U's mean, counted here by pairs. The 16 differences:
+ * -1, 0 x4, 1 x6, 2 x4, 3: shift 1, median(a) 2, relative 0.5. Past
+ * ST_MW_EXACT_MAX values a side, the normal approximation. */
+static void ties_take_midranks_and_an_exact_p_when_small(void **state) {
   (void)state;
   const double a[] = {1, 2, 2, 3}, b[] = {2, 3, 3, 4};
   st_mw_result r;
   assert_int_equal(st_mann_whitney(a, 4, b, 4, &r, NULL), ST_OK);
   expect_near(r.u, 13, 0);
-  assert_int_equal(r.exact, 0);
+  assert_int_equal(r.exact, 1);
   expect_near(r.z, 1.365698202000489, 1e-12);
-  expect_near(r.p, 0.17203370892182296, 1e-12);
+  expect_near(r.p, p_by_splits(a, 4, b, 4), 1e-12);
+  assert_true(r.p > 0.17 && r.p < 0.5);
   expect_near(r.shift, 1, 0);
   expect_near(r.relative, 0.5, 0);
+  /* Tune's 5 repetitions a side, every head one slower, ties within each
+   * side (a timer's resolution): the smallest p there is, 2 / C(10, 5). */
+  const double base[] = {2.336, 2.336, 2.339, 2.339, 2.342}, head[] = {2.627, 2.627, 2.63, 2.63, 2.63};
+  assert_int_equal(st_mann_whitney(base, 5, head, 5, &r, NULL), ST_OK);
+  assert_int_equal(r.exact, 1);
+  expect_near(r.p, 2.0 / 252, 1e-12);
+  /* A tie across the samples, still exact, as counted by pairs. */
+  const double c[] = {1, 2, 3, 4, 5}, d[] = {5, 6, 7, 8, 9};
+  assert_int_equal(st_mann_whitney(c, 5, d, 5, &r, NULL), ST_OK);
+  expect_near(r.p, p_by_splits(c, 5, d, 5), 1e-12);
+  /* Nine a side: the approximation, tie-corrected. */
+  const double e[] = {1, 2, 2, 3, 4, 5, 6, 7, 8}, f[] = {2, 3, 3, 4, 6, 7, 8, 9, 10};
+  assert_int_equal(st_mann_whitney(e, 9, f, 9, &r, NULL), ST_OK);
+  assert_int_equal(r.exact, 0);
+  expect_near(r.p, erfc(fabs(r.z) / sqrt(2.0)), 1e-12);
   /* Every value equal: no evidence at all. */
   const double same[] = {5, 5, 5};
   assert_int_equal(st_mann_whitney(same, 3, same, 3, &r, NULL), ST_OK);
@@ -493,7 +542,7 @@ int main(void) {
          env ? "from ST_TEST_SEED" : "fixed");
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(a_small_example_worked_by_hand),
-      cmocka_unit_test(ties_take_midranks_and_the_normal_approximation),
+      cmocka_unit_test(ties_take_midranks_and_an_exact_p_when_small),
       cmocka_unit_test(exact_p_matches_every_ordering_counted),
       cmocka_unit_test(swapping_the_samples_flips_z_and_the_shift),
       cmocka_unit_test(planted_slowdowns_of_5_percent_are_found_and_of_1_percent_not),

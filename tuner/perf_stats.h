@@ -24,9 +24,10 @@
 
 /* ---- two samples: Mann-Whitney U and Hodges-Lehmann ------------------- */
 
-/* Up to this many values in each sample and with no tie, the p-value is
- * exact (the distribution of U counted by recurrence); otherwise it is the
- * normal approximation with tie and continuity corrections. */
+/* Up to this many values in each sample the p-value is exact: the share of
+ * the splits of the pooled values (midranks for ties, so ties too) whose U
+ * is as far from its mean as the observed; with more, the normal
+ * approximation with tie and continuity corrections. */
 #define ST_MW_EXACT_MAX 8
 
 typedef struct st_mw_result {
@@ -39,7 +40,7 @@ typedef struct st_mw_result {
    * larger. Always the normal approximation's, even when p is exact. */
   double z;
   double p;  /* two-sided */
-  int exact; /* 1: p is exact; 0: p is the normal approximation of z */
+  int exact; /* 1: p is exact (ties or not); 0: p is the normal approximation of z */
   /* Hodges-Lehmann estimate of the shift b - a: the median of the na*nb
    * differences b[j] - a[i]; the relative effect is shift / |median(a)|
    * (NaN when median(a) is 0). */
@@ -73,7 +74,8 @@ typedef struct st_regression_result {
  * when it rejects and test.relative <= -min_effect, ST_SAME otherwise.
  * min_effect >= 0, 0 < alpha < 1. Few repetitions limit what can be
  * shown: with the 5 a side that `tune` keeps, p <= 0.01 needs every head
- * repetition slower than every base one (exact p = 2 / C(10, 5) = 0.008);
+ * repetition slower than every base one (exact p = 2 / C(10, 5) = 0.008,
+ * ties within a side or not);
  * with 4 a side, p is never below 2 / C(8, 4) = 0.029. */
 st_status st_regression_verdict(const double *base, size_t nbase, const double *head, size_t nhead, double min_effect,
                                 double alpha, st_regression_result *out, st_err *err);

@@ -27,7 +27,7 @@ static const char STYLE[] =
     "h1{font-size:22px}h2{font-size:18px;margin-top:32px;border-bottom:1px solid #ccc}h3{font-size:14px;"
     "font-family:monospace;word-break:break-all}"
     "table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ddd;padding:2px 8px;text-align:left;"
-    "font-size:12px}th{background:#f4f4f4}td.num{text-align:right}"
+    "font-size:12px}th{background:#f4f4f4}td.num{text-align:right}td.id{font-family:monospace;color:#666}"
     ".meta{color:#555}.slower{color:#d62728;font-weight:bold}.faster{color:#2ca02c}"
     "ul.legend{list-style:none;padding:0;margin:2px 0;font-size:12px}ul.legend li{display:inline-block;"
     "margin-right:16px}ul.legend span{display:inline-block;width:18px;height:3px;vertical-align:middle;"
@@ -36,8 +36,9 @@ static const char STYLE[] =
 
 /* ---- escaping --------------------------------------------------------------------- */
 
-static void put_escaped(FILE *out, const char *s) {
-  for (; s && *s; s++) {
+/* At most n bytes of s, escaped. */
+static void put_escaped_n(FILE *out, const char *s, size_t n) {
+  for (; s && *s && n; s++, n--) {
     switch (*s) {
     case '&': fputs("&amp;", out); break;
     case '<': fputs("&lt;", out); break;
@@ -48,6 +49,11 @@ static void put_escaped(FILE *out, const char *s) {
     }
   }
 }
+
+static void put_escaped(FILE *out, const char *s) { put_escaped_n(out, s, (size_t)-1); }
+
+/* A variant id as the runtime's messages shorten it. */
+#define ID_CHARS 12
 
 /* ---- each shape's runs and winners ----------------------------------------------- */
 
@@ -351,6 +357,15 @@ static void write_chart(FILE *out, const page *p, const hist_view *hv, const sha
   for (int l = 0; l < sv->nlines; l++) {
     fprintf(out, "<li><span style=\"background:%s\"></span>", LINE_COLOURS[l]);
     put_escaped(out, sv->lines[l]->variant[0] ? sv->lines[l]->variant : sv->lines[l]->variant_id);
+    /* Two variants of one name are one config rendered from other
+     * templates (ids hash the source): their ids tell them apart. */
+    int twin = 0;
+    for (int m = 0; m < sv->nlines; m++) twin |= m != l && !strcmp(sv->lines[m]->variant, sv->lines[l]->variant);
+    if (twin) {
+      fputs(" (id ", out);
+      put_escaped_n(out, sv->lines[l]->variant_id, ID_CHARS);
+      fputc(')', out);
+    }
     fputs("</li>", out);
   }
   if (sv->peer_us > 0) fputs("<li><span style=\"background:#7f7f7f\"></span>peer</li>", out);
@@ -386,7 +401,9 @@ static void write_runs(FILE *out, const page *p, const hist_view *hv) {
 }
 
 static void write_winners(FILE *out, const page *p, const hist_view *hv, const shape_view *sv) {
-  fputs("<table class=\"winners\"><tr><th>run</th><th>winner</th><th>us</th><th>from the run before</th></tr>\n", out);
+  fputs("<table class=\"winners\"><tr><th>run</th><th>winner</th><th>id</th><th>us</th><th>from the run "
+        "before</th></tr>\n",
+        out);
   const win *prev = NULL;
   size_t last = 0, left_out = 0;
   for (size_t i = 0; i < hv->nruns; i++)
@@ -406,6 +423,8 @@ static void write_winners(FILE *out, const page *p, const hist_view *hv, const s
     fprintf(out, "<tr%s><td class=\"num\">%lld</td><td>", w->slower ? " class=\"slower\"" : "",
             (long long)p->d->runs[hv->runs[i]].row.id);
     put_escaped(out, name[0] ? name : w->pt->variant_id);
+    fputs("</td><td class=\"id\">", out);
+    put_escaped_n(out, w->pt->variant_id, ID_CHARS);
     fprintf(out, "</td><td class=\"num\">%.4g</td><td>", w->pt->median_us);
     if (prev)
       fprintf(out, "%+.1f%%%s%s", 100 * (w->pt->median_us / prev->pt->median_us - 1), w->changed ? ", new winner" : "",
@@ -414,7 +433,9 @@ static void write_winners(FILE *out, const page *p, const hist_view *hv, const s
     prev = w;
   }
   fputs("</table>\n", out);
-  if (left_out) fprintf(out, "<p class=\"meta\">%zu runs with the same winner and time left out.</p>\n", left_out);
+  if (left_out)
+    fprintf(out, "<p class=\"meta\">%zu run%s with the same winner and time left out.</p>\n", left_out,
+            left_out == 1 ? "" : "s");
 }
 
 /* ---- the page ----------------------------------------------------------------------- */
