@@ -38,7 +38,7 @@ expect 2 "unexpected argument 'foo'" -- "$bin" --version foo
 expect 2 "option --db does not apply to this command" -- "$bin" version --db x.db
 expect 0 "usage: sparsetune regress" -- "$bin" help regress
 # A command's help names no file outside the source tree or the install.
-for cmd in generate compile tune bench show regress history report eval export version; do
+for cmd in generate compile tune bench show regress history report merge eval export version; do
   "$bin" $cmd --help | grep -q '\.\./' && { echo "FAIL: $cmd --help points outside the tree"; fails=$((fails + 1)); }
 done
 expect 0 "usage: sparsetune <command>" -- "$bin" help
@@ -68,6 +68,10 @@ expect 2 "--min-runs=0 is not a whole number" -- "$bin" history --suite quick --
 expect 2 "option --base does not apply to this command" -- "$bin" history --suite quick --base 1
 expect 2 "option --min-runs does not apply to this command" -- "$bin" regress --base 1 --head 2 --min-runs 3
 expect 0 "usage: sparsetune report" -- "$bin" help report
+expect 0 "usage: sparsetune merge" -- "$bin" help merge
+expect 2 "name the databases to merge into" -- "$bin" merge --db merged.db
+expect 2 "option --suite does not apply to this command" -- "$bin" merge --db merged.db --suite quick a.db
+expect 2 "unexpected argument 'a.db'" -- "$bin" history --suite quick a.db
 expect 2 "--html FILE is required" -- "$bin" report --suite quick
 expect 2 "--html needs a file name" -- "$bin" report --suite quick --html ""
 expect 2 "--suite NAME is required" -- "$bin" report --html page.html

@@ -53,3 +53,6 @@ foreach(t test_export test_export_killed test_export_cubins)
   target_compile_definitions(${t} PRIVATE ST_CLI_PATH="$<TARGET_FILE:sparsetune_cli>")
   add_dependencies(${t} sparsetune_cli)
 endforeach()
+# merge: shards of one history into one database, in either order, twice;
+# bad sources refused before anything is written.
+st_add_test(NAME test_merge LABEL cpu SOURCES test_merge.c LIBS st_tuner_core)

@@ -225,6 +225,11 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
     }
   }
   if (optind < argc && (allowed & ST_OPT_RUN) && parse_report(argc, argv, cli)) return -2;
+  if (optind < argc && (allowed & ST_OPT_SOURCES)) {
+    cli->sources = (const char *const *)argv + optind;
+    cli->nsources = argc - optind;
+    optind = argc;
+  }
   if (optind < argc) {
     st_cli_error(cli, "unexpected argument '%s' (see --help)", argv[optind]);
     return -2;

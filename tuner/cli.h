@@ -56,6 +56,8 @@ typedef struct st_cli {
   const char *out_path;   /* export: the file to write; NULL when not given */
   int force;              /* export: replace an existing --out */
   const char *html_path;  /* report: the page to write */
+  const char *const *sources; /* merge: the databases after the options */
+  int nsources;
   unsigned given;         /* the ST_OPT_* flags of the options on the command line */
 } st_cli;
 
@@ -85,7 +87,8 @@ enum {
   ST_OPT_EVAL = 1 << 19,
   ST_OPT_SEARCH = 1 << 20,
   ST_OPT_HISTORY = 1 << 21, /* --min-runs, and --threshold */
-  ST_OPT_HTML = 1 << 22     /* --html FILE */
+  ST_OPT_HTML = 1 << 22,    /* --html FILE */
+  ST_OPT_SOURCES = 1 << 23  /* trailing arguments: database files (merge) */
 };
 
 /* Parses argv (argv[0] = the command name) into `cli` with defaults set.

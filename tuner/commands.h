@@ -11,6 +11,7 @@ int st_cmd_show(int argc, char **argv);
 int st_cmd_regress(int argc, char **argv);
 int st_cmd_history(int argc, char **argv);
 int st_cmd_report(int argc, char **argv);
+int st_cmd_merge(int argc, char **argv);
 int st_cmd_eval(int argc, char **argv);
 int st_cmd_export(int argc, char **argv);
 

@@ -22,6 +22,7 @@ static const char usage[] = "usage: sparsetune <command> [options]   (sparsetune
                             "  regress    compare two runs; exit 1 on a regression beyond the noise\n"
                             "  history    change points in a suite's runs; exit 1 on a slowdown\n"
                             "  report     a suite's timing history as one HTML page (--html FILE)\n"
+                            "  merge      combine the databases of several machines or shards into one\n"
                             "  eval       judge the runtime's choices on random shapes no suite holds\n"
                             "  export     write a compact database of what the runtime reads, to ship\n"
                             "  version    print the version and where generator/ and templates/ come from\n"
@@ -75,7 +76,7 @@ typedef struct command {
 static const command commands[] = {
     {"generate", st_cmd_generate}, {"compile", st_cmd_compile}, {"tune", st_cmd_tune},
     {"bench", st_cmd_bench},       {"show", st_cmd_show},       {"regress", st_cmd_regress},
-    {"history", st_cmd_history},   {"report", st_cmd_report},   {"eval", st_cmd_eval},       {"export", st_cmd_export},
+    {"history", st_cmd_history},   {"report", st_cmd_report},     {"merge", st_cmd_merge},   {"eval", st_cmd_eval},       {"export", st_cmd_export},
     {"version", cmd_version},      {"--version", cmd_version}};
 
 static const command *find_command(const char *name) {
