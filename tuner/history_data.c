@@ -244,6 +244,16 @@ static void summarize(st_hist_data *r, double threshold) {
 }
 
 /* Reads the runs and their measurements, and cuts the series. */
+st_status st_hist_check_opts(const st_history_opts *o, const char *cmd, st_err *err) {
+  if (!o) return st_fail(err, ST_ERR_INVALID_ARG, "%s: opts is NULL", cmd);
+  if (!o->suite || !o->suite[0]) return st_fail(err, ST_ERR_INVALID_ARG, "%s: --suite NAME is required", cmd);
+  if (o->op && !o->op[0]) return st_fail(err, ST_ERR_INVALID_ARG, "%s: --op is empty", cmd);
+  if (o->min_runs < 1) return st_fail(err, ST_ERR_INVALID_ARG, "%s: min_runs=%d is not a count >= 1", cmd, o->min_runs);
+  if (!(isfinite(o->threshold) && o->threshold >= 0))
+    return st_fail(err, ST_ERR_INVALID_ARG, "%s: threshold=%g is not a number >= 0", cmd, o->threshold);
+  return ST_OK;
+}
+
 st_status st_hist_analyse(st_db *db, const st_history_opts *opts, st_hist_data *r, st_err *err) {
   memset(r, 0, sizeof *r);
   gather g = {.db = db, .opts = opts, .st = ST_OK, .err = err};

@@ -94,6 +94,12 @@ typedef struct st_hist_data {
   st_history_summary sum;
 } st_hist_data;
 
+/* ST_OK when `o` asks for something st_hist_analyse can do: a suite, an op
+ * that is NULL or not empty, min_runs >= 1, a threshold >= 0; else
+ * ST_ERR_INVALID_ARG naming the value, the message starting with `cmd`
+ * ("history"). */
+st_status st_hist_check_opts(const st_history_opts *o, const char *cmd, st_err *err);
+
 /* Fills *r (zeroed first; st_hist_free it whatever the result). A NULL
  * or empty suite is the caller's to refuse; a suite with no run (of the
  * op) is ST_ERR_INVALID_ARG naming it. */

@@ -182,15 +182,9 @@ static st_status history_text(FILE *out, const st_history_opts *o, const st_hist
 st_status st_report_history(st_db *db, FILE *out, const st_history_opts *opts, st_history_summary *summary,
                             st_err *err) {
   if (summary) memset(summary, 0, sizeof *summary);
-  if (!opts) return st_fail(err, ST_ERR_INVALID_ARG, "history: opts is NULL");
-  st_status st = rpt_check_common(db, out, opts->format, err);
+  st_status st = st_hist_check_opts(opts, "history", err);
+  if (st == ST_OK) st = rpt_check_common(db, out, opts->format, err);
   if (st != ST_OK) return st;
-  if (!opts->suite || !opts->suite[0]) return st_fail(err, ST_ERR_INVALID_ARG, "history: --suite NAME is required");
-  if (opts->op && !opts->op[0]) return st_fail(err, ST_ERR_INVALID_ARG, "history: --op is empty");
-  if (opts->min_runs < 1)
-    return st_fail(err, ST_ERR_INVALID_ARG, "history: min_runs=%d is not a count >= 1", opts->min_runs);
-  if (!(isfinite(opts->threshold) && opts->threshold >= 0))
-    return st_fail(err, ST_ERR_INVALID_ARG, "history: threshold=%g is not a number >= 0", opts->threshold);
   st_hist_data r;
   memset(&r, 0, sizeof r);
   st = st_hist_analyse(db, opts, &r, err);

@@ -503,15 +503,9 @@ static void write_page(FILE *out, const page *p, const char *db_name) {
 st_status st_report_html(st_db *db, FILE *out, const st_history_opts *opts, const char *db_name,
                          st_html_summary *summary, st_err *err) {
   if (summary) memset(summary, 0, sizeof *summary);
-  if (!opts) return st_fail(err, ST_ERR_INVALID_ARG, "report: opts is NULL");
-  st_status st = rpt_check_common(db, out, ST_REPORT_TEXT, err);
+  st_status st = st_hist_check_opts(opts, "report", err);
+  if (st == ST_OK) st = rpt_check_common(db, out, ST_REPORT_TEXT, err);
   if (st != ST_OK) return st;
-  if (!opts->suite || !opts->suite[0]) return st_fail(err, ST_ERR_INVALID_ARG, "report: --suite NAME is required");
-  if (opts->op && !opts->op[0]) return st_fail(err, ST_ERR_INVALID_ARG, "report: --op is empty");
-  if (opts->min_runs < 1)
-    return st_fail(err, ST_ERR_INVALID_ARG, "report: min_runs=%d is not a count >= 1", opts->min_runs);
-  if (!(isfinite(opts->threshold) && opts->threshold >= 0))
-    return st_fail(err, ST_ERR_INVALID_ARG, "report: threshold=%g is not a number >= 0", opts->threshold);
   st_hist_data d;
   st = st_hist_analyse(db, opts, &d, err);
   page p = {.db = db, .opts = opts, .d = &d};
