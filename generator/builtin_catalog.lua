@@ -90,12 +90,12 @@ if not ok then
   fail("%s", tostring(gen))
 end
 
--- The load range of each default by name (nil: any load).
-local function load_ranges(op)
+-- The load and qlen ranges of each default by name (nil: any).
+local function preference_ranges(op)
   local module = require("ops." .. op)
   local ranges = {}
   for _, d in ipairs(module.defaults()) do
-    ranges[module.variant_name(d.kernel, d.launch)] = d.load
+    ranges[module.variant_name(d.kernel, d.launch)] = { load = d.load, qlen = d.qlen }
   end
   return ranges
 end
@@ -108,7 +108,7 @@ for _, op in ipairs(names) do
   if not ok_list then
     fail("%s", tostring(list))
   end
-  local ranges = load_ranges(op)
+  local ranges = preference_ranges(op)
   for _, v in ipairs(list) do
     if not v.is_default then
       fail("%s: variants() listed %s, which is no default, for no shape", op, v.name)
@@ -121,9 +121,10 @@ for _, op in ipairs(names) do
       at = #parts
       part_of[whole] = at
     end
-    local load = ranges[v.name] or { -1, -1 }
+    local r = ranges[v.name] or {}
+    local load, qlen = r.load or { -1, -1 }, r.qlen or { -1, -1 }
     entries[#entries + 1] = { op = op, name = v.name, kernel = param_pairs(v.kernel), launch = param_pairs(v.launch),
-      part = at - 1, prelude = prelude, load_lo = load[1], load_hi = load[2] }
+      part = at - 1, prelude = prelude, load_lo = load[1], load_hi = load[2], qlen_lo = qlen[1], qlen_hi = qlen[2] }
   end
 end
 
@@ -159,8 +160,8 @@ for i, e in ipairs(entries) do
 end
 emit("\nconst st_builtin_entry st_builtin_entries[] = {\n")
 for i, e in ipairs(entries) do
-  emit(string.format("    {%s, %s, kernel%d, launch%d, %d, %.17g, %.17g,\n     %s},\n", c_string(e.op),
-    c_string(e.name), i - 1, i - 1, e.part, e.load_lo, e.load_hi, c_string(e.prelude)))
+  emit(string.format("    {%s, %s, kernel%d, launch%d, %d, %.17g, %.17g, %d, %d,\n     %s},\n", c_string(e.op),
+    c_string(e.name), i - 1, i - 1, e.part, e.load_lo, e.load_hi, e.qlen_lo, e.qlen_hi, c_string(e.prelude)))
 end
 emit("};\nconst int st_builtin_entry_count = " .. #entries .. ";\n")
 

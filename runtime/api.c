@@ -76,7 +76,8 @@ static st_status resolve(st_handle *h, st_op_id op, const void *a, int launch, v
                                      .fit_ctx = h->fit_ctx,
                                      .load = h->load,
                                      .load_ctx = h->hook_ctx,
-                                     .call_load = d->load ? d->load(a, h->dev.sm_count > 0 ? h->dev.sm_count : 1) : -1};
+                                     .call_load = d->load ? d->load(a, h->dev.sm_count > 0 ? h->dev.sm_count : 1) : -1,
+                                     .call_qlen = d->qlen ? d->qlen(a) : 0};
     st_op_tables *t = &h->ops[op];
     pthread_mutex_lock(&h->lock);
     h->load_stream = (CUstream)stream;

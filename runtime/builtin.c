@@ -60,6 +60,8 @@ static st_status make_variant(const st_op_desc *d, int index, st_dispatch_varian
   v->builtin = index + 1;
   v->load_lo = e->load_lo;
   v->load_hi = e->load_hi;
+  v->qlen_lo = e->qlen_lo;
+  v->qlen_hi = e->qlen_hi;
   return ST_OK;
 }
 

@@ -26,10 +26,13 @@ typedef struct st_builtin_entry {
   const char *op;   /* "index_decode" */
   const char *name; /* the generator's variant name */
   const st_builtin_param *kernel, *launch;
-  int part;            /* index into st_builtin_parts */
+  int part; /* index into st_builtin_parts */
   /* The loads it is preferred at, (lo, hi] (the op's load function,
    * ops/op.h); hi < 0: any. */
   double load_lo, load_hi;
+  /* And the query tokens a request it is preferred at, (lo, hi]; hi < 0:
+   * any. */
+  int qlen_lo, qlen_hi;
   const char *prelude; /* the variant's #define lines, with their markers */
 } st_builtin_entry;
 

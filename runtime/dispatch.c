@@ -109,15 +109,19 @@ static int add_if_fits(cand_list *l, const st_dispatch_variant *v, st_dispatch_r
   return 1;
 }
 
-static int load_in_range(const st_dispatch_variant *v, double load) {
-  return v->load_hi <= 0 || (load > v->load_lo && load <= v->load_hi);
+/* Whether default `v` is meant for a call of `load` (< 0: unknown) and
+ * `qlen` (<= 0: unknown); an unknown value is in every range. */
+static int meant_for(const st_dispatch_variant *v, double load, int qlen) {
+  const int load_ok = load < 0 || v->load_hi <= 0 || (load > v->load_lo && load <= v->load_hi);
+  const int qlen_ok = qlen <= 0 || v->qlen_hi <= 0 || (qlen > v->qlen_lo && qlen <= v->qlen_hi);
+  return load_ok && qlen_ok;
 }
 
-/* Stable partition: the defaults meant for `load` first. */
-static void prefer_in_range(st_dispatch_candidate *c, size_t n, double load) {
+/* Stable partition: the defaults meant for the call first. */
+static void prefer_in_range(st_dispatch_candidate *c, size_t n, double load, int qlen) {
   size_t front = 0;
   for (size_t i = 0; i < n; i++) {
-    if (!load_in_range(c[i].v, load)) continue;
+    if (!meant_for(c[i].v, load, qlen)) continue;
     st_dispatch_candidate x = c[i];
     for (size_t j = i; j > front; j--) c[j] = c[j - 1];
     c[front++] = x;
@@ -162,7 +166,8 @@ void st_dispatch_candidates(const st_dispatch_table *t, const st_params *fields,
   add_nearest(&l, t, fields, 1);
   const size_t first_default = l.n;
   for (size_t i = 0; i < t->n_defaults; i++) add_if_fits(&l, &t->defaults[i], ST_DISPATCH_DEFAULT, 0, 0, 0.0, 0);
-  if (hooks->call_load >= 0) prefer_in_range(out + first_default, l.n - first_default, hooks->call_load);
+  if (hooks->call_load >= 0 || hooks->call_qlen > 0)
+    prefer_in_range(out + first_default, l.n - first_default, hooks->call_load, hooks->call_qlen);
   add_nearest(&l, t, fields, 0);
   *n_fit = l.n;
 }

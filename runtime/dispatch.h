@@ -61,22 +61,25 @@ typedef struct st_dispatch_variant {
   char name[160];
   char source_hash[40];
   st_variant_config cfg;
-  int rank; /* order among defaults, smallest first (index_decode: its topk
-               capacity) */
+  int rank;    /* order among defaults, smallest first (index_decode: its topk
+                  capacity) */
   int builtin; /* 1 + its index in the built-in catalog (builtin.h); 0: a
                   variant read from the database */
   /* A default is preferred for calls whose load (st_op_desc.load) is in
    * (load_lo, load_hi]; load_hi <= 0: for any. */
   double load_lo, load_hi;
+  /* ... and whose query tokens a request (st_op_desc.qlen) are in
+   * (qlen_lo, qlen_hi]; qlen_hi <= 0: for any. */
+  int qlen_lo, qlen_hi;
 } st_dispatch_variant;
 
 /* A winner recorded for one dispatch key of this device model. */
 typedef struct st_dispatch_winner {
-  st_params fields; /* the dispatch key's fields (ST_DISPATCH_BATCH_FIELD among
-                       them) */
-  long long batch;  /* the value of ST_DISPATCH_BATCH_FIELD; 0 when absent     */
+  st_params fields;  /* the dispatch key's fields (ST_DISPATCH_BATCH_FIELD among
+                        them) */
+  long long batch;   /* the value of ST_DISPATCH_BATCH_FIELD; 0 when absent     */
   long long context; /* the value of ST_DISPATCH_CONTEXT_FIELD; 0 when absent */
-  int64_t run_id;   /* the tuning run that picked it: newer runs win ties      */
+  int64_t run_id;    /* the tuning run that picked it: newer runs win ties      */
   double median_us;
   double default_us; /* the op's best default on the same key; 0: not recorded */
   st_dispatch_variant v;
@@ -101,9 +104,9 @@ typedef struct st_dispatch_table {
 } st_dispatch_table;
 
 typedef enum st_dispatch_rule {
-  ST_DISPATCH_EXACT = 0,         /* winner of this dispatch key            */
-  ST_DISPATCH_NEAREST = 1,       /* winner of the nearest key               */
-  ST_DISPATCH_DEFAULT = 2        /* the op's fallback variant              */
+  ST_DISPATCH_EXACT = 0,   /* winner of this dispatch key            */
+  ST_DISPATCH_NEAREST = 1, /* winner of the nearest key               */
+  ST_DISPATCH_DEFAULT = 2  /* the op's fallback variant              */
 } st_dispatch_rule;
 
 /* ST_OK if variant `v` of `op` can run the (valid) arguments `args` (the
@@ -125,6 +128,7 @@ typedef struct st_dispatch_hooks {
   st_dispatch_load_fn load;
   void *load_ctx;
   double call_load; /* the call's load (st_op_desc.load); < 0: unknown */
+  int call_qlen;    /* the call's query tokens a request (st_op_desc.qlen); <= 0: unknown */
 } st_dispatch_hooks;
 
 typedef struct st_dispatch_candidate {

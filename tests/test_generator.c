@@ -386,20 +386,23 @@ static void test_unknown_names_give_clear_errors(void **state) {
   assert_int_equal(st_gen_suite(g, "m3-decodee", NULL, &s, &n, &err), ST_ERR_INVALID_ARG);
   assert_null(s);
   assert_int_equal(n, 0);
-  assert_string_equal(err.msg, "generator: unknown suite 'm3-decodee' (known: anchors, dsv32-decode, dsv32-prefill, "
-                               "engine-decode, engine-prefill, m3-decode, m3-prefill, smoke; and shapes drawn from a seed: "
-                               "random-decode:SEED:N, random-prefill:SEED:N)");
+  assert_string_equal(err.msg,
+                      "generator: unknown suite 'm3-decodee' (known: anchors, dsv32-decode, dsv32-prefill, "
+                      "engine-decode, engine-prefill, m3-decode, m3-prefill, smoke; and shapes drawn from a seed: "
+                      "random-decode:SEED:N, random-prefill:SEED:N)");
   assert_int_equal(st_gen_suite(g, "m3-decode", "index_decod", &s, &n, &err), ST_ERR_INVALID_ARG);
-  assert_string_equal(err.msg, "generator: unknown op 'index_decod' (known: dsa_index_decode, dsa_index_logits, dsa_index_topk, "
-               "index_decode, "
-               "index_prefill, index_score, index_topk, mla_sparse_decode, mla_sparse_prefill, sparse_attn, "
-               "sparse_attn_decode)");
+  assert_string_equal(err.msg,
+                      "generator: unknown op 'index_decod' (known: dsa_index_decode, dsa_index_logits, dsa_index_topk, "
+                      "index_decode, "
+                      "index_prefill, index_score, index_topk, mla_sparse_decode, mla_sparse_prefill, sparse_attn, "
+                      "sparse_attn_decode)");
   st_gen_variant *v = NULL;
   assert_int_equal(st_gen_variants(g, "sparse_mla", NULL, 0, &v, &n, &err), ST_ERR_INVALID_ARG);
-  assert_string_equal(err.msg, "generator: unknown op 'sparse_mla' (known: dsa_index_decode, dsa_index_logits, dsa_index_topk, "
-               "index_decode, "
-               "index_prefill, index_score, index_topk, mla_sparse_decode, mla_sparse_prefill, sparse_attn, "
-               "sparse_attn_decode)");
+  assert_string_equal(err.msg,
+                      "generator: unknown op 'sparse_mla' (known: dsa_index_decode, dsa_index_logits, dsa_index_topk, "
+                      "index_decode, "
+                      "index_prefill, index_score, index_topk, mla_sparse_decode, mla_sparse_prefill, sparse_attn, "
+                      "sparse_attn_decode)");
   assert_null(v);
   st_params k = {0};
   char *src = NULL;
@@ -790,26 +793,29 @@ static void test_sparse_attn_decode_variants_render_the_real_template(void **sta
   int n = load_op_variants(g, "sparse_attn_decode", NULL, 0, &v);
   /* a fallback per dtype x head_dim x group, and the fast families where
    * the kind allows them */
-  assert_int_equal(n, 73);
-  assert_int_equal(count_defaults(v, n), 73);
+  assert_int_equal(n, 85);
+  assert_int_equal(count_defaults(v, n), 85);
   /* head_dim 64 takes no bulk copies: the fallback alone; head_dim 128,
    * group 16: the cluster 16 and cluster 8 kernels, the one-split ones
-   * (three stages, then P.V by dimensions), then the fallback */
+   * (three stages, then P.V by dimensions, then without bulk copies one
+   * and two stages by qlen), then the fallback */
   assert_string_equal(v[0].row.name, "sparse_attn_decode.bf16.d64.g1.w4.s1.single/auto");
   assert_string_equal(v[1].row.name, "sparse_attn_decode.bf16.d64.g2.w4.s1.single/auto");
   int at = 0;
   while (at < n && strcmp(v[at].row.name, "sparse_attn_decode.bf16.d128.g16.w4.s1.tma.pvd.single.c16/auto")) at++;
-  assert_true(at + 4 < n);
+  assert_true(at + 6 < n);
   assert_string_equal(v[at + 1].row.name, "sparse_attn_decode.bf16.d128.g16.w4.s1.tma.single.c8/auto");
   assert_string_equal(v[at + 2].row.name, "sparse_attn_decode.bf16.d128.g16.w4.s3.tma.single/s1");
   assert_string_equal(v[at + 3].row.name, "sparse_attn_decode.bf16.d128.g16.w4.s1.tma.pvd.single/s1");
-  assert_string_equal(v[at + 4].row.name, "sparse_attn_decode.bf16.d128.g16.w4.s1.single/auto");
+  assert_string_equal(v[at + 4].row.name, "sparse_attn_decode.bf16.d128.g16.w4.s1.single/s1");
+  assert_string_equal(v[at + 5].row.name, "sparse_attn_decode.bf16.d128.g16.w4.s2.single/s1");
+  assert_string_equal(v[at + 6].row.name, "sparse_attn_decode.bf16.d128.g16.w4.s1.single/auto");
   st_gen_free_variants(v, n);
   st_shape *s = NULL;
   const int ns = load_op_suite(g, "m3-decode", "sparse_attn_decode", &s);
   n = load_op_variants(g, "sparse_attn_decode", s, ns, &v);
-  assert_true(n > 73);
-  assert_int_equal(count_defaults(v, n), 73);
+  assert_true(n > 85);
+  assert_int_equal(count_defaults(v, n), 85);
   for (int i = 0; i < n; i++) {
     const st_variant_row *r = &v[i].row;
     assert_string_equal(r->op, "sparse_attn_decode");

@@ -632,7 +632,7 @@ static void test_sparse_attn_decode_defaults_satisfy_the_constraints(void **stat
          "  if have[id] then n = n + 1 else missing[#missing + 1] = id end\n"
          "end\n"
          "return #op.defaults() .. ' ' .. n .. ' missing: ' .. table.concat(missing, ' ')",
-         "73 36 missing: ");
+         "85 36 missing: ");
 }
 
 static void test_sparse_attn_decode_shape_and_dispatch_keys(void **state) {
@@ -1055,8 +1055,8 @@ static void test_every_sparse_attn_decode_suite_shape_has_tuned_variants_and_a_d
          "  out[#out + 1] = name .. ' ' .. #list\n"
          "end\n"
          "return table.concat(out, ', ')",
-         "anchors 1158, dsv32-decode 73, dsv32-prefill 73, engine-decode 1338, engine-prefill 73, m3-decode 1158, m3-prefill 73, "
-         "smoke 285");
+         "anchors 1168, dsv32-decode 85, dsv32-prefill 85, engine-decode 1348, engine-prefill 85, m3-decode 1168, m3-prefill 85, "
+         "smoke 295");
 }
 
 int main(void) {

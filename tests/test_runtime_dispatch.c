@@ -343,7 +343,7 @@ static void a_default_that_is_also_a_far_winner_keeps_its_place(void **state) {
   d[0].load_lo = 0, d[0].load_hi = 1.0; /* "general" has no range: any load */
   st_dispatch_table t = table_of(NULL, 0, d, 2);
   st_dispatch_winner w = make_winner("fast", 16, 2, 1); /* distance 1 from B 8 */
-  w.default_us = 10.0;                                 /* the default won its own key */
+  w.default_us = 10.0;                                  /* the default won its own key */
   t.winners = &w;
   t.n_winners = 1;
   fake f = {0};
@@ -421,10 +421,9 @@ static void default_prefers_the_smallest_topk_capacity_that_fits(void **state) {
  * follow, also in table order; an unknown load (< 0) reorders nothing. */
 static void defaults_meant_for_the_calls_load_come_first(void **state) {
   (void)state;
-  st_dispatch_variant d[] = {make_variant("small", ST_DTYPE_BF16, 128, 16, 1),
-                             make_variant("middle", ST_DTYPE_BF16, 128, 16, 1),
-                             make_variant("any", ST_DTYPE_BF16, 128, 16, 1),
-                             make_variant("large", ST_DTYPE_BF16, 128, 16, 1)};
+  st_dispatch_variant d[] = {
+      make_variant("small", ST_DTYPE_BF16, 128, 16, 1), make_variant("middle", ST_DTYPE_BF16, 128, 16, 1),
+      make_variant("any", ST_DTYPE_BF16, 128, 16, 1), make_variant("large", ST_DTYPE_BF16, 128, 16, 1)};
   d[0].load_lo = 0, d[0].load_hi = 0.04;
   d[1].load_lo = 0.04, d[1].load_hi = 1.0;
   d[3].load_lo = 1.0, d[3].load_hi = 1e9;
@@ -458,6 +457,44 @@ static void defaults_meant_for_the_calls_load_come_first(void **state) {
   st_err err = {{0}};
   assert_int_equal(st_dispatch_choose(&t, c.key, &c.fields, &c.args, &h, &ch, &err), ST_OK);
   assert_string_equal(ch.v->id, "any");
+}
+
+/* A default may also be meant for some query tokens a request: it goes
+ * first only where both the call's load and its qlen are in its ranges;
+ * an unknown qlen (0) is in every range. */
+static void defaults_meant_for_the_calls_qlen_come_first(void **state) {
+  (void)state;
+  st_dispatch_variant d[] = {
+      make_variant("short", ST_DTYPE_BF16, 128, 16, 1), make_variant("long", ST_DTYPE_BF16, 128, 16, 1),
+      make_variant("pvd", ST_DTYPE_BF16, 128, 16, 1), make_variant("any", ST_DTYPE_BF16, 128, 16, 1)};
+  d[0].load_lo = 1.4, d[0].load_hi = 1e9, d[0].qlen_lo = 0, d[0].qlen_hi = 2;
+  d[1].load_lo = 1.4, d[1].load_hi = 1e9, d[1].qlen_lo = 2, d[1].qlen_hi = 4;
+  d[2].load_lo = 1.0, d[2].load_hi = 1.4;
+  st_dispatch_table t = {.op = ST_OP_INDEX_DECODE, .defaults = d, .n_defaults = 4, .source = "unit.db"};
+  call c = make_call(8, 128, 2, ST_DTYPE_BF16, 1, 16);
+  fake f = {0};
+  st_dispatch_hooks h = hooks_of(&f);
+  const struct {
+    double load;
+    int qlen;
+    const char *order[4];
+  } cases[] = {
+      {3.0, 1, {"short", "any", "long", "pvd"}}, {3.0, 2, {"short", "any", "long", "pvd"}}, /* (lo, hi]: 2 is short's */
+      {3.0, 4, {"long", "any", "short", "pvd"}}, {1.2, 4, {"pvd", "any", "short", "long"}},
+      {3.0, 0, {"short", "long", "any", "pvd"}}, {-1, 3, {"long", "pvd", "any", "short"}}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    h.call_load = cases[i].load;
+    h.call_qlen = cases[i].qlen;
+    st_dispatch_candidate out[4];
+    size_t n = 0;
+    st_dispatch_candidates(&t, &c.fields, &c.args, &h, out, &n, NULL);
+    assert_int_equal(n, 4);
+    for (size_t j = 0; j < 4; j++) {
+      if (strcmp(out[j].v->id, cases[i].order[j]) != 0)
+        fail_msg("load %g, qlen %d: candidate %zu is %s, want %s", cases[i].load, cases[i].qlen, j, out[j].v->id,
+                 cases[i].order[j]);
+    }
+  }
 }
 
 /* A winner more than ST_DISPATCH_NEAREST_RADIUS (log2) from the call
@@ -607,15 +644,18 @@ static void memo_answers_a_repeated_call_without_loading(void **state) {
 
   /* Another max_context is another entry. */
   c.args.max_context = 8192;
-  assert_int_equal(st_dispatch_resolve(&t, memo, c.key, &c.fields, &c.args, c.args.max_context, 0, &h, &ch, &err), ST_OK);
+  assert_int_equal(st_dispatch_resolve(&t, memo, c.key, &c.fields, &c.args, c.args.max_context, 0, &h, &ch, &err),
+                   ST_OK);
   assert_int_equal(f.loads, 2);
 
   /* A remembered variant that no longer fits is replaced. */
   f.rejected[0] = "w8";
-  assert_int_equal(st_dispatch_resolve(&t, memo, c.key, &c.fields, &c.args, c.args.max_context, 0, &h, &ch, &err), ST_OK);
+  assert_int_equal(st_dispatch_resolve(&t, memo, c.key, &c.fields, &c.args, c.args.max_context, 0, &h, &ch, &err),
+                   ST_OK);
   assert_string_equal(ch.v->id, "d16");
   assert_int_equal(f.loads, 3);
-  assert_int_equal(st_dispatch_resolve(&t, memo, c.key, &c.fields, &c.args, c.args.max_context, 0, &h, &ch, &err), ST_OK);
+  assert_int_equal(st_dispatch_resolve(&t, memo, c.key, &c.fields, &c.args, c.args.max_context, 0, &h, &ch, &err),
+                   ST_OK);
   assert_int_equal(f.loads, 3);
 
   /* Another memo tag (a call of the key whose other arguments change what
@@ -624,12 +664,15 @@ static void memo_answers_a_repeated_call_without_loading(void **state) {
    * not fit was given. */
   c.args.max_context = 16384;
   f.rejected[0] = "w8";
-  assert_int_equal(st_dispatch_resolve(&t, memo, c.key, &c.fields, &c.args, c.args.max_context, 1, &h, &ch, &err), ST_OK);
+  assert_int_equal(st_dispatch_resolve(&t, memo, c.key, &c.fields, &c.args, c.args.max_context, 1, &h, &ch, &err),
+                   ST_OK);
   assert_string_equal(ch.v->id, "d16");
   f.rejected[0] = NULL;
-  assert_int_equal(st_dispatch_resolve(&t, memo, c.key, &c.fields, &c.args, c.args.max_context, 2, &h, &ch, &err), ST_OK);
+  assert_int_equal(st_dispatch_resolve(&t, memo, c.key, &c.fields, &c.args, c.args.max_context, 2, &h, &ch, &err),
+                   ST_OK);
   assert_string_equal(ch.v->id, "w8");
-  assert_int_equal(st_dispatch_resolve(&t, memo, c.key, &c.fields, &c.args, c.args.max_context, 1, &h, &ch, &err), ST_OK);
+  assert_int_equal(st_dispatch_resolve(&t, memo, c.key, &c.fields, &c.args, c.args.max_context, 1, &h, &ch, &err),
+                   ST_OK);
   assert_string_equal(ch.v->id, "d16"); /* still fits: its entry kept */
   assert_null(st_dispatch_memo_find(memo, c.key, c.args.max_context, 3));
 
@@ -730,6 +773,7 @@ int main(void) {
       cmocka_unit_test(exact_keys_only_puts_the_defaults_before_other_keys),
       cmocka_unit_test(default_prefers_the_smallest_topk_capacity_that_fits),
       cmocka_unit_test(defaults_meant_for_the_calls_load_come_first),
+      cmocka_unit_test(defaults_meant_for_the_calls_qlen_come_first),
       cmocka_unit_test(winners_beyond_the_radius_follow_the_defaults),
       cmocka_unit_test(nothing_fits_names_the_shape_and_the_database),
       cmocka_unit_test(winner_with_a_missing_binary_falls_back),

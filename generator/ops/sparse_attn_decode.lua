@@ -238,12 +238,21 @@ end
 -- cluster (16 for the fewest items); from 0.4 items an SM (bf16) or one
 -- (fp8) one CTA an item streams all its blocks with no merge, three
 -- blocks in flight where the bf16 CTAs are fewer than the multiprocessors.
+-- Past 1.4 bf16 items an SM the kernels without TMA win, one stage for
+-- 1-2 query tokens a request and two for 3-4 (`qlen` = {lo, hi}: the
+-- call's qlen in (lo, hi]; docs/kernels/sparse_attn_decode.md, "Built-in
+-- family above one item an SM"). `head_dim`: only there (the TMA families
+-- need 128 by their constraint; these were measured there).
 local FAST = {
   bf16 = {
     { kernel = { warps_n = 4, stages = 1, tma = 1, pv_dims = 1, cluster = 16 }, load = { 0, 0.04 } },
     { kernel = { warps_n = 4, stages = 1, tma = 1, cluster = 8 }, load = { 0.04, 0.4 } },
     { kernel = { warps_n = 4, stages = 3, tma = 1, cluster = 1 }, splits = 1, load = { 0.4, 1.0 } },
-    { kernel = { warps_n = 4, stages = 1, tma = 1, pv_dims = 1, cluster = 1 }, splits = 1, load = { 1.0, 1e9 } },
+    { kernel = { warps_n = 4, stages = 1, tma = 1, pv_dims = 1, cluster = 1 }, splits = 1, load = { 1.0, 1.4 } },
+    { kernel = { warps_n = 4, stages = 1, cluster = 1 }, splits = 1, load = { 1.4, 1e9 }, qlen = { 0, 2 },
+      head_dim = 128 },
+    { kernel = { warps_n = 4, stages = 2, cluster = 1 }, splits = 1, load = { 1.4, 1e9 }, qlen = { 2, 4 },
+      head_dim = 128 },
   },
   fp8 = {
     { kernel = { warps_n = 4, stages = 1, k_regs = 2, tma = 1, pv_dims = 1, ring_extra = 1, cluster = 16 },
@@ -270,8 +279,8 @@ function M.defaults()
           for name, v in pairs(f.kernel) do
             k[name] = v
           end
-          if M.constraint(k) then
-            out[#out + 1] = { kernel = k, launch = { splits = f.splits or 0 }, load = f.load }
+          if M.constraint(k) and (f.head_dim or head_dim) == head_dim then
+            out[#out + 1] = { kernel = k, launch = { splits = f.splits or 0 }, load = f.load, qlen = f.qlen }
           end
         end
         local k = { dtype = dtype, head_dim = head_dim, group = group, warps_n = 4, stages = 1, algo = "single",

@@ -48,7 +48,7 @@ typedef union st_op_args {
 typedef struct st_plan_info {
   size_t workspace_bytes;
   unsigned smem_bytes, merge_smem_bytes; /* dynamic shared memory per kernel */
-  int side_stream; /* launches fork onto the handle's side stream */
+  int side_stream;                       /* launches fork onto the handle's side stream */
 } st_plan_info;
 
 /* Stand-in device address for tensor number `i` in the calls that read no
@@ -85,6 +85,9 @@ typedef struct st_op_desc {
    * own unit, which its defaults' load ranges use (generator/ops/<op>.lua);
    * NULL: the op's defaults have none. */
   double (*load)(const void *args, int sm_count);
+  /* The call's query tokens a request, which its defaults' qlen ranges use
+   * beside the load; NULL: the op's defaults have none. */
+  int (*qlen)(const void *args);
   /* Run-time properties of a call that its dispatch key leaves out but
    * that change which variants fit (a scale mode, views the copy engine
    * cannot address): calls of one key with other tags are memoized apart,
@@ -95,11 +98,11 @@ typedef struct st_op_desc {
   /* Whether the variant runs the (valid) call on a device of `sm_count`
    * multiprocessors, and its plan there: ST_ERR_NO_VARIANT with the reason
    * when it does not fit. */
-  st_status (*plan)(const st_variant_config *cfg, const void *args, int sm_count, st_op_plan *plan,
-                    st_plan_info *info, st_err *err);
+  st_status (*plan)(const st_variant_config *cfg, const void *args, int sm_count, st_op_plan *plan, st_plan_info *info,
+                    st_err *err);
   /* Launches a plan (`side`: the handle's side stream, when info said so). */
-  st_status (*launch)(const st_cu *cu, CUfunction main_fn, CUfunction merge_fn, const st_op_plan *plan,
-                      void *workspace, size_t workspace_bytes, CUstream stream, st_side_stream *side, st_err *err);
+  st_status (*launch)(const st_cu *cu, CUfunction main_fn, CUfunction merge_fn, const st_op_plan *plan, void *workspace,
+                      size_t workspace_bytes, CUstream stream, st_side_stream *side, st_err *err);
   /* 1: a winner serves only calls of its own dispatch key; the built-in
    * choice goes before the winners of other keys (measured on held-out
    * shapes, docs/method.md "How winners are picked"). 0: winners of keys
@@ -110,11 +113,11 @@ typedef struct st_op_desc {
 /* The descriptor functions every op has alike: its launcher's typed
  * check_args and dispatch_key behind void pointers, and its max_context
  * field. An op's file expands it once and names these in its descriptor. */
-#define ST_OP_TYPED_ADAPTERS(name)                                                                          \
-  static st_status check_args(const void *args, st_err *err) { return st_##name##_check_args(args, err); } \
-  static int max_context(const void *args) { return ((const st_##name##_args *)args)->max_context; }        \
-  static st_status dispatch_key(const void *args, char *key, size_t cap, st_params *fields, st_err *err) {   \
-    return st_##name##_dispatch_key(args, key, cap, fields, err);                                          \
+#define ST_OP_TYPED_ADAPTERS(name)                                                                                     \
+  static st_status check_args(const void *args, st_err *err) { return st_##name##_check_args(args, err); }             \
+  static int max_context(const void *args) { return ((const st_##name##_args *)args)->max_context; }                   \
+  static st_status dispatch_key(const void *args, char *key, size_t cap, st_params *fields, st_err *err) {             \
+    return st_##name##_dispatch_key(args, key, cap, fields, err);                                                      \
   }
 
 #define ST_OP_DESC(name, NAME) extern const st_op_desc st_##name##_op;

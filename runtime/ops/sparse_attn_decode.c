@@ -90,8 +90,8 @@ st_status st_sparse_attn_decode_config_from_params(const st_params *kernel, cons
                    cfg->tma, cfg->group, cfg->stages, cfg->warps_n);
   if (cfg->ring_extra && (!cfg->pv_dims || cfg->stages != 1))
     return st_fail(err, ST_ERR_INVALID_ARG,
-                   "variant parameter ring_extra=1 needs pv_dims 1 and 1 stage, has pv_dims %d, %d stages", cfg->pv_dims,
-                   cfg->stages);
+                   "variant parameter ring_extra=1 needs pv_dims 1 and 1 stage, has pv_dims %d, %d stages",
+                   cfg->pv_dims, cfg->stages);
   if (cfg->head_dim % 64)
     return st_fail(err, ST_ERR_INVALID_ARG, "variant parameter head_dim=%d is not a multiple of 64", cfg->head_dim);
   if (cfg->warps_n != 2 && cfg->warps_n != 4 && cfg->warps_n != 8)
@@ -427,8 +427,7 @@ st_status st_sparse_attn_decode_launch(const st_cu *cu, CUfunction main_fn, CUfu
        (s = st_tensor_map_pages(cu, &plan->v_cache, "v_cache", promote, &params.v_map, err)) != ST_OK))
     return s;
   if (plan->zero_counters)
-    ST_CU_TRY(cu,
-              cu->cuMemsetD32Async((CUdeviceptr)(uintptr_t)params.counters, 0, plan->counters_bytes / 4, stream),
+    ST_CU_TRY(cu, cu->cuMemsetD32Async((CUdeviceptr)(uintptr_t)params.counters, 0, plan->counters_bytes / 4, stream),
               err);
   void *kargs[] = {&params};
   s = st_launch_kernel(cu, main_fn, plan->grid, plan->block, plan->smem_bytes, stream, kargs, plan->pdl, err);
@@ -519,6 +518,8 @@ static double load(const void *args, int sm_count) {
   return (double)a->q.shape[0] * (double)a->k_cache.shape[1] / (double)(sm_count > 0 ? sm_count : 1);
 }
 
+static int qlen(const void *args) { return ((const st_sparse_attn_decode_args *)args)->qlen; }
+
 const st_op_desc st_sparse_attn_decode_op = {.name = ST_SPARSE_ATTN_DECODE_OP,
                                              .main_kernel = ST_SPARSE_ATTN_DECODE_MAIN_KERNEL,
                                              .params_bytes = sizeof(st_sparse_attn_decode_params),
@@ -529,6 +530,7 @@ const st_op_desc st_sparse_attn_decode_op = {.name = ST_SPARSE_ATTN_DECODE_OP,
                                              .shape_only = shape_only,
                                              .max_context = max_context,
                                              .load = load,
+                                             .qlen = qlen,
                                              .memo_tag = memo_tag,
                                              .dispatch_key = dispatch_key,
                                              .plan = plan,
