@@ -176,7 +176,7 @@ static int cli(const fixture *f, const char *const *args) {
   argv[argc++] = dbo;
   argv[argc++] = path;
   char copies[10][300];
-  for (int i = 0; args[i] && i < 10; i++) {
+  for (int i = 0; i < 10 && args[i]; i++) {
     snprintf(copies[i], sizeof copies[i], "%s", args[i]);
     argv[argc++] = copies[i];
   }

@@ -338,8 +338,12 @@ static void test_winner_without_the_params_gate_is_passed_over(void **state) {
   char *text = strdup((const char *)sqlite3_column_text(q, 1));
   sqlite3_finalize(q);
   static const char gate[] = "ST_PARAMS_GATE(st_index_decode_params)";
-  char *at = strstr(text, gate);
-  if (!at) fail_msg("the winner's source has no line %s", gate);
+  char *at = text ? strstr(text, gate) : NULL;
+  if (!at) {
+    free(text);
+    fail_msg("the winner's source has no line %s", gate);
+    return;
+  }
   memset(at, ' ', sizeof gate - 1);
 
   st_err err = {{0}};
