@@ -24,7 +24,7 @@ typedef struct merge_ctx {
 } merge_ctx;
 
 /* A copy from the source: every row of `pick` through `put` (its columns
- * bound to ?1...); `added` (may be NULL) counts the rows put changed. */
+ * bound to ?1...). */
 typedef struct copy_step {
   const char *what;
   const char *pick;
@@ -132,6 +132,7 @@ static st_status interrupted(const merge_ctx *x) {
   return st_fail(x->err, ST_ERR_DB, "merge into '%s' interrupted", x->dst->path);
 }
 
+/* Runs a copy_step; `added` (may be NULL) counts the rows `put` changed. */
 static st_status copy(merge_ctx *x, const copy_step *step, int64_t *added) {
   sqlite3_stmt *pick = NULL, *put = NULL;
   const char *pick_sql = step->pick_v1 && st_db_schema_version(x->src) < 2 ? step->pick_v1 : step->pick;
