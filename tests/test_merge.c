@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmd_in_process.h"
 #include "commands.h"
 #include "st_db_export.h"
 #include "test_db_fixture.h"
@@ -102,24 +103,9 @@ static int teardown(void **state) {
   return 0;
 }
 
+/* `sparsetune merge --db dst s1 s2` (s2, or both, may be NULL). */
 static int merge(const char *dst, const char *s1, const char *s2) {
-  char *argv[8];
-  int argc = 0;
-  char cmd[] = "merge", dbo[] = "--db", d[256], a[256], b[256];
-  snprintf(d, sizeof d, "%s", dst);
-  argv[argc++] = cmd;
-  argv[argc++] = dbo;
-  argv[argc++] = d;
-  if (s1) {
-    snprintf(a, sizeof a, "%s", s1);
-    argv[argc++] = a;
-  }
-  if (s2) {
-    snprintf(b, sizeof b, "%s", s2);
-    argv[argc++] = b;
-  }
-  argv[argc] = NULL;
-  return st_cmd_merge(argc, argv);
+  return st_test_cmd(st_cmd_merge, "merge", (const char *[]){"--db", dst, s1, s1 ? s2 : NULL, NULL});
 }
 
 /* One text of every row that matters, ids replaced by identities: equal

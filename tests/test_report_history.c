@@ -15,6 +15,7 @@
 #include "report_history.h"
 #include "run_args.h"
 #include "run_env.h"
+#include "cmd_in_process.h"
 #include "report_capture.h"
 #include "test_db_fixture.h"
 
@@ -157,22 +158,7 @@ static char *report(const fixture *f, const char *suite, st_report_format format
 }
 
 static int run_cmd(const fixture *f, const char *a1, const char *a2, const char *a3, const char *a4) {
-  char *argv[12];
-  int argc = 0;
-  char cmd[] = "history", dbo[] = "--db";
-  char path[256];
-  snprintf(path, sizeof path, "%s", f->path);
-  argv[argc++] = cmd;
-  argv[argc++] = dbo;
-  argv[argc++] = path;
-  const char *extra[] = {a1, a2, a3, a4};
-  char copies[4][64];
-  for (int i = 0; i < 4 && extra[i]; i++) {
-    snprintf(copies[i], sizeof copies[i], "%s", extra[i]);
-    argv[argc++] = copies[i];
-  }
-  argv[argc] = NULL;
-  return st_cmd_history(argc, argv);
+  return st_test_cmd(st_cmd_history, "history", (const char *[]){"--db", f->path, a1, a2, a3, a4, NULL});
 }
 
 static void test_finds_the_planted_step_and_names_what_changed(void **state) {

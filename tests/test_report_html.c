@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cmd_in_process.h"
 #include "commands.h"
 #include "report_capture.h"
 #include "report_html.h"
@@ -166,22 +167,12 @@ static void test_a_calm_suite_has_no_regression(void **state) {
   free(html);
 }
 
-/* Runs `sparsetune report` in this process with `args` (NULL-terminated). */
+/* Runs `sparsetune report --db <fixture> args...` in this process (at
+ * most 10 args). */
 static int cli(const fixture *f, const char *const *args) {
-  char *argv[16];
-  int argc = 0;
-  char cmd[] = "report", dbo[] = "--db", path[256];
-  snprintf(path, sizeof path, "%s", f->path);
-  argv[argc++] = cmd;
-  argv[argc++] = dbo;
-  argv[argc++] = path;
-  char copies[10][300];
-  for (int i = 0; i < 10 && args[i]; i++) {
-    snprintf(copies[i], sizeof copies[i], "%s", args[i]);
-    argv[argc++] = copies[i];
-  }
-  argv[argc] = NULL;
-  return st_cmd_report(argc, argv);
+  const char *argv[13] = {"--db", f->path};
+  for (int i = 0; i < 10 && args[i]; i++) argv[2 + i] = args[i];
+  return st_test_cmd(st_cmd_report, "report", argv);
 }
 
 static void test_refuses_bad_input_and_changes_nothing(void **state) {
@@ -197,8 +188,9 @@ static void test_refuses_bad_input_and_changes_nothing(void **state) {
   assert_false(fx_exists(out));
   char missing[300];
   snprintf(missing, sizeof missing, "%s.none", f->path);
-  char *argv[] = {"report", "--db", missing, "--html", out, "--suite", "main", NULL};
-  assert_int_equal(st_cmd_report(7, argv), 2);
+  assert_int_equal(
+      st_test_cmd(st_cmd_report, "report", (const char *[]){"--db", missing, "--html", out, "--suite", "main", NULL}),
+      2);
   assert_false(fx_exists(out));
   assert_false(fx_exists(missing));
   assert_int_equal(cli(f, (const char *[]){"--html", out, "--suite", "main", NULL}), 0);

@@ -134,15 +134,23 @@ static void assert_summary(const st_regress_summary *got, const st_regress_summa
   assert_int_equal(got->only_head, want->only_head);
 }
 
+/* Runs regress of `o` on the fixture's database into `c` (opened and
+ * closed here: read c->buf, then free it); its status. */
+static st_status regress_to(const fixture *f, const st_regress_opts *o, capture *c, st_regress_summary *s,
+                            st_err *err) {
+  capture_open(c);
+  const st_status st = st_report_regress(f->db, c->f, o, s, err);
+  capture_close(c);
+  return st;
+}
+
 static void test_text_report_finds_planted_regressions(void **state) {
   fixture *f = *state;
   st_regress_opts o = {f->base, f->head, ST_REGRESS_DEFAULT_THRESHOLD, ST_REPORT_TEXT};
   st_regress_summary s;
   st_err err = {{0}};
   capture c;
-  capture_open(&c);
-  st_status st = st_report_regress(f->db, c.f, &o, &s, &err);
-  capture_close(&c);
+  st_status st = regress_to(f, &o, &c, &s, &err);
   if (st != ST_OK) fail_msg("%s", err.msg);
   printf("%s", c.buf);
   assert_summary(&s, &f->expect);
@@ -182,9 +190,7 @@ static void test_json_report_lists_exactly_the_planted_pairs(void **state) {
   st_regress_summary s;
   st_err err = {{0}};
   capture c;
-  capture_open(&c);
-  assert_int_equal(st_report_regress(f->db, c.f, &o, &s, &err), ST_OK);
-  capture_close(&c);
+  assert_int_equal(regress_to(f, &o, &c, &s, &err), ST_OK);
   assert_true(fx_json_valid(c.buf));
   assert_summary(&s, &f->expect);
   char *reg = pairs_with(c.buf, "regression"), *imp = pairs_with(c.buf, "improvement");
@@ -232,9 +238,7 @@ static void test_threshold_and_noise_rule(void **state) {
     st_regress_summary s;
     st_err err = {{0}};
     capture c;
-    capture_open(&c);
-    assert_int_equal(st_report_regress(f->db, c.f, &o, &s, &err), ST_OK);
-    capture_close(&c);
+    assert_int_equal(regress_to(f, &o, &c, &s, &err), ST_OK);
     assert_int_equal(s.compared, 1);
     assert_int_equal(s.regressions, cases[i].regressions);
     if (i == 4) assert_int_equal(s.improvements, 1); /* reversed: 7.4 % faster */
@@ -299,9 +303,7 @@ static void test_rank_test_judges_where_there_are_repetitions(void **state) {
   st_regress_summary s;
   st_err err = {{0}};
   capture c;
-  capture_open(&c);
-  assert_int_equal(st_report_regress(f->db, c.f, &o, &s, &err), ST_OK);
-  capture_close(&c);
+  assert_int_equal(regress_to(f, &o, &c, &s, &err), ST_OK);
   assert_int_equal(s.compared, 2);
   assert_int_equal(s.regressions, 1);
   assert_int_equal(s.unchanged, 1);
@@ -323,9 +325,7 @@ static void test_rank_test_judges_where_there_are_repetitions(void **state) {
   measure_reps(f->db, b2, f->variant[0], "[100,104,96]");
   measure_reps(f->db, h2, f->variant[0], "[104,108,100]");
   o = (st_regress_opts){b2, h2, 0.03, ST_REPORT_TEXT};
-  capture_open(&c);
-  assert_int_equal(st_report_regress(f->db, c.f, &o, &s, &err), ST_OK);
-  capture_close(&c);
+  assert_int_equal(regress_to(f, &o, &c, &s, &err), ST_OK);
   assert_int_equal(s.regressions, 0);
   assert_non_null(strstr(c.buf, "rank test"));
   free(c.buf);
@@ -349,9 +349,7 @@ static void test_bad_arguments_are_refused_without_output(void **state) {
     st_regress_summary s = {.regressions = 7};
     st_err err = {{0}};
     capture c;
-    capture_open(&c);
-    assert_int_equal(st_report_regress(f->db, c.f, &o, &s, &err), ST_ERR_INVALID_ARG);
-    capture_close(&c);
+    assert_int_equal(regress_to(f, &o, &c, &s, &err), ST_ERR_INVALID_ARG);
     printf("# refused: %s\n", err.msg);
     if (!strstr(err.msg, cases[i].needle)) fail_msg("'%s' lacks '%s'", err.msg, cases[i].needle);
     assert_int_equal(c.size, 0);
@@ -397,9 +395,7 @@ static void test_cold_and_warm_runs_are_not_compared(void **state) {
     st_regress_summary s;
     st_err err = {{0}};
     capture c;
-    capture_open(&c);
-    assert_int_equal(st_report_regress(f->db, c.f, &o, &s, &err), same ? ST_OK : ST_ERR_INVALID_ARG);
-    capture_close(&c);
+    assert_int_equal(regress_to(f, &o, &c, &s, &err), same ? ST_OK : ST_ERR_INVALID_ARG);
     if (same) {
       assert_int_equal(s.compared, 1);
       assert_int_equal(s.regressions, 1);
@@ -431,9 +427,7 @@ static void test_a_run_without_measurements_compares_as_empty(void **state) {
       st_regress_summary s;
       st_err err = {{0}};
       capture c;
-      capture_open(&c);
-      const st_status st = st_report_regress(f->db, c.f, &o, &s, &err);
-      capture_close(&c);
+      const st_status st = regress_to(f, &o, &c, &s, &err);
       if (st != ST_OK) fail_msg("runs %lld, %lld: %s", (long long)cases[i].b, (long long)cases[i].h, err.msg);
       assert_int_equal(s.compared, 0);
       assert_int_equal(s.regressions, 0);
@@ -472,9 +466,7 @@ static void test_the_report_says_what_changed_between_the_runs(void **state) {
     st_regress_summary s;
     st_err err = {{0}};
     capture c;
-    capture_open(&c);
-    const st_status st = st_report_regress(f->db, c.f, &o, &s, &err);
-    capture_close(&c);
+    const st_status st = regress_to(f, &o, &c, &s, &err);
     if (st != ST_OK) fail_msg("%s", err.msg);
     const char *want = "driver 12080 -> 13000; args '--seed 1' -> '--seed 2'; nvrtc 12.8 -> 13.0; "
                        "templates aaaaaaaa -> bbbbbbbb";
@@ -494,9 +486,7 @@ static void test_the_report_says_what_changed_between_the_runs(void **state) {
   st_regress_summary s;
   st_err err = {{0}};
   capture c;
-  capture_open(&c);
-  assert_int_equal(st_report_regress(f->db, c.f, &o, &s, &err), ST_OK);
-  capture_close(&c);
+  assert_int_equal(regress_to(f, &o, &c, &s, &err), ST_OK);
   assert_non_null(strstr(c.buf, "changed from base to head: nothing the runs recorded\n"));
   free(c.buf);
 }
@@ -535,9 +525,7 @@ static void test_winners_that_got_slower_are_named(void **state) {
     st_regress_summary s;
     st_err err = {{0}};
     capture c;
-    capture_open(&c);
-    const st_status st = st_report_regress(f->db, c.f, &o, &s, &err);
-    capture_close(&c);
+    const st_status st = regress_to(f, &o, &c, &s, &err);
     if (st != ST_OK) fail_msg("%s", err.msg);
     assert_int_equal(s.winners_compared, 4);
     assert_int_equal(s.winner_regressions, 2);
@@ -574,9 +562,7 @@ static void test_runs_of_other_ops_and_devices_warn(void **state) {
     st_regress_summary s;
     st_err err = {{0}};
     capture c;
-    capture_open(&c);
-    assert_int_equal(st_report_regress(f->db, c.f, &o, &s, &err), ST_OK);
-    capture_close(&c);
+    assert_int_equal(regress_to(f, &o, &c, &s, &err), ST_OK);
     assert_int_equal(s.compared, 0);
     assert_int_equal(s.only_head, 1);
     assert_non_null(strstr(c.buf, "different ops"));
