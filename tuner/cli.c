@@ -249,6 +249,13 @@ int st_cli_check_arch(const st_cli *cli, const char *arch) {
   return s == ST_ERR_INVALID_ARG ? ST_EXIT_USAGE : ST_EXIT_FAIL;
 }
 
+int st_cli_open_read(const st_cli *cli, st_db **db, int fail) {
+  st_err err = {{0}};
+  if (st_db_open(cli->db_path, ST_DB_READONLY, db, &err) == ST_OK) return ST_EXIT_OK;
+  st_cli_error(cli, "%s", err.msg);
+  return fail;
+}
+
 int st_cli_open(const st_cli *cli, st_gen **gen, st_db **db) {
   st_err err = {{0}};
   /* The generator's messages say that they are the generator's. */

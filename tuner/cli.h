@@ -132,6 +132,11 @@ int st_cli_check_arch(const st_cli *cli, const char *arch);
 /* Opens the generator and the database (read-write), printing errors. */
 int st_cli_open(const st_cli *cli, st_gen **gen, st_db **db);
 
+/* Opens cli->db_path read-only into *db (the reporting commands): ST_EXIT_OK,
+ * or `fail`, the command's exit code for a database it cannot read, after
+ * saying why. */
+int st_cli_open_read(const st_cli *cli, st_db **db, int fail);
+
 /* 1 when cli->db_path opens and is an exported runtime database
  * (`sparsetune export`), else 0. */
 int st_cli_is_exported(const st_cli *cli);

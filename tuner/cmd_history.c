@@ -35,12 +35,9 @@ int st_cmd_history(int argc, char **argv) {
     return ST_EXIT_USAGE;
   }
   st_db *db = NULL;
-  st_err err = {{0}};
   /* Exit 1 means a slowdown: a database that cannot be read is bad input. */
-  if (st_db_open(cli.db_path, ST_DB_READONLY, &db, &err) != ST_OK) {
-    st_cli_error(&cli, "%s", err.msg);
-    return ST_EXIT_USAGE;
-  }
+  if ((rc = st_cli_open_read(&cli, &db, ST_EXIT_USAGE)) != ST_EXIT_OK) return rc;
+  st_err err = {{0}};
   st_history_opts o = {.suite = cli.suite,
                        .op = cli.op,
                        .min_runs = cli.min_runs ? cli.min_runs : ST_HISTORY_DEFAULT_MIN_RUNS,

@@ -32,11 +32,8 @@ int st_cmd_regress(int argc, char **argv) {
     return ST_EXIT_USAGE;
   }
   st_db *db = NULL;
+  if ((rc = st_cli_open_read(&cli, &db, ST_EXIT_FAIL)) != ST_EXIT_OK) return rc;
   st_err err = {{0}};
-  if (st_db_open(cli.db_path, ST_DB_READONLY, &db, &err) != ST_OK) {
-    st_cli_error(&cli, "%s", err.msg);
-    return ST_EXIT_FAIL;
-  }
   st_regress_opts o = {.base_run = cli.base, .head_run = cli.head, .threshold = cli.threshold,
                        .format = cli.json ? ST_REPORT_JSON : ST_REPORT_TEXT};
   st_regress_summary sum;

@@ -118,11 +118,8 @@ int st_cmd_show(int argc, char **argv) {
     return ST_EXIT_USAGE;
   }
   st_db *db = NULL;
+  if ((rc = st_cli_open_read(&cli, &db, ST_EXIT_FAIL)) != ST_EXIT_OK) return rc;
   st_err err = {{0}};
-  if (st_db_open(cli.db_path, ST_DB_READONLY, &db, &err) != ST_OK) {
-    st_cli_error(&cli, "%s", err.msg);
-    return ST_EXIT_FAIL;
-  }
   const st_status s = show_report(&cli, db, what, &err);
   st_db_close(db);
   if (s != ST_OK) {
