@@ -417,6 +417,21 @@ static void default_prefers_the_smallest_topk_capacity_that_fits(void **state) {
   assert_string_equal(choose_ok(&t, &f, &c, NULL), "d64");
 }
 
+/* The four defaults of `t`, in the order dispatch lists them for a call
+ * of `load` and `qlen`, must be `order`. */
+static void expect_order(const st_dispatch_table *t, const call *c, st_dispatch_hooks *h, double load, int qlen,
+                         const char *const order[4]) {
+  h->call_load = load;
+  h->call_qlen = qlen;
+  st_dispatch_candidate out[4];
+  size_t n = 0;
+  st_dispatch_candidates(t, &c->fields, &c->args, h, out, &n, NULL);
+  assert_int_equal(n, 4);
+  for (size_t j = 0; j < 4; j++)
+    if (strcmp(out[j].v->id, order[j]) != 0)
+      fail_msg("load %g, qlen %d: candidate %zu is %s, want %s", load, qlen, j, out[j].v->id, order[j]);
+}
+
 /* Defaults meant for the call's load come first, in table order; the rest
  * follow, also in table order; an unknown load (< 0) reorders nothing. */
 static void defaults_meant_for_the_calls_load_come_first(void **state) {
@@ -439,17 +454,8 @@ static void defaults_meant_for_the_calls_load_come_first(void **state) {
                {0.5, {"middle", "any", "small", "large"}},
                {3.0, {"any", "large", "small", "middle"}},
                {-1, {"small", "middle", "any", "large"}}};
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    h.call_load = cases[i].load;
-    st_dispatch_candidate out[4];
-    size_t n = 0;
-    st_dispatch_candidates(&t, &c.fields, &c.args, &h, out, &n, NULL);
-    assert_int_equal(n, 4);
-    for (size_t j = 0; j < 4; j++) {
-      if (strcmp(out[j].v->id, cases[i].order[j]) != 0)
-        fail_msg("load %g: candidate %zu is %s, want %s", cases[i].load, j, out[j].v->id, cases[i].order[j]);
-    }
-  }
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    expect_order(&t, &c, &h, cases[i].load, 0, cases[i].order);
   /* A default meant for the load that does not fit is passed over. */
   f.rejected[0] = "middle";
   h.call_load = 0.5;
@@ -482,19 +488,8 @@ static void defaults_meant_for_the_calls_qlen_come_first(void **state) {
       {3.0, 1, {"short", "any", "long", "pvd"}}, {3.0, 2, {"short", "any", "long", "pvd"}}, /* (lo, hi]: 2 is short's */
       {3.0, 4, {"long", "any", "short", "pvd"}}, {1.2, 4, {"pvd", "any", "short", "long"}},
       {3.0, 0, {"short", "long", "any", "pvd"}}, {-1, 3, {"long", "pvd", "any", "short"}}};
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    h.call_load = cases[i].load;
-    h.call_qlen = cases[i].qlen;
-    st_dispatch_candidate out[4];
-    size_t n = 0;
-    st_dispatch_candidates(&t, &c.fields, &c.args, &h, out, &n, NULL);
-    assert_int_equal(n, 4);
-    for (size_t j = 0; j < 4; j++) {
-      if (strcmp(out[j].v->id, cases[i].order[j]) != 0)
-        fail_msg("load %g, qlen %d: candidate %zu is %s, want %s", cases[i].load, cases[i].qlen, j, out[j].v->id,
-                 cases[i].order[j]);
-    }
-  }
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    expect_order(&t, &c, &h, cases[i].load, cases[i].qlen, cases[i].order);
 }
 
 /* A winner more than ST_DISPATCH_NEAREST_RADIUS (log2) from the call
