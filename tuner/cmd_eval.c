@@ -175,6 +175,34 @@ static void print_summaries(const st_cli *cli, const eval_row *rows, int n) {
   }
 }
 
+/* A regret beyond which the text names what ran and what the oracle ran. */
+#define MISS_REGRET 0.05
+
+/* The name part of a st_bench_time variant ("id name"). */
+static const char *variant_name(const st_bench_time *t) {
+  const char *space = strchr(t->variant, ' ');
+  return space ? space + 1 : t->variant;
+}
+
+/* Every choice more than MISS_REGRET slower than the oracle, with the two
+ * variants: what to look at first. */
+static void print_misses(const st_cli *cli, const eval_row *rows, int n) {
+  int shown = 0;
+  for (int i = 0; i < n; i++) {
+    const eval_row *r = &rows[i];
+    const st_bench_time *t[2] = {&r->ours, &r->builtin};
+    const double g[2] = {r->regret_ours, r->regret_builtin};
+    const char *who[2] = {cli->leave_one_out ? "held out" : "database", "built-in"};
+    for (int k = 0; k < 2; k++) {
+      if (!(g[k] > MISS_REGRET)) continue;
+      if (!shown++) printf("choices more than %.0f%% slower than the oracle, and what each ran:\n", 100 * MISS_REGRET);
+      const char *key = strchr(r->shape->key, ':') ? strchr(r->shape->key, ':') + 1 : r->shape->key;
+      printf("  %s %s: %s +%.1f%% %s; oracle %s\n", r->shape->op, key, who[k], 100 * g[k], variant_name(t[k]),
+             variant_name(&r->oracle));
+    }
+  }
+}
+
 static void print_table(const st_cli *cli, const eval_row *rows, int n) {
   printf("%-18s %-62s %10s %10s %7s %10s %7s\n", "op", "shape", cli->leave_one_out ? "tuned us" : "oracle us",
          cli->leave_one_out ? "held out" : "db us", "regret", "built-in", "regret");
@@ -199,6 +227,7 @@ static void print_table(const st_cli *cli, const eval_row *rows, int n) {
       if (strcmp(t[k]->status, "ok") != 0)
         printf("    %s: %s\n", k == 0 ? "oracle" : k == 1 ? "database" : "built-in", t[k]->error);
   }
+  print_misses(cli, rows, n);
   print_summaries(cli, rows, n);
 }
 
