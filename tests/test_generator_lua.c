@@ -295,11 +295,14 @@ static void test_index_decode_defaults_cover_every_bucket(void **state) {
          "    out[#out + 1] = k.dtype .. k.head_dim .. '.' .. k.topk\n"
          "  else\n"
          "    assert(k.algo == 'split' and k.bulk_stages == 2 and k.units_in_flight == 1 and\n"
-         "      (k.max_qlen == 1 or k.max_qlen == 4) and k.threads == (k.dtype == 'fp8' and 128 or 256))\n"
+         "      (k.max_qlen == 1 or k.max_qlen == 2 or k.max_qlen == 4) and\n"
+         "      k.threads == (k.dtype == 'fp8' and 128 or 256))\n"
+         "    local lo = k.heads_per_cta == 4 and k.max_qlen == 4 and 32 or k.heads_per_cta / 2\n"
+         "    assert((k.heads_per_cta == 1 and d.load == nil) or (d.load[1] == lo and d.load[2] == 1e9))\n"
          "  end\n"
          "end\n"
          "return #op.defaults() .. ' ' .. #out .. ': ' .. table.concat(out, ' ')",
-         "140 20: bf1664.4 bf1664.8 bf1664.16 bf1664.32 bf1664.64 bf16128.4 bf16128.8 bf16128.16 bf16128.32 "
+         "200 20: bf1664.4 bf1664.8 bf1664.16 bf1664.32 bf1664.64 bf16128.4 bf16128.8 bf16128.16 bf16128.32 "
          "bf16128.64 fp864.4 fp864.8 fp864.16 fp864.32 fp864.64 fp8128.4 fp8128.8 fp8128.16 fp8128.32 "
          "fp8128.64");
 }

@@ -104,8 +104,9 @@ end
 -- tries them (the launcher picks the split count): the family that won the
 -- anchors (docs/kernels/index_decode.md), whole blocks copied by the bulk
 -- copy engine, with as many heads a CTA as divide H (4, 2 or 1: the heads
--- share K, so each CTA's read of a block serves them all) and a query
--- token a CTA where qlen is 1 (four columns of scores, not sixteen);
+-- share K, so each CTA's read of a block serves them all) and as many
+-- query tokens a CTA as the call has, 1, 2 or 4 (the columns of scores a
+-- CTA computes are heads x max_qlen: a q4 kernel at qlen 2 wastes half);
 -- fp8 blocks (half the bytes) on 128 threads, which won 8 of 11 random
 -- fp8 shapes (docs/kernels/index_decode.md, "Built-in variants on random
 -- shapes"); then loads into registers, valid for every shape of the kind.
@@ -115,15 +116,21 @@ function M.defaults()
     for _, head_dim in ipairs(M.kernel_domains.head_dim) do
       for _, topk in ipairs(M.kernel_domains.topk) do
         for _, heads in ipairs({ 4, 2, 1 }) do
-          for _, max_qlen in ipairs({ 1, 4 }) do
+          for _, max_qlen in ipairs({ 1, 2, 4 }) do
             local fast = { dtype = dtype, head_dim = head_dim, topk = topk, heads_per_cta = heads,
               max_qlen = max_qlen, threads = dtype == "fp8" and 128 or 256, units_in_flight = 1, bulk_stages = 2,
               algo = "split" }
             if M.constraint(fast) then
               -- More heads a CTA only where the CTAs stay at least half
               -- a wave: R x (H / heads) x blocks >= SMs / 2, that is a
-              -- load (runtime/ops/index_decode.c) above heads / 2.
+              -- load (runtime/ops/index_decode.c) above heads / 2. Four
+              -- heads of 3-4 query tokens (16 columns a CTA) only above
+              -- 32: below, two heads a CTA won every such call
+              -- (docs/kernels/index_decode.md, "Query tokens a kernel").
               local load = heads > 1 and { heads / 2, 1e9 } or nil
+              if heads == 4 and max_qlen == 4 then
+                load = { 32, 1e9 }
+              end
               out[#out + 1] = { kernel = fast, launch = { splits = 0 }, load = load }
             end
           end
