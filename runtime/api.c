@@ -61,6 +61,13 @@ static st_status reserve_smem(st_handle *h, const st_dispatch_choice *choice, co
   return st;
 }
 
+/* st_dispatch_meant_fn over the op's st_op_desc.default_meant_for. */
+static int default_meant_for(void *ctx, st_op_id op, const st_dispatch_variant *v, const void *args) {
+  const st_handle *h = ctx;
+  const st_op_desc *d = st_op_desc_of(op);
+  return !d || !d->default_meant_for || d->default_meant_for(&v->cfg, args, h->dev.sm_count > 0 ? h->dev.sm_count : 1);
+}
+
 /* Chooses (memoized, under the handle's lock) and plans the launch of
  * valid arguments `a` of `op`. `stream` is the launch's (launch != 0): a
  * built-in variant is not compiled while it is being captured. */
@@ -77,7 +84,9 @@ static st_status resolve(st_handle *h, st_op_id op, const void *a, int launch, v
                                      .load = h->load,
                                      .load_ctx = h->hook_ctx,
                                      .call_load = d->load ? d->load(a, h->dev.sm_count > 0 ? h->dev.sm_count : 1) : -1,
-                                     .call_qlen = d->qlen ? d->qlen(a) : 0};
+                                     .call_qlen = d->qlen ? d->qlen(a) : 0,
+                                     .meant_for = d->default_meant_for ? default_meant_for : NULL,
+                                     .meant_ctx = h};
     st_op_tables *t = &h->ops[op];
     pthread_mutex_lock(&h->lock);
     h->load_stream = (CUstream)stream;

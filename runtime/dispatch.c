@@ -118,10 +118,12 @@ static int meant_for(const st_dispatch_variant *v, double load, int qlen) {
 }
 
 /* Stable partition: the defaults meant for the call first. */
-static void prefer_in_range(st_dispatch_candidate *c, size_t n, double load, int qlen) {
+static void prefer_in_range(st_dispatch_candidate *c, size_t n, const st_dispatch_hooks *hooks, st_op_id op,
+                            const void *args) {
   size_t front = 0;
   for (size_t i = 0; i < n; i++) {
-    if (!meant_for(c[i].v, load, qlen)) continue;
+    if (!meant_for(c[i].v, hooks->call_load, hooks->call_qlen)) continue;
+    if (hooks->meant_for && !hooks->meant_for(hooks->meant_ctx, op, c[i].v, args)) continue;
     st_dispatch_candidate x = c[i];
     for (size_t j = i; j > front; j--) c[j] = c[j - 1];
     c[front++] = x;
@@ -166,8 +168,8 @@ void st_dispatch_candidates(const st_dispatch_table *t, const st_params *fields,
   add_nearest(&l, t, fields, 1);
   const size_t first_default = l.n;
   for (size_t i = 0; i < t->n_defaults; i++) add_if_fits(&l, &t->defaults[i], ST_DISPATCH_DEFAULT, 0, 0, 0.0, 0);
-  if (hooks->call_load >= 0 || hooks->call_qlen > 0)
-    prefer_in_range(out + first_default, l.n - first_default, hooks->call_load, hooks->call_qlen);
+  if (hooks->call_load >= 0 || hooks->call_qlen > 0 || hooks->meant_for)
+    prefer_in_range(out + first_default, l.n - first_default, hooks, t->op, args);
   add_nearest(&l, t, fields, 0);
   *n_fit = l.n;
 }

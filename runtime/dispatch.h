@@ -122,13 +122,19 @@ typedef st_status (*st_dispatch_fit_fn)(void *ctx, st_op_id op, const st_dispatc
 typedef st_status (*st_dispatch_load_fn)(void *ctx, st_op_id op, const st_dispatch_variant *v, void **loaded,
                                          st_err *err);
 
+/* 1 if default `v`, in its load and qlen ranges, is also meant for the
+ * call by the op's own rule (st_op_desc.default_meant_for). Pure. */
+typedef int (*st_dispatch_meant_fn)(void *ctx, st_op_id op, const st_dispatch_variant *v, const void *args);
+
 typedef struct st_dispatch_hooks {
   st_dispatch_fit_fn fit;
   void *fit_ctx;
   st_dispatch_load_fn load;
   void *load_ctx;
-  double call_load; /* the call's load (st_op_desc.load); < 0: unknown */
-  int call_qlen;    /* the call's query tokens a request (st_op_desc.qlen); <= 0: unknown */
+  double call_load;               /* the call's load (st_op_desc.load); < 0: unknown */
+  int call_qlen;                  /* the call's query tokens a request (st_op_desc.qlen); <= 0: unknown */
+  st_dispatch_meant_fn meant_for; /* NULL: the ranges alone decide */
+  void *meant_ctx;
 } st_dispatch_hooks;
 
 typedef struct st_dispatch_candidate {

@@ -492,6 +492,42 @@ static void defaults_meant_for_the_calls_qlen_come_first(void **state) {
     expect_order(&t, &c, &h, cases[i].load, cases[i].qlen, cases[i].order);
 }
 
+/* The op's own hook (st_op_desc.default_meant_for) can take a default
+ * out of the front: it follows the defaults meant for the call, still a
+ * candidate (chosen where those do not fit), and the hook is asked even
+ * where the call has no load or qlen. */
+static int not_small(void *ctx, st_op_id op, const st_dispatch_variant *v, const void *args) {
+  (void)op, (void)args;
+  (*(int *)ctx)++;
+  return strcmp(v->id, "small") != 0;
+}
+
+static void the_ops_hook_moves_a_default_back(void **state) {
+  (void)state;
+  st_dispatch_variant d[] = {
+      make_variant("small", ST_DTYPE_BF16, 128, 16, 1), make_variant("middle", ST_DTYPE_BF16, 128, 16, 1),
+      make_variant("any", ST_DTYPE_BF16, 128, 16, 1), make_variant("large", ST_DTYPE_BF16, 128, 16, 1)};
+  d[0].load_lo = 0, d[0].load_hi = 0.04;
+  d[1].load_lo = 0.04, d[1].load_hi = 1.0;
+  d[3].load_lo = 1.0, d[3].load_hi = 1e9;
+  st_dispatch_table t = {.op = ST_OP_INDEX_DECODE, .defaults = d, .n_defaults = 4, .source = "unit.db"};
+  call c = make_call(8, 128, 2, ST_DTYPE_BF16, 1, 16);
+  fake f = {0};
+  st_dispatch_hooks h = hooks_of(&f);
+  int asked = 0;
+  h.meant_for = not_small;
+  h.meant_ctx = &asked;
+  expect_order(&t, &c, &h, 0.01, 0, (const char *const[]){"any", "small", "middle", "large"});
+  assert_true(asked > 0);
+  expect_order(&t, &c, &h, -1, 0, (const char *const[]){"middle", "any", "large", "small"});
+  f.rejected[0] = "any";
+  h.call_load = 0.01;
+  st_dispatch_choice ch;
+  st_err err = {{0}};
+  assert_int_equal(st_dispatch_choose(&t, c.key, &c.fields, &c.args, &h, &ch, &err), ST_OK);
+  assert_string_equal(ch.v->id, "small");
+}
+
 /* A winner more than ST_DISPATCH_NEAREST_RADIUS (log2) from the call
  * yields to the defaults; within it, it goes first. */
 static void winners_beyond_the_radius_follow_the_defaults(void **state) {
@@ -767,6 +803,7 @@ int main(void) {
       cmocka_unit_test(a_default_that_is_also_a_far_winner_keeps_its_place),
       cmocka_unit_test(exact_keys_only_puts_the_defaults_before_other_keys),
       cmocka_unit_test(default_prefers_the_smallest_topk_capacity_that_fits),
+      cmocka_unit_test(the_ops_hook_moves_a_default_back),
       cmocka_unit_test(defaults_meant_for_the_calls_load_come_first),
       cmocka_unit_test(defaults_meant_for_the_calls_qlen_come_first),
       cmocka_unit_test(winners_beyond_the_radius_follow_the_defaults),

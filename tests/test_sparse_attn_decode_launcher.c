@@ -703,6 +703,26 @@ static void test_plans_size_grid_and_workspace(void **state) {
     assert_int_equal(st_sparse_attn_decode_plan_make(&cc, &a, 80, &p, &err), ST_OK);
     assert_int_equal(p.splits, 1); /* 32 items are 40% of 80 SMs: no split */
   }
+  /* fp8 clusters split in two up to 1.25 items an SM (150 and 165 items on
+   * 132 SMs), not past it (166); non-cluster fp8 kernels stop at one. */
+  {
+    st_sparse_attn_decode_args f = valid_fp8_tensor_args();
+    st_sparse_attn_decode_config cc = config_in("fp8", 16, 4, 1, "single", 0, 8);
+    const struct {
+      int64_t rows;
+      int splits;
+    } cases[] = {{75, 2}, {82, 2}, {83, 1}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+      f.q.shape[0] = cases[i].rows; /* x 2 KV heads: the items */
+      assert_int_equal(st_sparse_attn_decode_plan_make(&cc, &f, 132, &p, &err), ST_OK);
+      if (p.splits != cases[i].splits)
+        fail_msg("%lld items: %d splits, want %d", (long long)(2 * cases[i].rows), p.splits, cases[i].splits);
+    }
+    st_sparse_attn_decode_config one = config("fp8", 16, 4, 2, "single", 0);
+    f.q.shape[0] = 75;
+    assert_int_equal(st_sparse_attn_decode_plan_make(&one, &f, 132, &p, &err), ST_OK);
+    assert_int_equal(p.splits, 1);
+  }
   /* Scales fold into the argument block: scalar K scale into the score scale.
    */
   a = valid_fp8_tensor_args();
@@ -722,6 +742,32 @@ static void test_plans_size_grid_and_workspace(void **state) {
   assert_int_equal(st_sparse_attn_decode_plan_make(&c, &a, 132, &p2, &err), ST_OK);
   assert_int_equal(p.workspace_bytes, p2.workspace_bytes);
   assert_memory_equal(p.grid, p2.grid, sizeof p.grid);
+}
+
+/* The cluster-16 default is meant for a call only where the launcher
+ * splits it at least 8 ways; every other default wherever its ranges say. */
+static void test_cluster_16_default_only_at_8_or_16_splits(void **state) {
+  (void)state;
+  st_sparse_attn_decode_args a = valid_args();
+  a.q.shape[0] = QLEN; /* one request: 4 items */
+  st_variant_config v;
+  v.sparse_attn_decode = config_in("bf16", 16, 4, 1, "single", 0, 16);
+  const st_op_desc *d = &st_sparse_attn_decode_op;
+  assert_non_null(d->default_meant_for);
+  const struct {
+    int64_t topk;
+    int meant;
+  } cases[] = {{16, 1}, {32, 1}, {24, 1}, {13, 0}, {9, 0}, {4, 0}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    a.topk_idx.shape[2] = cases[i].topk;
+    if (d->default_meant_for(&v, &a, 132) != cases[i].meant)
+      fail_msg("topk %lld: meant %d, want %d", (long long)cases[i].topk, !cases[i].meant, cases[i].meant);
+  }
+  a.topk_idx.shape[2] = 13;
+  v.sparse_attn_decode = config_in("bf16", 16, 4, 1, "single", 4, 16); /* its own split count */
+  assert_true(d->default_meant_for(&v, &a, 132));
+  v.sparse_attn_decode = config_in("bf16", 16, 4, 1, "single", 0, 8);
+  assert_true(d->default_meant_for(&v, &a, 132));
 }
 
 static void test_dispatch_key_is_canonical(void **state) {
@@ -751,6 +797,7 @@ int main(void) {
       cmocka_unit_test(test_clusters_only_where_the_kernel_can_have_one),
       cmocka_unit_test(test_shared_memory_follows_the_kernel_layout),
       cmocka_unit_test(test_plans_size_grid_and_workspace),
+      cmocka_unit_test(test_cluster_16_default_only_at_8_or_16_splits),
       cmocka_unit_test(test_dispatch_key_is_canonical),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -235,9 +235,11 @@ end
 -- (lo, hi], and the split count (`splits`; nil: the launcher's, which
 -- runtime/ops/sparse_attn_decode.c auto_splits picks by the items, topk
 -- and dtype). Few items split their blocks, the splits merging in a
--- cluster (16 for the fewest items); from 0.4 items an SM (bf16) or one
--- (fp8) one CTA an item streams all its blocks with no merge, three
--- blocks in flight where the bf16 CTAs are fewer than the multiprocessors.
+-- cluster (16 for the fewest items, where the launcher splits them at
+-- least 8 ways: runtime/ops/sparse_attn_decode.c default_meant_for); from
+-- 0.4 items an SM (bf16) or 1.25 (fp8, two splits up to there) one CTA an
+-- item streams all its blocks with no merge, three blocks in flight where
+-- the bf16 CTAs are fewer than the multiprocessors.
 -- Past 1.4 bf16 items an SM the kernels without TMA win, one stage for
 -- 1-2 query tokens a request and two for 3-4 (`qlen` = {lo, hi}: the
 -- call's qlen in (lo, hi]; docs/kernels/sparse_attn_decode.md, "Built-in
@@ -258,9 +260,9 @@ local FAST = {
     { kernel = { warps_n = 4, stages = 1, k_regs = 2, tma = 1, pv_dims = 1, ring_extra = 1, cluster = 16 },
       load = { 0, 0.04 } },
     { kernel = { warps_n = 4, stages = 1, k_regs = 2, tma = 1, pv_dims = 1, ring_extra = 1, cluster = 8 },
-      load = { 0.04, 1.0 } },
+      load = { 0.04, 1.25 } },
     { kernel = { warps_n = 4, stages = 1, k_regs = 2, tma = 1, pv_dims = 1, cluster = 1 }, splits = 1,
-      load = { 1.0, 1e9 } },
+      load = { 1.25, 1e9 } },
   },
 }
 

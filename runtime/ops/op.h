@@ -88,6 +88,11 @@ typedef struct st_op_desc {
   /* The call's query tokens a request, which its defaults' qlen ranges use
    * beside the load; NULL: the op's defaults have none. */
   int (*qlen)(const void *args);
+  /* Whether default `cfg`, in its load and qlen ranges, is also meant for
+   * the call by what those ranges leave out (sparse_attn_decode: the split
+   * count its launcher would pick); a default that is not stays a
+   * candidate, after those that are. NULL: every default is. */
+  int (*default_meant_for)(const st_variant_config *cfg, const void *args, int sm_count);
   /* Run-time properties of a call that its dispatch key leaves out but
    * that change which variants fit (a scale mode, views the copy engine
    * cannot address): calls of one key with other tags are memoized apart,

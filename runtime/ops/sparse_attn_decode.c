@@ -276,15 +276,17 @@ static int64_t auto_splits(int64_t items, int64_t topk, int sm_count, int fp8) {
   return s;
 }
 
-/* A cluster kernel's automatic split count: where auto_splits would split
- * (few items), the largest power of two up to the cluster size that splits
- * topk exactly (ceil(topk / ceil(topk / s)) == s: a count the launcher
- * rounds down leaves a CTA of the cluster idle, +40-50% measured), keeps
- * the CTAs within three an SM, and gives each split at least three blocks
- * unless the CTAs are at most one an SM (docs/kernels/sparse_attn_decode.md,
- * "Cluster split count"). */
+/* A cluster kernel's automatic split count: where the items leave SMs
+ * idle (bf16: below 0.4 items an SM, as auto_splits; fp8: up to 1.25, where
+ * two splits beat a second wave of whole items), the largest power of two
+ * up to the cluster size that splits topk exactly (ceil(topk / ceil(topk /
+ * s)) == s: a count the launcher rounds down leaves a CTA of the cluster
+ * idle, +40-50% measured), keeps the CTAs within three an SM, and gives each
+ * split at least three blocks unless the CTAs are at most one an SM
+ * (docs/kernels/sparse_attn_decode.md, "Cluster split count", "Held out on
+ * 100 random steps"). */
 static int64_t cluster_splits(int64_t items, int64_t topk, int sm_count, int fp8, int cluster) {
-  if (fp8 ? items >= sm_count : 5 * items >= 2 * (int64_t)sm_count) return 1; /* auto_splits's: no split */
+  if (fp8 ? 4 * items > 5 * (int64_t)sm_count : 5 * items >= 2 * (int64_t)sm_count) return 1;
   int64_t best = 1;
   for (int64_t s = 2; s <= cluster; s *= 2) {
     const int64_t per = ceil_div(topk, s);
@@ -520,6 +522,19 @@ static double load(const void *args, int sm_count) {
 
 static int qlen(const void *args) { return ((const st_sparse_attn_decode_args *)args)->qlen; }
 
+/* A cluster of 16 launched with the automatic split count only where that
+ * count fills at least half of it: a cluster holds 16 / splits items, and
+ * its placement as a whole on one GPC cost 6-11% against the cluster-8
+ * kernel at 2-4 splits (docs/kernels/sparse_attn_decode.md, "Held out on 100
+ * random steps"). The other defaults: wherever their ranges say. */
+static int default_meant_for(const st_variant_config *c, const void *args, int sm_count) {
+  const st_sparse_attn_decode_config *cfg = &c->sparse_attn_decode;
+  if (cfg->cluster != 16 || cfg->splits != 0) return 1;
+  const st_sparse_attn_decode_args *a = args;
+  const int64_t items = a->q.shape[0] * a->k_cache.shape[1];
+  return 2 * choose_splits(cfg, items, a->topk_idx.shape[2], sm_count) >= cfg->cluster;
+}
+
 const st_op_desc st_sparse_attn_decode_op = {.name = ST_SPARSE_ATTN_DECODE_OP,
                                              .main_kernel = ST_SPARSE_ATTN_DECODE_MAIN_KERNEL,
                                              .params_bytes = sizeof(st_sparse_attn_decode_params),
@@ -531,6 +546,7 @@ const st_op_desc st_sparse_attn_decode_op = {.name = ST_SPARSE_ATTN_DECODE_OP,
                                              .max_context = max_context,
                                              .load = load,
                                              .qlen = qlen,
+                                             .default_meant_for = default_meant_for,
                                              .memo_tag = memo_tag,
                                              .dispatch_key = dispatch_key,
                                              .plan = plan,
