@@ -236,7 +236,8 @@ end
 -- runtime/ops/sparse_attn_decode.c auto_splits picks by the items, topk
 -- and dtype). Few items split their blocks, the splits merging in a
 -- cluster (16 for the fewest items, where the launcher splits them at
--- least 8 ways: runtime/ops/sparse_attn_decode.c default_meant_for); from
+-- least 8 ways: runtime/ops/sparse_attn_decode.c default_meant_for; else
+-- 8, whose range therefore starts at 0, after the 16's in the table); from
 -- 0.4 items an SM (bf16) or 1.25 (fp8, two splits up to there) one CTA an
 -- item streams all its blocks with no merge, three blocks in flight where
 -- the bf16 CTAs are fewer than the multiprocessors.
@@ -248,7 +249,7 @@ end
 local FAST = {
   bf16 = {
     { kernel = { warps_n = 4, stages = 1, tma = 1, pv_dims = 1, cluster = 16 }, load = { 0, 0.04 } },
-    { kernel = { warps_n = 4, stages = 1, tma = 1, cluster = 8 }, load = { 0.04, 0.4 } },
+    { kernel = { warps_n = 4, stages = 1, tma = 1, cluster = 8 }, load = { 0, 0.4 } },
     { kernel = { warps_n = 4, stages = 3, tma = 1, cluster = 1 }, splits = 1, load = { 0.4, 1.0 } },
     { kernel = { warps_n = 4, stages = 1, tma = 1, pv_dims = 1, cluster = 1 }, splits = 1, load = { 1.0, 1.4 } },
     { kernel = { warps_n = 4, stages = 1, cluster = 1 }, splits = 1, load = { 1.4, 1e9 }, qlen = { 0, 2 },
@@ -260,7 +261,7 @@ local FAST = {
     { kernel = { warps_n = 4, stages = 1, k_regs = 2, tma = 1, pv_dims = 1, ring_extra = 1, cluster = 16 },
       load = { 0, 0.04 } },
     { kernel = { warps_n = 4, stages = 1, k_regs = 2, tma = 1, pv_dims = 1, ring_extra = 1, cluster = 8 },
-      load = { 0.04, 1.25 } },
+      load = { 0, 1.25 } },
     { kernel = { warps_n = 4, stages = 1, k_regs = 2, tma = 1, pv_dims = 1, cluster = 1 }, splits = 1,
       load = { 1.25, 1e9 } },
   },

@@ -1,0 +1,175 @@
+/* test_builtin_choice.c - which built-in variant a decode call runs with no
+ * database: the library's own defaults, ordered by dispatch as st_open's
+ * handle orders them (ranges by the op's load and qlen, the op's
+ * default_meant_for), each fitted by its launcher's plan on a device of
+ * 132 multiprocessors. Pins the rules of generator/ops/index_decode.lua
+ * and sparse_attn_decode.lua (docs/kernels/<op>.md) to calls on both sides
+ * of each boundary. No GPU: the plans read shapes only. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "builtin.h"
+#include "dispatch.h"
+#include "ops/index_decode.h"
+#include "ops/op.h"
+#include "ops/sparse_attn_decode.h"
+#include "ops/tensor_check.h"
+#include "testutil.h"
+
+#define FAKE(p) ((void *)(uintptr_t)(p))
+enum { SMS = 132, PAGES = 4096 };
+
+static st_status fit_on_132(void *ctx, st_op_id op, const st_dispatch_variant *v, const void *args, st_err *err) {
+  (void)ctx;
+  st_op_plan plan;
+  st_plan_info info;
+  return st_op_desc_of(op)->plan(&v->cfg, args, SMS, &plan, &info, err);
+}
+
+static int meant_on_132(void *ctx, st_op_id op, const st_dispatch_variant *v, const void *args) {
+  (void)ctx;
+  const st_op_desc *d = st_op_desc_of(op);
+  return !d->default_meant_for || d->default_meant_for(&v->cfg, args, SMS);
+}
+
+/* The name of the variant dispatch tries first for `args` of `op`. */
+static void expect_first(st_op_id op, const void *args, const char *want) {
+  const st_op_desc *d = st_op_desc_of(op);
+  st_dispatch_variant *v = NULL;
+  size_t n = 0;
+  st_err err = {{0}};
+  assert_int_equal(st_builtin_variants(op, &v, &n, &err), ST_OK);
+  st_dispatch_table t = {.op = op, .defaults = v, .n_defaults = n, .source = "no database"};
+  st_params fields = {0};
+  char key[ST_DISPATCH_KEY_MAX];
+  assert_int_equal(d->dispatch_key(args, key, sizeof key, &fields, &err), ST_OK);
+  const st_dispatch_hooks hooks = {.fit = fit_on_132,
+                                   .call_load = d->load(args, SMS),
+                                   .call_qlen = d->qlen ? d->qlen(args) : 0,
+                                   .meant_for = meant_on_132};
+  st_dispatch_candidate *c = calloc(n, sizeof *c);
+  assert_non_null(c);
+  size_t fit = 0;
+  st_dispatch_candidates(&t, &fields, args, &hooks, c, &fit, &err);
+  if (fit == 0 || strcmp(c[0].v->name, want) != 0)
+    fail_msg("%s: first %s, want %s", key, fit ? c[0].v->name : "(none fits)", want);
+  free(c);
+  free(v);
+}
+
+static st_index_decode_args index_call(st_dtype dt, int64_t B, int64_t H, int qlen, int ctx, int topk) {
+  st_index_decode_args a;
+  st_index_decode_args_init(&a);
+  const int64_t cols = (ctx + 127) / 128;
+  st_tensor_contiguous(&a.q, FAKE(0x10000), dt, 3, (int64_t[]){B * qlen, H, 128});
+  st_tensor_contiguous(&a.k_cache, FAKE(0x100000000ull), dt, 3, (int64_t[]){PAGES, 128, 128});
+  st_tensor_contiguous(&a.block_table, FAKE(0x30000), ST_DTYPE_INT32, 2, (int64_t[]){B, cols});
+  st_tensor_contiguous(&a.seq_lens, FAKE(0x40000), ST_DTYPE_INT32, 1, (int64_t[]){B});
+  st_tensor_contiguous(&a.topk_idx, FAKE(0x50000), ST_DTYPE_INT32, 3, (int64_t[]){H, B * qlen, topk});
+  a.qlen = qlen;
+  a.topk = topk;
+  a.init_blocks = 1;
+  a.local_blocks = 2;
+  a.max_context = ctx;
+  return a;
+}
+
+/* Paged K and V caches, (pages, 2, 128, Hkv, 128) bytes of a page: K then V. */
+static st_sparse_attn_decode_args attn_call(st_dtype dt, int64_t B, int64_t Hkv, int qlen, int topk) {
+  st_sparse_attn_decode_args a;
+  st_sparse_attn_decode_args_init(&a);
+  st_tensor_contiguous(&a.q, FAKE(0x10000), ST_DTYPE_BF16, 3, (int64_t[]){B * qlen, 16 * Hkv, 128});
+  const int64_t shape[4] = {PAGES, Hkv, 128, 128};
+  const int64_t stride[4] = {2 * 128 * Hkv * 128, 128, Hkv * 128, 1};
+  st_tensor *kv[2] = {&a.k_cache, &a.v_cache};
+  for (int i = 0; i < 2; i++) {
+    kv[i]->data = FAKE(0x100000000ull + (uintptr_t)(i * 128 * Hkv * 128 * st_dtype_bytes(dt)));
+    kv[i]->dtype = dt;
+    kv[i]->ndim = 4;
+    memcpy(kv[i]->shape, shape, sizeof shape);
+    memcpy(kv[i]->stride, stride, sizeof stride);
+  }
+  if (dt == ST_DTYPE_FP8_E4M3) {
+    a.scale_mode = ST_KV_SCALE_SCALAR;
+    a.k_scale = a.v_scale = 1.0f;
+  }
+  st_tensor_contiguous(&a.topk_idx, FAKE(0x50000), ST_DTYPE_INT32, 3, (int64_t[]){Hkv, B * qlen, topk});
+  st_tensor_contiguous(&a.block_table, FAKE(0x30000), ST_DTYPE_INT32, 2, (int64_t[]){B, 256});
+  st_tensor_contiguous(&a.seq_lens, FAKE(0x40000), ST_DTYPE_INT32, 1, (int64_t[]){B});
+  st_tensor_contiguous(&a.o, FAKE(0x60000), ST_DTYPE_BF16, 3, (int64_t[]){B * qlen, 16 * Hkv, 128});
+  a.sm_scale = 0.088f;
+  a.qlen = qlen;
+  a.max_context = 32768;
+  return a;
+}
+
+/* The kernel of as many query tokens as the call has (1, 2, else 4); four
+ * heads a CTA of 3-4 tokens only above 32 blocks of (request, head) an SM;
+ * more heads a CTA only above heads / 2. */
+static void index_decode_query_tokens_and_heads(void **state) {
+  (void)state;
+  const st_dtype bf = ST_DTYPE_BF16, f8 = ST_DTYPE_FP8_E4M3;
+  const struct {
+    st_dtype dt;
+    int64_t B, H;
+    int qlen, ctx, topk;
+    const char *want;
+  } cases[] = {
+      {bf, 3, 4, 2, 49792, 30, "index_decode.bf16.d128.k32.h4.q2.t256.u1.b2.split/auto"},
+      {f8, 4, 4, 2, 16768, 17, "index_decode.fp8.d128.k32.h4.q2.t128.u1.b2.split/auto"},
+      /* load 4 x 4 x 109 / 132 = 13.2: two heads a CTA */
+      {bf, 4, 4, 3, 13952, 10, "index_decode.bf16.d128.k16.h2.q4.t256.u1.b2.split/auto"},
+      /* load 256 x 4 x 48 / 132 = 372: four */
+      {f8, 256, 4, 3, 6144, 8, "index_decode.fp8.d128.k8.h4.q4.t128.u1.b2.split/auto"},
+      {bf, 32, 2, 1, 32768, 16, "index_decode.bf16.d128.k16.h2.q1.t256.u1.b2.split/auto"},
+      /* load 1 x 2 x 64 / 132 = 0.97: one head a CTA */
+      {bf, 1, 2, 1, 8192, 16, "index_decode.bf16.d128.k16.h1.q1.t256.u1.b2.split/auto"},
+      {f8, 8, 3, 4, 32768, 20, "index_decode.fp8.d128.k32.h1.q4.t128.u1.b2.split/auto"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    st_index_decode_args a =
+        index_call(cases[i].dt, cases[i].B, cases[i].H, cases[i].qlen, cases[i].ctx, cases[i].topk);
+    expect_first(ST_OP_INDEX_DECODE, &a, cases[i].want);
+  }
+}
+
+/* fp8 clusters of 8 up to 1.25 items an SM (150 items; 166 go one CTA an
+ * item); the cluster of 16 only where it splits 8-16 ways (topk 16 over
+ * 2 items; topk 9 and 13 split 2 and 4 ways: the cluster of 8, not the
+ * general fallback); bf16 one CTA an item from 0.4 items an SM, without
+ * the copy engine from 1.4, two stages for 3-4 query tokens. */
+static void sparse_attn_decode_families_by_load_and_splits(void **state) {
+  (void)state;
+  const st_dtype bf = ST_DTYPE_BF16, f8 = ST_DTYPE_FP8_E4M3;
+  const struct {
+    st_dtype dt;
+    int64_t B, Hkv;
+    int qlen, topk;
+    const char *want;
+  } cases[] = {
+      {f8, 75, 2, 1, 19, "sparse_attn_decode.fp8.d128.g16.w4.s1.kvr.tma.pvd.ring3.single.c8/auto"},
+      {f8, 83, 2, 1, 19, "sparse_attn_decode.fp8.d128.g16.w4.s1.kvr.tma.pvd.single/s1"},
+      {f8, 128, 2, 1, 16, "sparse_attn_decode.fp8.d128.g16.w4.s1.kvr.tma.pvd.single/s1"},
+      {f8, 1, 2, 1, 16, "sparse_attn_decode.fp8.d128.g16.w4.s1.kvr.tma.pvd.ring3.single.c16/auto"},
+      {f8, 1, 2, 1, 13, "sparse_attn_decode.fp8.d128.g16.w4.s1.kvr.tma.pvd.ring3.single.c8/auto"},
+      {bf, 1, 2, 1, 16, "sparse_attn_decode.bf16.d128.g16.w4.s1.tma.pvd.single.c16/auto"},
+      {bf, 2, 1, 1, 9, "sparse_attn_decode.bf16.d128.g16.w4.s1.tma.single.c8/auto"},
+      {bf, 8, 2, 1, 16, "sparse_attn_decode.bf16.d128.g16.w4.s1.tma.single.c8/auto"},
+      {bf, 32, 2, 1, 16, "sparse_attn_decode.bf16.d128.g16.w4.s3.tma.single/s1"},
+      {bf, 128, 2, 1, 16, "sparse_attn_decode.bf16.d128.g16.w4.s1.single/s1"},
+      {bf, 64, 2, 3, 16, "sparse_attn_decode.bf16.d128.g16.w4.s2.single/s1"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    st_sparse_attn_decode_args a = attn_call(cases[i].dt, cases[i].B, cases[i].Hkv, cases[i].qlen, cases[i].topk);
+    expect_first(ST_OP_SPARSE_ATTN_DECODE, &a, cases[i].want);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(index_decode_query_tokens_and_heads),
+      cmocka_unit_test(sparse_attn_decode_families_by_load_and_splits),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
