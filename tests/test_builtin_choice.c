@@ -1,10 +1,10 @@
-/* test_builtin_choice.c - which built-in variant a decode call runs with no
- * database: the library's own defaults, ordered by dispatch as st_open's
- * handle orders them (ranges by the op's load and qlen, the op's
+/* test_builtin_choice.c - which built-in variant a decode or prefill call
+ * runs with no database: the library's own defaults, ordered by dispatch
+ * as st_open's handle orders them (ranges by the op's load and qlen, the op's
  * default_meant_for), each fitted by its launcher's plan on a device of
- * 132 multiprocessors. Pins the rules of generator/ops/index_decode.lua
- * and sparse_attn_decode.lua (docs/kernels/<op>.md) to calls on both sides
- * of each boundary. No GPU: the plans read shapes only. */
+ * 132 multiprocessors. Pins the rules of generator/ops/index_decode.lua,
+ * sparse_attn_decode.lua and sparse_attn.lua (docs/kernels/<op>.md) to
+ * calls on both sides of each boundary. No GPU: the plans read shapes only. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +13,7 @@
 #include "dispatch.h"
 #include "ops/index_decode.h"
 #include "ops/op.h"
+#include "ops/sparse_attn.h"
 #include "ops/sparse_attn_decode.h"
 #include "ops/tensor_check.h"
 #include "testutil.h"
@@ -104,6 +105,26 @@ static st_sparse_attn_decode_args attn_call(st_dtype dt, int64_t B, int64_t Hkv,
   return a;
 }
 
+/* One prefill request of `tokens` query tokens after `prefix` cached ones. */
+static st_sparse_attn_args prefill_call(int64_t tokens, int prefix, int64_t Hkv, int topk) {
+  st_sparse_attn_args a;
+  st_sparse_attn_args_init(&a);
+  st_tensor_contiguous(&a.q, FAKE(0x10000), ST_DTYPE_BF16, 3, (int64_t[]){tokens, 16 * Hkv, 128});
+  st_tensor_contiguous(&a.k_cache, FAKE(0x100000000ull), ST_DTYPE_BF16, 4, (int64_t[]){PAGES, Hkv, 128, 128});
+  const int64_t stride[4] = {2 * 128 * Hkv * 128, 128, Hkv * 128, 1};
+  memcpy(a.k_cache.stride, stride, sizeof stride);
+  a.v_cache = a.k_cache;
+  a.v_cache.data = FAKE(0x100000000ull + 128 * Hkv * 128 * 2);
+  st_tensor_contiguous(&a.topk_idx, FAKE(0x50000), ST_DTYPE_INT32, 3, (int64_t[]){Hkv, tokens, topk});
+  st_tensor_contiguous(&a.block_table, FAKE(0x30000), ST_DTYPE_INT32, 2, (int64_t[]){1, 1024});
+  st_tensor_contiguous(&a.cu_seqlens_q, FAKE(0x38000), ST_DTYPE_INT32, 1, (int64_t[]){2});
+  st_tensor_contiguous(&a.seq_lens, FAKE(0x40000), ST_DTYPE_INT32, 1, (int64_t[]){1});
+  st_tensor_contiguous(&a.o, FAKE(0x60000), ST_DTYPE_BF16, 3, (int64_t[]){tokens, 16 * Hkv, 128});
+  a.sm_scale = 0.088f;
+  a.max_context = (int)(prefix + tokens);
+  return a;
+}
+
 /* The kernel of as many query tokens as the call has (1, 2, else 4); four
  * heads a CTA of 3-4 tokens only above 32 blocks of (request, head) an SM;
  * more heads a CTA only above heads / 2. */
@@ -166,8 +187,34 @@ static void sparse_attn_decode_families_by_load_and_splits(void **state) {
   }
 }
 
+/* Prefill: the tile kernel for small calls over at most 6 blocks; the
+ * dense launch where no request reaches past topk blocks (every token
+ * selects every block it sees); else the block kernel's sparse path. */
+static void sparse_attn_dense_only_where_every_token_is(void **state) {
+  (void)state;
+  const struct {
+    int64_t tokens;
+    int prefix;
+    int64_t Hkv;
+    int topk;
+    const char *want;
+  } cases[] = {
+      {1852, 0, 4, 20, "sparse_attn.bf16.d128.g16.block.t8.s1.wg2.pbf16.c2/auto.dn"},
+      {2048, 0, 2, 16, "sparse_attn.bf16.d128.g16.block.t8.s1.wg2.pbf16.c2/auto.dn"},
+      {2049, 0, 2, 16, "sparse_attn.bf16.d128.g16.block.t8.s1.wg2.pbf16.c2/q3072.ov"},
+      {4096, 0, 2, 16, "sparse_attn.bf16.d128.g16.block.t8.s1.wg2.pbf16.c2/q3072.ov"},
+      {1852, 4096, 4, 20, "sparse_attn.bf16.d128.g16.block.t8.s1.wg2.pbf16.c2/q3072.ov"},
+      {64, 0, 2, 16, "sparse_attn.bf16.d128.g16.t2.k16.s1"}, /* load 0.97: half the tokens a CTA */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    st_sparse_attn_args a = prefill_call(cases[i].tokens, cases[i].prefix, cases[i].Hkv, cases[i].topk);
+    expect_first(ST_OP_SPARSE_ATTN, &a, cases[i].want);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(sparse_attn_dense_only_where_every_token_is),
       cmocka_unit_test(index_decode_query_tokens_and_heads),
       cmocka_unit_test(sparse_attn_decode_families_by_load_and_splits),
   };

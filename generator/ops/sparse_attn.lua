@@ -197,6 +197,14 @@ function M.defaults()
           local block = { algo = "block", dtype = dtype, head_dim = head_dim, group = group, tokens = 8, topk = topk,
             stages = 1, part = "bf16", ctas = 2, mtiles = 2, mma = "wgmma" }
           if M.constraint(block) then
+            -- Where every token selects every block it sees (the call's
+            -- max_context within topk blocks: runtime/ops/sparse_attn.c
+            -- default_meant_for), dense causal attention in one pass
+            -- writes no partials at all (H200, bf16, 1852 tokens of 15
+            -- blocks at topk 20: 187 us against 291 on the sparse path).
+            if head_dim == 128 then
+              out[#out + 1] = { kernel = block, launch = { chunk = 0, dense = 1 }, load = { TILE_MAX_LOAD, 1e9 } }
+            end
             out[#out + 1] = { kernel = block, launch = { chunk = 3072, overlap = 1 }, load = { TILE_MAX_LOAD, 1e9 } }
           end
           local within, smallest, why

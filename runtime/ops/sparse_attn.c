@@ -704,6 +704,18 @@ static double load(const void *args, int sm_count) {
   return (double)a->q.shape[0] * (double)a->k_cache.shape[1] * (double)per_token / (double)(sm_count > 0 ? sm_count : 1);
 }
 
+/* The dense default only where every token of the call selects every
+ * block it sees, which the host knows from max_context alone: no request
+ * reaches past topk blocks (generator/ops/sparse_attn.lua, defaults). Where
+ * some tokens do, the dense tiles' search costs more than the few it finds
+ * (H200, the best dense launch against the best other: +8% to +41% on 5
+ * random batches whose requests have prefixes). */
+static int default_meant_for(const st_variant_config *c, const void *args, int sm_count) {
+  (void)sm_count;
+  const st_sparse_attn_args *a = args;
+  return !c->sparse_attn.dense || st_blocks_of(a->max_context) <= a->topk_idx.shape[2];
+}
+
 const st_op_desc st_sparse_attn_op = {.name = ST_SPARSE_ATTN_OP,
                                       .main_kernel = ST_SPARSE_ATTN_MAIN_KERNEL,
                                       .params_bytes = sizeof(st_sparse_attn_params),
@@ -714,6 +726,7 @@ const st_op_desc st_sparse_attn_op = {.name = ST_SPARSE_ATTN_OP,
                                       .shape_only = shape_only,
                                       .max_context = max_context,
                                       .load = load,
+                                      .default_meant_for = default_meant_for,
                                       .dispatch_key = dispatch_key,
                                       .plan = plan,
                                       .launch = launch};
