@@ -193,7 +193,10 @@ static void print_misses(const st_cli *cli, const eval_row *rows, int n) {
     const st_bench_time *t[2] = {&r->ours, &r->builtin};
     const double g[2] = {r->regret_ours, r->regret_builtin};
     const char *who[2] = {cli->leave_one_out ? "held out" : "database", "built-in"};
-    for (int k = 0; k < 2; k++) {
+    /* The same variant both ways (no winner for the key): one line. */
+    const int same = strcmp(t[0]->variant, t[1]->variant) == 0;
+    if (same) who[0] = cli->leave_one_out ? "held out = built-in" : "database = built-in";
+    for (int k = 0; k < 2 - same; k++) {
       if (!(g[k] > MISS_REGRET)) continue;
       if (!shown++) printf("choices more than %.0f%% slower than the oracle, and what each ran:\n", 100 * MISS_REGRET);
       const char *key = strchr(r->shape->key, ':') ? strchr(r->shape->key, ':') + 1 : r->shape->key;
