@@ -156,7 +156,7 @@ static void index_decode_query_tokens_and_heads(void **state) {
 }
 
 /* fp8 clusters of 8 up to 1.25 items an SM (150 items; 166 go one CTA an
- * item); the cluster of 16 only where it splits 8-16 ways (topk 16 over
+ * item), and only where they split; the cluster of 16 only where it splits 8-16 ways (topk 16 over
  * 2 items; topk 9 and 13 split 2 and 4 ways: the cluster of 8, not the
  * general fallback); bf16 one CTA an item from 0.4 items an SM, without
  * the copy engine from 1.4, two stages for 3-4 query tokens. */
@@ -171,6 +171,9 @@ static void sparse_attn_decode_families_by_load_and_splits(void **state) {
   } cases[] = {
       {f8, 75, 2, 1, 19, "sparse_attn_decode.fp8.d128.g16.w4.s1.kvr.tma.pvd.ring3.single.c8/auto"},
       {f8, 83, 2, 1, 19, "sparse_attn_decode.fp8.d128.g16.w4.s1.kvr.tma.pvd.single/s1"},
+      /* 132 items of topk 4: two splits of 2 blocks at 2 CTAs an SM are not
+       * worth it, one split in a cluster is not either */
+      {f8, 22, 2, 3, 4, "sparse_attn_decode.fp8.d128.g16.w4.s1.kvr.tma.pvd.single/s1"},
       {f8, 128, 2, 1, 16, "sparse_attn_decode.fp8.d128.g16.w4.s1.kvr.tma.pvd.single/s1"},
       {f8, 1, 2, 1, 16, "sparse_attn_decode.fp8.d128.g16.w4.s1.kvr.tma.pvd.ring3.single.c16/auto"},
       {f8, 1, 2, 1, 13, "sparse_attn_decode.fp8.d128.g16.w4.s1.kvr.tma.pvd.ring3.single.c8/auto"},

@@ -236,11 +236,13 @@ end
 -- runtime/ops/sparse_attn_decode.c auto_splits picks by the items, topk
 -- and dtype). Few items split their blocks, the splits merging in a
 -- cluster (16 for the fewest items, where the launcher splits them at
--- least 8 ways: runtime/ops/sparse_attn_decode.c default_meant_for; else
--- 8, whose range therefore starts at 0, after the 16's in the table); from
--- 0.4 items an SM (bf16) or 1.25 (fp8, two splits up to there) one CTA an
--- item streams all its blocks with no merge, three blocks in flight where
--- the bf16 CTAs are fewer than the multiprocessors.
+-- least 8 ways; else 8, where it splits them at all:
+-- runtime/ops/sparse_attn_decode.c default_meant_for; so the ranges of
+-- the cluster-8 family and of fp8's one-CTA-an-item one start at 0, each
+-- after the one before in the table); from 0.4 items an SM (bf16) or 1.25
+-- (fp8, two splits up to there) one CTA an item streams all its blocks
+-- with no merge, three blocks in flight where the bf16 CTAs are fewer than
+-- the multiprocessors.
 -- Past 1.4 bf16 items an SM the kernels without TMA win, one stage for
 -- 1-2 query tokens a request and two for 3-4 (`qlen` = {lo, hi}: the
 -- call's qlen in (lo, hi]; docs/kernels/sparse_attn_decode.md, "Built-in
@@ -263,7 +265,7 @@ local FAST = {
     { kernel = { warps_n = 4, stages = 1, k_regs = 2, tma = 1, pv_dims = 1, ring_extra = 1, cluster = 8 },
       load = { 0, 1.25 } },
     { kernel = { warps_n = 4, stages = 1, k_regs = 2, tma = 1, pv_dims = 1, cluster = 1 }, splits = 1,
-      load = { 1.25, 1e9 } },
+      load = { 0, 1e9 } },
   },
 }
 

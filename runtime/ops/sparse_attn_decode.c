@@ -522,17 +522,21 @@ static double load(const void *args, int sm_count) {
 
 static int qlen(const void *args) { return ((const st_sparse_attn_decode_args *)args)->qlen; }
 
-/* A cluster of 16 launched with the automatic split count only where that
- * count fills at least half of it: a cluster holds 16 / splits items, and
- * its placement as a whole on one GPC cost 6-11% against the cluster-8
- * kernel at 2-4 splits (docs/kernels/sparse_attn_decode.md, "Held out on 100
- * random steps"). The other defaults: wherever their ranges say. */
+/* A cluster default (automatic split count) only where the launcher
+ * splits the call: a cluster is placed whole on one GPC, which costs where
+ * it merges nothing (fp8, 1 split: +18% against one CTA an item without a
+ * cluster); and a cluster of 16 only where the count fills at least half
+ * of it, since it then holds 16 / splits items (+6-11% against the
+ * cluster-8 kernel at 2-4 splits; docs/kernels/sparse_attn_decode.md, "Held
+ * out on 100 random steps"). The other defaults: wherever their ranges
+ * say. */
 static int default_meant_for(const st_variant_config *c, const void *args, int sm_count) {
   const st_sparse_attn_decode_config *cfg = &c->sparse_attn_decode;
-  if (cfg->cluster != 16 || cfg->splits != 0) return 1;
+  if (cfg->cluster <= 1 || cfg->splits != 0) return 1;
   const st_sparse_attn_decode_args *a = args;
   const int64_t items = a->q.shape[0] * a->k_cache.shape[1];
-  return 2 * choose_splits(cfg, items, a->topk_idx.shape[2], sm_count) >= cfg->cluster;
+  const int splits = choose_splits(cfg, items, a->topk_idx.shape[2], sm_count);
+  return cfg->cluster == 16 ? 2 * splits >= cfg->cluster : splits >= 2;
 }
 
 const st_op_desc st_sparse_attn_decode_op = {.name = ST_SPARSE_ATTN_DECODE_OP,
