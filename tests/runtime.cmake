@@ -15,7 +15,7 @@ st_add_test(NAME test_api_rejects_hostile_args LABEL cpu SOURCES test_api_reject
 st_add_test(NAME test_builtin_variants LABEL cpu SOURCES test_builtin_variants.c LIBS st_tuner_core)
 # Which built-in variant each decode and prefill call runs, by the rules of the
 # generator's defaults and the launchers' split counts.
-st_add_test(NAME test_builtin_choice LABEL cpu SOURCES test_builtin_choice.c)
+st_add_test(NAME test_builtin_choice LABEL cpu SOURCES test_builtin_choice.c LIBS st_tuner_core)
 st_add_test(NAME test_disk_cache LABEL cpu SOURCES test_disk_cache.c)
 # Every op's module names the size of the argument block the host fills.
 st_add_test(NAME test_params_gate LABEL cpu SOURCES test_params_gate.c)

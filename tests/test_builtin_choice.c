@@ -1,7 +1,7 @@
 /* test_builtin_choice.c - which built-in variant a decode or prefill call
- * runs with no database: the library's own defaults, ordered by dispatch
- * as st_open's handle orders them (ranges by the op's load and qlen, the op's
- * default_meant_for), each fitted by its launcher's plan on a device of
+ * runs with no database (st_builtin_choose: the library's own defaults in
+ * dispatch order, by the op's load and qlen ranges and its
+ * default_meant_for, each fitted by its launcher's plan) on a device of
  * 132 multiprocessors. Pins the rules of generator/ops/index_decode.lua,
  * sparse_attn_decode.lua and sparse_attn.lua (docs/kernels/<op>.md) to
  * calls on both sides of each boundary. No GPU: the plans read shapes only. */
@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "builtin.h"
+#include "cmd_in_process.h"
+#include "commands.h"
 #include "dispatch.h"
 #include "ops/index_decode.h"
 #include "ops/op.h"
@@ -21,42 +23,15 @@
 #define FAKE(p) ((void *)(uintptr_t)(p))
 enum { SMS = 132, PAGES = 4096 };
 
-static st_status fit_on_132(void *ctx, st_op_id op, const st_dispatch_variant *v, const void *args, st_err *err) {
-  (void)ctx;
-  st_op_plan plan;
-  st_plan_info info;
-  return st_op_desc_of(op)->plan(&v->cfg, args, SMS, &plan, &info, err);
-}
-
-static int meant_on_132(void *ctx, st_op_id op, const st_dispatch_variant *v, const void *args) {
-  (void)ctx;
-  const st_op_desc *d = st_op_desc_of(op);
-  return !d->default_meant_for || d->default_meant_for(&v->cfg, args, SMS);
-}
-
-/* The name of the variant dispatch tries first for `args` of `op`. */
+/* The name of the built-in variant the library runs for `args` of `op`. */
 static void expect_first(st_op_id op, const void *args, const char *want) {
-  const st_op_desc *d = st_op_desc_of(op);
-  st_dispatch_variant *v = NULL;
-  size_t n = 0;
+  st_dispatch_variant v;
   st_err err = {{0}};
-  assert_int_equal(st_builtin_variants(op, &v, &n, &err), ST_OK);
-  st_dispatch_table t = {.op = op, .defaults = v, .n_defaults = n, .source = "no database"};
-  st_params fields = {0};
   char key[ST_DISPATCH_KEY_MAX];
-  assert_int_equal(d->dispatch_key(args, key, sizeof key, &fields, &err), ST_OK);
-  const st_dispatch_hooks hooks = {.fit = fit_on_132,
-                                   .call_load = d->load(args, SMS),
-                                   .call_qlen = d->qlen ? d->qlen(args) : 0,
-                                   .meant_for = meant_on_132};
-  st_dispatch_candidate *c = calloc(n, sizeof *c);
-  assert_non_null(c);
-  size_t fit = 0;
-  st_dispatch_candidates(&t, &fields, args, &hooks, c, &fit, &err);
-  if (fit == 0 || strcmp(c[0].v->name, want) != 0)
-    fail_msg("%s: first %s, want %s", key, fit ? c[0].v->name : "(none fits)", want);
-  free(c);
-  free(v);
+  assert_int_equal(st_op_desc_of(op)->dispatch_key(args, key, sizeof key, NULL, &err), ST_OK);
+  const st_status st = st_builtin_choose(op, args, SMS, &v, &err);
+  if (st != ST_OK || strcmp(v.name, want) != 0)
+    fail_msg("%s: first %s, want %s", key, st == ST_OK ? v.name : err.msg, want);
 }
 
 static st_index_decode_args index_call(st_dtype dt, int64_t B, int64_t H, int qlen, int ctx, int topk) {
@@ -215,8 +190,26 @@ static void sparse_attn_dense_only_where_every_token_is(void **state) {
   }
 }
 
+/* Every shape of every named suite has a built-in variant that fits, on
+ * the H100/H200's 132 multiprocessors and on a smaller GPU's 78 (the
+ * `builtin` command exits 1 naming the shapes that have none). */
+static void every_suite_shape_has_a_builtin(void **state) {
+  (void)state;
+  static const char *const suites[] = {
+      "smoke",          "anchors",      "m3-decode",     "m3-prefill",           "engine-decode",
+      "engine-prefill", "dsv32-decode", "dsv32-prefill", "random-decode:201:34", "random-prefill:205:15"};
+  for (size_t i = 0; i < sizeof suites / sizeof suites[0]; i++)
+    for (int k = 0; k < 2; k++) {
+      const int rc = st_test_cmd(st_cmd_builtin, "builtin",
+                                 (const char *[]){"--suite", suites[i], "--sms", k ? "78" : "132", "--json", NULL});
+      if (rc != 0)
+        fail_msg("suite %s, %s SMs: a shape has no built-in variant (exit %d)", suites[i], k ? "78" : "132", rc);
+    }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(every_suite_shape_has_a_builtin),
       cmocka_unit_test(sparse_attn_dense_only_where_every_token_is),
       cmocka_unit_test(index_decode_query_tokens_and_heads),
       cmocka_unit_test(sparse_attn_decode_families_by_load_and_splits),

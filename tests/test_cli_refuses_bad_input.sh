@@ -185,5 +185,14 @@ done
 [ -e out.db ] && { echo "FAIL: a refused export created out.db"; fails=$((fails + 1)); }
 ls | grep -q '\.export-' && { echo "FAIL: a refused export left a staged file"; fails=$((fails + 1)); }
 
+# builtin: no GPU and no database, so it runs here; bad input is refused.
+expect 0 "sparse_attn_decode.bf16.d128.g16.w4.s1.tma.pvd.single.c16/auto" -- "$bin" builtin --suite anchors
+expect 2 "--sms=0 is not a whole number in 1..4096" -- "$bin" builtin --sms 0
+expect 2 "--sms=x is not a whole number" -- "$bin" builtin --sms x
+expect 2 "unknown suite 'nosuch'" -- "$bin" builtin --suite nosuch
+expect 2 "unknown op 'bogus'" -- "$bin" builtin --suite anchors --op bogus
+expect 2 "option --db does not apply to this command" -- "$bin" builtin --db x.db
+expect 2 "option --sms does not apply to this command" -- "$bin" eval --sms 132
+
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -77,6 +77,7 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
   cli->threshold = 0.05;
   cli->min_runs = 0; /* the command's default */
   cli->seed = 20261122;
+  cli->sms = 132;
   static const struct option opts[] = {
       {"db", required_argument, 0, 'd'},     {"suite", required_argument, 0, 's'},
       {"op", required_argument, 0, 'o'},     {"arch", required_argument, 0, 'a'},
@@ -91,7 +92,8 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
       {"oracle-db", required_argument, 0, 'R'}, {"out", required_argument, 0, 'O'},
       {"force", no_argument, 0, 'F'},        {"leave-one-out", no_argument, 0, 'L'},
       {"search", required_argument, 0, 'M'}, {"min-runs", required_argument, 0, 'N'},
-      {"html", required_argument, 0, 'W'},   {0, 0, 0, 0}};
+      {"html", required_argument, 0, 'W'},   {"sms", required_argument, 0, 'Q'},
+      {0, 0, 0, 0}};
   static const struct {
     int c;
     unsigned flag;
@@ -102,7 +104,7 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
               {'p', ST_OPT_PRINT},   {'A', ST_OPT_HARNESS}, {'m', ST_OPT_MATCH},
               {'C', ST_OPT_COLD},    {'B', ST_OPT_BUILTIN}, {'D', ST_OPT_EVAL},     {'P', ST_OPT_EVAL},
               {'R', ST_OPT_EVAL},    {'O', ST_OPT_OUT},     {'F', ST_OPT_FORCE},   {'L', ST_OPT_EVAL},
-              {'M', ST_OPT_SEARCH},  {'N', ST_OPT_HISTORY}, {'W', ST_OPT_HTML}};
+              {'M', ST_OPT_SEARCH},  {'N', ST_OPT_HISTORY}, {'W', ST_OPT_HTML},    {'Q', ST_OPT_SMS}};
   optind = 1;
   opterr = 0;
   int c, li = -1;
@@ -191,6 +193,10 @@ int st_cli_parse(int argc, char **argv, unsigned allowed, const char *usage, st_
     case 'j':
       if (parse_ll(cli, "jobs", optarg, 1, 256, &v)) return -2;
       cli->jobs = (int)v;
+      break;
+    case 'Q':
+      if (parse_ll(cli, "sms", optarg, 1, 4096, &v)) return -2;
+      cli->sms = (int)v;
       break;
     case 'S':
       if (parse_ll(cli, "seed", optarg, 0, (long long)(~0ULL >> 1), &v)) return -2;

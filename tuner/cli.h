@@ -56,6 +56,7 @@ typedef struct st_cli {
   const char *out_path;   /* export: the file to write; NULL when not given */
   int force;              /* export: replace an existing --out */
   const char *html_path;  /* report: the page to write */
+  int sms;                /* builtin: multiprocessors of the device to choose for */
   const char *const *sources; /* merge: the databases after the options */
   int nsources;
   unsigned given;         /* the ST_OPT_* flags of the options on the command line */
@@ -88,7 +89,8 @@ enum {
   ST_OPT_SEARCH = 1 << 20,
   ST_OPT_HISTORY = 1 << 21, /* --min-runs, and --threshold */
   ST_OPT_HTML = 1 << 22,    /* --html FILE */
-  ST_OPT_SOURCES = 1 << 23  /* trailing arguments: database files (merge) */
+  ST_OPT_SOURCES = 1 << 23, /* trailing arguments: database files (merge) */
+  ST_OPT_SMS = 1 << 24      /* --sms N: a device's multiprocessors (builtin) */
 };
 
 /* Parses argv (argv[0] = the command name) into `cli` with defaults set.

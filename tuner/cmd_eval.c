@@ -26,6 +26,7 @@
 #include "eval_leave_out.h"
 #include "eval_oracle.h"
 #include "eval_stats.h"
+#include "report.h"
 #include "run_args.h"
 #include "worker.h"
 
@@ -119,19 +120,6 @@ static int tune_oracle(const st_cli *cli, const char *suite, const char *oracle,
   return rc;
 }
 
-static void json_string(FILE *f, const char *s) {
-  fputc('"', f);
-  for (; *s; s++) {
-    if (*s == '"' || *s == '\\')
-      fprintf(f, "\\%c", *s);
-    else if ((unsigned char)*s < 0x20)
-      fprintf(f, "\\u%04x", *s);
-    else
-      fputc(*s, f);
-  }
-  fputc('"', f);
-}
-
 static void json_time(FILE *f, const char *name, const st_bench_time *t) {
   fprintf(f, ",\"%s_us\":", name);
   if (strcmp(t->status, "ok") == 0)
@@ -139,7 +127,7 @@ static void json_time(FILE *f, const char *name, const st_bench_time *t) {
   else
     fputs("null", f);
   fprintf(f, ",\"%s_variant\":", name);
-  json_string(f, t->variant);
+  st_json_str(f, t->variant);
 }
 
 static void summarize(const eval_row *rows, int n, const char *kind, int ours, st_regret_summary *out) {
@@ -236,12 +224,12 @@ static void print_table(const st_cli *cli, const eval_row *rows, int n) {
 
 static void print_json(const st_cli *cli, const char *oracle, const eval_row *rows, int n) {
   printf("{\"db\":");
-  json_string(stdout, cli->db_path);
+  st_json_str(stdout, cli->db_path);
   printf(",\"oracle_db\":");
-  json_string(stdout, oracle);
+  st_json_str(stdout, oracle);
   if (cli->leave_one_out) {
     printf(",\"leave_one_out\":");
-    json_string(stdout, cli->suite);
+    st_json_str(stdout, cli->suite);
     printf(",\"seed\":%llu,\"shapes\":[", cli->seed);
   } else {
     printf(",\"seed\":%llu,\"decode\":%d,\"prefill\":%d,\"oracle_search\":\"%s\",\"shapes\":[", cli->seed,
@@ -250,9 +238,9 @@ static void print_json(const st_cli *cli, const char *oracle, const eval_row *ro
   for (int i = 0; i < n; i++) {
     const eval_row *r = &rows[i];
     printf("%s{\"op\":", i ? "," : "");
-    json_string(stdout, r->shape->op);
+    st_json_str(stdout, r->shape->op);
     printf(",\"shape\":");
-    json_string(stdout, r->shape->key);
+    st_json_str(stdout, r->shape->key);
     json_time(stdout, "oracle", &r->oracle);
     json_time(stdout, "db", &r->ours);
     json_time(stdout, "builtin", &r->builtin);

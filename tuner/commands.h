@@ -14,5 +14,6 @@ int st_cmd_report(int argc, char **argv);
 int st_cmd_merge(int argc, char **argv);
 int st_cmd_eval(int argc, char **argv);
 int st_cmd_export(int argc, char **argv);
+int st_cmd_builtin(int argc, char **argv);
 
 #endif

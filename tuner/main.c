@@ -25,6 +25,7 @@ static const char usage[] = "usage: sparsetune <command> [options]   (sparsetune
                             "  merge      combine the databases of several machines or shards into one\n"
                             "  eval       judge the runtime's choices on random shapes no suite holds\n"
                             "  export     write a compact database of what the runtime reads, to ship\n"
+                            "  builtin    the variant the library runs for each shape with no database (no GPU)\n"
                             "  version    print the version and where generator/ and templates/ come from\n"
                             "  help       this text; help COMMAND: the options of COMMAND\n"
                             "\n"
@@ -77,6 +78,7 @@ static const command commands[] = {
     {"generate", st_cmd_generate}, {"compile", st_cmd_compile}, {"tune", st_cmd_tune},
     {"bench", st_cmd_bench},       {"show", st_cmd_show},       {"regress", st_cmd_regress},
     {"history", st_cmd_history},   {"report", st_cmd_report},     {"merge", st_cmd_merge},   {"eval", st_cmd_eval},       {"export", st_cmd_export},
+    {"builtin", st_cmd_builtin},
     {"version", cmd_version},      {"--version", cmd_version}};
 
 static const command *find_command(const char *name) {
