@@ -131,10 +131,11 @@ static void index_decode_query_tokens_and_heads(void **state) {
 }
 
 /* fp8 clusters of 8 up to 1.25 items an SM (150 items; 166 go one CTA an
- * item), and only where they split; the cluster of 16 only where it splits 8-16 ways (topk 16 over
- * 2 items; topk 9 and 13 split 2 and 4 ways: the cluster of 8, not the
- * general fallback); bf16 one CTA an item from 0.4 items an SM, without
- * the copy engine from 1.4, two stages for 3-4 query tokens. */
+ * item), and only where they split; the cluster of 16 only where it
+ * splits 8-16 ways (topk 16 over 2 items; topk 9 and 13 split 2 and 4
+ * ways: the cluster of 8, not the general fallback); bf16 one CTA an item
+ * from 0.4 items an SM, without the copy engine from 1.4, two stages for
+ * 3-4 query tokens. */
 static void sparse_attn_decode_families_by_load_and_splits(void **state) {
   (void)state;
   const st_dtype bf = ST_DTYPE_BF16, f8 = ST_DTYPE_FP8_E4M3;

@@ -15,21 +15,20 @@
 #include "ops/op.h"
 #include "report.h"
 
-static const char usage[] =
-    "usage: sparsetune builtin [--suite NAME] [--op OP] [--sms N] [--json]\n"
-    "\n"
-    "For every shape of the suite, the built-in variant libsparsetune runs with\n"
-    "no database (st_open(NULL, ...)) on a device of N multiprocessors, as its\n"
-    "dispatch picks it: the op's built-in variants in order, those the call's\n"
-    "load, query tokens and the op's own rules mean for it first, the first whose\n"
-    "launch plan fits. Needs no GPU and no database; what a database's winners\n"
-    "would change is for `tune` and `eval` to say.\n"
-    "\n"
-    "  --suite NAME  suite to list (default m3-decode; random-decode:SEED:N and\n"
-    "                random-prefill:SEED:N draw shapes as `eval` does)\n"
-    "  --op OP       only this op (or a comma-separated list)\n"
-    "  --sms N       the device's multiprocessors (default 132: H100 and H200 SXM)\n"
-    "  --json        one JSON document instead of the table\n";
+static const char usage[] = "usage: sparsetune builtin [--suite NAME] [--op OP] [--sms N] [--json]\n"
+                            "\n"
+                            "For every shape of the suite, the built-in variant libsparsetune runs with\n"
+                            "no database (st_open(NULL, ...)) on a device of N multiprocessors, as its\n"
+                            "dispatch picks it: the op's built-in variants in order, those the call's\n"
+                            "load, query tokens and the op's own rules mean for it first, the first whose\n"
+                            "launch plan fits. Needs no GPU and no database; what a database's winners\n"
+                            "would change is for `tune` and `eval` to say.\n"
+                            "\n"
+                            "  --suite NAME  suite to list (default m3-decode; random-decode:SEED:N and\n"
+                            "                random-prefill:SEED:N draw shapes as `eval` does)\n"
+                            "  --op OP       only this op (or a comma-separated list)\n"
+                            "  --sms N       the device's multiprocessors (default 132: H100 and H200 SXM)\n"
+                            "  --json        one JSON document instead of the table\n";
 
 static int op_id(const char *name, st_op_id *out) {
   for (int i = 0; i < ST_OP_COUNT; i++)
@@ -62,7 +61,11 @@ int st_cmd_builtin(int argc, char **argv) {
   st_shape *shapes = NULL;
   int n = 0;
   st_err err = {{0}};
-  if (st_gen_open(NULL, NULL, &gen, &err) != ST_OK || st_gen_suite(gen, cli.suite, cli.op, &shapes, &n, &err) != ST_OK) {
+  if (st_gen_open(NULL, NULL, &gen, &err) != ST_OK) { /* a missing or broken generator: not the user's input */
+    st_cli_error(&cli, "%s", err.msg);
+    return ST_EXIT_FAIL;
+  }
+  if (st_gen_suite(gen, cli.suite, cli.op, &shapes, &n, &err) != ST_OK) {
     st_cli_error(&cli, "%s", err.msg);
     st_gen_close(gen);
     return ST_EXIT_USAGE;
@@ -73,8 +76,8 @@ int st_cmd_builtin(int argc, char **argv) {
     st_json_str(stdout, cli.suite);
     printf(",\"sms\":%d,\"shapes\":[", cli.sms);
   } else {
-    printf("built-in variants with no database, suite %s, a device of %d multiprocessors\n%-18s %-8s %s\n",
-           cli.suite, cli.sms, "op", "load", "shape / variant");
+    printf("built-in variants with no database, suite %s, a device of %d multiprocessors\n%-18s %-8s %s\n", cli.suite,
+           cli.sms, "op", "load", "shape / variant");
   }
   int failed = 0;
   for (int i = 0; i < n; i++) {
