@@ -118,8 +118,9 @@ st_status st_builtin_choose(st_op_id op, const void *args, int sm_count, st_disp
   size_t n = 0;
   st_status st = st_builtin_variants(op, &v, &n, err);
   if (st != ST_OK) return st;
-  st_dispatch_candidate *c = n ? calloc(n, sizeof *c) : NULL;
-  if (n && !c) {
+  if (n == 0) return st_fail(err, ST_ERR_NO_VARIANT, "op %s has no built-in variants", d->name);
+  st_dispatch_candidate *c = calloc(n, sizeof *c);
+  if (!c) {
     free(v);
     return st_fail(err, ST_ERR_NOMEM, "out of host memory listing %zu built-in variants", n);
   }
@@ -134,7 +135,7 @@ st_status st_builtin_choose(st_op_id op, const void *args, int sm_count, st_disp
   size_t fit = 0;
   st_err why = {{0}};
   st_dispatch_candidates(&t, &no_fields, args, &hooks, c, &fit, &why);
-  if (fit > 0)
+  if (fit > 0 && c[0].v)
     *out = *c[0].v;
   else
     st = st_fail(err, ST_ERR_NO_VARIANT, "no built-in %s variant fits the call%s%s", d->name, why.msg[0] ? ": " : "",
