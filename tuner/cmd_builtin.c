@@ -97,8 +97,13 @@ int st_cmd_builtin(int argc, char **argv) {
       putchar('}');
       continue;
     }
+    /* An op may mark a call "past every range but the last" with a huge
+     * load (sparse_attn: contexts past the tile kernel's blocks). */
     char load_text[32] = "-";
-    if (load >= 0) snprintf(load_text, sizeof load_text, "%.3g", load);
+    if (load >= 1e8)
+      snprintf(load_text, sizeof load_text, "many");
+    else if (load >= 0)
+      snprintf(load_text, sizeof load_text, "%.3g", load);
     const char *colon = strchr(shapes[i].key, ':');
     printf("%-18s %-8s %s\n%-27s -> %s%s\n", shapes[i].op, load_text, colon ? colon + 1 : shapes[i].key, "",
            st == ST_OK ? v.name : "no variant: ", st == ST_OK ? "" : why.msg);
