@@ -432,16 +432,22 @@ static void expect_order(const st_dispatch_table *t, const call *c, st_dispatch_
       fail_msg("load %g, qlen %d: candidate %zu is %s, want %s", load, qlen, j, out[j].v->id, order[j]);
 }
 
+/* Four defaults in table order: "small" for loads in (0, 0.04], "middle"
+ * (0.04, 1], "any" with no range, "large" (1, inf). */
+static void load_ranged_defaults(st_dispatch_variant d[4]) {
+  static const char *const ids[] = {"small", "middle", "any", "large"};
+  for (int i = 0; i < 4; i++) d[i] = make_variant(ids[i], ST_DTYPE_BF16, 128, 16, 1);
+  d[0].load_lo = 0, d[0].load_hi = 0.04;
+  d[1].load_lo = 0.04, d[1].load_hi = 1.0;
+  d[3].load_lo = 1.0, d[3].load_hi = 1e9;
+}
+
 /* Defaults meant for the call's load come first, in table order; the rest
  * follow, also in table order; an unknown load (< 0) reorders nothing. */
 static void defaults_meant_for_the_calls_load_come_first(void **state) {
   (void)state;
-  st_dispatch_variant d[] = {
-      make_variant("small", ST_DTYPE_BF16, 128, 16, 1), make_variant("middle", ST_DTYPE_BF16, 128, 16, 1),
-      make_variant("any", ST_DTYPE_BF16, 128, 16, 1), make_variant("large", ST_DTYPE_BF16, 128, 16, 1)};
-  d[0].load_lo = 0, d[0].load_hi = 0.04;
-  d[1].load_lo = 0.04, d[1].load_hi = 1.0;
-  d[3].load_lo = 1.0, d[3].load_hi = 1e9;
+  st_dispatch_variant d[4];
+  load_ranged_defaults(d);
   st_dispatch_table t = {.op = ST_OP_INDEX_DECODE, .defaults = d, .n_defaults = 4, .source = "unit.db"};
   call c = make_call(8, 128, 2, ST_DTYPE_BF16, 1, 16);
   fake f = {0};
@@ -504,12 +510,8 @@ static int not_small(void *ctx, st_op_id op, const st_dispatch_variant *v, const
 
 static void the_ops_hook_moves_a_default_back(void **state) {
   (void)state;
-  st_dispatch_variant d[] = {
-      make_variant("small", ST_DTYPE_BF16, 128, 16, 1), make_variant("middle", ST_DTYPE_BF16, 128, 16, 1),
-      make_variant("any", ST_DTYPE_BF16, 128, 16, 1), make_variant("large", ST_DTYPE_BF16, 128, 16, 1)};
-  d[0].load_lo = 0, d[0].load_hi = 0.04;
-  d[1].load_lo = 0.04, d[1].load_hi = 1.0;
-  d[3].load_lo = 1.0, d[3].load_hi = 1e9;
+  st_dispatch_variant d[4];
+  load_ranged_defaults(d);
   st_dispatch_table t = {.op = ST_OP_INDEX_DECODE, .defaults = d, .n_defaults = 4, .source = "unit.db"};
   call c = make_call(8, 128, 2, ST_DTYPE_BF16, 1, 16);
   fake f = {0};
