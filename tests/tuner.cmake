@@ -40,6 +40,7 @@ endforeach()
 st_add_test(NAME test_dispatch_keys LABEL cpu SOURCES test_dispatch_keys.c LIBS st_tuner_core)
 st_add_test(NAME test_eval_stats LABEL cpu SOURCES test_eval_stats.c LIBS st_tuner_core)
 st_add_test(NAME test_eval_oracle LABEL cpu SOURCES test_eval_oracle.c LIBS st_tuner_core)
+st_add_test(NAME test_eval_report LABEL cpu SOURCES test_eval_report.c LIBS st_tuner_core)
 # The statistics of regression tracking: the two-run rank test and verdict,
 # change points in a history of runs.
 st_add_test(NAME test_perf_stats LABEL cpu SOURCES test_perf_stats.c LIBS st_tuner_core)

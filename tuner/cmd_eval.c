@@ -14,7 +14,6 @@
  * --leave-one-out judges the database on a suite it was tuned on instead:
  * the oracle is the database itself, and each shape is timed again with
  * its own dispatch key's winners left out (eval_leave_out.h). */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,8 +24,7 @@
 #include "commands.h"
 #include "eval_leave_out.h"
 #include "eval_oracle.h"
-#include "eval_stats.h"
-#include "report.h"
+#include "eval_report.h"
 #include "run_args.h"
 #include "worker.h"
 
@@ -72,18 +70,6 @@ static const char usage[] =
     "  --device N        CUDA device ordinal (default 0)\n"
     "  --json            one JSON object instead of the table\n";
 
-typedef struct eval_row {
-  const st_shape *shape;
-  const char *kind; /* "decode" or "prefill" */
-  st_bench_time oracle, ours, builtin;
-  double regret_ours, regret_builtin; /* NaN when a time is missing */
-} eval_row;
-
-static double regret(const st_bench_time *t, const st_bench_time *oracle) {
-  if (strcmp(t->status, "ok") != 0 || strcmp(oracle->status, "ok") != 0 || oracle->us <= 0) return NAN;
-  return t->us / oracle->us - 1.0;
-}
-
 /* Runs `tune` on `suite` into the oracle database, unless a tune of the
  * same args on this model of card finished there before: the oracle of a
  * seed is a fact of the shapes, so judging another database against it
@@ -103,8 +89,18 @@ static int tune_oracle(const st_cli *cli, const char *suite, const char *oracle,
   char device[16], seed[32];
   snprintf(device, sizeof device, "%d", cli->device);
   snprintf(seed, sizeof seed, "%llu", cli->seed);
-  char *argv[] = {"tune",   "--suite", (char *)suite, "--db",   (char *)oracle, "--device",
-                  device,   "--seed",  seed,          "--search", cli->search_model ? "model" : "full", NULL};
+  char *argv[] = {"tune",
+                  "--suite",
+                  (char *)suite,
+                  "--db",
+                  (char *)oracle,
+                  "--device",
+                  device,
+                  "--seed",
+                  seed,
+                  "--search",
+                  cli->search_model ? "model" : "full",
+                  NULL};
   fflush(stdout);
   int saved = -1;
   if (cli->json) {
@@ -118,147 +114,6 @@ static int tune_oracle(const st_cli *cli, const char *suite, const char *oracle,
     close(saved);
   }
   return rc;
-}
-
-static void json_time(FILE *f, const char *name, const st_bench_time *t) {
-  fprintf(f, ",\"%s_us\":", name);
-  if (strcmp(t->status, "ok") == 0)
-    fprintf(f, "%.3f", t->us);
-  else
-    fputs("null", f);
-  fprintf(f, ",\"%s_variant\":", name);
-  st_json_str(f, t->variant);
-}
-
-static void summarize(const eval_row *rows, int n, const char *kind, int ours, st_regret_summary *out) {
-  double *v = malloc((size_t)(n > 0 ? n : 1) * sizeof *v);
-  int m = 0;
-  for (int i = 0; v && i < n; i++)
-    if (!kind || strcmp(rows[i].kind, kind) == 0) v[m++] = ours ? rows[i].regret_ours : rows[i].regret_builtin;
-  st_regret_summarize(v, m, out);
-  free(v);
-}
-
-static int count_kind(const eval_row *rows, int n, const char *kind) {
-  int m = 0;
-  for (int i = 0; i < n; i++) m += !kind || strcmp(rows[i].kind, kind) == 0;
-  return m;
-}
-
-/* Per kind with shapes, then all: the database's regrets, then the
- * built-in variants'. */
-static void print_summaries(const st_cli *cli, const eval_row *rows, int n) {
-  static const char *const kinds[] = {"decode", "prefill", NULL};
-  for (int k = 0; k < 3; k++) {
-    if (count_kind(rows, n, kinds[k]) == 0) continue;
-    char what[96];
-    st_regret_summary s;
-    summarize(rows, n, kinds[k], 1, &s);
-    snprintf(what, sizeof what, "regret of the database%s, %s", cli->leave_one_out ? " less each key" : "",
-             kinds[k] ? kinds[k] : "all");
-    st_regret_print(stdout, what, &s);
-    summarize(rows, n, kinds[k], 0, &s);
-    snprintf(what, sizeof what, "regret of the built-in variants, %s", kinds[k] ? kinds[k] : "all");
-    st_regret_print(stdout, what, &s);
-  }
-}
-
-/* A regret beyond which the text names what ran and what the oracle ran. */
-#define MISS_REGRET 0.05
-
-/* The name part of a st_bench_time variant ("id name"). */
-static const char *variant_name(const st_bench_time *t) {
-  const char *space = strchr(t->variant, ' ');
-  return space ? space + 1 : t->variant;
-}
-
-/* Every choice more than MISS_REGRET slower than the oracle, with the two
- * variants: what to look at first. */
-static void print_misses(const st_cli *cli, const eval_row *rows, int n) {
-  int shown = 0;
-  for (int i = 0; i < n; i++) {
-    const eval_row *r = &rows[i];
-    const st_bench_time *t[2] = {&r->ours, &r->builtin};
-    const double g[2] = {r->regret_ours, r->regret_builtin};
-    const char *who[2] = {cli->leave_one_out ? "held out" : "database", "built-in"};
-    /* The same variant both ways (no winner for the key): one line. */
-    const int same = strcmp(t[0]->variant, t[1]->variant) == 0;
-    if (same) who[0] = cli->leave_one_out ? "held out = built-in" : "database = built-in";
-    for (int k = 0; k < 2 - same; k++) {
-      if (!(g[k] > MISS_REGRET)) continue;
-      if (!shown++) printf("choices more than %.0f%% slower than the oracle, and what each ran:\n", 100 * MISS_REGRET);
-      const char *key = strchr(r->shape->key, ':') ? strchr(r->shape->key, ':') + 1 : r->shape->key;
-      printf("  %s %s: %s +%.1f%% %s; oracle %s\n", r->shape->op, key, who[k], 100 * g[k], variant_name(t[k]),
-             variant_name(&r->oracle));
-    }
-  }
-}
-
-static void print_table(const st_cli *cli, const eval_row *rows, int n) {
-  printf("%-18s %-62s %10s %10s %7s %10s %7s\n", "op", "shape", cli->leave_one_out ? "tuned us" : "oracle us",
-         cli->leave_one_out ? "held out" : "db us", "regret", "built-in", "regret");
-  for (int i = 0; i < n; i++) {
-    const eval_row *r = &rows[i];
-    const char *key = strchr(r->shape->key, ':') ? strchr(r->shape->key, ':') + 1 : r->shape->key;
-    printf("%-18s %-62s", r->shape->op, key);
-    const st_bench_time *t[3] = {&r->oracle, &r->ours, &r->builtin};
-    const double g[3] = {NAN, r->regret_ours, r->regret_builtin};
-    for (int k = 0; k < 3; k++) {
-      if (strcmp(t[k]->status, "ok") == 0)
-        printf(" %10.2f", t[k]->us);
-      else
-        printf(" %10s", t[k]->status);
-      if (k > 0 && isnan(g[k]))
-        printf(" %7s", "-");
-      else if (k > 0)
-        printf(" %6.1f%%", 100 * g[k]);
-    }
-    printf("\n");
-    for (int k = 0; k < 3; k++)
-      if (strcmp(t[k]->status, "ok") != 0)
-        printf("    %s: %s\n", k == 0 ? "oracle" : k == 1 ? "database" : "built-in", t[k]->error);
-  }
-  print_misses(cli, rows, n);
-  print_summaries(cli, rows, n);
-}
-
-static void print_json(const st_cli *cli, const char *oracle, const eval_row *rows, int n) {
-  printf("{\"db\":");
-  st_json_str(stdout, cli->db_path);
-  printf(",\"oracle_db\":");
-  st_json_str(stdout, oracle);
-  if (cli->leave_one_out) {
-    printf(",\"leave_one_out\":");
-    st_json_str(stdout, cli->suite);
-    printf(",\"seed\":%llu,\"shapes\":[", cli->seed);
-  } else {
-    printf(",\"seed\":%llu,\"decode\":%d,\"prefill\":%d,\"oracle_search\":\"%s\",\"shapes\":[", cli->seed,
-           cli->eval_decode, cli->eval_prefill, cli->search_model ? "model" : "full");
-  }
-  for (int i = 0; i < n; i++) {
-    const eval_row *r = &rows[i];
-    printf("%s{\"op\":", i ? "," : "");
-    st_json_str(stdout, r->shape->op);
-    printf(",\"shape\":");
-    st_json_str(stdout, r->shape->key);
-    json_time(stdout, "oracle", &r->oracle);
-    json_time(stdout, "db", &r->ours);
-    json_time(stdout, "builtin", &r->builtin);
-    printf("}");
-  }
-  printf("],\"summary\":{");
-  static const char *const kinds[] = {"decode", "prefill", NULL};
-  for (int k = 0; k < 3; k++) {
-    st_regret_summary s;
-    printf("%s\"%s\":{\"db\":", k ? "," : "", kinds[k] ? kinds[k] : "all");
-    summarize(rows, n, kinds[k], 1, &s);
-    st_regret_print_json(stdout, &s);
-    printf(",\"builtin\":");
-    summarize(rows, n, kinds[k], 0, &s);
-    st_regret_print_json(stdout, &s);
-    printf("}");
-  }
-  printf("}}\n");
 }
 
 /* The shapes of the two random suites, decode first. */
@@ -400,7 +255,7 @@ static int random_shapes(const st_cli *cli, const char *oracle, const char *devi
 
 /* Times the shapes three ways into rows: the oracle, the database under
  * test (--leave-one-out: less each shape's key), no database. */
-static int time_rows(const st_cli *cli, const char *oracle, const st_shape *shapes, int n, eval_row *rows,
+static int time_rows(const st_cli *cli, const char *oracle, const st_shape *shapes, int n, st_eval_row *rows,
                      st_bench_time *times) {
   const char *const what[3] = {cli->search_model ? "the oracle, tuned with --search model" : "the oracle",
                                "the database", "no database (the built-in variants)"};
@@ -459,9 +314,10 @@ int st_cmd_eval(int argc, char **argv) {
   }
   st_shape *shapes = NULL;
   int n = 0, n_decode = 0;
-  eval_row *rows = NULL;
+  st_eval_row *rows = NULL;
   st_bench_time *times = NULL;
-  rc = cli.leave_one_out ? suite_shapes(&cli, &dev, &shapes, &n) : random_shapes(&cli, oracle, dev.name, &shapes, &n, &n_decode);
+  rc = cli.leave_one_out ? suite_shapes(&cli, &dev, &shapes, &n)
+                         : random_shapes(&cli, oracle, dev.name, &shapes, &n, &n_decode);
   if (rc != ST_EXIT_OK) goto done;
   rows = calloc((size_t)n, sizeof *rows);
   times = calloc((size_t)n, sizeof *times);
@@ -475,13 +331,13 @@ int st_cmd_eval(int argc, char **argv) {
     rows[i].shape = &shapes[i];
     rows[i].kind = cli.leave_one_out ? (strstr(shapes[i].op, "decode") ? "decode" : "prefill")
                                      : (i < n_decode ? "decode" : "prefill");
-    rows[i].regret_ours = regret(&rows[i].ours, &rows[i].oracle);
-    rows[i].regret_builtin = regret(&rows[i].builtin, &rows[i].oracle);
+    rows[i].regret_ours = st_eval_regret(&rows[i].ours, &rows[i].oracle);
+    rows[i].regret_builtin = st_eval_regret(&rows[i].builtin, &rows[i].oracle);
   }
   if (cli.json)
-    print_json(&cli, oracle, rows, n);
+    st_eval_print_json(stdout, &cli, oracle, rows, n);
   else
-    print_table(&cli, rows, n);
+    st_eval_print_table(stdout, &cli, rows, n);
   rc = ST_EXIT_OK;
   for (int i = 0; i < n; i++)
     if (strcmp(rows[i].oracle.status, "ok") || strcmp(rows[i].ours.status, "ok") ||
