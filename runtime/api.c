@@ -61,13 +61,6 @@ static st_status reserve_smem(st_handle *h, const st_dispatch_choice *choice, co
   return st;
 }
 
-/* st_dispatch_meant_fn over the op's st_op_desc.default_meant_for. */
-static int default_meant_for(void *ctx, st_op_id op, const st_dispatch_variant *v, const void *args) {
-  const st_handle *h = ctx;
-  const st_op_desc *d = st_op_desc_of(op);
-  return !d || !d->default_meant_for || d->default_meant_for(&v->cfg, args, h->dev.sm_count > 0 ? h->dev.sm_count : 1);
-}
-
 /* Chooses (memoized, under the handle's lock) and plans the launch of
  * valid arguments `a` of `op`. `stream` is the launch's (launch != 0): a
  * built-in variant is not compiled while it is being captured. */
@@ -79,14 +72,9 @@ static st_status resolve(st_handle *h, st_op_id op, const void *a, int launch, v
   fields.n = 0;
   st_status st = d->dispatch_key(a, key, sizeof key, &fields, err);
   if (st == ST_OK) {
-    const st_dispatch_hooks hooks = {.fit = h->fit,
-                                     .fit_ctx = h->fit_ctx,
-                                     .load = h->load,
-                                     .load_ctx = h->hook_ctx,
-                                     .call_load = d->load ? d->load(a, h->dev.sm_count > 0 ? h->dev.sm_count : 1) : -1,
-                                     .call_qlen = d->qlen ? d->qlen(a) : 0,
-                                     .meant_for = d->default_meant_for ? default_meant_for : NULL,
-                                     .meant_ctx = h};
+    const int sms = h->dev.sm_count > 0 ? h->dev.sm_count : 1;
+    st_dispatch_hooks hooks = {.fit = h->fit, .fit_ctx = h->fit_ctx, .load = h->load, .load_ctx = h->hook_ctx};
+    st_dispatch_call_hooks(op, a, &sms, &hooks);
     st_op_tables *t = &h->ops[op];
     pthread_mutex_lock(&h->lock);
     h->load_stream = (CUstream)stream;

@@ -97,17 +97,12 @@ st_status st_builtin_variants(st_op_id op, st_dispatch_variant **out, size_t *n,
   return ST_OK;
 }
 
-/* st_builtin_choose's hooks: the launcher's plan, the op's own rule, on
- * a device of *ctx multiprocessors. */
+/* st_builtin_choose's fit: the launcher's plan on a device of *ctx
+ * multiprocessors. */
 static st_status fit_on(void *ctx, st_op_id op, const st_dispatch_variant *v, const void *args, st_err *err) {
   st_op_plan plan;
   st_plan_info info;
   return st_op_desc_of(op)->plan(&v->cfg, args, *(const int *)ctx, &plan, &info, err);
-}
-
-static int meant_on(void *ctx, st_op_id op, const st_dispatch_variant *v, const void *args) {
-  const st_op_desc *d = st_op_desc_of(op);
-  return !d->default_meant_for || d->default_meant_for(&v->cfg, args, *(const int *)ctx);
 }
 
 st_status st_builtin_choose(st_op_id op, const void *args, int sm_count, st_dispatch_variant *out, st_err *err) {
@@ -125,12 +120,8 @@ st_status st_builtin_choose(st_op_id op, const void *args, int sm_count, st_disp
     return st_fail(err, ST_ERR_NOMEM, "out of host memory listing %zu built-in variants", n);
   }
   const st_dispatch_table t = {.op = op, .defaults = v, .n_defaults = n, .source = "no database"};
-  const st_dispatch_hooks hooks = {.fit = fit_on,
-                                   .fit_ctx = &sm_count,
-                                   .call_load = d->load ? d->load(args, sm_count) : -1,
-                                   .call_qlen = d->qlen ? d->qlen(args) : 0,
-                                   .meant_for = d->default_meant_for ? meant_on : NULL,
-                                   .meant_ctx = &sm_count};
+  st_dispatch_hooks hooks = {.fit = fit_on, .fit_ctx = &sm_count};
+  st_dispatch_call_hooks(op, args, &sm_count, &hooks);
   const st_params no_fields = {0};
   size_t fit = 0;
   st_err why = {{0}};

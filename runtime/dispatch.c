@@ -117,6 +117,21 @@ static int meant_for(const st_dispatch_variant *v, double load, int qlen) {
   return load_ok && qlen_ok;
 }
 
+/* st_dispatch_meant_fn over the op's st_op_desc.default_meant_for; ctx
+ * points at the device's multiprocessor count. */
+static int op_meant_for(void *ctx, st_op_id op, const st_dispatch_variant *v, const void *args) {
+  const st_op_desc *d = st_op_desc_of(op);
+  return !d || !d->default_meant_for || d->default_meant_for(&v->cfg, args, *(const int *)ctx);
+}
+
+void st_dispatch_call_hooks(st_op_id op, const void *args, const int *sm_count, st_dispatch_hooks *h) {
+  const st_op_desc *d = st_op_desc_of(op);
+  h->call_load = d && d->load ? d->load(args, *sm_count) : -1;
+  h->call_qlen = d && d->qlen ? d->qlen(args) : 0;
+  h->meant_for = d && d->default_meant_for ? op_meant_for : NULL;
+  h->meant_ctx = (void *)sm_count;
+}
+
 /* Stable partition: the defaults meant for the call first. */
 static void prefer_in_range(st_dispatch_candidate *c, size_t n, const st_dispatch_hooks *hooks, st_op_id op,
                             const void *args) {

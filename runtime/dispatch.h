@@ -137,6 +137,12 @@ typedef struct st_dispatch_hooks {
   void *meant_ctx;
 } st_dispatch_hooks;
 
+/* Fills the call's fields of *h for `args` of `op` on a device of
+ * *sm_count multiprocessors, from the op's descriptor: call_load,
+ * call_qlen, and meant_for over st_op_desc.default_meant_for (with
+ * sm_count as its context, so *sm_count must outlive the hooks' use). */
+void st_dispatch_call_hooks(st_op_id op, const void *args, const int *sm_count, st_dispatch_hooks *h);
+
 typedef struct st_dispatch_candidate {
   const st_dispatch_variant *v;
   st_dispatch_rule rule;
