@@ -87,7 +87,7 @@ static void test_read_only_open_leaves_the_file_unchanged(void **state) {
   fx_measure(f->writer, f->run, f->v1, "B=16", "ok", 5, 0.01, NULL);
   st_db_close(f->writer); /* last connection: checkpointed into the main file */
   f->writer = NULL;
-  size_t n0 = 0, n1 = 0;
+  size_t n0 = 0;
   unsigned char *before = fx_read_file(f->path, &n0);
   st_db *reader = NULL;
   st_err err = {{0}};
@@ -96,11 +96,7 @@ static void test_read_only_open_leaves_the_file_unchanged(void **state) {
   st_variant_row v;
   assert_int_equal(st_db_get_variant(reader, f->v1, &v, &err), ST_OK);
   st_db_close(reader);
-  unsigned char *after = fx_read_file(f->path, &n1);
-  assert_int_equal(n0, n1);
-  assert_memory_equal(before, after, n0);
-  free(before);
-  free(after);
+  fx_expect_unchanged(f->path, before, n0);
 }
 
 int main(void) {

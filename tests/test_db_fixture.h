@@ -177,6 +177,17 @@ static inline unsigned char *fx_read_file(const char *path, size_t *size) {
   return buf;
 }
 
+/* Asserts that `path` still holds the n bytes of `before` (fx_read_file's
+ * copy of it taken earlier), then frees `before`. */
+static inline void fx_expect_unchanged(const char *path, unsigned char *before, size_t n) {
+  size_t now = 0;
+  unsigned char *after = fx_read_file(path, &now);
+  assert_int_equal(now, n);
+  assert_memory_equal(before, after, n);
+  free(before);
+  free(after);
+}
+
 static inline void fx_write_file(const char *path, const void *data, size_t size) {
   FILE *f = fopen(path, "wb");
   assert_non_null(f);

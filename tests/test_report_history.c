@@ -265,7 +265,7 @@ static void test_exit_status_says_whether_a_series_slowed(void **state) {
 
 static void test_bad_input_is_refused_and_the_file_is_unchanged(void **state) {
   fixture *f = *state;
-  size_t n0, n1;
+  size_t n0;
   unsigned char *before = fx_read_file(f->path, &n0);
   assert_int_equal(run_cmd(f, "--suite", "no-such-suite", NULL, NULL), 2);
   assert_int_equal(run_cmd(f, "--suite", "main", "--min-runs", "0"), 2);
@@ -273,11 +273,7 @@ static void test_bad_input_is_refused_and_the_file_is_unchanged(void **state) {
   assert_int_equal(run_cmd(f, NULL, NULL, NULL, NULL), 2); /* no --suite */
   assert_int_equal(run_cmd(f, "--suite", "main", "--base", "1"), 2);
   assert_int_equal(run_cmd(f, "--suite", "main", NULL, NULL), 1);
-  unsigned char *after = fx_read_file(f->path, &n1);
-  assert_int_equal(n0, n1);
-  assert_memory_equal(before, after, n0);
-  free(before);
-  free(after);
+  fx_expect_unchanged(f->path, before, n0);
 
   /* The message names the suite. */
   st_db *db = NULL;
@@ -309,20 +305,17 @@ static void test_a_database_not_sparsetunes_is_refused_unchanged(void **state) {
                                 NULL, NULL, NULL),
                    SQLITE_OK);
   sqlite3_close(conn);
-  size_t n0, n1;
+  size_t n0;
   unsigned char *before = fx_read_file(path, &n0);
   fixture other = *f;
   snprintf(other.path, sizeof other.path, "%s", path);
   assert_int_equal(run_cmd(&other, "--suite", "main", NULL, NULL), 2);
-  unsigned char *after = fx_read_file(path, &n1);
-  assert_int_equal(n0, n1);
-  assert_memory_equal(before, after, n0);
-  free(before);
-  free(after);
+  fx_expect_unchanged(path, before, n0);
   /* Not a database at all. */
   fx_write_file(path, "not a database\n", 15);
   assert_int_equal(run_cmd(&other, "--suite", "main", NULL, NULL), 2);
-  after = fx_read_file(path, &n1);
+  size_t n1;
+  unsigned char *after = fx_read_file(path, &n1);
   assert_int_equal(n1, 15);
   assert_memory_equal(after, "not a database\n", 15);
   free(after);
