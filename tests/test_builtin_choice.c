@@ -101,8 +101,9 @@ static st_sparse_attn_args prefill_call(int64_t tokens, int prefix, int64_t Hkv,
 }
 
 /* The kernel of as many query tokens as the call has (1, 2, else 4); four
- * heads a CTA of 3-4 tokens only above 32 blocks of (request, head) an SM;
- * more heads a CTA only above heads / 2. */
+ * heads a CTA of 3-4 tokens only above 32 blocks of (request, head) an SM
+ * (bf16) or 128 (fp8); more heads a CTA only above heads / 2; fp8 CTAs of
+ * 8 or more columns on 256 threads up to a load of 32, else 128. */
 static void index_decode_query_tokens_and_heads(void **state) {
   (void)state;
   const st_dtype bf = ST_DTYPE_BF16, f8 = ST_DTYPE_FP8_E4M3;
@@ -113,9 +114,18 @@ static void index_decode_query_tokens_and_heads(void **state) {
     const char *want;
   } cases[] = {
       {bf, 3, 4, 2, 49792, 30, "index_decode.bf16.d128.k32.h4.q2.t256.u1.b2.split/auto"},
-      {f8, 4, 4, 2, 16768, 17, "index_decode.fp8.d128.k32.h4.q2.t128.u1.b2.split/auto"},
+      /* load 4 x 4 x 131 / 132 = 15.9: 8 columns on 256 threads */
+      {f8, 4, 4, 2, 16768, 17, "index_decode.fp8.d128.k32.h4.q2.t256.u1.b2.split/auto"},
+      /* load 8 x 4 x 132 / 132 = 32, then 8 x 4 x 133 / 132: 128 threads */
+      {f8, 8, 4, 2, 16896, 17, "index_decode.fp8.d128.k32.h4.q2.t256.u1.b2.split/auto"},
+      {f8, 8, 4, 2, 16897, 17, "index_decode.fp8.d128.k32.h4.q2.t128.u1.b2.split/auto"},
+      /* 4 columns (two heads of 2 tokens): 128 threads at any load */
+      {f8, 4, 2, 2, 16768, 17, "index_decode.fp8.d128.k32.h2.q2.t128.u1.b2.split/auto"},
       /* load 4 x 4 x 109 / 132 = 13.2: two heads a CTA */
       {bf, 4, 4, 3, 13952, 10, "index_decode.bf16.d128.k16.h2.q4.t256.u1.b2.split/auto"},
+      /* load 8 x 4 x 226 / 132 = 54.8: four heads in bf16, two in fp8 */
+      {bf, 8, 4, 4, 28928, 21, "index_decode.bf16.d128.k32.h4.q4.t256.u1.b2.split/auto"},
+      {f8, 8, 4, 4, 28928, 21, "index_decode.fp8.d128.k32.h2.q4.t128.u1.b2.split/auto"},
       /* load 256 x 4 x 48 / 132 = 372: four */
       {f8, 256, 4, 3, 6144, 8, "index_decode.fp8.d128.k8.h4.q4.t128.u1.b2.split/auto"},
       {bf, 32, 2, 1, 32768, 16, "index_decode.bf16.d128.k16.h2.q1.t256.u1.b2.split/auto"},
@@ -130,12 +140,12 @@ static void index_decode_query_tokens_and_heads(void **state) {
   }
 }
 
-/* fp8 clusters of 8 up to 1.25 items an SM (150 items; 166 go one CTA an
- * item), and only where they split; the cluster of 16 only where it
- * splits 8-16 ways (topk 16 over 2 items; topk 9 and 13 split 2 and 4
- * ways: the cluster of 8, not the general fallback); bf16 one CTA an item
- * from 0.4 items an SM, without the copy engine from 1.4, two stages for
- * 3-4 query tokens. */
+/* fp8 clusters up to 1.25 items an SM (150 items; 166 go one CTA an
+ * item), and only where they split: of 4 at 2-4 splits, of 8 at 8; the
+ * cluster of 16 only where it splits 8-16 ways (topk 16 over 2 items;
+ * topk 9 and 13 split 2 and 4 ways: the cluster of 4); bf16 clusters of 8
+ * up to 0.5 items an SM (66 items), then one CTA an item, without the copy
+ * engine from 1.4, two stages for 4 query tokens. */
 static void sparse_attn_decode_families_by_load_and_splits(void **state) {
   (void)state;
   const st_dtype bf = ST_DTYPE_BF16, f8 = ST_DTYPE_FP8_E4M3;
@@ -145,20 +155,24 @@ static void sparse_attn_decode_families_by_load_and_splits(void **state) {
     int qlen, topk;
     const char *want;
   } cases[] = {
-      {f8, 75, 2, 1, 19, "sparse_attn_decode.fp8.d128.g16.w4.s1.kvr.tma.pvd.ring3.single.c8/auto"},
+      {f8, 75, 2, 1, 19, "sparse_attn_decode.fp8.d128.g16.w4.s1.kvr.tma.pvd.ring3.single.c4/auto"},
+      /* 21 items of topk 24: 8 splits of 3 blocks */
+      {f8, 21, 1, 1, 24, "sparse_attn_decode.fp8.d128.g16.w4.s1.kvr.tma.pvd.ring3.single.c8/auto"},
       {f8, 83, 2, 1, 19, "sparse_attn_decode.fp8.d128.g16.w4.s1.kvr.tma.pvd.single/s1"},
       /* 132 items of topk 4: two splits of 2 blocks at 2 CTAs an SM are not
        * worth it, one split in a cluster is not either */
       {f8, 22, 2, 3, 4, "sparse_attn_decode.fp8.d128.g16.w4.s1.kvr.tma.pvd.single/s1"},
       {f8, 128, 2, 1, 16, "sparse_attn_decode.fp8.d128.g16.w4.s1.kvr.tma.pvd.single/s1"},
       {f8, 1, 2, 1, 16, "sparse_attn_decode.fp8.d128.g16.w4.s1.kvr.tma.pvd.ring3.single.c16/auto"},
-      {f8, 1, 2, 1, 13, "sparse_attn_decode.fp8.d128.g16.w4.s1.kvr.tma.pvd.ring3.single.c8/auto"},
+      {f8, 1, 2, 1, 13, "sparse_attn_decode.fp8.d128.g16.w4.s1.kvr.tma.pvd.ring3.single.c4/auto"},
       {bf, 1, 2, 1, 16, "sparse_attn_decode.bf16.d128.g16.w4.s1.tma.pvd.single.c16/auto"},
       {bf, 2, 1, 1, 9, "sparse_attn_decode.bf16.d128.g16.w4.s1.tma.single.c8/auto"},
       {bf, 8, 2, 1, 16, "sparse_attn_decode.bf16.d128.g16.w4.s1.tma.single.c8/auto"},
-      {bf, 32, 2, 1, 16, "sparse_attn_decode.bf16.d128.g16.w4.s3.tma.single/s1"},
+      {bf, 33, 2, 1, 16, "sparse_attn_decode.bf16.d128.g16.w4.s1.tma.single.c8/auto"},
+      {bf, 34, 2, 1, 16, "sparse_attn_decode.bf16.d128.g16.w4.s3.tma.single/s1"},
       {bf, 128, 2, 1, 16, "sparse_attn_decode.bf16.d128.g16.w4.s1.single/s1"},
-      {bf, 64, 2, 3, 16, "sparse_attn_decode.bf16.d128.g16.w4.s2.single/s1"},
+      {bf, 64, 2, 3, 16, "sparse_attn_decode.bf16.d128.g16.w4.s1.single/s1"},
+      {bf, 48, 2, 4, 16, "sparse_attn_decode.bf16.d128.g16.w4.s2.single/s1"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     st_sparse_attn_decode_args a = attn_call(cases[i].dt, cases[i].B, cases[i].Hkv, cases[i].qlen, cases[i].topk);

@@ -285,7 +285,7 @@ static void test_index_decode_tuned_space_stops_at_topk_32(void **state) {
 static void test_index_decode_defaults_cover_every_bucket(void **state) {
   expect(*state,
          "local s, op = require('space'), require('ops.index_decode')\n"
-         "local out = {}\n"
+         "local out, wide = {}, 0\n"
          "for _, d in ipairs(op.defaults()) do\n"
          "  local k = d.kernel\n"
          "  assert(d.launch.splits == 0 and op.constraint(k))\n"
@@ -295,14 +295,24 @@ static void test_index_decode_defaults_cover_every_bucket(void **state) {
          "    out[#out + 1] = k.dtype .. k.head_dim .. '.' .. k.topk\n"
          "  else\n"
          "    assert(k.algo == 'split' and k.bulk_stages == 2 and k.units_in_flight == 1 and\n"
-         "      (k.max_qlen == 1 or k.max_qlen == 2 or k.max_qlen == 4) and\n"
-         "      k.threads == (k.dtype == 'fp8' and 128 or 256))\n"
-         "    local lo = k.heads_per_cta == 4 and k.max_qlen == 4 and 32 or k.heads_per_cta / 2\n"
-         "    assert((k.heads_per_cta == 1 and d.load == nil) or (d.load[1] == lo and d.load[2] == 1e9))\n"
+         "      (k.max_qlen == 1 or k.max_qlen == 2 or k.max_qlen == 4))\n"
+         "    local cols, fp8 = k.heads_per_cta * k.max_qlen, k.dtype == 'fp8'\n"
+         "    local lo = k.heads_per_cta / 2\n"
+         "    if k.heads_per_cta == 4 and k.max_qlen == 4 then lo = fp8 and 128 or 32 end\n"
+         "    if k.threads == 128 then\n"
+         "      assert(fp8 and ((k.heads_per_cta == 1 and d.load == nil) or (d.load[1] == lo and d.load[2] == 1e9)))\n"
+         "    elseif fp8 then\n"
+         "      -- 8 or more columns: 256 threads up to a load of 32\n"
+         "      assert(k.threads == 256 and cols >= 8 and d.load[1] == lo and d.load[2] == 32)\n"
+         "      wide = wide + 1\n"
+         "    else\n"
+         "      assert(k.threads == 256 and ((k.heads_per_cta == 1 and d.load == nil) or\n"
+         "        (d.load[1] == lo and d.load[2] == 1e9)))\n"
+         "    end\n"
          "  end\n"
          "end\n"
-         "return #op.defaults() .. ' ' .. #out .. ': ' .. table.concat(out, ' ')",
-         "200 20: bf1664.4 bf1664.8 bf1664.16 bf1664.32 bf1664.64 bf16128.4 bf16128.8 bf16128.16 bf16128.32 "
+         "return #op.defaults() .. ' ' .. #out .. ' ' .. wide .. ': ' .. table.concat(out, ' ')",
+         "220 20 20: bf1664.4 bf1664.8 bf1664.16 bf1664.32 bf1664.64 bf16128.4 bf16128.8 bf16128.16 bf16128.32 "
          "bf16128.64 fp864.4 fp864.8 fp864.16 fp864.32 fp864.64 fp8128.4 fp8128.8 fp8128.16 fp8128.32 "
          "fp8128.64");
 }
@@ -635,7 +645,7 @@ static void test_sparse_attn_decode_defaults_satisfy_the_constraints(void **stat
          "  if have[id] then n = n + 1 else missing[#missing + 1] = id end\n"
          "end\n"
          "return #op.defaults() .. ' ' .. n .. ' missing: ' .. table.concat(missing, ' ')",
-         "85 36 missing: ");
+         "90 36 missing: ");
 }
 
 static void test_sparse_attn_decode_shape_and_dispatch_keys(void **state) {
@@ -1058,8 +1068,8 @@ static void test_every_sparse_attn_decode_suite_shape_has_tuned_variants_and_a_d
          "  out[#out + 1] = name .. ' ' .. #list\n"
          "end\n"
          "return table.concat(out, ', ')",
-         "anchors 1168, dsv32-decode 85, dsv32-prefill 85, engine-decode 1348, engine-prefill 85, m3-decode 1168, m3-prefill 85, "
-         "smoke 295");
+         "anchors 1173, dsv32-decode 90, dsv32-prefill 90, engine-decode 1353, engine-prefill 90, m3-decode 1173, m3-prefill 90, "
+         "smoke 300");
 }
 
 int main(void) {

@@ -700,8 +700,12 @@ static void test_plans_size_grid_and_workspace(void **state) {
     t13.topk_idx.shape[2] = 13;
     assert_int_equal(st_sparse_attn_decode_plan_make(&cc, &t13, 300, &p, &err), ST_OK);
     assert_int_equal(p.splits, 4);
-    assert_int_equal(st_sparse_attn_decode_plan_make(&cc, &a, 80, &p, &err), ST_OK);
-    assert_int_equal(p.splits, 1); /* 32 items are 40% of 80 SMs: no split */
+    /* bf16 clusters split up to half an item an SM: 32 items are 50% of
+     * 64 SMs (4 splits), 51% of 63 (none) */
+    assert_int_equal(st_sparse_attn_decode_plan_make(&cc, &a, 64, &p, &err), ST_OK);
+    assert_int_equal(p.splits, 4);
+    assert_int_equal(st_sparse_attn_decode_plan_make(&cc, &a, 63, &p, &err), ST_OK);
+    assert_int_equal(p.splits, 1);
   }
   /* fp8 clusters split in two up to 1.25 items an SM (150 and 165 items on
    * 132 SMs), not past it (166); non-cluster fp8 kernels stop at one. */
@@ -770,6 +774,37 @@ static void test_cluster_16_default_only_at_8_or_16_splits(void **state) {
   assert_true(d->default_meant_for(&v, &a, 132));
 }
 
+/* The cluster of 4 (automatic split count) only where a cluster of 16
+ * would split the call 2-4 ways: one item a cluster. 4 items: topk 16 and
+ * 32 split 16 ways, 13 and 4 four ways, 9 and 2 two ways (the counts that
+ * divide topk exactly), 1 not at all. */
+static void test_cluster_4_default_only_at_2_to_4_splits(void **state) {
+  (void)state;
+  st_sparse_attn_decode_args a = valid_fp8_tensor_args();
+  a.q.shape[0] = QLEN; /* one request: 4 items */
+  st_params k = {0}, l = {0};
+  st_err err = {{0}};
+  set_kernel(&k, "fp8", 16, 4, 1, "single", 4);
+  /* the built-in's kernel: a cluster of 4 takes P.V by dimensions, which
+   * takes the copy engine, which takes fp8 rows in registers */
+  st_params_set_int(&k, "pv_dims", 1, &err);
+  st_params_set_int(&k, "tma", 1, &err);
+  st_params_set_int(&k, "k_regs", 2, &err);
+  st_params_set_int(&l, "splits", 0, &err);
+  st_variant_config v;
+  if (st_sparse_attn_decode_config_from_params(&k, &l, &v.sparse_attn_decode, &err) != ST_OK) fail_msg("%s", err.msg);
+  const st_op_desc *d = &st_sparse_attn_decode_op;
+  const struct {
+    int64_t topk;
+    int meant;
+  } cases[] = {{16, 0}, {32, 0}, {13, 1}, {9, 1}, {4, 1}, {2, 1}, {1, 0}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    a.topk_idx.shape[2] = cases[i].topk;
+    if (d->default_meant_for(&v, &a, 132) != cases[i].meant)
+      fail_msg("topk %lld: meant %d, want %d", (long long)cases[i].topk, !cases[i].meant, cases[i].meant);
+  }
+}
+
 static void test_dispatch_key_is_canonical(void **state) {
   (void)state;
   st_sparse_attn_decode_args a = valid_args();
@@ -798,6 +833,7 @@ int main(void) {
       cmocka_unit_test(test_shared_memory_follows_the_kernel_layout),
       cmocka_unit_test(test_plans_size_grid_and_workspace),
       cmocka_unit_test(test_cluster_16_default_only_at_8_or_16_splits),
+      cmocka_unit_test(test_cluster_4_default_only_at_2_to_4_splits),
       cmocka_unit_test(test_dispatch_key_is_canonical),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

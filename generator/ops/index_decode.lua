@@ -109,7 +109,9 @@ end
 -- CTA computes are heads x max_qlen: a q4 kernel at qlen 2 wastes half);
 -- fp8 blocks (half the bytes) on 128 threads, which won 8 of 11 random
 -- fp8 shapes (docs/kernels/index_decode.md, "Built-in variants on random
--- shapes"); then loads into registers, valid for every shape of the kind.
+-- shapes"), except for 8 or more columns a CTA at loads up to 32, where
+-- 256 threads won (docs/kernels/index_decode.md, "Held out again"); then
+-- loads into registers, valid for every shape of the kind.
 function M.defaults()
   local out = {}
   for _, dtype in ipairs(M.kernel_domains.dtype) do
@@ -125,11 +127,21 @@ function M.defaults()
               -- a wave: R x (H / heads) x blocks >= SMs / 2, that is a
               -- load (runtime/ops/index_decode.c) above heads / 2. Four
               -- heads of 3-4 query tokens (16 columns a CTA) only above
-              -- 32: below, two heads a CTA won every such call
-              -- (docs/kernels/index_decode.md, "Query tokens a kernel").
-              local load = heads > 1 and { heads / 2, 1e9 } or nil
+              -- 32 (bf16) or 128 (fp8): below, two heads a CTA won every
+              -- such call (docs/kernels/index_decode.md, "Query tokens a
+              -- kernel", "Held out again").
+              local lo = heads > 1 and heads / 2 or 0
               if heads == 4 and max_qlen == 4 then
-                load = { 32, 1e9 }
+                lo = dtype == "fp8" and 128 or 32
+              end
+              local load = lo > 0 and { lo, 1e9 } or nil
+              if dtype == "fp8" and heads * max_qlen >= 8 and lo < 32 then
+                local wide = {}
+                for name, v in pairs(fast) do
+                  wide[name] = v
+                end
+                wide.threads = 256
+                out[#out + 1] = { kernel = wide, launch = { splits = 0 }, load = { lo, 32 } }
               end
               out[#out + 1] = { kernel = fast, launch = { splits = 0 }, load = load }
             end

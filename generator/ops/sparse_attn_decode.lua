@@ -236,32 +236,36 @@ end
 -- runtime/ops/sparse_attn_decode.c auto_splits picks by the items, topk
 -- and dtype). Few items split their blocks, the splits merging in a
 -- cluster (16 for the fewest items, where the launcher splits them at
--- least 8 ways; else 8, where it splits them at all:
+-- least 8 ways; fp8: 4 where a cluster of 16 would split them 2-4 ways,
+-- one item a cluster; else 8, where it splits them at all:
 -- runtime/ops/sparse_attn_decode.c default_meant_for; so the ranges of
--- the cluster-8 family and of fp8's one-CTA-an-item one start at 0, each
--- after the one before in the table); from 0.4 items an SM (bf16) or 1.25
+-- the cluster families and of fp8's one-CTA-an-item one start at 0, each
+-- after the one before in the table); from 0.5 items an SM (bf16) or 1.25
 -- (fp8, two splits up to there) one CTA an item streams all its blocks
 -- with no merge, three blocks in flight where the bf16 CTAs are fewer than
 -- the multiprocessors.
 -- Past 1.4 bf16 items an SM the kernels without TMA win, one stage for
--- 1-2 query tokens a request and two for 3-4 (`qlen` = {lo, hi}: the
+-- 1-3 query tokens a request and two for 4 (`qlen` = {lo, hi}: the
 -- call's qlen in (lo, hi]; docs/kernels/sparse_attn_decode.md, "Built-in
--- family above one item an SM"). `head_dim`: only there (the TMA families
--- need 128 by their constraint; these were measured there).
+-- family above one item an SM", "Held out again"). `head_dim`: only there
+-- (the TMA families need 128 by their constraint; these were measured
+-- there).
 local FAST = {
   bf16 = {
     { kernel = { warps_n = 4, stages = 1, tma = 1, pv_dims = 1, cluster = 16 }, load = { 0, 0.04 } },
-    { kernel = { warps_n = 4, stages = 1, tma = 1, cluster = 8 }, load = { 0, 0.4 } },
-    { kernel = { warps_n = 4, stages = 3, tma = 1, cluster = 1 }, splits = 1, load = { 0.4, 1.0 } },
+    { kernel = { warps_n = 4, stages = 1, tma = 1, cluster = 8 }, load = { 0, 0.5 } },
+    { kernel = { warps_n = 4, stages = 3, tma = 1, cluster = 1 }, splits = 1, load = { 0.5, 1.0 } },
     { kernel = { warps_n = 4, stages = 1, tma = 1, pv_dims = 1, cluster = 1 }, splits = 1, load = { 1.0, 1.4 } },
-    { kernel = { warps_n = 4, stages = 1, cluster = 1 }, splits = 1, load = { 1.4, 1e9 }, qlen = { 0, 2 },
+    { kernel = { warps_n = 4, stages = 1, cluster = 1 }, splits = 1, load = { 1.4, 1e9 }, qlen = { 0, 3 },
       head_dim = 128 },
-    { kernel = { warps_n = 4, stages = 2, cluster = 1 }, splits = 1, load = { 1.4, 1e9 }, qlen = { 2, 4 },
+    { kernel = { warps_n = 4, stages = 2, cluster = 1 }, splits = 1, load = { 1.4, 1e9 }, qlen = { 3, 4 },
       head_dim = 128 },
   },
   fp8 = {
     { kernel = { warps_n = 4, stages = 1, k_regs = 2, tma = 1, pv_dims = 1, ring_extra = 1, cluster = 16 },
       load = { 0, 0.04 } },
+    { kernel = { warps_n = 4, stages = 1, k_regs = 2, tma = 1, pv_dims = 1, ring_extra = 1, cluster = 4 },
+      load = { 0, 1.25 } },
     { kernel = { warps_n = 4, stages = 1, k_regs = 2, tma = 1, pv_dims = 1, ring_extra = 1, cluster = 8 },
       load = { 0, 1.25 } },
     { kernel = { warps_n = 4, stages = 1, k_regs = 2, tma = 1, pv_dims = 1, cluster = 1 }, splits = 1,

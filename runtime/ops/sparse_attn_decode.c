@@ -277,8 +277,9 @@ static int64_t auto_splits(int64_t items, int64_t topk, int sm_count, int fp8) {
 }
 
 /* A cluster kernel's automatic split count: where the items leave SMs
- * idle (bf16: below 0.4 items an SM, as auto_splits; fp8: up to 1.25, where
- * two splits beat a second wave of whole items), the largest power of two
+ * idle (bf16: up to 0.5 items an SM, where 2-4 splits in a cluster beat one
+ * CTA an item by 13-41%; fp8: up to 1.25, where two splits beat a second
+ * wave of whole items), the largest power of two
  * up to the cluster size that splits topk exactly (ceil(topk / ceil(topk /
  * s)) == s: a count the launcher rounds down leaves a CTA of the cluster
  * idle, +40-50% measured), keeps the CTAs within three an SM, and gives each
@@ -286,7 +287,7 @@ static int64_t auto_splits(int64_t items, int64_t topk, int sm_count, int fp8) {
  * (docs/kernels/sparse_attn_decode.md, "Cluster split count", "Held out on
  * 100 random steps"). */
 static int64_t cluster_splits(int64_t items, int64_t topk, int sm_count, int fp8, int cluster) {
-  if (fp8 ? 4 * items > 5 * (int64_t)sm_count : 5 * items >= 2 * (int64_t)sm_count) return 1;
+  if (fp8 ? 4 * items > 5 * (int64_t)sm_count : 2 * items > (int64_t)sm_count) return 1;
   int64_t best = 1;
   for (int64_t s = 2; s <= cluster; s *= 2) {
     const int64_t per = ceil_div(topk, s);
@@ -525,18 +526,25 @@ static int qlen(const void *args) { return ((const st_sparse_attn_decode_args *)
 /* A cluster default (automatic split count) only where the launcher
  * splits the call: a cluster is placed whole on one GPC, which costs where
  * it merges nothing (fp8, 1 split: +18% against one CTA an item without a
- * cluster); and a cluster of 16 only where the count fills at least half
- * of it, since it then holds 16 / splits items (+6-11% against the
- * cluster-8 kernel at 2-4 splits; docs/kernels/sparse_attn_decode.md, "Held
- * out on 100 random steps"). The other defaults: wherever their ranges
- * say. */
+ * cluster); a cluster of 16 only where the count fills at least half of
+ * it, since it then holds 16 / splits items (+6-11% against the cluster-8
+ * kernel at 2-4 splits); a cluster of 4 where a cluster of 16 would split
+ * 2-4 ways, one item a cluster (fp8 at 4 splits: geomean 1.025 against
+ * 1.035 of the best for the cluster of 8, at most +26% against +30%;
+ * docs/kernels/sparse_attn_decode.md, "Held out on 100 random steps",
+ * "Held out again"). The other defaults: wherever their ranges say. */
 static int default_meant_for(const st_variant_config *c, const void *args, int sm_count) {
   const st_sparse_attn_decode_config *cfg = &c->sparse_attn_decode;
   if (cfg->cluster <= 1 || cfg->splits != 0) return 1;
   const st_sparse_attn_decode_args *a = args;
-  const int64_t items = a->q.shape[0] * a->k_cache.shape[1];
-  const int splits = choose_splits(cfg, items, a->topk_idx.shape[2], sm_count);
-  return cfg->cluster == 16 ? 2 * splits >= cfg->cluster : splits >= 2;
+  const int64_t items = a->q.shape[0] * a->k_cache.shape[1], topk = a->topk_idx.shape[2];
+  const int splits = choose_splits(cfg, items, topk, sm_count);
+  if (cfg->cluster == 16) return 2 * splits >= cfg->cluster;
+  if (cfg->cluster == 4) {
+    const int64_t widest = cluster_splits(items, topk, sm_count, cfg->dtype == ST_DTYPE_FP8_E4M3, 16);
+    return widest >= 2 && widest <= 4;
+  }
+  return splits >= 2;
 }
 
 const st_op_desc st_sparse_attn_decode_op = {.name = ST_SPARSE_ATTN_DECODE_OP,
