@@ -34,6 +34,18 @@ static void expect_first(st_op_id op, const void *args, const char *want) {
     fail_msg("%s: first %s, want %s", key, st == ST_OK ? v.name : err.msg, want);
 }
 
+/* The split count the chosen built-in's launch plan resolves ("auto"):
+ * what `sparsetune builtin` prints beside the variant. */
+static void expect_splits(st_op_id op, const void *args, int want) {
+  st_dispatch_variant v;
+  st_err err = {{0}};
+  assert_int_equal(st_builtin_choose(op, args, SMS, &v, &err), ST_OK);
+  st_op_plan plan;
+  st_plan_info info = {0};
+  assert_int_equal(st_op_desc_of(op)->plan(&v.cfg, args, SMS, &plan, &info, &err), ST_OK);
+  if (info.splits != want) fail_msg("%s: %d splits, want %d", v.name, info.splits, want);
+}
+
 static st_index_decode_args index_call(st_dtype dt, int64_t B, int64_t H, int qlen, int ctx, int topk) {
   st_index_decode_args a;
   st_index_decode_args_init(&a);
@@ -144,8 +156,9 @@ static void index_decode_query_tokens_and_heads(void **state) {
  * item), and only where they split: of 4 at 2-4 splits, of 8 at 8; the
  * cluster of 16 only where it splits 8-16 ways (topk 16 over 2 items;
  * topk 9 and 13 split 2 and 4 ways: the cluster of 4); bf16 clusters of 8
- * up to 0.5 items an SM (66 items), then one CTA an item, without the copy
- * engine from 1.4, two stages for 4 query tokens. */
+ * below 0.4 items an SM (52 of 132; 54 go one CTA an item), up to 0.5
+ * with 2-4 query tokens (64; 68 do not), then one CTA an item, without the
+ * copy engine from 1.4, two stages for 4 query tokens. */
 static void sparse_attn_decode_families_by_load_and_splits(void **state) {
   (void)state;
   const st_dtype bf = ST_DTYPE_BF16, f8 = ST_DTYPE_FP8_E4M3;
@@ -168,8 +181,10 @@ static void sparse_attn_decode_families_by_load_and_splits(void **state) {
       {bf, 1, 2, 1, 16, "sparse_attn_decode.bf16.d128.g16.w4.s1.tma.pvd.single.c16/auto"},
       {bf, 2, 1, 1, 9, "sparse_attn_decode.bf16.d128.g16.w4.s1.tma.single.c8/auto"},
       {bf, 8, 2, 1, 16, "sparse_attn_decode.bf16.d128.g16.w4.s1.tma.single.c8/auto"},
-      {bf, 33, 2, 1, 16, "sparse_attn_decode.bf16.d128.g16.w4.s1.tma.single.c8/auto"},
-      {bf, 34, 2, 1, 16, "sparse_attn_decode.bf16.d128.g16.w4.s3.tma.single/s1"},
+      {bf, 26, 2, 1, 16, "sparse_attn_decode.bf16.d128.g16.w4.s1.tma.single.c8/auto"},
+      {bf, 27, 2, 1, 16, "sparse_attn_decode.bf16.d128.g16.w4.s3.tma.single/s1"},
+      {bf, 16, 2, 2, 16, "sparse_attn_decode.bf16.d128.g16.w4.s1.tma.single.c8/auto"},
+      {bf, 17, 2, 2, 16, "sparse_attn_decode.bf16.d128.g16.w4.s3.tma.single/s1"},
       {bf, 128, 2, 1, 16, "sparse_attn_decode.bf16.d128.g16.w4.s1.single/s1"},
       {bf, 64, 2, 3, 16, "sparse_attn_decode.bf16.d128.g16.w4.s1.single/s1"},
       {bf, 48, 2, 4, 16, "sparse_attn_decode.bf16.d128.g16.w4.s2.single/s1"},
@@ -222,12 +237,30 @@ static void every_suite_shape_has_a_builtin(void **state) {
     }
 }
 
+/* The plan names the split count the launcher resolved for an automatic
+ * one: index_decode one wave (8 x 4 heads over 132 blocks: 64 slices,
+ * 512 CTAs at 4 an SM); sparse_attn_decode's cluster of 8 at 64 bf16
+ * items of topk 16 (4 splits of 4 blocks); one CTA an item above. The
+ * prefill ops have no split count (0). */
+static void plans_name_their_split_count(void **state) {
+  (void)state;
+  st_index_decode_args ix = index_call(ST_DTYPE_FP8_E4M3, 8, 4, 2, 16896, 17);
+  expect_splits(ST_OP_INDEX_DECODE, &ix, 64);
+  st_sparse_attn_decode_args at = attn_call(ST_DTYPE_BF16, 16, 2, 2, 16);
+  expect_splits(ST_OP_SPARSE_ATTN_DECODE, &at, 4);
+  at = attn_call(ST_DTYPE_BF16, 17, 2, 2, 16);
+  expect_splits(ST_OP_SPARSE_ATTN_DECODE, &at, 1);
+  st_sparse_attn_args pf = prefill_call(4096, 0, 2, 16);
+  expect_splits(ST_OP_SPARSE_ATTN, &pf, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(every_suite_shape_has_a_builtin),
       cmocka_unit_test(sparse_attn_dense_only_where_every_token_is),
       cmocka_unit_test(index_decode_query_tokens_and_heads),
       cmocka_unit_test(sparse_attn_decode_families_by_load_and_splits),
+      cmocka_unit_test(plans_name_their_split_count),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

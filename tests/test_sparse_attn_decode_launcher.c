@@ -700,8 +700,8 @@ static void test_plans_size_grid_and_workspace(void **state) {
     t13.topk_idx.shape[2] = 13;
     assert_int_equal(st_sparse_attn_decode_plan_make(&cc, &t13, 300, &p, &err), ST_OK);
     assert_int_equal(p.splits, 4);
-    /* bf16 clusters split up to half an item an SM: 32 items are 50% of
-     * 64 SMs (4 splits), 51% of 63 (none) */
+    /* bf16 clusters of 2-4 query tokens split up to half an item an SM:
+     * 32 items are 50% of 64 SMs (4 splits), 51% of 63 (none) */
     assert_int_equal(st_sparse_attn_decode_plan_make(&cc, &a, 64, &p, &err), ST_OK);
     assert_int_equal(p.splits, 4);
     assert_int_equal(st_sparse_attn_decode_plan_make(&cc, &a, 63, &p, &err), ST_OK);

@@ -21,8 +21,9 @@ static const char usage[] = "usage: sparsetune builtin [--suite NAME] [--op OP] 
                             "no database (st_open(NULL, ...)) on a device of N multiprocessors, as its\n"
                             "dispatch picks it: the op's built-in variants in order, those the call's\n"
                             "load, query tokens and the op's own rules mean for it first, the first whose\n"
-                            "launch plan fits. Needs no GPU and no database; what a database's winners\n"
-                            "would change is for `tune` and `eval` to say.\n"
+                            "launch plan fits, with the split count its launcher picks where the op has\n"
+                            "one (\"auto\" resolved). Needs no GPU and no database; what a database's\n"
+                            "winners would change is for `tune` and `eval` to say.\n"
                             "\n"
                             "  --suite NAME  suite to list (default m3-decode; random-decode:SEED:N and\n"
                             "                random-prefill:SEED:N draw shapes as `eval` does)\n"
@@ -39,8 +40,10 @@ static int op_id(const char *name, st_op_id *out) {
   return 0;
 }
 
-/* The choice for one shape into *v, or the reason into err. */
-static st_status choose(const st_shape *s, int sms, st_dispatch_variant *v, double *load, st_err *err) {
+/* The choice for one shape into *v and its launch plan's facts into
+ * *info, or the reason into err. */
+static st_status choose(const st_shape *s, int sms, st_dispatch_variant *v, st_plan_info *info, double *load,
+                        st_err *err) {
   st_op_id op;
   const st_op_harness *h = st_harness_find(s->op);
   if (!h || !op_id(s->op, &op)) return st_fail(err, ST_ERR_INVALID_ARG, "op %s has no harness", s->op);
@@ -50,7 +53,9 @@ static st_status choose(const st_shape *s, int sms, st_dispatch_variant *v, doub
   if (st != ST_OK) return st;
   const st_op_desc *d = st_op_desc_of(op);
   *load = d->load ? d->load(&args, sms) : -1;
-  return st_builtin_choose(op, &args, sms, v, err);
+  if ((st = st_builtin_choose(op, &args, sms, v, err)) != ST_OK) return st;
+  st_op_plan plan;
+  return d->plan(&v->cfg, &args, sms, &plan, info, err);
 }
 
 int st_cmd_builtin(int argc, char **argv) {
@@ -82,9 +87,10 @@ int st_cmd_builtin(int argc, char **argv) {
   int failed = 0;
   for (int i = 0; i < n; i++) {
     st_dispatch_variant v;
+    st_plan_info info = {0};
     double load = -1;
     st_err why = {{0}};
-    const st_status st = choose(&shapes[i], cli.sms, &v, &load, &why);
+    const st_status st = choose(&shapes[i], cli.sms, &v, &info, &load, &why);
     failed += st != ST_OK;
     if (cli.json) {
       printf("%s{\"op\":", i ? "," : "");
@@ -94,6 +100,8 @@ int st_cmd_builtin(int argc, char **argv) {
       if (load >= 0) printf(",\"load\":%.6g", load);
       printf(st == ST_OK ? ",\"variant\":" : ",\"error\":");
       st_json_str(stdout, st == ST_OK ? v.name : why.msg);
+      if (st == ST_OK && info.splits > 0) printf(",\"splits\":%d", info.splits);
+      if (st == ST_OK) printf(",\"workspace_bytes\":%zu", info.workspace_bytes);
       putchar('}');
       continue;
     }
@@ -104,9 +112,12 @@ int st_cmd_builtin(int argc, char **argv) {
       snprintf(load_text, sizeof load_text, "many");
     else if (load >= 0)
       snprintf(load_text, sizeof load_text, "%.3g", load);
+    char launch[48] = "";
+    if (st == ST_OK && info.splits > 0)
+      snprintf(launch, sizeof launch, " (%d split%s)", info.splits, info.splits > 1 ? "s" : "");
     const char *colon = strchr(shapes[i].key, ':');
     printf("%-18s %-8s %s\n%-27s -> %s%s\n", shapes[i].op, load_text, colon ? colon + 1 : shapes[i].key, "",
-           st == ST_OK ? v.name : "no variant: ", st == ST_OK ? "" : why.msg);
+           st == ST_OK ? v.name : "no variant: ", st == ST_OK ? launch : why.msg);
   }
   if (cli.json) printf("]}\n");
   free(shapes);

@@ -240,8 +240,9 @@ end
 -- one item a cluster; else 8, where it splits them at all:
 -- runtime/ops/sparse_attn_decode.c default_meant_for; so the ranges of
 -- the cluster families and of fp8's one-CTA-an-item one start at 0, each
--- after the one before in the table); from 0.5 items an SM (bf16) or 1.25
--- (fp8, two splits up to there) one CTA an item streams all its blocks
+-- after the one before in the table); from 0.4 items an SM (bf16; 0.5
+-- with 2-4 query tokens, where the launcher splits them up to there) or
+-- 1.25 (fp8, two splits up to there) one CTA an item streams all its blocks
 -- with no merge, three blocks in flight where the bf16 CTAs are fewer than
 -- the multiprocessors.
 -- Past 1.4 bf16 items an SM the kernels without TMA win, one stage for
@@ -254,7 +255,7 @@ local FAST = {
   bf16 = {
     { kernel = { warps_n = 4, stages = 1, tma = 1, pv_dims = 1, cluster = 16 }, load = { 0, 0.04 } },
     { kernel = { warps_n = 4, stages = 1, tma = 1, cluster = 8 }, load = { 0, 0.5 } },
-    { kernel = { warps_n = 4, stages = 3, tma = 1, cluster = 1 }, splits = 1, load = { 0.5, 1.0 } },
+    { kernel = { warps_n = 4, stages = 3, tma = 1, cluster = 1 }, splits = 1, load = { 0.4, 1.0 } },
     { kernel = { warps_n = 4, stages = 1, tma = 1, pv_dims = 1, cluster = 1 }, splits = 1, load = { 1.0, 1.4 } },
     { kernel = { warps_n = 4, stages = 1, cluster = 1 }, splits = 1, load = { 1.4, 1e9 }, qlen = { 0, 3 },
       head_dim = 128 },

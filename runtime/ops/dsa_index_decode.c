@@ -289,7 +289,8 @@ static st_status plan(const st_variant_config *cfg, const void *args, int sm_cou
   *info = (st_plan_info){.workspace_bytes = p->workspace_bytes,
                          .smem_bytes = p->smem_bytes,
                          .merge_smem_bytes = p->merge_smem_bytes,
-                         .side_stream = 0};
+                         .side_stream = 0,
+                         .splits = p->splits};
   return ST_OK;
 }
 

@@ -253,7 +253,8 @@ static st_status plan(const st_variant_config *cfg, const void *args, int sm_cou
   st_dsa_index_logits_plan *p = &plan->dsa_index_logits;
   const st_status st = st_dsa_index_logits_plan_make(&cfg->dsa_index_logits, args, sm_count, p, err);
   if (st != ST_OK) return st;
-  *info = (st_plan_info){.workspace_bytes = 0, .smem_bytes = p->smem_bytes, .merge_smem_bytes = 0, .side_stream = 0};
+  *info = (st_plan_info){.workspace_bytes = 0, .smem_bytes = p->smem_bytes, .merge_smem_bytes = 0, .side_stream = 0,
+      .splits = p->splits};
   return ST_OK;
 }
 

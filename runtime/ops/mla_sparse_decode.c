@@ -397,7 +397,8 @@ static st_status plan(const st_variant_config *cfg, const void *args, int sm_cou
   st_mla_sparse_decode_plan *p = &plan->mla_sparse_decode;
   if ((st = st_mla_sparse_decode_plan_make(&cfg->mla_sparse_decode, a, sm_count, p, err)) != ST_OK) return st;
   *info = (st_plan_info){
-      .workspace_bytes = p->workspace_bytes, .smem_bytes = p->smem_bytes, .merge_smem_bytes = 0, .side_stream = 0};
+      .workspace_bytes = p->workspace_bytes, .smem_bytes = p->smem_bytes, .merge_smem_bytes = 0, .side_stream = 0,
+      .splits = p->splits};
   return ST_OK;
 }
 

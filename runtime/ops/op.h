@@ -49,6 +49,7 @@ typedef struct st_plan_info {
   size_t workspace_bytes;
   unsigned smem_bytes, merge_smem_bytes; /* dynamic shared memory per kernel */
   int side_stream;                       /* launches fork onto the handle's side stream */
+  int splits; /* the launch's effective split count (an automatic count resolved); 0: the op has none */
 } st_plan_info;
 
 /* Stand-in device address for tensor number `i` in the calls that read no

@@ -277,17 +277,20 @@ static int64_t auto_splits(int64_t items, int64_t topk, int sm_count, int fp8) {
 }
 
 /* A cluster kernel's automatic split count: where the items leave SMs
- * idle (bf16: up to 0.5 items an SM, where 2-4 splits in a cluster beat one
- * CTA an item by 13-41%; fp8: up to 1.25, where two splits beat a second
- * wave of whole items), the largest power of two
+ * idle (bf16: below 0.4 items an SM, as auto_splits, and up to 0.5 with
+ * 2-4 query tokens a request, where 2-4 splits in a cluster beat one CTA
+ * an item by 13-41% while one token's items at 0.41-0.55 went either way,
+ * the anchor at 0.48 unsplit; fp8: up to 1.25, where two splits beat a
+ * second wave of whole items), the largest power of two
  * up to the cluster size that splits topk exactly (ceil(topk / ceil(topk /
  * s)) == s: a count the launcher rounds down leaves a CTA of the cluster
  * idle, +40-50% measured), keeps the CTAs within three an SM, and gives each
  * split at least three blocks unless the CTAs are at most one an SM
  * (docs/kernels/sparse_attn_decode.md, "Cluster split count", "Held out on
  * 100 random steps"). */
-static int64_t cluster_splits(int64_t items, int64_t topk, int sm_count, int fp8, int cluster) {
-  if (fp8 ? 4 * items > 5 * (int64_t)sm_count : 2 * items > (int64_t)sm_count) return 1;
+static int64_t cluster_splits(int64_t items, int64_t topk, int qlen, int sm_count, int fp8, int cluster) {
+  const int64_t sms = sm_count;
+  if (fp8 ? 4 * items > 5 * sms : qlen > 1 ? 2 * items > sms : 5 * items >= 2 * sms) return 1;
   int64_t best = 1;
   for (int64_t s = 2; s <= cluster; s *= 2) {
     const int64_t per = ceil_div(topk, s);
@@ -301,10 +304,11 @@ static int64_t cluster_splits(int64_t items, int64_t topk, int sm_count, int fp8
 /* The variant's split count, or (0) cluster_splits's for a cluster
  * kernel and auto_splits's otherwise; at most topk (a split holds at least
  * one entry), at least 2 for the split algorithm. */
-static int choose_splits(const st_sparse_attn_decode_config *cfg, int64_t items, int64_t topk, int sm_count) {
+static int choose_splits(const st_sparse_attn_decode_config *cfg, int64_t items, int64_t topk, int qlen,
+                         int sm_count) {
   int64_t s = cfg->splits;
   if (s <= 0)
-    s = cfg->cluster > 1 ? cluster_splits(items, topk, sm_count, cfg->dtype == ST_DTYPE_FP8_E4M3, cfg->cluster)
+    s = cfg->cluster > 1 ? cluster_splits(items, topk, qlen, sm_count, cfg->dtype == ST_DTYPE_FP8_E4M3, cfg->cluster)
                          : auto_splits(items, topk, sm_count, cfg->dtype == ST_DTYPE_FP8_E4M3);
   if (s > topk) s = topk;
   if (cfg->algo == ST_SPARSE_ATTN_DECODE_SPLIT && s < 2) s = 2;
@@ -339,7 +343,7 @@ st_status st_sparse_attn_decode_plan_make(const st_sparse_attn_decode_config *cf
   if (smem > ST_SPARSE_ATTN_DECODE_MAX_SMEM)
     return st_fail(err, ST_ERR_NO_VARIANT, "variant needs %u bytes of shared memory (limit %d)", smem,
                    ST_SPARSE_ATTN_DECODE_MAX_SMEM);
-  int splits = choose_splits(cfg, items, topk, sm_count > 0 ? sm_count : 1);
+  int splits = choose_splits(cfg, items, topk, a->qlen, sm_count > 0 ? sm_count : 1);
   const int64_t per_split = ceil_div(topk, splits);
   splits = (int)ceil_div(topk, per_split); /* no CTA with an empty range */
 
@@ -492,7 +496,8 @@ static st_status plan(const st_variant_config *cfg, const void *args, int sm_cou
   st_sparse_attn_decode_plan *p = &plan->sparse_attn_decode;
   if ((st = st_sparse_attn_decode_plan_make(&cfg->sparse_attn_decode, a, sm_count, p, err)) != ST_OK) return st;
   *info = (st_plan_info){
-      .workspace_bytes = p->workspace_bytes, .smem_bytes = p->smem_bytes, .merge_smem_bytes = 0, .side_stream = 0};
+      .workspace_bytes = p->workspace_bytes, .smem_bytes = p->smem_bytes, .merge_smem_bytes = 0, .side_stream = 0,
+      .splits = p->splits};
   return ST_OK;
 }
 
@@ -538,10 +543,10 @@ static int default_meant_for(const st_variant_config *c, const void *args, int s
   if (cfg->cluster <= 1 || cfg->splits != 0) return 1;
   const st_sparse_attn_decode_args *a = args;
   const int64_t items = a->q.shape[0] * a->k_cache.shape[1], topk = a->topk_idx.shape[2];
-  const int splits = choose_splits(cfg, items, topk, sm_count);
+  const int splits = choose_splits(cfg, items, topk, a->qlen, sm_count);
   if (cfg->cluster == 16) return 2 * splits >= cfg->cluster;
   if (cfg->cluster == 4) {
-    const int64_t widest = cluster_splits(items, topk, sm_count, cfg->dtype == ST_DTYPE_FP8_E4M3, 16);
+    const int64_t widest = cluster_splits(items, topk, a->qlen, sm_count, cfg->dtype == ST_DTYPE_FP8_E4M3, 16);
     return widest >= 2 && widest <= 4;
   }
   return splits >= 2;
