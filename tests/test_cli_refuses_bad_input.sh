@@ -188,6 +188,7 @@ ls | grep -q '\.export-' && { echo "FAIL: a refused export left a staged file"; 
 # builtin: no GPU and no database, so it runs here; bad input is refused.
 expect 0 "sparse_attn_decode.bf16.d128.g16.w4.s1.tma.pvd.single.c16/auto \\(16 splits\\)" -- "$bin" builtin --suite anchors
 expect 0 '"splits":16,"workspace_bytes":' -- "$bin" builtin --suite anchors --op sparse_attn_decode --json
+expect 0 "mla_sparse_decode.fp8.h64.t64.n256.wg.pipe/auto \\(32 splits\\)" -- "$bin" builtin --suite dsv32-decode --op mla_sparse_decode
 expect 2 "--sms=0 is not a whole number in 1..4096" -- "$bin" builtin --sms 0
 expect 2 "--sms=x is not a whole number" -- "$bin" builtin --sms x
 expect 2 "unknown suite 'nosuch'" -- "$bin" builtin --suite nosuch

@@ -593,9 +593,18 @@ static void test_plans_size_grid_shared_memory_and_workspace(void **state) {
   assert_int_equal(p.merge_block, 128);
   assert_true(p.workspace_bytes >= (size_t)32 * 128 * (512 + 2) * 4);
   assert_true(p.part_ml_offset >= (size_t)32 * 128 * 512 * 4 && p.part_ml_offset % 256 == 0);
-  /* mma 1: the cache tile in bf16 rows of 584, the weights in bf16 rows of tile + 8 */
+  /* Tiles of 64 tokens: two a split (16 splits), one a split with wgmma
+   * (32), whose tune picked one at B 1 */
   st_mla_sparse_decode_config m = config(ST_DTYPE_FP8_E4M3, 64, 64, 512, 0);
   m.mma = 1;
+  assert_int_equal(st_mla_sparse_decode_plan_make(&m, &a, 132, &p, &err), ST_OK);
+  assert_int_equal(p.splits, 16);
+  st_mla_sparse_decode_config w = config(ST_DTYPE_FP8_E4M3, 64, 64, 256, 0);
+  w.mma = 2;
+  w.pipe = 1;
+  assert_int_equal(st_mla_sparse_decode_plan_make(&w, &a, 132, &p, &err), ST_OK);
+  assert_int_equal(p.splits, 32);
+  /* mma 1: the cache tile in bf16 rows of 584, the weights in bf16 rows of tile + 8 */
   assert_int_equal(st_mla_sparse_decode_smem_bytes(&m),
                    64 * 584 * 2 + 64 * 584 * 2 + 64 * 64 * 4 + 64 * 72 * 2 + 64 * 12 + 64 * 4);
   /* pipe: plus the raw fp8 rows of a tile and a second list of slots */

@@ -138,13 +138,19 @@ function M.kernel_space()
   return (space.filter(space.product(M.kernel_domains), M.constraint))
 end
 
--- The fallbacks, per dtype in the order dispatch tries them: the
--- tensor-core family with 64 heads a CTA (a cache row read once for half
--- of 128 heads), then 32, then 16, which takes every Hq of the contract (a
--- multiple of 16); last the CUDA-core family, the baseline the tensor-core
--- one is checked beside. The launcher picks the split count: one wave over
--- the multiprocessors.
+-- The fallbacks, per dtype in the order dispatch tries them: with fp8
+-- caches first the wgmma family (64 heads a CTA, two warpgroups: 1.3-1.5x
+-- the mma.sync one at FlashMLA's four fp8 anchors on an H200,
+-- docs/kernels/mla_sparse_decode.md, "v3: wgmma"; bf16 not yet timed, and
+-- mla_sparse_prefill takes the bf16 ones); then the tensor-core family
+-- with 64 heads a CTA (a cache row read once for half of 128 heads), then
+-- 32, then 16, which takes every Hq of the contract (a multiple of 16);
+-- last the CUDA-core family, the baseline the tensor-core one is checked
+-- beside. The launcher picks the split count: one wave over the
+-- multiprocessors (32 splits of one request of 128 heads, as the wgmma
+-- family's tune picked at B 1).
 local DEFAULTS = {
+  { heads_per_cta = 64, tile_tokens = 64, threads = 256, mma = 2, pipe = 1, dtype = "fp8" },
   { heads_per_cta = 64, tile_tokens = 64, threads = 512, mma = 1 },
   { heads_per_cta = 32, tile_tokens = 64, threads = 256, mma = 1 },
   { heads_per_cta = 16, tile_tokens = 64, threads = 128, mma = 1 },
@@ -154,18 +160,20 @@ function M.defaults()
   local out = {}
   for _, dtype in ipairs(M.kernel_domains.dtype) do
     for _, d in ipairs(DEFAULTS) do
-      local k = { dtype = dtype, heads_per_cta = d.heads_per_cta, tile_tokens = d.tile_tokens, threads = d.threads,
-        mma = d.mma, pipe = d.mma }
-      -- the copies pipelined wherever the staging buffer fits (not bf16 with
-      -- 64 heads)
-      if not M.constraint(k) then k.pipe = 0 end
-      local ok, why = M.constraint(k)
-      -- Every shape of the contract needs a fallback: a missing one is a
-      -- defect of the space, not a configuration to skip.
-      if not ok then
-        error(string.format("%s: default %s h%d is outside the space: %s", M.name, dtype, d.heads_per_cta, why), 0)
+      if (d.dtype or dtype) == dtype then
+        local k = { dtype = dtype, heads_per_cta = d.heads_per_cta, tile_tokens = d.tile_tokens, threads = d.threads,
+          mma = d.mma, pipe = d.pipe or d.mma }
+        -- the copies pipelined wherever the staging buffer fits (not bf16
+        -- with 64 heads)
+        if not M.constraint(k) then k.pipe = 0 end
+        local ok, why = M.constraint(k)
+        -- Every shape of the contract needs a fallback: a missing one is a
+        -- defect of the space, not a configuration to skip.
+        if not ok then
+          error(string.format("%s: default %s h%d is outside the space: %s", M.name, dtype, d.heads_per_cta, why), 0)
+        end
+        out[#out + 1] = { kernel = k, launch = { splits = 0 } }
       end
-      out[#out + 1] = { kernel = k, launch = { splits = 0 } }
     end
   end
   return out
