@@ -542,14 +542,14 @@ static int default_meant_for(const st_variant_config *c, const void *args, int s
   const st_sparse_attn_decode_config *cfg = &c->sparse_attn_decode;
   if (cfg->cluster <= 1 || cfg->splits != 0) return 1;
   const st_sparse_attn_decode_args *a = args;
-  const int64_t items = a->q.shape[0] * a->k_cache.shape[1], topk = a->topk_idx.shape[2];
-  const int splits = choose_splits(cfg, items, topk, a->qlen, sm_count);
-  if (cfg->cluster == 16) return 2 * splits >= cfg->cluster;
-  if (cfg->cluster == 4) {
-    const int64_t widest = cluster_splits(items, topk, a->qlen, sm_count, cfg->dtype == ST_DTYPE_FP8_E4M3, 16);
-    return widest >= 2 && widest <= 4;
-  }
-  return splits >= 2;
+  /* The count a cluster of 16 would take; a smaller cluster's is the same
+   * capped at its size (the counts are powers of two tried from 2 up), so
+   * it is 2 or more exactly where this one is. */
+  const int64_t widest = cluster_splits(a->q.shape[0] * a->k_cache.shape[1], a->topk_idx.shape[2], a->qlen, sm_count,
+                                        cfg->dtype == ST_DTYPE_FP8_E4M3, 16);
+  if (cfg->cluster == 16) return widest >= 8;
+  if (cfg->cluster == 4) return widest >= 2 && widest <= 4;
+  return widest >= 2;
 }
 
 const st_op_desc st_sparse_attn_decode_op = {.name = ST_SPARSE_ATTN_DECODE_OP,
